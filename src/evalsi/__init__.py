@@ -1,0 +1,94 @@
+"""evalsi: self-hosted evaluation for LLM apps, RAG, agents and ML models.
+
+The public surface is small and lazily imported, so ``import evalsi`` stays fast:
+
+    >>> import evalsi
+    >>> result = evalsi.evaluate(
+    ...     data=[{"id": "1", "output": "Paris", "reference": "Paris"}],
+    ...     evaluators=["exact-match"],
+    ...     store=":memory:",
+    ... )
+    >>> result.metric("exact-match").mean
+    1.0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from evalsi._api import evaluate, evaluate_async
+    from evalsi.core import (
+        Content,
+        DatasetError,
+        EvalsiError,
+        EvaluationResult,
+        Message,
+        MetricSummary,
+        Outcome,
+        OutputSpec,
+        ParamError,
+        Record,
+        Score,
+        ToolCall,
+        UnknownEvaluatorError,
+        Usage,
+        UserError,
+    )
+    from evalsi.datasets import FieldMap
+    from evalsi.evaluators import Evaluator, Registry, Skip, evaluator
+    from evalsi.runs import ScoreResult
+
+__all__ = [
+    "Content",
+    "DatasetError",
+    "EvalsiError",
+    "EvaluationResult",
+    "Evaluator",
+    "FieldMap",
+    "Message",
+    "MetricSummary",
+    "Outcome",
+    "OutputSpec",
+    "ParamError",
+    "Record",
+    "Registry",
+    "Score",
+    "ScoreResult",
+    "Skip",
+    "ToolCall",
+    "UnknownEvaluatorError",
+    "Usage",
+    "UserError",
+    "__version__",
+    "evaluate",
+    "evaluate_async",
+    "evaluator",
+]
+
+_WHERE = {
+    "evaluate": "evalsi._api",
+    "evaluate_async": "evalsi._api",
+    "FieldMap": "evalsi.datasets",
+    "Evaluator": "evalsi.evaluators",
+    "Registry": "evalsi.evaluators",
+    "Skip": "evalsi.evaluators",
+    "evaluator": "evalsi.evaluators",
+    "ScoreResult": "evalsi.runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'evalsi' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_WHERE.get(name, "evalsi.core")), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,98 @@
+"""The embedded entry points, ``evaluate`` and ``evaluate_async``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+from evalsi.datasets import FieldMap
+from evalsi.evaluators import Registry
+from evalsi.runs import EvaluatorLike, Progress, ScoreResult, score_async
+from evalsi.store import SqlStore
+
+
+async def evaluate_async(
+    data: Any,
+    evaluators: Iterable[EvaluatorLike],
+    *,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    fields: FieldMap | None = None,
+    cluster_by: str | None = None,
+    bootstrap: Literal["percentile", "bca"] | None = None,
+    seed: int = 0,
+    store: SqlStore | str | os.PathLike[str] | None = None,
+    on_bad_record: Literal["fail", "skip"] = "fail",
+    name: str = "",
+    registry: Registry | None = None,
+    progress: Progress | None = None,
+) -> ScoreResult:
+    """Grade records that already hold outputs (the Score way in).
+
+    Args:
+        data: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``), an ``hf://`` URI read from
+            the local Hugging Face cache, or an iterable of dicts or ``Record`` objects.
+        evaluators: names (``"exact-match"``, ``"builtin/exact-match@1.0.0"``), ``@evaluator``
+            objects, or ``{"ref": ..., "params": {...}, "name": ...}`` entries.
+        params: params per evaluator name, e.g. ``{"exact-match": {"ignore_case": True}}``.
+        fields: which row fields hold input, output, reference, id... (``FieldMap``).
+        cluster_by: a metadata key whose equal values share a cluster (clustered intervals).
+        bootstrap: ``"percentile"`` or ``"bca"`` intervals instead of Wilson / t.
+        seed: seed for every resampling.
+        store: where results go: a SQLite path, ``":memory:"``, or an open store. Default
+            ``.evalsi/evalsi.db`` under the working directory.
+        on_bad_record: ``"fail"`` stops at the first malformed row (naming file and line);
+            ``"skip"`` counts and reports bad rows and grades the rest.
+        name: a label for the run.
+        registry: the evaluators to resolve names against (default: built-ins + entry points).
+        progress: called after each batch with (records done, bad records).
+
+    Returns:
+        A ``ScoreResult`` with ``run_id``, ``metrics``, ``results``, ``table()`` and
+        ``to_json()``.
+
+    Example:
+        >>> import evalsi
+        >>> r = evalsi.evaluate(
+        ...     data=[{"output": "Paris", "reference": "paris"}],
+        ...     evaluators=["exact-match"],
+        ...     params={"exact-match": {"ignore_case": True}},
+        ...     store=":memory:",
+        ... )
+        >>> r.metric("exact-match").n
+        1
+    """
+    return await score_async(
+        data,
+        evaluators,
+        params=params,
+        fields=fields,
+        cluster_by=cluster_by,
+        bootstrap=bootstrap,
+        seed=seed,
+        store=store,
+        on_bad_record=on_bad_record,
+        name=name,
+        registry=registry,
+        progress=progress,
+    )
+
+
+def evaluate(data: Any, evaluators: Iterable[EvaluatorLike], **options: Any) -> ScoreResult:
+    """Synchronous ``evaluate_async`` (same arguments).
+
+    Inside a running event loop (a notebook) the work runs on a helper thread with its own loop.
+
+    Example:
+        >>> import evalsi
+        >>> evalsi.evaluate([{"output": "{}"}], ["json-valid"], store=":memory:").records
+        1
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(evaluate_async(data, evaluators, **options))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
+        return pool.submit(asyncio.run, evaluate_async(data, evaluators, **options)).result()

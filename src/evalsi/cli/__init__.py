@@ -1,0 +1,76 @@
+"""The ``evalsi`` command: thin over the library. ``main`` maps errors to exit codes.
+
+Exit codes (DESIGN.md §4): 0 done and every gate passed; 1 a gate failed; 2 cannot judge (bad
+input, bad spec); 3 the run could not finish (infrastructure, interruption, internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from evalsi import __version__
+from evalsi.cli import _catalog, _eval, _runs
+from evalsi.cli._output import fail
+from evalsi.core import EvalsiError
+
+DESCRIPTION = """\
+evalsi grades LLM apps, RAG systems, agents and ML models with statistics you can trust.
+
+Score records that already hold outputs:
+  evalsi eval --data qa.jsonl --evaluators exact-match,contains
+Look at what ran:
+  evalsi runs list
+  evalsi runs show latest
+Discover evaluators:
+  evalsi catalog list
+  evalsi catalog show exact-match
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalsi",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"evalsi {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _eval.register(commands)
+    _runs.register(commands)
+    _catalog.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        code: int = args.handler(args)
+    except EvalsiError as e:
+        return fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        return fail("interrupted; what was recorded so far is kept in the store", 3)
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error of ours; silence the flush at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as e:  # a bug of ours: say so plainly, with the traceback only on request
+        if os.environ.get("EVALSI_DEBUG"):
+            raise
+        return fail(
+            f"internal error: {type(e).__name__}: {e}\n"
+            "  hint: rerun with EVALSI_DEBUG=1 for the traceback and report it",
+            3,
+        )
+    return code
+
+
+def entrypoint() -> None:
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""``evalsi eval``: the Score way in from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.core import ParamError, UserError
+
+EPILOG = """\
+examples:
+  evalsi eval --data qa.jsonl --evaluators exact-match
+  evalsi eval --data qa.jsonl --evaluators exact-match,contains \\
+      --param exact-match.ignore_case=true --format json
+  evalsi eval --data chats.csv --output-field answer --reference-field gold \\
+      --evaluators fuzzy-match --cluster-by topic
+  evalsi eval --data hf://acme/qa@test --evaluators exact-match --on-bad-record skip
+
+Each row is one record: input, output, reference (a JSON list means "any of these"), id,
+context, usage {input_tokens, output_tokens, cost_usd, latency_ms}, metadata; other keys become
+metadata. Results are stored in .evalsi/evalsi.db (see `evalsi runs list`).
+Exit codes: 0 done, 2 bad input, 3 could not finish.
+"""
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "eval",
+        help="grade records that already hold outputs (Score)",
+        description="Grade a dataset whose records already hold outputs, with a 95% interval "
+        "on every metric.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data", required=True, help="a .jsonl/.json/.csv/.parquet file or hf://OWNER/NAME[@SPLIT]"
+    )
+    p.add_argument(
+        "--evaluators",
+        required=True,
+        help="comma-separated evaluator names or refs (see `evalsi catalog list`)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="EVALUATOR.KEY=VALUE",
+        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
+    )
+    p.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format (default: table)"
+    )
+    p.add_argument("--cluster-by", metavar="KEY", help="metadata key for clustered intervals")
+    p.add_argument(
+        "--bootstrap",
+        choices=("percentile", "bca"),
+        help="bootstrap intervals instead of Wilson / t",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for resampling (default: 0)")
+    p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    p.add_argument(
+        "--on-bad-record",
+        choices=("fail", "skip"),
+        default="fail",
+        help="stop at a malformed row (default) or count it and go on",
+    )
+    p.add_argument("--input-field", metavar="FIELD", help="row field holding the input")
+    p.add_argument("--output-field", metavar="FIELD", help="row field holding the output")
+    p.add_argument("--reference-field", metavar="FIELD", help="row field holding the reference")
+    p.add_argument("--id-field", metavar="FIELD", help="row field holding the record id")
+    p.add_argument("--name", default="", help="a label for this run")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=run)
+
+
+def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
+    """``exact-match.ignore_case=true`` → ``{"exact-match": {"ignore_case": "true"}}``."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        evaluator, dot, param = key.rpartition(".")
+        if not sep or not dot or not evaluator or not param:
+            raise ParamError(
+                f"--param {item!r}: expected EVALUATOR.KEY=VALUE",
+                hint="for example --param exact-match.ignore_case=true",
+            )
+        out.setdefault(evaluator.strip(), {})[param.strip()] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from evalsi.datasets import FieldMap
+    from evalsi.runs import TABLE_COLUMNS, metric_rows, score
+
+    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
+    if not names:
+        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    overrides = {
+        "input": args.input_field,
+        "output": args.output_field,
+        "reference": args.reference_field,
+        "id": args.id_field,
+    }
+    fields = FieldMap(**{k: v for k, v in overrides.items() if v})
+    progress = None if args.quiet else _progress_printer()
+    try:
+        result = score(
+            args.data,
+            names,
+            params=parse_params(args.param),
+            fields=fields,
+            cluster_by=args.cluster_by,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            store=args.store,
+            on_bad_record=args.on_bad_record,
+            name=args.name,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    if result.bad_records:
+        first = "; ".join(f"line {line}: {msg}" for line, msg in result.bad_examples[:3])
+        note(f"skipped {result.bad_records} bad record(s): {first}")
+    if args.format == "json":
+        print_json(result.to_dict())
+        return 0
+    title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
+    if args.format == "md":
+        print_markdown(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
+    else:
+        print_table(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
+    return 0
+
+
+class _progress_printer:
+    """Progress on stderr: a live line on a terminal, one summary line per 10 s otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.shown = False
+        self._write: Callable[[str], Any] = sys.stderr.write
+
+    def __call__(self, done: int, bad: int) -> None:
+        now = time.monotonic()
+        interval = 0.2 if self.tty else 10.0
+        if now - self.last < interval:
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        text = f"graded {done:,} records ({rate:,.0f}/s)" + (f", {bad} bad" if bad else "")
+        if self.tty:
+            self._write("\r\x1b[2K" + text)
+            self.shown = True
+        elif now - self.started >= interval:
+            self._write(text + "\n")
+
+    def close(self) -> None:
+        if self.shown:
+            self._write("\r\x1b[2K")

@@ -1,0 +1,53 @@
+"""Printing: JSON alone on stdout for machines, tables for people, messages on stderr."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from evalsi.runs import render_markdown, render_plain
+
+FORMATS = ("table", "json", "md")
+
+
+def fail(message: str, code: int) -> int:
+    """Print a one-line (plus hint) error to stderr and return the exit code."""
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def note(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str = "") -> None:
+    """A rich table on a terminal; aligned plain text otherwise (logs, pipes, CI)."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title or None, title_justify="left")
+        for i, column in enumerate(columns):
+            table.add_column(column, justify="right" if i >= 2 else "left")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    if title:
+        print(title)
+    print(render_plain(columns, rows))
+
+
+def print_markdown(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str = ""
+) -> None:
+    if title:
+        print(f"{title}\n")
+    print(render_markdown(columns, rows))

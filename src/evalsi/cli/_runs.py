@@ -1,0 +1,156 @@
+"""``evalsi runs list|show``: what the store holds."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import Any
+
+from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser("runs", help="list and inspect stored runs")
+    sub = p.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
+    ls = sub.add_parser("list", help="the most recent runs")
+    ls.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
+    ls.add_argument("--format", choices=("table", "json"), default="table")
+    ls.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    ls.set_defaults(handler=list_runs)
+    show = sub.add_parser(
+        "show",
+        help="one run: metrics, dataset, evaluators, manifest",
+        description="Show one run. RUN_ID may be a unique prefix or `latest`.",
+    )
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--format", choices=FORMATS, default="table")
+    show.add_argument(
+        "--failures",
+        type=int,
+        default=5,
+        metavar="N",
+        help="show up to N failed/errored results (default: 5)",
+    )
+    show.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    show.set_defaults(handler=show_run)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    from evalsi.runs import open_store
+
+    runs = open_store(args.store).list_runs(limit=max(args.limit, 1))
+    if args.format == "json":
+        print_json(
+            {
+                "runs": [
+                    {
+                        "run_id": r.id,
+                        "kind": r.kind,
+                        "status": r.status,
+                        "name": r.name,
+                        "records": r.records,
+                        "created_at": r.created_at,
+                        "finished_at": r.finished_at,
+                        "evaluators": [e.get("name") for e in r.evaluators],
+                    }
+                    for r in runs
+                ]
+            }
+        )
+        return 0
+    rows = [
+        (
+            r.id,
+            r.kind,
+            r.status,
+            str(r.records),
+            _when(r.created_at),
+            ",".join(str(e.get("name")) for e in r.evaluators),
+            r.name,
+        )
+        for r in runs
+    ]
+    print_table(("run", "kind", "status", "records", "created (UTC)", "evaluators", "name"), rows)
+    return 0
+
+
+def show_run(args: argparse.Namespace) -> int:
+    from evalsi.runs import TABLE_COLUMNS, metric_rows, open_store, summaries_from_dicts
+
+    store = open_store(args.store)
+    run = store.get_run(args.run_id)
+    summary = run.summary or {}
+    metrics = summaries_from_dicts(summary.get("metrics", []))
+    failures: list[dict[str, Any]] = []
+    if args.failures > 0:
+        failures = _failures(store, run.id, args.failures)
+    if args.format == "json":
+        print_json(
+            {
+                "run_id": run.id,
+                "kind": run.kind,
+                "status": run.status,
+                "name": run.name,
+                "records": run.records,
+                "created_at": run.created_at,
+                "finished_at": run.finished_at,
+                "error": run.error,
+                "metrics": summary.get("metrics", []),
+                "gates": summary.get("gates", []),
+                "dataset": summary.get("dataset"),
+                "bad_records": summary.get("bad_records", 0),
+                "spec": run.spec,
+                "manifest": run.manifest,
+                "failures": failures,
+            }
+        )
+        return 0
+    dataset = summary.get("dataset") or {}
+    source = dataset.get("source", run.spec.get("data", "?"))
+    title = (
+        f"run {run.id} · {run.kind} · {run.status} · {run.records} records · "
+        f"dataset {source} ({dataset.get('version', '-')})"
+    )
+    printer = print_markdown if args.format == "md" else print_table
+    printer(TABLE_COLUMNS, metric_rows(metrics), title=title)
+    if run.error:
+        print(f"\nstopped: {run.error}")
+    if failures:
+        print()
+        printer(
+            ("record", "evaluator", "outcome", "detail"),
+            [(f["record_id"], f["evaluator"], f["outcome"], f["detail"]) for f in failures],
+            title="failures (first few)",
+        )
+    return 0
+
+
+def _failures(store: Any, run_id: str, limit: int) -> list[dict[str, Any]]:
+    """Records that failed a pass/fail score or errored, in record order."""
+    from evalsi.core import Outcome
+
+    found: list[dict[str, Any]] = []
+    for _seq, _index, result in store.iter_results(run_id):
+        if result.outcome == Outcome.ERROR:
+            detail = result.reason
+        elif result.outcome == Outcome.SCORED and any(s.passed is False for s in result.scores):
+            detail = next((s.explanation for s in result.scores if s.explanation), "failed")
+        else:
+            continue
+        found.append(
+            {
+                "record_id": result.record_id,
+                "evaluator": result.evaluator,
+                "outcome": result.outcome.name.lower(),
+                "detail": detail[:120],
+            }
+        )
+        if len(found) >= limit:
+            break
+    return found

@@ -1,0 +1,137 @@
+"""Record: the unit every evaluator sees, whichever way it came in (Score, Run or Watch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evalsi.core._content import Content, JsonValue, ToolCall
+
+StepKind = Literal["llm_call", "tool_call", "retrieval", "message", "agent", "other"]
+
+
+@dataclass(slots=True)
+class Usage:
+    """What producing an output cost. ``None`` means unknown, which is not the same as zero."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+
+    def tokens(self) -> int | None:
+        """Total tokens: ``total_tokens`` when given, else input + output when either is known."""
+        if self.total_tokens is not None:
+            return self.total_tokens
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+@dataclass(slots=True)
+class Step:
+    """One typed step of a trajectory (an LLM call, a tool call, a retrieval, a message...)."""
+
+    kind: StepKind = "other"
+    name: str = ""
+    input: JsonValue = None
+    output: JsonValue = None
+    tool_call: ToolCall | None = None
+    usage: Usage | None = None
+    error: str = ""
+    start_time_unix_nano: int = 0
+    end_time_unix_nano: int = 0
+    span_id: str = ""
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """The ordered steps an agent or chain took to produce the output."""
+
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class IsolationReport:
+    """How the code that produced or graded this record was isolated (sandbox rung)."""
+
+    level: str = ""
+    driver: str = ""
+    details: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Provenance:
+    """Where a record came from: a dataset line, a run, or a trace."""
+
+    source: Literal["", "dataset", "run", "trace"] = ""
+    dataset: str = ""
+    dataset_version: str = ""
+    line: int = 0
+    run_id: str = ""
+    trace_id: str = ""
+    span_id: str = ""
+    isolation: IsolationReport | None = None
+
+
+@dataclass(slots=True)
+class Record:
+    """Input, output, reference, context, trajectory, usage and metadata of one example.
+
+    Example:
+        >>> r = Record(id="q1", input=Content.of_text("2+2?"), output=Content.of_text("4"))
+        >>> r.output.text
+        '4'
+    """
+
+    id: str
+    input: Content | None = None
+    output: Content | None = None
+    reference: Content | None = None
+    context: list[Content] = field(default_factory=list)
+    trajectory: Trajectory | None = None
+    usage: Usage | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance | None = None
+
+    def has(self, name: str) -> bool:
+        """Whether the record holds a usable value for a ``requires`` entry.
+
+        Field names are ``input``, ``output``, ``reference``, ``context``, ``trajectory``,
+        ``usage`` and ``usage.<field>`` (for example ``usage.latency_ms``), and
+        ``metadata.<key>``.
+        """
+        if name == "output":
+            return self.output is not None
+        if name == "reference":
+            return self.reference is not None
+        if name == "input":
+            return self.input is not None
+        if name == "context":
+            return bool(self.context)
+        if name == "trajectory":
+            return self.trajectory is not None and bool(self.trajectory.steps)
+        if name == "usage":
+            return self.usage is not None
+        if name.startswith("usage."):
+            if self.usage is None:
+                return False
+            attr = name[6:]
+            if attr == "tokens":
+                return self.usage.tokens() is not None
+            return getattr(self.usage, attr, None) is not None
+        if name.startswith("metadata."):
+            return self.metadata.get(name[9:]) is not None
+        raise ValueError(f"unknown record field {name!r}")
+
+
+RECORD_FIELDS = (
+    "input",
+    "output",
+    "reference",
+    "context",
+    "trajectory",
+    "usage",
+)
+"""The field names a manifest's ``requires`` may list (besides ``usage.*`` and ``metadata.*``)."""

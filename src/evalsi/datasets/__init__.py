@@ -1,0 +1,24 @@
+"""Datasets: read records from JSONL, JSON, CSV, Parquet, the Hugging Face cache or memory.
+
+Every source streams in batches and carries a content version (``sha256:<hex>``) for the run
+manifest. See ``open_dataset``.
+"""
+
+from evalsi.datasets._dataset import MAX_BAD_MESSAGES, Dataset, OnBadRecord
+from evalsi.datasets._fields import FieldMap, record_from_dict
+from evalsi.datasets._hf import HfRef, hub_cache_dir, parse_hf_uri
+from evalsi.datasets._source import SUPPORTED_SUFFIXES, FileFormat, open_dataset
+
+__all__ = [
+    "MAX_BAD_MESSAGES",
+    "SUPPORTED_SUFFIXES",
+    "Dataset",
+    "FieldMap",
+    "FileFormat",
+    "HfRef",
+    "OnBadRecord",
+    "hub_cache_dir",
+    "open_dataset",
+    "parse_hf_uri",
+    "record_from_dict",
+]

@@ -1,0 +1,142 @@
+"""CSV with a header row, through ``csv.DictReader``.
+
+Cells are strings, except in the columns of the structured fields (``context``, ``reference``,
+``usage``, ``metadata``, ``trajectory``), where a cell that looks like a JSON array or object is
+parsed. An empty cell in the ``id``, ``context``, ``usage``, ``metadata`` or ``trajectory``
+column means the field is absent; empty ``input``/``output``/``reference`` cells stay empty text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, BinaryIO
+
+import orjson
+
+from evalsi.core import DatasetError, Hasher, Record
+from evalsi.datasets._dataset import ReadState
+from evalsi.datasets._fields import Plan, RowError, build_record
+from evalsi.datasets._files import CHUNK_SIZE, open_binary, read_error
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+# Positions in Plan.names / Plan.paths.
+_ID, _REFERENCE, _CONTEXT, _METADATA, _USAGE, _TRAJECTORY = 0, 3, 4, 5, 6, 7
+
+
+def read_csv(path: str, state: ReadState) -> Iterator[Record]:
+    """Yield a record per data row; ``line`` is the physical line where the row ends."""
+    hasher = Hasher()
+    plan = state.plan
+    offset = state.id_offset
+    with open_binary(path) as raw:
+        text = io.TextIOWrapper(
+            io.BufferedReader(_HashingReader(raw, hasher), CHUNK_SIZE),
+            encoding="utf-8-sig",
+            newline="",
+        )
+        reader = csv.DictReader(text)
+        try:
+            header = reader.fieldnames
+        except (csv.Error, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
+            raise _read_failure(path, reader.line_num + 1, e) from e
+        if not header:
+            raise DatasetError(
+                "no header row", path=path, hint="the first line of a CSV file names its columns"
+            )
+        _check_header(header, path)
+        json_cols, optional_cols = _special_columns(header, plan)
+        width = len(header)
+        rows = iter(reader)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except (csv.Error, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
+                raise _read_failure(path, reader.line_num + 1, e) from e
+            line = reader.line_num
+            if None in row:
+                cells = width + len(row[None])
+                state.bad(path, line, f"{cells} cells, but the header names {width} columns")
+                continue
+            for col in optional_cols:
+                if row.get(col) == "":
+                    del row[col]
+            for col in json_cols:
+                cell = row.get(col)
+                if cell and cell[0] in "[{":
+                    with contextlib.suppress(orjson.JSONDecodeError):  # else it stays text
+                        row[col] = orjson.loads(cell)
+            try:
+                record = build_record(row, plan, line, path, offset)
+            except RowError as e:
+                state.bad(path, line, str(e))
+                continue
+            yield record
+        state.last_line = reader.line_num
+    state.version = hasher.hexdigest()
+
+
+def _read_failure(path: str, line: int, e: Exception) -> DatasetError:
+    if isinstance(e, csv.Error):
+        return DatasetError(f"not valid CSV: {e}", path=path, line=line)
+    if isinstance(e, UnicodeDecodeError):
+        return DatasetError(
+            f"not UTF-8 text ({e.reason})", path=path, line=line, hint="save the file as UTF-8"
+        )
+    return read_error(path, e)
+
+
+def _check_header(header: Sequence[str], path: str) -> None:
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise DatasetError(f"column {name!r} appears twice in the header", path=path, line=1)
+        seen.add(name)
+
+
+def _special_columns(header: Sequence[str], plan: Plan) -> tuple[list[str], list[str]]:
+    """The header's columns that may hold JSON, and those whose empty cells mean "absent"."""
+
+    def columns(positions: tuple[int, ...]) -> set[str]:
+        names = set()
+        for i in positions:
+            name = plan.names[i]
+            if name:
+                names.add(name)
+                names.add(name.split(".", 1)[0])
+        return names
+
+    json_names = columns((_REFERENCE, _CONTEXT, _METADATA, _USAGE, _TRAJECTORY))
+    if plan.ref_fallback:
+        json_names.add("expected")
+    optional_names = columns((_ID, _CONTEXT, _METADATA, _USAGE, _TRAJECTORY))
+    return (
+        [c for c in header if c in json_names],
+        [c for c in header if c in optional_names],
+    )
+
+
+class _HashingReader(io.RawIOBase):
+    """Hashes the bytes as the text layer pulls them, so a CSV pass reads its file once."""
+
+    def __init__(self, raw: BinaryIO, hasher: Hasher) -> None:
+        super().__init__()
+        self._raw = raw
+        self._hasher = hasher
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        data = self._raw.read(len(memoryview(buffer)))
+        n = len(data)
+        memoryview(buffer)[:n] = data
+        self._hasher.update(data)
+        return n

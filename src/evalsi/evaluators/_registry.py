@@ -1,0 +1,131 @@
+"""Registry: which evaluators exist, found by reference. An object, never global state."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from importlib import metadata
+from typing import Any
+
+from evalsi.core import EvaluatorRef, UnknownEvaluatorError, UserError, parse_ref
+from evalsi.evaluators._decorator import Evaluator
+
+ENTRY_POINT_GROUP = "evalsi.evaluators"
+
+
+def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    # Numeric parts compare as numbers, so 1.10.0 > 1.9.0; pre-release tags sort after digits.
+    parts: list[tuple[int, int | str]] = []
+    for piece in version.replace("-", ".").replace("+", ".").split("."):
+        parts.append((0, int(piece)) if piece.isdigit() else (-1, piece))
+    return tuple(parts)
+
+
+class Registry:
+    """Evaluators by ``namespace/name`` and version.
+
+    Example:
+        >>> from evalsi.evaluators import evaluator
+        >>> reg = Registry()
+        >>> @evaluator(name="acme/yes", version="1.0.0")
+        ... def yes(record):
+        ...     return True
+        >>> reg.register(yes)
+        >>> reg.resolve("yes").ref
+        'acme/yes@1.0.0'
+    """
+
+    def __init__(self, evaluators: Iterable[Evaluator] = ()) -> None:
+        self._items: dict[str, dict[str, Evaluator]] = {}
+        for ev in evaluators:
+            self.register(ev)
+
+    def register(self, ev: Evaluator) -> None:
+        """Add an evaluator; registering the same name@version twice with other code fails."""
+        if not isinstance(ev, Evaluator):
+            raise TypeError(f"not an evaluator (decorate it with @evaluator): {ev!r}")
+        versions = self._items.setdefault(ev.manifest.name, {})
+        existing = versions.get(ev.manifest.version)
+        if existing is not None and existing.target is not ev.target:
+            raise UserError(f"evaluator {ev.ref} is registered twice with different code")
+        versions[ev.manifest.version] = ev
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register evaluators that installed packages publish; returns the refs added.
+
+        An entry point names an ``Evaluator`` or an iterable of them. A broken entry point is
+        an error naming the distribution, not a warning: silently missing evaluators would make
+        a suite lie.
+        """
+        added = []
+        for ep in metadata.entry_points(group=group):
+            try:
+                obj: Any = ep.load()
+            except Exception as e:  # third-party import failure, reported with its origin
+                raise UserError(
+                    f"cannot load evaluator entry point {ep.name!r} ({ep.value}): {e}"
+                ) from e
+            items = [obj] if isinstance(obj, Evaluator) else list(obj)
+            for ev in items:
+                self.register(ev)
+                added.append(ev.ref)
+        return added
+
+    def resolve(self, ref: str | EvaluatorRef) -> Evaluator:
+        """Find ``builtin/exact-match@1.0.0``, ``builtin/exact-match`` or ``exact-match``.
+
+        Without a version the newest wins. An unknown name is an error listing close matches.
+        """
+        parsed = parse_ref(ref) if isinstance(ref, str) else ref
+        if parsed.namespace:
+            candidates = [parsed.qualified] if parsed.qualified in self._items else []
+        else:
+            candidates = [q for q in self._items if q.split("/", 1)[1] == parsed.name]
+            if len(candidates) > 1:
+                builtin = f"builtin/{parsed.name}"
+                if builtin not in candidates:
+                    options = ", ".join(sorted(candidates))
+                    raise UnknownEvaluatorError(
+                        f"evaluator name {parsed.name!r} is ambiguous: {options}",
+                        hint="write the namespace too, e.g. " + sorted(candidates)[0],
+                    )
+                candidates = [builtin]
+        if not candidates:
+            raise UnknownEvaluatorError(
+                f"unknown evaluator {str(parsed)!r}", hint=self._suggest(parsed)
+            )
+        versions = self._items[candidates[0]]
+        if parsed.version:
+            found = versions.get(parsed.version)
+            if found is None:
+                have = ", ".join(sorted(versions, key=_version_key))
+                raise UnknownEvaluatorError(
+                    f"evaluator {candidates[0]} has no version {parsed.version} (have: {have})"
+                )
+            return found
+        return versions[max(versions, key=_version_key)]
+
+    def _suggest(self, parsed: EvaluatorRef) -> str:
+        names = sorted({q.split("/", 1)[1] for q in self._items})
+        close = difflib.get_close_matches(parsed.name, names, n=3, cutoff=0.5)
+        if close:
+            return "did you mean " + ", ".join(close) + "? (`evalsi catalog list` shows all)"
+        return "`evalsi catalog list` shows the evaluators available"
+
+    def __iter__(self) -> Iterator[Evaluator]:
+        """The newest version of each evaluator, sorted by name."""
+        for qualified in sorted(self._items):
+            versions = self._items[qualified]
+            yield versions[max(versions, key=_version_key)]
+
+    def __contains__(self, ref: object) -> bool:
+        if not isinstance(ref, str):
+            return False
+        try:
+            self.resolve(ref)
+        except UserError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._items)

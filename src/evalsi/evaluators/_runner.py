@@ -1,0 +1,276 @@
+"""The batching runner: one bound evaluator over a batch of records → one result per record.
+
+The rules of tenet 2 live here. A record lacking a required field is SKIPPED with a reason. An
+exception inside an evaluator is an ERROR for that record (its type and message kept) and never
+stops the run; cancellation is never swallowed. Only well-formed scores are SCORED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evalsi.core import (
+    PASSED,
+    EvaluationResult,
+    Outcome,
+    Record,
+    ResultBatch,
+    Scope,
+    Score,
+    UserError,
+)
+from evalsi.evaluators._decorator import BoundEvaluator, Skip
+
+_SCORED, _SKIPPED, _ERROR = Outcome.SCORED, Outcome.SKIPPED, Outcome.ERROR
+
+
+def _field_check(name: str) -> Callable[[Record], bool]:
+    if name in ("input", "output", "reference"):
+        return lambda r: getattr(r, name) is not None
+    return lambda r: r.has(name)
+
+
+def missing_checker(requires: Sequence[str]) -> Callable[[Record], str | None]:
+    """A function returning the first required field a record lacks, or None."""
+    checks = [(name, _field_check(name)) for name in requires]
+    if not checks:
+        return lambda r: None
+    if len(checks) == 1:
+        ((name, check),) = checks
+        return lambda r: None if check(r) else name
+
+    def missing(record: Record) -> str | None:
+        for name, check in checks:
+            if not check(record):
+                return name
+        return None
+
+    return missing
+
+
+def to_scores(value: Any, default_name: str) -> list[Score] | str:
+    """Normalise what an evaluator returned; a string result means "malformed: <why>"."""
+    if isinstance(value, bool):
+        return [Score(name=default_name, passed=value)]
+    if isinstance(value, Score):
+        scores = [value]
+    elif isinstance(value, (int, float)):
+        scores = [Score(name=default_name, number=float(value))]
+    elif isinstance(value, str):
+        return [Score(name=default_name, label=value)]
+    elif isinstance(value, (list, tuple)) and value and all(isinstance(s, Score) for s in value):
+        scores = list(value)
+    else:
+        return f"evaluator returned {type(value).__name__}; expected Score, bool, number or str"
+    for score in scores:
+        problem = score.check()
+        if problem:
+            return problem
+        if not score.name:
+            score.name = default_name
+    return scores
+
+
+def _error_reason(e: BaseException) -> str:
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+class RecordRunner:
+    """Runs one bound record-scope evaluator over batches, filling a ``ResultBatch``."""
+
+    def __init__(self, bound: BoundEvaluator) -> None:
+        if bound.scope is not Scope.RECORD:
+            raise ValueError(f"{bound.ref} is {bound.scope.value}-scope, not record-scope")
+        self.bound = bound
+        self.name = bound.name
+        self.ref = bound.ref
+        # Unnamed scores take the evaluator's own name, not the instance alias, so metric
+        # names always match the manifest's declared outputs.
+        self.metric = bound.manifest.ref.name
+        self.missing = missing_checker(bound.manifest.requires)
+        self.batch = bound.batch_fn()
+        self.single = bound.record_fn()
+        probe = self.batch or self.single
+        call = getattr(probe, "__call__", probe)  # noqa: B004 - instances are callable objects
+        self.is_async = inspect.iscoroutinefunction(probe) or inspect.iscoroutinefunction(call)
+
+    def _start(self, records: Sequence[Record], trial: int) -> tuple[ResultBatch, list[int]]:
+        """A batch with every ineligible record already SKIPPED; returns the eligible indexes."""
+        out = ResultBatch(self.name, self.ref, self.metric, [r.id for r in records], trial=trial)
+        todo: list[int] = []
+        missing = self.missing
+        for i, record in enumerate(records):
+            lacking = missing(record)
+            if lacking is None:
+                todo.append(i)
+            else:
+                out.set_outcome(i, _SKIPPED, f"record has no {lacking}")
+        return out, todo
+
+    def _put(self, out: ResultBatch, i: int, value: Any) -> None:
+        # bool first: the common pass/fail case stays two list stores
+        if value is True or value is False:
+            out.kind[i] = PASSED
+            out.value[i] = 1.0 if value else 0.0
+            return
+        if isinstance(value, Skip):
+            out.set_outcome(i, _SKIPPED, value.reason)
+            return
+        scores = to_scores(value, self.metric)
+        if isinstance(scores, str):
+            out.set_outcome(i, _ERROR, scores)
+        else:
+            out.set_scores(i, scores)
+
+    def run(self, records: Sequence[Record], *, trial: int = 0) -> ResultBatch:
+        """Evaluate a batch synchronously (sync evaluators only)."""
+        if self.is_async:
+            raise TypeError(f"{self.ref} is async; use run_async")
+        started = time.perf_counter()
+        out, todo = self._start(records, trial)
+        if self.batch is not None:
+            if todo:
+                try:
+                    values = self.batch([records[i] for i in todo])
+                except Exception as e:  # one failing batch call marks its records ERROR
+                    self._fail_all(out, todo, _error_reason(e))
+                else:
+                    self._fill(out, todo, values)
+        else:
+            fn, put = self.single, self._put
+            for i in todo:
+                try:
+                    value = fn(records[i])
+                except Skip as s:
+                    out.set_outcome(i, _SKIPPED, s.reason)
+                    continue
+                except Exception as e:  # the evaluator's own failure: data on the run
+                    out.set_outcome(i, _ERROR, _error_reason(e))
+                    continue
+                put(out, i, value)
+        out.duration = (time.perf_counter() - started) / max(len(todo), 1)
+        return out
+
+    def _fail_all(self, out: ResultBatch, todo: list[int], reason: str) -> None:
+        for i in todo:
+            out.set_outcome(i, _ERROR, reason)
+
+    def _fill(self, out: ResultBatch, todo: list[int], values: Any) -> None:
+        values = values if isinstance(values, list) else list(values)
+        if len(values) != len(todo):
+            reason = f"batch evaluator returned {len(values)} values for {len(todo)} records"
+            self._fail_all(out, todo, reason)
+            return
+        for i, value in zip(todo, values, strict=True):
+            self._put(out, i, value)
+
+    async def run_async(self, records: Sequence[Record], *, trial: int = 0) -> ResultBatch:
+        """Evaluate a batch, awaiting async evaluators concurrently."""
+        if not self.is_async:
+            return self.run(records, trial=trial)
+        started = time.perf_counter()
+        out, todo = self._start(records, trial)
+        if self.batch is not None:
+            if todo:
+                try:
+                    values = await self.batch([records[i] for i in todo])  # type: ignore[misc]
+                except Exception as e:
+                    self._fail_all(out, todo, _error_reason(e))
+                else:
+                    self._fill(out, todo, values)
+        else:
+
+            async def one(i: int) -> None:
+                try:
+                    value = await self.single(records[i])
+                except Skip as s:
+                    out.set_outcome(i, _SKIPPED, s.reason)
+                    return
+                except Exception as e:
+                    out.set_outcome(i, _ERROR, _error_reason(e))
+                    return
+                self._put(out, i, value)
+
+            async with asyncio.TaskGroup() as group:
+                for i in todo:
+                    group.create_task(one(i))
+        out.duration = (time.perf_counter() - started) / max(len(todo), 1)
+        return out
+
+
+class DatasetRunner:
+    """Runs one dataset-scope evaluator: ``map`` each eligible record, ``reduce`` at the end."""
+
+    def __init__(self, bound: BoundEvaluator) -> None:
+        if bound.scope is not Scope.DATASET:
+            raise ValueError(f"{bound.ref} is {bound.scope.value}-scope, not dataset-scope")
+        self.bound = bound
+        self.name = bound.name
+        self.ref = bound.ref
+        self.missing = missing_checker(bound.manifest.requires)
+        self.values: list[Any] = []
+        self.record_ids: list[str] = []
+        self.skipped = 0
+        self.errors = 0
+        self.first_error = ""
+        self.seconds = 0.0
+
+    def feed(self, records: Sequence[Record]) -> None:
+        started = time.perf_counter()
+        fn: Callable[[Record], Any] = self.bound.instance.map
+        for record in records:
+            if self.missing(record) is not None:
+                self.skipped += 1
+                continue
+            try:
+                value = fn(record)
+            except Skip:
+                self.skipped += 1
+                continue
+            except Exception as e:
+                self.errors += 1
+                self.first_error = self.first_error or _error_reason(e)
+                continue
+            self.values.append(value)
+            self.record_ids.append(record.id)
+        self.seconds += time.perf_counter() - started
+
+    def reduce(self, values: list[Any] | None = None) -> list[Score] | str:
+        """Reduce the mapped values (or a resample of them); a string means ERROR: why."""
+        try:
+            out = self.bound.instance.reduce(self.values if values is None else values)
+        except Exception as e:
+            return _error_reason(e)
+        return to_scores(out, self.bound.manifest.ref.name)
+
+    def finish(self) -> EvaluationResult:
+        if not self.values:
+            reason = self.first_error or "no record was eligible"
+            outcome = _ERROR if self.first_error else _SKIPPED
+            return EvaluationResult("", self.name, self.ref, outcome, reason=reason)
+        started = time.perf_counter()
+        scores = self.reduce()
+        self.seconds += time.perf_counter() - started
+        if isinstance(scores, str):
+            return EvaluationResult("", self.name, self.ref, _ERROR, reason=scores)
+        return EvaluationResult("", self.name, self.ref, _SCORED, scores, duration_s=self.seconds)
+
+
+Runner = RecordRunner | DatasetRunner
+
+
+def make_runner(bound: BoundEvaluator) -> Runner:
+    """The runner for a bound evaluator's scope; undeclared scopes fail loudly."""
+    if bound.scope is Scope.RECORD:
+        return RecordRunner(bound)
+    if bound.scope is Scope.DATASET:
+        return DatasetRunner(bound)
+    raise UserError(
+        f"{bound.ref}: scope {bound.scope.value!r} is declared but not runnable yet "
+        "(record and dataset scopes run today)"
+    )

@@ -1,0 +1,72 @@
+"""The ``regex`` evaluator: the output matches a regular expression compiled once per bind."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Literal
+
+from evalsi.core import OutputSpec, ParamError, Record
+from evalsi.evaluators import evaluator
+
+
+class Regex:
+    """Pass when the output matches a regular expression.
+
+    Applies the pattern (Python ``re`` syntax) to ``output.as_text()``. The pattern is compiled
+    once when the evaluator is bound; an invalid pattern is a param error then, not a failure on
+    every record.
+
+    Args:
+        pattern: the regular expression (required).
+        mode: ``search`` (default) matches anywhere, ``match`` at the start, ``fullmatch`` the
+            whole text.
+        ignore_case: match case-insensitively (``re.IGNORECASE``).
+        multiline: ``^`` and ``$`` match at every line (``re.MULTILINE``).
+        dotall: ``.`` matches newlines too (``re.DOTALL``).
+    """
+
+    __slots__ = ("_match",)
+
+    def __init__(
+        self,
+        *,
+        pattern: str,
+        mode: Literal["search", "match", "fullmatch"] = "search",
+        ignore_case: bool = False,
+        multiline: bool = False,
+        dotall: bool = False,
+    ) -> None:
+        flags = re.NOFLAG
+        if ignore_case:
+            flags |= re.IGNORECASE
+        if multiline:
+            flags |= re.MULTILINE
+        if dotall:
+            flags |= re.DOTALL
+        try:
+            compiled = re.compile(pattern, flags)
+        except re.error as e:
+            raise ParamError(
+                f"regex: param 'pattern' is not a valid regular expression: {e}",
+                hint="patterns use Python `re` syntax",
+            ) from e
+        self._match: Callable[[str], re.Match[str] | None] = getattr(compiled, mode)
+
+    def __call__(self, record: Record) -> bool:
+        out = record.output
+        assert out is not None
+        return self._match(out.as_text()) is not None
+
+
+regex = evaluator(
+    name="builtin/regex",
+    version="1.0.0",
+    pack="core",
+    requires=("output",),
+    outputs=[OutputSpec("regex", "passed", (0.0, 1.0), True, "the output matches the pattern")],
+    example=(
+        "evalsi eval --data math.jsonl --evaluators regex "
+        "--param 'regex.pattern=^\\d+$' --param regex.mode=fullmatch"
+    ),
+)(Regex)

@@ -1,0 +1,146 @@
+"""What ``evalsi.evaluate`` returns: the run id, the metric summaries, and the results on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from evalsi.core import EvaluationResult, MetricSummary, Outcome
+
+if TYPE_CHECKING:
+    from evalsi.store import SqlStore
+
+
+def format_number(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 10**-digits):
+        return f"{value:.{digits}g}"
+    return f"{value:.{digits}f}"
+
+
+def format_ci(m: MetricSummary) -> str:
+    if m.ci.low is None or m.ci.high is None:
+        return "-"
+    return f"[{format_number(m.ci.low)}, {format_number(m.ci.high)}]"
+
+
+TABLE_COLUMNS = ("evaluator", "metric", "n", "mean", "95% CI", "method", "skipped", "errors")
+
+
+def metric_rows(metrics: list[MetricSummary]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for m in metrics:
+        mean = format_number(m.mean)
+        if m.kind == "label" and m.labels:
+            top = sorted(m.labels.items(), key=lambda kv: -kv[1])[:3]
+            mean = ", ".join(f"{k}:{v}" for k, v in top)
+        rows.append(
+            (
+                m.evaluator,
+                m.metric,
+                str(m.n),
+                mean,
+                format_ci(m),
+                m.ci.method,
+                str(m.skipped),
+                str(m.errors),
+            )
+        )
+    return rows
+
+
+def render_plain(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned plain text with a rule under the header (logs, pipes, CI)."""
+    all_rows = [tuple(columns), *[tuple(r) for r in rows]]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(columns))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in all_rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "| " + " | ".join(columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join([head, sep, *body])
+
+
+@dataclass
+class ScoreResult:
+    """The outcome of a Score run.
+
+    ``metrics`` holds one summary per metric; ``results`` reads the per-record results back
+    from the store (streamed there while the run went on, so large runs stay small in memory).
+    """
+
+    run_id: str
+    status: str
+    records: int
+    metrics: list[MetricSummary]
+    dataset_source: str
+    dataset_version: str | None
+    bad_records: int = 0
+    bad_examples: list[tuple[int, str]] = field(default_factory=list)
+    evaluators: list[dict[str, Any]] = field(default_factory=list)
+    store: SqlStore | None = None
+    gates: list[dict[str, Any]] = field(default_factory=list)
+
+    def metric(self, evaluator: str, metric: str | None = None) -> MetricSummary:
+        """The summary of one metric (the evaluator's own metric when ``metric`` is omitted)."""
+        for m in self.metrics:
+            if m.evaluator == evaluator and m.metric == (metric or evaluator):
+                return m
+        for m in self.metrics:
+            if m.evaluator == evaluator and metric is None:
+                return m
+        raise KeyError(f"no metric {metric or evaluator!r} for evaluator {evaluator!r}")
+
+    @property
+    def results(self) -> list[EvaluationResult]:
+        """Every (record, evaluator) result, in record order, read from the store."""
+        return list(self.iter_results())
+
+    def iter_results(self, *, outcome: Outcome | None = None) -> Any:
+        if self.store is None:
+            raise RuntimeError("this result is not attached to a store")
+        for _seq, _index, result in self.store.iter_results(self.run_id, outcome=outcome):
+            yield result
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of DESIGN.md §4, plus the dataset version and bad-record count."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "records": self.records,
+            "metrics": [m.to_dict() for m in self.metrics],
+            "gates": list(self.gates),
+            "infra_errors": sum(m.infra_errors for m in self.metrics),
+            "dataset": {"source": self.dataset_source, "version": self.dataset_version},
+            "bad_records": self.bad_records,
+            "evaluators": self.evaluators,
+        }
+
+    def to_json(self, *, indent: bool = True) -> str:
+        option = orjson.OPT_INDENT_2 if indent else 0
+        return orjson.dumps(self.to_dict(), option=option).decode()
+
+    def table(self) -> str:
+        """A plain-text table of n / mean / 95% CI per metric."""
+        return render_plain(TABLE_COLUMNS, metric_rows(self.metrics))
+
+    def markdown(self) -> str:
+        """The same table in Markdown, for CI summaries."""
+        table = render_markdown(TABLE_COLUMNS, metric_rows(self.metrics))
+        return f"**run** `{self.run_id}` · {self.records} records\n\n{table}"
+
+    def __repr__(self) -> str:
+        return f"<ScoreResult {self.run_id} {self.status} records={self.records}>\n{self.table()}"
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()

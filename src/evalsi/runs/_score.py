@@ -1,0 +1,183 @@
+"""Score: grade records that already hold outputs, streaming, and persist every result.
+
+The data is read in batches; each batch goes through every evaluator (record scope: results
+upserted under their task key and committed per batch; dataset scope: mapped values kept for
+the reduce at the end). Statistics are computed once, at the end, from the packed values.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from evalsi.core import EvalsiError, Interval, Record, ResultBatch, content_hash
+from evalsi.datasets import FieldMap, open_dataset
+from evalsi.evaluators import DatasetRunner, RecordRunner, Registry
+from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
+from evalsi.runs._result import ScoreResult
+from evalsi.store import DEFAULT_STORE, BackgroundWriter, SqlStore
+
+Progress = Callable[[int, int], None]
+"""Called after each batch with (records done, bad records skipped)."""
+
+StoreLike = SqlStore | str | os.PathLike[str] | None
+
+
+def open_store(store: StoreLike) -> SqlStore:
+    """``None`` means the embedded default, ``.evalsi/evalsi.db`` under the working directory."""
+    if isinstance(store, SqlStore):
+        return store
+    return SqlStore.open(store if store is not None else Path.cwd() / DEFAULT_STORE)
+
+
+async def score_async(
+    data: Any,
+    evaluators: Iterable[EvaluatorLike],
+    *,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    fields: FieldMap | None = None,
+    cluster_by: str | None = None,
+    bootstrap: Literal["percentile", "bca"] | None = None,
+    seed: int = 0,
+    store: StoreLike = None,
+    on_bad_record: Literal["fail", "skip"] = "fail",
+    batch_size: int = 2048,
+    name: str = "",
+    registry: Registry | None = None,
+    progress: Progress | None = None,
+) -> ScoreResult:
+    """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments."""
+    if registry is None:
+        from evalsi.packs import builtin_registry
+
+        registry = builtin_registry()
+    bound = bind_all(evaluators, registry=registry, params=params)
+    runners = runners_for(bound)
+    dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
+    db = open_store(store)
+    spec = {
+        "evaluators": [b.spec() for b in bound],
+        "data": dataset.name,
+        "cluster_by": cluster_by,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "on_bad_record": on_bad_record,
+    }
+    run = db.create_run(kind="score", spec=spec, name=name)
+    aggregator = Aggregator([(b.name, b.manifest.outputs) for b in bound], cluster_by=cluster_by)
+    done = 0
+    try:
+        with BackgroundWriter(db, run.id) as writer:
+            for batch in dataset.iter_batches(batch_size):
+                graded: list[tuple[int, int, ResultBatch]] = []
+                for index, runner in enumerate(runners):
+                    if isinstance(runner, DatasetRunner):
+                        runner.feed(batch)
+                        continue
+                    results = (
+                        await runner.run_async(batch) if runner.is_async else runner.run(batch)
+                    )
+                    aggregator.add(index, results, batch)
+                    graded.append((index, done, results))
+                writer.submit(graded)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, dataset.bad_count)
+        intervals = _finish_dataset_scope(runners, aggregator, db, run.id, bootstrap, seed)
+        metrics = aggregator.summaries(bootstrap=bootstrap, seed=seed, dataset_intervals=intervals)
+    except BaseException as e:  # record why the run stopped, then let the error go on
+        status = "interrupted" if isinstance(e, (KeyboardInterrupt, SystemExit)) else "failed"
+        db.finish_run(
+            run.id,
+            status=status,
+            records=done,
+            summary=None,
+            manifest=None,
+            error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
+        )
+        raise
+    manifest = _manifest(spec, bound, dataset.name, dataset.version, done)
+    summary = {
+        "metrics": [m.to_dict() for m in metrics],
+        "dataset": {"source": dataset.name, "version": dataset.version},
+        "bad_records": dataset.bad_count,
+        "bad_examples": [list(b) for b in dataset.bad_records[:10]],
+    }
+    db.finish_run(run.id, status="done", records=done, summary=summary, manifest=manifest)
+    return ScoreResult(
+        run_id=run.id,
+        status="done",
+        records=done,
+        metrics=metrics,
+        dataset_source=dataset.name,
+        dataset_version=dataset.version,
+        bad_records=dataset.bad_count,
+        bad_examples=list(dataset.bad_records[:10]),
+        evaluators=[b.spec() for b in bound],
+        store=db,
+    )
+
+
+def _finish_dataset_scope(
+    runners: list[RecordRunner | DatasetRunner],
+    aggregator: Aggregator,
+    db: SqlStore,
+    run_id: str,
+    bootstrap: Literal["percentile", "bca"] | None,
+    seed: int,
+) -> dict[int, dict[str, Interval]]:
+    intervals: dict[int, dict[str, Interval]] = {}
+    rows = []
+    for index, runner in enumerate(runners):
+        if not isinstance(runner, DatasetRunner):
+            continue
+        result = runner.finish()
+        aggregator.add_dataset(index, result, len(runner.values))
+        rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
+        if bootstrap and runner.values:
+            from evalsi.runs._resample import dataset_bootstrap
+
+            intervals[index] = dataset_bootstrap(runner, bootstrap=bootstrap, seed=seed)
+    db.write_batches(run_id, rows)
+    return intervals
+
+
+def _manifest(
+    spec: dict[str, Any],
+    bound: list[Any],
+    source: str,
+    version: str | None,
+    records: int,
+) -> dict[str, Any]:
+    from evalsi import __version__
+
+    return {
+        "evalsi_version": __version__,
+        "spec_hash": content_hash(spec),
+        "evaluators": [
+            {"name": b.name, "ref": b.ref, "version": b.manifest.version, "params": b.params}
+            for b in bound
+        ],
+        "dataset": {"source": source, "version": version, "records": records},
+        "seed": spec.get("seed", 0),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "created_at": time.time(),
+        "unpinned": [],
+    }
+
+
+def score(data: Any, evaluators: Iterable[EvaluatorLike], **options: Any) -> ScoreResult:
+    """The synchronous form of ``score_async``."""
+    import asyncio
+
+    return asyncio.run(score_async(data, evaluators, **options))
+
+
+__all__ = ["Progress", "Record", "open_store", "score", "score_async"]

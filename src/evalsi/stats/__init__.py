@@ -1,0 +1,30 @@
+"""Statistics for evaluation results: intervals, paired comparisons, pass@k and pass^k.
+
+Pure functions over plain sequences and numpy arrays. Every interval records its method and
+level, so an aggregate can always say how its uncertainty was computed.
+"""
+
+from evalsi.stats._bootstrap import BootstrapMethod, Statistic, bootstrap_interval
+from evalsi.stats._intervals import clustered_interval, t_interval, wilson
+from evalsi.stats._paired import McNemar, PairedDelta, mcnemar, paired_bootstrap
+from evalsi.stats._passk import pass_at_k, pass_hat_k
+from evalsi.stats._summary import Summary, SummaryKind, describe, summarize
+
+__all__ = [
+    "BootstrapMethod",
+    "McNemar",
+    "PairedDelta",
+    "Statistic",
+    "Summary",
+    "SummaryKind",
+    "bootstrap_interval",
+    "clustered_interval",
+    "describe",
+    "mcnemar",
+    "paired_bootstrap",
+    "pass_at_k",
+    "pass_hat_k",
+    "summarize",
+    "t_interval",
+    "wilson",
+]

@@ -1,0 +1,42 @@
+"""The public surface of evalsi.stats, and the examples in its docstrings."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+import evalsi.stats
+
+_MODULES = ["_arrays", "_bootstrap", "_intervals", "_paired", "_passk", "_summary"]
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(evalsi.stats.__all__) == [
+        "BootstrapMethod",
+        "McNemar",
+        "PairedDelta",
+        "Statistic",
+        "Summary",
+        "SummaryKind",
+        "bootstrap_interval",
+        "clustered_interval",
+        "describe",
+        "mcnemar",
+        "paired_bootstrap",
+        "pass_at_k",
+        "pass_hat_k",
+        "summarize",
+        "t_interval",
+        "wilson",
+    ]
+    for name in evalsi.stats.__all__:
+        assert hasattr(evalsi.stats, name)
+
+
+@pytest.mark.parametrize("module", _MODULES)
+def test_docstring_examples_run(module: str) -> None:
+    mod = importlib.import_module(f"evalsi.stats.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
