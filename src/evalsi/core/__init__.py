@@ -1,6 +1,14 @@
 """Domain types shared by every layer. Imports no other evalsi package."""
 
-from evalsi.core._batch import KIND_CODES, LABEL, NUMBER, PASSED, STRUCTURED, ResultBatch
+from evalsi.core._batch import (
+    KIND_CODES,
+    LABEL,
+    NUMBER,
+    PASSED,
+    STRUCTURED,
+    ResultBatch,
+    decode_score,
+)
 from evalsi.core._content import (
     Content,
     ContentKind,
@@ -97,6 +105,7 @@ __all__ = [
     "Usage",
     "UserError",
     "content_hash",
+    "decode_score",
     "message_from_dict",
     "message_to_dict",
     "parse_ref",

@@ -1,10 +1,12 @@
 """ResultBatch: one evaluator's results for a batch of records, stored column by column.
 
 Millions of (record, evaluator) results flow from the runner to the aggregator and the store.
-Keeping them as parallel lists (outcome, first score's kind and value, label, reason) instead
-of one object graph per result is what lets that path run at the speed of a plain loop. Full
-``Score`` lists are kept only for results one number cannot describe (several scores, an
-explanation, a confidence...). Indexing a batch still gives an ``EvaluationResult``.
+Keeping them as parallel lists (outcome, the first score's kind and value, one text) instead
+of one object graph per result is what lets that path run at the speed of a plain loop. The
+text is the reason when a result is not SCORED, the label of a label score, or else the score's
+explanation. Full ``Score`` lists are kept only for results those columns cannot describe
+(several scores, a confidence, a cost...). Indexing a batch still gives an
+``EvaluationResult``.
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ class ResultBatch(Sequence[EvaluationResult]):
         "evaluator",
         "ids",
         "kind",
-        "label",
         "metric",
         "outcome",
-        "reason",
         "ref",
         "scores",
+        "text",
         "trial",
         "value",
     )
@@ -50,8 +51,7 @@ class ResultBatch(Sequence[EvaluationResult]):
         self.outcome: list[int] = [1] * n
         self.kind: list[int | None] = [None] * n
         self.value: list[float | None] = [None] * n
-        self.label: list[str | None] = [None] * n
-        self.reason: list[str | None] = [None] * n
+        self.text: list[str | None] = [None] * n
         self.scores: list[list[Score] | None] = [None] * n
         self.duration = 0.0  # seconds per record, averaged over the batch
 
@@ -63,14 +63,18 @@ class ResultBatch(Sequence[EvaluationResult]):
         elif first.number is not None:
             self.kind[i], self.value[i] = NUMBER, float(first.number)
         elif first.label is not None:
-            self.kind[i], self.label[i] = LABEL, first.label
+            self.kind[i], self.text[i] = LABEL, first.label
         else:
             self.kind[i] = STRUCTURED
+        if first.explanation and self.text[i] is None:
+            self.text[i] = first.explanation
+        elif first.explanation:
+            self.scores[i] = scores  # a label and an explanation: both need keeping
+            return
         if (
             len(scores) > 1
             or self.kind[i] == STRUCTURED
             or first.name != self.metric
-            or first.explanation
             or first.confidence is not None
             or first.cost is not None
             or first.metadata
@@ -79,7 +83,7 @@ class ResultBatch(Sequence[EvaluationResult]):
 
     def set_outcome(self, i: int, outcome: Outcome, reason: str) -> None:
         self.outcome[i] = int(outcome)
-        self.reason[i] = reason
+        self.text[i] = reason
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -98,7 +102,7 @@ class ResultBatch(Sequence[EvaluationResult]):
             evaluator_ref=self.ref,
             outcome=_OUTCOMES[self.outcome[i]],
             scores=self.score_list(i),
-            reason=self.reason[i] or "",
+            reason=(self.text[i] or "") if self.outcome[i] != 1 else "",
             duration_s=self.duration,
             trial=self.trial,
         )
@@ -114,14 +118,7 @@ class ResultBatch(Sequence[EvaluationResult]):
             return list(full)
         if self.outcome[i] != 1:
             return []
-        kind = self.kind[i]
-        if kind == PASSED:
-            return [Score(name=self.metric, passed=self.value[i] == 1.0)]
-        if kind == NUMBER:
-            return [Score(name=self.metric, number=self.value[i])]
-        if kind == LABEL:
-            return [Score(name=self.metric, label=self.label[i])]
-        return []
+        return decode_score(self.metric, self.kind[i], self.value[i], self.text[i])
 
     @classmethod
     def of(cls, results: Sequence[EvaluationResult], metric: str) -> ResultBatch:
@@ -141,3 +138,16 @@ class ResultBatch(Sequence[EvaluationResult]):
                 batch.set_outcome(i, r.outcome, r.reason)
             batch.duration = r.duration_s
         return batch
+
+
+def decode_score(
+    metric: str, kind: int | None, value: float | None, text: str | None
+) -> list[Score]:
+    """The score a (kind, value, text) column triple stands for (see ``ResultBatch``)."""
+    if kind == PASSED:
+        return [Score(name=metric, passed=value == 1.0, explanation=text or "")]
+    if kind == NUMBER:
+        return [Score(name=metric, number=value, explanation=text or "")]
+    if kind == LABEL:
+        return [Score(name=metric, label=text)]
+    return []

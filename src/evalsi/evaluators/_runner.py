@@ -28,28 +28,39 @@ from evalsi.evaluators._decorator import BoundEvaluator, Skip
 _SCORED, _SKIPPED, _ERROR = Outcome.SCORED, Outcome.SKIPPED, Outcome.ERROR
 
 
-def _field_check(name: str) -> Callable[[Record], bool]:
-    if name in ("input", "output", "reference"):
-        return lambda r: getattr(r, name) is not None
-    return lambda r: r.has(name)
+_PLAIN = ("input", "output", "reference")
 
 
 def missing_checker(requires: Sequence[str]) -> Callable[[Record], str | None]:
-    """A function returning the first required field a record lacks, or None."""
-    checks = [(name, _field_check(name)) for name in requires]
-    if not checks:
-        return lambda r: None
-    if len(checks) == 1:
-        ((name, check),) = checks
-        return lambda r: None if check(r) else name
+    """A function returning the first required field a record lacks, or None.
 
-    def missing(record: Record) -> str | None:
-        for name, check in checks:
-            if not check(record):
-                return name
-        return None
+    It runs once per record per evaluator, so it is generated as straight-line attribute
+    tests (names come from the validated ``requires``, never from data).
+    """
+    lines = ["def missing(record):"]
+    for name in requires:
+        if name in _PLAIN:
+            lines.append(f"    if record.{name} is None: return {name!r}")
+        else:
+            lines.append(f"    if not record.has({name!r}): return {name!r}")
+    lines.append("    return None")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)
+    return namespace["missing"]  # type: ignore[no-any-return]
 
-    return missing
+
+def _plain_verdict(score: Score) -> bool:
+    """A lone unnamed pass/fail score with at most an explanation: fits the batch columns."""
+    return (
+        score.passed.__class__ is bool
+        and score.number is None
+        and score.label is None
+        and score.structured is None
+        and not score.name
+        and score.confidence is None
+        and score.cost is None
+        and not score.metadata
+    )
 
 
 def to_scores(value: Any, default_name: str) -> list[Score] | str:
@@ -132,8 +143,8 @@ class RecordRunner:
         if self.is_async:
             raise TypeError(f"{self.ref} is async; use run_async")
         started = time.perf_counter()
-        out, todo = self._start(records, trial)
         if self.batch is not None:
+            out, todo = self._start(records, trial)
             if todo:
                 try:
                     values = self.batch([records[i] for i in todo])
@@ -141,19 +152,35 @@ class RecordRunner:
                     self._fail_all(out, todo, _error_reason(e))
                 else:
                     self._fill(out, todo, values)
-        else:
-            fn, put = self.single, self._put
-            for i in todo:
-                try:
-                    value = fn(records[i])
-                except Skip as s:
-                    out.set_outcome(i, _SKIPPED, s.reason)
-                    continue
-                except Exception as e:  # the evaluator's own failure: data on the run
-                    out.set_outcome(i, _ERROR, _error_reason(e))
-                    continue
+            out.duration = (time.perf_counter() - started) / max(len(todo), 1)
+            return out
+        out = ResultBatch(self.name, self.ref, self.metric, [r.id for r in records], trial=trial)
+        fn, put, missing = self.single, self._put, self.missing
+        kind, value_col, text_col = out.kind, out.value, out.text
+        for i, record in enumerate(records):
+            lacking = missing(record)
+            if lacking is not None:
+                out.set_outcome(i, _SKIPPED, f"record has no {lacking}")
+                continue
+            try:
+                value = fn(record)
+            except Skip as s:
+                out.set_outcome(i, _SKIPPED, s.reason)
+                continue
+            except Exception as e:  # the evaluator's own failure: data on the run
+                out.set_outcome(i, _ERROR, _error_reason(e))
+                continue
+            if value is True:  # the common pass/fail case, inline
+                kind[i], value_col[i] = PASSED, 1.0
+            elif value is False:
+                kind[i], value_col[i] = PASSED, 0.0
+            elif type(value) is Score and _plain_verdict(value):
+                # pass/fail with an explanation, the next most common case
+                kind[i], value_col[i] = PASSED, 1.0 if value.passed else 0.0
+                text_col[i] = value.explanation or None
+            else:
                 put(out, i, value)
-        out.duration = (time.perf_counter() - started) / max(len(todo), 1)
+        out.duration = (time.perf_counter() - started) / max(len(records), 1)
         return out
 
     def _fail_all(self, out: ResultBatch, todo: list[int], reason: str) -> None:

@@ -1,8 +1,9 @@
-"""Streaming aggregation: results in, one MetricSummary per (evaluator, metric) out.
+"""Streaming aggregation: result batches in, one MetricSummary per (evaluator, metric) out.
 
-Only SCORED values enter a metric; SKIPPED, ERROR and CANCELLED are counted beside it. Values
-are kept as packed doubles (8 bytes each) so that intervals that need them (clustered,
-bootstrap) can be computed at the end while memory stays small.
+Only SCORED values enter a metric; SKIPPED, ERROR and CANCELLED are counted beside it. Each
+metric folds its values into running moments (and per-cluster sums when clustering), so memory
+stays flat however many records stream by. Values themselves are kept only when a bootstrap
+interval is requested, since resampling needs them.
 """
 
 from __future__ import annotations
@@ -26,19 +27,23 @@ from evalsi.core import (
     Score,
     ScoreKind,
 )
+from evalsi.stats import Moments
 
 _KIND_NAMES: dict[int, ScoreKind] = {1: "number", 2: "passed", 3: "label", 4: "structured"}
-
-_SCORED = Outcome.SCORED
 
 
 @dataclass(slots=True)
 class _Metric:
     kind: ScoreKind
-    values: array[float] = field(default_factory=lambda: array("d"))
-    clusters: list[Hashable] = field(default_factory=list)
+    moments: Moments = field(default_factory=Moments)
+    values: array[float] | None = None  # kept only for bootstrap intervals
     labels: Counter[str] = field(default_factory=Counter)
     higher_is_better: bool | None = None
+
+    def add(self, values: list[float], clusters: list[Hashable] | None) -> None:
+        self.moments.add(values, clusters)
+        if self.values is not None:
+            self.values.extend(values)
 
 
 @dataclass(slots=True)
@@ -51,28 +56,52 @@ class _Evaluator:
 
 
 class Aggregator:
-    """Collects results of a run's evaluators, in order, and summarises them."""
+    """Collects a run's results, evaluator by evaluator, and summarises them at the end."""
 
     def __init__(
-        self, evaluators: Sequence[tuple[str, tuple[OutputSpec, ...]]], *, cluster_by: str | None
+        self,
+        evaluators: Sequence[tuple[str, tuple[OutputSpec, ...]]],
+        *,
+        cluster_by: str | None,
+        keep_values: bool = False,
     ) -> None:
         self._evaluators = [_Evaluator(name, outputs) for name, outputs in evaluators]
         self.cluster_by = cluster_by
+        self.keep_values = keep_values
         for ev in self._evaluators:
             for spec in ev.outputs:
                 if spec.type in ("passed", "number", "label"):
-                    ev.metrics[spec.name] = _Metric(
-                        spec.type, higher_is_better=spec.higher_is_better
-                    )
+                    ev.metrics[spec.name] = self._metric(spec.type, spec.higher_is_better)
+
+    def _metric(self, kind: ScoreKind, higher_is_better: bool | None = None) -> _Metric:
+        values = array("d") if self.keep_values else None
+        return _Metric(kind, values=values, higher_is_better=higher_is_better)
+
+    def _clusters(self, records: Sequence[Record], indexes: list[int]) -> list[Hashable] | None:
+        if self.cluster_by is None:
+            return None
+        return [_cluster_key(records[i], self.cluster_by) for i in indexes]
 
     def add(self, index: int, batch: ResultBatch, records: Sequence[Record]) -> None:
         """Add one evaluator's results for a batch (``batch[i]`` belongs to ``records[i]``)."""
         ev = self._evaluators[index]
         counts, metrics = ev.counts, ev.metrics
         outcome, kind, value, scores = batch.outcome, batch.kind, batch.value, batch.scores
-        for code in (1, 2, 3, 4):
-            counts[code] += outcome.count(code)
-        cluster_by = self.cluster_by
+        n = len(outcome)
+        scored = outcome.count(1)
+        counts[1] += scored
+        if scored < n:
+            for code in (2, 3, 4):
+                counts[code] += outcome.count(code)
+        if scored == n and scores.count(None) == n and LABEL not in kind:
+            # Fast path: every record scored one plain value (most batches of most runs).
+            metric = metrics.get(batch.metric)
+            if metric is None:
+                metric = metrics[batch.metric] = self._metric(_KIND_NAMES[kind[0] or NUMBER])
+            metric.add(value, self._clusters(records, list(range(n))))  # type: ignore[arg-type]
+            if metric.kind == "passed" and NUMBER in kind:
+                metric.kind = "number"
+            return
         simple = [
             i for i, (o, s) in enumerate(zip(outcome, scores, strict=True)) if o == 1 and s is None
         ]
@@ -80,58 +109,53 @@ class Aggregator:
             # The common case, one unnamed score per record: straight into the default metric.
             metric = metrics.get(batch.metric)
             if metric is None:
-                first_kind = kind[simple[0]]
-                metric = metrics[batch.metric] = _Metric(_KIND_NAMES[first_kind or LABEL])
+                metric = metrics[batch.metric] = self._metric(_KIND_NAMES[kind[simple[0]] or LABEL])
             numeric = [i for i in simple if kind[i] != LABEL]
             if numeric:
-                metric.values.extend([value[i] for i in numeric])  # type: ignore[misc]
+                metric.add([value[i] for i in numeric], self._clusters(records, numeric))  # type: ignore[misc]
                 if metric.kind == "passed" and any(kind[i] == NUMBER for i in numeric):
                     metric.kind = "number"  # mixed bool/number under one name: a number
-                if cluster_by is not None:
-                    metric.clusters.extend(_cluster_key(records[i], cluster_by) for i in numeric)
             if len(numeric) < len(simple):
-                label = batch.label
-                metric.labels.update(label[i] for i in simple if kind[i] == LABEL)  # type: ignore[misc]
+                text = batch.text
+                metric.labels.update(text[i] for i in simple if kind[i] == LABEL)  # type: ignore[misc]
         for i, full in enumerate(scores):
-            if full is None or outcome[i] != 1:
-                continue
-            for score in full:
-                self._add_score(metrics, score, records[i] if cluster_by is not None else None)
+            if full is not None and outcome[i] == 1:
+                for score in full:
+                    self._add_score(metrics, score, records[i])
 
-    def _add_score(self, metrics: dict[str, _Metric], score: Score, record: Record | None) -> None:
+    def _add_score(self, metrics: dict[str, _Metric], score: Score, record: Record) -> None:
         metric = metrics.get(score.name)
         if metric is None:
-            metric = metrics[score.name] = _Metric(score.kind)
-        if score.passed is not None:
-            metric.values.append(1.0 if score.passed else 0.0)
-        elif score.number is not None:
-            metric.values.append(score.number)
-            if metric.kind == "passed":
-                metric.kind = "number"
-        elif score.label is not None:
+            metric = metrics[score.name] = self._metric(score.kind)
+        if score.label is not None:
             metric.labels[score.label] += 1
             return
+        if score.passed is not None:
+            number = 1.0 if score.passed else 0.0
+        elif score.number is not None:
+            number = float(score.number)
+            if metric.kind == "passed":
+                metric.kind = "number"
         else:
             return
-        if record is not None and self.cluster_by is not None:
-            metric.clusters.append(_cluster_key(record, self.cluster_by))
+        metric.add([number], self._clusters([record], [0]))
 
     def add_dataset(self, index: int, result: EvaluationResult, n_records: int) -> None:
         """Add a dataset-scope evaluator's single result."""
         ev = self._evaluators[index]
         ev.dataset_n = n_records
         ev.counts[result.outcome] += 1
-        if result.outcome is _SCORED:
+        if result.outcome is Outcome.SCORED:
             for score in result.scores:
                 metric = ev.metrics.get(score.name) or ev.metrics.setdefault(
-                    score.name, _Metric(score.kind)
+                    score.name, self._metric(score.kind)
                 )
                 if score.label is not None:
                     metric.labels[score.label] += 1
                 elif score.number is not None:
-                    metric.values.append(float(score.number))
+                    metric.moments.add([float(score.number)])
                 elif score.passed is not None:
-                    metric.values.append(1.0 if score.passed else 0.0)
+                    metric.moments.add([1.0 if score.passed else 0.0])
 
     def summaries(
         self,
@@ -141,51 +165,42 @@ class Aggregator:
         dataset_intervals: dict[int, dict[str, Interval]] | None = None,
     ) -> list[MetricSummary]:
         """One summary per metric, in evaluator order then metric declaration order."""
-        from evalsi.stats import summarize  # numpy/scipy only when a run ends
+        from evalsi.stats import bootstrap_interval  # numpy/scipy only when a run ends
 
         out: list[MetricSummary] = []
         for index, ev in enumerate(self._evaluators):
-            scored, skipped, errors, cancelled = (
-                ev.counts[1],
-                ev.counts[2],
-                ev.counts[3],
-                ev.counts[4],
-            )
-            metrics = ev.metrics or {ev.name: _Metric("passed")}
+            counts = ev.counts
+            metrics = ev.metrics or {ev.name: self._metric("passed")}
             for name, metric in metrics.items():
-                if scored and not metric.values and not metric.labels and len(metrics) > 1:
+                moments = metric.moments
+                if counts[1] and not moments.n and not metric.labels and len(metrics) > 1:
                     continue  # a declared output this configuration never emits
                 base: dict[str, Any] = {
                     "evaluator": ev.name,
                     "metric": name,
                     "kind": metric.kind,
-                    "scored": scored,
-                    "skipped": skipped,
-                    "errors": errors,
-                    "cancelled": cancelled,
+                    "scored": counts[1],
+                    "skipped": counts[2],
+                    "errors": counts[3],
+                    "cancelled": counts[4],
                     "higher_is_better": metric.higher_is_better,
                 }
                 if ev.dataset_n is not None:
-                    value = metric.values[0] if metric.values else None
-                    interval = (dataset_intervals or {}).get(index, {}).get(name) or Interval(
-                        None, None, "none"
-                    )
+                    found = (dataset_intervals or {}).get(index, {}).get(name)
                     out.append(
                         MetricSummary(
-                            n=ev.dataset_n if value is not None else 0,
-                            mean=value,
+                            n=ev.dataset_n if moments.n else 0,
+                            mean=moments.mean if moments.n else None,
                             std=None,
-                            ci=interval,
+                            ci=found or Interval(None, None, "none"),
                             labels=dict(metric.labels),
                             **base,
                         )
                     )
-                    continue
-                if metric.kind == "label" or (not metric.values and metric.labels):
-                    n = sum(metric.labels.values())
+                elif metric.kind == "label" or (not moments.n and metric.labels):
                     out.append(
                         MetricSummary(
-                            n=n,
+                            n=sum(metric.labels.values()),
                             mean=None,
                             std=None,
                             ci=Interval(None, None, "none"),
@@ -193,24 +208,24 @@ class Aggregator:
                             **base,
                         )
                     )
-                    continue
-                summary = summarize(
-                    metric.values,
-                    kind="passed" if metric.kind == "passed" else "number",
-                    clusters=metric.clusters if self.cluster_by is not None else None,
-                    bootstrap=bootstrap,
-                    seed=seed,
-                )
-                out.append(
-                    MetricSummary(
-                        n=summary.n,
-                        mean=summary.mean,
-                        std=summary.std,
-                        ci=summary.interval,
-                        clusters=summary.clusters,
-                        **base,
+                else:
+                    kind: Literal["passed", "number"] = (
+                        "passed" if metric.kind == "passed" else "number"
                     )
-                )
+                    summary = moments.summary(kind, clustered=self.cluster_by is not None)
+                    interval = summary.interval
+                    if bootstrap is not None and metric.values is not None:
+                        interval = bootstrap_interval(metric.values, method=bootstrap, seed=seed)
+                    out.append(
+                        MetricSummary(
+                            n=summary.n,
+                            mean=summary.mean,
+                            std=summary.std,
+                            ci=interval,
+                            clusters=summary.clusters,
+                            **base,
+                        )
+                    )
         return out
 
 

@@ -5,20 +5,29 @@ level, so an aggregate can always say how its uncertainty was computed.
 """
 
 from evalsi.stats._bootstrap import BootstrapMethod, Statistic, bootstrap_interval
-from evalsi.stats._intervals import clustered_interval, t_interval, wilson
+from evalsi.stats._intervals import (
+    clustered_interval,
+    clustered_interval_from_sums,
+    t_interval,
+    t_interval_from_moments,
+    wilson,
+)
 from evalsi.stats._paired import McNemar, PairedDelta, mcnemar, paired_bootstrap
 from evalsi.stats._passk import pass_at_k, pass_hat_k
+from evalsi.stats._streaming import Moments
 from evalsi.stats._summary import Summary, SummaryKind, describe, summarize
 
 __all__ = [
     "BootstrapMethod",
     "McNemar",
+    "Moments",
     "PairedDelta",
     "Statistic",
     "Summary",
     "SummaryKind",
     "bootstrap_interval",
     "clustered_interval",
+    "clustered_interval_from_sums",
     "describe",
     "mcnemar",
     "paired_bootstrap",
@@ -26,5 +35,6 @@ __all__ = [
     "pass_hat_k",
     "summarize",
     "t_interval",
+    "t_interval_from_moments",
     "wilson",
 ]

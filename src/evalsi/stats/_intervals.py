@@ -86,9 +86,23 @@ def t_interval(values: Values, level: float = 0.95) -> Interval:
     n = x.size
     if n < 2:
         return Interval(None, None, "t", level)
-    mean = float(np.mean(x))
-    sem = float(np.std(x, ddof=1)) / math.sqrt(n)
-    half = t_quantile(0.5 + level / 2, n - 1) * sem
+    return t_interval_from_moments(n, float(np.mean(x)), float(np.std(x, ddof=1)), level)
+
+
+def t_interval_from_moments(n: int, mean: float, std: float, level: float = 0.95) -> Interval:
+    """The t interval from ``n``, the mean and the sample standard deviation (ddof=1).
+
+    What a streaming summary uses, so values need not be kept.
+
+    Example:
+        >>> ci = t_interval_from_moments(4, 2.5, 1.2909944487358056)
+        >>> round(ci.low, 4), round(ci.high, 4)
+        (0.4457, 4.5543)
+    """
+    level = check_level(level)
+    if n < 2:
+        return Interval(None, None, "t", level)
+    half = t_quantile(0.5 + level / 2, n - 1) * std / math.sqrt(n)
     return Interval(mean - half, mean + half, "t", level)
 
 
@@ -137,10 +151,31 @@ def clustered_interval(
     g = len(index)
     if g < 2:
         return Interval(None, None, "cluster-t", level)
-    n = x.size
-    mean = float(np.mean(x))
-    cluster_sums = np.bincount(codes, weights=x - mean, minlength=g)
+    sizes = np.bincount(codes, minlength=g)
+    sums = np.bincount(codes, weights=x, minlength=g)
+    return clustered_interval_from_sums(sizes, sums, level)
+
+
+def clustered_interval_from_sums(sizes: Values, sums: Values, level: float = 0.95) -> Interval:
+    """``clustered_interval`` from each cluster's size and sum, so values need not be kept.
+
+    The CR1 variance only needs, per cluster g, Σ_{i∈g}(x_i - x̄) = S_g - n_g·x̄.
+
+    Example:
+        >>> ci = clustered_interval_from_sums([2, 2, 2], [3.0, 7.0, 11.0])
+        >>> round(ci.low, 4), round(ci.high, 4)
+        (-1.4683, 8.4683)
+    """
+    level = check_level(level)
+    n_g = np.asarray(sizes, dtype=float)
+    s_g = np.asarray(sums, dtype=float)
+    g = n_g.size
+    if g < 2:
+        return Interval(None, None, "cluster-t", level)
+    n = float(n_g.sum())
+    mean = float(s_g.sum()) / n
+    residual_sums = s_g - n_g * mean
     # (N-1)/(N-K) is 1 for K=1; kept out of the product on purpose.
-    variance = g / (g - 1) * float(np.sum(cluster_sums**2)) / (n * n)
+    variance = g / (g - 1) * float(np.sum(residual_sums**2)) / (n * n)
     half = t_quantile(0.5 + level / 2, g - 1) * math.sqrt(variance)
     return Interval(mean - half, mean + half, "cluster-t", level)

@@ -62,7 +62,7 @@ results = Table(
     Column("outcome", Integer, nullable=False),  # core.Outcome
     Column("kind", Integer),  # the first score's kind: 1 number, 2 passed, 3 label, 4 structured
     Column("value", Float),  # the first score: number, or 1.0/0.0 for passed
-    Column("text", Text),  # the label (kind 3) when SCORED; why, when SKIPPED / ERROR
+    Column("text", Text),  # why, when not SCORED; else the label (kind 3) or the explanation
     Column("extra", Text),  # JSON of all scores when the first alone does not say everything
     PrimaryKeyConstraint("run", "seq", "trial", "evaluator"),
     sqlite_with_rowid=False,

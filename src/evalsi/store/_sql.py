@@ -19,7 +19,16 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from evalsi.core import EvaluationResult, Outcome, ResultBatch, Score, StoreError, Usage, UserError
+from evalsi.core import (
+    EvaluationResult,
+    Outcome,
+    ResultBatch,
+    Score,
+    StoreError,
+    Usage,
+    UserError,
+    decode_score,
+)
 from evalsi.store._schema import SCHEMA_VERSION, meta, metadata, results, runs
 
 
@@ -57,7 +66,7 @@ _COLUMNS = (
     "text",
     "extra",
 )
-_CHUNK = 3000  # rows per statement: 30,000 parameters, under SQLite's 32,766 limit
+_CHUNK = 4096  # rows per statement: 7 parameters each, under SQLite's 32,766 limit
 
 
 def new_run_id() -> str:
@@ -108,11 +117,20 @@ class SqlStore:
         self._statements: dict[int, str] = {}
         self._raw: Any = None
 
-    def _upsert(self, rows: int) -> str:
-        """One multi-row upsert: a single statement per chunk (one driver round trip)."""
-        sql = self._statements.get(rows)
+    def _upsert(self, run: int, trial: int, evaluator: int, rows: int) -> str:
+        """One multi-row upsert per chunk: one driver call, one parse, one step.
+
+        The run, trial and evaluator are the same for every row of a batch, so they are written
+        into the statement as integer literals (ours, never user data) instead of being bound
+        30,000 times; statements are cached per (run, trial, evaluator) for full chunks.
+        """
+        key = (run, trial, evaluator, rows)
+        sql = self._statements.get(key)
         if sql is None:
-            values = "(" + ", ".join([self._mark] * len(_COLUMNS)) + ")"
+            m = self._mark
+            values = (
+                f"({int(run)}, {m}, {int(trial)}, {int(evaluator)}, {m}, {m}, {m}, {m}, {m}, {m})"
+            )
             sql = (
                 f"INSERT INTO results ({', '.join(_COLUMNS)}) VALUES "
                 + ", ".join([values] * rows)
@@ -120,7 +138,9 @@ class SqlStore:
                 + ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS[4:])
             )
             if rows == _CHUNK:
-                self._statements[rows] = sql
+                if len(self._statements) > 64:
+                    self._statements.clear()
+                self._statements[key] = sql
         return sql
 
     @classmethod
@@ -265,42 +285,38 @@ class SqlStore:
         Entry ``i`` of a batch is the record at position ``first_seq + i``.
         """
         pk = self._run_pk(run_id)
-        rows: list[tuple[Any, ...]] = []
-        for index, first_seq, batch in batches:
-            n = len(batch)
-            text = [
-                reason if reason is not None else label
-                for reason, label in zip(batch.reason, batch.label, strict=True)
-            ]
-            extra = [_scores_json(s) if s is not None else None for s in batch.scores]
-            rows.extend(
-                zip(
-                    repeat(pk, n),
-                    range(first_seq, first_seq + n),
-                    repeat(batch.trial, n),
-                    repeat(index, n),
-                    batch.ids,
-                    batch.outcome,
-                    batch.kind,
-                    batch.value,
-                    text,
-                    extra,
-                    strict=True,
-                )
-            )
-        if not rows:
-            return 0
         raw = self._raw_connection()
+        written = 0
         try:
             cur = raw.cursor()
-            for start in range(0, len(rows), _CHUNK):
-                chunk = rows[start : start + _CHUNK]
-                cur.execute(self._upsert(len(chunk)), list(chain.from_iterable(chunk)))
+            for index, first_seq, batch in batches:
+                n = len(batch)
+                if batch.scores.count(None) == n:
+                    extra: Iterable[str | None] = repeat(None, n)
+                else:
+                    extra = [_scores_json(s) if s is not None else None for s in batch.scores]
+                rows = list(
+                    zip(
+                        range(first_seq, first_seq + n),
+                        batch.ids,
+                        batch.outcome,
+                        batch.kind,
+                        batch.value,
+                        batch.text,
+                        extra,
+                        strict=False,  # `extra` may be an endless repeat
+                    )
+                )
+                for start in range(0, n, _CHUNK):
+                    chunk = rows[start : start + _CHUNK]
+                    sql = self._upsert(pk, batch.trial, index, len(chunk))
+                    cur.execute(sql, list(chain.from_iterable(chunk)))
+                written += n
             raw.commit()
         except Exception as e:
             raw.rollback()
             raise StoreError(f"cannot write results to {self.location}: {e}") from e
-        return len(rows)
+        return written
 
     def _raw_connection(self) -> Any:
         if self._raw is None:
@@ -390,12 +406,8 @@ def _decode(row: Any, spec: dict[str, Any]) -> EvaluationResult:
                     metadata=item.get("metadata", {}),
                 )
             )
-    elif row["kind"] == 2:
-        scores.append(Score(name=metric, passed=row["value"] == 1.0))
-    elif row["kind"] == 1:
-        scores.append(Score(name=metric, number=row["value"]))
-    elif row["kind"] == 3:
-        scores.append(Score(name=metric, label=row["text"]))
+    elif row["outcome"] == Outcome.SCORED:
+        scores = decode_score(metric, row["kind"], row["value"], row["text"])
     return EvaluationResult(
         record_id=row["record_id"],
         evaluator=name,

@@ -16,12 +16,14 @@ def test_public_names_are_pinned() -> None:
     assert sorted(evalsi.stats.__all__) == [
         "BootstrapMethod",
         "McNemar",
+        "Moments",
         "PairedDelta",
         "Statistic",
         "Summary",
         "SummaryKind",
         "bootstrap_interval",
         "clustered_interval",
+        "clustered_interval_from_sums",
         "describe",
         "mcnemar",
         "paired_bootstrap",
@@ -29,6 +31,7 @@ def test_public_names_are_pinned() -> None:
         "pass_hat_k",
         "summarize",
         "t_interval",
+        "t_interval_from_moments",
         "wilson",
     ]
     for name in evalsi.stats.__all__:
