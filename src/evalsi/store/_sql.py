@@ -114,7 +114,7 @@ class SqlStore:
                 f"cannot open the store at {location}: {e.__class__.__name__}: {e}"
             ) from e
         self._mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
-        self._statements: dict[int, str] = {}
+        self._statements: dict[tuple[int, int, int, int], str] = {}
         self._raw: Any = None
 
     def _upsert(self, run: int, trial: int, evaluator: int, rows: int) -> str:
