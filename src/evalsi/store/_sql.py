@@ -143,6 +143,12 @@ class SqlStore:
                 self._statements[key] = sql
         return sql
 
+    @property
+    def is_sqlite_file(self) -> bool:
+        """A SQLite database in a file (which another process may open too)."""
+        database = self.engine.url.database
+        return self.engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
+
     @classmethod
     def open(cls, location: str | os.PathLike[str]) -> SqlStore:
         """Open a store: a SQLite file path, ``:memory:``, or a SQLAlchemy URL."""
@@ -385,27 +391,34 @@ def _score_dict(s: Score) -> dict[str, Any]:
     return out
 
 
+def scores_from_dicts(items: list[dict[str, Any]]) -> list[Score]:
+    """The inverse of ``_score_dict`` over a list."""
+    out = []
+    for item in items:
+        cost = item.get("cost")
+        out.append(
+            Score(
+                name=item.get("name", ""),
+                number=item.get("number"),
+                passed=item.get("passed"),
+                label=item.get("label"),
+                structured=item.get("structured"),
+                explanation=item.get("explanation", ""),
+                confidence=item.get("confidence"),
+                cost=Usage(**cost) if cost else None,
+                metadata=item.get("metadata", {}),
+            )
+        )
+    return out
+
+
 def _decode(row: Any, spec: dict[str, Any]) -> EvaluationResult:
     name = str(spec.get("name", ""))
     ref = str(spec.get("ref", ""))
     metric = ref.split("@", 1)[0].rsplit("/", 1)[-1] or name  # unnamed scores: the evaluator's name
     scores: list[Score] = []
     if row["extra"]:
-        for item in orjson.loads(row["extra"]):
-            cost = item.get("cost")
-            scores.append(
-                Score(
-                    name=item.get("name", ""),
-                    number=item.get("number"),
-                    passed=item.get("passed"),
-                    label=item.get("label"),
-                    structured=item.get("structured"),
-                    explanation=item.get("explanation", ""),
-                    confidence=item.get("confidence"),
-                    cost=Usage(**cost) if cost else None,
-                    metadata=item.get("metadata", {}),
-                )
-            )
+        scores = scores_from_dicts(orjson.loads(row["extra"]))
     elif row["outcome"] == Outcome.SCORED:
         scores = decode_score(metric, row["kind"], row["value"], row["text"])
     return EvaluationResult(

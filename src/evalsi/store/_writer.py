@@ -1,30 +1,44 @@
-"""A background writer: results are committed on a second thread while grading goes on.
+"""Background writers: results are committed while grading goes on.
 
-SQLite (like PostgreSQL's driver) releases the GIL while it works, so writing batch *i* while
-batch *i+1* is graded uses the second core. The queue is bounded, so memory stays flat when the
-disk is slower than grading; an error on the writer thread is raised on the next submit/close.
+Writing is about half the work of a Score run, and most of it holds the GIL (building rows,
+binding parameters), so a writer *thread* barely overlaps with grading. For a long run on a
+file store, the writer becomes a separate *process*: the grading process serialises each batch's
+columns with orjson (cheap, in C) and sends the bytes down a pipe; the writer process decodes
+them and upserts into the same SQLite file (WAL lets both have it open). Short runs, in-memory
+stores and non-SQLite URLs keep the thread, since a process costs a second interpreter start.
+
+Either way the queue is bounded (memory stays flat when the disk is slower than grading), every
+message is committed on its own (what was sent before a crash is kept), and an error in the
+writer is raised in the caller on its next submit or at close.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import queue
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Any
+
+import orjson
 
 from evalsi.core import ResultBatch, StoreError
 from evalsi.store._sql import SqlStore
 
 Item = Sequence[tuple[int, int, ResultBatch]]
 
+PROCESS_AFTER_BATCHES = 16
+"""A run that has submitted this many batches moves its writes to a writer process."""
 
-class BackgroundWriter:
-    """Use as a context manager; ``submit`` a batch of ``(evaluator, first_seq, batch)``."""
 
-    def __init__(self, store: SqlStore, run_id: str, *, depth: int = 4) -> None:
+class _ThreadWriter:
+    def __init__(self, store: SqlStore, run_id: str, depth: int = 4) -> None:
         self.store = store
         self.run_id = run_id
-        self.rows = 0
         self._queue: queue.Queue[Item | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="evalsi-writer", daemon=True)
@@ -38,11 +52,11 @@ class BackgroundWriter:
             if self._error is not None:
                 continue  # drain: the first error is what the caller hears about
             try:
-                self.rows += self.store.write_batches(self.run_id, item)
+                self.store.write_batches(self.run_id, item)
             except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
                 self._error = e
 
-    def _raise(self) -> None:
+    def raise_error(self) -> None:
         if self._error is not None:
             error, self._error = self._error, None
             if isinstance(error, StoreError):
@@ -50,15 +64,147 @@ class BackgroundWriter:
             raise StoreError(f"writing results failed: {type(error).__name__}: {error}") from error
 
     def submit(self, item: Item) -> None:
-        self._raise()
+        self.raise_error()
         self._queue.put(item)
 
     def close(self) -> None:
-        """Wait until everything submitted is committed."""
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
-        self._raise()
+        self.raise_error()
+
+
+def _encode(item: Item) -> bytes:
+    return orjson.dumps(
+        [
+            [
+                index,
+                first_seq,
+                b.trial,
+                b.evaluator,
+                b.ref,
+                b.metric,
+                b.ids,
+                b.outcome,
+                b.kind,
+                b.value,
+                b.text,
+                [_scores(s) for s in b.scores] if b.scores.count(None) != len(b) else None,
+            ]
+            for index, first_seq, b in item
+        ]
+    )
+
+
+def _scores(scores: Any) -> Any:
+    if scores is None:
+        return None
+    from evalsi.store._sql import _score_dict
+
+    return [_score_dict(s) for s in scores]
+
+
+def decode(data: bytes) -> list[tuple[int, int, ResultBatch]]:
+    from evalsi.store._sql import scores_from_dicts
+
+    out = []
+    for (
+        index,
+        first_seq,
+        trial,
+        name,
+        ref,
+        metric,
+        ids,
+        outcome,
+        kind,
+        value,
+        text,
+        full,
+    ) in orjson.loads(data):
+        batch = ResultBatch(name, ref, metric, ids, trial=trial)
+        batch.outcome, batch.kind, batch.value, batch.text = outcome, kind, value, text
+        if full is not None:
+            batch.scores = [scores_from_dicts(s) if s is not None else None for s in full]
+        out.append((index, first_seq, batch))
+    return out
+
+
+class _ProcessWriter:
+    def __init__(self, store: SqlStore, run_id: str) -> None:
+        # A plain subprocess, not multiprocessing: spawn would re-import the user's __main__.
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "evalsi.store._writer_process", store.location, run_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self._process.stdin is not None
+        self._inbox = self._process.stdin
+        if hasattr(fcntl, "F_SETPIPE_SZ"):
+            # A pipe that holds a whole message lets grading go on while the writer writes.
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(self._inbox.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+        self._closed = False
+
+    def _failure(self) -> StoreError:
+        assert self._process.stdout is not None
+        message = self._process.stdout.read().decode().strip()
+        code = self._process.wait()
+        return StoreError(f"writing results failed: {message or f'writer exit code {code}'}")
+
+    def raise_error(self) -> None:
+        if self._process.poll() is not None and not self._closed:
+            self._closed = True
+            raise self._failure()
+
+    def submit(self, item: Item) -> None:
+        self.raise_error()
+        data = _encode(item)
+        try:
+            self._inbox.write(len(data).to_bytes(8, "little") + data)
+        except (BrokenPipeError, OSError):
+            self._closed = True
+            raise self._failure() from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self._inbox.write((0).to_bytes(8, "little"))
+            self._inbox.close()
+        assert self._process.stdout is not None
+        message = self._process.stdout.read().decode().strip()
+        code = self._process.wait()
+        if code != 0 or message != "ok":
+            raise StoreError(f"writing results failed: {message or f'writer exit code {code}'}")
+
+
+class BackgroundWriter:
+    """Commits submitted batches in the background; use as a context manager.
+
+    ``submit`` takes ``(evaluator_index, first_seq, batch)`` tuples. The first batches go
+    through a thread; after ``PROCESS_AFTER_BATCHES`` submissions on a SQLite file store the
+    writer moves to a process (see the module docstring).
+    """
+
+    def __init__(self, store: SqlStore, run_id: str, *, allow_process: bool = True) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.submitted = 0
+        self._can_move = allow_process and store.is_sqlite_file
+        self._writer: _ThreadWriter | _ProcessWriter = _ThreadWriter(store, run_id)
+
+    def submit(self, item: Item) -> None:
+        self.submitted += 1
+        if self._can_move and self.submitted == PROCESS_AFTER_BATCHES:
+            self._writer.close()  # flush the thread first: writes stay in order
+            self._writer = _ProcessWriter(self.store, self.run_id)
+        self._writer.submit(item)
+
+    def close(self) -> None:
+        """Wait until everything submitted is committed."""
+        self._writer.close()
 
     def __enter__(self) -> BackgroundWriter:
         return self
