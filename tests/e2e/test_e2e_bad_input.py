@@ -177,20 +177,28 @@ def test_bad_line_after_graded_batches_keeps_what_was_recorded(cli, user_error, 
     assert kept == run["records"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the CLI's hint for a malformed row tells the user to pass the Python keyword "
-    'on_bad_record="skip" instead of the CLI flag --on-bad-record skip',
-)
 def test_bad_row_hint_names_the_cli_flag(files, cli, user_error):
     proc = cli("eval", "--data", "bad.jsonl", "--evaluators", "exact-match")
     err = user_error(proc, "bad.jsonl:2")
     assert "--on-bad-record skip" in err
 
 
-def test_unknown_run_id(cli, user_error):
+def test_unknown_run_id(cli, user_error, tmp_path):
+    (tmp_path / "qa.jsonl").write_text('{"output": "a", "reference": "a"}\n')
+    made = cli("eval", "--data", "qa.jsonl", "--evaluators", "exact-match", "--store", "s.db")
+    assert made.returncode == 0, made.stderr
     proc = cli("runs", "show", "no-such-run", "--store", "s.db", "--format", "json")
     user_error(proc, "no-such-run", "runs list")
+
+
+def test_reading_a_store_that_does_not_exist_creates_nothing(cli, user_error, tmp_path):
+    proc = cli("runs", "show", "latest", "--store", "missing.db")
+    user_error(proc, "no result store at missing.db")
+    listed = cli("runs", "list")
+    assert listed.returncode == 0
+    assert "no runs yet" in listed.stderr
+    assert not (tmp_path / "missing.db").exists()
+    assert not (tmp_path / ".evalsi").exists()
 
 
 def test_no_command_and_unknown_option_exit_2_without_traceback(cli):

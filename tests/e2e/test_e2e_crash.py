@@ -164,13 +164,6 @@ def test_kill_9_leaves_an_interrupted_run_and_its_results(
     assert statuses == {run_id: "interrupted", again["run_id"]: "done"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Ctrl-C (SIGINT) does not stop `evalsi eval`: asyncio.run's SIGINT handler only "
-    "cancels the main task, and score_async never awaits with synchronous evaluators, so the "
-    "whole dataset is graded, the run is stored as `done`, and only then the CLI exits 3 "
-    "'interrupted'",
-)
 def test_sigint_stops_the_run_marks_it_interrupted_and_exits_3(
     big, tmp_path, start_evalsi, run_evalsi
 ):

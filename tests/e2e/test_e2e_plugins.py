@@ -106,12 +106,6 @@ def test_broken_entry_point_is_a_clear_error(
     user_error(cli("catalog", "list", env=env), "entry point")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an entry point naming an object that is not an @evaluator (an undecorated "
-    "function) crashes Registry.load_entry_points with TypeError ('function' object is not "
-    "iterable): exit 3 'internal error' instead of exit 2 naming the entry point",
-)
 def test_entry_point_to_a_non_evaluator_is_a_user_error(tmp_path, cli, user_error, shout_data):
     env = _install(tmp_path / "site", "[evalsi.evaluators]\nshout = mypkg:not_decorated\n")
     user_error(
@@ -121,12 +115,6 @@ def test_entry_point_to_a_non_evaluator_is_a_user_error(tmp_path, cli, user_erro
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Registry.load_entry_points promises an error naming the distribution, but the "
-    "message names only the entry point (no 'mypkg'), so a user cannot tell which package "
-    "to fix or uninstall",
-)
 def test_broken_entry_point_names_the_distribution(tmp_path, cli, user_error, shout_data):
     env = _install(tmp_path / "site", "[evalsi.evaluators]\nshout = no_such_module:shout\n")
     user_error(cli("eval", "--data", shout_data, "--evaluators", "exact-match", env=env), "mypkg")

@@ -231,13 +231,6 @@ def test_params_and_on_bad_record_through_the_api(store):
     assert (r.records, r.bad_records) == (5, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: store=':memory:' (the README/docstring example) fails with StoreError "
-    "'SQLite objects created in a thread can only be used in that same thread': the in-memory "
-    "engine's single StaticPool connection is made on the caller's thread and then used by the "
-    "evalsi-writer thread",
-)
 def test_evaluate_with_an_in_memory_store():
     r = evalsi.evaluate(data=ROWS, evaluators=["exact-match"], store=":memory:")
     assert r.metric("exact-match").mean == 0.75

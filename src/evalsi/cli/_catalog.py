@@ -96,8 +96,9 @@ def show_evaluator(args: argparse.Namespace) -> int:
         default = " (required)" if key in required else f" = {schema.get('default')!r}"
         lines.append(f"  {key}: {kind}{extra}{default}")
     doc = (ev.__doc__ or "").strip()
-    if doc and doc != d["description"]:
-        lines += ["", doc]
+    rest = doc.split("\n\n", 1)[1].strip() if "\n\n" in doc else ""
+    if rest:
+        lines += ["", rest]
     if d["example"]:
         lines += ["", "example:", "  " + d["example"].replace("\n", "\n  ")]
     print("\n".join(lines))

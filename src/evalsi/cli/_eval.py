@@ -93,8 +93,9 @@ def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from evalsi._api import evaluate
     from evalsi.datasets import FieldMap
-    from evalsi.runs import TABLE_COLUMNS, metric_rows, score
+    from evalsi.runs import TABLE_COLUMNS, metric_rows
 
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     fields = FieldMap(**{k: v for k, v in overrides.items() if v})
     progress = None if args.quiet else _progress_printer()
     try:
-        result = score(
+        result = evaluate(
             args.data,
             names,
             params=parse_params(args.param),

@@ -8,8 +8,6 @@ from typing import Any
 
 import orjson
 
-from evalsi.runs import render_markdown, render_plain
-
 FORMATS = ("table", "json", "md")
 
 
@@ -40,6 +38,8 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, title:
             table.add_row(*row)
         Console().print(table)
         return
+    from evalsi.runs import render_plain
+
     if title:
         print(title)
     print(render_plain(columns, rows))
@@ -48,6 +48,8 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, title:
 def print_markdown(
     columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str = ""
 ) -> None:
+    from evalsi.runs import render_markdown
+
     if title:
         print(f"{title}\n")
     print(render_markdown(columns, rows))

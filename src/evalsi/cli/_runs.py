@@ -6,7 +6,8 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
+from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.core import UserError
 
 
 def register(commands: Any) -> None:
@@ -44,7 +45,13 @@ def _when(ts: float | None) -> str:
 def list_runs(args: argparse.Namespace) -> int:
     from evalsi.runs import open_store
 
-    runs = open_store(args.store).list_runs(limit=max(args.limit, 1))
+    try:
+        runs = open_store(args.store, create=False).list_runs(limit=max(args.limit, 1))
+    except UserError as e:
+        if args.store is not None:
+            raise
+        note(f"no runs yet ({e.message})")
+        runs = []
     if args.format == "json":
         print_json(
             {
@@ -83,7 +90,7 @@ def list_runs(args: argparse.Namespace) -> int:
 def show_run(args: argparse.Namespace) -> int:
     from evalsi.runs import TABLE_COLUMNS, metric_rows, open_store, summaries_from_dicts
 
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     run = store.get_run(args.run_id)
     summary = run.summary or {}
     metrics = summaries_from_dicts(summary.get("metrics", []))

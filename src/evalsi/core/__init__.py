@@ -43,6 +43,7 @@ from evalsi.core._manifest import (
 )
 from evalsi.core._record import (
     RECORD_FIELDS,
+    USAGE_FIELDS,
     IsolationReport,
     Provenance,
     Record,
@@ -68,6 +69,7 @@ __all__ = [
     "RECORD_FIELDS",
     "RUNNABLE_SCOPES",
     "STRUCTURED",
+    "USAGE_FIELDS",
     "Content",
     "ContentKind",
     "DatasetError",

@@ -126,6 +126,9 @@ class Record:
         raise ValueError(f"unknown record field {name!r}")
 
 
+USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens", "tokens", "cost_usd", "latency_ms")
+"""What ``requires`` may name as ``usage.<field>`` (``tokens`` is total, or input + output)."""
+
 RECORD_FIELDS = (
     "input",
     "output",

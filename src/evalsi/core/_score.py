@@ -162,4 +162,6 @@ class MetricSummary:
             out["pass_hat_k"] = dict(self.pass_hat_k)
         if self.trial_variance is not None:
             out["trial_variance"] = self.trial_variance
+        if self.higher_is_better is not None:
+            out["higher_is_better"] = self.higher_is_better
         return out

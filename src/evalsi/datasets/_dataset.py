@@ -14,7 +14,9 @@ OnBadRecord = Literal["fail", "skip"]
 MAX_BAD_MESSAGES: Final = 100
 """How many bad-record messages a pass keeps; all of them are counted."""
 
-_SKIP_HINT = 'to count and skip bad records instead, open the dataset with on_bad_record="skip"'
+_SKIP_HINT = (
+    'to count and skip bad records instead: --on-bad-record skip (Python: on_bad_record="skip")'
+)
 
 
 class ReadState:

@@ -19,11 +19,12 @@ Return values: a ``Score``, a list of scores, ``bool`` (pass/fail), a number, or
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from evalsi.core import (
     RECORD_FIELDS,
+    USAGE_FIELDS,
     EvaluatorManifest,
     OutputSpec,
     OutputType,
@@ -112,9 +113,15 @@ class BoundEvaluator:
         if not self.params:
             return target
         params = self.params
+        if inspect.iscoroutinefunction(target):
+
+            async def bound_async(record: Any) -> Any:
+                return await target(record, **params)
+
+            return bound_async
         return lambda record: target(record, **params)
 
-    def batch_fn(self) -> Callable[[list[Any]], Sequence[Any]] | None:
+    def batch_fn(self) -> Callable[[list[Any]], Any] | None:
         """The batched callable, or None when the evaluator works one record at a time."""
         if self.instance is not None:
             method = getattr(self.instance, "evaluate_batch", None)
@@ -122,6 +129,12 @@ class BoundEvaluator:
         if not self.manifest.batchable:
             return None
         target, params = self.evaluator.target, self.params
+        if inspect.iscoroutinefunction(target):
+
+            async def bound_batch(records: list[Any]) -> Any:
+                return await target(records, **params)
+
+            return bound_batch
         return lambda records: target(records, **params)
 
     def spec(self) -> dict[str, Any]:
@@ -226,12 +239,16 @@ def _build(
     ref = parse_ref(raw_name if "/" in raw_name else f"local/{raw_name}")
     ref = type(ref)(ref.namespace, ref.name, version)
     for field in requires:
-        if field not in RECORD_FIELDS and not field.startswith(("usage.", "metadata.")):
-            known = ", ".join(RECORD_FIELDS)
-            raise TypeError(
-                f"{ref}: requires names an unknown record field {field!r} (known: {known}, "
-                "usage.<field>, metadata.<key>)"
-            )
+        if field in RECORD_FIELDS or (field.startswith("metadata.") and len(field) > 9):
+            continue
+        if field.startswith("usage.") and field[6:] in USAGE_FIELDS:
+            continue
+        known = ", ".join(RECORD_FIELDS)
+        usage = ", ".join(f"usage.{u}" for u in USAGE_FIELDS)
+        raise TypeError(
+            f"{ref}: requires names an unknown record field {field!r} (known: {known}, "
+            f"{usage}, metadata.<key>)"
+        )
     is_class = inspect.isclass(obj)
     if scope is Scope.DATASET and not (
         is_class and callable(getattr(obj, "map", None)) and callable(getattr(obj, "reduce", None))

@@ -59,13 +59,21 @@ class Registry:
         """
         added = []
         for ep in metadata.entry_points(group=group):
+            dist = ep.dist.name if ep.dist is not None else "an unknown distribution"
+            where = f"evaluator entry point {ep.name!r} = {ep.value!r} of {dist}"
             try:
                 obj: Any = ep.load()
             except Exception as e:  # third-party import failure, reported with its origin
+                raise UserError(f"cannot load {where}: {type(e).__name__}: {e}") from e
+            if isinstance(obj, Evaluator):
+                items = [obj]
+            elif isinstance(obj, (list, tuple)) and all(isinstance(o, Evaluator) for o in obj):
+                items = list(obj)
+            else:
                 raise UserError(
-                    f"cannot load evaluator entry point {ep.name!r} ({ep.value}): {e}"
-                ) from e
-            items = [obj] if isinstance(obj, Evaluator) else list(obj)
+                    f"{where} is not an evaluator",
+                    hint="point it at an @evaluator-decorated object or a list of them",
+                )
             for ev in items:
                 self.register(ev)
                 added.append(ev.ref)

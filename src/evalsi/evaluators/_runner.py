@@ -205,7 +205,7 @@ class RecordRunner:
         if self.batch is not None:
             if todo:
                 try:
-                    values = await self.batch([records[i] for i in todo])  # type: ignore[misc]
+                    values = await self.batch([records[i] for i in todo])
                 except Exception as e:
                     self._fail_all(out, todo, _error_reason(e))
                 else:

@@ -10,7 +10,7 @@ from evalsi.runs._result import (
     render_markdown,
     render_plain,
 )
-from evalsi.runs._score import Progress, open_store, score, score_async
+from evalsi.runs._score import Progress, open_store, score_async
 from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "open_store",
     "render_markdown",
     "render_plain",
-    "score",
     "score_async",
     "summaries_from_dicts",
     "summary_from_dict",

@@ -39,6 +39,7 @@ class _Metric:
     values: array[float] | None = None  # kept only for bootstrap intervals
     labels: Counter[str] = field(default_factory=Counter)
     higher_is_better: bool | None = None
+    range: tuple[float, float] | None = None  # declared bounds: intervals never leave them
 
     def add(self, values: list[float], clusters: list[Hashable] | None) -> None:
         self.moments.add(values, clusters)
@@ -71,11 +72,18 @@ class Aggregator:
         for ev in self._evaluators:
             for spec in ev.outputs:
                 if spec.type in ("passed", "number", "label"):
-                    ev.metrics[spec.name] = self._metric(spec.type, spec.higher_is_better)
+                    ev.metrics[spec.name] = self._metric(
+                        spec.type, spec.higher_is_better, spec.range
+                    )
 
-    def _metric(self, kind: ScoreKind, higher_is_better: bool | None = None) -> _Metric:
+    def _metric(
+        self,
+        kind: ScoreKind,
+        higher_is_better: bool | None = None,
+        bounds: tuple[float, float] | None = None,
+    ) -> _Metric:
         values = array("d") if self.keep_values else None
-        return _Metric(kind, values=values, higher_is_better=higher_is_better)
+        return _Metric(kind, values=values, higher_is_better=higher_is_better, range=bounds)
 
     def _clusters(self, records: Sequence[Record], indexes: list[int]) -> list[Hashable] | None:
         if self.cluster_by is None:
@@ -140,12 +148,21 @@ class Aggregator:
             return
         metric.add([number], self._clusters([record], [0]))
 
-    def add_dataset(self, index: int, result: EvaluationResult, n_records: int) -> None:
-        """Add a dataset-scope evaluator's single result."""
+    def add_dataset(
+        self, index: int, result: EvaluationResult, *, mapped: int, skipped: int, errors: int
+    ) -> None:
+        """Add a dataset-scope evaluator's result; the counts are per record, as elsewhere.
+
+        ``mapped`` records went into the reduce (all ERROR if the reduce failed), ``skipped``
+        lacked a required field or raised Skip, ``errors`` raised in ``map``.
+        """
         ev = self._evaluators[index]
-        ev.dataset_n = n_records
-        ev.counts[result.outcome] += 1
-        if result.outcome is Outcome.SCORED:
+        ev.dataset_n = mapped
+        reduced = result.outcome is Outcome.SCORED
+        ev.counts[1] += mapped if reduced else 0
+        ev.counts[2] += skipped
+        ev.counts[3] += errors + (0 if reduced else mapped)
+        if reduced:
             for score in result.scores:
                 metric = ev.metrics.get(score.name) or ev.metrics.setdefault(
                     score.name, self._metric(score.kind)
@@ -165,7 +182,7 @@ class Aggregator:
         dataset_intervals: dict[int, dict[str, Interval]] | None = None,
     ) -> list[MetricSummary]:
         """One summary per metric, in evaluator order then metric declaration order."""
-        from evalsi.stats import bootstrap_interval  # numpy/scipy only when a run ends
+        from evalsi.stats import bootstrap_interval
 
         out: list[MetricSummary] = []
         for index, ev in enumerate(self._evaluators):
@@ -216,6 +233,7 @@ class Aggregator:
                     interval = summary.interval
                     if bootstrap is not None and metric.values is not None:
                         interval = bootstrap_interval(metric.values, method=bootstrap, seed=seed)
+                    interval = _clip(interval, metric.range)
                     out.append(
                         MetricSummary(
                             n=summary.n,
@@ -227,6 +245,19 @@ class Aggregator:
                         )
                     )
         return out
+
+
+def _clip(interval: Interval, bounds: tuple[float, float] | None) -> Interval:
+    """Keep an interval inside the metric's declared range (a t interval can overshoot)."""
+    if bounds is None or interval.low is None or interval.high is None:
+        return interval
+    low, high = bounds
+    return Interval(
+        min(max(interval.low, low), high),
+        max(min(interval.high, high), low),
+        interval.method,
+        interval.level,
+    )
 
 
 def _cluster_key(record: Record, key: str) -> Hashable:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def format_number(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "-"
-    if value != 0 and (abs(value) >= 1e5 or abs(value) < 10**-digits):
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 0.1):
         return f"{value:.{digits}g}"
     return f"{value:.{digits}f}"
 

@@ -7,6 +7,7 @@ the reduce at the end). Statistics are computed once, at the end, from the packe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from evalsi.core import EvalsiError, Interval, Record, ResultBatch, content_hash
+from evalsi.core import EvalsiError, Interval, Record, ResultBatch, UserError, content_hash
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry
 from evalsi.runs._aggregate import Aggregator
@@ -25,17 +26,31 @@ from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._result import ScoreResult
 from evalsi.store import DEFAULT_STORE, BackgroundWriter, SqlStore
 
+PROGRESS_EVERY = 16
+"""Batches between updates of the run's record count in the store."""
+
 Progress = Callable[[int, int], None]
 """Called after each batch with (records done, bad records skipped)."""
 
 StoreLike = SqlStore | str | os.PathLike[str] | None
 
 
-def open_store(store: StoreLike) -> SqlStore:
-    """``None`` means the embedded default, ``.evalsi/evalsi.db`` under the working directory."""
+def open_store(store: StoreLike, *, create: bool = True) -> SqlStore:
+    """``None`` means the embedded default, ``.evalsi/evalsi.db`` under the working directory.
+
+    With ``create=False`` (reading commands) a SQLite file that does not exist is an error
+    instead of a new empty store.
+    """
     if isinstance(store, SqlStore):
         return store
-    return SqlStore.open(store if store is not None else Path.cwd() / DEFAULT_STORE)
+    location = store if store is not None else Path.cwd() / DEFAULT_STORE
+    text = str(location)
+    if not create and "://" not in text and text != ":memory:" and not Path(text).exists():
+        raise UserError(
+            f"no result store at {text}",
+            hint="runs are stored by `evalsi eval`; pass --store PATH to read another store",
+        )
+    return SqlStore.open(location)
 
 
 async def score_async(
@@ -59,6 +74,12 @@ async def score_async(
         from evalsi.packs import builtin_registry
 
         registry = builtin_registry()
+    if bootstrap is not None and cluster_by is not None:
+        raise UserError(
+            "--bootstrap and --cluster-by cannot be combined yet: a record-level bootstrap "
+            "would ignore the clusters and understate the uncertainty",
+            hint="use --cluster-by alone (cluster-robust t interval) or --bootstrap alone",
+        )
     bound = bind_all(evaluators, registry=registry, params=params)
     runners = runners_for(bound)
     dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
@@ -93,12 +114,16 @@ async def score_async(
                     graded.append((index, done, results))
                 writer.submit(graded)
                 done += len(batch)
+                if writer.submitted % PROGRESS_EVERY == 0:
+                    db.set_progress(run.id, done)  # a killed run still says how far it got
                 if progress is not None:
                     progress(done, dataset.bad_count)
+                await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
         intervals = _finish_dataset_scope(runners, aggregator, db, run.id, bootstrap, seed)
         metrics = aggregator.summaries(bootstrap=bootstrap, seed=seed, dataset_intervals=intervals)
     except BaseException as e:  # record why the run stopped, then let the error go on
-        status = "interrupted" if isinstance(e, (KeyboardInterrupt, SystemExit)) else "failed"
+        stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
+        status = "interrupted" if isinstance(e, stopped) else "failed"
         db.finish_run(
             run.id,
             status=status,
@@ -161,7 +186,13 @@ def _finish_dataset_scope(
         if not isinstance(runner, DatasetRunner):
             continue
         result = runner.finish()
-        aggregator.add_dataset(index, result, len(runner.values))
+        aggregator.add_dataset(
+            index,
+            result,
+            mapped=len(runner.values),
+            skipped=runner.skipped,
+            errors=runner.errors,
+        )
         rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
         if bootstrap and runner.values:
             from evalsi.runs._resample import dataset_bootstrap
@@ -196,11 +227,4 @@ def _manifest(
     }
 
 
-def score(data: Any, evaluators: Iterable[EvaluatorLike], **options: Any) -> ScoreResult:
-    """The synchronous form of ``score_async``."""
-    import asyncio
-
-    return asyncio.run(score_async(data, evaluators, **options))
-
-
-__all__ = ["Progress", "Record", "open_store", "score", "score_async"]
+__all__ = ["Progress", "Record", "open_store", "score_async"]

@@ -28,6 +28,7 @@ def summary_from_dict(d: dict[str, Any]) -> MetricSummary:
         pass_at_k=dict(d.get("pass_at_k") or {}),
         pass_hat_k=dict(d.get("pass_hat_k") or {}),
         trial_variance=d.get("trial_variance"),
+        higher_is_better=d.get("higher_is_better"),
     )
 
 

@@ -112,7 +112,7 @@ def paired_bootstrap(
     boot = bootstrap_distribution(d, np.mean, n_resamples, np.random.default_rng(seed))
     low, high = np.percentile(boot, [50.0 * (1.0 - level), 50.0 * (1.0 + level)])
     side = min(np.count_nonzero(boot <= 0.0), np.count_nonzero(boot >= 0.0))
-    p_value = min(1.0, 2.0 * (side + 1) / (n_resamples + 1))
+    p_value = min(1.0, 2.0 * float(side + 1) / (n_resamples + 1))
     return PairedDelta(delta, Interval(float(low), float(high), method, level), p_value, n)
 
 

@@ -27,11 +27,12 @@ class Moments:
         (4, 2.5, 1.290994)
     """
 
-    __slots__ = ("_m2", "cluster_n", "cluster_sum", "mean", "n")
+    __slots__ = ("_m2", "_running_mean", "_total", "cluster_n", "cluster_sum", "n")
 
     def __init__(self) -> None:
         self.n = 0
-        self.mean = 0.0
+        self._total = 0.0  # exact for 0/1 values: the mean of a pass rate is successes / n
+        self._running_mean = 0.0
         self._m2 = 0.0
         self.cluster_n: dict[Hashable, int] = {}
         self.cluster_sum: dict[Hashable, float] = {}
@@ -47,15 +48,21 @@ class Moments:
         mb = float(x.mean())
         m2b = float(np.square(x - mb).sum())
         n = self.n + nb
-        delta = mb - self.mean
-        self.mean += delta * nb / n
+        delta = mb - self._running_mean
+        self._running_mean += delta * nb / n
         self._m2 += m2b + delta * delta * self.n * nb / n
+        self._total = math.fsum((self._total, math.fsum(values)))
         self.n = n
         if clusters is not None:
             counts, sums = self.cluster_n, self.cluster_sum
             for key, value in zip(clusters, values, strict=True):
                 counts[key] = counts.get(key, 0) + 1
                 sums[key] = sums.get(key, 0.0) + value
+
+    @property
+    def mean(self) -> float:
+        """The mean (0.0 before any value)."""
+        return self._total / self.n if self.n else 0.0
 
     @property
     def std(self) -> float | None:

@@ -35,6 +35,20 @@ PROCESS_AFTER_BATCHES = 16
 """A run that has submitted this many batches moves its writes to a writer process."""
 
 
+class _InlineWriter:
+    """Writes on the caller's thread: for in-memory SQLite, whose connection cannot be shared."""
+
+    def __init__(self, store: SqlStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def submit(self, item: Item) -> None:
+        self.store.write_batches(self.run_id, item)
+
+    def close(self) -> None:
+        return None
+
+
 class _ThreadWriter:
     def __init__(self, store: SqlStore, run_id: str, depth: int = 4) -> None:
         self.store = store
@@ -193,7 +207,11 @@ class BackgroundWriter:
         self.run_id = run_id
         self.submitted = 0
         self._can_move = allow_process and store.is_sqlite_file
-        self._writer: _ThreadWriter | _ProcessWriter = _ThreadWriter(store, run_id)
+        self._writer: _InlineWriter | _ThreadWriter | _ProcessWriter
+        if store.engine.dialect.name == "sqlite" and not store.is_sqlite_file:
+            self._writer = _InlineWriter(store, run_id)  # one in-memory connection, one thread
+        else:
+            self._writer = _ThreadWriter(store, run_id)
 
     def submit(self, item: Item) -> None:
         self.submitted += 1

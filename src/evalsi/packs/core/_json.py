@@ -110,7 +110,10 @@ class JsonSchema:
                 "json-schema: param 'schema' is not a valid Draft 2020-12 schema: "
                 f"{e.message} (at {e.json_path})"
             ) from e
-        self._validator: Validator = Draft202012Validator(schema)
+        # An empty registry: a $ref is resolved inside the schema or fails; nothing is fetched.
+        from referencing import Registry
+
+        self._validator: Validator = Draft202012Validator(schema, registry=Registry())
         self._allow_fenced = allow_fenced
 
     def __call__(self, record: Record) -> bool | Score:
