@@ -215,6 +215,7 @@ class Aggregator:
                         )
                     )
                 elif metric.kind == "label" or (not moments.n and metric.labels):
+                    base["kind"] = "label"
                     out.append(
                         MetricSummary(
                             n=sum(metric.labels.values()),

@@ -1,8 +1,35 @@
-"""Where runs and results live: SQLite embedded by default, PostgreSQL later, one schema."""
+"""Where runs and results live: SQLite embedded by default, PostgreSQL later, one schema.
 
-from evalsi.store._sql import RunInfo, SqlStore, new_run_id
-from evalsi.store._writer import BackgroundWriter
+Exports are loaded on first use, so that the writer process (which needs only ``_rows``)
+starts without importing SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalsi.store._sql import RunInfo, SqlStore, new_run_id
+    from evalsi.store._writer import BackgroundWriter
 
 DEFAULT_STORE = ".evalsi/evalsi.db"
 
 __all__ = ["DEFAULT_STORE", "BackgroundWriter", "RunInfo", "SqlStore", "new_run_id"]
+
+_WHERE = {
+    "BackgroundWriter": "evalsi.store._writer",
+    "RunInfo": "evalsi.store._sql",
+    "SqlStore": "evalsi.store._sql",
+    "new_run_id": "evalsi.store._sql",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalsi.store' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

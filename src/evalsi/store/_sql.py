@@ -11,7 +11,6 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,10 @@ from evalsi.core import (
     ResultBatch,
     Score,
     StoreError,
-    Usage,
     UserError,
     decode_score,
 )
+from evalsi.store._rows import RowWriter, scores_from_dicts, sqlite_pragmas
 from evalsi.store._schema import SCHEMA_VERSION, meta, metadata, results, runs
 
 
@@ -54,33 +53,9 @@ class RunInfo:
         return list(self.spec.get("evaluators", []))
 
 
-_COLUMNS = (
-    "run",
-    "seq",
-    "trial",
-    "evaluator",
-    "record_id",
-    "outcome",
-    "kind",
-    "value",
-    "text",
-    "extra",
-)
-_CHUNK = 4096  # rows per statement: 7 parameters each, under SQLite's 32,766 limit
-
-
 def new_run_id() -> str:
     """Sortable by time and readable: ``20261129-174501-3f9a2c``."""
     return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
-
-
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=10000")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.close()
 
 
 class SqlStore:
@@ -114,34 +89,13 @@ class SqlStore:
                 f"cannot open the store at {location}: {e.__class__.__name__}: {e}"
             ) from e
         self._mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
-        self._statements: dict[tuple[int, int, int, int], str] = {}
         self._raw: Any = None
+        self._rows: RowWriter | None = None
 
-    def _upsert(self, run: int, trial: int, evaluator: int, rows: int) -> str:
-        """One multi-row upsert per chunk: one driver call, one parse, one step.
-
-        The run, trial and evaluator are the same for every row of a batch, so they are written
-        into the statement as integer literals (ours, never user data) instead of being bound
-        30,000 times; statements are cached per (run, trial, evaluator) for full chunks.
-        """
-        key = (run, trial, evaluator, rows)
-        sql = self._statements.get(key)
-        if sql is None:
-            m = self._mark
-            values = (
-                f"({int(run)}, {m}, {int(trial)}, {int(evaluator)}, {m}, {m}, {m}, {m}, {m}, {m})"
-            )
-            sql = (
-                f"INSERT INTO results ({', '.join(_COLUMNS)}) VALUES "
-                + ", ".join([values] * rows)
-                + " ON CONFLICT (run, seq, trial, evaluator) DO UPDATE SET "
-                + ", ".join(f"{c}=excluded.{c}" for c in _COLUMNS[4:])
-            )
-            if rows == _CHUNK:
-                if len(self._statements) > 64:
-                    self._statements.clear()
-                self._statements[key] = sql
-        return sql
+    @property
+    def sqlite_path(self) -> str:
+        """The database file of a SQLite store ("" when in memory or not SQLite)."""
+        return str(self.engine.url.database or "") if self.is_sqlite_file else ""
 
     @property
     def is_sqlite_file(self) -> bool:
@@ -168,7 +122,7 @@ class SqlStore:
                 "sqlite://" if text == ":memory:" else f"sqlite:///{text}",
                 poolclass=sa.pool.StaticPool if text == ":memory:" else None,
             )
-            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "connect", lambda conn, _record: sqlite_pragmas(conn))
         return cls(engine, location=text)
 
     # -- runs -----------------------------------------------------------------------------------
@@ -290,39 +244,18 @@ class SqlStore:
 
         Entry ``i`` of a batch is the record at position ``first_seq + i``.
         """
-        pk = self._run_pk(run_id)
-        raw = self._raw_connection()
-        written = 0
         try:
-            cur = raw.cursor()
-            for index, first_seq, batch in batches:
-                n = len(batch)
-                if batch.scores.count(None) == n:
-                    extra: Iterable[str | None] = repeat(None, n)
-                else:
-                    extra = [_scores_json(s) if s is not None else None for s in batch.scores]
-                rows = list(
-                    zip(
-                        range(first_seq, first_seq + n),
-                        batch.ids,
-                        batch.outcome,
-                        batch.kind,
-                        batch.value,
-                        batch.text,
-                        extra,
-                        strict=False,  # `extra` may be an endless repeat
-                    )
-                )
-                for start in range(0, n, _CHUNK):
-                    chunk = rows[start : start + _CHUNK]
-                    sql = self._upsert(pk, batch.trial, index, len(chunk))
-                    cur.execute(sql, list(chain.from_iterable(chunk)))
-                written += n
-            raw.commit()
+            return self._writer(run_id).write(batches)
+        except StoreError:
+            raise
         except Exception as e:
-            raw.rollback()
             raise StoreError(f"cannot write results to {self.location}: {e}") from e
-        return written
+
+    def _writer(self, run_id: str) -> RowWriter:
+        pk = self._run_pk(run_id)
+        if self._rows is None or self._rows.run != pk:
+            self._rows = RowWriter(self._raw_connection(), pk, mark=self._mark)
+        return self._rows
 
     def _raw_connection(self) -> Any:
         if self._raw is None:
@@ -372,44 +305,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _scores_json(scores: list[Score]) -> str:
-    return orjson.dumps([_score_dict(s) for s in scores]).decode()
-
-
-def _score_dict(s: Score) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": s.name, s.kind: s.value}
-    if s.explanation:
-        out["explanation"] = s.explanation
-    if s.confidence is not None:
-        out["confidence"] = s.confidence
-    if s.cost is not None:
-        out["cost"] = {k: v for k in s.cost.__slots__ if (v := getattr(s.cost, k)) is not None}
-    if s.metadata:
-        out["metadata"] = s.metadata
-    return out
-
-
-def scores_from_dicts(items: list[dict[str, Any]]) -> list[Score]:
-    """The inverse of ``_score_dict`` over a list."""
-    out = []
-    for item in items:
-        cost = item.get("cost")
-        out.append(
-            Score(
-                name=item.get("name", ""),
-                number=item.get("number"),
-                passed=item.get("passed"),
-                label=item.get("label"),
-                structured=item.get("structured"),
-                explanation=item.get("explanation", ""),
-                confidence=item.get("confidence"),
-                cost=Usage(**cost) if cost else None,
-                metadata=item.get("metadata", {}),
-            )
-        )
-    return out
 
 
 def _decode(row: Any, spec: dict[str, Any]) -> EvaluationResult:

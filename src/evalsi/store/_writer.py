@@ -22,16 +22,14 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
-
-import orjson
 
 from evalsi.core import ResultBatch, StoreError
+from evalsi.store._rows import encode_batches
 from evalsi.store._sql import SqlStore
 
 Item = Sequence[tuple[int, int, ResultBatch]]
 
-PROCESS_AFTER_BATCHES = 16
+PROCESS_AFTER_BATCHES = 8
 """A run that has submitted this many batches moves its writes to a writer process."""
 
 
@@ -88,67 +86,11 @@ class _ThreadWriter:
         self.raise_error()
 
 
-def _encode(item: Item) -> bytes:
-    return orjson.dumps(
-        [
-            [
-                index,
-                first_seq,
-                b.trial,
-                b.evaluator,
-                b.ref,
-                b.metric,
-                b.ids,
-                b.outcome,
-                b.kind,
-                b.value,
-                b.text,
-                [_scores(s) for s in b.scores] if b.scores.count(None) != len(b) else None,
-            ]
-            for index, first_seq, b in item
-        ]
-    )
-
-
-def _scores(scores: Any) -> Any:
-    if scores is None:
-        return None
-    from evalsi.store._sql import _score_dict
-
-    return [_score_dict(s) for s in scores]
-
-
-def decode(data: bytes) -> list[tuple[int, int, ResultBatch]]:
-    from evalsi.store._sql import scores_from_dicts
-
-    out = []
-    for (
-        index,
-        first_seq,
-        trial,
-        name,
-        ref,
-        metric,
-        ids,
-        outcome,
-        kind,
-        value,
-        text,
-        full,
-    ) in orjson.loads(data):
-        batch = ResultBatch(name, ref, metric, ids, trial=trial)
-        batch.outcome, batch.kind, batch.value, batch.text = outcome, kind, value, text
-        if full is not None:
-            batch.scores = [scores_from_dicts(s) if s is not None else None for s in full]
-        out.append((index, first_seq, batch))
-    return out
-
-
 class _ProcessWriter:
     def __init__(self, store: SqlStore, run_id: str) -> None:
         # A plain subprocess, not multiprocessing: spawn would re-import the user's __main__.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "evalsi.store._writer_process", store.location, run_id],
+            [sys.executable, "-m", "evalsi.store._writer_process", store.sqlite_path, run_id],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -160,10 +102,17 @@ class _ProcessWriter:
                 fcntl.fcntl(self._inbox.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
         self._closed = False
 
-    def _failure(self) -> StoreError:
+    def _finish(self) -> tuple[str, int]:
+        """The writer's last word and exit code, once it has exited; pipes closed."""
         assert self._process.stdout is not None
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self._inbox.close()
         message = self._process.stdout.read().decode().strip()
-        code = self._process.wait()
+        self._process.stdout.close()
+        return message, self._process.wait()
+
+    def _failure(self) -> StoreError:
+        message, code = self._finish()
         return StoreError(f"writing results failed: {message or f'writer exit code {code}'}")
 
     def raise_error(self) -> None:
@@ -173,7 +122,7 @@ class _ProcessWriter:
 
     def submit(self, item: Item) -> None:
         self.raise_error()
-        data = _encode(item)
+        data = encode_batches(item)
         try:
             self._inbox.write(len(data).to_bytes(8, "little") + data)
         except (BrokenPipeError, OSError):
@@ -186,10 +135,7 @@ class _ProcessWriter:
         self._closed = True
         with contextlib.suppress(BrokenPipeError, OSError):
             self._inbox.write((0).to_bytes(8, "little"))
-            self._inbox.close()
-        assert self._process.stdout is not None
-        message = self._process.stdout.read().decode().strip()
-        code = self._process.wait()
+        message, code = self._finish()
         if code != 0 or message != "ok":
             raise StoreError(f"writing results failed: {message or f'writer exit code {code}'}")
 

@@ -292,3 +292,22 @@ def test_requires_usage_subfields() -> None:
     results = make_runner(ev.bind()).run(records)
     assert [r.outcome for r in results] == [Outcome.SCORED, Outcome.SKIPPED, Outcome.SKIPPED]
     assert results[1].reason == "record has no usage.latency_ms"
+
+
+def test_async_function_with_params() -> None:
+    @evaluator(name="t/async-params")
+    async def slow(record: Record, *, want: str = "a") -> bool:
+        await asyncio.sleep(0)
+        return record.output.as_text() == want  # type: ignore[union-attr]
+
+    runner = make_runner(slow.bind({"want": "b"}))
+    assert runner.is_async
+    results = asyncio.run(runner.run_async([rec(1, "a"), rec(2, "b")]))
+    assert [r.scores[0].passed for r in results] == [False, True]
+
+
+def test_requires_usage_fields_are_checked_at_declaration() -> None:
+    with pytest.raises(TypeError, match=r"unknown record field 'usage\.latency'"):
+        evaluator(name="t/bad-usage", requires=("usage.latency",))(lambda r: True)
+    ok = evaluator(name="t/ok-usage", requires=("usage.tokens", "metadata.topic"))(lambda r: 1.0)
+    assert ok.manifest.requires == ("usage.tokens", "metadata.topic")

@@ -169,3 +169,40 @@ def test_json_schema_schema_must_be_an_object(bad: Any) -> None:
 def test_json_schema_requires_a_schema() -> None:
     with pytest.raises(ParamError, match="json-schema: missing required param"):
         REG.resolve("json-schema").bind({})
+
+
+def test_json_schema_never_fetches_a_remote_ref() -> None:
+    """A $ref to an http URL must not be downloaded (a loopback server counts the requests)."""
+    import http.server
+    import threading
+
+    from evalsi.core import Outcome
+    from evalsi.evaluators import make_runner
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/s.json"
+        bound = REG.resolve("json-schema").bind({"schema": {"$ref": url}})
+        (result,) = make_runner(bound).run([Record(id="1", output=Content.of_text('"x"'))])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == []
+    assert result.outcome is Outcome.ERROR

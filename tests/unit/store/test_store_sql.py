@@ -1,0 +1,163 @@
+"""The SQL store: upserts under the task key, round trips, run lookup, the writers."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from evalsi.core import EvaluationResult, Outcome, ResultBatch, Score, StoreError, Usage, UserError
+from evalsi.store import BackgroundWriter, SqlStore
+from evalsi.store import _writer as writer_module
+
+SPEC = {
+    "evaluators": [
+        {"name": "em", "ref": "builtin/exact-match@1.0.0", "params": {}},
+        {"name": "len", "ref": "builtin/length@1.0.0", "params": {}},
+    ]
+}
+
+
+def batch(metric: str, n: int, start: int = 0) -> ResultBatch:
+    b = ResultBatch("em", "builtin/exact-match@1.0.0", metric, [f"r{start + i}" for i in range(n)])
+    for i in range(n):
+        b.kind[i], b.value[i] = 2, float(i % 2)
+    return b
+
+
+def test_upsert_under_the_task_key_never_double_counts(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    run = store.create_run(kind="score", spec=SPEC)
+    store.write_batches(run.id, [(0, 0, batch("exact-match", 10))])
+    store.write_batches(run.id, [(0, 0, batch("exact-match", 10))])  # a retried batch
+    store.write_batches(run.id, [(0, 5, batch("exact-match", 10, start=5))])  # overlapping
+    assert store.count_results(run.id) == 15
+    seqs = [seq for seq, _, _ in store.iter_results(run.id)]
+    assert seqs == list(range(15))
+
+
+def test_results_round_trip_through_the_columns(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    run = store.create_run(kind="score", spec=SPEC)
+    results = [
+        EvaluationResult(
+            "a",
+            "em",
+            "builtin/exact-match@1.0.0",
+            Outcome.SCORED,
+            [Score(name="exact-match", passed=False, explanation="differs")],
+        ),
+        EvaluationResult(
+            "b",
+            "em",
+            "builtin/exact-match@1.0.0",
+            Outcome.SKIPPED,
+            reason="record has no reference",
+        ),
+        EvaluationResult(
+            "c", "em", "builtin/exact-match@1.0.0", Outcome.ERROR, reason="ValueError: boom"
+        ),
+        EvaluationResult(
+            "d",
+            "em",
+            "builtin/exact-match@1.0.0",
+            Outcome.SCORED,
+            [
+                Score(name="exact-match", passed=True),
+                Score(name="similarity", number=0.5, confidence=0.9, cost=Usage(input_tokens=3)),
+            ],
+        ),
+        EvaluationResult(
+            "e",
+            "em",
+            "builtin/exact-match@1.0.0",
+            Outcome.SCORED,
+            [Score(name="exact-match", label="cat")],
+        ),
+        EvaluationResult(
+            "f",
+            "em",
+            "builtin/exact-match@1.0.0",
+            Outcome.SCORED,
+            [Score(name="exact-match", structured={"k": [1, 2]})],
+        ),
+    ]
+    store.write_batches(run.id, [(0, 0, ResultBatch.of(results, "exact-match"))])
+    back = [r for _, _, r in store.iter_results(run.id)]
+    for got, want in zip(back, results, strict=True):
+        assert got.record_id == want.record_id
+        assert got.outcome == want.outcome
+        assert got.reason == want.reason
+        assert got.scores == want.scores
+
+
+def test_get_run_by_prefix_latest_and_errors(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    a = store.create_run(kind="score", spec=SPEC, run_id="20260101-000000-aaaaaa")
+    b = store.create_run(kind="score", spec=SPEC, run_id="20260101-000000-aabbbb")
+    assert store.get_run("latest").id == b.id
+    assert store.get_run("20260101-000000-aaa").id == a.id
+    with pytest.raises(UserError, match="ambiguous"):
+        store.get_run("20260101-000000-aa")
+    with pytest.raises(UserError, match="no run 'nope'"):
+        store.get_run("nope")
+    with pytest.raises(UserError, match="no run '20260101_%'"):
+        store.get_run("20260101_%")  # LIKE wildcards are escaped, not matched
+
+
+def test_a_running_run_whose_process_is_gone_reads_as_interrupted(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    run = store.create_run(kind="score", spec=SPEC)
+    assert store.get_run(run.id).status == "running"
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE runs SET pid = 999999999")
+    assert store.get_run(run.id).status == "interrupted"
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="is a directory"):
+        SqlStore.open(tmp_path)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    SqlStore.open(tmp_path / "s.db").close()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("UPDATE evalsi_meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(StoreError, match="newer than this evalsi"):
+        SqlStore.open(tmp_path / "s.db")
+
+
+@pytest.mark.parametrize("location", [":memory:", "file"])
+def test_background_writer_moves_to_a_process_on_file_stores(
+    tmp_path: Path, location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "PROCESS_AFTER_BATCHES", 3)
+    store = SqlStore.open(":memory:" if location == ":memory:" else tmp_path / "s.db")
+    run = store.create_run(kind="score", spec=SPEC)
+    with BackgroundWriter(store, run.id) as writer:
+        for k in range(8):
+            writer.submit([(0, k * 50, batch("exact-match", 50, start=k * 50))])
+        kind = type(writer._writer).__name__
+    assert kind == ("_InlineWriter" if location == ":memory:" else "_ProcessWriter")
+    assert store.count_results(run.id) == 400
+    results = [r for _, _, r in store.iter_results(run.id)]
+    assert [r.scores[0].passed for r in results[:4]] == [False, True, False, True]
+
+
+def test_writer_process_errors_reach_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "PROCESS_AFTER_BATCHES", 1)
+    store = SqlStore.open(tmp_path / "s.db")
+    run = store.create_run(kind="score", spec=SPEC)
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("DELETE FROM runs")  # the writer process will not find its run
+
+    def write_many() -> None:
+        with BackgroundWriter(store, run.id) as writer:
+            for k in range(50):
+                writer.submit([(0, k * 10, batch("exact-match", 10, start=k * 10))])
+
+    with pytest.raises(StoreError, match="writing results failed"):
+        write_many()
