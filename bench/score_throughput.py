@@ -11,8 +11,10 @@ Each side runs in its own subprocess on the same JSONL file, so peak RSS (VmHWM)
 - evalsi: ``evalsi.evaluate(path, ["exact-match", "contains", "json-valid"])`` into a fresh store:
   full records, skip/error rules, statistics with intervals, results upserted under task keys.
 - peers (``--peers``): Inspect AI (its ``exact``/``includes`` scorers) and DeepEval (its
-  exact-match metric) on the first ``--peer-records`` records, in their own virtual environment
-  (``bench/peers/setup.sh``); evalsi is timed on the same records for the ratio.
+  exact-match metric) on ``--peer-records`` records, in their own virtual environment
+  (``bench/peers/setup.sh``, run automatically the first time); evalsi is timed on the same
+  records for the ratio. Every side's timer starts after its imports and stops when its scores
+  are in; at this size each side gets its best of ``--repeats`` runs.
 
 Targets (issue 2): evalsi >= 50% of the baseline's records/s; peak RSS < 300 MB and flat as N
 grows; evalsi >= 500x Inspect AI and >= 100x DeepEval; ``import evalsi`` < 150 ms.
@@ -172,6 +174,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--peers", action="store_true", help="also time Inspect AI and DeepEval")
     parser.add_argument("--peer-records", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3, help="best of N at peer size")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     report: dict[str, object] = {"records": args.records}
@@ -203,7 +206,10 @@ def main() -> int:
         if args.peers:
             small = Path(tmp) / "peer.jsonl"
             make_data(small, args.peer_records)
-            ours_small = run_child(CHILD_EVALSI, small)
+            # Short runs are noisy: every side gets its best of --repeats.
+            ours_small = max(
+                (run_child(CHILD_EVALSI, small) for _ in range(args.repeats)), key=rate
+            )
             report["evalsi_peer_size"] = ours_small
             print(
                 f"evalsi    {rate(ours_small):>10,.0f} records/s on {args.peer_records:,} records"
@@ -213,7 +219,9 @@ def main() -> int:
                 ("deepeval", "deepeval_peer.py", 100),
             )
             for key, script, target in targets:
-                peer = run_peer(script, small, args.peer_records)
+                runs = [run_peer(script, small, args.peer_records) for _ in range(args.repeats)]
+                done = [r for r in runs if r is not None]
+                peer = max(done, key=lambda r: r["records_per_s"]) if done else None
                 if peer is None:
                     checks.append((f"evalsi >= {target}x {key}", False, "peer failed"))
                     continue

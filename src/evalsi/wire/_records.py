@@ -1,0 +1,285 @@
+"""Records and their parts (content, usage, trajectory, provenance) to and from proto."""
+
+from __future__ import annotations
+
+from evalsi._proto.evalsi.v1alpha1 import record_pb2
+from evalsi.core import (
+    Content,
+    IsolationReport,
+    MediaRef,
+    Message,
+    Provenance,
+    Record,
+    Step,
+    TabularRow,
+    Tensor,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
+from evalsi.wire._json import (
+    _SOURCE_FROM_PROTO,
+    _SOURCE_TO_PROTO,
+    _STEP_KIND_FROM_PROTO,
+    _STEP_KIND_TO_PROTO,
+    _opt_float,
+    _opt_int,
+    _set_value,
+    _set_value_map,
+    _value_map_from_proto,
+    value_from_proto,
+)
+
+
+# -- content ------------------------------------------------------------------------------------
+def content_to_proto(content: Content) -> record_pb2.Content:
+    out = record_pb2.Content()
+    _set_content(out, content)
+    return out
+
+
+def content_from_proto(message: record_pb2.Content) -> Content:
+    kind = message.WhichOneof("kind")
+    if kind == "text":
+        return Content.of_text(str(message.text))
+    if kind == "messages":
+        return Content.of_messages([_message_from_proto(m) for m in message.messages.messages])
+    if kind == "json":
+        return Content.of_json(value_from_proto(message.json))
+    if kind == "row":
+        row = message.row
+        return Content.of_row(
+            TabularRow(
+                features=_value_map_from_proto(row.features),
+                prediction=value_from_proto(row.prediction),
+                probabilities={str(k): float(v) for k, v in row.probabilities.items()},
+            )
+        )
+    if kind == "tensor":
+        tensor = message.tensor
+        return Content.of_tensor(
+            Tensor(
+                dtype=str(tensor.dtype),
+                shape=tuple(int(n) for n in tensor.shape),
+                values=[float(v) for v in tensor.values],
+            )
+        )
+    if kind == "media":
+        media = message.media
+        return Content.of_media(MediaRef(str(media.uri), str(media.mime_type), str(media.sha256)))
+    raise ValueError("a Content message must hold one of its kinds, but none is set")
+
+
+def _set_content(out: record_pb2.Content, content: Content) -> None:
+    kind, value = content.kind, content.value
+    if kind == "text":
+        out.text = value
+    elif kind == "messages":
+        out.messages.SetInParent()  # an empty conversation is still the messages kind
+        for message in value:
+            _set_message(out.messages.messages.add(), message)
+    elif kind == "json":
+        _set_value(out.json, value)
+    elif kind == "row":
+        row: TabularRow = value
+        out.row.SetInParent()
+        _set_value_map(out.row.features, row.features)
+        if row.prediction is not None:
+            _set_value(out.row.prediction, row.prediction)
+        for label, probability in row.probabilities.items():
+            out.row.probabilities[label] = probability
+    elif kind == "tensor":
+        tensor: Tensor = value
+        out.tensor.SetInParent()
+        out.tensor.dtype = tensor.dtype
+        out.tensor.shape.extend(tensor.shape)
+        out.tensor.values.extend(tensor.values)
+    elif kind == "media":
+        media: MediaRef = value
+        out.media.SetInParent()
+        out.media.uri = media.uri
+        out.media.mime_type = media.mime_type
+        out.media.sha256 = media.sha256
+    else:
+        raise ValueError(f"unknown content kind {kind!r}")
+
+
+def _set_message(out: record_pb2.Message, message: Message) -> None:
+    out.role = message.role
+    if message.content is not None:
+        out.content = message.content
+    for call in message.tool_calls:
+        _set_tool_call(out.tool_calls.add(), call)
+    out.tool_call_id = message.tool_call_id
+    out.name = message.name
+
+
+def _message_from_proto(message: record_pb2.Message) -> Message:
+    return Message(
+        role=str(message.role),
+        content=str(message.content) if message.HasField("content") else None,
+        tool_calls=[_tool_call_from_proto(c) for c in message.tool_calls],
+        tool_call_id=str(message.tool_call_id),
+        name=str(message.name),
+    )
+
+
+def _set_tool_call(out: record_pb2.ToolCall, call: ToolCall) -> None:
+    out.SetInParent()
+    out.id = call.id
+    out.name = call.name
+    if call.arguments is not None:
+        _set_value(out.arguments, call.arguments)
+
+
+def _tool_call_from_proto(message: record_pb2.ToolCall) -> ToolCall:
+    return ToolCall(
+        name=str(message.name),
+        arguments=value_from_proto(message.arguments),
+        id=str(message.id),
+    )
+
+
+# -- usage, trajectory, provenance --------------------------------------------------------------
+def _set_usage(out: record_pb2.Usage, usage: Usage) -> None:
+    out.SetInParent()  # Usage() with nothing known is still "usage was reported"
+    if usage.input_tokens is not None:
+        out.input_tokens = usage.input_tokens
+    if usage.output_tokens is not None:
+        out.output_tokens = usage.output_tokens
+    if usage.total_tokens is not None:
+        out.total_tokens = usage.total_tokens
+    if usage.cost_usd is not None:
+        out.cost_usd = usage.cost_usd
+    if usage.latency_ms is not None:
+        out.latency_ms = usage.latency_ms
+
+
+def _usage_from_proto(message: record_pb2.Usage) -> Usage:
+    return Usage(
+        input_tokens=_opt_int(message, "input_tokens"),
+        output_tokens=_opt_int(message, "output_tokens"),
+        total_tokens=_opt_int(message, "total_tokens"),
+        cost_usd=_opt_float(message, "cost_usd"),
+        latency_ms=_opt_float(message, "latency_ms"),
+    )
+
+
+def _set_step(out: record_pb2.Step, step: Step) -> None:
+    out.kind = _STEP_KIND_TO_PROTO[step.kind]
+    out.name = step.name
+    if step.input is not None:
+        _set_value(out.input, step.input)
+    if step.output is not None:
+        _set_value(out.output, step.output)
+    if step.tool_call is not None:
+        _set_tool_call(out.tool_call, step.tool_call)
+    if step.usage is not None:
+        _set_usage(out.usage, step.usage)
+    out.error = step.error
+    out.start_time_unix_nano = step.start_time_unix_nano
+    out.end_time_unix_nano = step.end_time_unix_nano
+    out.span_id = step.span_id
+
+
+def _step_from_proto(message: record_pb2.Step) -> Step:
+    return Step(
+        # Unset, or a kind added by a newer schema: still a step, of no kind we know.
+        kind=_STEP_KIND_FROM_PROTO.get(int(message.kind), "other"),
+        name=str(message.name),
+        input=value_from_proto(message.input),
+        output=value_from_proto(message.output),
+        tool_call=(
+            _tool_call_from_proto(message.tool_call) if message.HasField("tool_call") else None
+        ),
+        usage=_usage_from_proto(message.usage) if message.HasField("usage") else None,
+        error=str(message.error),
+        start_time_unix_nano=int(message.start_time_unix_nano),
+        end_time_unix_nano=int(message.end_time_unix_nano),
+        span_id=str(message.span_id),
+    )
+
+
+def _set_provenance(out: record_pb2.Provenance, provenance: Provenance) -> None:
+    out.SetInParent()
+    out.source = _SOURCE_TO_PROTO[provenance.source]
+    out.dataset = provenance.dataset
+    out.dataset_version = provenance.dataset_version
+    out.line = provenance.line
+    out.run_id = provenance.run_id
+    out.trace_id = provenance.trace_id
+    out.span_id = provenance.span_id
+    if provenance.isolation is not None:
+        isolation = provenance.isolation
+        out.isolation.SetInParent()
+        out.isolation.level = isolation.level
+        out.isolation.driver = isolation.driver
+        for key, detail in isolation.details.items():
+            out.isolation.details[key] = detail
+
+
+def _provenance_from_proto(message: record_pb2.Provenance) -> Provenance:
+    isolation = None
+    if message.HasField("isolation"):
+        report = message.isolation
+        isolation = IsolationReport(
+            level=str(report.level),
+            driver=str(report.driver),
+            details={str(k): str(v) for k, v in report.details.items()},
+        )
+    return Provenance(
+        source=_SOURCE_FROM_PROTO.get(int(message.source), ""),
+        dataset=str(message.dataset),
+        dataset_version=str(message.dataset_version),
+        line=int(message.line),
+        run_id=str(message.run_id),
+        trace_id=str(message.trace_id),
+        span_id=str(message.span_id),
+        isolation=isolation,
+    )
+
+
+# -- records ------------------------------------------------------------------------------------
+def record_to_proto(record: Record) -> record_pb2.Record:
+    out = record_pb2.Record(id=record.id)
+    if record.input is not None:
+        _set_content(out.input, record.input)
+    if record.output is not None:
+        _set_content(out.output, record.output)
+    if record.reference is not None:
+        _set_content(out.reference, record.reference)
+    for item in record.context:
+        _set_content(out.context.add(), item)
+    if record.trajectory is not None:
+        out.trajectory.SetInParent()  # an empty trajectory is not a missing one
+        for step in record.trajectory.steps:
+            _set_step(out.trajectory.steps.add(), step)
+    if record.usage is not None:
+        _set_usage(out.usage, record.usage)
+    _set_value_map(out.metadata, record.metadata)
+    if record.provenance is not None:
+        _set_provenance(out.provenance, record.provenance)
+    return out
+
+
+def record_from_proto(message: record_pb2.Record) -> Record:
+    def content(name: str) -> Content | None:
+        return content_from_proto(getattr(message, name)) if message.HasField(name) else None
+
+    return Record(
+        id=str(message.id),
+        input=content("input"),
+        output=content("output"),
+        reference=content("reference"),
+        context=[content_from_proto(c) for c in message.context],
+        trajectory=(
+            Trajectory(steps=[_step_from_proto(s) for s in message.trajectory.steps])
+            if message.HasField("trajectory")
+            else None
+        ),
+        usage=_usage_from_proto(message.usage) if message.HasField("usage") else None,
+        metadata=_value_map_from_proto(message.metadata),
+        provenance=(
+            _provenance_from_proto(message.provenance) if message.HasField("provenance") else None
+        ),
+    )

@@ -1,0 +1,264 @@
+"""Scores, results, metric summaries and evaluator manifests to and from proto."""
+
+from __future__ import annotations
+
+from evalsi._proto.evalsi.v1alpha1 import evaluator_pb2, score_pb2
+from evalsi.core import (
+    EvaluationResult,
+    EvaluatorManifest,
+    EvaluatorRef,
+    Interval,
+    MetricSummary,
+    Outcome,
+    OutputSpec,
+    Score,
+    ScoreKind,
+)
+from evalsi.wire._json import (
+    _OUTCOME_FROM_PROTO,
+    _OUTCOME_TO_PROTO,
+    _SCOPE_FROM_PROTO,
+    _SCOPE_TO_PROTO,
+    _SCORE_KIND_FROM_PROTO,
+    _SCORE_KIND_TO_PROTO,
+    _opt_bool,
+    _opt_float,
+    _opt_int,
+    _set_struct,
+    _set_value,
+    _set_value_map,
+    _value_map_from_proto,
+    struct_from_proto,
+    value_from_proto,
+)
+from evalsi.wire._records import (
+    _set_usage,
+    _usage_from_proto,
+)
+
+
+# -- scores and results -------------------------------------------------------------------------
+def score_to_proto(score: Score) -> score_pb2.Score:
+    out = score_pb2.Score()
+    _set_score(out, score)
+    return out
+
+
+def score_from_proto(message: score_pb2.Score) -> Score:
+    which = message.WhichOneof("value")
+    return Score(
+        name=str(message.name),
+        number=float(message.number) if which == "number" else None,
+        passed=bool(message.passed) if which == "passed" else None,
+        label=str(message.label) if which == "label" else None,
+        structured=value_from_proto(message.structured) if which == "structured" else None,
+        explanation=str(message.explanation),
+        confidence=_opt_float(message, "confidence"),
+        cost=_usage_from_proto(message.cost) if message.HasField("cost") else None,
+        metadata=_value_map_from_proto(message.metadata),
+    )
+
+
+def _set_score(out: score_pb2.Score, score: Score) -> None:
+    held = [
+        name
+        for name in ("number", "passed", "label", "structured")
+        if getattr(score, name) is not None
+    ]
+    if len(held) > 1:
+        # The wire holds one value per score; dropping the others silently would lose data.
+        raise ValueError(f"score {score.name!r} holds several values ({', '.join(held)})")
+    out.name = score.name
+    if score.number is not None:
+        out.number = score.number
+    elif score.passed is not None:
+        out.passed = score.passed
+    elif score.label is not None:
+        out.label = score.label
+    elif score.structured is not None:
+        _set_value(out.structured, score.structured)
+    out.explanation = score.explanation
+    if score.confidence is not None:
+        out.confidence = score.confidence
+    if score.cost is not None:
+        _set_usage(out.cost, score.cost)
+    _set_value_map(out.metadata, score.metadata)
+
+
+def result_to_proto(result: EvaluationResult) -> score_pb2.EvaluationResult:
+    out = score_pb2.EvaluationResult(
+        record_id=result.record_id,
+        evaluator=result.evaluator,
+        evaluator_ref=result.evaluator_ref,
+        outcome=_OUTCOME_TO_PROTO[result.outcome],
+        reason=result.reason,
+        trial=result.trial,
+    )
+    for score in result.scores:
+        _set_score(out.scores.add(), score)
+    out.duration.FromNanoseconds(round(result.duration_s * 1e9))
+    return out
+
+
+def result_from_proto(message: score_pb2.EvaluationResult) -> EvaluationResult:
+    return EvaluationResult(
+        record_id=str(message.record_id),
+        evaluator=str(message.evaluator),
+        evaluator_ref=str(message.evaluator_ref),
+        outcome=_outcome_from_proto(int(message.outcome)),
+        scores=[score_from_proto(s) for s in message.scores],
+        reason=str(message.reason),
+        # One division of the exact integer keeps the float correctly rounded.
+        duration_s=int(message.duration.ToNanoseconds()) / 1e9,
+        trial=int(message.trial),
+    )
+
+
+def _outcome_from_proto(number: int) -> Outcome:
+    outcome = _OUTCOME_FROM_PROTO.get(number)
+    if outcome is None:
+        raise ValueError(f"EvaluationResult.outcome {number} is not a known outcome")
+    return outcome
+
+
+# -- summaries ----------------------------------------------------------------------------------
+def summary_to_proto(summary: MetricSummary) -> score_pb2.MetricSummary:
+    out = score_pb2.MetricSummary(
+        evaluator=summary.evaluator,
+        metric=summary.metric,
+        kind=_SCORE_KIND_TO_PROTO[summary.kind],
+        n=summary.n,
+        scored=summary.scored,
+        skipped=summary.skipped,
+        errors=summary.errors,
+        cancelled=summary.cancelled,
+        infra_errors=summary.infra_errors,
+    )
+    if summary.mean is not None:
+        out.mean = summary.mean
+    if summary.std is not None:
+        out.std = summary.std
+    ci = summary.ci
+    out.ci.SetInParent()
+    if ci.low is not None:
+        out.ci.low = ci.low
+    if ci.high is not None:
+        out.ci.high = ci.high
+    out.ci.method = ci.method
+    out.ci.level = ci.level
+    for label, count in summary.labels.items():
+        out.labels[label] = count
+    if summary.clusters is not None:
+        out.clusters = summary.clusters
+    for k, value in summary.pass_at_k.items():
+        out.pass_at_k[k] = value
+    for k, value in summary.pass_hat_k.items():
+        out.pass_hat_k[k] = value
+    if summary.trial_variance is not None:
+        out.trial_variance = summary.trial_variance
+    if summary.higher_is_better is not None:
+        out.higher_is_better = summary.higher_is_better
+    return out
+
+
+def summary_from_proto(message: score_pb2.MetricSummary) -> MetricSummary:
+    ci = message.ci
+    return MetricSummary(
+        evaluator=str(message.evaluator),
+        metric=str(message.metric),
+        kind=_score_kind_from_proto(int(message.kind), "MetricSummary.kind"),
+        n=int(message.n),
+        mean=_opt_float(message, "mean"),
+        std=_opt_float(message, "std"),
+        ci=Interval(
+            low=_opt_float(ci, "low"),
+            high=_opt_float(ci, "high"),
+            method=str(ci.method),
+            level=float(ci.level),
+        ),
+        scored=int(message.scored),
+        skipped=int(message.skipped),
+        errors=int(message.errors),
+        cancelled=int(message.cancelled),
+        infra_errors=int(message.infra_errors),
+        labels={str(k): int(v) for k, v in message.labels.items()},
+        clusters=_opt_int(message, "clusters"),
+        pass_at_k={str(k): float(v) for k, v in message.pass_at_k.items()},
+        pass_hat_k={str(k): float(v) for k, v in message.pass_hat_k.items()},
+        trial_variance=_opt_float(message, "trial_variance"),
+        higher_is_better=_opt_bool(message, "higher_is_better"),
+    )
+
+
+def _score_kind_from_proto(number: int, field: str) -> ScoreKind:
+    kind = _SCORE_KIND_FROM_PROTO.get(number)
+    if kind is None:
+        raise ValueError(f"{field} {number} is not a known score kind")
+    return kind
+
+
+# -- evaluator manifests ------------------------------------------------------------------------
+def evaluator_ref_to_proto(ref: EvaluatorRef) -> evaluator_pb2.EvaluatorRef:
+    return evaluator_pb2.EvaluatorRef(namespace=ref.namespace, name=ref.name, version=ref.version)
+
+
+def evaluator_ref_from_proto(message: evaluator_pb2.EvaluatorRef) -> EvaluatorRef:
+    return EvaluatorRef(str(message.namespace), str(message.name), str(message.version))
+
+
+def manifest_to_proto(manifest: EvaluatorManifest) -> evaluator_pb2.EvaluatorManifest:
+    out = evaluator_pb2.EvaluatorManifest(
+        ref=evaluator_ref_to_proto(manifest.ref),
+        scope=_SCOPE_TO_PROTO[manifest.scope],
+        requires=list(manifest.requires),
+        description=manifest.description,
+        example=manifest.example,
+        pack=manifest.pack,
+        batchable=manifest.batchable,
+    )
+    for spec in manifest.outputs:
+        _set_output_spec(out.outputs.add(), spec)
+    _set_struct(out.params_schema, manifest.params_schema)
+    return out
+
+
+def manifest_from_proto(message: evaluator_pb2.EvaluatorManifest) -> EvaluatorManifest:
+    scope = _SCOPE_FROM_PROTO.get(int(message.scope))
+    if scope is None:
+        raise ValueError(f"EvaluatorManifest.scope {message.scope} is not a known scope")
+    return EvaluatorManifest(
+        ref=evaluator_ref_from_proto(message.ref),
+        scope=scope,
+        requires=tuple(str(r) for r in message.requires),
+        outputs=tuple(_output_spec_from_proto(o) for o in message.outputs),
+        params_schema=struct_from_proto(message.params_schema),
+        description=str(message.description),
+        example=str(message.example),
+        pack=str(message.pack),
+        batchable=bool(message.batchable),
+    )
+
+
+def _set_output_spec(out: evaluator_pb2.OutputSpec, spec: OutputSpec) -> None:
+    out.name = spec.name
+    out.type = _SCORE_KIND_TO_PROTO[spec.type]
+    if spec.range is not None:
+        out.range.SetInParent()  # (0, 0) is a range too
+        out.range.low, out.range.high = spec.range
+    if spec.higher_is_better is not None:
+        out.higher_is_better = spec.higher_is_better
+    out.description = spec.description
+
+
+def _output_spec_from_proto(message: evaluator_pb2.OutputSpec) -> OutputSpec:
+    return OutputSpec(
+        name=str(message.name),
+        type=_score_kind_from_proto(int(message.type), "OutputSpec.type"),
+        range=(
+            (float(message.range.low), float(message.range.high))
+            if message.HasField("range")
+            else None
+        ),
+        higher_is_better=_opt_bool(message, "higher_is_better"),
+        description=str(message.description),
+    )
