@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -28,6 +28,9 @@ async def evaluate_async(
     name: str = "",
     registry: Registry | None = None,
     progress: Progress | None = None,
+    gates: str | Sequence[str] = (),
+    min_completion_rate: float = 0.8,
+    max_evaluator_error_rate: float = 0.1,
 ) -> ScoreResult:
     """Grade records that already hold outputs (the Score way in).
 
@@ -48,10 +51,18 @@ async def evaluate_async(
         name: a label for the run.
         registry: the evaluators to resolve names against (default: built-ins + entry points).
         progress: called after each batch with (records done, bad records).
+        gates: CEL conditions on the metrics, checked before any data is read, e.g.
+            ``"metric('exact-match').mean >= 0.8"`` or ``"metric('llm-judge').ci.low > 0.6"``.
+            Each ends passed, failed, or inconclusive (too little eligible data); see
+            ``ScoreResult.gates``.
+        min_completion_rate: a gate is inconclusive when a metric it reads has fewer scored
+            records than this fraction of all graded (the rest skipped, errored or lost).
+        max_evaluator_error_rate: ... or when its evaluator errored on more than this fraction
+            of the records it tried to grade.
 
     Returns:
-        A ``ScoreResult`` with ``run_id``, ``metrics``, ``results``, ``table()`` and
-        ``to_json()``.
+        A ``ScoreResult`` with ``run_id``, ``metrics``, ``gates``, ``results``, ``table()``
+        and ``to_json()``.
 
     Example:
         >>> import evalsi
@@ -77,6 +88,9 @@ async def evaluate_async(
         name=name,
         registry=registry,
         progress=progress,
+        gates=gates,
+        min_completion_rate=min_completion_rate,
+        max_evaluator_error_rate=max_evaluator_error_rate,
     )
 
 

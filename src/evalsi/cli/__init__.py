@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from evalsi import __version__
-from evalsi.cli import _catalog, _eval, _runs
+from evalsi.cli import _catalog, _compare, _eval, _report, _runs
 from evalsi.cli._output import fail
 from evalsi.core import EvalsiError
 
@@ -24,6 +24,10 @@ Score records that already hold outputs:
 Look at what ran:
   evalsi runs list
   evalsi runs show latest
+Compare two runs, paired per record:
+  evalsi compare RUN_A RUN_B
+Write a report (HTML or Markdown):
+  evalsi report latest -o report.html
 Discover evaluators:
   evalsi catalog list
   evalsi catalog show exact-match
@@ -40,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _eval.register(commands)
     _runs.register(commands)
+    _compare.register(commands)
     _catalog.register(commands)
+    _report.register(commands)
     return parser
 
 

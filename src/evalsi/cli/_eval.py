@@ -19,11 +19,18 @@ examples:
   evalsi eval --data chats.csv --output-field answer --reference-field gold \\
       --evaluators fuzzy-match --cluster-by topic
   evalsi eval --data hf://acme/qa@test --evaluators exact-match --on-bad-record skip
+  evalsi eval --data qa.jsonl --evaluators exact-match,cost \\
+      --gate "metric('exact-match').ci.low >= 0.8" --gate "metric('cost').mean <= 0.25"
 
 Each row is one record: input, output, reference (a JSON list means "any of these"), id,
 context, usage {input_tokens, output_tokens, cost_usd, latency_ms}, metadata; other keys become
 metadata. Results are stored in .evalsi/evalsi.db (see `evalsi runs list`).
-Exit codes: 0 done, 2 bad input, 3 could not finish.
+A gate is a CEL condition on the metrics: metric('EVALUATOR') or metric('EVALUATOR', 'METRIC')
+with .mean .std .n .scored .skipped .errors .ci.low .ci.high .passAtK(k) .passHatK(k). A gate
+whose metrics have too little eligible data (see --min-completion-rate, --max-error-rate) is
+inconclusive, never failed.
+Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad input, a bad gate, or an
+inconclusive gate (and none failed); 3 could not finish.
 """
 
 
@@ -73,6 +80,28 @@ def register(commands: Any) -> None:
     p.add_argument("--reference-field", metavar="FIELD", help="row field holding the reference")
     p.add_argument("--id-field", metavar="FIELD", help="row field holding the record id")
     p.add_argument("--name", default="", help="a label for this run")
+    p.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="a CEL condition the run must meet, repeatable: "
+        "--gate \"metric('exact-match').mean >= 0.8\"",
+    )
+    p.add_argument(
+        "--min-completion-rate",
+        type=float,
+        default=0.8,
+        metavar="RATE",
+        help="a gate is inconclusive when fewer of its metric's records were scored (default: 0.8)",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=0.1,
+        metavar="RATE",
+        help="a gate is inconclusive when its evaluator errored on more (default: 0.1)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -95,7 +124,7 @@ def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
 def run(args: argparse.Namespace) -> int:
     from evalsi._api import evaluate
     from evalsi.datasets import FieldMap
-    from evalsi.runs import TABLE_COLUMNS, metric_rows
+    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
 
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
@@ -121,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
             on_bad_record=args.on_bad_record,
             name=args.name,
             progress=progress,
+            gates=args.gate,
+            min_completion_rate=args.min_completion_rate,
+            max_evaluator_error_rate=args.max_error_rate,
         )
     finally:
         if progress is not None:
@@ -130,13 +162,14 @@ def run(args: argparse.Namespace) -> int:
         note(f"skipped {result.bad_records} bad record(s): {first}")
     if args.format == "json":
         print_json(result.to_dict())
-        return 0
+        return result.exit_code
     title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
-    if args.format == "md":
-        print_markdown(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
-    else:
-        print_table(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
-    return 0
+    printer = print_markdown if args.format == "md" else print_table
+    printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
+    if result.gates:
+        print()
+        printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
+    return result.exit_code
 
 
 class _progress_printer:

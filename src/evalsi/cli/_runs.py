@@ -88,7 +88,14 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def show_run(args: argparse.Namespace) -> int:
-    from evalsi.runs import TABLE_COLUMNS, metric_rows, open_store, summaries_from_dicts
+    from evalsi.runs import (
+        GATE_COLUMNS,
+        TABLE_COLUMNS,
+        gate_rows,
+        metric_rows,
+        open_store,
+        summaries_from_dicts,
+    )
 
     store = open_store(args.store, create=False)
     run = store.get_run(args.run_id)
@@ -126,6 +133,10 @@ def show_run(args: argparse.Namespace) -> int:
     )
     printer = print_markdown if args.format == "md" else print_table
     printer(TABLE_COLUMNS, metric_rows(metrics), title=title)
+    gates = summary.get("gates") or []
+    if gates:
+        print()
+        printer(GATE_COLUMNS, gate_rows(gates), title="gates")
     if run.error:
         print(f"\nstopped: {run.error}")
     if failures:

@@ -1,5 +1,16 @@
 """Ways in that produce runs. Today: Score (grade records that already hold outputs)."""
 
+from evalsi.runs._compare import Comparison, MetricComparison, Unmatched, compare_runs
+from evalsi.runs._gates import (
+    GATE_COLUMNS,
+    EvaluatorMetrics,
+    Gate,
+    GateResult,
+    evaluate_gates,
+    gate_rows,
+    gates_exit_code,
+    parse_gates,
+)
 from evalsi.runs._plan import EvaluatorLike, bind_all
 from evalsi.runs._result import (
     TABLE_COLUMNS,
@@ -14,15 +25,27 @@ from evalsi.runs._score import Progress, open_store, score_async
 from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
 
 __all__ = [
+    "GATE_COLUMNS",
     "TABLE_COLUMNS",
+    "Comparison",
     "EvaluatorLike",
+    "EvaluatorMetrics",
+    "Gate",
+    "GateResult",
+    "MetricComparison",
     "Progress",
     "ScoreResult",
+    "Unmatched",
     "bind_all",
+    "compare_runs",
+    "evaluate_gates",
     "format_ci",
     "format_number",
+    "gate_rows",
+    "gates_exit_code",
     "metric_rows",
     "open_store",
+    "parse_gates",
     "render_markdown",
     "render_plain",
     "score_async",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import EvaluationResult, MetricSummary, Outcome
+from evalsi.runs._gates import GATE_COLUMNS, gate_rows, gates_exit_code
 
 if TYPE_CHECKING:
     from evalsi.store import SqlStore
@@ -77,6 +78,8 @@ class ScoreResult:
 
     ``metrics`` holds one summary per metric; ``results`` reads the per-record results back
     from the store (streamed there while the run went on, so large runs stay small in memory).
+    ``gates`` holds one ``{"expr", "passed", "verdict", "value", "reason"}`` dict per gate;
+    ``exit_code`` is what the CLI exits with (0 all passed, 1 one failed, 2 undecided).
     """
 
     run_id: str
@@ -90,6 +93,10 @@ class ScoreResult:
     evaluators: list[dict[str, Any]] = field(default_factory=list)
     store: SqlStore | None = None
     gates: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return gates_exit_code(self.gates)
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricSummary:
         """The summary of one metric (the evaluator's own metric when ``metric`` is omitted)."""
@@ -131,12 +138,17 @@ class ScoreResult:
         return orjson.dumps(self.to_dict(), option=option).decode()
 
     def table(self) -> str:
-        """A plain-text table of n / mean / 95% CI per metric."""
-        return render_plain(TABLE_COLUMNS, metric_rows(self.metrics))
+        """A plain-text table of n / mean / 95% CI per metric, then the gates if any."""
+        table = render_plain(TABLE_COLUMNS, metric_rows(self.metrics))
+        if self.gates:
+            table += "\n\ngates\n" + render_plain(GATE_COLUMNS, gate_rows(self.gates))
+        return table
 
     def markdown(self) -> str:
-        """The same table in Markdown, for CI summaries."""
+        """The same tables in Markdown, for CI summaries."""
         table = render_markdown(TABLE_COLUMNS, metric_rows(self.metrics))
+        if self.gates:
+            table += "\n\n**gates**\n\n" + render_markdown(GATE_COLUMNS, gate_rows(self.gates))
         return f"**run** `{self.run_id}` · {self.records} records\n\n{table}"
 
     def __repr__(self) -> str:

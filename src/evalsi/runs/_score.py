@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from evalsi.core import EvalsiError, Interval, Record, ResultBatch, UserError, c
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry
 from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._result import ScoreResult
 from evalsi.store import DEFAULT_STORE, BackgroundWriter, SqlStore
@@ -68,6 +70,9 @@ async def score_async(
     name: str = "",
     registry: Registry | None = None,
     progress: Progress | None = None,
+    gates: str | Sequence[str] = (),
+    min_completion_rate: float = 0.8,
+    max_evaluator_error_rate: float = 0.1,
 ) -> ScoreResult:
     """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments."""
     if registry is None:
@@ -82,16 +87,25 @@ async def score_async(
         )
     bound = bind_all(evaluators, registry=registry, params=params)
     runners = runners_for(bound)
+    rates = {
+        "min_completion_rate": min_completion_rate,
+        "max_evaluator_error_rate": max_evaluator_error_rate,
+    }
+    parsed_gates = parse_gates(gates, bound, **rates)  # every gate checked before any data
     dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
     db = open_store(store)
-    spec = {
+    spec: dict[str, Any] = {
         "evaluators": [b.spec() for b in bound],
-        "data": dataset.name,
+        "data": _data_location(data, dataset.name),
+        "fields": dataclasses.asdict(fields or FieldMap()),
         "cluster_by": cluster_by,
         "bootstrap": bootstrap,
         "seed": seed,
         "on_bad_record": on_bad_record,
     }
+    if parsed_gates:
+        spec["gates"] = [g.expr for g in parsed_gates]
+        spec.update(rates)
     run = db.create_run(kind="score", spec=spec, name=name)
     aggregator = Aggregator(
         [(b.name, b.manifest.outputs) for b in bound],
@@ -121,6 +135,7 @@ async def score_async(
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
         intervals = _finish_dataset_scope(runners, aggregator, db, run.id, bootstrap, seed)
         metrics = aggregator.summaries(bootstrap=bootstrap, seed=seed, dataset_intervals=intervals)
+        gate_results = evaluate_gates(parsed_gates, metrics, **rates)
     except BaseException as e:  # record why the run stopped, then let the error go on
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
         status = "interrupted" if isinstance(e, stopped) else "failed"
@@ -136,6 +151,7 @@ async def score_async(
     manifest = _manifest(spec, bound, dataset.name, dataset.version, done)
     summary = {
         "metrics": [m.to_dict() for m in metrics],
+        "gates": gate_results,
         "dataset": {"source": dataset.name, "version": dataset.version},
         "bad_records": dataset.bad_count,
         "bad_examples": [list(b) for b in dataset.bad_records[:10]],
@@ -152,7 +168,15 @@ async def score_async(
         bad_examples=list(dataset.bad_records[:10]),
         evaluators=[b.spec() for b in bound],
         store=db,
+        gates=gate_results,
     )
+
+
+def _data_location(data: Any, name: str) -> str:
+    """Where the data can be read again (reports re-read it): an absolute path for local files."""
+    if isinstance(data, (str, os.PathLike)) and "://" not in str(data):
+        return str(Path(data).resolve())
+    return name
 
 
 @contextlib.contextmanager

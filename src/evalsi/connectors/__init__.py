@@ -1,0 +1,81 @@
+"""Model and service clients for the Run way in: targets, retries, rate limits, breakers.
+
+Every target (``OpenAICompatible``, ``Anthropic``, ``PythonTarget``, ``HttpTarget``) has
+``async invoke(input) -> TargetOutput`` and ``describe()`` (its identity for the manifest, no
+secret values). A failed call raises ``InfraError(kind)`` (retried, then reported apart and never
+counted as a failure) or ``TargetError`` (the target's own error, recorded on the sample).
+aiohttp is imported on the first HTTP call, not here.
+"""
+
+from evalsi.connectors._anthropic import Anthropic
+from evalsi.connectors._breaker import BreakerPolicy, BreakerRegistry, BreakerState, CircuitBreaker
+from evalsi.connectors._clock import SYSTEM_CLOCK, Clock, SystemClock
+from evalsi.connectors._errors import INFRA_KINDS, InfraError, InfraKind, TargetError
+from evalsi.connectors._guard import Resilience, default_resilience
+from evalsi.connectors._http import (
+    DEFAULT_CONNECTION_LIMIT,
+    close_shared_session,
+    shared_session,
+)
+from evalsi.connectors._http_target import HttpTarget, render
+from evalsi.connectors._jsonpath import JsonPath, JsonPathMiss
+from evalsi.connectors._openai import OpenAICompatible
+from evalsi.connectors._python import PythonTarget, load_callable
+from evalsi.connectors._ratelimit import (
+    RateLimiter,
+    RateLimiterRegistry,
+    RateLimits,
+    TokenBucket,
+)
+from evalsi.connectors._retry import RetryPolicy, parse_retry_after, retrying
+from evalsi.connectors._secrets import Secret, resolve_secret
+from evalsi.connectors._types import (
+    Completion,
+    InputLike,
+    Target,
+    TargetOutput,
+    input_messages,
+    plain_input,
+)
+
+__all__ = [
+    "DEFAULT_CONNECTION_LIMIT",
+    "INFRA_KINDS",
+    "SYSTEM_CLOCK",
+    "Anthropic",
+    "BreakerPolicy",
+    "BreakerRegistry",
+    "BreakerState",
+    "CircuitBreaker",
+    "Clock",
+    "Completion",
+    "HttpTarget",
+    "InfraError",
+    "InfraKind",
+    "InputLike",
+    "JsonPath",
+    "JsonPathMiss",
+    "OpenAICompatible",
+    "PythonTarget",
+    "RateLimiter",
+    "RateLimiterRegistry",
+    "RateLimits",
+    "Resilience",
+    "RetryPolicy",
+    "Secret",
+    "SystemClock",
+    "Target",
+    "TargetError",
+    "TargetOutput",
+    "TokenBucket",
+    "close_shared_session",
+    "default_resilience",
+    "input_messages",
+    "load_callable",
+    "parse_retry_after",
+    "plain_input",
+    "render",
+    "resolve_secret",
+    "retrying",
+    "shared_session",
+]

@@ -1,0 +1,208 @@
+"""HTTP on the hot path: one aiohttp session per event loop, and one request function that
+turns every way a call can go wrong into an ``InfraError`` kind or a ``TargetError``.
+
+aiohttp is imported on first use, so importing the connectors (to read a spec, to plan a dry
+run) stays cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from evalsi.connectors._errors import InfraError, TargetError
+from evalsi.connectors._retry import parse_retry_after
+from evalsi.connectors._secrets import Secret
+
+if TYPE_CHECKING:
+    import aiohttp
+
+DEFAULT_CONNECTION_LIMIT = 256
+"""Open connections per session (one session per event loop). Concurrency above it queues."""
+
+_ERROR_EXCERPT = 300
+
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def shared_session(*, limit: int = DEFAULT_CONNECTION_LIMIT) -> aiohttp.ClientSession:
+    """The session of the running event loop, created on first use with ``limit`` connections.
+
+    Close it with ``close_shared_session()`` before the loop ends (the run executor does).
+    """
+    loop = asyncio.get_running_loop()
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+        # No proxy settings from the environment: a target's URL is exactly what the spec says.
+        session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        _sessions[loop] = session
+    return session
+
+
+async def close_shared_session() -> None:
+    """Close the running loop's session, if it has one."""
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None and not session.closed:
+        await session.close()
+
+
+@dataclass(slots=True)
+class HttpReply:
+    """A 2xx reply, parsed."""
+
+    data: Any
+    status: int
+    latency_ms: float
+
+
+def public_url(url: str) -> str:
+    """``url`` without its query string or user info, for messages."""
+    base = url.split("?", 1)[0].split("#", 1)[0]
+    scheme, sep, rest = base.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        rest = rest.split("@", 1)[1]
+    return f"{scheme}{sep}{rest}"
+
+
+async def request_json(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float,
+    secrets: tuple[Secret, ...] = (),
+    parse: bool = True,
+) -> HttpReply:
+    """Send one request; return the decoded JSON of a 2xx answer or raise.
+
+    408, 429 and 5xx are ``InfraError`` (``timeout``, ``rate_limited``, ``server_error``, with
+    ``Retry-After`` read); other 4xx are ``TargetError``; a body that is not JSON or is cut short
+    is ``malformed_response``; no answer in time is ``timeout``; a refused or dropped connection
+    is ``connection``. Messages never carry a secret or the query string.
+    """
+    import aiohttp
+
+    where = public_url(url)
+    data = None if body is None else orjson.dumps(body)
+    send_headers = dict(headers or {})
+    if data is not None:
+        send_headers.setdefault("Content-Type", "application/json")
+    started = time.perf_counter()
+    try:
+        async with session.request(
+            method,
+            url,
+            data=data,
+            headers=send_headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            allow_redirects=False,
+        ) as response:
+            status = response.status
+            raw = await response.read()
+            retry_after = response.headers.get("Retry-After")
+    except TimeoutError as e:
+        raise InfraError(
+            "timeout", f"no answer from {where} within {timeout:g}s", endpoint=where
+        ) from e
+    except aiohttp.ClientPayloadError as e:
+        raise InfraError(
+            "malformed_response", f"{where} sent an incomplete body: {e}", endpoint=where
+        ) from e
+    except aiohttp.ClientResponseError as e:
+        # Raised while reading a reply that breaks HTTP itself (bad status line, bad headers).
+        raise InfraError(
+            "malformed_response", f"{where} sent an unreadable reply: {e.message}", endpoint=where
+        ) from e
+    except aiohttp.ClientError as e:
+        raise InfraError(
+            "connection",
+            f"cannot reach {where}: {_redact(str(e) or type(e).__name__, secrets)}",
+            endpoint=where,
+        ) from e
+    latency_ms = (time.perf_counter() - started) * 1000.0
+
+    if 200 <= status < 300:
+        if not parse:
+            return HttpReply(raw, status, latency_ms)
+        try:
+            decoded = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise InfraError(
+                "malformed_response",
+                f"{where} answered HTTP {status} with a body that is not JSON: "
+                f"{_excerpt(raw, secrets)!r}",
+                status=status,
+                endpoint=where,
+            ) from e
+        return HttpReply(decoded, status, latency_ms)
+
+    detail = _error_detail(raw, secrets)
+    message = f"HTTP {status} from {where}" + (f": {detail}" if detail else "")
+    if status == 429:
+        raise InfraError(
+            "rate_limited",
+            message,
+            status=status,
+            retry_after=parse_retry_after(retry_after),
+            endpoint=where,
+        )
+    if status == 408:
+        raise InfraError("timeout", message, status=status, endpoint=where)
+    if status >= 500:
+        raise InfraError(
+            "server_error",
+            message,
+            status=status,
+            retry_after=parse_retry_after(retry_after),
+            endpoint=where,
+        )
+    raise TargetError(message, status=status, endpoint=where, hint=_hint(status))
+
+
+def _hint(status: int) -> str | None:
+    if status in (401, 403):
+        return "check the API key the target's secretRef points to"
+    if status == 404:
+        return "check the base URL and the model name"
+    return None
+
+
+def _redact(text: str, secrets: tuple[Secret, ...]) -> str:
+    for secret in secrets:
+        text = secret.redact(text)
+    return text
+
+
+def _excerpt(raw: bytes, secrets: tuple[Secret, ...]) -> str:
+    text = raw[:_ERROR_EXCERPT].decode("utf-8", "replace")
+    return _redact(text, secrets)
+
+
+def _error_detail(raw: bytes, secrets: tuple[Secret, ...]) -> str:
+    """The server's own error message (OpenAI and Anthropic shapes), else a body excerpt."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _excerpt(raw, secrets).strip()
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return _redact(error["message"][:_ERROR_EXCERPT], secrets)
+        if isinstance(error, str):
+            return _redact(error[:_ERROR_EXCERPT], secrets)
+        if isinstance(data.get("message"), str):
+            return _redact(data["message"][:_ERROR_EXCERPT], secrets)
+    return _excerpt(raw, secrets).strip()

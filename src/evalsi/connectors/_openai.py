@@ -1,0 +1,222 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, SGLang, Ollama, llama.cpp, LiteLLM…)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from evalsi.connectors._errors import InfraError
+from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
+from evalsi.connectors._http import request_json, shared_session
+from evalsi.connectors._ratelimit import RateLimits
+from evalsi.connectors._secrets import Secret, as_secret
+from evalsi.connectors._types import (
+    Completion,
+    InputLike,
+    TargetOutput,
+    estimate_tokens,
+    input_messages,
+)
+from evalsi.core import JsonValue, Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    import aiohttp
+
+
+class OpenAICompatible:
+    """A chat-completions endpoint.
+
+    ``base_url`` is the API root including its version, as the OpenAI SDKs take it
+    (``https://api.openai.com/v1``, ``http://localhost:8000/v1``); requests go to
+    ``{base_url}/chat/completions``.
+
+    Example:
+        >>> target = OpenAICompatible("http://127.0.0.1:8000/v1", "smollm2",
+        ...                           params={"temperature": 0}, api_key=Secret("k", ref="env:K"))
+        >>> target
+        OpenAICompatible(base_url='http://127.0.0.1:8000/v1', model='smollm2',
+                         api_key=Secret('env:K'))
+    """
+
+    connector = "openai-compatible"
+    supports_seed = True
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        api_key: Secret | str | None = None,
+        timeout: float = 120.0,
+        system: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        rate_limits: RateLimits | None = None,
+        resilience: Resilience | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.params: dict[str, Any] = dict(params or {})
+        self.api_key = as_secret(api_key)
+        self.timeout = timeout
+        self.system = system
+        self.rate_limits = rate_limits
+        self.resilience = resilience
+        self._session = session
+        self._url = f"{self.base_url}/chat/completions"
+        self._headers = dict(headers or {})
+        if self.api_key is not None:
+            self._headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
+        self._secrets = (self.api_key,) if self.api_key is not None else ()
+        self._key_id = self.api_key.ref if self.api_key is not None else ""
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
+            f"api_key={self.api_key!r})"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "base_url": self.base_url,
+            "model": self.model,
+            "params": self.params,
+            "secret_ref": self.api_key.ref if self.api_key is not None else None,
+        }
+
+    async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
+        messages = input_messages(input, system=self.system)
+        return (await self.complete(messages, seed=seed)).to_output()
+
+    async def complete(
+        self, messages: Sequence[Message] | str, *, seed: int | None = None, **params: Any
+    ) -> Completion:
+        """One chat completion; ``params`` override the constructor's for this call.
+
+        Raises ``InfraError`` after retries are exhausted, ``TargetError`` on a 4xx the user
+        must fix.
+        """
+        chat = input_messages(messages) if isinstance(messages, str) else list(messages)
+        merged = {**self.params, **params}
+        body: dict[str, Any] = {
+            **merged,
+            "model": self.model,
+            "messages": [_message_to_openai(m) for m in chat],
+        }
+        if seed is not None:
+            body["seed"] = seed
+        resilience = self.resilience or default_resilience()
+        estimate = estimate_tokens(
+            chat, merged.get("max_tokens", merged.get("max_completion_tokens"))
+        )
+
+        async def call() -> tuple[Completion, int | None]:
+            session = self._session or await shared_session()
+            reply = await request_json(
+                session,
+                "POST",
+                self._url,
+                body=body,
+                headers=self._headers,
+                timeout=self.timeout,
+                secrets=self._secrets,
+            )
+            completion = _parse_completion(reply.data, self._url)
+            completion.usage.latency_ms = reply.latency_ms
+            return completion, completion.usage.tokens()
+
+        completion, attempts = await guarded_call(
+            resilience,
+            call,
+            endpoint=self.base_url,
+            rate_key=(self.connector, self.model, self._key_id),
+            rate_limits=self.rate_limits,
+            token_estimate=estimate,
+        )
+        completion.attempts = attempts
+        return completion
+
+
+def _message_to_openai(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else orjson.dumps(call.arguments).decode(),
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name:
+        out["name"] = message.name
+    return out
+
+
+def _malformed(url: str, what: str) -> InfraError:
+    return InfraError("malformed_response", f"{url} answered without {what}", endpoint=url)
+
+
+def _parse_completion(data: JsonValue, url: str) -> Completion:
+    if not isinstance(data, dict):
+        raise _malformed(url, "a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _malformed(url, "choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _malformed(url, "choices[0].message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        # Some servers send content parts; keep their text.
+        content = (
+            "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            if isinstance(content, list)
+            else str(content)
+        )
+    calls: list[ToolCall] = []
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, dict):
+            raise _malformed(url, "well-formed tool_calls")
+        fn = call.get("function") or {}
+        arguments: JsonValue = fn.get("arguments")
+        if isinstance(arguments, str):
+            # A model's malformed arguments are its behaviour: keep them as sent.
+            with contextlib.suppress(orjson.JSONDecodeError):
+                arguments = orjson.loads(arguments)
+        calls.append(
+            ToolCall(name=str(fn.get("name", "")), arguments=arguments, id=str(call.get("id", "")))
+        )
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    reply = Message(role=str(message.get("role") or "assistant"), content=content, tool_calls=calls)
+    return Completion(
+        text=content or "",
+        messages=[reply],
+        usage=Usage(
+            input_tokens=_int(usage.get("prompt_tokens")),
+            output_tokens=_int(usage.get("completion_tokens")),
+            total_tokens=_int(usage.get("total_tokens")),
+        ),
+        finish_reason=str(choice.get("finish_reason") or ""),
+        raw=data,
+        model=str(data.get("model") or ""),
+    )
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

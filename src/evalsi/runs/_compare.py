@@ -1,0 +1,657 @@
+"""Compare two stored runs, paired per record: what changed, by how much, and how sure we are.
+
+For every metric both runs hold (same evaluator instance name, same metric name), the records
+SCORED in both runs are paired by record id and trial; the comparison is made on those pairs
+only (DESIGN.md §2 tenets 2 and 3). Each run's results are streamed once: run A's values are
+kept as one float per (record, metric), run B's are matched against them as they stream by,
+so memory is O(records × metrics) floats and no result objects are held.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import numpy as np
+import scipy.special as sc
+from numpy.typing import NDArray
+
+from evalsi.core import Interval, Outcome, UserError
+from evalsi.runs._result import format_number, render_markdown, render_plain
+from evalsi.runs._score import StoreLike, open_store
+from evalsi.stats import McNemar, mcnemar, paired_bootstrap
+from evalsi.store import RunInfo, SqlStore
+
+Verdict = Literal["improved", "regressed", "changed", "no significant change", "insufficient data"]
+CompareKind = Literal["passed", "number"]
+
+# The power the minimum detectable effect is quoted at (the usual 80%).
+POWER: Final = 0.8
+
+# A record's key: its id alone for the first occurrence of trial 0 (almost every record, and
+# the cheapest key to hold), else (record id, trial, occurrence of that id in the run).
+_Key = str | tuple[str, int, int]
+_Metric = tuple[str, str]  # (evaluator instance name, metric name)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricComparison:
+    """One metric of two runs, compared on the records scored in both.
+
+    Attributes:
+        evaluator: Evaluator instance name.
+        metric: Metric name.
+        kind: ``"passed"`` (pass/fail, compared as 0/1) or ``"number"``.
+        n_paired: Records (× trials) scored in both runs.
+        n_a: Values scored in run A (paired or not).
+        n_b: Values scored in run B (paired or not).
+        mean_a: Mean of run A over the paired records (not over all of run A).
+        mean_b: Mean of run B over the paired records.
+        delta: ``mean(b - a)`` over the pairs.
+        ci: Paired percentile bootstrap interval for ``delta``.
+        p_value: Two-sided paired-bootstrap p-value for ``delta == 0``.
+        mcnemar: McNemar's test on the pairs, for pass/fail metrics.
+        verdict: ``improved``/``regressed`` (the interval excludes 0; the direction read from
+            ``higher_is_better``), ``changed`` (excludes 0, direction unknown), ``no significant
+            change``, or ``insufficient data`` (fewer than two pairs).
+        mde: Approximate minimum detectable effect of this paired design at 80% power and the
+            comparison's level: ``(z(1 - alpha/2) + z(0.8)) × SD(b - a) / √n``, about
+            ``2.8 × SD/√n`` at 95%.
+        higher_is_better: As stored with the runs' summaries (True by default for pass/fail).
+        note: ``"n=… can only detect differences ≥ …"`` when the change is not significant and
+            smaller than ``mde``; empty otherwise.
+    """
+
+    evaluator: str
+    metric: str
+    kind: CompareKind
+    n_paired: int
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    ci: Interval
+    p_value: float | None
+    mcnemar: McNemar | None
+    verdict: Verdict
+    mde: float | None
+    higher_is_better: bool | None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        test = self.mcnemar
+        return {
+            "evaluator": self.evaluator,
+            "metric": self.metric,
+            "kind": self.kind,
+            "n_paired": self.n_paired,
+            "n_a": self.n_a,
+            "n_b": self.n_b,
+            "mean_a": self.mean_a,
+            "mean_b": self.mean_b,
+            "delta": self.delta,
+            "ci": [self.ci.low, self.ci.high],
+            "ci_method": self.ci.method,
+            "p_value": self.p_value,
+            "mcnemar": None
+            if test is None
+            else {
+                "b01": test.b01,
+                "b10": test.b10,
+                "statistic": test.statistic,
+                "p_value": test.p_value,
+                "method": test.method,
+            },
+            "verdict": self.verdict,
+            "mde": self.mde,
+            "higher_is_better": self.higher_is_better,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Unmatched:
+    """A metric only one of the two runs holds."""
+
+    evaluator: str
+    metric: str
+    only_in: Literal["a", "b"]
+    run_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "evaluator": self.evaluator,
+            "metric": self.metric,
+            "only_in": self.only_in,
+            "run_id": self.run_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Run B against run A (the baseline), metric by metric; see ``compare_runs``."""
+
+    run_a: str
+    run_b: str
+    dataset_versions: tuple[str | None, str | None]
+    metrics: list[MetricComparison]
+    unmatched: list[Unmatched] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    level: float = 0.95
+    seed: int = 0
+
+    def metric(self, evaluator: str, metric: str | None = None) -> MetricComparison:
+        """The comparison of one metric (the evaluator's own metric when ``metric`` is omitted)."""
+        for m in self.metrics:
+            if m.evaluator == evaluator and m.metric == (metric or evaluator):
+                return m
+        for m in self.metrics:
+            if m.evaluator == evaluator and metric is None:
+                return m
+        raise KeyError(f"no compared metric {metric or evaluator!r} for evaluator {evaluator!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """One JSON object: runs, dataset versions, warnings, metrics, unmatched metrics."""
+        return {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "dataset_versions": list(self.dataset_versions),
+            "level": self.level,
+            "seed": self.seed,
+            "warnings": list(self.warnings),
+            "metrics": [m.to_dict() for m in self.metrics],
+            "unmatched": [u.to_dict() for u in self.unmatched],
+        }
+
+    def columns(self) -> tuple[str, ...]:
+        """The table's header (the interval column names the level)."""
+        interval = f"{_percent(self.level)} CI"
+        return ("evaluator", "metric", "n", "A", "B", "Δ", interval, "p", "McNemar p", "verdict")
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """One row per compared metric, in ``columns()`` order."""
+        return [_row(m) for m in self.metrics]
+
+    def notes(self) -> list[str]:
+        """Lines to print under the table: minimum detectable effects, unmatched metrics."""
+        lines = [f"{m.evaluator}/{m.metric}: {m.note}" for m in self.metrics if m.note]
+        lines += [
+            f"only in {'A' if u.only_in == 'a' else 'B'} ({u.run_id}): {u.evaluator}/{u.metric}"
+            for u in self.unmatched
+        ]
+        return lines
+
+    def table(self) -> str:
+        """Plain text: a title, the table, then warnings and notes."""
+        return self._render(render_plain(self.columns(), self.rows()), bullet="")
+
+    def markdown(self) -> str:
+        """The same in Markdown, for CI summaries."""
+        table = render_markdown(self.columns(), self.rows())
+        return self._render(table, bullet="- ", title=f"**{self.title()}**")
+
+    def title(self) -> str:
+        return f"compare A {self.run_a} → B {self.run_b} · paired, {_percent(self.level)} intervals"
+
+    def _render(self, table: str, *, bullet: str, title: str | None = None) -> str:
+        parts = [title or self.title(), table]
+        if self.warnings:
+            parts.append("\n".join(f"{bullet}warning: {w}" for w in self.warnings))
+        notes = self.notes()
+        if notes:
+            parts.append("\n".join(f"{bullet}{n}" for n in notes))
+        return "\n\n".join(parts)
+
+
+def compare_runs(
+    store: StoreLike,
+    run_a: str,
+    run_b: str,
+    *,
+    metrics: Sequence[str] | None = None,
+    seed: int = 0,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+) -> Comparison:
+    """Compare run B against run A (the baseline), pairing records scored in both.
+
+    Records are paired by (record id, trial); when an id repeats within a run, its k-th
+    occurrence in A pairs with its k-th occurrence in B. Pairs are ordered by run A's record
+    order, so a given seed always gives the same intervals. Nothing here gates: warnings
+    (different dataset versions, records missing from one run, evaluator refs or params that
+    differ, unfinished runs) are reported on the result, not raised.
+
+    Args:
+        store: An open ``SqlStore``, a SQLite path or URL, or None for ``.evalsi/evalsi.db``.
+        run_a: The baseline run: an id, a unique id prefix, or ``latest``.
+        run_b: The candidate run, written the same ways.
+        metrics: Compare only these: each a metric name, an evaluator instance name, or
+            ``EVALUATOR/METRIC``. None compares every metric both runs hold.
+        seed: Seed of the paired bootstrap (the same for every metric).
+        level: Confidence level of the intervals (``1 - alpha``).
+        n_resamples: Bootstrap resamples per metric.
+
+    Returns:
+        A ``Comparison`` with one ``MetricComparison`` per common metric.
+
+    Raises:
+        UserError: A run id that names no run, no metric common to both runs, a ``metrics``
+            name that matches none, or a level outside (0, 1).
+
+    Example:
+        >>> import evalsi
+        >>> from evalsi.store import SqlStore
+        >>> store = SqlStore.open(":memory:")
+        >>> rows = [{"id": str(i), "output": "a", "reference": "a" if i % 2 else "b"}
+        ...         for i in range(40)]
+        >>> a = evalsi.evaluate(rows, ["exact-match"], store=store).run_id
+        >>> b = evalsi.evaluate([{**r, "reference": "a"} for r in rows], ["exact-match"],
+        ...                     store=store).run_id
+        >>> c = compare_runs(store, a, b)
+        >>> m = c.metric("exact-match")
+        >>> m.n_paired, m.delta, m.verdict, (m.mcnemar.b01, m.mcnemar.b10)
+        (40, 0.5, 'improved', (20, 0))
+    """
+    if not 0.0 < level < 1.0:
+        raise UserError(f"the confidence level must be strictly between 0 and 1, got {level}")
+    if n_resamples < 1:
+        raise UserError(f"n_resamples must be positive, got {n_resamples}")
+    owned = not isinstance(store, SqlStore)
+    db = open_store(store, create=False)
+    try:
+        info_a, info_b = db.get_run(run_a), db.get_run(run_b)
+        return _Comparer(db, info_a, info_b, metrics, seed, level, n_resamples).run()
+    finally:
+        if owned:
+            db.close()
+
+
+class _Side:
+    """What one run's stream left behind: records, metric kinds, dataset-scope evaluators."""
+
+    def __init__(self, info: RunInfo) -> None:
+        self.info = info
+        self.kinds: dict[_Metric, set[str]] = {}
+        self.dataset_scope: set[str] = set()
+        self.duplicates = 0
+        self.records = 0
+        self.trials = 1
+
+    def keys(self, db: SqlStore) -> Iterator[tuple[_Key, list[tuple[_Metric, float]]]]:
+        """Stream the run: one (record key, scored values) per (record, trial) with results."""
+        seen: set[str] = set()
+        repeats: dict[str, int] = {}  # ids seen more than once: the last occurrence (0-based)
+        current: tuple[int, int] | None = None
+        occurrence = 0
+        key: _Key = ""
+        values: list[tuple[_Metric, float]] = []
+        kinds = self.kinds
+        for seq, _index, result in db.iter_results(self.info.id):
+            if seq < 0:  # a dataset-scope result: one value for the whole run, nothing to pair
+                self.dataset_scope.add(result.evaluator)
+                continue
+            if current is None or current[0] != seq or current[1] != result.trial:
+                if current is not None:
+                    yield key, values
+                    values = []
+                rid = result.record_id
+                if current is None or current[0] != seq:
+                    occurrence = 0
+                    if rid in seen:
+                        occurrence = repeats[rid] = repeats.get(rid, 0) + 1
+                        self.duplicates += 1
+                    else:
+                        seen.add(rid)
+                current = (seq, result.trial)
+                key = (
+                    rid
+                    if occurrence == 0 and result.trial == 0
+                    else (rid, result.trial, occurrence)
+                )
+                self.records += 1
+                self.trials = max(self.trials, result.trial + 1)
+            if result.outcome != Outcome.SCORED:
+                continue
+            for score in result.scores:
+                metric = (result.evaluator, score.name)
+                if score.passed is not None:
+                    kinds.setdefault(metric, set()).add("passed")
+                    values.append((metric, 1.0 if score.passed else 0.0))
+                elif score.number is not None:
+                    kinds.setdefault(metric, set()).add("number")
+                    values.append((metric, float(score.number)))
+                elif score.label is not None:
+                    kinds.setdefault(metric, set()).add("label")
+        if current is not None:
+            yield key, values
+
+    def summary_metrics(self) -> dict[_Metric, dict[str, Any]]:
+        items = (self.info.summary or {}).get("metrics") or []
+        return {(str(d.get("evaluator")), str(d.get("metric"))): d for d in items}
+
+    def metric_kinds(self) -> dict[_Metric, set[str]]:
+        """Every metric of the run: the stored summary's, then any seen only in the results."""
+        out: dict[_Metric, set[str]] = {}
+        for metric, d in self.summary_metrics().items():
+            kind = str(d.get("kind", "number"))
+            out[metric] = {kind if kind in ("passed", "number") else "label"}
+        for metric, kinds in self.kinds.items():
+            out.setdefault(metric, set()).update(kinds)
+        return out
+
+    @property
+    def dataset_version(self) -> str | None:
+        dataset = (self.info.summary or {}).get("dataset") or {}
+        version = dataset.get("version")
+        return None if version is None else str(version)
+
+    def evaluator_spec(self, name: str) -> dict[str, Any] | None:
+        for spec in self.info.evaluators:
+            if spec.get("name") == name:
+                return spec
+        return None
+
+
+class _Comparer:
+    def __init__(
+        self,
+        db: SqlStore,
+        a: RunInfo,
+        b: RunInfo,
+        wanted: Sequence[str] | None,
+        seed: int,
+        level: float,
+        n_resamples: int,
+    ) -> None:
+        self.db = db
+        self.a, self.b = _Side(a), _Side(b)
+        self.wanted = list(wanted) if wanted else None
+        self.seed, self.level, self.n_resamples = seed, level, n_resamples
+        self.warnings: list[str] = []
+
+    def selected(self, metric: _Metric) -> bool:
+        if self.wanted is None:
+            return True
+        evaluator, name = metric
+        return any(w in (name, evaluator, f"{evaluator}/{name}") for w in self.wanted)
+
+    def _check_wanted(self, metrics: Iterable[_Metric], *, final: bool) -> None:
+        """Name the ``metrics`` filters that match nothing (before streaming, when we can tell)."""
+        if self.wanted is None:
+            return
+        known = list(metrics)
+        if not final:
+            if self.a.info.summary is None or self.b.info.summary is None:
+                return  # an unfinished run may hold metrics its (missing) summary cannot list
+            known += [(str(s.get("name")), "") for s in self.a.info.evaluators]
+            known += [(str(s.get("name")), "") for s in self.b.info.evaluators]
+        missing = [w for w in self.wanted if not any(w in (n, e, f"{e}/{n}") for e, n in known)]
+        if missing:
+            raise UserError(
+                f"no metric matches {', '.join(map(repr, missing))} in run {self.a.info.id} "
+                f"or {self.b.info.id}",
+                hint="the metrics are: " + _names((e, n) for e, n in known if n),
+            )
+
+    def run(self) -> Comparison:
+        a, b = self.a, self.b
+        self._check_wanted([*a.summary_metrics(), *b.summary_metrics()], final=False)
+        # Run A: one dense float column per metric over A's records, NaN where not scored.
+        index: dict[_Key, int] = {}
+        cols_a: dict[_Metric, tuple[array[int], array[float]]] = {}
+        for key, values in a.keys(self.db):
+            i = index.setdefault(key, len(index))
+            for metric, value in values:
+                if self.selected(metric):
+                    rows, vals = cols_a.setdefault(metric, (array("q"), array("d")))
+                    rows.append(i)
+                    vals.append(value)
+        dense: dict[_Metric, NDArray[np.float64]] = {}
+        for metric, (rows, vals) in cols_a.items():
+            column = np.full(len(index), np.nan)
+            column[np.frombuffer(rows, dtype=np.int64)] = np.frombuffer(vals, dtype=np.float64)
+            dense[metric] = column
+        del cols_a
+        # Run B: each value is matched to A's record row (-1 when A lacks the record).
+        in_b = np.zeros(len(index), dtype=np.bool_)
+        b_only = 0
+        cols_b: dict[_Metric, tuple[array[int], array[float]]] = {}
+        for key, values in b.keys(self.db):
+            i = index.get(key, -1)
+            if i < 0:
+                b_only += 1
+            else:
+                in_b[i] = True
+            for metric, value in values:
+                if self.selected(metric):
+                    rows, vals = cols_b.setdefault(metric, (array("q"), array("d")))
+                    rows.append(i)
+                    vals.append(value)
+
+        kinds_a, kinds_b = a.metric_kinds(), b.metric_kinds()
+        common = [m for m in kinds_a if m in kinds_b and self.selected(m)]
+        unmatched = [
+            Unmatched(ev, name, "a", a.info.id)
+            for ev, name in kinds_a
+            if (ev, name) not in kinds_b and self.selected((ev, name))
+        ] + [
+            Unmatched(ev, name, "b", b.info.id)
+            for ev, name in kinds_b
+            if (ev, name) not in kinds_a and self.selected((ev, name))
+        ]
+        self._check_wanted([*kinds_a, *(m for m in kinds_b if m not in kinds_a)], final=True)
+        self._run_warnings(int(np.count_nonzero(~in_b)), b_only)
+
+        compared: list[MetricComparison] = []
+        for metric in common:
+            kinds = kinds_a[metric] | kinds_b[metric]
+            evaluator, name = metric
+            if "label" in kinds:
+                self.warnings.append(f"{evaluator}/{name} holds labels: not compared")
+                continue
+            if evaluator in a.dataset_scope or evaluator in b.dataset_scope:
+                self.warnings.append(
+                    f"{evaluator}/{name} is a dataset-scope metric (one value per run): "
+                    "no per-record values to pair; not compared"
+                )
+                continue
+            if len(kinds) > 1:
+                self.warnings.append(
+                    f"{evaluator}/{name} is pass/fail in one run and a number in the other: "
+                    "compared as numbers"
+                )
+            kind: CompareKind = "passed" if kinds == {"passed"} else "number"
+            column = dense.get(metric, np.full(len(index), np.nan))
+            rows, vals = cols_b.get(metric, (array("q"), array("d")))
+            compared.append(self._compare(metric, kind, column, rows, vals))
+        if not compared:
+            raise UserError(
+                f"runs {a.info.id} and {b.info.id} have no metric in common to compare",
+                hint=f"A has {_names(kinds_a) or 'none'}; B has {_names(kinds_b) or 'none'}",
+            )
+        self._evaluator_warnings(compared)
+        return Comparison(
+            run_a=a.info.id,
+            run_b=b.info.id,
+            dataset_versions=(a.dataset_version, b.dataset_version),
+            metrics=compared,
+            unmatched=unmatched,
+            warnings=self.warnings,
+            level=self.level,
+            seed=self.seed,
+        )
+
+    def _compare(
+        self,
+        metric: _Metric,
+        kind: CompareKind,
+        column: NDArray[np.float64],
+        rows_b: array[int],
+        vals_b: array[float],
+    ) -> MetricComparison:
+        rows = np.frombuffer(rows_b, dtype=np.int64) if len(rows_b) else np.empty(0, np.int64)
+        values = np.frombuffer(vals_b, dtype=np.float64) if len(vals_b) else np.empty(0)
+        n_b = int(values.size)
+        matched = rows >= 0
+        rows, values = rows[matched], values[matched]
+        scored_a = ~np.isnan(column[rows])
+        rows, values = rows[scored_a], values[scored_a]
+        # In A's record order; a record key seen twice in B (two same-named scores) pairs once.
+        rows, first = np.unique(rows, return_index=True)
+        pair_a, pair_b = column[rows], values[first]
+        n = int(pair_a.size)
+        hib = self._higher_is_better(metric, kind)
+        result = paired_bootstrap(
+            pair_a, pair_b, n_resamples=self.n_resamples, seed=self.seed, level=self.level
+        )
+        test = None
+        if kind == "passed":
+            test = mcnemar((pair_a > 0.5).tolist(), (pair_b > 0.5).tolist())
+        mde = None
+        if n >= 2:
+            z = float(sc.ndtri(0.5 + self.level / 2.0)) + float(sc.ndtri(POWER))
+            mde = z * float(np.std(pair_b - pair_a, ddof=1)) / math.sqrt(n)
+        verdict = _verdict(result.interval, hib)
+        note = ""
+        if (
+            verdict == "no significant change"
+            and mde is not None
+            and result.delta is not None
+            and abs(result.delta) < mde
+        ):
+            note = f"n={n} can only detect differences ≥ {format_number(mde)}"
+        return MetricComparison(
+            evaluator=metric[0],
+            metric=metric[1],
+            kind=kind,
+            n_paired=n,
+            n_a=int(np.count_nonzero(~np.isnan(column))),
+            n_b=n_b,
+            mean_a=float(np.mean(pair_a)) if n else None,
+            mean_b=float(np.mean(pair_b)) if n else None,
+            delta=result.delta,
+            ci=result.interval,
+            p_value=result.p_value,
+            mcnemar=test,
+            verdict=verdict,
+            mde=mde,
+            higher_is_better=hib,
+            note=note,
+        )
+
+    def _higher_is_better(self, metric: _Metric, kind: CompareKind) -> bool | None:
+        stored = [
+            d.get("higher_is_better")
+            for d in (self.a.summary_metrics().get(metric), self.b.summary_metrics().get(metric))
+            if d is not None and d.get("higher_is_better") is not None
+        ]
+        if len(set(stored)) > 1:
+            self.warnings.append(
+                f"{metric[0]}/{metric[1]}: the runs disagree on whether higher is better; "
+                "the direction of a change is not judged"
+            )
+            return None
+        if stored:
+            return bool(stored[0])
+        return True if kind == "passed" else None
+
+    def _run_warnings(self, a_only: int, b_only: int) -> None:
+        a, b = self.a, self.b
+        if a.info.id == b.info.id:
+            self.warnings.append(f"run {a.info.id} is compared with itself")
+        for side, label in ((a, "A"), (b, "B")):
+            if side.info.status != "done":
+                self.warnings.append(
+                    f"run {label} ({side.info.id}) is {side.info.status}: its results may be "
+                    "incomplete"
+                )
+            if side.duplicates:
+                self.warnings.append(
+                    f"record ids repeat in run {label} ({side.duplicates} repeats): the k-th "
+                    "record with an id pairs with the k-th of the other run"
+                )
+        if a.dataset_version != b.dataset_version:
+            self.warnings.append(
+                f"dataset versions differ (A {a.dataset_version or 'unknown'}, "
+                f"B {b.dataset_version or 'unknown'}): records are paired by id, so check that "
+                "the ids name the same samples"
+            )
+        if a_only:
+            self.warnings.append(
+                f"{a_only} of {a.records} records of run A are missing from run B: not compared"
+            )
+        if b_only:
+            self.warnings.append(
+                f"{b_only} of {b.records} records of run B are missing from run A: not compared"
+            )
+        if max(a.trials, b.trials) > 1:
+            self.warnings.append(
+                "several trials per record: each (record, trial) is one pair, treated as "
+                "independent, so the intervals may be too narrow"
+            )
+
+    def _evaluator_warnings(self, compared: list[MetricComparison]) -> None:
+        for name in dict.fromkeys(m.evaluator for m in compared):
+            spec_a = self.a.evaluator_spec(name) or {}
+            spec_b = self.b.evaluator_spec(name) or {}
+            ref_a, ref_b = spec_a.get("ref"), spec_b.get("ref")
+            if ref_a != ref_b:
+                self.warnings.append(f"evaluator {name}: refs differ (A {ref_a}, B {ref_b})")
+            params_a, params_b = spec_a.get("params") or {}, spec_b.get("params") or {}
+            if params_a != params_b:
+                changed = sorted(
+                    k for k in set(params_a) | set(params_b) if params_a.get(k) != params_b.get(k)
+                )
+                detail = ", ".join(
+                    f"{k}: {_param(params_a, k)} → {_param(params_b, k)}" for k in changed
+                )
+                self.warnings.append(f"evaluator {name}: params differ ({detail})")
+
+
+def _verdict(ci: Interval, higher_is_better: bool | None) -> Verdict:
+    if ci.low is None or ci.high is None:
+        return "insufficient data"
+    if ci.low <= 0.0 <= ci.high:
+        return "no significant change"
+    if higher_is_better is None:
+        return "changed"
+    return "improved" if (ci.low > 0.0) == higher_is_better else "regressed"
+
+
+def _names(metrics: Iterable[_Metric]) -> str:
+    return ", ".join(dict.fromkeys(f"{e}/{n}" for e, n in metrics))
+
+
+def _param(params: dict[str, Any], key: str) -> str:
+    return repr(params[key]) if key in params else "default"
+
+
+def _percent(level: float) -> str:
+    return f"{level * 100:g}%"
+
+
+def _signed(value: float | None) -> str:
+    text = format_number(value)
+    return f"+{text}" if value is not None and value > 0 else text
+
+
+def _row(m: MetricComparison) -> tuple[str, ...]:
+    ci = "-"
+    if m.ci.low is not None and m.ci.high is not None:
+        ci = f"[{_signed(m.ci.low)}, {_signed(m.ci.high)}]"
+    return (
+        m.evaluator,
+        m.metric,
+        str(m.n_paired),
+        format_number(m.mean_a),
+        format_number(m.mean_b),
+        _signed(m.delta),
+        ci,
+        format_number(m.p_value),
+        "-" if m.mcnemar is None else format_number(m.mcnemar.p_value),
+        m.verdict,
+    )
