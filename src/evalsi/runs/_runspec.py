@@ -1,0 +1,112 @@
+"""The in-process form of an ``EvalRun`` spec: what to call, on what data, graded how.
+
+``load_run_spec`` (``runs/_spec_load.py``) builds it from YAML, checked against the JSON Schema
+generated from ``proto/evalsi/v1alpha1/run.proto``; tests and the Python API may build it
+directly. Paths are already resolved (relative to the spec file) when a ``RunSpec`` exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evalsi.core import content_hash
+
+TargetKind = Literal["model", "python", "http"]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """The system under test.
+
+    ``kind="model"``: ``connector`` is ``openai-compatible`` or ``anthropic``, with ``base_url``,
+    ``model``, ``params`` (temperature, max_tokens...) and ``secret_ref`` (``env:NAME`` or
+    ``file:PATH``). ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``:
+    ``http`` holds ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders),
+    ``output`` (a JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the
+    sample's ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
+    """
+
+    kind: TargetKind
+    connector: str = ""
+    base_url: str = ""
+    model: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    secret_ref: str = ""
+    python: str = ""
+    http: dict[str, Any] = field(default_factory=dict)
+    template: str = ""
+    system: str = ""
+    timeout_s: float = 60.0
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    """Where the samples are (a resolved path or ``hf://`` URI) and which fields hold what."""
+
+    source: str
+    fields: dict[str, str | None] = field(default_factory=dict)
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorEntry:
+    """One evaluator of the run: a reference, its params, and an optional instance name."""
+
+    ref: str
+    params: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def as_mapping(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ref": self.ref, "params": dict(self.params)}
+        if self.name:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSpec:
+    """Limits after which a run stops cleanly (reported as such, resumable)."""
+
+    tokens: int | None = None
+    usd: float | None = None
+    wall_clock_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """An ``EvalRun``: target × dataset × trials, graded by evaluators, gated by CEL."""
+
+    name: str
+    target: TargetSpec
+    dataset: DatasetSpec
+    evaluators: tuple[EvaluatorEntry, ...]
+    trials: int = 1
+    max_concurrency: int = 16
+    gates: tuple[str, ...] = ()
+    min_completion_rate: float = 0.8
+    max_evaluator_error_rate: float = 0.1
+    budget: BudgetSpec | None = None
+    seed: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    source: str = ""  # the spec file it came from, if any
+    raw: dict[str, Any] = field(default_factory=dict)  # the document as written, for the manifest
+
+    @property
+    def spec_hash(self) -> str:
+        """Content hash of the document as written (or of the fields, when built in code)."""
+        if self.raw:
+            return content_hash(self.raw)
+        return content_hash(
+            {
+                "name": self.name,
+                "target": repr(self.target),
+                "dataset": repr(self.dataset),
+                "evaluators": [e.as_mapping() for e in self.evaluators],
+                "trials": self.trials,
+                "gates": list(self.gates),
+                "seed": self.seed,
+            }
+        )
