@@ -1,16 +1,10 @@
 """Ways in that produce runs. Today: Score (grade records that already hold outputs)."""
 
-from evalsi.runs._compare import Comparison, MetricComparison, Unmatched, compare_runs
-from evalsi.runs._gates import (
-    GATE_COLUMNS,
-    EvaluatorMetrics,
-    Gate,
-    GateResult,
-    evaluate_gates,
-    gate_rows,
-    gates_exit_code,
-    parse_gates,
-)
+from evalsi.runs._compare import compare_runs
+from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
+from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
+from evalsi.runs._gate_syntax import EvaluatorMetrics
+from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
 from evalsi.runs._plan import EvaluatorLike, bind_all
 from evalsi.runs._result import (
     TABLE_COLUMNS,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import EvaluationResult, MetricSummary, Outcome
-from evalsi.runs._gates import GATE_COLUMNS, gate_rows, gates_exit_code
+from evalsi.runs._gate_results import GATE_COLUMNS, gate_rows, gates_exit_code
 
 if TYPE_CHECKING:
     from evalsi.store import SqlStore
