@@ -25,6 +25,7 @@ test: setup
 ## check: lint, format, strict types, layering, generated code freshness
 check: lint typecheck layers
 	$(BIN)/python scripts/gen_proto.py --check
+	$(BIN)/python scripts/gen_schema.py --check
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts

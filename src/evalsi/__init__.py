@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from evalsi._api import evaluate, evaluate_async
+    from evalsi._api import evaluate, evaluate_async, run, run_async
     from evalsi.core import (
         Content,
         DatasetError,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     )
     from evalsi.datasets import FieldMap
     from evalsi.evaluators import Evaluator, Registry, Skip, evaluator
-    from evalsi.runs import ScoreResult
+    from evalsi.runs import RunResult, RunSpec, ScoreResult
 
 __all__ = [
     "Content",
@@ -55,6 +55,8 @@ __all__ = [
     "ParamError",
     "Record",
     "Registry",
+    "RunResult",
+    "RunSpec",
     "Score",
     "ScoreResult",
     "Skip",
@@ -66,11 +68,17 @@ __all__ = [
     "evaluate",
     "evaluate_async",
     "evaluator",
+    "run",
+    "run_async",
 ]
 
 _WHERE = {
     "evaluate": "evalsi._api",
     "evaluate_async": "evalsi._api",
+    "run": "evalsi._api",
+    "run_async": "evalsi._api",
+    "RunResult": "evalsi.runs",
+    "RunSpec": "evalsi.runs",
     "FieldMap": "evalsi.datasets",
     "Evaluator": "evalsi.evaluators",
     "Registry": "evalsi.evaluators",

@@ -1,4 +1,4 @@
-"""The embedded entry points, ``evaluate`` and ``evaluate_async``."""
+"""The embedded entry points: ``evaluate`` (Score) and ``run`` (Run), each sync and async."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from typing import Any, Literal
 
 from evalsi.datasets import FieldMap
 from evalsi.evaluators import Registry
-from evalsi.runs import EvaluatorLike, Progress, ScoreResult, score_async
+from evalsi.runs import (
+    EvaluatorLike,
+    Progress,
+    RunProgress,
+    RunResult,
+    RunSpec,
+    ScoreResult,
+    score_async,
+)
 from evalsi.store import SqlStore
 
 
@@ -110,3 +118,50 @@ def evaluate(data: Any, evaluators: Iterable[EvaluatorLike], **options: Any) -> 
         return asyncio.run(evaluate_async(data, evaluators, **options))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
         return pool.submit(asyncio.run, evaluate_async(data, evaluators, **options)).result()
+
+
+async def run_async(
+    spec: RunSpec | str | os.PathLike[str],
+    *,
+    store: SqlStore | str | os.PathLike[str] | None = None,
+    resume: str | None = None,
+    dry_run: bool = False,
+    progress: RunProgress | None = None,
+    registry: Registry | None = None,
+) -> RunResult:
+    """Run an ``EvalRun`` (the Run way in): call the target on every sample x trial, grade.
+
+    Args:
+        spec: a path to an ``EvalRun`` YAML file, or a ``RunSpec`` built in code.
+        store: where results go (default ``.evalsi/evalsi.db`` under the working directory).
+        resume: the id of an earlier run of the same spec to complete.
+        dry_run: return the plan (tasks, projected tokens and cost) without calling anything.
+        progress: called with (tasks done, infra errors) as the run goes on.
+        registry: the evaluators to resolve refs against (default: built-ins + entry points).
+
+    Returns:
+        A ``RunResult``: a ``ScoreResult`` with trials, pass@k / pass^k per pass/fail metric,
+        infra errors, spend, and the stop reason when a budget stopped it.
+    """
+    from evalsi.runs import execute_run, load_run_spec
+
+    loaded = spec if isinstance(spec, RunSpec) else load_run_spec(os.fspath(spec))
+    return await execute_run(
+        loaded, store=store, resume=resume, dry_run=dry_run, progress=progress, registry=registry
+    )
+
+
+def run(spec: RunSpec | str | os.PathLike[str], **options: Any) -> RunResult:
+    """Synchronous ``run_async`` (same arguments); inside an event loop it uses a helper thread.
+
+    Example:
+        >>> import evalsi
+        >>> evalsi.run("run.yaml", dry_run=True).plan["tasks"]  # doctest: +SKIP
+        20
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_async(spec, **options))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
+        return pool.submit(asyncio.run, run_async(spec, **options)).result()

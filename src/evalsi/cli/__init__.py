@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from evalsi import __version__
-from evalsi.cli import _catalog, _compare, _eval, _report, _runs
+from evalsi.cli import _catalog, _compare, _eval, _report, _run, _runs
 from evalsi.cli._output import fail
 from evalsi.core import EvalsiError
 
@@ -21,6 +21,8 @@ evalsi grades LLM apps, RAG systems, agents and ML models with statistics you ca
 
 Score records that already hold outputs:
   evalsi eval --data qa.jsonl --evaluators exact-match,contains
+Call a model or agent on a dataset, then grade (an EvalRun spec):
+  evalsi run -f run.yaml [--dry-run] [--resume RUN_ID]
 Look at what ran:
   evalsi runs list
   evalsi runs show latest
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"evalsi {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _eval.register(commands)
+    _run.register(commands)
     _runs.register(commands)
     _compare.register(commands)
     _catalog.register(commands)

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         "id": args.id_field,
     }
     fields = FieldMap(**{k: v for k, v in overrides.items() if v})
-    progress = None if args.quiet else _progress_printer()
+    progress = None if args.quiet else ProgressLine()
     try:
         result = evaluate(
             args.data,
@@ -172,10 +172,12 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-class _progress_printer:
+class ProgressLine:
     """Progress on stderr: a live line on a terminal, one summary line per 10 s otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, unit: str = "records", trouble: str = "bad") -> None:
+        self.unit = unit
+        self.trouble = trouble  # what the second count passed in is
         self.tty = sys.stderr.isatty()
         self.started = time.monotonic()
         self.last = 0.0
@@ -189,7 +191,9 @@ class _progress_printer:
             return
         self.last = now
         rate = done / max(now - self.started, 1e-9)
-        text = f"graded {done:,} records ({rate:,.0f}/s)" + (f", {bad} bad" if bad else "")
+        text = f"{done:,} {self.unit} done ({rate:,.0f}/s)" + (
+            f", {bad} {self.trouble}" if bad else ""
+        )
         if self.tty:
             self._write("\r\x1b[2K" + text)
             self.shown = True

@@ -1,7 +1,8 @@
-"""Ways in that produce runs. Today: Score (grade records that already hold outputs)."""
+"""Ways in that produce runs: Score (grade existing outputs) and Run (call a target, then grade)."""
 
 from evalsi.runs._compare import compare_runs
 from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
+from evalsi.runs._execute import execute_run
 from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
 from evalsi.runs._gate_syntax import EvaluatorMetrics
 from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
@@ -15,34 +16,61 @@ from evalsi.runs._result import (
     render_markdown,
     render_plain,
 )
+from evalsi.runs._run_result import RunResult
+from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.runs._scheduler import RunProgress, task_seed
 from evalsi.runs._score import Progress, open_store, score_async
+from evalsi.runs._spec_load import (
+    load_run_spec,
+    parse_duration,
+    run_spec_from_dict,
+    run_spec_from_yaml,
+)
+from evalsi.runs._stored import StoredSummary, summarize_stored
 from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
+from evalsi.runs._trials import TrialStats
 
 __all__ = [
     "GATE_COLUMNS",
     "TABLE_COLUMNS",
+    "BudgetSpec",
     "Comparison",
+    "DatasetSpec",
+    "EvaluatorEntry",
     "EvaluatorLike",
     "EvaluatorMetrics",
     "Gate",
     "GateResult",
     "MetricComparison",
     "Progress",
+    "RunProgress",
+    "RunResult",
+    "RunSpec",
     "ScoreResult",
+    "StoredSummary",
+    "TargetSpec",
+    "TrialStats",
     "Unmatched",
     "bind_all",
     "compare_runs",
     "evaluate_gates",
+    "execute_run",
     "format_ci",
     "format_number",
     "gate_rows",
     "gates_exit_code",
+    "load_run_spec",
     "metric_rows",
     "open_store",
+    "parse_duration",
     "parse_gates",
     "render_markdown",
     "render_plain",
+    "run_spec_from_dict",
+    "run_spec_from_yaml",
     "score_async",
     "summaries_from_dicts",
+    "summarize_stored",
     "summary_from_dict",
+    "task_seed",
 ]

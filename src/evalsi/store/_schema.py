@@ -68,4 +68,25 @@ results = Table(
     sqlite_with_rowid=False,
 )
 
+outputs = Table(
+    "outputs",
+    metadata,
+    Column("run", Integer, nullable=False),
+    Column("seq", Integer, nullable=False),  # position of the sample in the dataset
+    Column("trial", Integer, nullable=False),
+    Column("record_id", Text, nullable=False),
+    # ok | target_error | skipped | infra_error | cancelled (see runs/_execute.py)
+    Column("status", String(16), nullable=False),
+    Column("kind", String(32)),  # the infra error kind (rate_limited, timeout...)
+    Column("output", Text),  # JSON of Content.to_value()
+    Column("usage", Text),  # JSON of the Usage fields that are known
+    Column("error", Text),
+    Column("attempts", Integer, nullable=False, default=1),
+    PrimaryKeyConstraint("run", "seq", "trial"),
+    sqlite_with_rowid=False,
+)
+"""What a Run's target produced for each (sample, trial): added beside ``results`` without a
+schema bump, since ``create_all`` adds a missing table to an older store and nothing else
+changes."""
+
 Index("runs_created", runs.c.created_at)

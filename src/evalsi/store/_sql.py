@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import sqlalchemy as sa
@@ -27,8 +27,38 @@ from evalsi.core import (
     UserError,
     decode_score,
 )
-from evalsi.store._rows import RowWriter, scores_from_dicts, sqlite_pragmas
-from evalsi.store._schema import SCHEMA_VERSION, meta, metadata, results, runs
+from evalsi.store._rows import COLUMNS, RowWriter, scores_from_dicts, scores_json, sqlite_pragmas
+from evalsi.store._schema import SCHEMA_VERSION, meta, metadata, outputs, results, runs
+
+OUTPUT_COLUMNS = (
+    "seq",
+    "trial",
+    "record_id",
+    "status",
+    "kind",
+    "output",
+    "usage",
+    "error",
+    "attempts",
+)
+
+
+class OutputRow(NamedTuple):
+    """One (sample, trial) of a Run as the ``outputs`` table holds it (JSON columns as text)."""
+
+    seq: int
+    trial: int
+    record_id: str
+    status: str  # ok | target_error | skipped | infra_error | cancelled
+    kind: str | None = None
+    output: str | None = None
+    usage: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+TaskResults = tuple[int, Sequence[int], ResultBatch]
+"""``(evaluator_index, seqs, batch)``: entry ``i`` of the batch is the sample at ``seqs[i]``."""
 
 
 @dataclass(slots=True)
@@ -179,6 +209,16 @@ class SqlStore:
                 )
             )
 
+    def reopen_run(self, run_id: str) -> RunInfo:
+        """Mark a stopped or interrupted run as running again in this process (resume)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id)
+                .values(status="running", pid=os.getpid(), finished_at=None, error=None)
+            )
+        return self.get_run(run_id)
+
     def set_progress(self, run_id: str, records: int) -> None:
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(records=records))
@@ -284,6 +324,103 @@ class SqlStore:
             for row in stream:
                 spec = specs[row["evaluator"]] if row["evaluator"] < len(specs) else {}
                 yield row["seq"], row["evaluator"], _decode(row, spec)
+
+    # -- outputs of a Run ------------------------------------------------------------------------
+    def write_tasks(
+        self, run_id: str, rows: Sequence[OutputRow], graded: Iterable[TaskResults] = ()
+    ) -> None:
+        """Upsert target outputs and their results in ONE transaction.
+
+        A task is complete only when its output and every evaluator's result are stored, so
+        writing both atomically means a process killed at any instant leaves each task either
+        complete or absent (and redone on resume), never half graded.
+        """
+        pk = self._run_pk(run_id)
+        m = self._mark
+        out_sql = (
+            f"INSERT INTO outputs (run, {', '.join(OUTPUT_COLUMNS)}) VALUES "
+            f"({', '.join([m] * (len(OUTPUT_COLUMNS) + 1))}) ON CONFLICT (run, seq, trial) "
+            "DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in OUTPUT_COLUMNS[2:])
+        )
+        res_sql = (
+            f"INSERT INTO results ({', '.join(COLUMNS)}) VALUES "
+            f"({', '.join([m] * len(COLUMNS))}) ON CONFLICT (run, seq, trial, evaluator) "
+            "DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS[4:])
+        )
+        conn = self._raw_connection()
+        try:
+            cur = conn.cursor()
+            if rows:
+                cur.executemany(out_sql, [(pk, *row) for row in rows])
+            for index, seqs, batch in graded:
+                params = [
+                    (
+                        pk,
+                        seq,
+                        batch.trial,
+                        index,
+                        batch.ids[i],
+                        batch.outcome[i],
+                        batch.kind[i],
+                        batch.value[i],
+                        batch.text[i],
+                        scores_json(full) if (full := batch.scores[i]) is not None else None,
+                    )
+                    for i, seq in enumerate(seqs)
+                ]
+                if params:
+                    cur.executemany(res_sql, params)
+            conn.commit()
+        except BaseException as e:
+            conn.rollback()
+            if isinstance(e, Exception):
+                raise StoreError(f"cannot write outputs to {self.location}: {e}") from e
+            raise
+
+    def write_outputs(self, run_id: str, rows: Sequence[OutputRow]) -> None:
+        self.write_tasks(run_id, rows)
+
+    def iter_outputs(self, run_id: str, *, batch: int = 5000) -> Iterator[OutputRow]:
+        """Every stored (sample, trial) output of a run, in (seq, trial) order, streaming."""
+        cols = [outputs.c[name] for name in OUTPUT_COLUMNS]
+        query = (
+            sa.select(*cols)
+            .where(outputs.c.run == self._run_pk(run_id))
+            .order_by(outputs.c.seq, outputs.c.trial)
+        )
+        with self.engine.connect() as conn:
+            for row in conn.execution_options(yield_per=batch).execute(query):
+                yield OutputRow(*row)
+
+    def output_counts(self, run_id: str) -> dict[str, int]:
+        """How many (sample, trial) tasks ended in each status."""
+        query = (
+            sa.select(outputs.c.status, sa.func.count())
+            .where(outputs.c.run == self._run_pk(run_id))
+            .group_by(outputs.c.status)
+        )
+        with self.engine.connect() as conn:
+            return {str(status): int(n) for status, n in conn.execute(query)}
+
+    def completed_tasks(self, run_id: str, evaluators: int) -> set[tuple[int, int]]:
+        """``(seq, trial)`` of the tasks a resume may skip: output stored as ``ok``,
+        ``target_error`` or ``skipped`` and a result stored for each of ``evaluators``."""
+        pk = self._run_pk(run_id)
+        graded = (
+            sa.select(results.c.seq, results.c.trial)
+            .where(results.c.run == pk)
+            .group_by(results.c.seq, results.c.trial)
+            .having(sa.func.count() >= evaluators)
+            .subquery()
+        )
+        query = (
+            sa.select(outputs.c.seq, outputs.c.trial)
+            .join(graded, sa.and_(graded.c.seq == outputs.c.seq, graded.c.trial == outputs.c.trial))
+            .where(outputs.c.run == pk)
+            .where(outputs.c.status.in_(("ok", "target_error", "skipped")))
+        )
+        with self.engine.connect() as conn:
+            return {(int(seq), int(trial)) for seq, trial in conn.execute(query)}
 
     def count_results(self, run_id: str) -> int:
         with self.engine.connect() as conn:

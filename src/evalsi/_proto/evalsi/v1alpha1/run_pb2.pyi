@@ -1,0 +1,142 @@
+from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as _evaluation_service_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EvalRun(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: EvalRunSpec
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[EvalRunSpec, _Mapping]] = ...) -> None: ...
+
+class ObjectMeta(_message.Message):
+    __slots__ = ("name", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class EvalRunSpec(_message.Message):
+    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    GATES_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMPLETION_RATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVALUATOR_ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    target: Target
+    dataset: DatasetRef
+    trials: int
+    max_concurrency: int
+    evaluators: _containers.RepeatedCompositeFieldContainer[_evaluation_service_pb2.EvaluatorSpec]
+    gates: _containers.RepeatedScalarFieldContainer[str]
+    min_completion_rate: float
+    max_evaluator_error_rate: float
+    budget: Budget
+    seed: int
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class Target(_message.Message):
+    __slots__ = ("model", "python", "http", "template", "system", "timeout_seconds", "requests_per_minute", "tokens_per_minute")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    model: ModelTarget
+    python: str
+    http: HttpTarget
+    template: str
+    system: str
+    timeout_seconds: float
+    requests_per_minute: float
+    tokens_per_minute: float
+    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., python: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ..., template: _Optional[str] = ..., system: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ...) -> None: ...
+
+class ModelTarget(_message.Message):
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref")
+    CONNECTOR_FIELD_NUMBER: _ClassVar[int]
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    connector: str
+    base_url: str
+    model: str
+    params: _struct_pb2.Struct
+    secret_ref: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+
+class HttpTarget(_message.Message):
+    __slots__ = ("url", "method", "body", "output", "headers")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    URL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    method: str
+    body: _struct_pb2.Value
+    output: str
+    headers: _containers.ScalarMap[str, str]
+    def __init__(self, url: _Optional[str] = ..., method: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., output: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DatasetRef(_message.Message):
+    __slots__ = ("path", "fields", "limit")
+    class FieldsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    fields: _containers.ScalarMap[str, str]
+    limit: int
+    def __init__(self, path: _Optional[str] = ..., fields: _Optional[_Mapping[str, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class Budget(_message.Message):
+    __slots__ = ("tokens", "usd", "wall_clock")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    USD_FIELD_NUMBER: _ClassVar[int]
+    WALL_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    tokens: int
+    usd: float
+    wall_clock: str
+    def __init__(self, tokens: _Optional[int] = ..., usd: _Optional[float] = ..., wall_clock: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,73 @@
+"""``evalsi run -f run.yaml``: the Run way in — call a target on a dataset, then grade."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from evalsi.cli._eval import ProgressLine
+from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
+
+EPILOG = """\
+examples:
+  evalsi run -f examples/run-python.yaml
+  evalsi run -f run.yaml --dry-run            # the plan: tasks, projected tokens and cost
+  evalsi run -f run.yaml --format json
+  evalsi run -f run.yaml --resume RUN_ID      # finish an interrupted or stopped run
+
+A spec is YAML with apiVersion: evals.si/v1alpha1 and kind: EvalRun; its JSON Schema is
+src/evalsi/runs/schemas/evalrun.schema.json. Every sample x trial is a task: the target is
+called, its output graded by the evaluators, both stored. Calls that fail for infrastructure
+reasons (429, 5xx, timeouts) are retried and, if they still fail, counted as infra errors,
+never as failures. Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad spec or
+an inconclusive gate; 3 the run could not finish (stopped by a budget, interrupted).
+"""
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "run",
+        help="call a model or agent on a dataset, then grade (Run)",
+        description="Run an EvalRun spec: call the target for every sample x trial, grade the "
+        "outputs, gate on the statistics.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-f", "--file", required=True, metavar="SPEC", help="the EvalRun YAML file")
+    p.add_argument("--resume", metavar="RUN_ID", help="complete this earlier run of the same spec")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; call nothing")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from evalsi._api import run as run_spec
+    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
+
+    progress = (
+        None if args.quiet or args.dry_run else ProgressLine(unit="tasks", trouble="infra errors")
+    )
+    try:
+        result = run_spec(
+            args.file, store=args.store, resume=args.resume, dry_run=args.dry_run, progress=progress
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.format == "json":
+        print_json(result.to_dict())
+        return result.exit_code
+    if result.plan is not None:
+        print(result.table())
+        return result.exit_code
+    title = f"run {result.run_id} · {result.status} · {result.records} samples x {result.trials}"
+    if result.stopped_reason:
+        title += f" · stopped: {result.stopped_reason}"
+    printer = print_markdown if args.format == "md" else print_table
+    printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
+    if result.gates:
+        print()
+        printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
+    return result.exit_code

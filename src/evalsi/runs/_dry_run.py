@@ -1,0 +1,116 @@
+"""The plan of a run without running it: tasks, projected tokens and cost, budget checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalsi.connectors import Target, input_messages
+from evalsi.core import Content
+from evalsi.datasets import Dataset
+from evalsi.evaluators import BoundEvaluator
+from evalsi.runs._pricing import price
+from evalsi.runs._runspec import RunSpec
+from evalsi.runs._targets import Render, RenderError, identity
+
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+def plan_run(
+    spec: RunSpec, target: Target, render: Render, dataset: Dataset, bound: list[BoundEvaluator]
+) -> dict[str, Any]:
+    """Read the dataset (no call, no store write) and project what the run would use.
+
+    Tokens are rough: input characters / 4 (system prompt included) plus ``params.max_tokens``
+    (or 256) per call. Cost comes from the pricing table (``EVALSI_PRICING`` extends it).
+    """
+    params = spec.target.params
+    out_per_call = params.get("max_tokens", params.get("max_completion_tokens"))
+    if not isinstance(out_per_call, int) or out_per_call <= 0:
+        out_per_call = DEFAULT_OUTPUT_TOKENS
+    system_chars = len(spec.target.system)
+    samples = input_tokens = unrenderable = 0
+    for batch in dataset.iter_batches(1024):
+        for record in batch:
+            if spec.dataset.limit is not None and samples >= spec.dataset.limit:
+                break
+            samples += 1
+            try:
+                request = render(record)
+            except RenderError:
+                unrenderable += 1
+                continue
+            input_tokens += (_chars(request) + system_chars) // 4 + 1
+        else:
+            continue
+        break
+    calls = samples * spec.trials
+    total_in = input_tokens * spec.trials
+    total_out = (samples - unrenderable) * spec.trials * out_per_call
+    usd: float | None = None
+    note = ""
+    prices = price(spec.target.model) if spec.target.kind == "model" else None
+    if prices is not None:
+        usd = (total_in * prices[0] + total_out * prices[1]) / 1e6
+    elif spec.target.kind == "model":
+        note = f"no price for model {spec.target.model!r}; add it to a file named by EVALSI_PRICING"
+    else:
+        note = f"a {spec.target.kind} target has no token price"
+    projected: dict[str, Any] = {
+        "calls": calls,
+        "input_tokens": total_in,
+        "output_tokens": total_out,
+        "tokens": total_in + total_out,
+        "usd": usd,
+        "note": note,
+    }
+    budget: dict[str, Any] = {}
+    if spec.budget is not None:
+        if spec.budget.tokens is not None:
+            within = total_in + total_out <= spec.budget.tokens
+            budget["tokens"] = {
+                "limit": spec.budget.tokens,
+                "projected": total_in + total_out,
+                "within": within,
+                "verdict": "within" if within else "would stop the run early",
+            }
+        if spec.budget.usd is not None:
+            within_usd = None if usd is None else usd <= spec.budget.usd
+            budget["usd"] = {
+                "limit": spec.budget.usd,
+                "projected": usd,
+                "within": within_usd,
+                "verdict": f"cannot check: cost unknown ({note})"
+                if within_usd is None
+                else ("within" if within_usd else "would stop the run early"),
+            }
+        if spec.budget.wall_clock_s is not None:
+            budget["wall_clock_s"] = {
+                "limit": spec.budget.wall_clock_s,
+                "projected": None,
+                "within": None,
+                "verdict": "checked while running",
+            }
+    described, unpinned = identity(target, spec.target)
+    return {
+        "name": spec.name,
+        "samples": samples,
+        "trials": spec.trials,
+        "tasks": calls,
+        "unrenderable": unrenderable,
+        "max_concurrency": spec.max_concurrency,
+        "evaluators": [b.spec() for b in bound],
+        "target": described,
+        "unpinned": unpinned,
+        "gates": list(spec.gates),
+        "projected": projected,
+        "budget": budget,
+        "spec_hash": spec.spec_hash,
+    }
+
+
+def _chars(request: Any) -> int:
+    if isinstance(request, str):
+        return len(request)
+    if isinstance(request, Content) and request.kind != "messages":
+        return len(request.as_text())
+    return sum(len(m.content or "") for m in input_messages(request))

@@ -1,0 +1,318 @@
+"""Run: call the target for every sample x trial, grade each output as it arrives, store both.
+
+Tasks are produced lazily from the dataset into a bounded queue consumed by
+``max_concurrency`` workers, so memory does not grow with the dataset. Finished generations
+go to one grader that batches them (up to ``GRADE_BATCH`` or ``GRADE_WAIT_S``) through the
+record runners with the task's trial, and commits outputs and results of a batch in one
+transaction: grading overlaps generation, and a killed process leaves every task either
+complete or absent.
+
+How a task ends (tenet 2):
+
+- ``ok``: the target answered; every evaluator grades the output.
+- ``target_error``: the target itself failed on the sample (a Python target raised, a 4xx):
+  that is the system's behaviour, so the output is stored with the error and every evaluator's
+  result is ERROR with the reason (counted in ``errors``, never scored).
+- ``skipped``: the sample cannot become a request (no input, the template fails on it); every
+  result is SKIPPED with the reason.
+- ``infra_error(kind)``: retries exhausted on a 429/5xx/timeout/..., or a crash in our own code
+  (kind ``internal``): not graded, never part of n, counted in ``infra_errors``, redone on resume.
+- ``cancelled``: in flight when the run was interrupted or a budget's grace period ran out;
+  redone on resume.
+
+The final figures are always computed from the store (``_stored``), so a resumed run reports
+exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import platform
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from evalsi.connectors import (
+    DEFAULT_CONNECTION_LIMIT,
+    Resilience,
+    close_shared_session,
+    shared_session,
+)
+from evalsi.core import (
+    EvalsiError,
+    SpecError,
+    UserError,
+    content_hash,
+)
+from evalsi.datasets import Dataset, FieldMap, open_dataset
+from evalsi.evaluators import BoundEvaluator, DatasetRunner, Registry
+from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._plan import bind_all, runners_for
+from evalsi.runs._run_result import RunResult
+from evalsi.runs._runspec import RunSpec
+from evalsi.runs._scheduler import Executor, RunProgress, task_seed
+from evalsi.runs._score import StoreLike, open_store
+from evalsi.runs._stored import summarize_stored
+from evalsi.runs._targets import build_target, identity, renderer
+
+
+async def execute_run(
+    spec: RunSpec,
+    *,
+    store: StoreLike = None,
+    resume: str | None = None,
+    dry_run: bool = False,
+    progress: RunProgress | None = None,
+    registry: Registry | None = None,
+    resilience: Resilience | None = None,
+) -> RunResult:
+    """Execute ``spec``: generate, grade, store, summarise, gate.
+
+    Args:
+        spec: the run (``load_run_spec`` builds it from YAML; tests build it in code).
+        store: a SQLite path, ``":memory:"`` or an open store (default ``.evalsi/evalsi.db``).
+        resume: the id of a run of the same spec to complete: tasks already stored with their
+            output and every result are skipped, the rest (infra errors, cancelled, never
+            started) are run.
+        dry_run: return the plan (tasks, projected tokens and cost, budget checks) without
+            calling the target or writing anything.
+        progress: called after each graded batch with (tasks done, infra errors).
+        registry: evaluators to resolve refs against (default: built-ins + entry points).
+        resilience: retry policy, breakers and rate limiters shared by this run's calls
+            (default: a fresh one per run, with the default policies).
+
+    Budgets count this session's spend only, so a run stopped by its budget can be resumed.
+    """
+    if registry is None:
+        from evalsi.packs import builtin_registry
+
+        registry = builtin_registry()
+    if spec.trials < 1:
+        raise SpecError(f"spec.trials must be at least 1, got {spec.trials}")
+    if spec.max_concurrency < 1:
+        raise SpecError(f"spec.maxConcurrency must be at least 1, got {spec.max_concurrency}")
+    bound = bind_all([e.as_mapping() for e in spec.evaluators], registry=registry)
+    runners = runners_for(bound)
+    if any(isinstance(r, DatasetRunner) for r in runners):
+        names = [
+            b.name for b, r in zip(bound, runners, strict=True) if isinstance(r, DatasetRunner)
+        ]
+        raise UserError(
+            f"dataset-scope evaluators cannot grade a Run yet: {', '.join(names)}",
+            hint="run them with `evalsi eval` over the run's outputs",
+        )
+    rates = {
+        "min_completion_rate": spec.min_completion_rate,
+        "max_evaluator_error_rate": spec.max_evaluator_error_rate,
+    }
+    gates = parse_gates(spec.gates, bound, **rates)
+    target = build_target(spec.target, resilience=resilience or Resilience())
+    render = renderer(spec.target)
+    dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
+    if dry_run:
+        from evalsi.runs._dry_run import plan_run
+
+        plan = plan_run(spec, target, render, dataset, bound)
+        return RunResult(
+            run_id="",
+            status="planned",
+            records=plan["samples"],
+            metrics=[],
+            dataset_source=dataset.name,
+            dataset_version=None,
+            evaluators=[b.spec() for b in bound],
+            trials=spec.trials,
+            plan=plan,
+        )
+
+    db = open_store(store)
+    document = spec_document(spec)
+    completed: set[tuple[int, int]] = set()
+    if resume is not None:
+        info = db.get_run(resume)
+        if info.kind != "run":
+            raise UserError(f"run {info.id} is a {info.kind} run; only Run runs can be resumed")
+        _check_same_spec(info.spec, spec, document)
+        if info.status == "running":
+            raise UserError(f"run {info.id} is still running (pid {info.pid})")
+        db.reopen_run(info.id)
+        run_id = info.id
+        completed = db.completed_tasks(run_id, len(bound))
+    else:
+        stored_spec = {
+            "evaluators": [b.spec() for b in bound],
+            "data": spec.dataset.source,
+            "spec_hash": spec.spec_hash,
+            "document": document,
+            "trials": spec.trials,
+            "seed": spec.seed,
+        }
+        if gates:
+            stored_spec["gates"] = [g.expr for g in gates]
+            stored_spec.update(rates)
+        run_id = db.create_run(kind="run", spec=stored_spec, name=spec.name).id
+
+    executor = Executor(spec, target, render, runners, db, run_id, dataset, completed, progress)
+    started = time.time()
+    try:
+        if spec.target.kind != "python":  # enough connections for every worker
+            await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
+        await executor.run()
+    except BaseException as e:
+        stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
+        db.finish_run(
+            run_id,
+            status="interrupted" if isinstance(e, stopped) else "failed",
+            records=executor.samples,
+            summary=None,
+            manifest=None,
+            error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
+        )
+        raise
+    finally:
+        await close_shared_session()
+
+    counts = db.output_counts(run_id)
+    stored = summarize_stored(
+        db,
+        run_id,
+        [(b.name, b.manifest.ref.name, b.manifest.outputs) for b in bound],
+        trials=spec.trials,
+        task_counts=counts,
+    )
+    gate_results = evaluate_gates(gates, stored.metrics, **rates)
+    status = "stopped" if executor.stopped_reason else "done"
+    target_id, unpinned = identity(target, spec.target)
+    spend = {
+        "tokens": executor.spend.tokens,
+        "usd": executor.spend.usd if not executor.spend.usd_unknown else None,
+        "calls": executor.spend.calls,
+        "seconds": round(time.time() - started, 3),
+    }
+    manifest = _manifest(
+        spec, bound, dataset, target_id, unpinned, executor.samples, target.supports_seed
+    )
+    pass_k = {
+        f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
+        for (ev, metric), t in stored.trials.items()
+    }
+    summary = {
+        "metrics": [m.to_dict() for m in stored.metrics],
+        "gates": gate_results,
+        "dataset": {"source": dataset.name, "version": dataset.version},
+        "tasks": counts,
+        "infra_errors": counts.get("infra_error", 0),
+        "stopped_reason": executor.stopped_reason,
+        "spend": spend,
+        "trials": spec.trials,
+        "pass_k_samples": pass_k,
+    }
+    db.finish_run(
+        run_id,
+        status=status,
+        records=executor.samples,
+        summary=summary,
+        manifest=manifest,
+        error=executor.stopped_reason,
+    )
+    return RunResult(
+        run_id=run_id,
+        status=status,
+        records=executor.samples,
+        metrics=stored.metrics,
+        dataset_source=dataset.name,
+        dataset_version=dataset.version,
+        bad_records=dataset.bad_count,
+        evaluators=[b.spec() for b in bound],
+        store=db,
+        gates=gate_results,
+        trials=spec.trials,
+        tasks=counts,
+        infra_errors=counts.get("infra_error", 0),
+        stopped_reason=executor.stopped_reason,
+        spend=spend,
+        pass_k_samples=pass_k,
+    )
+
+
+def spec_document(spec: RunSpec) -> dict[str, Any]:
+    """What the spec hash covers, as data (for naming differences on resume)."""
+    if spec.raw:
+        return dict(spec.raw)
+    return {
+        "name": spec.name,
+        "target": dataclasses.asdict(spec.target),
+        "dataset": dataclasses.asdict(spec.dataset),
+        "evaluators": [e.as_mapping() for e in spec.evaluators],
+        "trials": spec.trials,
+        "gates": list(spec.gates),
+        "seed": spec.seed,
+    }
+
+
+def _check_same_spec(stored: dict[str, Any], spec: RunSpec, document: dict[str, Any]) -> None:
+    if stored.get("spec_hash") == spec.spec_hash:
+        return
+    before = stored.get("document") or {}
+    paths = _differences(before, orjson.loads(orjson.dumps(document, default=str)))
+    named = ", ".join(paths[:6]) + (" ..." if len(paths) > 6 else "") if paths else "its content"
+    raise SpecError(
+        f"cannot resume run: the spec differs from the one the run was started with ({named})",
+        hint="resume with the original spec, or start a new run",
+    )
+
+
+def _differences(a: Any, b: Any, path: str = "spec") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in sorted(set(a) | set(b), key=str):
+            out.extend(_differences(a.get(key), b.get(key), f"{path}.{key}"))
+        return out
+    return [] if a == b else [path]
+
+
+def _manifest(
+    spec: RunSpec,
+    bound: list[BoundEvaluator],
+    dataset: Dataset,
+    target: dict[str, Any],
+    unpinned: list[str],
+    samples: int,
+    supports_seed: bool,
+) -> dict[str, Any]:
+    from evalsi import __version__
+
+    return {
+        "evalsi_version": __version__,
+        "spec_hash": spec.spec_hash,
+        "spec_source": spec.source or None,
+        "evaluators": [
+            {"name": b.name, "ref": b.ref, "version": b.manifest.version, "params": b.params}
+            for b in bound
+        ],
+        "dataset": {
+            "source": dataset.name,
+            "version": dataset.version,
+            "records": samples,
+            "limit": spec.dataset.limit,
+        },
+        "target": target,
+        "trials": spec.trials,
+        "seeds": {
+            "seed": spec.seed,
+            "per_task": "blake2b(seed, sample id, trial) & 0x7fffffff",
+            "passed_to_target": supports_seed,
+        },
+        "sandbox": "none",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "created_at": time.time(),
+        "unpinned": unpinned,
+        "spec_document_hash": content_hash(spec_document(spec)),
+    }
+
+
+__all__ = ["RunProgress", "RunResult", "execute_run", "task_seed"]

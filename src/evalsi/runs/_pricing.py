@@ -1,0 +1,77 @@
+"""What a model call costs: USD per million input and output tokens, by model name.
+
+The built-in table is small and dated; users extend or override it with a YAML or JSON file
+named by ``EVALSI_PRICING``: ``{"model-name": {"input": 2.5, "output": 10.0}}`` (USD per 1M
+tokens). A model the table does not know has an unknown cost (``None``), never zero.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from evalsi.core import Usage, UserError
+
+PRICES_AS_OF = "2025-01"
+BUILTIN: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+    "gpt-4.1-nano": (0.1, 0.4),
+    "o3-mini": (1.1, 4.4),
+    "claude-3-5-haiku-latest": (0.8, 4.0),
+    "claude-3-5-sonnet-latest": (3.0, 15.0),
+    "claude-3-7-sonnet-latest": (3.0, 15.0),
+    "claude-sonnet-4-0": (3.0, 15.0),
+    "claude-opus-4-0": (15.0, 75.0),
+}
+
+
+@lru_cache(maxsize=4)
+def _user_table(path: str) -> dict[str, tuple[float, float]]:
+    text = Path(path).read_text(encoding="utf-8")
+    data: Any
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        data = yaml.safe_load(text)
+    else:
+        import orjson
+
+        data = orjson.loads(text)
+    if not isinstance(data, dict):
+        raise UserError(f"EVALSI_PRICING={path}: expected a mapping of model -> prices")
+    out: dict[str, tuple[float, float]] = {}
+    for model, entry in data.items():
+        if not isinstance(entry, dict) or not {"input", "output"} <= set(entry):
+            raise UserError(
+                f"EVALSI_PRICING={path}: model {model!r} needs input and output (USD per 1M tokens)"
+            )
+        out[str(model)] = (float(entry["input"]), float(entry["output"]))
+    return out
+
+
+def price(model: str) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens for ``model``, or ``None`` when unknown."""
+    path = os.environ.get("EVALSI_PRICING")
+    if path:
+        try:
+            table = _user_table(path)
+        except OSError as e:
+            raise UserError(f"EVALSI_PRICING={path}: cannot read it: {e}") from e
+        if model in table:
+            return table[model]
+    return BUILTIN.get(model)
+
+
+def cost_usd(model: str, usage: Usage) -> float | None:
+    """The cost of one call: the server's own figure when it gave one, else from the table."""
+    if usage.cost_usd is not None:
+        return usage.cost_usd
+    prices = price(model) if model else None
+    if prices is None or (usage.input_tokens is None and usage.output_tokens is None):
+        return None
+    return ((usage.input_tokens or 0) * prices[0] + (usage.output_tokens or 0) * prices[1]) / 1e6

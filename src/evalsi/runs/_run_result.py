@@ -1,0 +1,98 @@
+"""What ``execute_run`` returns: a ``ScoreResult`` plus what only a Run has (tasks, trials,
+infra errors, the reason it stopped early, spend) or, for a dry run, the plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.runs._result import ScoreResult
+
+EXIT_INFRA = 3
+
+
+@dataclass
+class RunResult(ScoreResult):
+    """A Run's outcome. ``status`` is ``done``, ``stopped`` (a budget was hit; resumable with
+    ``resume=run_id``) or ``planned`` (dry run: nothing called, nothing stored).
+
+    ``tasks`` counts (sample, trial) tasks by final status (``ok``, ``target_error``,
+    ``skipped``, ``infra_error``, ``cancelled``); ``infra_errors`` is the tasks lost to
+    infrastructure, never part of any metric's n.
+    """
+
+    trials: int = 1
+    tasks: dict[str, int] = field(default_factory=dict)
+    infra_errors: int = 0
+    stopped_reason: str | None = None
+    spend: dict[str, Any] = field(default_factory=dict)
+    pass_k_samples: dict[str, dict[str, int]] = field(default_factory=dict)
+    plan: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 every gate passed, 1 a gate failed, 2 undecided, 3 the run could not finish."""
+        if self.status == "planned":
+            return 0
+        if self.status != "done":
+            return EXIT_INFRA
+        return super().exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.plan is not None:
+            return {"run_id": self.run_id, "status": self.status, "plan": self.plan}
+        out = super().to_dict()
+        out["infra_errors"] = self.infra_errors
+        out["trials"] = self.trials
+        out["tasks"] = dict(self.tasks)
+        out["stopped_reason"] = self.stopped_reason
+        out["spend"] = dict(self.spend)
+        for m in out["metrics"]:
+            extra = self.pass_k_samples.get(f"{m['evaluator']}/{m['metric']}")
+            if extra is not None and "pass_at_k" in m:
+                m["pass_k_samples"] = extra["samples"]
+                m["pass_k_excluded"] = extra["excluded"]
+        return out
+
+    def table(self) -> str:
+        if self.plan is not None:
+            return render_plan(self.plan)
+        text = super().table()
+        head = f"run {self.run_id}: {self.status}"
+        if self.stopped_reason:
+            head += f" ({self.stopped_reason}; resume with --resume {self.run_id})"
+        head += f" · tasks {sum(self.tasks.values())}, infra errors {self.infra_errors}"
+        extra = [
+            f"  {m.evaluator}/{m.metric}: pass@k "
+            + ", ".join(f"{k}={v:.3f}" for k, v in m.pass_at_k.items())
+            + " · pass^k "
+            + ", ".join(f"{k}={v:.3f}" for k, v in m.pass_hat_k.items())
+            for m in self.metrics
+            if m.pass_at_k
+        ]
+        return "\n".join([head, text, *(["", "trials", *extra] if extra else [])])
+
+
+def render_plan(plan: dict[str, Any]) -> str:
+    """The dry-run plan as plain text."""
+    projected = plan["projected"]
+    usd = projected["usd"]
+    lines = [
+        f"plan for {plan['name'] or 'run'} (dry run: nothing called, nothing stored)",
+        f"  target      {plan['target'].get('connector')} "
+        + str(
+            plan["target"].get("model") or plan["target"].get("ref") or plan["target"].get("url")
+        ),
+        f"  tasks       {plan['tasks']} ({plan['samples']} samples x {plan['trials']} trials), "
+        f"maxConcurrency {plan['max_concurrency']}",
+        "  evaluators  " + ", ".join(e["name"] for e in plan["evaluators"]),
+        f"  tokens      ~{projected['tokens']} (input ~{projected['input_tokens']}, "
+        f"output <= {projected['output_tokens']})",
+        "  cost        "
+        + (f"~${usd:.4f}" if usd is not None else f"unknown ({projected['note']})"),
+    ]
+    for name, check in plan["budget"].items():
+        lines.append(f"  budget      {name} {check['limit']}: {check['verdict']}")
+    for item in plan["unpinned"]:
+        lines.append(f"  unpinned    {item}")
+    return "\n".join(lines)

@@ -1,0 +1,363 @@
+"""The scheduler of one Run session: producer -> workers (target calls) -> grader -> store.
+
+See ``_execute`` for how each task ends. The producer reads the dataset lazily into a bounded
+queue; ``max_concurrency`` workers call the target; one grader batches finished generations
+through the record runners and commits outputs and results together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from evalsi.connectors import InfraError, Target, TargetError
+from evalsi.core import Outcome, Record, ResultBatch, Usage
+from evalsi.datasets import Dataset
+from evalsi.evaluators import RecordRunner
+from evalsi.runs._pricing import cost_usd
+from evalsi.runs._runspec import RunSpec
+from evalsi.runs._targets import Render, RenderError
+from evalsi.store import SqlStore
+from evalsi.store._sql import OutputRow, TaskResults
+
+GRADE_BATCH = 64
+GRADE_WAIT_S = 0.05
+GRACE_S = 10.0
+"""Seconds in-flight calls may still finish after a budget is hit, before they are cancelled."""
+READ_BATCH = 256
+
+RunProgress = Callable[[int, int], None]
+"""Called after each graded batch with (tasks done in this session, infra errors so far)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Task:
+    seq: int
+    trial: int
+    record: Record
+
+
+@dataclasses.dataclass(slots=True)
+class _Done:
+    task: _Task
+    status: str
+    output: Any = None  # TargetOutput when ok
+    kind: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+def task_seed(seed: int, sample_id: str, trial: int) -> int:
+    """The seed passed to the target for one (sample, trial): stable across runs and resumes."""
+    digest = hashlib.blake2b(f"{seed}\0{sample_id}\0{trial}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+@dataclasses.dataclass(slots=True)
+class Spend:
+    """What this session's calls used, checked against the budget after every call."""
+
+    tokens: int = 0
+    usd: float = 0.0
+    usd_unknown: int = 0  # calls whose cost could not be known
+    calls: int = 0
+
+
+class Executor:
+    """The scheduler of one session: producer -> workers (target calls) -> grader -> store."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        target: Target,
+        render: Render,
+        runners: list[Any],
+        db: SqlStore,
+        run_id: str,
+        dataset: Dataset,
+        completed: set[tuple[int, int]],
+        progress: RunProgress | None,
+    ) -> None:
+        self.spec = spec
+        self.target = target
+        self.render = render
+        self.runners: list[RecordRunner] = runners
+        self.db = db
+        self.run_id = run_id
+        self.dataset = dataset
+        self.completed = completed
+        self.progress = progress
+        self.model = spec.target.model
+        self.budget = spec.budget
+        self.spend = Spend()
+        self.samples = 0
+        self.done_tasks = 0
+        self.infra = 0
+        self.stopped_reason: str | None = None
+        self._stop = asyncio.Event()
+        n = spec.max_concurrency
+        self._todo: asyncio.Queue[_Task | None] = asyncio.Queue(maxsize=2 * n)
+        self._done: asyncio.Queue[_Done | None] = asyncio.Queue(maxsize=max(4 * n, 4 * GRADE_BATCH))
+        self._inflight: dict[tuple[int, int], _Task] = {}
+
+    # -- budget ---------------------------------------------------------------------------------
+    def stop(self, reason: str) -> None:
+        if self.stopped_reason is None:
+            self.stopped_reason = reason
+        self._stop.set()
+
+    def _account(self, usage: Usage) -> None:
+        spend = self.spend
+        spend.calls += 1
+        spend.tokens += usage.tokens() or 0
+        cost = cost_usd(self.model, usage)
+        if cost is None:
+            spend.usd_unknown += 1
+        else:
+            spend.usd += cost
+        budget = self.budget
+        if budget is None:
+            return
+        if budget.tokens is not None and spend.tokens >= budget.tokens:
+            self.stop(f"budget(tokens): {spend.tokens} >= {budget.tokens}")
+        elif budget.usd is not None and spend.usd >= budget.usd:
+            self.stop(f"budget(usd): {spend.usd:.4f} >= {budget.usd:g}")
+
+    async def _wall_clock(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.stop(f"budget(wall_clock): {seconds:g}s")
+
+    # -- the pipeline ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        n = self.spec.max_concurrency
+        producer = asyncio.create_task(self._produce(n), name="evalsi-run-producer")
+        workers = [asyncio.create_task(self._work(), name="evalsi-run-worker") for _ in range(n)]
+        grader = asyncio.create_task(self._grade_loop(), name="evalsi-run-grader")
+        stop_wait = asyncio.create_task(self._stop.wait())
+        clock = None
+        if self.budget is not None and self.budget.wall_clock_s is not None:
+            clock = asyncio.create_task(self._wall_clock(self.budget.wall_clock_s))
+        everything = [producer, *workers, grader, stop_wait, *([clock] if clock else [])]
+        try:
+            workers_done = asyncio.gather(*workers)
+            watch: set[asyncio.Future[Any]] = {producer, grader, workers_done, stop_wait}
+            while True:
+                done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
+                if grader in done:
+                    grader.result()
+                    raise RuntimeError("the grader stopped before the workers")
+                if producer in done:
+                    producer.result()  # a dataset error surfaces here
+                    watch.discard(producer)
+                if workers_done in done:
+                    workers_done.result()
+                    break
+                if stop_wait in done:
+                    watch.discard(stop_wait)
+                    grace: set[asyncio.Future[Any]] = {workers_done, grader}
+                    finished, _ = await asyncio.wait(
+                        grace, timeout=GRACE_S, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if grader in finished:
+                        grader.result()
+                    if not workers_done.done():
+                        producer.cancel()
+                        for w in workers:
+                            w.cancel()
+                        await asyncio.gather(producer, *workers, return_exceptions=True)
+                    break
+            if not producer.done():
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
+            await self._done.put(None)
+            await grader
+        except BaseException:
+            for task in everything:
+                task.cancel()
+            await asyncio.gather(*everything, return_exceptions=True)
+            self._record_unfinished()
+            raise
+        finally:
+            stop_wait.cancel()
+            if clock is not None:
+                clock.cancel()
+            await asyncio.gather(stop_wait, *([clock] if clock else []), return_exceptions=True)
+        self._record_unfinished()
+
+    async def _produce(self, workers: int) -> None:
+        for task in self._tasks():
+            if self._stop.is_set():
+                break
+            await self._todo.put(task)
+        for _ in range(workers):  # then every worker ends once the queue drains
+            await self._todo.put(None)
+
+    def _tasks(self) -> Iterator[_Task]:
+        """Every (sample, trial) not already complete, read lazily from the dataset."""
+        limit = self.spec.dataset.limit
+        trials = range(self.spec.trials)
+        completed = self.completed
+        seq = 0
+        batches = self.dataset.iter_batches(READ_BATCH)
+        try:
+            for batch in batches:
+                for record in batch:
+                    if limit is not None and seq >= limit:
+                        return
+                    for trial in trials:
+                        if (seq, trial) not in completed:
+                            yield _Task(seq, trial, record)
+                    seq += 1
+                    self.samples = seq
+        finally:
+            batches.close()
+
+    async def _work(self) -> None:
+        while True:
+            task = await self._todo.get()
+            if task is None:
+                return
+            if self._stop.is_set():
+                continue  # never started: redone on resume
+            key = (task.seq, task.trial)
+            self._inflight[key] = task
+            done = await self._call(task)
+            del self._inflight[key]
+            await self._done.put(done)
+
+    async def _call(self, task: _Task) -> _Done:
+        record = task.record
+        try:
+            request = self.render(record)
+        except RenderError as e:
+            return _Done(task, "skipped", error=str(e), attempts=0)
+        seed = task_seed(self.spec.seed, record.id, task.trial)
+        try:
+            out = await self.target.invoke(request, seed=seed)
+        except InfraError as e:
+            return _Done(task, "infra_error", kind=e.kind, error=str(e), attempts=e.attempts)
+        except TargetError as e:
+            return _Done(task, "target_error", error=str(e))
+        except Exception as e:  # noqa: BLE001 - a crash in our own code is infrastructure
+            return _Done(task, "infra_error", kind="internal", error=f"{type(e).__name__}: {e}")
+        self._account(out.usage)
+        return _Done(task, "ok", output=out, attempts=out.attempts)
+
+    async def _grade_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            first = await self._done.get()
+            if first is None:
+                return
+            items = [first]
+            ending = False
+            deadline = loop.time() + GRADE_WAIT_S
+            while len(items) < GRADE_BATCH:
+                try:
+                    item = self._done.get_nowait()
+                except asyncio.QueueEmpty:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    try:
+                        async with asyncio.timeout(remaining):
+                            item = await self._done.get()
+                    except TimeoutError:
+                        break
+                if item is None:
+                    ending = True
+                    break
+                items.append(item)
+            await self._grade(items)
+            if ending:
+                return
+
+    async def _grade(self, items: list[_Done]) -> None:
+        rows: list[OutputRow] = []
+        graded: list[TaskResults] = []
+        by_trial: dict[int, list[_Done]] = {}
+        for item in items:
+            rows.append(_output_row(item))
+            if item.status == "infra_error":
+                self.infra += 1
+            else:
+                by_trial.setdefault(item.task.trial, []).append(item)
+        for trial, group in by_trial.items():
+            ok = [i for i in group if i.status == "ok"]
+            if ok:
+                records = [
+                    dataclasses.replace(i.task.record, output=i.output.output, usage=i.output.usage)
+                    for i in ok
+                ]
+                seqs = [i.task.seq for i in ok]
+                for index, runner in enumerate(self.runners):
+                    batch = (
+                        await runner.run_async(records, trial=trial)
+                        if runner.is_async
+                        else runner.run(records, trial=trial)
+                    )
+                    graded.append((index, seqs, batch))
+            failed = [i for i in group if i.status != "ok"]
+            if failed:
+                for index, runner in enumerate(self.runners):
+                    graded.append(
+                        (index, [i.task.seq for i in failed], _unscored(runner, failed, trial))
+                    )
+        self.db.write_tasks(self.run_id, rows, graded)
+        self.done_tasks += len(items)
+        if self.progress is not None:
+            self.progress(self.done_tasks, self.infra)
+
+    def _record_unfinished(self) -> None:
+        """Tasks in flight or generated but not graded when the session ended: ``cancelled``."""
+        rows = [
+            OutputRow(t.seq, t.trial, t.record.id, "cancelled", error="cancelled in flight")
+            for t in self._inflight.values()
+        ]
+        while not self._done.empty():
+            item = self._done.get_nowait()
+            if item is not None:
+                t = item.task
+                rows.append(OutputRow(t.seq, t.trial, t.record.id, "cancelled", error="not graded"))
+        self._inflight.clear()
+        if rows:
+            self.db.write_outputs(self.run_id, rows)
+
+
+def _unscored(runner: RecordRunner, items: list[_Done], trial: int) -> ResultBatch:
+    batch = ResultBatch(
+        runner.name, runner.ref, runner.metric, [i.task.record.id for i in items], trial=trial
+    )
+    for j, item in enumerate(items):
+        if item.status == "skipped":
+            batch.set_outcome(j, Outcome.SKIPPED, item.error or "sample not sent")
+        else:
+            batch.set_outcome(j, Outcome.ERROR, f"target error: {item.error}")
+    return batch
+
+
+def _output_row(item: _Done) -> OutputRow:
+    task = item.task
+    output = usage = None
+    if item.output is not None:
+        output = orjson.dumps(item.output.output.to_value()).decode()
+        u = item.output.usage
+        usage = orjson.dumps(
+            {k: v for k in u.__slots__ if (v := getattr(u, k)) is not None}
+        ).decode()
+    return OutputRow(
+        task.seq,
+        task.trial,
+        task.record.id,
+        item.status,
+        item.kind,
+        output,
+        usage,
+        item.error,
+        item.attempts,
+    )

@@ -1,0 +1,146 @@
+"""From a run's ``TargetSpec`` to a connector, and from a sample to what the target is sent.
+
+Model targets get the sample's input as chat messages (text becomes one user message, chat
+messages go as they are); an optional Jinja2 ``template`` over ``input`` and ``metadata``
+replaces it with the rendered text (sandboxed environment, undefined names are errors, no
+autoescape: this is a prompt, not HTML). ``system`` is prepended by the connector. Python and
+HTTP targets receive the same (rendered when templated) input as plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from evalsi.connectors import (
+    Anthropic,
+    HttpTarget,
+    InputLike,
+    OpenAICompatible,
+    PythonTarget,
+    RateLimits,
+    Resilience,
+    Target,
+    plain_input,
+    resolve_secret,
+)
+from evalsi.core import Content, Record, UserError
+from evalsi.runs._runspec import TargetSpec
+
+Render = Callable[[Record], InputLike]
+
+MODEL_CONNECTORS = ("openai-compatible", "anthropic")
+CLOSED_API_HOSTS = (
+    "api.openai.com",
+    "api.anthropic.com",
+    "generativelanguage.googleapis.com",
+    "api.mistral.ai",
+    "api.groq.com",
+    "api.together.xyz",
+    ".openai.azure.com",
+)
+
+
+class RenderError(Exception):
+    """The sample cannot become a request (no input, or the template failed on it)."""
+
+
+def build_target(spec: TargetSpec, *, resilience: Resilience | None = None) -> Target:
+    """The connector for ``spec`` (resolves the secret; makes no call)."""
+    limits = None
+    if spec.requests_per_minute is not None or spec.tokens_per_minute is not None:
+        limits = RateLimits(spec.requests_per_minute, spec.tokens_per_minute)
+    if spec.kind == "model":
+        if spec.connector not in MODEL_CONNECTORS:
+            raise UserError(
+                f"target.model.connector: unknown connector {spec.connector!r}",
+                hint="use one of: " + ", ".join(MODEL_CONNECTORS),
+            )
+        if not spec.base_url or not spec.model:
+            raise UserError("target.model: baseUrl and model are required")
+        key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
+        cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
+        return cls(
+            spec.base_url,
+            spec.model,
+            spec.params,
+            api_key=key,
+            timeout=spec.timeout_s,
+            system=spec.system or None,
+            rate_limits=limits,
+            resilience=resilience,
+        )
+    if spec.kind == "python":
+        if not spec.python:
+            raise UserError("target.python: give module:function")
+        return PythonTarget(spec.python, timeout=spec.timeout_s)
+    if spec.kind == "http":
+        http = dict(spec.http)
+        if not http.get("url"):
+            raise UserError("target.http.url is required")
+        headers = {
+            str(k): resolve_secret(v[7:]) if isinstance(v, str) and v.startswith("secret:") else v
+            for k, v in dict(http.get("headers") or {}).items()
+        }
+        return HttpTarget(
+            str(http["url"]),
+            method=str(http.get("method", "POST")),
+            body=http.get("body"),
+            output=http.get("output"),
+            headers=headers,
+            timeout=spec.timeout_s,
+            rate_limits=limits,
+            resilience=resilience,
+        )
+    raise UserError(f"target: unknown kind {spec.kind!r}; expected model, python or http")
+
+
+def renderer(spec: TargetSpec) -> Render:
+    """The function that turns one sample into the target's input (raises ``RenderError``)."""
+    if not spec.template:
+
+        def plain(record: Record) -> InputLike:
+            if record.input is None:
+                raise RenderError("sample has no input")
+            return record.input
+
+        return plain
+
+    from jinja2 import StrictUndefined, TemplateError
+    from jinja2.sandbox import SandboxedEnvironment
+
+    env = SandboxedEnvironment(
+        undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
+    )
+    try:
+        template = env.from_string(spec.template)
+    except TemplateError as e:
+        raise UserError(f"target.template: {e}") from e
+
+    def templated(record: Record) -> InputLike:
+        value = plain_input(record.input) if record.input is not None else None
+        try:
+            return Content.of_text(template.render(input=value, metadata=record.metadata))
+        except TemplateError as e:
+            raise RenderError(f"template: {e}") from e
+
+    return templated
+
+
+def identity(target: Target, spec: TargetSpec) -> tuple[dict[str, Any], list[str]]:
+    """The target's manifest entry and what about it cannot be pinned."""
+    described = target.describe()
+    unpinned: list[str] = []
+    if spec.kind == "model":
+        host = urlsplit(spec.base_url).hostname or ""
+        if any(host == h or (h.startswith(".") and host.endswith(h)) for h in CLOSED_API_HOSTS):
+            unpinned.append(
+                f"target.model {spec.model!r}: a closed API model can change behind its name"
+            )
+        if not target.supports_seed:
+            unpinned.append("target seeds: this connector does not pass seeds to the model")
+    elif spec.kind == "http":
+        unpinned.append(f"target.http {described.get('url')}: an external service is not versioned")
+    described["unpinned"] = bool(unpinned)
+    return described, unpinned
