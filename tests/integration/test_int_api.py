@@ -54,6 +54,8 @@ def test_public_surface_is_pinned():
         "ParamError",
         "Record",
         "Registry",
+        "RunResult",
+        "RunSpec",
         "Score",
         "ScoreResult",
         "Skip",
@@ -65,6 +67,8 @@ def test_public_surface_is_pinned():
         "evaluate",
         "evaluate_async",
         "evaluator",
+        "run",
+        "run_async",
     ]
     for name in evalsi.__all__:
         assert getattr(evalsi, name) is not None, name
