@@ -2,6 +2,7 @@
 
     python bench/run_throughput.py                  # 2,000 samples, concurrency 64, 50 ms
     python bench/run_throughput.py --samples 5000 --repeats 5
+    python bench/run_throughput.py --peers          # + Inspect AI on the same stub
 
 The stub LLM server runs in its own process on loopback and answers after ``--latency-ms``.
 
@@ -11,8 +12,16 @@ The stub LLM server runs in its own process on loopback and answers after ``--la
   on disk), ``exact-match`` grading, outputs and results persisted to a SQLite store, then the
   summary rebuilt from the store.
 
-Target (issue 3): evalsi >= 80% of the raw loop's samples/s. Results go to
-``bench/out/run_throughput.json``.
+- inspect-ai (``--peers``): ``bench/peers/inspect_run_peer.py`` run by the peers' venv
+  (``bench/.peers/venv``, made by ``bench/peers/setup.sh`` when missing) against the same stub
+  process, on the same JSONL file: an Inspect eval (``openai-api`` provider, ``generate()``,
+  ``exact()``, ``max_connections`` = ``--concurrency``, log to a temp dir, display none), timed
+  around ``eval()`` only. Run once with Inspect's default logging (every sample in the log, as
+  evalsi stores every sample: the figure compared against) and once with ``log_samples=False``
+  (reported alongside, not compared).
+
+Targets (issue 3): evalsi >= 80% of the raw loop's samples/s; with ``--peers`` also evalsi >= 10x
+Inspect AI's samples/s. Results go to ``bench/out/run_throughput.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +47,9 @@ from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpe
 
 OUT = HERE / "out"
 TARGET_RATIO = 0.80
+PEER_TARGET_RATIO = 10.0
+PEERS = HERE / "peers"
+PEERS_PYTHON = HERE / ".peers" / "venv" / "bin" / "python"
 
 
 def write_data(path: Path, samples: int) -> None:
@@ -96,17 +109,48 @@ def evalsi_round(url: str, data: Path, store: Path, samples: int, concurrency: i
     return samples / seconds
 
 
+def peers_python() -> str:
+    """The peers' interpreter, setting the venv up first when it is missing."""
+    if PEERS_PYTHON.exists():
+        return str(PEERS_PYTHON)
+    print("peers venv missing: running bench/peers/setup.sh", file=sys.stderr)
+    out = subprocess.run(
+        ["bash", str(PEERS / "setup.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def inspect_round(
+    python: str, url: str, data: Path, concurrency: int, log_samples: bool = True
+) -> dict[str, object]:
+    """Run the Inspect AI peer once on ``data`` against the stub at ``url``; its JSON line."""
+    cmd = [python, str(PEERS / "inspect_run_peer.py"), "--url", url, "--data", str(data)]
+    cmd += ["--concurrency", str(concurrency)]
+    if not log_samples:
+        cmd.append("--no-log-samples")
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, cwd=data.parent)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run Inspect AI (bench/peers/inspect_run_peer.py) against the same stub",
+    )
     args = parser.parse_args()
+    python = peers_python() if args.peers else None
 
     proc, url = start_stub(args.latency_ms)
     raw: list[float] = []
     ours: list[float] = []
+    inspect: dict[str, object] | None = None
+    inspect_nolog: dict[str, object] | None = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "qa.jsonl"
@@ -122,6 +166,13 @@ def main() -> int:
                         rate = evalsi_round(url, data, store, args.samples, args.concurrency)
                         ours.append(rate)
                     print(f"round {r + 1} {name:>6}: {rate:8.1f} samples/s", file=sys.stderr)
+            if python is not None:
+                inspect = inspect_round(python, url, data, args.concurrency)
+                rate = float(inspect["samples_per_s"])  # type: ignore[arg-type]
+                print(f"inspect-ai (log samples)   : {rate:8.1f} samples/s", file=sys.stderr)
+                inspect_nolog = inspect_round(python, url, data, args.concurrency, False)
+                rate = float(inspect_nolog["samples_per_s"])  # type: ignore[arg-type]
+                print(f"inspect-ai (no log samples): {rate:8.1f} samples/s", file=sys.stderr)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -142,12 +193,46 @@ def main() -> int:
         "passed": ratio >= TARGET_RATIO,
         "rounds": {"raw": [round(x, 1) for x in raw], "evalsi": [round(x, 1) for x in ours]},
     }
+    peer_passed = True
+    if inspect is not None and inspect_nolog is not None:
+        rate = float(inspect["samples_per_s"])  # type: ignore[arg-type]
+        rate_nolog = float(inspect_nolog["samples_per_s"])  # type: ignore[arg-type]
+        peer_ratio = best_ours / rate
+        peer_passed = peer_ratio >= PEER_TARGET_RATIO
+        result["peers"] = {
+            "inspect-ai": {
+                "version": inspect["version"],
+                "model": "openai-api/stub/stub",
+                "samples_per_s": round(rate, 1),
+                "seconds": inspect["seconds"],
+                "log_samples": True,
+                "evalsi_over_inspect": round(peer_ratio, 2),
+                "target_ratio": PEER_TARGET_RATIO,
+                "passed": peer_passed,
+                "no_log_samples": {
+                    "samples_per_s": round(rate_nolog, 1),
+                    "seconds": inspect_nolog["seconds"],
+                    "evalsi_over_inspect": round(best_ours / rate_nolog, 2),
+                },
+            }
+        }
     OUT.mkdir(exist_ok=True)
     (OUT / "run_throughput.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"raw aiohttp : {best_raw:8.1f} samples/s")
     print(f"evalsi run  : {best_ours:8.1f} samples/s (graded and stored)")
     print(f"ratio       : {ratio:8.3f}  (target >= {TARGET_RATIO:.2f})")
-    return 0 if result["passed"] else 1
+    if inspect is not None and inspect_nolog is not None:
+        peer = result["peers"]["inspect-ai"]  # type: ignore[index]
+        nolog = peer["no_log_samples"]
+        verdict = "MET" if peer_passed else "MISS"
+        rate, times = peer["samples_per_s"], peer["evalsi_over_inspect"]
+        print(f"inspect-ai  : {rate:8.1f} samples/s ({peer['version']}, samples logged)")
+        print(f"evalsi/insp : {times:8.2f}x  (target >= {PEER_TARGET_RATIO:.0f}x) {verdict}")
+        print(
+            f"  (Inspect with log_samples=False: {nolog['samples_per_s']:.1f} samples/s,"
+            f" evalsi/insp {nolog['evalsi_over_inspect']:.2f}x)"
+        )
+    return 0 if result["passed"] and peer_passed else 1
 
 
 if __name__ == "__main__":
