@@ -87,9 +87,8 @@ def main() -> int:
     (OUT / "run_memory.json").write_text(json.dumps(report, indent=2))
     for side in (small, large):
         rate = side["tasks"] / side["seconds"]
-        print(
-            f"{side['samples']:>9,.0f} samples  {rate:>8,.0f} tasks/s  peak RSS {side['rss_mb']:.0f} MB"
-        )
+        rss = side["rss_mb"]
+        print(f"{side['samples']:>9,.0f} samples  {rate:>8,.0f} tasks/s  peak RSS {rss:.0f} MB")
     # Per-sample state that pass@k needs (trial counts) grows with the samples; report it.
     per_sample_kb = (
         (large["rss_mb"] - small["rss_mb"]) * 1024 / (large["samples"] - small["samples"])
