@@ -128,6 +128,7 @@ async def run_async(
     dry_run: bool = False,
     progress: RunProgress | None = None,
     registry: Registry | None = None,
+    execute_only: bool = False,
 ) -> RunResult:
     """Run an ``EvalRun`` (the Run way in): call the target on every sample x trial, grade.
 
@@ -138,6 +139,8 @@ async def run_async(
         dry_run: return the plan (tasks, projected tokens and cost) without calling anything.
         progress: called with (tasks done, infra errors) as the run goes on.
         registry: the evaluators to resolve refs against (default: built-ins + entry points).
+        execute_only: call the target and store the outputs, grade nothing; grade them later
+            with ``evalsi.grade(run_id, evaluators)``.
 
     Returns:
         A ``RunResult``: a ``ScoreResult`` with trials, pass@k / pass^k per pass/fail metric,
@@ -147,7 +150,13 @@ async def run_async(
 
     loaded = spec if isinstance(spec, RunSpec) else load_run_spec(os.fspath(spec))
     return await execute_run(
-        loaded, store=store, resume=resume, dry_run=dry_run, progress=progress, registry=registry
+        loaded,
+        store=store,
+        resume=resume,
+        dry_run=dry_run,
+        progress=progress,
+        registry=registry,
+        execute_only=execute_only,
     )
 
 
@@ -165,3 +174,50 @@ def run(spec: RunSpec | str | os.PathLike[str], **options: Any) -> RunResult:
         return asyncio.run(run_async(spec, **options))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
         return pool.submit(asyncio.run, run_async(spec, **options)).result()
+
+
+async def grade_async(
+    source_run: str,
+    evaluators: Iterable[EvaluatorLike],
+    *,
+    store: SqlStore | str | os.PathLike[str] | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    gates: str | Sequence[str] = (),
+    min_completion_rate: float = 0.8,
+    max_evaluator_error_rate: float = 0.1,
+    name: str = "",
+    registry: Registry | None = None,
+) -> RunResult:
+    """Grade the outputs a Run stored (typically ``run(..., execute_only=True)``) into a new run
+    linked to it, without calling the target; see ``evalsi.runs.grade_run``."""
+    from evalsi.runs import grade_run, open_store
+
+    return await grade_run(
+        open_store(store, create=False),
+        source_run,
+        evaluators,
+        params=params,
+        gates=gates,
+        min_completion_rate=min_completion_rate,
+        max_evaluator_error_rate=max_evaluator_error_rate,
+        name=name,
+        registry=registry,
+    )
+
+
+def grade(source_run: str, evaluators: Iterable[EvaluatorLike], **options: Any) -> RunResult:
+    """Synchronous ``grade_async`` (same arguments); inside an event loop it uses a helper thread.
+
+    Example:
+        >>> import evalsi
+        >>> from evalsi._api import grade
+        >>> r = evalsi.run("run.yaml", execute_only=True)  # doctest: +SKIP
+        >>> grade(r.run_id, ["exact-match"]).metric("exact-match").n  # doctest: +SKIP
+        20
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(grade_async(source_run, evaluators, **options))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
+        return pool.submit(asyncio.run, grade_async(source_run, evaluators, **options)).result()

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from evalsi import __version__
-from evalsi.cli import _catalog, _compare, _eval, _report, _run, _runs
+from evalsi.cli import _catalog, _compare, _eval, _grade, _report, _run, _runs
 from evalsi.cli._output import fail
 from evalsi.core import EvalsiError
 
@@ -22,7 +22,10 @@ evalsi grades LLM apps, RAG systems, agents and ML models with statistics you ca
 Score records that already hold outputs:
   evalsi eval --data qa.jsonl --evaluators exact-match,contains
 Call a model or agent on a dataset, then grade (an EvalRun spec):
-  evalsi run -f run.yaml [--dry-run] [--resume RUN_ID]
+  evalsi run -f run.yaml [--dry-run] [--resume RUN_ID] [--execute-only]
+Grade a Run's stored outputs (no target calls), or replay a run:
+  evalsi grade --from RUN_ID --evaluators exact-match
+  evalsi rerun RUN_ID
 Look at what ran:
   evalsi runs list
   evalsi runs show latest
@@ -46,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _eval.register(commands)
     _run.register(commands)
+    _grade.register(commands)
     _runs.register(commands)
     _compare.register(commands)
     _catalog.register(commands)

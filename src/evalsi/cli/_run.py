@@ -14,6 +14,7 @@ examples:
   evalsi run -f run.yaml --dry-run            # the plan: tasks, projected tokens and cost
   evalsi run -f run.yaml --format json
   evalsi run -f run.yaml --resume RUN_ID      # finish an interrupted or stopped run
+  evalsi run -f run.yaml --execute-only       # store outputs only; then `evalsi grade --from`
 
 A spec is YAML with apiVersion: evals.si/v1alpha1 and kind: EvalRun; its JSON Schema is
 src/evalsi/runs/schemas/evalrun.schema.json. Every sample x trial is a task: the target is
@@ -36,6 +37,11 @@ def register(commands: Any) -> None:
     p.add_argument("-f", "--file", required=True, metavar="SPEC", help="the EvalRun YAML file")
     p.add_argument("--resume", metavar="RUN_ID", help="complete this earlier run of the same spec")
     p.add_argument("--dry-run", action="store_true", help="print the plan; call nothing")
+    p.add_argument(
+        "--execute-only",
+        action="store_true",
+        help="call the target and store outputs, grade nothing (see `evalsi grade --from`)",
+    )
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -51,13 +57,22 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = run_spec(
-            args.file, store=args.store, resume=args.resume, dry_run=args.dry_run, progress=progress
+            args.file,
+            store=args.store,
+            resume=args.resume,
+            dry_run=args.dry_run,
+            progress=progress,
+            execute_only=args.execute_only,
         )
     finally:
         if progress is not None:
             progress.close()
+    graded = not _execute_only(result)
     if args.format == "json":
-        print_json(result.to_dict())
+        data = result.to_dict()
+        if result.plan is None:
+            data["graded"] = graded
+        print_json(data)
         return result.exit_code
     if result.plan is not None:
         print(result.table())
@@ -65,9 +80,20 @@ def run(args: argparse.Namespace) -> int:
     title = f"run {result.run_id} · {result.status} · {result.records} samples x {result.trials}"
     if result.stopped_reason:
         title += f" · stopped: {result.stopped_reason}"
+    if not graded:
+        tasks = ", ".join(f"{k} {v}" for k, v in sorted(result.tasks.items()))
+        print(f"{title} · not graded (evalsi grade --from {result.run_id})\ntasks: {tasks}")
+        return result.exit_code
     printer = print_markdown if args.format == "md" else print_table
     printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
     if result.gates:
         print()
         printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
     return result.exit_code
+
+
+def _execute_only(result: Any) -> bool:
+    """Whether the run stored outputs only (asked for, or an execute-only run resumed)."""
+    if result.store is None or not result.run_id:
+        return False
+    return result.store.get_run(result.run_id).spec.get("graded", True) is False

@@ -6,7 +6,9 @@ from evalsi.runs._execute import execute_run
 from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
 from evalsi.runs._gate_syntax import EvaluatorMetrics
 from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
+from evalsi.runs._grade import grade_run
 from evalsi.runs._plan import EvaluatorLike, bind_all
+from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
 from evalsi.runs._result import (
     TABLE_COLUMNS,
     ScoreResult,
@@ -59,6 +61,7 @@ __all__ = [
     "format_number",
     "gate_rows",
     "gates_exit_code",
+    "grade_run",
     "load_run_spec",
     "metric_rows",
     "open_store",
@@ -66,11 +69,14 @@ __all__ = [
     "parse_gates",
     "render_markdown",
     "render_plain",
+    "rerun_run",
     "run_spec_from_dict",
     "run_spec_from_yaml",
     "score_async",
+    "stored_spec",
     "summaries_from_dicts",
     "summarize_stored",
     "summary_from_dict",
     "task_seed",
+    "unpinned",
 ]

@@ -57,6 +57,7 @@ from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._score import StoreLike, open_store
 from evalsi.runs._stored import summarize_stored
 from evalsi.runs._targets import build_target, identity, renderer
+from evalsi.store import RunInfo, SqlStore
 
 
 async def execute_run(
@@ -68,6 +69,7 @@ async def execute_run(
     progress: RunProgress | None = None,
     registry: Registry | None = None,
     resilience: Resilience | None = None,
+    execute_only: bool = False,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -83,6 +85,9 @@ async def execute_run(
         registry: evaluators to resolve refs against (default: built-ins + entry points).
         resilience: retry policy, breakers and rate limiters shared by this run's calls
             (default: a fresh one per run, with the default policies).
+        execute_only: call the target and store its outputs, grade nothing (no evaluators, no
+            gates; the run's spec and summary say ``graded: false``); grade them later with
+            ``grade_run``. Resuming an execute-only run stays execute-only.
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -94,7 +99,12 @@ async def execute_run(
         raise SpecError(f"spec.trials must be at least 1, got {spec.trials}")
     if spec.max_concurrency < 1:
         raise SpecError(f"spec.maxConcurrency must be at least 1, got {spec.max_concurrency}")
-    bound = bind_all([e.as_mapping() for e in spec.evaluators], registry=registry)
+    opened = None
+    if resume is not None and not dry_run:
+        opened = open_store(store)
+        execute_only = _resume_execute_only(opened.get_run(resume), execute_only)
+    entries = [e.as_mapping() for e in spec.evaluators]
+    bound = [] if execute_only else bind_all(entries, registry=registry)
     runners = runners_for(bound)
     if any(isinstance(r, DatasetRunner) for r in runners):
         names = [
@@ -108,7 +118,7 @@ async def execute_run(
         "min_completion_rate": spec.min_completion_rate,
         "max_evaluator_error_rate": spec.max_evaluator_error_rate,
     }
-    gates = parse_gates(spec.gates, bound, **rates)
+    gates = parse_gates(() if execute_only else spec.gates, bound, **rates)
     target = build_target(spec.target, resilience=resilience or Resilience())
     render = renderer(spec.target)
     dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
@@ -128,7 +138,7 @@ async def execute_run(
             plan=plan,
         )
 
-    db = open_store(store)
+    db = opened or open_store(store)
     document = spec_document(spec)
     completed: set[tuple[int, int]] = set()
     if resume is not None:
@@ -140,7 +150,9 @@ async def execute_run(
             raise UserError(f"run {info.id} is still running (pid {info.pid})")
         db.reopen_run(info.id)
         run_id = info.id
-        completed = db.completed_tasks(run_id, len(bound))
+        completed = (
+            _executed_tasks(db, run_id) if execute_only else db.completed_tasks(run_id, len(bound))
+        )
     else:
         stored_spec = {
             "evaluators": [b.spec() for b in bound],
@@ -149,6 +161,11 @@ async def execute_run(
             "document": document,
             "trials": spec.trials,
             "seed": spec.seed,
+            "graded": not execute_only,
+            "source": spec.source,
+            "dataset": dataclasses.asdict(spec.dataset),
+            "max_concurrency": spec.max_concurrency,
+            "budget": dataclasses.asdict(spec.budget) if spec.budget is not None else None,
         }
         if gates:
             stored_spec["gates"] = [g.expr for g in gates]
@@ -209,6 +226,7 @@ async def execute_run(
         "spend": spend,
         "trials": spec.trials,
         "pass_k_samples": pass_k,
+        "graded": not execute_only,
     }
     db.finish_run(
         run_id,
@@ -236,6 +254,23 @@ async def execute_run(
         spend=spend,
         pass_k_samples=pass_k,
     )
+
+
+def _resume_execute_only(info: RunInfo, execute_only: bool) -> bool:
+    """An execute-only run resumes execute-only; a graded run cannot resume without grading."""
+    stored = info.spec.get("graded", True) is False
+    if execute_only and not stored and info.kind == "run":
+        raise UserError(
+            f"run {info.id} grades its outputs; it cannot be resumed with --execute-only",
+            hint="resume it without --execute-only",
+        )
+    return stored or execute_only
+
+
+def _executed_tasks(db: SqlStore, run_id: str) -> set[tuple[int, int]]:
+    """``(seq, trial)`` of the tasks of an execute-only run a resume may skip."""
+    done = ("ok", "target_error", "skipped")
+    return {(r.seq, r.trial) for r in db.iter_outputs(run_id) if r.status in done}
 
 
 def spec_document(spec: RunSpec) -> dict[str, Any]:

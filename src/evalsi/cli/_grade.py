@@ -1,0 +1,144 @@
+"""``evalsi grade --from RUN_ID`` (grade a Run's stored outputs, never calling the target) and
+``evalsi rerun RUN_ID`` (replay a run from the spec it stored)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from evalsi.cli._eval import ProgressLine, parse_params
+from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.core import UserError
+
+GRADE_EPILOG = """\
+examples:
+  evalsi run -f run.yaml --execute-only --format json     # call the target, store outputs
+  evalsi grade --from RUN_ID --evaluators exact-match,contains
+  evalsi grade --from RUN_ID --evaluators exact-match \\
+      --param exact-match.ignore_case=true --gate "metric('exact-match').passAtK(3) >= 0.9"
+
+The outputs stored by RUN_ID (a Run, execute-only or not) are graded into a new run of kind
+grade linked to it; the target is never called. Samples are re-read from the run's dataset,
+which must not have changed since. Infra errors and cancelled tasks of the source stay so
+(never graded); target errors are ERROR. Exit codes as for `evalsi run`.
+"""
+
+RERUN_EPILOG = """\
+examples:
+  evalsi rerun RUN_ID
+  evalsi rerun latest --format json
+
+Replays a Run (or a grade run) from the spec it stored, as a new run. Items its manifest marks
+unpinned (closed API models, unversioned services) are listed on stderr: a rerun of those may
+not reproduce the figures.
+"""
+
+
+def register(commands: Any) -> None:
+    g = commands.add_parser(
+        "grade",
+        help="grade the stored outputs of a Run into a new run (no target calls)",
+        description="Grade the outputs a Run stored (e.g. with --execute-only) into a new run "
+        "linked to it, without calling the target.",
+        epilog=GRADE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g.add_argument("--from", dest="source", required=True, metavar="RUN_ID", help="the Run")
+    g.add_argument(
+        "--evaluators",
+        required=True,
+        help="comma-separated evaluator names or refs (see `evalsi catalog list`)",
+    )
+    g.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="EVALUATOR.KEY=VALUE",
+        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
+    )
+    g.add_argument(
+        "--gate", action="append", default=[], metavar="EXPR", help="a CEL gate, repeatable"
+    )
+    g.add_argument("--min-completion-rate", type=float, default=0.8, metavar="RATE")
+    g.add_argument("--max-error-rate", type=float, default=0.1, metavar="RATE")
+    g.add_argument("--name", default="", help="a label for the new run")
+    g.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    g.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    g.set_defaults(handler=grade)
+
+    r = commands.add_parser(
+        "rerun",
+        help="replay a run from its stored spec, as a new run",
+        description="Replay a Run or grade run from the spec it stored, as a new run.",
+        epilog=RERUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("run_id", metavar="RUN_ID", help="the run to replay (id, prefix or latest)")
+    r.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    r.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    r.set_defaults(handler=rerun)
+
+
+def grade(args: argparse.Namespace) -> int:
+    from evalsi._api import grade as grade_outputs
+
+    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
+    if not names:
+        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    result = grade_outputs(
+        args.source,
+        names,
+        store=args.store,
+        params=parse_params(args.param),
+        gates=args.gate,
+        min_completion_rate=args.min_completion_rate,
+        max_evaluator_error_rate=args.max_error_rate,
+        name=args.name,
+    )
+    return _show(result, args.format, extra={"source_run": _source_of(result)})
+
+
+def rerun(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from evalsi.runs import open_store, rerun_run, unpinned
+
+    db = open_store(args.store, create=False)
+    source = db.get_run(args.run_id)
+    for item in unpinned(db, source.id):
+        note(f"warning: unpinned: {item} (a rerun may not reproduce the figures)")
+    progress = None if args.quiet else ProgressLine(unit="tasks", trouble="infra errors")
+    try:
+        result = asyncio.run(rerun_run(db, source.id, progress=progress))
+    finally:
+        if progress is not None:
+            progress.close()
+    return _show(result, args.format, extra={"rerun_of": source.id})
+
+
+def _source_of(result: Any) -> str | None:
+    if result.store is None:
+        return None
+    source = result.store.get_run(result.run_id).spec.get("source_run")
+    return str(source) if source else None
+
+
+def _show(result: Any, fmt: str, *, extra: dict[str, Any]) -> int:
+    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
+
+    if fmt == "json":
+        print_json({**result.to_dict(), **extra})
+        return int(result.exit_code)
+    links = " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in extra.items() if v)
+    title = f"run {result.run_id} · {result.status} · {result.records} samples x {result.trials}"
+    if links:
+        title += f" · {links}"
+    if result.stopped_reason:
+        title += f" · stopped: {result.stopped_reason}"
+    printer = print_markdown if fmt == "md" else print_table
+    printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
+    if result.gates:
+        print()
+        printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
+    return int(result.exit_code)

@@ -1,0 +1,357 @@
+"""Grade the stored outputs of a Run into a new run (kind ``grade``), never calling the target.
+
+Each task's ``Record`` is rebuilt from the source run's dataset (re-read with its field map and
+joined by position, ``seq``) plus the output and usage the source stored; the evaluators then
+grade it with the task's ``trial``. Task statuses carry over as the executor defines them
+(``_execute``): ``target_error`` tasks are ERROR and ``skipped`` ones SKIPPED for every
+evaluator; ``infra_error`` and ``cancelled`` tasks are copied as they are, counted in their own
+columns and never graded. The outputs are copied into the new run too, so reports, ``compare``
+and ``runs show`` read it like any Run; its figures come from the store (``_stored``), exactly
+as a one-shot run's do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from evalsi.core import (
+    Content,
+    EvalsiError,
+    Outcome,
+    Record,
+    ResultBatch,
+    SpecError,
+    Usage,
+    UserError,
+)
+from evalsi.datasets import Dataset, FieldMap, open_dataset
+from evalsi.evaluators import DatasetRunner, RecordRunner, Registry
+from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
+from evalsi.runs._run_result import RunResult
+from evalsi.runs._score import StoreLike, open_store
+from evalsi.runs._stored import summarize_stored
+from evalsi.store import RunInfo, SqlStore
+from evalsi.store._sql import OutputRow, TaskResults
+
+BATCH = 256
+READ_BATCH = 256
+GRADABLE = ("done", "stopped")
+
+
+async def grade_run(
+    store: StoreLike,
+    source_run: str,
+    evaluators: Iterable[EvaluatorLike],
+    *,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    gates: str | Sequence[str] = (),
+    min_completion_rate: float = 0.8,
+    max_evaluator_error_rate: float = 0.1,
+    name: str = "",
+    registry: Registry | None = None,
+) -> RunResult:
+    """Grade the outputs stored by Run ``source_run`` with ``evaluators``, into a new run.
+
+    Args:
+        store: the store holding the source run (a path, ``":memory:"`` or an open store); the
+            new run goes there too.
+        source_run: a Run's id (or unique prefix, or ``latest``), typically one made with
+            ``execute_only=True``; any finished Run can be graded again with other evaluators.
+        evaluators, params, gates, min_completion_rate, max_evaluator_error_rate: as for
+            ``evalsi.evaluate``.
+        name: a label for the new run (default: the source run's name).
+        registry: the evaluators to resolve names against (default: built-ins + entry points).
+
+    Raises:
+        UserError: the source is not a finished Run, or its dataset changed since it ran.
+
+    The target is never called. Trials are preserved, so pass@k and pass^k come out as for a
+    one-shot run of the same spec with these evaluators.
+    """
+    if registry is None:
+        from evalsi.packs import builtin_registry
+
+        registry = builtin_registry()
+    db = open_store(store)
+    source = db.get_run(source_run)
+    _check_source(source)
+    bound = bind_all(evaluators, registry=registry, params=params)
+    if not bound:
+        raise UserError("no evaluators to grade with", hint="name at least one, e.g. exact-match")
+    runners = runners_for(bound)
+    if any(isinstance(r, DatasetRunner) for r in runners):
+        names = [
+            b.name for b, r in zip(bound, runners, strict=True) if isinstance(r, DatasetRunner)
+        ]
+        raise UserError(
+            f"dataset-scope evaluators cannot grade a Run yet: {', '.join(names)}",
+            hint="run them with `evalsi eval` over the run's outputs",
+        )
+    rates = {
+        "min_completion_rate": min_completion_rate,
+        "max_evaluator_error_rate": max_evaluator_error_rate,
+    }
+    parsed_gates = parse_gates(gates, bound, **rates)
+    dataset, limit = _source_dataset(source)
+    version = _check_version(source, dataset)
+    trials = int(source.spec.get("trials", 1))
+    spec: dict[str, Any] = {
+        "source_run": source.id,
+        "evaluators": [b.spec() for b in bound],
+        "data": source.spec.get("data", dataset.name),
+        "dataset": source.spec.get("dataset"),
+        "trials": trials,
+        "seed": source.spec.get("seed", 0),
+    }
+    if parsed_gates:
+        spec["gates"] = [g.expr for g in parsed_gates]
+        spec.update(rates)
+    run_id = db.create_run(kind="grade", spec=spec, name=name or source.name).id
+    started = time.time()
+    samples = 0
+    try:
+        grader = _Grader(db, run_id, [r for r in runners if isinstance(r, RecordRunner)])
+        pending: list[tuple[Record, OutputRow]] = []
+        for seq, record, rows in _join(dataset, db.iter_outputs(source.id), limit):
+            samples = seq + 1
+            pending.extend((record, row) for row in rows)
+            if len(pending) >= BATCH:
+                await grader.grade(pending)
+                pending = []
+        if pending:
+            await grader.grade(pending)
+    except BaseException as e:
+        db.finish_run(
+            run_id,
+            status="failed",
+            records=samples,
+            summary=None,
+            manifest=None,
+            error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
+        )
+        raise
+    counts = db.output_counts(run_id)
+    stored = summarize_stored(
+        db,
+        run_id,
+        [(b.name, b.manifest.ref.name, b.manifest.outputs) for b in bound],
+        trials=trials,
+        task_counts=counts,
+    )
+    gate_results = evaluate_gates(parsed_gates, stored.metrics, **rates)
+    pass_k = {
+        f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
+        for (ev, metric), t in stored.trials.items()
+    }
+    spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(time.time() - started, 3)}
+    summary = {
+        "metrics": [m.to_dict() for m in stored.metrics],
+        "gates": gate_results,
+        "dataset": {"source": dataset.name, "version": version},
+        "tasks": counts,
+        "infra_errors": counts.get("infra_error", 0),
+        "stopped_reason": None,
+        "spend": spend,
+        "trials": trials,
+        "pass_k_samples": pass_k,
+        "source_run": source.id,
+    }
+    manifest = _manifest(source, bound, dataset.name, version, samples)
+    db.finish_run(run_id, status="done", records=samples, summary=summary, manifest=manifest)
+    return RunResult(
+        run_id=run_id,
+        status="done",
+        records=samples,
+        metrics=stored.metrics,
+        dataset_source=dataset.name,
+        dataset_version=version,
+        evaluators=[b.spec() for b in bound],
+        store=db,
+        gates=gate_results,
+        trials=trials,
+        tasks=counts,
+        infra_errors=counts.get("infra_error", 0),
+        spend=spend,
+        pass_k_samples=pass_k,
+    )
+
+
+def _check_source(source: RunInfo) -> None:
+    if source.kind != "run":
+        raise UserError(
+            f"run {source.id} is a {source.kind} run; only Run runs (evalsi run) hold target "
+            "outputs to grade"
+        )
+    if source.status not in GRADABLE:
+        raise UserError(
+            f"run {source.id} is {source.status}; only a finished run can be graded",
+            hint=f"complete it first: evalsi run -f SPEC --resume {source.id}",
+        )
+
+
+def _source_dataset(source: RunInfo) -> tuple[Dataset, int | None]:
+    """The source run's dataset, opened as the run opened it (path, field map, limit)."""
+    data = source.spec.get("data")
+    described = source.spec.get("dataset")
+    if not isinstance(described, dict):  # a run stored before the dataset was recorded
+        document = source.spec.get("document") or {}
+        described = document.get("dataset") if "target" in document else None
+    if not data or not isinstance(described, dict):
+        raise UserError(
+            f"run {source.id} does not record its dataset's field map; it cannot be graded again",
+            hint="run the spec again with this evalsi version",
+        )
+    fields = described.get("fields") or {}
+    limit = described.get("limit")
+    try:
+        dataset = open_dataset(str(data), fields=FieldMap(**fields))
+    except TypeError as e:
+        raise SpecError(f"run {source.id}: bad stored field map {fields!r}: {e}") from e
+    return dataset, int(limit) if limit is not None else None
+
+
+def _check_version(source: RunInfo, dataset: Dataset) -> str | None:
+    """Read the dataset once for its content version; it must be the one the source read."""
+    batches = dataset.iter_batches(READ_BATCH)
+    try:
+        for _ in batches:
+            pass
+    finally:
+        batches.close()
+    current = dataset.version
+    recorded = ((source.summary or {}).get("dataset") or {}).get("version")
+    if recorded is not None and current != recorded:
+        raise UserError(
+            f"the dataset {dataset.name} changed since run {source.id} read it "
+            f"(version {recorded}, now {current}); its outputs no longer match the samples",
+            hint="restore the dataset the run used, or run the spec again",
+        )
+    return current if recorded is None else recorded
+
+
+def _join(
+    dataset: Dataset, rows: Iterator[OutputRow], limit: int | None
+) -> Iterator[tuple[int, Record, list[OutputRow]]]:
+    """``(seq, record, its stored output rows)`` for every sample the source run stored."""
+    row = next(rows, None)
+    seq = 0
+    batches = dataset.iter_batches(READ_BATCH)
+    try:
+        for batch in batches:
+            for record in batch:
+                if row is None or (limit is not None and seq >= limit):
+                    return
+                found: list[OutputRow] = []
+                while row is not None and row.seq == seq:
+                    if row.record_id != record.id:
+                        raise UserError(
+                            f"the dataset {dataset.name} changed since its run: sample {seq} is "
+                            f"{record.id!r}, the run stored {row.record_id!r}",
+                            hint="restore the dataset the run used, or run the spec again",
+                        )
+                    found.append(row)
+                    row = next(rows, None)
+                if found:
+                    yield seq, record, found
+                seq += 1
+    finally:
+        batches.close()
+    if row is not None:
+        raise UserError(
+            f"the dataset {dataset.name} changed since its run: it has {seq} samples, the run "
+            f"stored outputs for sample {row.seq}",
+            hint="restore the dataset the run used, or run the spec again",
+        )
+
+
+class _Grader:
+    """Grades batches of (record, stored output) per trial and writes outputs and results."""
+
+    def __init__(self, db: SqlStore, run_id: str, runners: list[RecordRunner]) -> None:
+        self.db = db
+        self.run_id = run_id
+        self.runners = runners
+
+    async def grade(self, items: list[tuple[Record, OutputRow]]) -> None:
+        graded: list[TaskResults] = []
+        by_trial: dict[int, list[tuple[Record, OutputRow]]] = {}
+        for record, row in items:
+            if row.status in ("ok", "target_error", "skipped"):
+                by_trial.setdefault(row.trial, []).append((record, row))
+        for trial, group in by_trial.items():
+            ok = [(rebuild(record, row), row.seq) for record, row in group if row.status == "ok"]
+            if ok:
+                records = [r for r, _ in ok]
+                seqs = [s for _, s in ok]
+                for index, runner in enumerate(self.runners):
+                    batch = (
+                        await runner.run_async(records, trial=trial)
+                        if runner.is_async
+                        else runner.run(records, trial=trial)
+                    )
+                    graded.append((index, seqs, batch))
+            failed = [(record, row) for record, row in group if row.status != "ok"]
+            if failed:
+                seqs = [row.seq for _, row in failed]
+                for index, runner in enumerate(self.runners):
+                    graded.append((index, seqs, _unscored(runner, failed, trial)))
+        self.db.write_tasks(self.run_id, [row for _, row in items], graded)
+
+
+def rebuild(record: Record, row: OutputRow) -> Record:
+    """The record as the executor graded it: the sample plus the stored output and usage."""
+    output = Content.from_value(orjson.loads(row.output)) if row.output is not None else None
+    usage = Usage(**orjson.loads(row.usage)) if row.usage is not None else None
+    return dataclasses.replace(record, output=output, usage=usage)
+
+
+def _unscored(
+    runner: RecordRunner, items: list[tuple[Record, OutputRow]], trial: int
+) -> ResultBatch:
+    ids = [r.id for r, _ in items]
+    batch = ResultBatch(runner.name, runner.ref, runner.metric, ids, trial=trial)
+    for j, (_, row) in enumerate(items):
+        if row.status == "skipped":
+            batch.set_outcome(j, Outcome.SKIPPED, row.error or "sample not sent")
+        else:
+            batch.set_outcome(j, Outcome.ERROR, f"target error: {row.error}")
+    return batch
+
+
+def _manifest(
+    source: RunInfo, bound: list[Any], dataset: str, version: str | None, samples: int
+) -> dict[str, Any]:
+    from evalsi import __version__
+
+    before = source.manifest or {}
+    return {
+        "evalsi_version": __version__,
+        "source_run": {
+            "id": source.id,
+            "spec_hash": source.spec.get("spec_hash"),
+            "dataset_version": version,
+        },
+        "evaluators": [
+            {"name": b.name, "ref": b.ref, "version": b.manifest.version, "params": b.params}
+            for b in bound
+        ],
+        "dataset": {"source": dataset, "version": version, "records": samples},
+        "target": before.get("target"),
+        "trials": source.spec.get("trials", 1),
+        "seeds": before.get("seeds"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "created_at": time.time(),
+        "unpinned": list(before.get("unpinned") or []),
+    }
+
+
+__all__ = ["grade_run", "rebuild"]
