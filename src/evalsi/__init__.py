@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from evalsi._api import evaluate, evaluate_async, run, run_async
+    from evalsi._api import evaluate, evaluate_async, grade, run, run_async
     from evalsi.core import (
         Content,
         DatasetError,
@@ -68,6 +68,7 @@ __all__ = [
     "evaluate",
     "evaluate_async",
     "evaluator",
+    "grade",
     "run",
     "run_async",
 ]
@@ -75,6 +76,7 @@ __all__ = [
 _WHERE = {
     "evaluate": "evalsi._api",
     "evaluate_async": "evalsi._api",
+    "grade": "evalsi._api",
     "run": "evalsi._api",
     "run_async": "evalsi._api",
     "RunResult": "evalsi.runs",

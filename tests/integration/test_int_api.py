@@ -67,6 +67,7 @@ def test_public_surface_is_pinned():
         "evaluate",
         "evaluate_async",
         "evaluator",
+        "grade",
         "run",
         "run_async",
     ]
