@@ -143,8 +143,8 @@ class Executor:
         if self.budget is not None and self.budget.wall_clock_s is not None:
             clock = asyncio.create_task(self._wall_clock(self.budget.wall_clock_s))
         everything = [producer, *workers, grader, stop_wait, *([clock] if clock else [])]
+        workers_done = asyncio.gather(*workers)
         try:
-            workers_done = asyncio.gather(*workers)
             watch: set[asyncio.Future[Any]] = {producer, grader, workers_done, stop_wait}
             while True:
                 done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
@@ -179,7 +179,8 @@ class Executor:
         except BaseException:
             for task in everything:
                 task.cancel()
-            await asyncio.gather(*everything, return_exceptions=True)
+            # workers_done too: an unretrieved gather would log its CancelledError at exit.
+            await asyncio.gather(*everything, workers_done, return_exceptions=True)
             self._record_unfinished()
             raise
         finally:
