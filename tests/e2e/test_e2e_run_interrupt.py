@@ -1,4 +1,4 @@
-"""Ctrl-C during `evalsi run`: exit 3, the run marked interrupted, what was stored kept, resumable."""
+"""Ctrl-C during `evalsi run`: exit 3, the run interrupted, what was stored kept, resumable."""
 
 from __future__ import annotations
 
