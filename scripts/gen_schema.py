@@ -112,6 +112,15 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
             "model": {"minLength": 1},
         },
     },
+    "evalsi.v1alpha1.Judge": {
+        "required": ["connector", "model"],
+        "properties": {
+            "connector": {"enum": ["openai-compatible", "anthropic"]},
+            "model": {"minLength": 1},
+            "timeoutSeconds": {"exclusiveMinimum": 0},
+            "maxConcurrency": {"minimum": 1, "maximum": 4096},
+        },
+    },
     "evalsi.v1alpha1.HttpTarget": {
         "required": ["url"],
         "properties": {"url": {"minLength": 1}},

@@ -39,6 +39,7 @@ async def evaluate_async(
     gates: str | Sequence[str] = (),
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
+    judges: Mapping[str, Any] | None = None,
 ) -> ScoreResult:
     """Grade records that already hold outputs (the Score way in).
 
@@ -67,6 +68,12 @@ async def evaluate_async(
             records than this fraction of all graded (the rest skipped, errored or lost).
         max_evaluator_error_rate: ... or when its evaluator errored on more than this fraction
             of the records it tried to grade.
+        judges: the judge models that judge-pack evaluators (``llm-judge``, ``g-eval``,
+            ``pairwise``, ``reference-correctness``) may ask, by name: ``{"default":
+            {"connector": "openai-compatible", "baseUrl": "http://127.0.0.1:8000/v1",
+            "model": "qwen2.5-7b", "params": {"temperature": 0}, "secretRef": "env:KEY"}}``.
+            There is no default judge: an evaluator naming a judge that is not here is an
+            error before any record is read. Answers are cached in the store.
 
     Returns:
         A ``ScoreResult`` with ``run_id``, ``metrics``, ``gates``, ``results``, ``table()``
@@ -99,6 +106,7 @@ async def evaluate_async(
         gates=gates,
         min_completion_rate=min_completion_rate,
         max_evaluator_error_rate=max_evaluator_error_rate,
+        judges=judges,
     )
 
 

@@ -1,6 +1,16 @@
 """The evaluator SDK: the decorator, params, the registry and the batching runner."""
 
 from evalsi.evaluators._decorator import BoundEvaluator, Evaluator, Skip, evaluator
+from evalsi.evaluators._judges import (
+    JudgeClient,
+    JudgeReply,
+    UsesJudge,
+    current_judges,
+    get_judge,
+    judges_needed,
+    no_judge_reason,
+    use_judges,
+)
 from evalsi.evaluators._params import ParamSpec, validate_params
 from evalsi.evaluators._registry import ENTRY_POINT_GROUP, Registry
 from evalsi.evaluators._runner import (
@@ -17,14 +27,22 @@ __all__ = [
     "BoundEvaluator",
     "DatasetRunner",
     "Evaluator",
+    "JudgeClient",
+    "JudgeReply",
     "ParamSpec",
     "RecordRunner",
     "Registry",
     "Runner",
     "Skip",
+    "UsesJudge",
+    "current_judges",
     "evaluator",
+    "get_judge",
+    "judges_needed",
     "make_runner",
     "missing_checker",
+    "no_judge_reason",
     "to_scores",
+    "use_judges",
     "validate_params",
 ]

@@ -10,9 +10,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from evalsi.evaluators import Evaluator, Registry
-from evalsi.packs import core
+from evalsi.packs import core, judge
 
-BUILTIN_PACKS: Mapping[str, tuple[Evaluator, ...]] = MappingProxyType({"core": core.EVALUATORS})
+BUILTIN_PACKS: Mapping[str, tuple[Evaluator, ...]] = MappingProxyType(
+    {"core": core.EVALUATORS, "judge": judge.EVALUATORS}
+)
 """Pack name → its evaluators."""
 
 

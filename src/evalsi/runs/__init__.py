@@ -19,7 +19,14 @@ from evalsi.runs._result import (
     render_plain,
 )
 from evalsi.runs._run_result import RunResult
-from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.runs._runspec import (
+    BudgetSpec,
+    DatasetSpec,
+    EvaluatorEntry,
+    JudgeSpec,
+    RunSpec,
+    TargetSpec,
+)
 from evalsi.runs._scheduler import RunProgress, task_seed
 from evalsi.runs._score import Progress, open_store, score_async
 from evalsi.runs._spec_load import (
@@ -43,6 +50,7 @@ __all__ = [
     "EvaluatorMetrics",
     "Gate",
     "GateResult",
+    "JudgeSpec",
     "MetricComparison",
     "Progress",
     "RunProgress",

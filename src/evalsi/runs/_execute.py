@@ -48,8 +48,14 @@ from evalsi.core import (
     content_hash,
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
-from evalsi.evaluators import BoundEvaluator, DatasetRunner, Registry
+from evalsi.evaluators import BoundEvaluator, DatasetRunner, Registry, use_judges
 from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._judges import (
+    build_judges,
+    check_judges,
+    judges_manifest,
+    judges_summary,
+)
 from evalsi.runs._plan import bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._runspec import RunSpec
@@ -119,6 +125,7 @@ async def execute_run(
         "max_evaluator_error_rate": spec.max_evaluator_error_rate,
     }
     gates = parse_gates(() if execute_only else spec.gates, bound, **rates)
+    check_judges(bound, spec.judges)  # no default judge: refuse before calling anything
     target = build_target(spec.target, resilience=resilience or Resilience())
     render = renderer(spec.target)
     dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
@@ -173,11 +180,13 @@ async def execute_run(
         run_id = db.create_run(kind="run", spec=stored_spec, name=spec.name).id
 
     executor = Executor(spec, target, render, runners, db, run_id, dataset, completed, progress)
+    judges = build_judges(spec.judges, db, bound, resilience=resilience) if bound else {}
     started = time.time()
     try:
-        if spec.target.kind != "python":  # enough connections for every worker
+        if spec.target.kind != "python" or judges:  # enough connections for every worker
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
-        await executor.run()
+        with use_judges(judges):  # contextvars reach the grader task created inside
+            await executor.run()
     except BaseException as e:
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
         db.finish_run(
@@ -228,6 +237,9 @@ async def execute_run(
         "pass_k_samples": pass_k,
         "graded": not execute_only,
     }
+    if judges:
+        summary["judges"] = judges_summary(judges)
+        manifest["judges"] = judges_manifest(judges)
     db.finish_run(
         run_id,
         status=status,
@@ -285,6 +297,11 @@ def spec_document(spec: RunSpec) -> dict[str, Any]:
         "trials": spec.trials,
         "gates": list(spec.gates),
         "seed": spec.seed,
+        **(
+            {"judges": {k: dataclasses.asdict(j) for k, j in spec.judges.items()}}
+            if spec.judges
+            else {}
+        ),
     }
 
 

@@ -20,7 +20,14 @@ from evalsi.evaluators import Registry
 from evalsi.runs._execute import execute_run
 from evalsi.runs._grade import grade_run
 from evalsi.runs._run_result import RunResult
-from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.runs._runspec import (
+    BudgetSpec,
+    DatasetSpec,
+    EvaluatorEntry,
+    JudgeSpec,
+    RunSpec,
+    TargetSpec,
+)
 from evalsi.runs._scheduler import RunProgress
 from evalsi.runs._score import StoreLike, open_store
 from evalsi.store import RunInfo
@@ -109,6 +116,7 @@ def _from_fields(run_id: str, doc: dict[str, Any], stored: dict[str, Any]) -> Ru
             max_evaluator_error_rate=float(stored.get("max_evaluator_error_rate", 0.1)),
             budget=BudgetSpec(**budget) if isinstance(budget, dict) else None,
             seed=int(doc.get("seed", 0)),
+            judges={k: JudgeSpec(**v) for k, v in doc.get("judges", {}).items()},
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SpecError(f"run {run_id}: the stored spec cannot be rebuilt: {e}") from e

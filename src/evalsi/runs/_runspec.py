@@ -76,6 +76,36 @@ class BudgetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeSpec:
+    """A model that grades (tenet 8: none by default, secrets by reference).
+
+    ``connector`` is ``openai-compatible`` or ``anthropic``; ``params`` are sent with every
+    judge call (``temperature: 0`` is wise); ``max_concurrency`` caps this judge's calls in
+    flight. ``name`` is the key evaluators ask for (``judge: default``).
+    """
+
+    model: str
+    connector: str = "openai-compatible"
+    base_url: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    secret_ref: str = ""
+    name: str = "default"
+    timeout_s: float = 120.0
+    max_concurrency: int = 16
+
+    def identity(self) -> dict[str, Any]:
+        """What the manifest records and the judge cache keys on (no secret values)."""
+        return {
+            "name": self.name,
+            "connector": self.connector,
+            "base_url": self.base_url,
+            "model": self.model,
+            "params": dict(self.params),
+            "secret_ref": self.secret_ref or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RunSpec:
     """An ``EvalRun``: target × dataset × trials, graded by evaluators, gated by CEL."""
 
@@ -90,6 +120,7 @@ class RunSpec:
     max_evaluator_error_rate: float = 0.1
     budget: BudgetSpec | None = None
     seed: int = 0
+    judges: dict[str, JudgeSpec] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     source: str = ""  # the spec file it came from, if any
     raw: dict[str, Any] = field(default_factory=dict)  # the document as written, for the manifest
@@ -99,14 +130,15 @@ class RunSpec:
         """Content hash of the document as written (or of the fields, when built in code)."""
         if self.raw:
             return content_hash(self.raw)
-        return content_hash(
-            {
-                "name": self.name,
-                "target": repr(self.target),
-                "dataset": repr(self.dataset),
-                "evaluators": [e.as_mapping() for e in self.evaluators],
-                "trials": self.trials,
-                "gates": list(self.gates),
-                "seed": self.seed,
-            }
-        )
+        fields: dict[str, Any] = {
+            "name": self.name,
+            "target": repr(self.target),
+            "dataset": repr(self.dataset),
+            "evaluators": [e.as_mapping() for e in self.evaluators],
+            "trials": self.trials,
+            "gates": list(self.gates),
+            "seed": self.seed,
+        }
+        if self.judges:  # absent when unused, so older hashes stay valid
+            fields["judges"] = {k: j.identity() for k, j in sorted(self.judges.items())}
+        return content_hash(fields)

@@ -21,9 +21,17 @@ from typing import Any, Literal
 
 from evalsi.core import EvalsiError, Interval, Record, ResultBatch, UserError, content_hash
 from evalsi.datasets import FieldMap, open_dataset
-from evalsi.evaluators import DatasetRunner, RecordRunner, Registry
+from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
 from evalsi.runs._aggregate import Aggregator
 from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._judges import (
+    JudgeLike,
+    build_judges,
+    check_judges,
+    judge_specs,
+    judges_manifest,
+    judges_summary,
+)
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._result import ScoreResult
 from evalsi.store import DEFAULT_STORE, BackgroundWriter, SqlStore
@@ -73,6 +81,7 @@ async def score_async(
     gates: str | Sequence[str] = (),
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
+    judges: Mapping[str, JudgeLike] | None = None,
 ) -> ScoreResult:
     """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments."""
     if registry is None:
@@ -92,6 +101,8 @@ async def score_async(
         "max_evaluator_error_rate": max_evaluator_error_rate,
     }
     parsed_gates = parse_gates(gates, bound, **rates)  # every gate checked before any data
+    specs = judge_specs(judges)
+    check_judges(bound, specs)  # no default judge: a missing one stops the run before data
     dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
     db = open_store(store)
     spec: dict[str, Any] = {
@@ -106,6 +117,9 @@ async def score_async(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
+    clients = build_judges(specs, db, bound)
+    if clients:
+        spec["judges"] = judges_manifest(clients)
     run = db.create_run(kind="score", spec=spec, name=name)
     aggregator = Aggregator(
         [(b.name, b.manifest.outputs) for b in bound],
@@ -114,7 +128,7 @@ async def score_async(
     )
     done = 0
     try:
-        with _young_gc_relaxed(), BackgroundWriter(db, run.id) as writer:
+        with _young_gc_relaxed(), use_judges(clients), BackgroundWriter(db, run.id) as writer:
             for batch in dataset.iter_batches(batch_size):
                 graded: list[tuple[int, int, ResultBatch]] = []
                 for index, runner in enumerate(runners):
@@ -148,6 +162,11 @@ async def score_async(
             error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
         )
         raise
+    finally:
+        if clients:  # the judges' HTTP session belongs to this event loop
+            from evalsi.connectors import close_shared_session
+
+            await close_shared_session()
     manifest = _manifest(spec, bound, dataset.name, dataset.version, done)
     summary = {
         "metrics": [m.to_dict() for m in metrics],
@@ -156,6 +175,9 @@ async def score_async(
         "bad_records": dataset.bad_count,
         "bad_examples": [list(b) for b in dataset.bad_records[:10]],
     }
+    if clients:
+        summary["judges"] = judges_summary(clients)
+        manifest["judges"] = judges_manifest(clients)
     db.finish_run(run.id, status="done", records=done, summary=summary, manifest=manifest)
     return ScoreResult(
         run_id=run.id,

@@ -30,7 +30,14 @@ from typing import Any
 from jsonschema import Draft202012Validator, ValidationError
 
 from evalsi.core import SpecError, UserError
-from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.runs._runspec import (
+    BudgetSpec,
+    DatasetSpec,
+    EvaluatorEntry,
+    JudgeSpec,
+    RunSpec,
+    TargetSpec,
+)
 from evalsi.runs._spec_yaml import KeyPath, check_plain, line_of, parse_yaml, where
 
 API_VERSION = "evals.si/v1alpha1"
@@ -294,6 +301,7 @@ class _SpecBuilder:
         dataset = self.dataset(spec["dataset"])
         evaluators = self.evaluators(spec["evaluators"])
         budget = self.budget(spec["budget"]) if "budget" in spec else None
+        judges = {name: self.judge(name, j) for name, j in sorted(spec.get("judges", {}).items())}
         if self.problems or target is None or dataset is None:
             return None
         return RunSpec(
@@ -308,6 +316,7 @@ class _SpecBuilder:
             max_evaluator_error_rate=float(spec.get("maxEvaluatorErrorRate", 0.1)),
             budget=budget,
             seed=int(spec.get("seed", 0)),
+            judges=judges,
             labels=dict(meta.get("labels", {})),
             source=source,
             raw=self.doc,
@@ -360,6 +369,31 @@ class _SpecBuilder:
             params=dict(m.get("params", {})),
             secret_ref=secret,
             **common,
+        )
+
+    def judge(self, name: str, j: dict[str, Any]) -> JudgeSpec:
+        at: KeyPath = ("spec", "judges", name)
+        connector, base_url = j["connector"], j.get("baseUrl", "")
+        if base_url and not _URL.fullmatch(base_url):
+            self.bad(
+                (*at, "baseUrl"), f"expected an http:// or https:// URL, got {_show(base_url)}"
+            )
+        elif not base_url and connector == "anthropic":
+            base_url = ANTHROPIC_BASE_URL
+        elif not base_url:
+            self.bad(at, "missing required field 'baseUrl' (e.g. http://127.0.0.1:8000/v1)")
+        secret = j.get("secretRef", "")
+        if secret:
+            secret = self.secret((*at, "secretRef"), secret)
+        return JudgeSpec(
+            name=name,
+            connector=connector,
+            base_url=base_url,
+            model=j["model"],
+            params=dict(j.get("params", {})),
+            secret_ref=secret,
+            timeout_s=float(j.get("timeoutSeconds", 120.0)),
+            max_concurrency=int(j.get("maxConcurrency", 16)),
         )
 
     def http(self, at: KeyPath, h: dict[str, Any]) -> dict[str, Any]:

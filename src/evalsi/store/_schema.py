@@ -89,4 +89,15 @@ outputs = Table(
 schema bump, since ``create_all`` adds a missing table to an older store and nothing else
 changes."""
 
+judge_cache = Table(
+    "judge_cache",
+    metadata,
+    Column("key", String(80), primary_key=True),  # content hash of judge, template, messages
+    Column("text", Text, nullable=False),
+    Column("usage", JSON),  # the tokens the original call cost
+    Column("created_at", Float, nullable=False),
+)
+"""Judge answers by the content hash of what was asked (``runs/_judges.py``): a re-run of an
+unchanged suite makes no judge calls. Added like ``outputs``, without a schema bump."""
+
 Index("runs_created", runs.c.created_at)

@@ -28,7 +28,15 @@ from evalsi.core import (
     decode_score,
 )
 from evalsi.store._rows import COLUMNS, RowWriter, scores_from_dicts, scores_json, sqlite_pragmas
-from evalsi.store._schema import SCHEMA_VERSION, meta, metadata, outputs, results, runs
+from evalsi.store._schema import (
+    SCHEMA_VERSION,
+    judge_cache,
+    meta,
+    metadata,
+    outputs,
+    results,
+    runs,
+)
 
 OUTPUT_COLUMNS = (
     "seq",
@@ -120,6 +128,7 @@ class SqlStore:
             ) from e
         self._mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         self._raw: Any = None
+        self._cache_conn: Any = None
         self._rows: RowWriter | None = None
 
     @property
@@ -427,7 +436,47 @@ class SqlStore:
             query = sa.select(sa.func.count()).where(results.c.run == self._run_pk(run_id))
             return int(conn.execute(query).scalar_one())
 
+    # -- judge cache ----------------------------------------------------------------------------
+    def judge_cache_get(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        """The cached judge answer under ``key``: (text, usage of the original call), or None."""
+        # A warm re-run looks up every judge call here: plain DBAPI, no statement building.
+        if self._cache_conn is None:
+            self._cache_conn = self.engine.raw_connection()
+        cursor = self._cache_conn.cursor()
+        try:
+            cursor.execute(f"SELECT text, usage FROM judge_cache WHERE key = {self._mark}", (key,))
+            row = cursor.fetchone()
+        except Exception as e:  # the DBAPI's own error types differ per backend
+            raise StoreError(f"cannot read the judge cache in {self.location}: {e}") from e
+        finally:
+            cursor.close()
+        if self.engine.dialect.name != "sqlite":
+            self._cache_conn.rollback()  # end the read transaction (SQLite autocommits reads)
+        if row is None:
+            return None
+        usage = row[1]
+        if isinstance(usage, (str, bytes)):
+            usage = orjson.loads(usage)
+        return str(row[0]), dict(usage or {})
+
+    def judge_cache_put(self, key: str, text: str, usage: dict[str, Any]) -> None:
+        """Remember a judge answer (the first answer under a key wins)."""
+        row = {"key": key, "text": text, "usage": usage, "created_at": time.time()}
+        insert: Any
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(judge_cache).values(row).on_conflict_do_nothing())
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(f"cannot write the judge cache in {self.location}: {e}") from e
+
     def close(self) -> None:
+        if self._cache_conn is not None:
+            self._cache_conn.close()
+            self._cache_conn = None
         if self._raw is not None:
             self._raw.close()
             self._raw = None

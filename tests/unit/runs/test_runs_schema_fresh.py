@@ -85,8 +85,11 @@ def test_every_proto_field_appears_under_its_json_name_and_nothing_else_does() -
         assert schema["additionalProperties"] is False, message.full_name
         assert list(schema["properties"]) == [f.json_name for f in message.fields]
         for field in message.fields:
-            if field.message_type is not None and not field.message_type.GetOptions().map_entry:
-                pending.append(field.message_type)
+            entry = field.message_type
+            if entry is not None and entry.GetOptions().map_entry:
+                entry = entry.fields_by_name["value"].message_type  # map<string, Message>
+            if entry is not None:
+                pending.append(entry)
     assert set(defs) == seen
 
 

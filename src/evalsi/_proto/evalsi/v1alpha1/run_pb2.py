@@ -26,7 +26,7 @@ from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as evalsi_dot_v
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65valsi/v1alpha1/run.proto\x12\x0f\x65valsi.v1alpha1\x1a(evalsi/v1alpha1/evaluation_service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x87\x01\n\x07\x45valRun\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ObjectMeta\x12*\n\x04spec\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.EvalRunSpec\"\x82\x01\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x06labels\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.ObjectMeta.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x85\x03\n\x0b\x45valRunSpec\x12\'\n\x06target\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Target\x12,\n\x07\x64\x61taset\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.DatasetRef\x12\x0e\n\x06trials\x18\x03 \x01(\x05\x12\x17\n\x0fmax_concurrency\x18\x04 \x01(\x05\x12\x32\n\nevaluators\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\r\n\x05gates\x18\x06 \x03(\t\x12 \n\x13min_completion_rate\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12%\n\x18max_evaluator_error_rate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\'\n\x06\x62udget\x18\t \x01(\x0b\x32\x17.evalsi.v1alpha1.Budget\x12\x0c\n\x04seed\x18\n \x01(\x03\x42\x16\n\x14_min_completion_rateB\x1b\n\x19_max_evaluator_error_rate\"\xa9\x02\n\x06Target\x12-\n\x05model\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.ModelTargetH\x00\x12\x10\n\x06python\x18\x02 \x01(\tH\x00\x12+\n\x04http\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.HttpTargetH\x00\x12\x10\n\x08template\x18\x04 \x01(\t\x12\x0e\n\x06system\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12 \n\x13requests_per_minute\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x1e\n\x11tokens_per_minute\x18\x08 \x01(\x01H\x02\x88\x01\x01\x42\x06\n\x04kindB\x16\n\x14_requests_per_minuteB\x14\n\x12_tokens_per_minute\"~\n\x0bModelTarget\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\"\xca\x01\n\nHttpTarget\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12$\n\x04\x62ody\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x39\n\x07headers\x18\x05 \x03(\x0b\x32(.evalsi.v1alpha1.HttpTarget.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa0\x01\n\nDatasetRef\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x37\n\x06\x66ields\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.DatasetRef.FieldsEntry\x12\x12\n\x05limit\x18\x03 \x01(\x03H\x00\x88\x01\x01\x1a-\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_limit\"V\n\x06\x42udget\x12\x13\n\x06tokens\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x03usd\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\nwall_clock\x18\x03 \x01(\tB\t\n\x07_tokensB\x06\n\x04_usdb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65valsi/v1alpha1/run.proto\x12\x0f\x65valsi.v1alpha1\x1a(evalsi/v1alpha1/evaluation_service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x87\x01\n\x07\x45valRun\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ObjectMeta\x12*\n\x04spec\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.EvalRunSpec\"\x82\x01\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x06labels\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.ObjectMeta.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x86\x04\n\x0b\x45valRunSpec\x12\'\n\x06target\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Target\x12,\n\x07\x64\x61taset\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.DatasetRef\x12\x0e\n\x06trials\x18\x03 \x01(\x05\x12\x17\n\x0fmax_concurrency\x18\x04 \x01(\x05\x12\x32\n\nevaluators\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\r\n\x05gates\x18\x06 \x03(\t\x12 \n\x13min_completion_rate\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12%\n\x18max_evaluator_error_rate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\'\n\x06\x62udget\x18\t \x01(\x0b\x32\x17.evalsi.v1alpha1.Budget\x12\x0c\n\x04seed\x18\n \x01(\x03\x12\x38\n\x06judges\x18\x0b \x03(\x0b\x32(.evalsi.v1alpha1.EvalRunSpec.JudgesEntry\x1a\x45\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.evalsi.v1alpha1.Judge:\x02\x38\x01\x42\x16\n\x14_min_completion_rateB\x1b\n\x19_max_evaluator_error_rate\"\xaa\x01\n\x05Judge\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12\x17\n\x0fmax_concurrency\x18\x07 \x01(\x05\"\xa9\x02\n\x06Target\x12-\n\x05model\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.ModelTargetH\x00\x12\x10\n\x06python\x18\x02 \x01(\tH\x00\x12+\n\x04http\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.HttpTargetH\x00\x12\x10\n\x08template\x18\x04 \x01(\t\x12\x0e\n\x06system\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12 \n\x13requests_per_minute\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x1e\n\x11tokens_per_minute\x18\x08 \x01(\x01H\x02\x88\x01\x01\x42\x06\n\x04kindB\x16\n\x14_requests_per_minuteB\x14\n\x12_tokens_per_minute\"~\n\x0bModelTarget\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\"\xca\x01\n\nHttpTarget\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12$\n\x04\x62ody\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x39\n\x07headers\x18\x05 \x03(\x0b\x32(.evalsi.v1alpha1.HttpTarget.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa0\x01\n\nDatasetRef\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x37\n\x06\x66ields\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.DatasetRef.FieldsEntry\x12\x12\n\x05limit\x18\x03 \x01(\x03H\x00\x88\x01\x01\x1a-\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_limit\"V\n\x06\x42udget\x12\x13\n\x06tokens\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x03usd\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\nwall_clock\x18\x03 \x01(\tB\t\n\x07_tokensB\x06\n\x04_usdb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_OBJECTMETA_LABELSENTRY']._loaded_options = None
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_options = b'8\001'
+  _globals['_EVALRUNSPEC_JUDGESENTRY']._loaded_options = None
+  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_options = b'8\001'
   _globals['_HTTPTARGET_HEADERSENTRY']._loaded_options = None
   _globals['_HTTPTARGET_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_DATASETREF_FIELDSENTRY']._loaded_options = None
@@ -46,19 +48,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=342
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=387
   _globals['_EVALRUNSPEC']._serialized_start=390
-  _globals['_EVALRUNSPEC']._serialized_end=779
-  _globals['_TARGET']._serialized_start=782
-  _globals['_TARGET']._serialized_end=1079
-  _globals['_MODELTARGET']._serialized_start=1081
-  _globals['_MODELTARGET']._serialized_end=1207
-  _globals['_HTTPTARGET']._serialized_start=1210
-  _globals['_HTTPTARGET']._serialized_end=1412
-  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=1366
-  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=1412
-  _globals['_DATASETREF']._serialized_start=1415
-  _globals['_DATASETREF']._serialized_end=1575
-  _globals['_DATASETREF_FIELDSENTRY']._serialized_start=1520
-  _globals['_DATASETREF_FIELDSENTRY']._serialized_end=1565
-  _globals['_BUDGET']._serialized_start=1577
-  _globals['_BUDGET']._serialized_end=1663
+  _globals['_EVALRUNSPEC']._serialized_end=908
+  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_start=786
+  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_end=855
+  _globals['_JUDGE']._serialized_start=911
+  _globals['_JUDGE']._serialized_end=1081
+  _globals['_TARGET']._serialized_start=1084
+  _globals['_TARGET']._serialized_end=1381
+  _globals['_MODELTARGET']._serialized_start=1383
+  _globals['_MODELTARGET']._serialized_end=1509
+  _globals['_HTTPTARGET']._serialized_start=1512
+  _globals['_HTTPTARGET']._serialized_end=1714
+  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=1668
+  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=1714
+  _globals['_DATASETREF']._serialized_start=1717
+  _globals['_DATASETREF']._serialized_end=1877
+  _globals['_DATASETREF_FIELDSENTRY']._serialized_start=1822
+  _globals['_DATASETREF_FIELDSENTRY']._serialized_end=1867
+  _globals['_BUDGET']._serialized_start=1879
+  _globals['_BUDGET']._serialized_end=1965
 # @@protoc_insertion_point(module_scope)

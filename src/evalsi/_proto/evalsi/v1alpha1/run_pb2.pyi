@@ -36,7 +36,14 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EvalRunSpec(_message.Message):
-    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed")
+    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges")
+    class JudgesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Judge
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Judge, _Mapping]] = ...) -> None: ...
     TARGET_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +54,7 @@ class EvalRunSpec(_message.Message):
     MAX_EVALUATOR_ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    JUDGES_FIELD_NUMBER: _ClassVar[int]
     target: Target
     dataset: DatasetRef
     trials: int
@@ -57,7 +65,26 @@ class EvalRunSpec(_message.Message):
     max_evaluator_error_rate: float
     budget: Budget
     seed: int
-    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+    judges: _containers.MessageMap[str, Judge]
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ...) -> None: ...
+
+class Judge(_message.Message):
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency")
+    CONNECTOR_FIELD_NUMBER: _ClassVar[int]
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    connector: str
+    base_url: str
+    model: str
+    params: _struct_pb2.Struct
+    secret_ref: str
+    timeout_seconds: float
+    max_concurrency: int
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
 
 class Target(_message.Message):
     __slots__ = ("model", "python", "http", "template", "system", "timeout_seconds", "requests_per_minute", "tokens_per_minute")

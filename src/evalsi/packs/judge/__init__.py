@@ -1,0 +1,41 @@
+"""The judge pack: evaluators that ask a configured judge model (there is no default judge).
+
+``llm-judge`` (a rubric → a score with an explanation), ``g-eval`` (criteria + evaluation
+steps, 1–5), ``reference-correctness`` (pass/fail against the reference) and ``pairwise`` (the
+output vs a baseline, asked in both orders to measure position bias). Each is
+``builtin/<name>@1.0.0`` with a versioned prompt template whose hash is in its scores' metadata.
+"""
+
+from evalsi.evaluators import Evaluator
+from evalsi.packs.judge._ask import (
+    REPAIR_PROMPT,
+    JudgeFormatError,
+    PromptTemplate,
+    find_json_object,
+)
+from evalsi.packs.judge._compare import (
+    PAIRWISE_TEMPLATE,
+    REFERENCE_TEMPLATE,
+    pairwise,
+    reference_correctness,
+)
+from evalsi.packs.judge._rubric import G_EVAL_TEMPLATE, LLM_JUDGE_TEMPLATE, g_eval, llm_judge
+
+EVALUATORS: tuple[Evaluator, ...] = (llm_judge, g_eval, reference_correctness, pairwise)
+"""Every evaluator of the judge pack."""
+
+__all__ = [
+    "EVALUATORS",
+    "G_EVAL_TEMPLATE",
+    "LLM_JUDGE_TEMPLATE",
+    "PAIRWISE_TEMPLATE",
+    "REFERENCE_TEMPLATE",
+    "REPAIR_PROMPT",
+    "JudgeFormatError",
+    "PromptTemplate",
+    "find_json_object",
+    "g_eval",
+    "llm_judge",
+    "pairwise",
+    "reference_correctness",
+]

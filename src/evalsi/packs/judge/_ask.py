@@ -1,0 +1,223 @@
+"""Asking a judge for a JSON verdict: robust parsing, exactly one repair request, then an error.
+
+A judge's answer is read as the first JSON object in it that the verdict's check accepts:
+the whole text, a fenced block, or an object with text around it. When none is found the judge
+is asked once more, with its answer and a request to answer in the format; if that fails too
+the record is an ERROR that quotes the raw answer. A malformed verdict is never a silent 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.core import Message, Usage, content_hash
+from evalsi.evaluators import JudgeReply, get_judge
+
+REPAIR_PROMPT = (
+    "Your previous answer could not be read. Answer again with only the JSON object in the "
+    "format asked for above: no other text, no code fence."
+)
+"""The one repair request (its exact text is part of the protocol: tests script it)."""
+
+EXAMPLE_JUDGES = (
+    'judges={"default": {"connector": "openai-compatible", '
+    '"baseUrl": "http://127.0.0.1:8000/v1", "model": "qwen2.5-7b-instruct"}}'
+)
+"""The ``judges=`` argument the catalog examples show (a local OpenAI-compatible server)."""
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_RAW_SHOWN = 300
+
+Check = Callable[[dict[str, Any]], str | None]
+"""Returns why a parsed object is not an acceptable verdict, or None when it is."""
+
+
+class JudgeFormatError(Exception):
+    """The judge did not answer in the format asked for, even after one repair request."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    """A versioned prompt: ``system`` and ``user`` with ``$name`` placeholders."""
+
+    version: str
+    system: str
+    user: str
+
+    @property
+    def hash(self) -> str:
+        return content_hash({"version": self.version, "system": self.system, "user": self.user})
+
+    def render(self, **values: str) -> list[Message]:
+        from string import Template
+
+        return [
+            Message(role="system", content=self.system),
+            Message(role="user", content=Template(self.user).substitute(values)),
+        ]
+
+
+@dataclass(slots=True)
+class Verdict:
+    """A parsed verdict and what obtaining it cost."""
+
+    data: dict[str, Any]
+    replies: list[JudgeReply] = field(default_factory=list)
+
+    @property
+    def repaired(self) -> bool:
+        return len(self.replies) > 1
+
+
+def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, Any] | None, str]:
+    """The first JSON object in ``text`` that ``check`` accepts, and else why none was found.
+
+    Example:
+        >>> find_json_object('Sure! {"score": 4, "explanation": "ok"} Hope it helps.')[0]
+        {'score': 4, 'explanation': 'ok'}
+    """
+    candidates: list[Any] = []
+    stripped = text.strip()
+    with contextlib.suppress(ValueError):
+        candidates.append(json.loads(stripped))
+    candidates.extend(_loads(block) for block in _FENCE.findall(text))
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        candidates.append(value)
+    problem = "no JSON object found"
+    for value in candidates:
+        if not isinstance(value, dict):
+            continue
+        why = check(value) if check is not None else None
+        if why is None:
+            return value, ""
+        problem = why
+    return None, problem
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+async def ask_verdict(
+    judge_name: str,
+    messages: list[Message],
+    *,
+    template: PromptTemplate,
+    check: Check,
+) -> Verdict:
+    """Ask ``judge_name`` and parse its verdict, with one repair request on a bad answer."""
+    judge = get_judge(judge_name)
+    reply = await judge.complete(messages, template=template.hash)
+    data, problem = find_json_object(reply.text, check)
+    if data is not None:
+        return Verdict(data, [reply])
+    repair = [
+        *messages,
+        Message(role="assistant", content=reply.text),
+        Message(role="user", content=REPAIR_PROMPT),
+    ]
+    second = await judge.complete(repair, template=template.hash)
+    data, problem = find_json_object(second.text, check)
+    if data is not None:
+        return Verdict(data, [reply, second])
+    raw = second.text if len(second.text) <= _RAW_SHOWN else second.text[:_RAW_SHOWN] + "…"
+    raise JudgeFormatError(
+        f"judge {judge_name!r} did not answer in the format asked for ({problem}), even after "
+        f"one repair request; its answer: {raw!r}"
+    )
+
+
+async def ask_all(
+    judge_name: str,
+    prompts: Sequence[list[Message]],
+    *,
+    template: PromptTemplate,
+    check: Check,
+) -> list[Verdict]:
+    """``ask_verdict`` for several prompts at once (pairwise asks both orders concurrently)."""
+    return list(
+        await asyncio.gather(
+            *(ask_verdict(judge_name, p, template=template, check=check) for p in prompts)
+        )
+    )
+
+
+def total_usage(replies: Sequence[JudgeReply]) -> Usage:
+    """The tokens and cost of the calls behind ``replies`` (cached replies count zero)."""
+    costs = [r.usage.cost_usd for r in replies]
+    return Usage(
+        input_tokens=sum(r.usage.input_tokens or 0 for r in replies),
+        output_tokens=sum(r.usage.output_tokens or 0 for r in replies),
+        total_tokens=sum(r.usage.tokens() or 0 for r in replies),
+        cost_usd=None if any(c is None for c in costs) else float(sum(c or 0.0 for c in costs)),
+    )
+
+
+def judge_metadata(
+    judge_name: str, template: PromptTemplate, replies: Sequence[JudgeReply]
+) -> dict[str, Any]:
+    """What every judge score records: which judge and template, and whether it was cached."""
+    return {
+        "judge": judge_name,
+        "judge_identity": get_judge(judge_name).identity(),
+        "template": template.version,
+        "template_hash": template.hash,
+        "cached": all(r.cached for r in replies),
+        "judge_calls": sum(not r.cached for r in replies),
+        "repaired": len(replies) > 1,
+    }
+
+
+def number_check(low: float, high: float, key: str = "score") -> Check:
+    """Accept an object whose ``key`` is a number in [low, high]."""
+
+    def check(data: dict[str, Any]) -> str | None:
+        value = data.get(key)
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                return f"{key!r} is not a number"
+            data[key] = value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"no numeric {key!r}"
+        if not low <= value <= high:
+            return f"{key!r} {value} is outside {low:g}..{high:g}"
+        return None
+
+    return check
+
+
+def explanation_of(data: dict[str, Any]) -> str:
+    value = data.get("explanation", data.get("reasoning", ""))
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+__all__ = [
+    "EXAMPLE_JUDGES",
+    "REPAIR_PROMPT",
+    "JudgeFormatError",
+    "PromptTemplate",
+    "Verdict",
+    "ask_all",
+    "ask_verdict",
+    "explanation_of",
+    "find_json_object",
+    "judge_metadata",
+    "number_check",
+    "total_usage",
+]

@@ -1,0 +1,202 @@
+"""``reference-correctness`` (output vs reference) and ``pairwise`` (output vs a baseline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from evalsi.core import OutputSpec, Record, Score
+from evalsi.evaluators import Skip, UsesJudge, evaluator
+from evalsi.packs.judge._ask import (
+    EXAMPLE_JUDGES,
+    PromptTemplate,
+    ask_all,
+    ask_verdict,
+    explanation_of,
+    judge_metadata,
+    total_usage,
+)
+from evalsi.packs.judge._rubric import _SYSTEM
+
+REFERENCE_TEMPLATE = PromptTemplate(
+    version="reference-correctness/v1",
+    system=_SYSTEM,
+    user="""Decide whether the response is correct, taking the reference answer as the truth.
+A response is correct when it states the same answer as the reference (wording, length and \
+extra harmless detail do not matter) and contradicts it nowhere.
+$context
+# Reference answer
+$reference
+
+# Response
+$output
+
+Answer with only a JSON object:
+{"correct": true or false, "explanation": "<one sentence>"}""",
+)
+
+PAIRWISE_TEMPLATE = PromptTemplate(
+    version="pairwise/v1",
+    system=_SYSTEM,
+    user="""Compare two responses and say which is better.
+$criteria$context
+# Response A
+$a
+
+# Response B
+$b
+
+Do not let the order of the responses, their length or their style sway you. Answer with only \
+a JSON object:
+{"preferred": "A" or "B" or "tie", "explanation": "<one sentence>"}""",
+)
+
+_DEFAULT_PAIRWISE_CRITERIA = "Which response answers the input better: correct, complete, clear."
+
+
+def _context(record: Record) -> str:
+    return f"\n# Input\n{record.input.as_text()}\n" if record.input is not None else ""
+
+
+def _check_correct(data: dict[str, Any]) -> str | None:
+    value = data.get("correct")
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        data["correct"] = value.strip().lower() == "true"
+        return None
+    return None if isinstance(value, bool) else "no boolean 'correct'"
+
+
+class ReferenceCorrectness(UsesJudge):
+    """A judge decides whether the output states the same answer as the reference: pass/fail.
+
+    Template ``reference-correctness/v1``; the judge answers ``{"correct", "explanation"}``.
+    Parsing, the repair request, caching and cost are as for ``llm-judge``.
+
+    Args:
+        judge: the name of the configured judge to ask.
+    """
+
+    def __init__(self, *, judge: str = "default") -> None:
+        self.judge = judge
+
+    async def __call__(self, record: Record) -> Score:
+        assert record.output is not None
+        assert record.reference is not None
+        messages = REFERENCE_TEMPLATE.render(
+            context=_context(record),
+            reference=record.reference.as_text(),
+            output=record.output.as_text(),
+        )
+        verdict = await ask_verdict(
+            self.judge, messages, template=REFERENCE_TEMPLATE, check=_check_correct
+        )
+        return Score(
+            passed=bool(verdict.data["correct"]),
+            explanation=explanation_of(verdict.data),
+            cost=total_usage(verdict.replies),
+            metadata=judge_metadata(self.judge, REFERENCE_TEMPLATE, verdict.replies),
+        )
+
+
+reference_correctness = evaluator(
+    name="builtin/reference-correctness",
+    version="1.0.0",
+    pack="judge",
+    requires=("output", "reference"),
+    outputs=[
+        OutputSpec(
+            "reference-correctness", "passed", (0.0, 1.0), True, "the judge finds it correct"
+        )
+    ],
+    example='evalsi.evaluate("qa.jsonl", ["reference-correctness"], ' + EXAMPLE_JUDGES + ")",
+)(ReferenceCorrectness)
+
+
+def _check_preferred(data: dict[str, Any]) -> str | None:
+    value = data.get("preferred")
+    if isinstance(value, str) and value.strip().upper() in ("A", "B", "TIE"):
+        data["preferred"] = value.strip().upper()
+        return None
+    return "no 'preferred' of A, B or tie"
+
+
+class Pairwise(UsesJudge):
+    """A judge compares the output with a baseline, asked twice with the order swapped.
+
+    The baseline is ``metadata.baseline`` (e.g. the previous model's answer), else the
+    reference; a record with neither is SKIPPED. The judge sees (output, baseline) as (A, B),
+    then (B, A) swapped. Scores: ``pairwise`` (label ``output``, ``baseline`` or ``tie``; a
+    tie when the two orders disagree), ``pairwise-win`` (1 / 0.5 / 0 for the output) and
+    ``position-consistent`` (pass when both orders gave the same verdict: its mean measures
+    the judge's position bias). Template ``pairwise/v1``.
+
+    Args:
+        criteria: what "better" means (default: correct, complete, clear).
+        judge: the name of the configured judge to ask.
+    """
+
+    def __init__(self, *, criteria: str = "", judge: str = "default") -> None:
+        self.criteria = criteria or _DEFAULT_PAIRWISE_CRITERIA
+        self.judge = judge
+
+    async def __call__(self, record: Record) -> list[Score]:
+        assert record.output is not None
+        baseline = record.metadata.get("baseline")
+        if baseline is not None:
+            other = baseline if isinstance(baseline, str) else orjson.dumps(baseline).decode()
+        elif record.reference is not None:
+            other = record.reference.as_text()
+        else:
+            raise Skip("record has no metadata.baseline or reference to compare with")
+        output = record.output.as_text()
+        common = {"criteria": f"\n# Criteria\n{self.criteria}\n", "context": _context(record)}
+        first, second = await ask_all(
+            self.judge,
+            [
+                PAIRWISE_TEMPLATE.render(a=output, b=other, **common),
+                PAIRWISE_TEMPLATE.render(a=other, b=output, **common),
+            ],
+            template=PAIRWISE_TEMPLATE,
+            check=_check_preferred,
+        )
+        straight = {"A": "output", "B": "baseline", "TIE": "tie"}[first.data["preferred"]]
+        swapped = {"A": "baseline", "B": "output", "TIE": "tie"}[second.data["preferred"]]
+        consistent = straight == swapped
+        preferred = straight if consistent else "tie"
+        replies = [*first.replies, *second.replies]
+        metadata = judge_metadata(self.judge, PAIRWISE_TEMPLATE, replies)
+        metadata["verdicts"] = {"output_first": straight, "baseline_first": swapped}
+        explanation = (
+            f"output first: {straight} ({explanation_of(first.data)}); baseline first: "
+            f"{swapped} ({explanation_of(second.data)})"
+        )
+        return [
+            Score(
+                label=preferred,
+                explanation=explanation,
+                cost=total_usage(replies),
+                metadata=metadata,
+            ),
+            Score(
+                name="pairwise-win",
+                number={"output": 1.0, "tie": 0.5, "baseline": 0.0}[preferred],
+            ),
+            Score(name="position-consistent", passed=consistent),
+        ]
+
+
+pairwise = evaluator(
+    name="builtin/pairwise",
+    version="1.0.0",
+    pack="judge",
+    requires=("output",),
+    outputs=[
+        OutputSpec("pairwise", "label", None, None, "output, baseline or tie"),
+        OutputSpec("pairwise-win", "number", (0.0, 1.0), True, "1 win, 0.5 tie, 0 loss"),
+        OutputSpec(
+            "position-consistent", "passed", (0.0, 1.0), True, "same verdict in both orders"
+        ),
+    ],
+    example='evalsi.evaluate("ab.jsonl", ["pairwise"], ' + EXAMPLE_JUDGES + ")",
+)(Pairwise)

@@ -1,0 +1,236 @@
+"""``llm-judge`` (a rubric → a score with an explanation) and ``g-eval`` (criteria + steps)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalsi.core import OutputSpec, ParamError, Record, Score
+from evalsi.evaluators import UsesJudge, evaluator
+from evalsi.packs.judge._ask import (
+    EXAMPLE_JUDGES,
+    PromptTemplate,
+    ask_verdict,
+    explanation_of,
+    judge_metadata,
+    number_check,
+    total_usage,
+)
+
+_SYSTEM = (
+    "You are a careful, impartial evaluator. Judge only what you are asked to judge, and answer "
+    "in exactly the JSON format requested."
+)
+
+LLM_JUDGE_TEMPLATE = PromptTemplate(
+    version="llm-judge/v1",
+    system=_SYSTEM,
+    user="""Grade the response below against the rubric.
+
+# Rubric
+$rubric
+$context
+# Response
+$output
+
+Give a score from $low to $high ($meaning), where $high means the response fully meets the \
+rubric. Answer with only a JSON object:
+{"score": <number from $low to $high>, "explanation": "<one or two sentences>"}""",
+)
+"""The versioned prompt of ``llm-judge``; its hash is in every score's metadata."""
+
+G_EVAL_TEMPLATE = PromptTemplate(
+    version="g-eval/v1",
+    system=_SYSTEM,
+    user="""You will be given a response to evaluate on one criterion.
+
+# Evaluation criteria
+$criteria
+
+# Evaluation steps
+$steps
+$context
+# Response
+$output
+
+Follow the evaluation steps, then give a score from 1 (worst) to 5 (best). Answer with only a \
+JSON object:
+{"steps": "<what you found at each step, briefly>", "score": <1 to 5>, \
+"explanation": "<one sentence>"}""",
+)
+"""The versioned prompt of ``g-eval``."""
+
+DEFAULT_G_EVAL_STEPS = (
+    "Read the input (if any) and the response carefully.",
+    "Check how well the response meets the evaluation criteria, noting every shortfall.",
+    "Weigh the shortfalls and assign a score from 1 to 5.",
+)
+
+
+def context_block(record: Record, *, reference: bool = True) -> str:
+    """The input (and reference) sections of a prompt, for the record's fields present."""
+    parts = []
+    if record.input is not None:
+        parts.append(f"\n# Input\n{record.input.as_text()}\n")
+    if reference and record.reference is not None:
+        parts.append(f"\n# Reference answer\n{record.reference.as_text()}\n")
+    return "".join(parts)
+
+
+class LlmJudge(UsesJudge):
+    """A judge model grades the output against a rubric: a score in [0, 1] with an explanation.
+
+    The prompt (template ``llm-judge/v1``, its hash in each score's metadata) shows the rubric,
+    the input and the reference when the record has them, and the output, and asks for
+    ``{"score": ..., "explanation": ...}``. A JSON object anywhere in the answer is accepted
+    (fenced or with text around it); otherwise the judge is asked once to answer in the format,
+    and then the record is an ERROR quoting its answer, never a silent 0. Answers are cached in
+    the store: an unchanged re-run makes no judge call. Each score's ``cost`` holds the tokens
+    of its judge calls (zero when cached, with ``metadata.cached`` true).
+
+    There is no default judge: configure one (``spec.judges`` in a run spec, ``judges=`` in
+    ``evalsi.evaluate``); a run refuses to start when the named judge is missing.
+
+    Args:
+        rubric: what a good response is (required).
+        judge: the name of the configured judge to ask.
+        scale: the allowed scores, e.g. ``[1, 2, 3, 4, 5]``; the score is normalised to [0, 1]
+            (``(s - min) / (max - min)``). Default: a number from 0 to 1.
+        pass_threshold: also emit ``llm-judge-passed``: the normalised score is at least this.
+    """
+
+    def __init__(
+        self,
+        *,
+        rubric: str,
+        judge: str = "default",
+        scale: list[int] | None = None,
+        pass_threshold: float | None = None,
+    ) -> None:
+        if not rubric.strip():
+            raise ParamError("llm-judge: param 'rubric' must not be empty")
+        if scale is not None and (len(set(scale)) < 2):
+            raise ParamError("llm-judge: param 'scale' needs at least two distinct values")
+        if pass_threshold is not None and not 0.0 <= pass_threshold <= 1.0:
+            raise ParamError("llm-judge: param 'pass_threshold' is on the normalised 0..1 scale")
+        self.rubric = rubric
+        self.judge = judge
+        self.scale = sorted(set(scale)) if scale is not None else None
+        self.pass_threshold = pass_threshold
+        self.low, self.high = (self.scale[0], self.scale[-1]) if self.scale else (0, 1)
+        if self.scale:
+            self.meaning = "one of " + ", ".join(map(str, self.scale))
+        else:
+            self.meaning = "any number in between"
+        self._range = number_check(self.low, self.high)
+
+    def _check(self, data: dict[str, Any]) -> str | None:
+        problem = self._range(data)
+        if problem is None and self.scale and data["score"] not in self.scale:
+            return f"'score' {data['score']} is not one of {self.scale}"
+        return problem
+
+    async def __call__(self, record: Record) -> list[Score]:
+        assert record.output is not None
+        messages = LLM_JUDGE_TEMPLATE.render(
+            rubric=self.rubric,
+            context=context_block(record),
+            output=record.output.as_text(),
+            low=str(self.low),
+            high=str(self.high),
+            meaning=self.meaning,
+        )
+        verdict = await ask_verdict(
+            self.judge, messages, template=LLM_JUDGE_TEMPLATE, check=self._check
+        )
+        raw = float(verdict.data["score"])
+        number = (raw - self.low) / (self.high - self.low)
+        metadata = judge_metadata(self.judge, LLM_JUDGE_TEMPLATE, verdict.replies)
+        metadata["raw_score"] = raw
+        explanation = explanation_of(verdict.data)
+        scores = [
+            Score(
+                number=number,
+                explanation=explanation,
+                cost=total_usage(verdict.replies),
+                metadata=metadata,
+            )
+        ]
+        if self.pass_threshold is not None:
+            scores.append(Score(name="llm-judge-passed", passed=number >= self.pass_threshold))
+        return scores
+
+
+llm_judge = evaluator(
+    name="builtin/llm-judge",
+    version="1.0.0",
+    pack="judge",
+    requires=("output",),
+    outputs=[
+        OutputSpec("llm-judge", "number", (0.0, 1.0), True, "the judge's score, normalised"),
+        OutputSpec("llm-judge-passed", "passed", (0.0, 1.0), True, "score >= pass_threshold"),
+    ],
+    example=(
+        'evalsi.evaluate("answers.jsonl", [{"ref": "llm-judge", "params": {"rubric": '
+        '"Answers correctly and politely"}}], ' + EXAMPLE_JUDGES + ")"
+    ),
+)(LlmJudge)
+
+
+class GEval(UsesJudge):
+    """G-Eval style grading: criteria and explicit evaluation steps, a 1–5 score in [0, 1].
+
+    The judge follows the evaluation steps (given, or three generic ones) and answers
+    ``{"steps", "score", "explanation"}`` (template ``g-eval/v1``); the score is normalised as
+    ``(s - 1) / 4``. Unlike the paper, no token probabilities weight the score (most endpoints
+    do not return them). Parsing, the repair request, caching and cost are as for
+    ``llm-judge``.
+
+    Args:
+        criteria: what to grade (required), e.g. "Coherence: the answer is well structured".
+        steps: the evaluation steps, in order.
+        judge: the name of the configured judge to ask.
+    """
+
+    def __init__(
+        self, *, criteria: str, steps: list[str] | None = None, judge: str = "default"
+    ) -> None:
+        if not criteria.strip():
+            raise ParamError("g-eval: param 'criteria' must not be empty")
+        self.criteria = criteria
+        self.steps = list(steps) if steps else list(DEFAULT_G_EVAL_STEPS)
+        self.judge = judge
+        self._check = number_check(1, 5)
+
+    async def __call__(self, record: Record) -> Score:
+        assert record.output is not None
+        messages = G_EVAL_TEMPLATE.render(
+            criteria=self.criteria,
+            steps="\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1)),
+            context=context_block(record),
+            output=record.output.as_text(),
+        )
+        verdict = await ask_verdict(
+            self.judge, messages, template=G_EVAL_TEMPLATE, check=self._check
+        )
+        raw = float(verdict.data["score"])
+        metadata = judge_metadata(self.judge, G_EVAL_TEMPLATE, verdict.replies)
+        metadata["raw_score"] = raw
+        return Score(
+            number=(raw - 1.0) / 4.0,
+            explanation=explanation_of(verdict.data),
+            cost=total_usage(verdict.replies),
+            metadata=metadata,
+        )
+
+
+g_eval = evaluator(
+    name="builtin/g-eval",
+    version="1.0.0",
+    pack="judge",
+    requires=("output",),
+    outputs=[OutputSpec("g-eval", "number", (0.0, 1.0), True, "1–5 judge score, normalised")],
+    example=(
+        'evalsi.evaluate("answers.jsonl", [{"ref": "g-eval", "params": {"criteria": '
+        '"Coherence: the answer is well structured"}}], ' + EXAMPLE_JUDGES + ")"
+    ),
+)(GEval)

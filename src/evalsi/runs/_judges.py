@@ -1,0 +1,212 @@
+"""Judge clients for a run: a connector behind the store's judge cache, with accounting.
+
+A judge answer is cached under the content hash of what determines it: the judge's identity
+(connector, base URL, model, params), the prompt template's hash, the rendered messages and the
+seed. An unchanged suite re-run therefore makes no judge call; a changed rubric, template,
+output or judge model does. Secret references are not part of the key (rotating a key does not
+change an answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from evalsi.connectors import Anthropic, OpenAICompatible, Resilience, resolve_secret
+from evalsi.core import Message, Usage, UserError, content_hash, message_to_dict
+from evalsi.evaluators import BoundEvaluator, JudgeReply, judges_needed
+from evalsi.runs._pricing import cost_usd
+from evalsi.runs._runspec import JudgeSpec
+from evalsi.store import SqlStore
+
+JUDGE_CONNECTORS = ("openai-compatible", "anthropic")
+_JUDGE_FIELDS = {
+    "connector": "connector",
+    "baseUrl": "base_url",
+    "base_url": "base_url",
+    "model": "model",
+    "params": "params",
+    "secretRef": "secret_ref",
+    "secret_ref": "secret_ref",
+    "timeoutSeconds": "timeout_s",
+    "timeout_s": "timeout_s",
+    "maxConcurrency": "max_concurrency",
+    "max_concurrency": "max_concurrency",
+}
+
+
+@dataclasses.dataclass(slots=True)
+class JudgeAccount:
+    """What one judge cost in this session: calls made, answers from the cache, tokens, USD."""
+
+    calls: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    usd_unknown: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["usd"] = None if self.usd_unknown and not self.usd else round(self.usd, 6)
+        return out
+
+
+class StoreJudge:
+    """A ``JudgeClient``: the connector, the store's judge cache and this judge's account."""
+
+    def __init__(self, spec: JudgeSpec, store: SqlStore, *, resilience: Resilience | None = None):
+        if spec.connector not in JUDGE_CONNECTORS:
+            raise UserError(
+                f"judge {spec.name!r}: unknown connector {spec.connector!r}",
+                hint="use one of: " + ", ".join(JUDGE_CONNECTORS),
+            )
+        if not spec.model:
+            raise UserError(f"judge {spec.name!r}: model is required")
+        base_url = spec.base_url
+        if not base_url and spec.connector == "anthropic":
+            base_url = "https://api.anthropic.com"
+        if not base_url:
+            raise UserError(
+                f"judge {spec.name!r}: baseUrl is required (e.g. http://127.0.0.1:8000/v1)"
+            )
+        self.spec = dataclasses.replace(spec, base_url=base_url)
+        key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
+        cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
+        self.connector = cls(
+            base_url,
+            spec.model,
+            spec.params,
+            api_key=key,
+            timeout=spec.timeout_s,
+            resilience=resilience,
+        )
+        self.store = store
+        self.account = JudgeAccount()
+        self._limit = asyncio.Semaphore(max(1, spec.max_concurrency))
+        ident = self.spec.identity()
+        ident.pop("secret_ref")
+        ident.pop("name")
+        self._key_base = ident
+
+    def identity(self) -> dict[str, Any]:
+        return self.spec.identity()
+
+    def cache_key(self, messages: list[Message], *, seed: int | None, template: str) -> str:
+        return content_hash(
+            {
+                "judge": self._key_base,
+                "template": template,
+                "messages": [message_to_dict(m) for m in messages],
+                "seed": seed,
+            }
+        )
+
+    async def complete(
+        self, messages: list[Message], *, seed: int | None = None, template: str = ""
+    ) -> JudgeReply:
+        key = self.cache_key(messages, seed=seed, template=template)
+        hit = self.store.judge_cache_get(key)
+        if hit is not None:
+            self.account.cached += 1
+            zero = Usage(input_tokens=0, output_tokens=0, total_tokens=0, cost_usd=0.0)
+            return JudgeReply(hit[0], zero, cached=True)
+        async with self._limit:
+            completion = await self.connector.complete(messages, seed=seed)
+        usage = completion.usage
+        usage.latency_ms = None  # the judge's latency is not the target's cost
+        price = cost_usd(self.spec.model, usage)
+        if price is not None:
+            usage.cost_usd = price
+        self._account(usage, price)
+        known = {k: v for k in usage.__slots__ if (v := getattr(usage, k)) is not None}
+        self.store.judge_cache_put(key, completion.text, known)
+        return JudgeReply(completion.text, usage, cached=False)
+
+    def _account(self, usage: Usage, price: float | None) -> None:
+        account = self.account
+        account.calls += 1
+        account.input_tokens += usage.input_tokens or 0
+        account.output_tokens += usage.output_tokens or 0
+        account.tokens += usage.tokens() or 0
+        if price is None:
+            account.usd_unknown += 1
+        else:
+            account.usd += price
+
+
+JudgeLike = JudgeSpec | Mapping[str, Any]
+"""A judge as a ``JudgeSpec`` or a plain mapping (``{"model": ..., "baseUrl": ...}``)."""
+
+
+def judge_specs(judges: Mapping[str, JudgeLike] | None) -> dict[str, JudgeSpec]:
+    """Judge specs from ``JudgeSpec`` values or plain mappings (``{"model": ..., "baseUrl":
+    ...}``, camelCase or snake_case keys), keyed by name; a bad mapping is a ``UserError``."""
+    out: dict[str, JudgeSpec] = {}
+    for name, value in (judges or {}).items():
+        if isinstance(value, JudgeSpec):
+            out[name] = dataclasses.replace(value, name=name)
+            continue
+        if not isinstance(value, Mapping):
+            raise UserError(f"judges.{name}: expected a mapping with connector, baseUrl, model")
+        unknown = sorted(set(value) - set(_JUDGE_FIELDS))
+        if unknown:
+            raise UserError(
+                f"judges.{name}: unknown field(s) {', '.join(map(repr, unknown))}",
+                hint="known: connector, baseUrl, model, params, secretRef, timeoutSeconds, "
+                "maxConcurrency",
+            )
+        if not value.get("model"):
+            raise UserError(f"judges.{name}: model is required")
+        kwargs = {_JUDGE_FIELDS[k]: v for k, v in value.items()}
+        kwargs["params"] = dict(kwargs.get("params") or {})
+        out[name] = JudgeSpec(name=name, **kwargs)
+    return out
+
+
+def check_judges(bound: list[BoundEvaluator], specs: Mapping[str, JudgeSpec]) -> None:
+    """A ``UserError`` when an evaluator asks for a judge that is not configured (no default)."""
+    for name, users in judges_needed(bound).items():
+        if name not in specs:
+            raise UserError(
+                f"{', '.join(users)} needs a judge named {name!r}, and none is configured "
+                "(evalsi has no default judge)",
+                hint=f"add spec.judges.{name} {{connector, baseUrl, model, secretRef}} to the run "
+                f"spec, or pass judges={{{name!r}: {{...}}}} to evalsi.evaluate",
+            )
+
+
+def build_judges(
+    specs: Mapping[str, JudgeSpec],
+    store: SqlStore,
+    bound: list[BoundEvaluator],
+    *,
+    resilience: Resilience | None = None,
+) -> dict[str, StoreJudge]:
+    """Clients for the judges the bound evaluators use (secrets resolved here; no call made)."""
+    check_judges(bound, specs)
+    return {name: StoreJudge(spec, store, resilience=resilience) for name, spec in specs.items()}
+
+
+def judges_summary(judges: Mapping[str, StoreJudge]) -> dict[str, Any]:
+    """Per judge: calls, cache hits, tokens and USD of this session (for the run summary)."""
+    return {name: judge.account.to_dict() for name, judge in judges.items()}
+
+
+def judges_manifest(judges: Mapping[str, StoreJudge]) -> dict[str, Any]:
+    return {name: judge.identity() for name, judge in judges.items()}
+
+
+__all__ = [
+    "JudgeAccount",
+    "JudgeLike",
+    "StoreJudge",
+    "build_judges",
+    "check_judges",
+    "judge_specs",
+    "judges_manifest",
+    "judges_summary",
+]
