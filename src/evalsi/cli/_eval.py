@@ -25,6 +25,8 @@ examples:
 Each row is one record: input, output, reference (a JSON list means "any of these"), id,
 context, usage {input_tokens, output_tokens, cost_usd, latency_ms}, metadata; other keys become
 metadata. Results are stored in .evalsi/evalsi.db (see `evalsi runs list`).
+Judge-pack evaluators (llm-judge, g-eval, pairwise, reference-correctness) need --judges FILE,
+a YAML mapping such as `default: {connector: openai-compatible, baseUrl: URL, model: NAME}`.
 A gate is a CEL condition on the metrics: metric('EVALUATOR') or metric('EVALUATOR', 'METRIC')
 with .mean .std .n .scored .skipped .errors .ci.low .ci.high .passAtK(k) .passHatK(k). A gate
 whose metrics have too little eligible data (see --min-completion-rate, --max-error-rate) is
@@ -80,6 +82,12 @@ def register(commands: Any) -> None:
     p.add_argument("--reference-field", metavar="FIELD", help="row field holding the reference")
     p.add_argument("--id-field", metavar="FIELD", help="row field holding the record id")
     p.add_argument("--name", default="", help="a label for this run")
+    p.add_argument(
+        "--judges",
+        metavar="FILE",
+        help="a YAML mapping of judge name -> {connector, baseUrl, model, params, secretRef} "
+        "for the judge pack (llm-judge, g-eval, ...); there is no default judge",
+    )
     p.add_argument(
         "--gate",
         action="append",
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             name=args.name,
             progress=progress,
             gates=args.gate,
+            judges=_read_judges(args.judges) if args.judges else None,
             min_completion_rate=args.min_completion_rate,
             max_evaluator_error_rate=args.max_error_rate,
         )
@@ -170,6 +179,25 @@ def run(args: argparse.Namespace) -> int:
         print()
         printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
     return result.exit_code
+
+
+def _read_judges(path: str) -> dict[str, Any]:
+    """The ``--judges`` file: a YAML mapping; its entries are checked like a spec's judges."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise UserError(f"--judges {path}: cannot read it: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise UserError(f"--judges {path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict) or not data:
+        raise UserError(
+            f"--judges {path}: expected a mapping of judge name -> settings",
+            hint="default: {connector: openai-compatible, baseUrl: http://..., model: NAME}",
+        )
+    return data
 
 
 class ProgressLine:
