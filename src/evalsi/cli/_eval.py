@@ -212,16 +212,18 @@ class ProgressLine:
         self.shown = False
         self._write: Callable[[str], Any] = sys.stderr.write
 
-    def __call__(self, done: int, bad: int) -> None:
+    def __call__(self, done: int, bad: int, extra: str = "") -> None:
         now = time.monotonic()
         interval = 0.2 if self.tty else 10.0
         if now - self.last < interval:
             return
         self.last = now
         rate = done / max(now - self.started, 1e-9)
-        text = f"{done:,} {self.unit} done ({rate:,.0f}/s)" + (
-            f", {bad} {self.trouble}" if bad else ""
-        )
+        text = f"{done:,} {self.unit} done ({rate:,.0f}/s)"
+        if bad:
+            text += f", {bad} {self.trouble}"
+        if extra:
+            text += f", {extra}"
         if self.tty:
             self._write("\r\x1b[2K" + text)
             self.shown = True

@@ -31,7 +31,8 @@ GRACE_S = 10.0
 """Seconds in-flight calls may still finish after a budget is hit, before they are cancelled."""
 READ_BATCH = 256
 
-RunProgress = Callable[[int, int], None]
+RunProgress = Callable[[int, int, str], None]
+"""Called after each graded batch with (tasks done, infra errors, spend so far as text)."""
 """Called after each graded batch with (tasks done in this session, infra errors so far)."""
 
 
@@ -312,7 +313,14 @@ class Executor:
         self.db.write_tasks(self.run_id, rows, graded)
         self.done_tasks += len(items)
         if self.progress is not None:
-            self.progress(self.done_tasks, self.infra)
+            self.progress(self.done_tasks, self.infra, self._spend_text())
+
+    def _spend_text(self) -> str:
+        spend = self.spend
+        text = f"{spend.tokens:,} tokens"
+        if spend.usd or not spend.usd_unknown:
+            text += f", ${spend.usd:,.4f}" + ("+" if spend.usd_unknown else "")
+        return text
 
     def _record_unfinished(self) -> None:
         """Tasks in flight or generated but not graded when the session ended: ``cancelled``."""
