@@ -195,6 +195,7 @@ async def grade_async(
     max_evaluator_error_rate: float = 0.1,
     name: str = "",
     registry: Registry | None = None,
+    judges: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Grade the outputs a Run stored (typically ``run(..., execute_only=True)``) into a new run
     linked to it, without calling the target; see ``evalsi.runs.grade_run``."""
@@ -210,6 +211,7 @@ async def grade_async(
         max_evaluator_error_rate=max_evaluator_error_rate,
         name=name,
         registry=registry,
+        judges=judges,
     )
 
 

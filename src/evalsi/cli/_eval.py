@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             name=args.name,
             progress=progress,
             gates=args.gate,
-            judges=_read_judges(args.judges) if args.judges else None,
+            judges=read_judges(args.judges) if args.judges else None,
             min_completion_rate=args.min_completion_rate,
             max_evaluator_error_rate=args.max_error_rate,
         )
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _read_judges(path: str) -> dict[str, Any]:
+def read_judges(path: str) -> dict[str, Any]:
     """The ``--judges`` file: a YAML mapping; its entries are checked like a spec's judges."""
     import yaml
 

@@ -62,6 +62,11 @@ def register(commands: Any) -> None:
     g.add_argument("--min-completion-rate", type=float, default=0.8, metavar="RATE")
     g.add_argument("--max-error-rate", type=float, default=0.1, metavar="RATE")
     g.add_argument("--name", default="", help="a label for the new run")
+    g.add_argument(
+        "--judges",
+        metavar="FILE",
+        help="judges for judge-pack evaluators (YAML mapping; default: the source run's)",
+    )
     g.add_argument("--format", choices=FORMATS, default="table", help="output format")
     g.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     g.set_defaults(handler=grade)
@@ -82,6 +87,7 @@ def register(commands: Any) -> None:
 
 def grade(args: argparse.Namespace) -> int:
     from evalsi._api import grade as grade_outputs
+    from evalsi.cli._eval import read_judges
 
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
@@ -95,6 +101,7 @@ def grade(args: argparse.Namespace) -> int:
         min_completion_rate=args.min_completion_rate,
         max_evaluator_error_rate=args.max_error_rate,
         name=args.name,
+        judges=read_judges(args.judges) if args.judges else None,
     )
     return _show(result, args.format, extra={"source_run": _source_of(result)})
 

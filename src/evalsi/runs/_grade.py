@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from evalsi.connectors import close_shared_session
 from evalsi.core import (
     Content,
     EvalsiError,
@@ -32,8 +33,15 @@ from evalsi.core import (
     UserError,
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
-from evalsi.evaluators import DatasetRunner, RecordRunner, Registry
+from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
 from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._judges import (
+    build_judges,
+    check_judges,
+    judge_specs,
+    judges_manifest,
+    judges_summary,
+)
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._score import StoreLike, open_store
@@ -57,6 +65,7 @@ async def grade_run(
     max_evaluator_error_rate: float = 0.1,
     name: str = "",
     registry: Registry | None = None,
+    judges: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Grade the outputs stored by Run ``source_run`` with ``evaluators``, into a new run.
 
@@ -69,6 +78,8 @@ async def grade_run(
             ``evalsi.evaluate``.
         name: a label for the new run (default: the source run's name).
         registry: the evaluators to resolve names against (default: built-ins + entry points).
+        judges: judges for judge-pack evaluators (as for ``evalsi.evaluate``); default: the
+            judges of the source run's spec.
 
     Raises:
         UserError: the source is not a finished Run, or its dataset changed since it ran.
@@ -100,6 +111,8 @@ async def grade_run(
         "max_evaluator_error_rate": max_evaluator_error_rate,
     }
     parsed_gates = parse_gates(gates, bound, **rates)
+    specs = judge_specs(judges if judges is not None else _source_judges(source))
+    check_judges(bound, specs)  # no default judge: refuse before reading anything
     dataset, limit = _source_dataset(source)
     version = _check_version(source, dataset)
     trials = int(source.spec.get("trials", 1))
@@ -117,17 +130,19 @@ async def grade_run(
     run_id = db.create_run(kind="grade", spec=spec, name=name or source.name).id
     started = time.time()
     samples = 0
+    built = build_judges(specs, db, bound)
     try:
         grader = _Grader(db, run_id, [r for r in runners if isinstance(r, RecordRunner)])
         pending: list[tuple[Record, OutputRow]] = []
-        for seq, record, rows in _join(dataset, db.iter_outputs(source.id), limit):
-            samples = seq + 1
-            pending.extend((record, row) for row in rows)
-            if len(pending) >= BATCH:
+        with use_judges(built):
+            for seq, record, rows in _join(dataset, db.iter_outputs(source.id), limit):
+                samples = seq + 1
+                pending.extend((record, row) for row in rows)
+                if len(pending) >= BATCH:
+                    await grader.grade(pending)
+                    pending = []
+            if pending:
                 await grader.grade(pending)
-                pending = []
-        if pending:
-            await grader.grade(pending)
     except BaseException as e:
         db.finish_run(
             run_id,
@@ -138,6 +153,9 @@ async def grade_run(
             error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
         )
         raise
+    finally:
+        if built:  # the judges' HTTP session belongs to this event loop
+            await close_shared_session()
     counts = db.output_counts(run_id)
     stored = summarize_stored(
         db,
@@ -165,6 +183,9 @@ async def grade_run(
         "source_run": source.id,
     }
     manifest = _manifest(source, bound, dataset.name, version, samples)
+    if built:
+        summary["judges"] = judges_summary(built)
+        manifest["judges"] = judges_manifest(built)
     db.finish_run(run_id, status="done", records=samples, summary=summary, manifest=manifest)
     return RunResult(
         run_id=run_id,
@@ -352,6 +373,14 @@ def _manifest(
         "created_at": time.time(),
         "unpinned": list(before.get("unpinned") or []),
     }
+
+
+def _source_judges(source: RunInfo) -> dict[str, Any]:
+    """The judges the source run's spec configured: YAML (camelCase under ``spec``) or code."""
+    document = source.spec.get("document") or {}
+    found = (document.get("spec") or {}).get("judges") or document.get("judges") or {}
+    # Specs built in code store dataclass fields; ``name`` is the key itself.
+    return {k: {f: v for f, v in j.items() if f != "name"} for k, j in found.items()}
 
 
 __all__ = ["grade_run", "rebuild"]
