@@ -1,6 +1,7 @@
 """Domain types shared by every layer. Imports no other evalsi package."""
 
 from evalsi.core._batch import (
+    INFRA_PREFIX,
     KIND_CODES,
     LABEL,
     NUMBER,
@@ -62,6 +63,7 @@ from evalsi.core._score import (
 )
 
 __all__ = [
+    "INFRA_PREFIX",
     "KIND_CODES",
     "LABEL",
     "NUMBER",

@@ -14,11 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalsi.core import (
+    INFRA_PREFIX,
     PASSED,
     EvaluationResult,
     Outcome,
     Record,
     ResultBatch,
+    RunError,
     Scope,
     Score,
     UserError,
@@ -88,6 +90,8 @@ def to_scores(value: Any, default_name: str) -> list[Score] | str:
 
 def _error_reason(e: BaseException) -> str:
     text = str(e)
+    if isinstance(e, RunError):  # infrastructure (a judge's endpoint...), not the evaluator
+        return f"{INFRA_PREFIX}{getattr(e, 'kind', 'internal')}): {text}"
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import (
+    INFRA_PREFIX,
     LABEL,
     NUMBER,
     EvaluationResult,
@@ -54,6 +55,7 @@ class _Evaluator:
     counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # by Outcome value
     metrics: dict[str, _Metric] = field(default_factory=dict)
     dataset_n: int | None = None  # records a dataset-scope value summarises
+    infra: int = 0  # results lost to infrastructure (counted apart from errors, never in n)
 
 
 class Aggregator:
@@ -99,8 +101,17 @@ class Aggregator:
         scored = outcome.count(1)
         counts[1] += scored
         if scored < n:
-            for code in (2, 3, 4):
-                counts[code] += outcome.count(code)
+            counts[2] += outcome.count(2)
+            counts[4] += outcome.count(4)
+            errors = outcome.count(3)
+            if errors:
+                infra = sum(
+                    1
+                    for o, t in zip(outcome, batch.text, strict=True)
+                    if o == 3 and t is not None and t.startswith(INFRA_PREFIX)
+                )
+                counts[3] += errors - infra
+                ev.infra += infra
         if scored == n and scores.count(None) == n and LABEL not in kind:
             # Fast path: every record scored one plain value (most batches of most runs).
             metric = metrics.get(batch.metric)
@@ -200,6 +211,7 @@ class Aggregator:
                     "skipped": counts[2],
                     "errors": counts[3],
                     "cancelled": counts[4],
+                    "infra_errors": ev.infra,
                     "higher_is_better": metric.higher_is_better,
                 }
                 if ev.dataset_n is not None:
