@@ -31,6 +31,8 @@ import dataclasses
 import platform
 import sys
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -179,8 +181,20 @@ async def execute_run(
             stored_spec.update(rates)
         run_id = db.create_run(kind="run", spec=stored_spec, name=spec.name).id
 
-    executor = Executor(spec, target, render, runners, db, run_id, dataset, completed, progress)
     judges = build_judges(spec.judges, db, bound, resilience=resilience) if bound else {}
+    executor = Executor(
+        spec,
+        target,
+        render,
+        runners,
+        db,
+        run_id,
+        dataset,
+        completed,
+        progress,
+        judge_spend=(lambda: _judge_totals(judges)) if judges else None,
+        total_tasks=_count_tasks(spec, len(completed)),
+    )
     started = time.time()
     try:
         if spec.target.kind != "python" or judges:  # enough connections for every worker
@@ -283,6 +297,27 @@ def _executed_tasks(db: SqlStore, run_id: str) -> set[tuple[int, int]]:
     """``(seq, trial)`` of the tasks of an execute-only run a resume may skip."""
     done = ("ok", "target_error", "skipped")
     return {(r.seq, r.trial) for r in db.iter_outputs(run_id) if r.status in done}
+
+
+def _judge_totals(judges: Mapping[str, Any]) -> tuple[int, float]:
+    """Tokens and USD the judges used so far (budgets count them with the target's)."""
+    accounts = [j.account for j in judges.values()]
+    return sum(a.tokens for a in accounts), sum(a.usd for a in accounts)
+
+
+def _count_tasks(spec: RunSpec, done: int) -> int | None:
+    """Tasks this session will run, when the source says how many samples it has (JSONL/CSV
+    lines, or a limit): enough for an ETA; None otherwise. Never reads more than a line count."""
+    samples: int | None = None
+    path = Path(spec.dataset.source)
+    if path.suffix in (".jsonl", ".ndjson", ".csv") and path.is_file():
+        with path.open("rb") as f:
+            samples = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        if path.suffix == ".csv":
+            samples = max(samples - 1, 0)  # the header
+    if spec.dataset.limit is not None:
+        samples = spec.dataset.limit if samples is None else min(samples, spec.dataset.limit)
+    return None if samples is None else max(samples * spec.trials - done, 0)
 
 
 def spec_document(spec: RunSpec) -> dict[str, Any]:

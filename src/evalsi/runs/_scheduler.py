@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -53,6 +54,14 @@ class _Done:
     attempts: int = 1
 
 
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return (
+        f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    )
+
+
 def task_seed(seed: int, sample_id: str, trial: int) -> int:
     """The seed passed to the target for one (sample, trial): stable across runs and resumes."""
     digest = hashlib.blake2b(f"{seed}\0{sample_id}\0{trial}".encode(), digest_size=8).digest()
@@ -83,6 +92,9 @@ class Executor:
         dataset: Dataset,
         completed: set[tuple[int, int]],
         progress: RunProgress | None,
+        *,
+        judge_spend: Callable[[], tuple[int, float]] | None = None,
+        total_tasks: int | None = None,
     ) -> None:
         self.spec = spec
         self.target = target
@@ -96,6 +108,9 @@ class Executor:
         self.model = spec.target.model
         self.budget = spec.budget
         self.spend = Spend()
+        self.judge_spend = judge_spend  # (tokens, usd) the judges used: budgets count them too
+        self.total_tasks = total_tasks  # known up front only for some sources: gives an ETA
+        self.started = time.monotonic()
         self.samples = 0
         self.done_tasks = 0
         self.infra = 0
@@ -121,13 +136,25 @@ class Executor:
             spend.usd_unknown += 1
         else:
             spend.usd += cost
+        self._check_budget()
+
+    def _totals(self) -> tuple[int, float]:
+        """Tokens and USD of this session: the target's calls plus the judges'."""
+        tokens, usd = self.spend.tokens, self.spend.usd
+        if self.judge_spend is not None:
+            judge_tokens, judge_usd = self.judge_spend()
+            tokens, usd = tokens + judge_tokens, usd + judge_usd
+        return tokens, usd
+
+    def _check_budget(self) -> None:
         budget = self.budget
         if budget is None:
             return
-        if budget.tokens is not None and spend.tokens >= budget.tokens:
-            self.stop(f"budget(tokens): {spend.tokens} >= {budget.tokens}")
-        elif budget.usd is not None and spend.usd >= budget.usd:
-            self.stop(f"budget(usd): {spend.usd:.4f} >= {budget.usd:g}")
+        tokens, usd = self._totals()
+        if budget.tokens is not None and tokens >= budget.tokens:
+            self.stop(f"budget(tokens): {tokens} >= {budget.tokens}")
+        elif budget.usd is not None and usd >= budget.usd:
+            self.stop(f"budget(usd): {usd:.4f} >= {budget.usd:g}")
 
     async def _wall_clock(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -312,14 +339,20 @@ class Executor:
                     )
         self.db.write_tasks(self.run_id, rows, graded)
         self.done_tasks += len(items)
+        if self.judge_spend is not None:
+            self._check_budget()  # judge calls happen while grading
         if self.progress is not None:
-            self.progress(self.done_tasks, self.infra, self._spend_text())
+            self.progress(self.done_tasks, self.infra, self._progress_text())
 
-    def _spend_text(self) -> str:
-        spend = self.spend
-        text = f"{spend.tokens:,} tokens"
-        if spend.usd or not spend.usd_unknown:
-            text += f", ${spend.usd:,.4f}" + ("+" if spend.usd_unknown else "")
+    def _progress_text(self) -> str:
+        tokens, usd = self._totals()
+        text = f"{tokens:,} tokens"
+        if usd or not self.spend.usd_unknown:
+            text += f", ${usd:,.4f}" + ("+" if self.spend.usd_unknown else "")
+        total, done = self.total_tasks, self.done_tasks
+        if total and done:
+            left = max(total - done, 0) * (time.monotonic() - self.started) / done
+            text += f", ETA ~{_duration(left)}"
         return text
 
     def _record_unfinished(self) -> None:
