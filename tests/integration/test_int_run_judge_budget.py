@@ -66,3 +66,33 @@ def test_progress_reports_tokens_and_an_eta(
     assert seen[-1][0] == 150
     assert all("tokens" in text for _, _, text in seen)
     assert any("ETA ~" in text for _, _, text in seen[:-1])
+
+
+def test_dry_run_projects_judge_calls_tokens_and_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalsi.runs._pricing import _user_table
+
+    setup(tmp_path, monkeypatch, 10)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"j": {"input": 1.0, "output": 2.0}}))
+    monkeypatch.setenv("EVALSI_PRICING", str(prices))
+    _user_table.cache_clear()
+    text = SPEC.format(judge="http://127.0.0.1:9/v1", budget="budget: {tokens: 1000}")
+    text = text.replace(
+        "  evaluators:\n",
+        "  trials: 2\n  evaluators:\n    - ref: pairwise\n",
+    )
+    spec = run_spec_from_yaml(text, base_dir=tmp_path)
+    with StubLLM() as never_called:
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", dry_run=True))
+        assert never_called.calls() == 0
+    _user_table.cache_clear()
+    judge = result.plan["projected"]["judges"]["default"]  # type: ignore[index]
+    assert judge["calls"] == 10 * 2 * (1 + 2)  # llm-judge once, pairwise twice, per task
+    assert judge["tokens"] > 0
+    assert judge["usd"] is not None
+    assert judge["usd"] > 0
+    assert result.plan["projected"]["tokens"] >= judge["tokens"]  # type: ignore[index]
+    assert result.plan["budget"]["tokens"]["within"] is False  # type: ignore[index]
+    assert "judge       default" in result.table()

@@ -7,7 +7,7 @@ from typing import Any
 from evalsi.connectors import Target, input_messages
 from evalsi.core import Content
 from evalsi.datasets import Dataset
-from evalsi.evaluators import BoundEvaluator
+from evalsi.evaluators import BoundEvaluator, UsesJudge
 from evalsi.runs._pricing import price
 from evalsi.runs._runspec import RunSpec
 from evalsi.runs._targets import Render, RenderError, identity
@@ -55,21 +55,31 @@ def plan_run(
         note = f"no price for model {spec.target.model!r}; add it to a file named by EVALSI_PRICING"
     else:
         note = f"a {spec.target.kind} target has no token price"
+    judges = _project_judges(spec, bound, total_in, total_out, samples - unrenderable)
+    judge_tokens = sum(j["tokens"] for j in judges.values())
+    judge_usd = [j["usd"] for j in judges.values()]
+    if usd is not None and None not in judge_usd:
+        usd += sum(u for u in judge_usd if u is not None)
+    elif None in judge_usd:
+        usd, note = None, note or "a judge's model has no price; add it to EVALSI_PRICING"
+    tokens = total_in + total_out + judge_tokens
     projected: dict[str, Any] = {
         "calls": calls,
         "input_tokens": total_in,
         "output_tokens": total_out,
-        "tokens": total_in + total_out,
+        "judge_tokens": judge_tokens,
+        "tokens": tokens,
         "usd": usd,
         "note": note,
+        "judges": judges,
     }
     budget: dict[str, Any] = {}
     if spec.budget is not None:
         if spec.budget.tokens is not None:
-            within = total_in + total_out <= spec.budget.tokens
+            within = tokens <= spec.budget.tokens
             budget["tokens"] = {
                 "limit": spec.budget.tokens,
-                "projected": total_in + total_out,
+                "projected": tokens,
                 "within": within,
                 "verdict": "within" if within else "would stop the run early",
             }
@@ -106,6 +116,35 @@ def plan_run(
         "budget": budget,
         "spec_hash": spec.spec_hash,
     }
+
+
+JUDGE_PROMPT_TOKENS = 200  # the rubric template around the sample, roughly
+JUDGE_ANSWER_TOKENS = 150  # a score and a short explanation
+
+
+def _project_judges(
+    spec: RunSpec, bound: list[BoundEvaluator], target_in: int, target_out: int, graded: int
+) -> dict[str, dict[str, Any]]:
+    """Rough judge use per judge: each graded task's input and output go to the judge once per
+    judge-pack evaluator (twice for pairwise, which swaps the order); no cache hit assumed."""
+    out: dict[str, dict[str, Any]] = {}
+    per_task_in = (target_in + target_out) / max(graded * spec.trials, 1) + JUDGE_PROMPT_TOKENS
+    for b in bound:
+        instance = b.instance
+        if not isinstance(instance, UsesJudge):
+            continue
+        calls = graded * spec.trials * (2 if b.manifest.ref.name == "pairwise" else 1)
+        entry = out.setdefault(instance.judge, {"calls": 0, "tokens": 0, "usd": 0.0})
+        tokens_in, tokens_out = int(calls * per_task_in), calls * JUDGE_ANSWER_TOKENS
+        entry["calls"] += calls
+        entry["tokens"] += tokens_in + tokens_out
+        judge = spec.judges.get(instance.judge)
+        prices = price(judge.model) if judge is not None else None
+        if prices is None or entry["usd"] is None:
+            entry["usd"] = None
+        else:
+            entry["usd"] += (tokens_in * prices[0] + tokens_out * prices[1]) / 1e6
+    return out
 
 
 def _chars(request: Any) -> int:

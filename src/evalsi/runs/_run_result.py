@@ -91,6 +91,12 @@ def render_plan(plan: dict[str, Any]) -> str:
         "  cost        "
         + (f"~${usd:.4f}" if usd is not None else f"unknown ({projected['note']})"),
     ]
+    for name, judge in (projected.get("judges") or {}).items():
+        cost = f"~${judge['usd']:.4f}" if judge["usd"] is not None else "cost unknown"
+        lines.append(
+            f"  judge       {name}: ~{judge['calls']} calls, ~{judge['tokens']} tokens, {cost} "
+            "(before cache hits; included above)"
+        )
     for name, check in plan["budget"].items():
         lines.append(f"  budget      {name} {check['limit']}: {check['verdict']}")
     for item in plan["unpinned"]:
