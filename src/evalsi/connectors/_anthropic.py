@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from evalsi.connectors._chat import ChatModel
 from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
 from evalsi.connectors._http import request_json, shared_session
@@ -14,8 +15,6 @@ from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._secrets import Secret, as_secret
 from evalsi.connectors._types import (
     Completion,
-    InputLike,
-    TargetOutput,
     estimate_tokens,
     input_messages,
 )
@@ -29,7 +28,7 @@ DEFAULT_MAX_TOKENS = 1024
 """The Messages API requires ``max_tokens``; this is sent when ``params`` have none."""
 
 
-class Anthropic:
+class Anthropic(ChatModel):
     """The Messages API.
 
     ``base_url`` is the host root (``https://api.anthropic.com``); requests go to
@@ -78,25 +77,8 @@ class Anthropic:
         self._secrets = (self.api_key,) if self.api_key is not None else ()
         self._key_id = self.api_key.ref if self.api_key is not None else ""
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
-            f"api_key={self.api_key!r})"
-        )
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "connector": self.connector,
-            "base_url": self.base_url,
-            "model": self.model,
-            "params": self.params,
-            "version": self.version,
-            "secret_ref": self.api_key.ref if self.api_key is not None else None,
-        }
-
-    async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
-        messages = input_messages(input, system=self.system)
-        return (await self.complete(messages, seed=seed)).to_output()
+    def _describe_extra(self) -> dict[str, Any]:
+        return {"version": self.version}
 
     async def complete(
         self, messages: Sequence[Message] | str, *, seed: int | None = None, **params: Any

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from evalsi.connectors._chat import ChatModel
 from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
 from evalsi.connectors._http import request_json, shared_session
@@ -15,8 +16,6 @@ from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._secrets import Secret, as_secret
 from evalsi.connectors._types import (
     Completion,
-    InputLike,
-    TargetOutput,
     estimate_tokens,
     input_messages,
 )
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     import aiohttp
 
 
-class OpenAICompatible:
+class OpenAICompatible(ChatModel):
     """A chat-completions endpoint.
 
     ``base_url`` is the API root including its version, as the OpenAI SDKs take it
@@ -73,25 +72,6 @@ class OpenAICompatible:
             self._headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
         self._secrets = (self.api_key,) if self.api_key is not None else ()
         self._key_id = self.api_key.ref if self.api_key is not None else ""
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
-            f"api_key={self.api_key!r})"
-        )
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "connector": self.connector,
-            "base_url": self.base_url,
-            "model": self.model,
-            "params": self.params,
-            "secret_ref": self.api_key.ref if self.api_key is not None else None,
-        }
-
-    async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
-        messages = input_messages(input, system=self.system)
-        return (await self.complete(messages, seed=seed)).to_output()
 
     async def complete(
         self, messages: Sequence[Message] | str, *, seed: int | None = None, **params: Any
