@@ -201,7 +201,9 @@ def read_judges(path: str) -> dict[str, Any]:
 
 
 class ProgressLine:
-    """Progress on stderr: a live line on a terminal, one summary line per 10 s otherwise."""
+    """Progress on stderr: a rich live bar on a terminal, one summary line per 10 s otherwise
+    (so CI logs stay short). The bar pulses: streamed sources rarely know their size up front,
+    and the text carries the ETA when they do."""
 
     def __init__(self, unit: str = "records", trouble: str = "bad") -> None:
         self.unit = unit
@@ -209,8 +211,21 @@ class ProgressLine:
         self.tty = sys.stderr.isatty()
         self.started = time.monotonic()
         self.last = 0.0
-        self.shown = False
         self._write: Callable[[str], Any] = sys.stderr.write
+        self._bar: Any = None
+        if self.tty:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+            self._bar = Progress(
+                SpinnerColumn(),
+                BarColumn(bar_width=24),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._task = self._bar.add_task("starting", total=None)
+            self._bar.start()
 
     def __call__(self, done: int, bad: int, extra: str = "") -> None:
         now = time.monotonic()
@@ -224,12 +239,11 @@ class ProgressLine:
             text += f", {bad} {self.trouble}"
         if extra:
             text += f", {extra}"
-        if self.tty:
-            self._write("\r\x1b[2K" + text)
-            self.shown = True
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
         elif now - self.started >= interval:
             self._write(text + "\n")
 
     def close(self) -> None:
-        if self.shown:
-            self._write("\r\x1b[2K")
+        if self._bar is not None:
+            self._bar.stop()
