@@ -40,3 +40,20 @@ def test_a_bad_spec_names_file_line_and_field(
     assert "run.yaml:" in proc.stderr
     assert "maxConcurency" in proc.stderr
     assert "maxConcurrency" in proc.stderr
+
+
+def test_custom_evaluator_example_runs_from_anywhere(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "custom_evaluator.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "numeric-close" in proc.stdout
+    assert not (tmp_path / ".evalsi").exists()  # it uses an in-memory store
