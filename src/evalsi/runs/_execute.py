@@ -149,7 +149,7 @@ async def execute_run(
 
     db = opened or open_store(store)
     document = spec_document(spec)
-    completed: set[tuple[int, int]] = set()
+    completed: dict[tuple[int, int], str] = {}
     if resume is not None:
         info = db.get_run(resume)
         if info.kind != "run":
@@ -157,11 +157,12 @@ async def execute_run(
         _check_same_spec(info.spec, spec, document)
         if info.status == "running":
             raise UserError(f"run {info.id} is still running (pid {info.pid})")
-        db.reopen_run(info.id)
         run_id = info.id
         completed = (
             _executed_tasks(db, run_id) if execute_only else db.completed_tasks(run_id, len(bound))
         )
+        _check_same_samples(dataset, completed, run_id)  # before the run is touched
+        db.reopen_run(run_id)
     else:
         stored_spec = {
             "evaluators": [b.spec() for b in bound],
@@ -225,6 +226,10 @@ async def execute_run(
     )
     gate_results = evaluate_gates(gates, stored.metrics, **rates)
     status = "stopped" if executor.stopped_reason else "done"
+    if status == "done" and counts.get("infra_error", 0) and not _any_completed(counts):
+        # Every task was lost to infrastructure: nothing was judged, so this run could not
+        # finish (exit 3), whatever the gates say; --resume retries the lost tasks.
+        status, executor.stopped_reason = "incomplete", "every task failed on infrastructure"
     target_id, unpinned = identity(target, spec.target)
     spend = {
         "tokens": executor.spend.tokens,
@@ -293,10 +298,41 @@ def _resume_execute_only(info: RunInfo, execute_only: bool) -> bool:
     return stored or execute_only
 
 
-def _executed_tasks(db: SqlStore, run_id: str) -> set[tuple[int, int]]:
-    """``(seq, trial)`` of the tasks of an execute-only run a resume may skip."""
+def _any_completed(counts: Mapping[str, int]) -> bool:
+    return any(counts.get(k, 0) for k in ("ok", "target_error", "skipped"))
+
+
+def _executed_tasks(db: SqlStore, run_id: str) -> dict[tuple[int, int], str]:
+    """``(seq, trial)`` → record id of the tasks of an execute-only run a resume may skip."""
     done = ("ok", "target_error", "skipped")
-    return {(r.seq, r.trial) for r in db.iter_outputs(run_id) if r.status in done}
+    return {(r.seq, r.trial): r.record_id for r in db.iter_outputs(run_id) if r.status in done}
+
+
+def _check_same_samples(
+    dataset: Any, completed: Mapping[tuple[int, int], str], run_id: str
+) -> None:
+    """Resume skips tasks by position: refuse when the samples at those positions changed."""
+    if not completed:
+        return
+    stored: dict[int, str] = {seq: rid for (seq, _trial), rid in completed.items()}
+    last = max(stored)
+    seq = 0
+    for batch in dataset.iter_batches(1024):
+        for record in batch:
+            expected = stored.get(seq)
+            if expected is not None and expected != record.id:
+                raise SpecError(
+                    f"cannot resume run {run_id}: the dataset changed since it ran (position "
+                    f"{seq} holds sample {record.id!r}, the run stored {expected!r})",
+                    hint="start a new run instead of --resume",
+                )
+            seq += 1
+            if seq > last:
+                return
+    raise SpecError(
+        f"cannot resume run {run_id}: the dataset is shorter than when it ran",
+        hint="start a new run instead of --resume",
+    )
 
 
 def _judge_totals(judges: Mapping[str, Any]) -> tuple[int, float]:

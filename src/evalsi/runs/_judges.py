@@ -186,9 +186,14 @@ def build_judges(
     *,
     resilience: Resilience | None = None,
 ) -> dict[str, StoreJudge]:
-    """Clients for the judges the bound evaluators use (secrets resolved here; no call made)."""
+    """Clients for the judges the bound evaluators use (secrets resolved here; no call made).
+
+    Without ``resilience`` the run gets its own (breakers, limiters): a judge whose breaker
+    opened in one run must not stay open for the next run in the same process.
+    """
     check_judges(bound, specs)
-    return {name: StoreJudge(spec, store, resilience=resilience) for name, spec in specs.items()}
+    shared = resilience if resilience is not None else Resilience()
+    return {name: StoreJudge(spec, store, resilience=shared) for name, spec in specs.items()}
 
 
 def judges_summary(judges: Mapping[str, StoreJudge]) -> dict[str, Any]:

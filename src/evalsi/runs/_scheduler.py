@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -90,7 +90,7 @@ class Executor:
         db: SqlStore,
         run_id: str,
         dataset: Dataset,
-        completed: set[tuple[int, int]],
+        completed: Mapping[tuple[int, int], str],
         progress: RunProgress | None,
         *,
         judge_spend: Callable[[], tuple[int, float]] | None = None,
@@ -256,8 +256,10 @@ class Executor:
             key = (task.seq, task.trial)
             self._inflight[key] = task
             done = await self._call(task)
-            del self._inflight[key]
             await self._done.put(done)
+            # Only now: a worker cancelled while waiting to hand its result over still has the
+            # task in _inflight, so it is recorded as cancelled (and redone on resume).
+            del self._inflight[key]
 
     async def _call(self, task: _Task) -> _Done:
         record = task.record

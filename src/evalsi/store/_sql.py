@@ -241,6 +241,8 @@ class SqlStore:
 
     def get_run(self, ref: str) -> RunInfo:
         """A run by id, unique id prefix, or ``latest``."""
+        if not ref.strip():
+            raise UserError("a run id is empty", hint="give a run id, a unique prefix, or latest")
         with self.engine.connect() as conn:
             if ref == "latest":
                 query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.pk.desc())
@@ -411,25 +413,30 @@ class SqlStore:
         with self.engine.connect() as conn:
             return {str(status): int(n) for status, n in conn.execute(query)}
 
-    def completed_tasks(self, run_id: str, evaluators: int) -> set[tuple[int, int]]:
-        """``(seq, trial)`` of the tasks a resume may skip: output stored as ``ok``,
-        ``target_error`` or ``skipped`` and a result stored for each of ``evaluators``."""
+    def completed_tasks(self, run_id: str, evaluators: int) -> dict[tuple[int, int], str]:
+        """``(seq, trial)`` → record id of the tasks a resume may skip: output stored as ``ok``,
+        ``target_error`` or ``skipped`` and a result stored for each of ``evaluators`` that is
+        not an infrastructure failure (those are retried on resume)."""
         pk = self._run_pk(run_id)
+        infra = sa.and_(
+            results.c.outcome == int(Outcome.ERROR), results.c.text.like("infra_error(%")
+        )
         graded = (
             sa.select(results.c.seq, results.c.trial)
             .where(results.c.run == pk)
+            .where(sa.not_(infra))
             .group_by(results.c.seq, results.c.trial)
             .having(sa.func.count() >= evaluators)
             .subquery()
         )
         query = (
-            sa.select(outputs.c.seq, outputs.c.trial)
+            sa.select(outputs.c.seq, outputs.c.trial, outputs.c.record_id)
             .join(graded, sa.and_(graded.c.seq == outputs.c.seq, graded.c.trial == outputs.c.trial))
             .where(outputs.c.run == pk)
             .where(outputs.c.status.in_(("ok", "target_error", "skipped")))
         )
         with self.engine.connect() as conn:
-            return {(int(seq), int(trial)) for seq, trial in conn.execute(query)}
+            return {(int(s), int(t)): str(rid) for s, t, rid in conn.execute(query)}
 
     def count_results(self, run_id: str) -> int:
         with self.engine.connect() as conn:
