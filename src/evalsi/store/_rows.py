@@ -28,7 +28,7 @@ COLUMNS = (
     "text",
     "extra",
 )
-CHUNK = 4096  # rows per statement: 7 parameters each, under SQLite's 32,766 limit
+CHUNK = 4096  # rows per statement: 7 parameters each, under SQLite's 32,766 (and PG's 65,535)
 
 
 def sqlite_pragmas(conn: Any) -> None:

@@ -1,4 +1,4 @@
-"""The SQL store: runs and results over SQLAlchemy Core (SQLite embedded, PostgreSQL later).
+"""The SQL store: runs and results over SQLAlchemy Core (SQLite embedded, or PostgreSQL).
 
 Writes are batched upserts through the driver's ``executemany`` (the hot path: millions of
 rows); every batch is committed, so a process killed half way leaves what it wrote readable.
@@ -144,9 +144,12 @@ class SqlStore:
 
     @classmethod
     def open(cls, location: str | os.PathLike[str]) -> SqlStore:
-        """Open a store: a SQLite file path, ``:memory:``, or a SQLAlchemy URL."""
+        """Open a store: a SQLite file path, ``:memory:``, or a SQLAlchemy URL
+        (``postgresql+psycopg://user@host/db``; ``postgresql://`` means the same)."""
         text = str(location)
         if "://" in text:
+            if text.startswith("postgresql://"):  # the driver is psycopg 3 (the postgres extra)
+                text = "postgresql+psycopg://" + text[len("postgresql://") :]
             engine = sa.create_engine(text)
         else:
             if text != ":memory:":
@@ -162,6 +165,8 @@ class SqlStore:
                 poolclass=sa.pool.StaticPool if text == ":memory:" else None,
             )
             event.listen(engine, "connect", lambda conn, _record: sqlite_pragmas(conn))
+        if "://" in text:  # a URL may hold a password: messages show it masked
+            text = engine.url.render_as_string(hide_password=True)
         return cls(engine, location=text)
 
     # -- runs -----------------------------------------------------------------------------------

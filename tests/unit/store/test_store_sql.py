@@ -1,8 +1,12 @@
-"""The SQL store: upserts under the task key, round trips, run lookup, the writers."""
+"""The SQL store: upserts under the task key, round trips, run lookup, the writers.
+
+The store tests run on SQLite and on PostgreSQL (``store_url``); the writer process and the
+schema check through ``sqlite3`` are SQLite-only."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,7 @@ import pytest
 from evalsi.core import EvaluationResult, Outcome, ResultBatch, Score, StoreError, Usage, UserError
 from evalsi.store import BackgroundWriter, SqlStore
 from evalsi.store import _writer as writer_module
+from evalsi.store._sql import OutputRow
 
 SPEC = {
     "evaluators": [
@@ -19,6 +24,21 @@ SPEC = {
 }
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file, or a fresh PostgreSQL schema (skipped when the server is unreachable)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SqlStore]:
+    db = SqlStore.open(store_url)
+    yield db
+    db.close()
+
+
 def batch(metric: str, n: int, start: int = 0) -> ResultBatch:
     b = ResultBatch("em", "builtin/exact-match@1.0.0", metric, [f"r{start + i}" for i in range(n)])
     for i in range(n):
@@ -26,8 +46,7 @@ def batch(metric: str, n: int, start: int = 0) -> ResultBatch:
     return b
 
 
-def test_upsert_under_the_task_key_never_double_counts(tmp_path: Path) -> None:
-    store = SqlStore.open(tmp_path / "s.db")
+def test_upsert_under_the_task_key_never_double_counts(store: SqlStore) -> None:
     run = store.create_run(kind="score", spec=SPEC)
     store.write_batches(run.id, [(0, 0, batch("exact-match", 10))])
     store.write_batches(run.id, [(0, 0, batch("exact-match", 10))])  # a retried batch
@@ -37,8 +56,7 @@ def test_upsert_under_the_task_key_never_double_counts(tmp_path: Path) -> None:
     assert seqs == list(range(15))
 
 
-def test_results_round_trip_through_the_columns(tmp_path: Path) -> None:
-    store = SqlStore.open(tmp_path / "s.db")
+def test_results_round_trip_through_the_columns(store: SqlStore) -> None:
     run = store.create_run(kind="score", spec=SPEC)
     results = [
         EvaluationResult(
@@ -92,8 +110,7 @@ def test_results_round_trip_through_the_columns(tmp_path: Path) -> None:
         assert got.scores == want.scores
 
 
-def test_get_run_by_prefix_latest_and_errors(tmp_path: Path) -> None:
-    store = SqlStore.open(tmp_path / "s.db")
+def test_get_run_by_prefix_latest_and_errors(store: SqlStore) -> None:
     a = store.create_run(kind="score", spec=SPEC, run_id="20260101-000000-aaaaaa")
     b = store.create_run(kind="score", spec=SPEC, run_id="20260101-000000-aabbbb")
     assert store.get_run("latest").id == b.id
@@ -106,8 +123,7 @@ def test_get_run_by_prefix_latest_and_errors(tmp_path: Path) -> None:
         store.get_run("20260101_%")  # LIKE wildcards are escaped, not matched
 
 
-def test_a_running_run_whose_process_is_gone_reads_as_interrupted(tmp_path: Path) -> None:
-    store = SqlStore.open(tmp_path / "s.db")
+def test_a_running_run_whose_process_is_gone_reads_as_interrupted(store: SqlStore) -> None:
     run = store.create_run(kind="score", spec=SPEC)
     assert store.get_run(run.id).status == "running"
     with store.engine.begin() as conn:
@@ -161,3 +177,67 @@ def test_writer_process_errors_reach_the_caller(
 
     with pytest.raises(StoreError, match="writing results failed"):
         write_many()
+
+
+def test_outputs_and_results_written_together_and_read_back(store: SqlStore) -> None:
+    run = store.create_run(kind="run", spec=SPEC)
+    rows = [
+        OutputRow(0, 0, "a", "ok", output='"x"', usage='{"input_tokens": 2}'),
+        OutputRow(1, 0, "b", "infra_error", kind="timeout", error="timed out", attempts=3),
+    ]
+    graded = batch("exact-match", 1)
+    store.write_tasks(run.id, rows, [(0, [0], graded)])
+    store.write_tasks(run.id, rows[:1])  # an upsert, not a second row
+    assert list(store.iter_outputs(run.id)) == rows
+    assert store.output_counts(run.id) == {"ok": 1, "infra_error": 1}
+    assert store.completed_tasks(run.id, evaluators=1) == {(0, 0): "a"}
+    assert store.count_results(run.id) == 1
+
+
+def test_runs_finish_reopen_and_list(store: SqlStore) -> None:
+    run = store.create_run(kind="score", spec=SPEC, name="first")
+    store.set_progress(run.id, 7)
+    store.finish_run(
+        run.id, status="done", records=7, summary={"m": {"mean": 0.5}}, manifest={"v": 1}
+    )
+    got = store.get_run(run.id)
+    assert (got.status, got.records, got.summary, got.manifest) == (
+        "done",
+        7,
+        {"m": {"mean": 0.5}},
+        {"v": 1},
+    )
+    assert got.evaluators == SPEC["evaluators"]
+    assert store.reopen_run(run.id).status == "running"
+    assert [r.id for r in store.list_runs()] == [run.id]
+
+
+def test_judge_cache_keeps_the_first_answer(store: SqlStore) -> None:
+    assert store.judge_cache_get("k") is None
+    store.judge_cache_put("k", "yes", {"input_tokens": 5})
+    store.judge_cache_put("k", "no", {})
+    assert store.judge_cache_get("k") == ("yes", {"input_tokens": 5})
+
+
+def test_large_batches_are_chunked_under_the_parameter_limits(store: SqlStore) -> None:
+    run = store.create_run(kind="score", spec=SPEC)
+    assert store.write_batches(run.id, [(0, 0, batch("exact-match", 10_000))]) == 10_000
+    assert store.count_results(run.id) == 10_000
+
+
+def test_background_writer_thread_on_any_store(store: SqlStore) -> None:
+    run = store.create_run(kind="score", spec=SPEC)
+    with BackgroundWriter(store, run.id) as writer:
+        for k in range(4):
+            writer.submit([(0, k * 50, batch("exact-match", 50, start=k * 50))])
+    assert store.count_results(run.id) == 200
+
+
+def test_postgresql_urls_use_psycopg(pg_url: str) -> None:
+    store = SqlStore.open(pg_url.replace("postgresql+psycopg://", "postgresql://"))
+    try:
+        assert store.engine.url.drivername == "postgresql+psycopg"
+        assert not store.is_sqlite_file
+        assert store.sqlite_path == ""
+    finally:
+        store.close()
