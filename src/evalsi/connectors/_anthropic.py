@@ -9,8 +9,7 @@ import orjson
 
 from evalsi.connectors._chat import ChatModel
 from evalsi.connectors._errors import InfraError
-from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
-from evalsi.connectors._http import request_json, shared_session
+from evalsi.connectors._guard import Resilience
 from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._secrets import Secret, as_secret
 from evalsi.connectors._types import (
@@ -92,34 +91,8 @@ class Anthropic(ChatModel):
         body: dict[str, Any] = {**merged, "model": self.model, "messages": turns}
         if system:
             body["system"] = system
-        resilience = self.resilience or default_resilience()
         estimate = estimate_tokens(chat, merged.get("max_tokens"))
-
-        async def call() -> tuple[Completion, int | None]:
-            session = self._session or await shared_session()
-            reply = await request_json(
-                session,
-                "POST",
-                self._url,
-                body=body,
-                headers=self._headers,
-                timeout=self.timeout,
-                secrets=self._secrets,
-            )
-            completion = _parse_message(reply.data, self._url)
-            completion.usage.latency_ms = reply.latency_ms
-            return completion, completion.usage.tokens()
-
-        completion, attempts = await guarded_call(
-            resilience,
-            call,
-            endpoint=self.base_url,
-            rate_key=(self.connector, self.model, self._key_id),
-            rate_limits=self.rate_limits,
-            token_estimate=estimate,
-        )
-        completion.attempts = attempts
-        return completion
+        return await self._post(body, _parse_message, estimate)
 
 
 def _to_anthropic(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:

@@ -7,12 +7,18 @@ nothing to the wire format, which stays each provider's own.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
+from evalsi.connectors._http import request_json, shared_session
+from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._secrets import Secret
 from evalsi.connectors._types import Completion, InputLike, TargetOutput, input_messages
 from evalsi.core import Message
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class ChatModel(ABC):
@@ -24,6 +30,14 @@ class ChatModel(ABC):
     params: dict[str, Any]
     api_key: Secret | None
     system: str | None
+    timeout: float
+    rate_limits: RateLimits | None
+    resilience: Resilience | None
+    _session: aiohttp.ClientSession | None
+    _url: str
+    _headers: dict[str, str]
+    _secrets: tuple[Secret, ...]
+    _key_id: str
 
     def __repr__(self) -> str:  # the key is shown by reference only, never revealed
         return (
@@ -48,6 +62,41 @@ class ChatModel(ABC):
     async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
         messages = input_messages(input, system=self.system)
         return (await self.complete(messages, seed=seed)).to_output()
+
+    async def _post(
+        self,
+        body: dict[str, Any],
+        parse: Callable[[Any, str], Completion],
+        estimate: int,
+    ) -> Completion:
+        """POST ``body`` to the endpoint under the run's resilience (rate limits, breaker,
+        retries) and ``parse`` the JSON reply; usage gets the call's latency."""
+
+        async def call() -> tuple[Completion, int | None]:
+            session = self._session or await shared_session()
+            reply = await request_json(
+                session,
+                "POST",
+                self._url,
+                body=body,
+                headers=self._headers,
+                timeout=self.timeout,
+                secrets=self._secrets,
+            )
+            completion = parse(reply.data, self._url)
+            completion.usage.latency_ms = reply.latency_ms
+            return completion, completion.usage.tokens()
+
+        completion, attempts = await guarded_call(
+            self.resilience or default_resilience(),
+            call,
+            endpoint=self.base_url,
+            rate_key=(self.connector, self.model, self._key_id),
+            rate_limits=self.rate_limits,
+            token_estimate=estimate,
+        )
+        completion.attempts = attempts
+        return completion
 
     @abstractmethod
     async def complete(
