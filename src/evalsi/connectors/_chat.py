@@ -7,7 +7,7 @@ nothing to the wire format, which stays each provider's own.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
@@ -38,6 +38,36 @@ class ChatModel(ABC):
     _headers: dict[str, str]
     _secrets: tuple[Secret, ...]
     _key_id: str
+
+    def _setup(
+        self,
+        base_url: str,
+        model: str,
+        params: Mapping[str, Any] | None,
+        api_key: Secret | None,
+        timeout: float,
+        system: str | None,
+        rate_limits: RateLimits | None,
+        resilience: Resilience | None,
+        session: aiohttp.ClientSession | None,
+        *,
+        path: str,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        """The fields every chat connector sets; the subclass adds its auth header after."""
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.params = dict(params or {})
+        self.api_key = api_key
+        self.timeout = timeout
+        self.system = system
+        self.rate_limits = rate_limits
+        self.resilience = resilience
+        self._session = session
+        self._url = f"{self.base_url}{path}"
+        self._headers = dict(headers or {})
+        self._secrets = (api_key,) if api_key is not None else ()
+        self._key_id = api_key.ref if api_key is not None else ""
 
     def __repr__(self) -> str:  # the key is shown by reference only, never revealed
         return (

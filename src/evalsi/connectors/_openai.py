@@ -56,21 +56,12 @@ class OpenAICompatible(ChatModel):
         resilience: Resilience | None = None,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.params: dict[str, Any] = dict(params or {})
-        self.api_key = as_secret(api_key)
-        self.timeout = timeout
-        self.system = system
-        self.rate_limits = rate_limits
-        self.resilience = resilience
-        self._session = session
-        self._url = f"{self.base_url}/chat/completions"
-        self._headers = dict(headers or {})
+        self._setup(
+            base_url, model, params, as_secret(api_key), timeout, system, rate_limits,
+            resilience, session, path="/chat/completions", headers=headers,
+        )  # fmt: skip
         if self.api_key is not None:
             self._headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
-        self._secrets = (self.api_key,) if self.api_key is not None else ()
-        self._key_id = self.api_key.ref if self.api_key is not None else ""
 
     async def complete(
         self, messages: Sequence[Message] | str, *, seed: int | None = None, **params: Any
