@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gen_proto import googleapis_include
 from google.protobuf import descriptor_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,6 +198,7 @@ def descriptor_set(proto: str) -> Any:
             "-m",
             "grpc_tools.protoc",
             f"-I{PROTO_DIR}",
+            f"-I{googleapis_include()}",
             f"--descriptor_set_out={out}",
             "--include_imports",
             "--include_source_info",

@@ -25,6 +25,7 @@ from evalsi.core._content import (
 from evalsi.core._errors import (
     DatasetError,
     EvalsiError,
+    NotFoundError,
     ParamError,
     RunError,
     SpecError,
@@ -86,6 +87,7 @@ __all__ = [
     "MediaRef",
     "Message",
     "MetricSummary",
+    "NotFoundError",
     "Outcome",
     "OutputSpec",
     "OutputType",

@@ -47,6 +47,10 @@ class DatasetError(UserError):
         self.line = line
 
 
+class NotFoundError(UserError):
+    """A run, dataset or other named object that does not exist (HTTP 404 on the server)."""
+
+
 class UnknownEvaluatorError(UserError):
     """An evaluator reference that no registry entry matches."""
 

@@ -20,6 +20,7 @@ from sqlalchemy import event
 
 from evalsi.core import (
     EvaluationResult,
+    NotFoundError,
     Outcome,
     ResultBatch,
     Score,
@@ -261,7 +262,7 @@ class SqlStore:
         if len(rows) == 1:
             return self._info(rows[0])
         if not rows:
-            raise UserError(
+            raise NotFoundError(
                 f"no run {ref!r} in the store at {self.location}",
                 hint="`evalsi runs list` shows the runs this store holds",
             )

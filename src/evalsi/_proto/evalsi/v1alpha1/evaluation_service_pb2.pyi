@@ -1,5 +1,6 @@
 from evalsi._proto.evalsi.v1alpha1 import record_pb2 as _record_pb2
 from evalsi._proto.evalsi.v1alpha1 import score_pb2 as _score_pb2
+from google.api import annotations_pb2 as _annotations_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -42,16 +43,20 @@ class EvaluateRequest(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("run_id", "results", "metrics", "dataset_version")
+    __slots__ = ("run_id", "results", "metrics", "dataset_version", "records", "status")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
     dataset_version: str
-    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ...) -> None: ...
+    records: int
+    status: str
+    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., records: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
 
 class EvaluateStreamConfig(_message.Message):
     __slots__ = ("evaluators", "cluster_by", "options")
