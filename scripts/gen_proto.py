@@ -89,6 +89,10 @@ def _run_protoc(dest: Path) -> None:
         f"--connectrpc_out={dest}",
         # Without this the plugin targets protobuf-py instead of Google's runtime (STACK.md §1).
         "--connectrpc_opt=protobuf=google",
+        # Descriptors with comments: the server's OpenAPI document and reflection read them.
+        f"--descriptor_set_out={dest / 'descriptors.binpb'}",
+        "--include_imports",
+        "--include_source_info",
         *_proto_files(),
     ]
     proc = subprocess.run(cmd, cwd=PROTO_DIR, capture_output=True, text=True, check=False)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from evalsi import __version__
-from evalsi.cli import _catalog, _compare, _eval, _grade, _report, _run, _runs
+from evalsi.cli import _catalog, _compare, _eval, _grade, _report, _run, _runs, _serve
 from evalsi.cli._output import fail
 from evalsi.core import EvalsiError
 
@@ -36,6 +36,8 @@ Write a report (HTML or Markdown):
 Discover evaluators:
   evalsi catalog list
   evalsi catalog show exact-match
+Serve the API (gRPC, gRPC-Web, Connect, REST) on one port:
+  evalsi serve [--host H] [--port P] [--config evalsi.yaml]
 """
 
 
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     _compare.register(commands)
     _catalog.register(commands)
     _report.register(commands)
+    _serve.register(commands)
     return parser
 
 

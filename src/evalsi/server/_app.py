@@ -1,0 +1,138 @@
+"""The one ASGI app ``evalsi serve`` runs: every protocol and endpoint on one port.
+
+* ``/<package>.<Service>/<Method>``: gRPC (HTTP/2), gRPC-Web and Connect (JSON or protobuf,
+  HTTP/1.1 or 2), carried by connectrpc for each service handler;
+* the ``google.api.http`` routes (``/v1alpha1/...``) on the same handlers (``_rest``);
+* ``/openapi.json`` (``_openapi``), ``/healthz``, ``/metrics`` (``_metrics``);
+* ``grpc.health.v1.Health`` and gRPC reflection (v1 and v1alpha).
+
+Every RPC app shares the interceptors: metrics first (it sees requests whose body fails to
+parse), then the error mapping (``_errors``), and the body cap ``max_body_bytes``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from evalsi._proto.grpc.health.v1.health_connect import HealthASGIApplication
+from evalsi._proto.grpc.reflection.v1.reflection_connect import ServerReflectionASGIApplication
+from evalsi.server._errors import ErrorInterceptor
+from evalsi.server._health import HealthHandler
+from evalsi.server._metrics import CONTENT_TYPE, Metrics
+from evalsi.server._openapi import build_openapi
+from evalsi.server._reflection import (
+    V1ALPHA_SERVICE,
+    ReflectionHandler,
+    V1AlphaReflectionASGIApplication,
+)
+from evalsi.server._rest import rest_routes
+from evalsi.server._state import ServerState
+
+log = logging.getLogger("evalsi.server")
+
+AppFactory = Callable[..., Any]
+"""A generated ``XxxASGIApplication`` class (called with the handler and options)."""
+
+ServiceBinding = tuple[AppFactory, Any]
+"""``(XxxASGIApplication, handler)``: one service and the object implementing it."""
+
+
+def default_services(state: ServerState) -> list[ServiceBinding]:
+    """The four API services over ``state``; imported here so building them stays lazy."""
+    from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceASGIApplication
+    from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceASGIApplication
+    from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
+        EvaluationServiceASGIApplication,
+    )
+    from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
+    from evalsi.server._catalog import CatalogHandler
+    from evalsi.server._datasets import DatasetHandler
+    from evalsi.server._evaluation import EvaluationHandler
+    from evalsi.server._runs import RunHandler
+
+    return [
+        (EvaluationServiceASGIApplication, EvaluationHandler(state)),
+        (CatalogServiceASGIApplication, CatalogHandler(state)),
+        (DatasetServiceASGIApplication, DatasetHandler(state)),
+        (RunServiceASGIApplication, RunHandler(state)),
+    ]
+
+
+def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = None) -> Starlette:
+    """The server's ASGI app over ``state``.
+
+    Args:
+        state: configuration, store, registry and run scheduler shared by the handlers.
+        services: ``(XxxASGIApplication, handler)`` pairs; by default the four evalsi
+            services (Evaluation, Catalog, Dataset, Run). Tests pass their own.
+    """
+    bindings = list(services) if services is not None else default_services(state)
+    metrics = Metrics(state)
+    options: dict[str, Any] = {
+        "interceptors": (metrics.interceptor, ErrorInterceptor()),
+        "read_max_bytes": state.config.max_body_bytes,
+        # Unknown JSON fields are an error (a typo must not be ignored silently), as on REST.
+        "codecs": (
+            google_protobuf_binary_codec(),
+            google_protobuf_json_codec(ignore_unknown_fields=False),
+        ),
+    }
+    rpc_apps = [factory(handler, **options) for factory, handler in bindings]
+    handlers = {
+        app.path.strip("/"): handler for app, (_, handler) in zip(rpc_apps, bindings, strict=True)
+    }
+    reflection = ReflectionHandler(
+        [*handlers, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", V1ALPHA_SERVICE]
+    )
+    health = HealthHandler([*handlers, "grpc.reflection.v1.ServerReflection", V1ALPHA_SERVICE])
+    rpc_apps += [
+        HealthASGIApplication(health, **options),
+        ServerReflectionASGIApplication(reflection, **options),
+        V1AlphaReflectionASGIApplication(reflection, **options),
+    ]
+    openapi_doc: dict[str, Any] = {}
+
+    async def openapi(request: Request) -> Response:
+        if not openapi_doc:
+            openapi_doc.update(build_openapi(handlers))
+        return JSONResponse(openapi_doc)
+
+    async def healthz(request: Request) -> Response:
+        ok = health.status("") == 1
+        return JSONResponse({"status": "ok" if ok else "shutting down"}, 200 if ok else 503)
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        *(Mount(app.path, app) for app in rpc_apps),
+        *rest_routes(handlers, max_body_bytes=state.config.max_body_bytes, metrics=metrics),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if state.runs is not None:
+            await state.runs.start()
+        try:
+            yield
+        finally:
+            health.shutting_down()
+            if state.runs is not None:
+                await state.runs.stop()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.metrics = metrics
+    app.state.health = health
+    return app

@@ -1,0 +1,259 @@
+"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig``.
+
+    server:
+      host: 127.0.0.1
+      port: 8080
+      maxBodyBytes: 33554432
+      maxConcurrentRuns: 4
+    storage:
+      sqlite: {path: .evalsi/evalsi.db}       # or: postgres: {dsn: postgresql://...}
+    dataDir: .evalsi
+    datasetsDir: .evalsi/datasets
+    judges:
+      default: {connector: openai-compatible, baseUrl: http://127.0.0.1:8000/v1, model: m}
+    allowPythonTargets: false
+
+Every key is optional. Relative paths start from the file's directory (from the working
+directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
+(``evalsi.yaml: server.port: expected an integer 1-65535, got "x"``). Judges have the same
+shape as in a run spec and are validated by the same code.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalsi.core import SpecError, UserError
+from evalsi.server._state import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    ServerConfig,
+)
+
+log = logging.getLogger("evalsi.server")
+
+_TOP = ("server", "storage", "dataDir", "datasetsDir", "judges", "allowPythonTargets")
+_SERVER = ("host", "port", "maxBodyBytes", "maxConcurrentRuns")
+_STORAGE = ("sqlite", "postgres")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class _Problems:
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+        self.lines: list[str] = []
+
+    def bad(self, at: str, message: str) -> None:
+        self.lines.append(f"{self.shown}: {at}: {message}" if at else f"{self.shown}: {message}")
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise SpecError("\n".join(self.lines))
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    return str(value)
+
+
+def _mapping(p: _Problems, at: str, value: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        p.bad(at, f"expected a mapping, got {_show(value)}")
+        return {}
+    for key in value:
+        if key not in allowed:
+            where = f"{at}.{key}" if at else str(key)
+            p.bad(where, f"unknown field {key!r} (expected one of: {', '.join(allowed)})")
+    return value
+
+
+def _int(p: _Problems, at: str, value: Any, lo: int, hi: int, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        p.bad(at, f"expected an integer {lo}-{hi}, got {_show(value)}")
+        return default
+    return value
+
+
+def _str(p: _Problems, at: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        p.bad(at, f"expected a non-empty string, got {_show(value)}")
+        return None
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_config(
+    path: Path | None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    no_auth: bool = False,
+) -> ServerConfig:
+    """Read and validate ``path`` (None: defaults only), then apply the command-line flags.
+
+    Raises ``SpecError`` naming each bad field, and ``UserError`` for a non-loopback listen
+    address without ``no_auth`` (no authentication exists yet).
+    """
+    doc: Any = {}
+    base = Path.cwd()
+    shown = "evalsi.yaml"
+    if path is not None:
+        shown = str(path)
+        doc = _read(path)
+        base = path.resolve().parent
+    p = _Problems(shown)
+    top = _mapping(p, "", doc, _TOP)
+    server = _mapping(p, "server", top.get("server"), _SERVER)
+    cfg_host = _str(p, "server.host", server.get("host")) or DEFAULT_HOST
+    cfg_port = _int(p, "server.port", server.get("port"), 1, 65535, DEFAULT_PORT)
+    max_body = _int(
+        p, "server.maxBodyBytes", server.get("maxBodyBytes"), 1024, 1 << 31, DEFAULT_MAX_BODY_BYTES
+    )
+    max_runs = _int(p, "server.maxConcurrentRuns", server.get("maxConcurrentRuns"), 1, 1024, 4)
+
+    data_dir = _path(p, base, "dataDir", top.get("dataDir")) or (base / ".evalsi")
+    datasets_dir = _path(p, base, "datasetsDir", top.get("datasetsDir")) or (data_dir / "datasets")
+    store = _storage(p, base, top.get("storage"), data_dir)
+    allow_python = top.get("allowPythonTargets", False)
+    if not isinstance(allow_python, bool):
+        p.bad("allowPythonTargets", f"expected true or false, got {_show(allow_python)}")
+        allow_python = False
+    judges = _judges(p, base, shown, top.get("judges"))
+    p.raise_if_any()
+
+    final_host = host if host is not None else cfg_host
+    final_port = port if port is not None else cfg_port
+    if not 0 <= final_port <= 65535:
+        raise UserError(f"--port: expected 0-65535, got {final_port}")
+    if not is_loopback(final_host) and not no_auth:
+        raise UserError(
+            f"refusing to listen on {final_host}: only loopback addresses (127.0.0.1, ::1, "
+            "localhost) are allowed while evalsi serve has no authentication",
+            hint="pass --no-auth to expose the server anyway (anyone who can reach the port "
+            "can run evaluations and read results), or put it behind an authenticating proxy",
+        )
+    return ServerConfig(
+        host=final_host,
+        port=final_port,
+        no_auth=no_auth,
+        data_dir=data_dir,
+        datasets_dir=datasets_dir,
+        store=store,
+        max_body_bytes=max_body,
+        max_concurrent_runs=max_runs,
+        judges=judges,
+        allow_python_targets=allow_python,
+    )
+
+
+def _read(path: Path) -> Any:
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError as e:
+        raise SpecError(f"{path}: cannot read the config file (not found)") from e
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the config file ({e.strerror or e})") from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise SpecError(f"{path}: the config file is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        return yaml.safe_load(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text (byte {e.start})") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise SpecError(f"{path}{where}: not valid YAML: {problem}") from e
+
+
+def _path(p: _Problems, base: Path, at: str, value: Any) -> Path | None:
+    text = _str(p, at, value)
+    return (base / Path(text).expanduser()).resolve() if text else None
+
+
+def _storage(p: _Problems, base: Path, value: Any, data_dir: Path) -> str:
+    default = str(data_dir / "evalsi.db")
+    storage = _mapping(p, "storage", value, _STORAGE)
+    if len(storage) > 1:
+        p.bad("storage", "set one of sqlite or postgres, not both")
+        return default
+    if "sqlite" in storage:
+        sqlite = _mapping(p, "storage.sqlite", storage["sqlite"], ("path",))
+        path = _path(p, base, "storage.sqlite.path", sqlite.get("path"))
+        return str(path) if path else default
+    if "postgres" in storage:
+        pg = _mapping(p, "storage.postgres", storage["postgres"], ("dsn",))
+        dsn = _str(p, "storage.postgres.dsn", pg.get("dsn"))
+        if dsn is None:
+            if "dsn" not in pg:
+                p.bad("storage.postgres", "missing required field 'dsn'")
+            return default
+        if not dsn.startswith(("postgresql://", "postgresql+psycopg://")):
+            # The value is not echoed: it may hold a password.
+            p.bad("storage.postgres.dsn", "expected a postgresql:// URL")
+        return dsn
+    return default
+
+
+def _judges(p: _Problems, base: Path, shown: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        p.bad("judges", f"expected a mapping of name to judge, got {_show(value)}")
+        return {}
+    from evalsi.runs import run_spec_from_dict
+
+    # The judge shape is a run spec's: validate through the same loader, inside a stand-in spec.
+    doc = {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "evalsi-yaml"},
+        "spec": {
+            "target": {
+                "model": {"connector": "openai-compatible", "baseUrl": "http://x/v1", "model": "x"}
+            },
+            "dataset": {"path": "hf://evalsi/none"},
+            "evaluators": [{"ref": "exact-match"}],
+            "judges": value,
+        },
+    }
+    try:
+        return dict(run_spec_from_dict(doc, source=shown, base_dir=base).judges)
+    except SpecError as e:
+        for line in str(e).splitlines():
+            text = line.removeprefix(f"{shown}: ").replace("spec.judges", "judges", 1)
+            at, sep, message = text.partition(": ")
+            if sep and at.startswith("judges"):
+                p.bad(at, message)
+            else:
+                p.bad("judges", text)
+        return {}

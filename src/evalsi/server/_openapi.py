@@ -1,0 +1,330 @@
+"""The OpenAPI 3.1 document of the REST routes, generated from the same descriptors.
+
+Paths come from ``_rest.http_rules`` (the routes the gateway serves, so the two cannot
+disagree); schemas from the message descriptors, in the proto3 JSON mapping the gateway
+speaks: camelCase names, 64-bit integers as strings, enums as their names, ``Struct`` and
+``Value`` free-form, ``Timestamp`` an RFC 3339 string, ``Duration`` a string like ``"1.5s"``,
+``double`` a number or ``"NaN"``/``"Infinity"``.
+
+Descriptions are the proto comments. Generated ``_pb2`` modules carry no comments, so they
+are read from a ``FileDescriptorSet`` compiled with ``--include_source_info``: the one passed
+in, else ``evalsi/_proto/descriptors.binpb`` when the package ships it; without either the
+document is the same minus descriptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import FieldDescriptor
+
+from evalsi.server._rest import NDJSON, RestMethod, http_rules
+
+OPENAPI_VERSION = "3.1.0"
+DESCRIPTOR_SET = "descriptors.binpb"
+ERROR_SCHEMA = "evalsi.Error"
+
+# Paths into FileDescriptorProto for source_code_info (descriptor.proto field numbers).
+_MESSAGE, _ENUM, _SERVICE = 4, 5, 6
+_FIELD, _NESTED, _NESTED_ENUM, _METHOD, _ENUM_VALUE = 2, 3, 4, 2, 2
+
+_F = FieldDescriptor
+_INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32}
+_UINT32 = {_F.TYPE_UINT32, _F.TYPE_FIXED32}
+_INT64 = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64}
+_UINT64 = {_F.TYPE_UINT64, _F.TYPE_FIXED64}
+
+_NUMBER: dict[str, Any] = {
+    "oneOf": [
+        {"type": "number"},
+        {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]},
+    ]
+}
+_WKT: dict[str, dict[str, Any]] = {
+    "google.protobuf.Struct": {"type": "object", "additionalProperties": True},
+    "google.protobuf.Value": {"description": "Any JSON value."},
+    "google.protobuf.ListValue": {"type": "array", "items": {}},
+    "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
+    "google.protobuf.Duration": {
+        "type": "string",
+        "pattern": r"^-?[0-9]+(\.[0-9]{1,9})?s$",
+        "description": 'Seconds with an "s" suffix, e.g. "1.5s".',
+    },
+    "google.protobuf.FieldMask": {"type": "string"},
+    "google.protobuf.Empty": {"type": "object", "additionalProperties": False},
+    "google.protobuf.Any": {
+        "type": "object",
+        "properties": {"@type": {"type": "string"}},
+        "required": ["@type"],
+        "additionalProperties": True,
+    },
+    "google.protobuf.DoubleValue": _NUMBER,
+    "google.protobuf.FloatValue": _NUMBER,
+    "google.protobuf.Int64Value": {"type": "string", "format": "int64"},
+    "google.protobuf.UInt64Value": {"type": "string", "format": "uint64"},
+    "google.protobuf.Int32Value": {"type": "integer", "format": "int32"},
+    "google.protobuf.UInt32Value": {"type": "integer", "format": "uint32", "minimum": 0},
+    "google.protobuf.BoolValue": {"type": "boolean"},
+    "google.protobuf.StringValue": {"type": "string"},
+    "google.protobuf.BytesValue": {"type": "string", "contentEncoding": "base64"},
+}
+
+
+def comments_from(fds: Any) -> dict[str, str]:
+    """Leading comments by full name (messages, fields, enums, services, methods)."""
+    out: dict[str, str] = {}
+    for file in fds.file:
+        where = {
+            tuple(loc.path): " ".join(loc.leading_comments.split())
+            for loc in file.source_code_info.location
+            if loc.leading_comments.strip()
+        }
+        prefix = f"{file.package}." if file.package else ""
+
+        def message(
+            msg: Any, scope: str, path: tuple[int, ...], where: dict[tuple[int, ...], str] = where
+        ) -> None:
+            name = f"{scope}{msg.name}"
+            _note(out, name, where.get(path))
+            for i, f in enumerate(msg.field):
+                _note(out, f"{name}.{f.name}", where.get((*path, _FIELD, i)))
+            for i, nested in enumerate(msg.nested_type):
+                message(nested, f"{name}.", (*path, _NESTED, i))
+            for i, e in enumerate(msg.enum_type):
+                _note(out, f"{name}.{e.name}", where.get((*path, _NESTED_ENUM, i)))
+
+        for i, msg in enumerate(file.message_type):
+            message(msg, prefix, (_MESSAGE, i))
+        for i, e in enumerate(file.enum_type):
+            _note(out, f"{prefix}{e.name}", where.get((_ENUM, i)))
+        for i, svc in enumerate(file.service):
+            _note(out, f"{prefix}{svc.name}", where.get((_SERVICE, i)))
+            for j, m in enumerate(svc.method):
+                _note(out, f"{prefix}{svc.name}.{m.name}", where.get((_SERVICE, i, _METHOD, j)))
+    return out
+
+
+def _note(out: dict[str, str], name: str, text: str | None) -> None:
+    if text:
+        out[name] = text
+
+
+def packaged_comments() -> dict[str, str]:
+    """Comments from the descriptor set shipped in ``evalsi._proto``, if there is one."""
+    try:
+        data = resources.files("evalsi._proto").joinpath(DESCRIPTOR_SET).read_bytes()
+    except (FileNotFoundError, OSError):
+        return {}
+    fds = descriptor_pb2.FileDescriptorSet()
+    fds.ParseFromString(data)
+    return comments_from(fds)
+
+
+class _Schemas:
+    """Builds ``components.schemas`` on demand, one entry per message reached."""
+
+    def __init__(self, comments: dict[str, str]) -> None:
+        self.comments = comments
+        self.components: dict[str, Any] = {}
+
+    def ref(self, message: Any) -> dict[str, Any]:
+        name = message.full_name
+        if name in _WKT:
+            return dict(_WKT[name])
+        if name not in self.components:
+            self.components[name] = {}  # placeholder: a message may refer to itself
+            self.components[name] = self._message(message)
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def _message(self, message: Any) -> dict[str, Any]:
+        props = {f.json_name: self.field(f) for f in message.fields}
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": props,
+            "additionalProperties": False,
+        }
+        if text := self.comments.get(message.full_name):
+            schema["description"] = text
+        return schema
+
+    def field(self, field: Any) -> dict[str, Any]:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value = field.message_type.fields_by_name["value"]
+            schema: dict[str, Any] = {
+                "type": "object",
+                "additionalProperties": self.single(value),
+            }
+        elif field.is_repeated:
+            schema = {"type": "array", "items": self.single(field)}
+        else:
+            schema = self.single(field)
+        if text := self.comments.get(field.full_name):
+            # In 3.1 a $ref may have siblings; wrap anyway so older tools keep the text.
+            schema = (
+                {"allOf": [schema], "description": text}
+                if "$ref" in schema
+                else {
+                    **schema,
+                    "description": text,
+                }
+            )
+        return schema
+
+    def single(self, field: Any) -> dict[str, Any]:
+        t = field.type
+        if t == _F.TYPE_MESSAGE or t == _F.TYPE_GROUP:
+            return self.ref(field.message_type)
+        if t == _F.TYPE_ENUM:
+            names = [v.name for v in field.enum_type.values]
+            return {"type": "string", "enum": names}
+        if t in (_F.TYPE_DOUBLE, _F.TYPE_FLOAT):
+            return dict(_NUMBER)
+        if t in _INT32:
+            return {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
+        if t in _UINT32:
+            return {"type": "integer", "format": "uint32", "minimum": 0, "maximum": 2**32 - 1}
+        if t in _INT64:
+            return {"type": "string", "format": "int64", "pattern": "^-?[0-9]{1,19}$"}
+        if t in _UINT64:
+            return {"type": "string", "format": "uint64", "pattern": "^[0-9]{1,20}$"}
+        if t == _F.TYPE_BOOL:
+            return {"type": "boolean"}
+        if t == _F.TYPE_BYTES:
+            return {"type": "string", "contentEncoding": "base64"}
+        return {"type": "string"}
+
+
+def _leaf(message: Any, dotted: str) -> Any:
+    field = None
+    for part in dotted.split("."):
+        field = message.fields_by_name[part]
+        message = field.message_type
+    return field
+
+
+def _query_params(rm: RestMethod, schemas: _Schemas) -> list[dict[str, Any]]:
+    """Top-level scalar fields of a GET request that the path does not bind."""
+    bound = {v.field for v in rm.path_vars}
+    out = []
+    for field in rm.method.input_type.fields:
+        if field.name in bound:
+            continue
+        if field.type == _F.TYPE_MESSAGE and field.message_type.full_name not in (
+            "google.protobuf.Timestamp",
+            "google.protobuf.Duration",
+        ):
+            continue
+        param: dict[str, Any] = {
+            "name": field.json_name,
+            "in": "query",
+            "required": False,
+            "schema": schemas.field(field),
+        }
+        if field.is_repeated:
+            param["style"], param["explode"] = "form", True
+        out.append(param)
+    return out
+
+
+def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
+    full = f"{rm.service}.{rm.name}"
+    params: list[dict[str, Any]] = [
+        {
+            "name": var.field,
+            "in": "path",
+            "required": True,
+            "schema": {**schemas.single(_leaf(rm.method.input_type, var.field))},
+        }
+        for var in rm.path_vars
+    ]
+    if rm.body != "*":
+        params.extend(_query_params(rm, schemas))
+    out_schema = schemas.ref(rm.method.output_type)
+    if rm.server_streaming:
+        ok = {
+            "description": "A stream of messages, one JSON object per line.",
+            "content": {NDJSON: {"schema": out_schema}},
+        }
+    else:
+        ok = {"description": "OK", "content": {"application/json": {"schema": out_schema}}}
+    error = {"$ref": f"#/components/responses/{ERROR_SCHEMA}"}
+    op: dict[str, Any] = {
+        "operationId": f"{rm.service.rsplit('.', 1)[-1]}_{rm.name}",
+        "tags": [rm.service.rsplit(".", 1)[-1]],
+        "summary": rm.name,
+        "responses": {
+            "200": ok,
+            "400": error,
+            "404": error,
+            "413": error,
+            "default": error,
+        },
+    }
+    if text := schemas.comments.get(full):
+        op["description"] = text
+    if params:
+        op["parameters"] = params
+    if rm.body:
+        body_schema = (
+            schemas.ref(rm.method.input_type)
+            if rm.body == "*"
+            else schemas.field(rm.method.input_type.fields_by_name[rm.body])
+        )
+        op["requestBody"] = {
+            "required": False,
+            "content": {"application/json": {"schema": body_schema}},
+        }
+    return op
+
+
+def build_openapi(
+    services: Iterable[str],
+    *,
+    title: str = "evalsi API",
+    version: str = "v1alpha1",
+    source_info: Any = None,
+    pool: Any = None,
+) -> dict[str, Any]:
+    """The OpenAPI document for the REST routes of ``services`` (full service names)."""
+    comments = comments_from(source_info) if source_info is not None else packaged_comments()
+    schemas = _Schemas(comments)
+    paths: dict[str, dict[str, Any]] = {}
+    for rm in http_rules(services, pool):
+        paths.setdefault(rm.openapi_path, {})[rm.verb.lower()] = _operation(rm, schemas)
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": title,
+            "version": version,
+            "description": "REST mapping of the evalsi gRPC/Connect API (proto3 JSON). "
+            "Responses include fields at their default values.",
+        },
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "schemas": dict(sorted(schemas.components.items()))
+            | {
+                ERROR_SCHEMA: {
+                    "type": "object",
+                    "properties": {
+                        "code": {"type": "string", "description": "A Connect error code."},
+                        "message": {"type": "string"},
+                        "details": {"type": "array", "items": {}},
+                    },
+                    "required": ["code", "message"],
+                }
+            },
+            "responses": {
+                ERROR_SCHEMA: {
+                    "description": "An error: the code says whose fault, the message what.",
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}
+                        }
+                    },
+                }
+            },
+        },
+    }

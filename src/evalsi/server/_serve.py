@@ -1,0 +1,102 @@
+"""``evalsi serve``: open the store, build the app, run hypercorn until SIGINT or SIGTERM.
+
+hypercorn serves HTTP/1.1 and cleartext HTTP/2 (h2c, prior knowledge) on the one port, with
+the ASGI trailers extension gRPC needs. Its default ``keep_alive_max_requests`` (1000) closes a
+connection with GOAWAY after that many requests and fails the gRPC call in flight, so it is
+raised far out of reach (docs/decisions/0005-one-port-server.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from evalsi.core import UserError
+from evalsi.server._state import ServerConfig, ServerState
+
+log = logging.getLogger("evalsi.server")
+
+KEEP_ALIVE_MAX_REQUESTS = 1_000_000_000
+# Seconds open streams (WatchRun) get to finish once a shutdown starts.
+GRACEFUL_TIMEOUT_S = 5.0
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+
+
+def serve(config: ServerConfig) -> int:
+    """Serve until SIGINT/SIGTERM; 0 after a clean shutdown."""
+    _setup_logging()
+    from evalsi.packs import builtin_registry
+    from evalsi.server._app import build_app
+    from evalsi.server._run_manager import RunManager
+    from evalsi.store import SqlStore
+
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.datasets_dir.mkdir(parents=True, exist_ok=True)
+    store = SqlStore.open(config.store)
+    try:
+        state = ServerState(config=config, store=store, registry=builtin_registry())
+        state.runs = RunManager(state)
+        app = build_app(state)
+        if config.no_auth and not _loopback(config.host):
+            log.warning(
+                "listening on %s without authentication (--no-auth): anyone who can reach "
+                "the port can run evaluations and read every result",
+                config.host,
+            )
+        log.info(
+            "evalsi serve: listening on http://%s:%d (gRPC, gRPC-Web, Connect, REST); "
+            "store %s; datasets %s",
+            _host_for_url(config.host),
+            config.port,
+            store.location,
+            config.datasets_dir,
+        )
+        asyncio.run(_run(app, config))
+    finally:
+        store.close()
+    log.info("evalsi serve: stopped")
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    from evalsi.server._config import is_loopback
+
+    return is_loopback(host)
+
+
+def _host_for_url(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+async def _run(app: object, config: ServerConfig) -> None:
+    from hypercorn.asyncio import serve as hypercorn_serve
+    from hypercorn.config import Config
+
+    hc = Config()
+    hc.bind = [f"{_host_for_url(config.host)}:{config.port}"]
+    hc.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
+    hc.graceful_timeout = GRACEFUL_TIMEOUT_S
+    hc.accesslog = None
+    hc.errorlog = logging.getLogger("hypercorn.error")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await hypercorn_serve(app, hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    except OSError as e:
+        raise UserError(
+            f"cannot listen on {config.host}:{config.port}: {e.strerror or e}",
+            hint="pick another --port, or stop whatever is using this one",
+        ) from e
