@@ -41,6 +41,8 @@ def picky(record):
 
 def test_public_surface_is_pinned():
     assert evalsi.__all__ == [
+        "AsyncClient",
+        "Client",
         "Content",
         "DatasetError",
         "EvalsiError",

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._output import print_json, print_table
+from evalsi.cli._remote import add_server_flag, connect, server_of
 
 
 def register(commands: Any) -> None:
@@ -14,19 +15,21 @@ def register(commands: Any) -> None:
     ls = sub.add_parser("list", help="every evaluator available here")
     ls.add_argument("--pack", help="only this pack (e.g. core)")
     ls.add_argument("--format", choices=("table", "json"), default="table")
+    add_server_flag(ls)
     ls.set_defaults(handler=list_catalog)
     show = sub.add_parser(
         "show", help="one evaluator: what it does, requires, emits, params, example"
     )
     show.add_argument("name", help="a name or ref, e.g. exact-match or builtin/exact-match@1.0.0")
     show.add_argument("--format", choices=("text", "json"), default="text")
+    add_server_flag(show)
     show.set_defaults(handler=show_evaluator)
 
 
-def _manifest_dict(ev: Any) -> dict[str, Any]:
-    m = ev.manifest
+def _manifest_dict(m: Any) -> dict[str, Any]:
+    """An ``EvaluatorManifest`` (local or from a server) as ``--format json`` prints it."""
     return {
-        "ref": ev.ref,
+        "ref": str(m.ref),
         "name": m.ref.name,
         "namespace": m.ref.namespace,
         "version": m.version,
@@ -49,31 +52,47 @@ def _manifest_dict(ev: Any) -> dict[str, Any]:
 
 
 def list_catalog(args: argparse.Namespace) -> int:
-    from evalsi.packs import builtin_registry
+    server = server_of(args)
+    if server is not None:
+        with connect(server) as client:
+            items = client.list_evaluators(pack=args.pack or "")
+    else:
+        from evalsi.packs import builtin_registry
 
-    items = [ev for ev in builtin_registry() if not args.pack or ev.manifest.pack == args.pack]
+        items = [
+            ev.manifest
+            for ev in builtin_registry()
+            if not args.pack or ev.manifest.pack == args.pack
+        ]
     if args.format == "json":
-        print_json({"evaluators": [_manifest_dict(ev) for ev in items]})
+        print_json({"evaluators": [_manifest_dict(m) for m in items]})
         return 0
     rows = [
         (
-            ev.manifest.ref.name,
-            ev.manifest.version,
-            ev.manifest.pack or ev.manifest.ref.namespace,
-            ", ".join(o.name for o in ev.manifest.outputs),
-            ev.manifest.description,
+            m.ref.name,
+            m.version,
+            m.pack or m.ref.namespace,
+            ", ".join(o.name for o in m.outputs),
+            m.description,
         )
-        for ev in items
+        for m in items
     ]
     print_table(("name", "version", "pack", "metrics", "description"), rows)
     return 0
 
 
 def show_evaluator(args: argparse.Namespace) -> int:
-    from evalsi.packs import builtin_registry
+    server = server_of(args)
+    doc = ""
+    if server is not None:
+        with connect(server) as client:
+            manifest = client.get_evaluator(args.name)
+    else:
+        from evalsi.packs import builtin_registry
 
-    ev = builtin_registry().resolve(args.name)
-    d = _manifest_dict(ev)
+        ev = builtin_registry().resolve(args.name)
+        manifest, doc = ev.manifest, (ev.__doc__ or "").strip()
+    d = _manifest_dict(manifest)
     if args.format == "json":
         print_json(d)
         return 0
@@ -95,7 +114,6 @@ def show_evaluator(args: argparse.Namespace) -> int:
         extra = f" one of {schema['enum']}" if "enum" in schema else ""
         default = " (required)" if key in required else f" = {schema.get('default')!r}"
         lines.append(f"  {key}: {kind}{extra}{default}")
-    doc = (ev.__doc__ or "").strip()
     rest = doc.split("\n\n", 1)[1].strip() if "\n\n" in doc else ""
     if rest:
         lines += ["", rest]

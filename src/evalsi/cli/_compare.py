@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
+from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.core import UserError
 
 DESCRIPTION = """\
@@ -14,7 +15,8 @@ runs (paired by record id and trial): the means, delta = mean(B - A) with a pair
 interval and p-value, McNemar's test for pass/fail metrics, a verdict, and the smallest
 difference the comparison could have detected. RUN_A and RUN_B may be ids, unique prefixes
 or `latest`. Warnings (different dataset versions, missing records, evaluator params that
-differ) are part of the output. Exit code 0 whatever the verdicts.
+differ) are part of the output. With --server URL (or $EVALSI_SERVER) both runs are read
+from that evalsi server and compared there. Exit code 0 whatever the verdicts.
 """
 
 
@@ -43,6 +45,7 @@ def register(commands: Any) -> None:
         help="significance level: intervals are at 1 - alpha (default: 0.05)",
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    add_server_flag(p)
     p.set_defaults(handler=compare)
 
 
@@ -56,13 +59,26 @@ def compare(args: argparse.Namespace) -> int:
         metrics = [name.strip() for item in args.metric for name in item.split(",") if name.strip()]
         if not metrics:
             raise UserError("--metric is empty", hint="name a metric, e.g. --metric exact-match")
-    store = open_store(args.store, create=False)
-    try:
-        result = compare_runs(
-            store, args.run_a, args.run_b, metrics=metrics, seed=args.seed, level=1.0 - args.alpha
-        )
-    finally:
-        store.close()
+    server = server_of(args)
+    if server is not None:
+        refuse_local_flags(args, server, store="the server reads its own store")
+        with connect(server) as client:
+            result = client.compare_runs(
+                args.run_a, args.run_b, level=1.0 - args.alpha, seed=args.seed, metrics=metrics
+            )
+    else:
+        store = open_store(args.store, create=False)
+        try:
+            result = compare_runs(
+                store,
+                args.run_a,
+                args.run_b,
+                metrics=metrics,
+                seed=args.seed,
+                level=1.0 - args.alpha,
+            )
+        finally:
+            store.close()
     if args.format == "json":
         print_json(result.to_dict())
         return 0

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.core import ParamError, UserError
 
 EPILOG = """\
@@ -31,8 +32,11 @@ A gate is a CEL condition on the metrics: metric('EVALUATOR') or metric('EVALUAT
 with .mean .std .n .scored .skipped .errors .ci.low .ci.high .passAtK(k) .passHatK(k). A gate
 whose metrics have too little eligible data (see --min-completion-rate, --max-error-rate) is
 inconclusive, never failed.
+With --server URL (or $EVALSI_SERVER) the data is read here and graded by that evalsi
+server, which stores the run; the output is the same. --store and --judges are the server's
+(its evalsi.yaml) and cannot be given with --server.
 Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad input, a bad gate, or an
-inconclusive gate (and none failed); 3 could not finish.
+inconclusive gate (and none failed); 3 could not finish (or the server cannot be reached).
 """
 
 
@@ -111,6 +115,7 @@ def register(commands: Any) -> None:
         help="a gate is inconclusive when its evaluator errored on more (default: 0.1)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_server_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -132,7 +137,7 @@ def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
 def run(args: argparse.Namespace) -> int:
     from evalsi._api import evaluate
     from evalsi.datasets import FieldMap
-    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
+    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, ScoreResult, gate_rows, metric_rows
 
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
@@ -144,25 +149,42 @@ def run(args: argparse.Namespace) -> int:
         "id": args.id_field,
     }
     fields = FieldMap(**{k: v for k, v in overrides.items() if v})
-    progress = None if args.quiet else ProgressLine()
-    try:
-        result = evaluate(
-            args.data,
-            names,
-            params=parse_params(args.param),
-            fields=fields,
-            cluster_by=args.cluster_by,
-            bootstrap=args.bootstrap,
-            seed=args.seed,
-            store=args.store,
-            on_bad_record=args.on_bad_record,
-            name=args.name,
-            progress=progress,
-            gates=args.gate,
-            judges=read_judges(args.judges) if args.judges else None,
-            min_completion_rate=args.min_completion_rate,
-            max_evaluator_error_rate=args.max_error_rate,
+    options: dict[str, Any] = {
+        "params": parse_params(args.param),
+        "fields": fields,
+        "cluster_by": args.cluster_by,
+        "bootstrap": args.bootstrap,
+        "seed": args.seed,
+        "on_bad_record": args.on_bad_record,
+        "gates": args.gate,
+        "min_completion_rate": args.min_completion_rate,
+        "max_evaluator_error_rate": args.max_error_rate,
+    }
+    server = server_of(args)
+    if server is not None:
+        refuse_local_flags(
+            args,
+            server,
+            store="the server stores the run",
+            judges="the server's judges are configured in its evalsi.yaml",
+            name="the server's Evaluate call takes no run name",
         )
+    progress = None if args.quiet else ProgressLine()
+    result: ScoreResult
+    try:
+        if server is not None:
+            with connect(server) as client:
+                result = client.evaluate(args.data, names, progress=progress, **options)
+        else:
+            result = evaluate(
+                args.data,
+                names,
+                store=args.store,
+                name=args.name,
+                progress=progress,
+                judges=read_judges(args.judges) if args.judges else None,
+                **options,
+            )
     finally:
         if progress is not None:
             progress.close()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._eval import ProgressLine
 from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
+from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+
+if TYPE_CHECKING:
+    from evalsi.runs import RunResult
 
 EPILOG = """\
 examples:
@@ -20,8 +24,12 @@ A spec is YAML with apiVersion: evals.si/v1alpha1 and kind: EvalRun; its JSON Sc
 src/evalsi/runs/schemas/evalrun.schema.json. Every sample x trial is a task: the target is
 called, its output graded by the evaluators, both stored. Calls that fail for infrastructure
 reasons (429, 5xx, timeouts) are retried and, if they still fail, counted as infra errors,
-never as failures. Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad spec or
-an inconclusive gate; 3 the run could not finish (stopped by a budget, interrupted).
+never as failures.
+With --server URL (or $EVALSI_SERVER) the spec is checked here, a local dataset file is
+uploaded, and the run executes on that evalsi server (progress from the server on stderr);
+--resume RUN_ID resumes a server run; the output is the same.
+Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad spec or an inconclusive
+gate; 3 the run could not finish (stopped by a budget, interrupted, server unreachable).
 """
 
 
@@ -45,6 +53,7 @@ def register(commands: Any) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_server_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -52,18 +61,29 @@ def run(args: argparse.Namespace) -> int:
     from evalsi._api import run as run_spec
     from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
 
+    server = server_of(args)
+    if server is not None:
+        refuse_local_flags(
+            args,
+            server,
+            store="the server stores the run",
+            execute_only="runs created over the API are always graded",
+        )
     progress = (
         None if args.quiet or args.dry_run else ProgressLine(unit="tasks", trouble="infra errors")
     )
     try:
-        result = run_spec(
-            args.file,
-            store=args.store,
-            resume=args.resume,
-            dry_run=args.dry_run,
-            progress=progress,
-            execute_only=args.execute_only,
-        )
+        if server is not None:
+            result = _run_remote(server, args, progress)
+        else:
+            result = run_spec(
+                args.file,
+                store=args.store,
+                resume=args.resume,
+                dry_run=args.dry_run,
+                progress=progress,
+                execute_only=args.execute_only,
+            )
     finally:
         if progress is not None:
             progress.close()
@@ -90,6 +110,17 @@ def run(args: argparse.Namespace) -> int:
         print()
         printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
     return result.exit_code
+
+
+def _run_remote(server: str, args: argparse.Namespace, progress: Any) -> RunResult:
+    """The run on the server: created from the spec (or resumed), followed to its end."""
+    from evalsi.runs import load_run_spec
+
+    with connect(server) as client:
+        if args.resume:
+            load_run_spec(args.file)  # the same spec errors as an embedded resume
+            return client.resume_run(args.resume, wait=True, progress=progress)
+        return client.create_run(args.file, dry_run=args.dry_run, progress=progress)
 
 
 def _execute_only(result: Any) -> bool:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.core import UserError
+
+if TYPE_CHECKING:
+    from evalsi.core import EvaluationResult
 
 
 def register(commands: Any) -> None:
@@ -17,6 +22,7 @@ def register(commands: Any) -> None:
     ls.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
     ls.add_argument("--format", choices=("table", "json"), default="table")
     ls.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    add_server_flag(ls)
     ls.set_defaults(handler=list_runs)
     show = sub.add_parser(
         "show",
@@ -33,6 +39,7 @@ def register(commands: Any) -> None:
         help="show up to N failed/errored results (default: 5)",
     )
     show.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    add_server_flag(show)
     show.set_defaults(handler=show_run)
 
 
@@ -45,13 +52,19 @@ def _when(ts: float | None) -> str:
 def list_runs(args: argparse.Namespace) -> int:
     from evalsi.runs import open_store
 
-    try:
-        runs = open_store(args.store, create=False).list_runs(limit=max(args.limit, 1))
-    except UserError as e:
-        if args.store is not None:
-            raise
-        note(f"no runs yet ({e.message})")
-        runs = []
+    server = server_of(args)
+    if server is not None:
+        refuse_local_flags(args, server, store="the server reads its own store")
+        with connect(server) as client:
+            runs = client.list_runs(limit=max(args.limit, 1))
+    else:
+        try:
+            runs = open_store(args.store, create=False).list_runs(limit=max(args.limit, 1))
+        except UserError as e:
+            if args.store is not None:
+                raise
+            note(f"no runs yet ({e.message})")
+            runs = []
     if args.format == "json":
         print_json(
             {
@@ -97,13 +110,23 @@ def show_run(args: argparse.Namespace) -> int:
         summaries_from_dicts,
     )
 
-    store = open_store(args.store, create=False)
-    run = store.get_run(args.run_id)
+    server = server_of(args)
+    failures: list[dict[str, Any]] = []
+    if server is not None:
+        refuse_local_flags(args, server, store="the server reads its own store")
+        with connect(server) as client:
+            run = client.run_info(args.run_id)
+            if args.failures > 0:
+                results = (r for page in client.list_run_results(run.id) for r in page)
+                failures = _failures(results, args.failures)
+    else:
+        store = open_store(args.store, create=False)
+        run = store.get_run(args.run_id)
+        if args.failures > 0:
+            results = (r for _seq, _index, r in store.iter_results(run.id))
+            failures = _failures(results, args.failures)
     summary = run.summary or {}
     metrics = summaries_from_dicts(summary.get("metrics", []))
-    failures: list[dict[str, Any]] = []
-    if args.failures > 0:
-        failures = _failures(store, run.id, args.failures)
     if args.format == "json":
         print_json(
             {
@@ -149,12 +172,12 @@ def show_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _failures(store: Any, run_id: str, limit: int) -> list[dict[str, Any]]:
+def _failures(results: Iterable[EvaluationResult], limit: int) -> list[dict[str, Any]]:
     """Records that failed a pass/fail score or errored, in record order."""
     from evalsi.core import Outcome
 
     found: list[dict[str, Any]] = []
-    for _seq, _index, result in store.iter_results(run_id):
+    for result in results:
         if result.outcome == Outcome.ERROR:
             detail = result.reason
         elif result.outcome == Outcome.SCORED and any(s.passed is False for s in result.scores):

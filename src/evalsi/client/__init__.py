@@ -1,2 +1,25 @@
 """`evalsi.Client`: the server's API from Python (sync and async), returning the same result
 types as the embedded API."""
+
+from evalsi.client._aclient import AsyncClient
+from evalsi.client._client import Client
+from evalsi.client._common import (
+    ConnectorInfo,
+    DatasetInfo,
+    DatasetPage,
+    PackInfo,
+    StreamUpdate,
+)
+from evalsi.client._results import RemoteRunResult, RemoteScoreResult
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ConnectorInfo",
+    "DatasetInfo",
+    "DatasetPage",
+    "PackInfo",
+    "RemoteRunResult",
+    "RemoteScoreResult",
+    "StreamUpdate",
+]

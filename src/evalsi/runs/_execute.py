@@ -31,7 +31,7 @@ import dataclasses
 import platform
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,10 @@ async def execute_run(
     registry: Registry | None = None,
     resilience: Resilience | None = None,
     execute_only: bool = False,
+    run_id: str | None = None,
+    origin: Mapping[str, Any] | None = None,
+    started: Callable[[str, int | None], Awaitable[None]] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -96,6 +100,15 @@ async def execute_run(
         execute_only: call the target and store its outputs, grade nothing (no evaluators, no
             gates; the run's spec and summary say ``graded: false``); grade them later with
             ``grade_run``. Resuming an execute-only run stays execute-only.
+        run_id: create the new run under this id (a server answers with it before the run
+            ends); default a fresh one.
+        origin: who started the run (a server stores its host and project here, so it knows
+            which runs to resume when it restarts); stored in the run's spec as ``origin``.
+        started: awaited once the run is stored (created or reopened), with its id and the
+            tasks this session will run (None when unknown), before any task runs; a server
+            queues runs here. Cancelling while it waits stops the run like any cancellation.
+        cancelled: asked when the run's task is cancelled: True records the run ``cancelled``
+            (stopped on request), False ``interrupted`` (the process is going away).
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -180,7 +193,9 @@ async def execute_run(
         if gates:
             stored_spec["gates"] = [g.expr for g in gates]
             stored_spec.update(rates)
-        run_id = db.create_run(kind="run", spec=stored_spec, name=spec.name).id
+        if origin is not None:
+            stored_spec["origin"] = dict(origin)
+        run_id = db.create_run(kind="run", spec=stored_spec, name=spec.name, run_id=run_id).id
 
     judges = build_judges(spec.judges, db, bound, resilience=resilience) if bound else {}
     executor = Executor(
@@ -196,21 +211,29 @@ async def execute_run(
         judge_spend=(lambda: _judge_totals(judges)) if judges else None,
         total_tasks=_count_tasks(spec, len(completed)),
     )
-    started = time.time()
+    began = time.time()
     try:
+        if started is not None:
+            await started(run_id, executor.total_tasks)
+            # Time spent queued is neither spend nor part of the ETA.
+            began, executor.started = time.time(), time.monotonic()
         if spec.target.kind != "python" or judges:  # enough connections for every worker
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
         with use_judges(judges):  # contextvars reach the grader task created inside
             await executor.run()
     except BaseException as e:
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
+        status = "interrupted" if isinstance(e, stopped) else "failed"
+        error = str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}"
+        if isinstance(e, asyncio.CancelledError) and cancelled is not None and cancelled():
+            status, error = "cancelled", "cancelled on request"
         db.finish_run(
             run_id,
-            status="interrupted" if isinstance(e, stopped) else "failed",
+            status=status,
             records=executor.samples,
             summary=None,
             manifest=None,
-            error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
+            error=error,
         )
         raise
     finally:
@@ -235,7 +258,7 @@ async def execute_run(
         "tokens": executor.spend.tokens,
         "usd": executor.spend.usd if not executor.spend.usd_unknown else None,
         "calls": executor.spend.calls,
-        "seconds": round(time.time() - started, 3),
+        "seconds": round(time.time() - began, 3),
     }
     manifest = _manifest(
         spec, bound, dataset, target_id, unpinned, executor.samples, target.supports_seed

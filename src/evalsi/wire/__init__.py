@@ -4,6 +4,15 @@ Only edges (server, client, cluster workers, plugin host) import this package; e
 them works on core types.
 """
 
+from evalsi.wire._catalog import (
+    ConnectorInfo,
+    PackInfo,
+    connector_from_proto,
+    connector_to_proto,
+    pack_from_proto,
+    pack_to_proto,
+)
+from evalsi.wire._compare import comparison_from_proto, comparison_to_proto
 from evalsi.wire._json import (
     struct_from_proto,
     struct_to_proto,
@@ -28,18 +37,38 @@ from evalsi.wire._results import (
     summary_from_proto,
     summary_to_proto,
 )
+from evalsi.wire._runs import (
+    Progress,
+    StoredRun,
+    run_from_proto,
+    run_result_to_proto,
+    run_to_proto,
+)
 
 __all__ = [
+    "ConnectorInfo",
+    "PackInfo",
+    "Progress",
+    "StoredRun",
+    "comparison_from_proto",
+    "comparison_to_proto",
+    "connector_from_proto",
+    "connector_to_proto",
     "content_from_proto",
     "content_to_proto",
     "evaluator_ref_from_proto",
     "evaluator_ref_to_proto",
     "manifest_from_proto",
     "manifest_to_proto",
+    "pack_from_proto",
+    "pack_to_proto",
     "record_from_proto",
     "record_to_proto",
     "result_from_proto",
     "result_to_proto",
+    "run_from_proto",
+    "run_result_to_proto",
+    "run_to_proto",
     "score_from_proto",
     "score_to_proto",
     "struct_from_proto",

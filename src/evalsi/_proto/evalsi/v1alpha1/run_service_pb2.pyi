@@ -188,23 +188,29 @@ class CompareRunsRequest(_message.Message):
     def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., level: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class CompareRunsResponse(_message.Message):
-    __slots__ = ("baseline", "candidate", "metrics", "unmatched", "warnings", "level")
+    __slots__ = ("baseline", "candidate", "metrics", "unmatched", "warnings", "level", "seed", "baseline_dataset_version", "candidate_dataset_version")
     BASELINE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     UNMATCHED_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
     baseline: str
     candidate: str
     metrics: _containers.RepeatedCompositeFieldContainer[MetricComparison]
     unmatched: _containers.RepeatedCompositeFieldContainer[UnmatchedMetric]
     warnings: _containers.RepeatedScalarFieldContainer[str]
     level: float
-    def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., metrics: _Optional[_Iterable[_Union[MetricComparison, _Mapping]]] = ..., unmatched: _Optional[_Iterable[_Union[UnmatchedMetric, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., level: _Optional[float] = ...) -> None: ...
+    seed: int
+    baseline_dataset_version: str
+    candidate_dataset_version: str
+    def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., metrics: _Optional[_Iterable[_Union[MetricComparison, _Mapping]]] = ..., unmatched: _Optional[_Iterable[_Union[UnmatchedMetric, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., level: _Optional[float] = ..., seed: _Optional[int] = ..., baseline_dataset_version: _Optional[str] = ..., candidate_dataset_version: _Optional[str] = ...) -> None: ...
 
 class MetricComparison(_message.Message):
-    __slots__ = ("evaluator", "metric", "kind", "n_paired", "n_baseline", "n_candidate", "mean_baseline", "mean_candidate", "delta", "ci", "p_value", "mcnemar_p_value", "verdict", "mde", "higher_is_better", "note")
+    __slots__ = ("evaluator", "metric", "kind", "n_paired", "n_baseline", "n_candidate", "mean_baseline", "mean_candidate", "delta", "ci", "p_value", "mcnemar_p_value", "verdict", "mde", "higher_is_better", "note", "mcnemar")
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     METRIC_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +227,7 @@ class MetricComparison(_message.Message):
     MDE_FIELD_NUMBER: _ClassVar[int]
     HIGHER_IS_BETTER_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    MCNEMAR_FIELD_NUMBER: _ClassVar[int]
     evaluator: str
     metric: str
     kind: str
@@ -237,7 +244,22 @@ class MetricComparison(_message.Message):
     mde: float
     higher_is_better: bool
     note: str
-    def __init__(self, evaluator: _Optional[str] = ..., metric: _Optional[str] = ..., kind: _Optional[str] = ..., n_paired: _Optional[int] = ..., n_baseline: _Optional[int] = ..., n_candidate: _Optional[int] = ..., mean_baseline: _Optional[float] = ..., mean_candidate: _Optional[float] = ..., delta: _Optional[float] = ..., ci: _Optional[_Union[_score_pb2.Interval, _Mapping]] = ..., p_value: _Optional[float] = ..., mcnemar_p_value: _Optional[float] = ..., verdict: _Optional[str] = ..., mde: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+    mcnemar: McNemarTest
+    def __init__(self, evaluator: _Optional[str] = ..., metric: _Optional[str] = ..., kind: _Optional[str] = ..., n_paired: _Optional[int] = ..., n_baseline: _Optional[int] = ..., n_candidate: _Optional[int] = ..., mean_baseline: _Optional[float] = ..., mean_candidate: _Optional[float] = ..., delta: _Optional[float] = ..., ci: _Optional[_Union[_score_pb2.Interval, _Mapping]] = ..., p_value: _Optional[float] = ..., mcnemar_p_value: _Optional[float] = ..., verdict: _Optional[str] = ..., mde: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., note: _Optional[str] = ..., mcnemar: _Optional[_Union[McNemarTest, _Mapping]] = ...) -> None: ...
+
+class McNemarTest(_message.Message):
+    __slots__ = ("b01", "b10", "statistic", "p_value", "method")
+    B01_FIELD_NUMBER: _ClassVar[int]
+    B10_FIELD_NUMBER: _ClassVar[int]
+    STATISTIC_FIELD_NUMBER: _ClassVar[int]
+    P_VALUE_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    b01: int
+    b10: int
+    statistic: float
+    p_value: float
+    method: str
+    def __init__(self, b01: _Optional[int] = ..., b10: _Optional[int] = ..., statistic: _Optional[float] = ..., p_value: _Optional[float] = ..., method: _Optional[str] = ...) -> None: ...
 
 class UnmatchedMetric(_message.Message):
     __slots__ = ("evaluator", "metric", "run_id")

@@ -1,0 +1,434 @@
+"""``evalsi.AsyncClient``: ``Client``'s calls as coroutines and async iterators, for asyncio
+callers (agent platforms, web handlers) that must not block their event loop."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+from connectrpc.errors import ConnectError
+from pyqwest import Client as HTTPClient
+from pyqwest import HTTPTransport, HTTPVersion
+
+from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
+from evalsi._proto.evalsi.v1alpha1 import dataset_service_pb2 as ds_pb
+from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
+from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceClient
+from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceClient
+from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
+from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClient
+from evalsi.client import _common as common
+from evalsi.client._errors import translate
+from evalsi.client._requests import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    evaluate_options,
+    evaluator_specs,
+    read_records,
+    record_batches,
+)
+from evalsi.client._requests import instance_name as evaluator_name
+from evalsi.client._results import (
+    RemoteRunResult,
+    RemoteScoreResult,
+    ordered_results,
+    remote_run_result,
+    run_info,
+    score_result,
+)
+from evalsi.client._specs import (
+    dataset_name,
+    document_for_server,
+    eval_run_proto,
+    load_spec,
+    local_dataset,
+    raw_rows,
+    row_chunks,
+)
+from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest
+from evalsi.datasets import FieldMap, open_dataset
+from evalsi.runs import Comparison, RunSpec, evaluate_gates
+from evalsi.store import RunInfo
+from evalsi.wire import (
+    comparison_from_proto,
+    manifest_from_proto,
+    record_to_proto,
+    result_from_proto,
+    run_from_proto,
+)
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
+
+    A result's ``results`` property reads pages with a short-lived sync client, since
+    ``ScoreResult.results`` is not a coroutine.
+
+    Example:
+        >>> import evalsi
+        >>> async def main() -> None:  # doctest: +SKIP
+        ...     async with evalsi.AsyncClient("http://127.0.0.1:8080") as client:
+        ...         run = await client.create_run("run.yaml")
+        ...         print(run.table())
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        protocol: Literal["connect", "grpc", "grpc-web"] = "connect",
+        timeout: float | None = common.DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    ) -> None:
+        self.settings = common.settings(url, protocol, timeout, headers)
+        self.url = self.settings.url
+        self.max_request_bytes = max_request_bytes
+        http2 = protocol == "grpc"
+        self._transport = HTTPTransport(http_version=HTTPVersion.HTTP2 if http2 else None)
+        kw: dict[str, Any] = {
+            "protocol": self.settings.protocol_type,
+            "http_client": HTTPClient(self._transport),
+            "send_compression": None,
+        }
+        self._evaluation = EvaluationServiceClient(self.url, **kw)
+        self._runs = RunServiceClient(self.url, **kw)
+        self._catalog = CatalogServiceClient(self.url, **kw)
+        self._datasets = DatasetServiceClient(self.url, **kw)
+
+    async def close(self) -> None:
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<evalsi.AsyncClient {self.url} ({self.settings.protocol})>"
+
+    # -- plumbing -------------------------------------------------------------------------------
+    async def _call(self, method: Callable[..., Any], request: Any) -> Any:
+        try:
+            return await method(
+                request, headers=self.settings.headers, timeout_ms=self.settings.timeout_ms
+            )
+        except EvalsiError:
+            raise
+        except (ConnectError, OSError, RuntimeError, ValueError) as e:
+            raise translate(e, self.url) from e
+
+    async def _stream(self, messages: AsyncIterator[T]) -> AsyncIterator[T]:
+        try:
+            async for message in messages:
+                yield message
+        except EvalsiError:
+            raise
+        except (ConnectError, OSError, RuntimeError, ValueError) as e:
+            raise translate(e, self.url) from e
+
+    def _pages(self, run_id: str) -> Iterator[EvaluationResult]:
+        from evalsi.client._client import Client
+
+        s = self.settings
+        with Client(s.url, protocol=s.protocol, timeout=s.timeout, headers=s.headers) as client:
+            for page in client.list_run_results(run_id):
+                yield from page
+
+    # -- EvaluationService ----------------------------------------------------------------------
+    async def evaluate(
+        self,
+        data: Any,
+        evaluators: Iterable[Any],
+        *,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        fields: FieldMap | None = None,
+        cluster_by: str | None = None,
+        bootstrap: Literal["percentile", "bca"] | None = None,
+        seed: int = 0,
+        on_bad_record: Literal["fail", "skip"] = "fail",
+        progress: Callable[[int, int], None] | None = None,
+        gates: str | Sequence[str] = (),
+        min_completion_rate: float = 0.8,
+        max_evaluator_error_rate: float = 0.1,
+        concurrency: int = 0,
+        **local_only: Any,
+    ) -> RemoteScoreResult:
+        """``Client.evaluate``, awaited."""
+        common.check_local_only(local_only)
+        specs = evaluator_specs(evaluators, params)
+        rates = {
+            "min_completion_rate": min_completion_rate,
+            "max_evaluator_error_rate": max_evaluator_error_rate,
+        }
+        checked = []
+        if gates:
+            found = [await self.get_evaluator(s.ref) for s in specs]
+            checked = common.parsed_gates(gates, common.gate_targets(specs, found), rates)
+        local = read_records(data, fields=fields, on_bad_record=on_bad_record)
+        request = ev_pb.EvaluateRequest(
+            records=local.records,
+            evaluators=specs,
+            cluster_by=cluster_by or "",
+            options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
+        )
+        if request.ByteSize() <= self.max_request_bytes:
+            response = await self._call(self._evaluation.evaluate, request)
+        else:
+            response = await self._evaluate_streamed(request)
+        if progress is not None:
+            progress(len(local.records), local.bad_records)
+        results = ordered_results(response.results, local.ids, [evaluator_name(s) for s in specs])
+        result = score_result(
+            response,
+            source=local.source,
+            local_version=local.version,
+            bad_records=local.bad_records,
+            bad_examples=local.bad_examples,
+            evaluators=common.spec_dicts(specs, common.exact_refs(results)),
+            results=results,
+            gates=[],
+            pages=self._pages,
+        )
+        if checked:
+            result.gates = evaluate_gates(checked, result.metrics, **rates)
+        return result
+
+    async def _evaluate_streamed(self, request: ev_pb.EvaluateRequest) -> ev_pb.EvaluateResponse:
+        config = ev_pb.EvaluateStreamConfig(
+            evaluators=request.evaluators, cluster_by=request.cluster_by, options=request.options
+        )
+
+        async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
+            yield ev_pb.EvaluateStreamRequest(config=config)
+            for batch in record_batches(request.records, self.max_request_bytes):
+                yield ev_pb.EvaluateStreamRequest(records=batch)
+
+        out = ev_pb.EvaluateResponse(records=len(request.records), status="done")
+        stream = self._evaluation.evaluate_stream(messages(), headers=self.settings.headers)
+        async for message in self._stream(stream):
+            out.run_id = message.run_id or out.run_id
+            out.results.extend(message.results)
+            if message.metrics:
+                del out.metrics[:]
+                out.metrics.extend(message.metrics)
+            out.dataset_version = message.dataset_version or out.dataset_version
+        return out
+
+    async def evaluate_stream(
+        self,
+        data: Any,
+        evaluators: Iterable[Any],
+        *,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        fields: FieldMap | None = None,
+        cluster_by: str | None = None,
+        bootstrap: Literal["percentile", "bca"] | None = None,
+        seed: int = 0,
+        on_bad_record: Literal["fail", "skip"] = "fail",
+        batch_size: int = 1000,
+        concurrency: int = 0,
+    ) -> AsyncIterator[common.StreamUpdate]:
+        """``Client.evaluate_stream`` as an async iterator."""
+        config = ev_pb.EvaluateStreamConfig(
+            evaluators=evaluator_specs(evaluators, params),
+            cluster_by=cluster_by or "",
+            options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
+        )
+        dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
+
+        async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
+            yield ev_pb.EvaluateStreamRequest(config=config)
+            for batch in dataset.iter_batches(batch_size):
+                yield ev_pb.EvaluateStreamRequest(records=[record_to_proto(r) for r in batch])
+
+        stream = self._evaluation.evaluate_stream(messages(), headers=self.settings.headers)
+        async for message in self._stream(stream):
+            yield common.stream_update(message)
+
+    # -- RunService -----------------------------------------------------------------------------
+    async def create_run(
+        self,
+        spec: RunSpec | Mapping[str, Any] | str | os.PathLike[str],
+        *,
+        dry_run: bool = False,
+        wait: bool = True,
+        project_id: str = "",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RemoteRunResult:
+        """``Client.create_run``, awaited."""
+        loaded = load_spec(spec)
+        local = local_dataset(loaded)
+        server_path = (await self.upload_dataset(local)).path if local is not None else None
+        request = run_pb.CreateRunRequest(
+            run=eval_run_proto(document_for_server(loaded, server_path)),
+            project_id=project_id,
+            dry_run=dry_run,
+        )
+        run = (await self._call(self._runs.create_run, request)).run
+        if dry_run or not wait:
+            return self._result(run)
+        return await self.wait_run(run.id, progress=progress)
+
+    async def wait_run(
+        self, run_id: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> RemoteRunResult:
+        async for snapshot in self._watch(run_id):
+            if progress is not None:
+                progress(int(snapshot.progress.tasks_done), int(snapshot.progress.infra_errors))
+        return await self.get_run(run_id)
+
+    async def get_run(self, run_id: str) -> RemoteRunResult:
+        response = await self._call(self._runs.get_run, run_pb.GetRunRequest(id=run_id))
+        return self._result(response.run)
+
+    async def run_info(self, run_id: str) -> RunInfo:
+        response = await self._call(self._runs.get_run, run_pb.GetRunRequest(id=run_id))
+        return run_info(response.run)
+
+    async def list_runs(
+        self, *, limit: int = 20, kind: str = "", status: str = ""
+    ) -> list[RunInfo]:
+        out: list[RunInfo] = []
+        token = ""
+        while len(out) < limit:
+            request = run_pb.ListRunsRequest(
+                page_size=min(limit - len(out), 1000), page_token=token, kind=kind, status=status
+            )
+            page = await self._call(self._runs.list_runs, request)
+            out.extend(run_info(r) for r in page.runs)
+            token = page.next_page_token
+            if not token or not page.runs:
+                break
+        return out[:limit]
+
+    async def watch_run(self, run_id: str) -> AsyncIterator[RemoteRunResult]:
+        async for run in self._watch(run_id):
+            yield self._result(run)
+
+    async def _watch(self, run_id: str) -> AsyncIterator[run_pb.Run]:
+        stream = self._runs.watch_run(
+            run_pb.WatchRunRequest(id=run_id), headers=self.settings.headers
+        )
+        async for message in self._stream(stream):
+            yield message.run
+
+    async def cancel_run(self, run_id: str) -> RemoteRunResult:
+        response = await self._call(self._runs.cancel_run, run_pb.CancelRunRequest(id=run_id))
+        return self._result(response.run)
+
+    async def resume_run(
+        self,
+        run_id: str,
+        *,
+        wait: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RemoteRunResult:
+        response = await self._call(self._runs.resume_run, run_pb.ResumeRunRequest(id=run_id))
+        if wait:
+            return await self.wait_run(response.run.id, progress=progress)
+        return self._result(response.run)
+
+    async def list_run_results(
+        self, run_id: str, *, page_size: int = common.WATCH_PAGE
+    ) -> AsyncIterator[list[EvaluationResult]]:
+        token = ""
+        while True:
+            request = run_pb.ListRunResultsRequest(id=run_id, page_size=page_size, page_token=token)
+            page = await self._call(self._runs.list_run_results, request)
+            yield [result_from_proto(r) for r in page.results]
+            token = page.next_page_token
+            if not token or not page.results:
+                return
+
+    async def compare_runs(
+        self,
+        baseline: str,
+        candidate: str,
+        *,
+        level: float = 0.95,
+        seed: int = 0,
+        metrics: Sequence[str] | None = None,
+    ) -> Comparison:
+        request = run_pb.CompareRunsRequest(
+            baseline=baseline, candidate=candidate, level=level, seed=seed
+        )
+        response = await self._call(self._runs.compare_runs, request)
+        return common.select_metrics(comparison_from_proto(response), metrics)
+
+    def _result(self, run: run_pb.Run) -> RemoteRunResult:
+        return remote_run_result(run_from_proto(run), self._pages)
+
+    # -- CatalogService -------------------------------------------------------------------------
+    async def list_evaluators(self, *, pack: str = "") -> list[EvaluatorManifest]:
+        request = cat_pb.ListEvaluatorsRequest(pack=pack)
+        return common.manifests(await self._call(self._catalog.list_evaluators, request))
+
+    async def get_evaluator(self, ref: str) -> EvaluatorManifest:
+        request = cat_pb.GetEvaluatorRequest(ref=ref)
+        response = await self._call(self._catalog.get_evaluator, request)
+        return manifest_from_proto(response.evaluator)
+
+    async def list_packs(self) -> list[common.PackInfo]:
+        response = await self._call(self._catalog.list_packs, cat_pb.ListPacksRequest())
+        return [common.pack_info(p) for p in response.packs]
+
+    async def list_connectors(self) -> list[common.ConnectorInfo]:
+        response = await self._call(self._catalog.list_connectors, cat_pb.ListConnectorsRequest())
+        return [common.connector_info(c) for c in response.connectors]
+
+    # -- DatasetService -------------------------------------------------------------------------
+    async def create_dataset(
+        self, name: str, rows: Iterable[Mapping[str, Any]]
+    ) -> common.DatasetInfo:
+        return await self._send_rows(name, rows, base_version=None)
+
+    async def append_rows(
+        self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str = ""
+    ) -> common.DatasetInfo:
+        return await self._send_rows(name, rows, base_version=base_version)
+
+    async def upload_dataset(self, path: str, *, name: str = "") -> common.DatasetInfo:
+        return await self._send_rows(name or dataset_name(path), raw_rows(path), base_version=None)
+
+    async def _send_rows(
+        self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str | None
+    ) -> common.DatasetInfo:
+        info: common.DatasetInfo | None = None
+        for chunk in row_chunks((dict(r) for r in rows), self.max_request_bytes):
+            if info is None and base_version is None:
+                request: Any = ds_pb.CreateDatasetRequest(name=name, rows=chunk)
+                response = await self._call(self._datasets.create_dataset, request)
+            else:
+                base = info.version if info is not None else base_version or ""
+                request = ds_pb.AppendRowsRequest(name=name, base_version=base, rows=chunk)
+                response = await self._call(self._datasets.append_rows, request)
+            info = common.dataset_info(response.dataset)
+        if info is None:
+            if base_version is None:
+                request = ds_pb.CreateDatasetRequest(name=name)
+                response = await self._call(self._datasets.create_dataset, request)
+                return common.dataset_info(response.dataset)
+            return (await self.get_dataset(name, version=base_version)).dataset
+        return info
+
+    async def list_datasets(self) -> list[common.DatasetInfo]:
+        response = await self._call(self._datasets.list_datasets, ds_pb.ListDatasetsRequest())
+        return [common.dataset_info(d) for d in response.datasets]
+
+    async def get_dataset(
+        self, name: str, *, version: str = "", page_size: int = 0, page_token: str = ""
+    ) -> common.DatasetPage:
+        request = ds_pb.GetDatasetRequest(
+            name=name, version=version, page_size=page_size, page_token=page_token
+        )
+        return common.dataset_page(await self._call(self._datasets.get_dataset, request))
+
+    async def list_dataset_versions(self, name: str) -> list[common.DatasetInfo]:
+        request = ds_pb.ListDatasetVersionsRequest(name=name)
+        response = await self._call(self._datasets.list_dataset_versions, request)
+        return [common.dataset_info(d) for d in response.versions]

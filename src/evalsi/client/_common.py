@@ -1,0 +1,240 @@
+"""What the sync and async clients share: settings, transports, the pieces of each call that
+do no I/O, and the small value types the catalog and dataset calls return."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from connectrpc.protocol import ProtocolType
+
+from evalsi._proto.evalsi.v1alpha1 import (
+    catalog_service_pb2 as cat_pb,
+)
+from evalsi._proto.evalsi.v1alpha1 import (
+    dataset_service_pb2 as ds_pb,
+)
+from evalsi._proto.evalsi.v1alpha1 import (
+    evaluation_service_pb2 as ev_pb,
+)
+from evalsi.client._requests import evaluator_name
+from evalsi.core import EvaluationResult, EvaluatorManifest, MetricSummary, UserError
+from evalsi.runs import Comparison, EvaluatorMetrics, Gate, parse_gates
+from evalsi.wire import (
+    manifest_from_proto,
+    result_from_proto,
+    struct_from_proto,
+    summary_from_proto,
+)
+
+Protocol = Literal["connect", "grpc", "grpc-web"]
+
+PROTOCOLS: dict[str, ProtocolType] = {
+    "connect": ProtocolType.CONNECT,
+    "grpc": ProtocolType.GRPC,
+    "grpc-web": ProtocolType.GRPC_WEB,
+}
+DEFAULT_TIMEOUT = 300.0
+WATCH_PAGE = 1000
+
+# evalsi.evaluate arguments that name something only a local process has.
+_LOCAL_ONLY = {
+    "store": "results are stored by the server",
+    "registry": "the server resolves evaluators against its own registry",
+    "judges": "judges are configured on the server (`judges:` in its evalsi.yaml)",
+    "name": "the Evaluate call takes no run name yet",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    url: str
+    protocol: Protocol
+    timeout: float | None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def timeout_ms(self) -> int | None:
+        return None if self.timeout is None else max(int(self.timeout * 1000), 1)
+
+    @property
+    def protocol_type(self) -> ProtocolType:
+        return PROTOCOLS[self.protocol]
+
+
+def settings(
+    url: str,
+    protocol: str,
+    timeout: float | None,
+    headers: Mapping[str, str] | None,
+) -> Settings:
+    text = url.strip().rstrip("/")
+    if not text.startswith(("http://", "https://")):
+        raise UserError(
+            f"server URL {url!r}: expected http://HOST:PORT or https://HOST:PORT",
+            hint="for example http://127.0.0.1:8080",
+        )
+    if protocol not in PROTOCOLS:
+        raise UserError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"timeout {timeout}: expected a positive number of seconds, or None")
+    return Settings(text, protocol, timeout, dict(headers or {}))  # type: ignore[arg-type]
+
+
+def check_local_only(options: Mapping[str, Any]) -> None:
+    for key, value in options.items():
+        if key in _LOCAL_ONLY:
+            if value in (None, ""):
+                continue
+            raise UserError(f"{key}= cannot be used with a server: {_LOCAL_ONLY[key]}")
+        raise UserError(f"unexpected argument {key}= for Client.evaluate")
+
+
+def gate_targets(
+    specs: Sequence[ev_pb.EvaluatorSpec], manifests: Sequence[EvaluatorManifest]
+) -> list[EvaluatorMetrics]:
+    """What gates may name, from the server's manifests (checked before any data is sent)."""
+    return [
+        EvaluatorMetrics(spec.name or m.ref.name, m.ref.name, tuple(o.name for o in m.outputs))
+        for spec, m in zip(specs, manifests, strict=True)
+    ]
+
+
+def parsed_gates(
+    gates: str | Sequence[str],
+    targets: Sequence[EvaluatorMetrics],
+    rates: Mapping[str, float],
+) -> list[Gate]:
+    return parse_gates(gates, targets, **rates)
+
+
+def spec_dicts(
+    specs: Sequence[ev_pb.EvaluatorSpec], refs: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The evaluators as the embedded result lists them: instance name, exact ref, params."""
+    out = []
+    for spec in specs:
+        name = spec.name or evaluator_name(spec.ref)
+        out.append(
+            {
+                "name": name,
+                "ref": refs.get(name, spec.ref),
+                "params": struct_from_proto(spec.params),
+            }
+        )
+    return out
+
+
+def exact_refs(results: Iterable[EvaluationResult]) -> dict[str, str]:
+    refs: dict[str, str] = {}
+    for r in results:
+        if r.evaluator_ref and r.evaluator not in refs:
+            refs[r.evaluator] = r.evaluator_ref
+    return refs
+
+
+@dataclass(frozen=True)
+class StreamUpdate:
+    """One message of ``evaluate_stream``: results as they complete; the last one also carries
+    the metric summaries and the dataset version."""
+
+    run_id: str
+    results: list[EvaluationResult]
+    metrics: list[MetricSummary]
+    dataset_version: str
+
+
+def stream_update(message: ev_pb.EvaluateStreamResponse) -> StreamUpdate:
+    return StreamUpdate(
+        run_id=str(message.run_id),
+        results=[result_from_proto(r) for r in message.results],
+        metrics=[summary_from_proto(m) for m in message.metrics],
+        dataset_version=str(message.dataset_version),
+    )
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    name: str
+    description: str
+    evaluators: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConnectorInfo:
+    name: str
+    roles: tuple[str, ...]
+    description: str
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset version the server keeps; ``path`` is what a run spec's dataset.path names."""
+
+    name: str
+    version: str
+    rows: int
+    created_at: float | None
+    path: str
+
+
+@dataclass(frozen=True)
+class DatasetPage:
+    dataset: DatasetInfo
+    rows: list[dict[str, Any]]
+    next_page_token: str
+
+
+def pack_info(p: cat_pb.Pack) -> PackInfo:
+    return PackInfo(str(p.name), str(p.description), tuple(str(e) for e in p.evaluators))
+
+
+def connector_info(c: cat_pb.Connector) -> ConnectorInfo:
+    roles = tuple(r.strip() for r in str(c.roles).split(",") if r.strip())
+    return ConnectorInfo(str(c.name), roles, str(c.description))
+
+
+def dataset_info(d: ds_pb.Dataset) -> DatasetInfo:
+    created = None
+    if d.HasField("create_time"):
+        created = float(d.create_time.seconds) + d.create_time.nanos / 1e9
+    return DatasetInfo(str(d.name), str(d.version), int(d.rows), created, str(d.path))
+
+
+def dataset_page(response: ds_pb.GetDatasetResponse) -> DatasetPage:
+    return DatasetPage(
+        dataset_info(response.dataset),
+        [struct_from_proto(r) for r in response.rows],
+        str(response.next_page_token),
+    )
+
+
+def manifests(response: cat_pb.ListEvaluatorsResponse) -> list[EvaluatorManifest]:
+    return [manifest_from_proto(m) for m in response.evaluators]
+
+
+def select_metrics(comparison: Comparison, wanted: Sequence[str] | None) -> Comparison:
+    """Only the metrics ``wanted`` names (a metric, an evaluator, or EVALUATOR/METRIC), as
+    ``evalsi compare --metric`` selects them (CompareRuns itself compares every metric)."""
+    if not wanted:
+        return comparison
+
+    def hit(evaluator: str, metric: str) -> bool:
+        return any(w in (metric, evaluator, f"{evaluator}/{metric}") for w in wanted)
+
+    known = [(m.evaluator, m.metric) for m in comparison.metrics]
+    known += [(u.evaluator, u.metric) for u in comparison.unmatched]
+    missing = [w for w in wanted if not any(w in (n, e, f"{e}/{n}") for e, n in known)]
+    if missing:
+        names = ", ".join(dict.fromkeys(f"{e}/{n}" for e, n in known))
+        raise UserError(
+            f"no metric matches {', '.join(map(repr, missing))} in run {comparison.run_a} "
+            f"or {comparison.run_b}",
+            hint=f"the metrics are: {names}",
+        )
+    return replace(
+        comparison,
+        metrics=[m for m in comparison.metrics if hit(m.evaluator, m.metric)],
+        unmatched=[u for u in comparison.unmatched if hit(u.evaluator, u.metric)],
+    )

@@ -1,0 +1,162 @@
+"""Server answers as the embedded API's result types. A remote result has no local store, so
+its ``results`` come from the response (Evaluate) or from ``ListRunResults`` pages (runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
+from evalsi.core import EvaluationResult, Outcome
+from evalsi.runs import RunResult, ScoreResult
+from evalsi.store import RunInfo
+from evalsi.wire import result_from_proto, run_from_proto, struct_from_proto, summary_from_proto
+
+ResultPages = Callable[[str], Iterator[EvaluationResult]]
+"""Every stored result of a run, by run id (``ListRunResults`` page after page)."""
+
+
+@dataclass(repr=False)
+class RemoteScoreResult(ScoreResult):
+    """A ``ScoreResult`` computed by a server; ``results`` needs no local store."""
+
+    fetched: list[EvaluationResult] | None = field(default=None, compare=False)
+    pages: ResultPages | None = field(default=None, compare=False)
+
+    def iter_results(self, *, outcome: Outcome | None = None) -> Any:
+        return _iter(self.run_id, self.fetched, self.pages, outcome)
+
+
+@dataclass(repr=False)
+class RemoteRunResult(RunResult):
+    """A ``RunResult`` kept by a server; ``results`` reads its pages from the server."""
+
+    pages: ResultPages | None = field(default=None, compare=False)
+
+    def iter_results(self, *, outcome: Outcome | None = None) -> Any:
+        return _iter(self.run_id, None, self.pages, outcome)
+
+
+def _iter(
+    run_id: str,
+    fetched: list[EvaluationResult] | None,
+    pages: ResultPages | None,
+    outcome: Outcome | None,
+) -> Iterator[EvaluationResult]:
+    if fetched is not None:
+        source: Iterable[EvaluationResult] = fetched
+    elif pages is not None:
+        source = pages(run_id)
+    else:
+        raise RuntimeError("this result is not attached to a server")
+    for result in source:
+        if outcome is None or result.outcome == outcome:
+            yield result
+
+
+def ordered_results(
+    messages: Iterable[Any], ids: Sequence[str], evaluators: Sequence[str]
+) -> list[EvaluationResult]:
+    """Results in record order, then evaluator order, as the embedded store returns them (the
+    server promises no order)."""
+    results = [result_from_proto(m) for m in messages]
+    position = {rid: i for i, rid in reversed(list(enumerate(ids)))}
+    rank = {name: i for i, name in enumerate(evaluators)}
+    far = len(ids) + len(evaluators)
+    results.sort(
+        key=lambda r: (position.get(r.record_id, far), rank.get(r.evaluator, far), r.trial)
+    )
+    return results
+
+
+def score_result(
+    response: ev_pb.EvaluateResponse,
+    *,
+    source: str,
+    local_version: str | None,
+    bad_records: int,
+    bad_examples: list[tuple[int, str]],
+    evaluators: list[dict[str, Any]],
+    results: list[EvaluationResult],
+    gates: list[dict[str, Any]],
+    pages: ResultPages | None,
+) -> RemoteScoreResult:
+    return RemoteScoreResult(
+        run_id=str(response.run_id),
+        status=str(response.status or "done"),
+        records=int(response.records),
+        metrics=[summary_from_proto(m) for m in response.metrics],
+        dataset_source=source,
+        dataset_version=str(response.dataset_version) or local_version,
+        bad_records=bad_records,
+        bad_examples=bad_examples,
+        evaluators=evaluators,
+        gates=gates,
+        fetched=results,
+        pages=pages,
+    )
+
+
+def remote_run_result(result: RunResult, pages: ResultPages | None) -> RemoteRunResult:
+    """The wire converter's ``RunResult`` with results read from the server."""
+    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(RunResult) if f.init}
+    values["store"] = None
+    return RemoteRunResult(**values, pages=pages)
+
+
+def run_info(run: run_pb.Run) -> RunInfo:
+    """A ``Run`` message as the store's ``RunInfo``, as ``evalsi runs`` prints it."""
+    details = struct_from_proto(run.details)
+    spec = struct_from_proto(run.spec)
+    summary: dict[str, Any] = {
+        "metrics": [summary_from_proto(m).to_dict() for m in run.metrics],
+        "gates": run_from_proto(run).gates,
+        "dataset": details.get("dataset")
+        or {"source": _dataset_source(spec), "version": run.dataset_version or None},
+        "bad_records": details.get("bad_records", 0),
+    }
+    manifest = details.get("manifest")
+    return RunInfo(
+        id=str(run.id),
+        kind=str(run.kind),
+        status=str(run.status),
+        created_at=_seconds(run, "create_time") or 0.0,
+        name=str(run.name),
+        finished_at=_seconds(run, "finish_time"),
+        records=int(run.records),
+        spec=spec,
+        manifest=manifest if isinstance(manifest, dict) else None,
+        summary=summary,
+        error=str(run.error) or None,
+    )
+
+
+def evaluator_names(spec: dict[str, Any]) -> list[str]:
+    """Instance names from a stored spec (a Score run's or an EvalRun document)."""
+    entries = spec.get("evaluators")
+    if entries is None:
+        inner = spec.get("spec")
+        entries = inner.get("evaluators") if isinstance(inner, dict) else None
+    names: list[str] = []
+    for e in entries or []:
+        if isinstance(e, dict):
+            ref = str(e.get("ref") or "")
+            names.append(str(e.get("name") or ref.split("@", 1)[0].rsplit("/", 1)[-1]))
+    return names
+
+
+def _dataset_source(spec: dict[str, Any]) -> str:
+    inner = spec.get("spec")
+    if isinstance(inner, dict) and isinstance(inner.get("dataset"), dict):
+        return str(inner["dataset"].get("path", "?"))
+    return str(spec.get("data", "?"))
+
+
+def _seconds(message: Any, name: str) -> float | None:
+    if not message.HasField(name):
+        return None
+    ts = getattr(message, name)
+    return float(ts.seconds) + float(ts.nanos) / 1e9

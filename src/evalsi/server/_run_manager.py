@@ -1,0 +1,514 @@
+"""The server's run scheduler: every Run executes in its own thread with its own event loop.
+
+Why threads: a CPU-heavy grader must not stall the API's event loop, and connector HTTP
+sessions are kept per loop, so each run gets ``asyncio.run`` in a thread of its own.
+
+Queueing: at most ``config.max_concurrent_runs`` runs execute at once. A run over the limit is
+stored at once (``running`` in the store, so a restart resumes it too) and waits, before its
+first task, for a slot in FIFO order; meanwhile the API reports it ``queued``.
+
+Ownership and restarts: a run created here stores ``origin: {server: true, host, project_id}``
+in its spec. On start, every ``kind == "run"`` run of this host's server left ``interrupted``
+(its process died, or a previous ``stop()`` interrupted it) is resumed with
+``execute_run(resume=...)``: tasks already stored are kept, only the missing ones run.
+The store derives ``interrupted`` from a process id on this machine, so two servers on one
+host sharing a store would take each other's runs; servers on different hosts do not.
+
+Cancel: the run's task is cancelled on its own loop; it ends ``cancelled`` (results stored
+so far are kept) and ``resume`` completes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.core import MetricSummary, RunError, UserError
+from evalsi.runs import RunResult, RunSpec, bind_all, execute_run, stored_spec, summarize_stored
+from evalsi.server._state import DEFAULT_PROJECT, ServerState
+from evalsi.store import RunInfo, SqlStore
+from evalsi.store._sql import new_run_id
+from evalsi.wire import Progress
+
+log = logging.getLogger("evalsi.server.runs")
+
+PROGRESS_EVERY_S = 0.25
+"""WatchRun sends at most this often (progress of a fast run changes many times a second)."""
+METRICS_EVERY_S = 2.0
+"""Partial metrics of a running run are recomputed from the store at most this often."""
+CANCEL_WAIT_S = 30.0
+STOP_WAIT_S = 30.0
+RESUMABLE = ("stopped", "cancelled", "interrupted", "incomplete", "failed")
+FINISHED = ("done", *RESUMABLE)
+
+
+@dataclass
+class RunSnapshot:
+    """A run as WatchRun/GetRun show it: the stored row, plus what only the scheduler knows."""
+
+    info: RunInfo
+    status: str
+    progress: Progress | None = None
+    metrics: list[MetricSummary] | None = None  # partial metrics while running
+    final: bool = False
+
+
+@dataclass
+class _Live:
+    """A run this server is executing (or holding in its queue)."""
+
+    run_id: str
+    spec: RunSpec
+    state: str = "starting"  # starting -> queued -> running -> finished
+    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task[Any] | None = None
+    cancel_requested: bool = False
+    holds_slot: bool = False
+    grant: asyncio.Future[None] | None = None
+    done: int = 0
+    total: int = 0
+    infra: int = 0
+    stored: asyncio.Future[None] | None = None  # on the API loop
+    finished: asyncio.Future[None] | None = None  # on the API loop
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    partial: tuple[float, list[MetricSummary]] | None = None
+    evaluators: list[tuple[str, str, Any]] | None = None
+
+
+class RunManager:
+    """Creates, queues, executes, cancels, resumes and watches the server's runs."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.host = socket.gethostname()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._live: dict[str, _Live] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._waiting: deque[_Live] = deque()
+        self._active = 0
+        self._finished: Counter[str] = Counter()
+        self._tasks: Counter[str] = Counter()
+        self._judge_hits = 0
+        self._stopping = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> list[str]:
+        """Resume the runs a dead server process of this host left unfinished; their ids."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping = False
+        resumed: list[str] = []
+        for info in await asyncio.to_thread(self._orphans):
+            try:
+                spec = self._spec_of(info)
+                await self._launch(spec, resume=info.id, run_id=info.id)
+            except Exception as e:  # noqa: BLE001 - one bad run must not stop the server
+                log.warning("run %s cannot be resumed on start: %s", info.id, e)
+                continue
+            log.info("resumed run %s left unfinished by a previous server process", info.id)
+            resumed.append(info.id)
+        return resumed
+
+    async def stop(self) -> None:
+        """Interrupt every live run (each ends ``interrupted`` and resumes on the next start)."""
+        self._stopping = True
+        with self._lock:
+            lives = list(self._live.values())
+        for live in lives:
+            self._cancel_task(live)
+        waits = [live.finished for live in lives if live.finished is not None]
+        if waits:
+            await asyncio.wait(waits, timeout=STOP_WAIT_S)
+        for thread in list(self._threads.values()):
+            await asyncio.to_thread(thread.join, 1.0)
+
+    # -- the RPCs ---------------------------------------------------------------------------
+    async def create(
+        self, spec: RunSpec, *, project_id: str = "", dry_run: bool = False
+    ) -> RunSnapshot | RunResult:
+        """Start ``spec``; answers once the run is stored (a dry run returns its plan)."""
+        spec = self._with_server_judges(spec)
+        self.check_target(spec.target.kind)
+        if dry_run:
+            return await asyncio.to_thread(
+                asyncio.run, execute_run(spec, dry_run=True, registry=self.state.registry)
+            )
+        origin = {"server": True, "host": self.host, "project_id": project_id or DEFAULT_PROJECT}
+        live = await self._launch(spec, origin=origin)
+        return await self.get(live.run_id)
+
+    async def get(self, ref: str) -> RunSnapshot:
+        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        return self.snapshot(info)
+
+    async def cancel(self, ref: str) -> RunSnapshot:
+        """Stop a live run; it ends ``cancelled`` with its stored results kept."""
+        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        live = self._live.get(info.id)
+        if live is None:
+            if info.status == "running":
+                raise UserError(
+                    f"run {info.id} is not executed by this server (pid {info.pid})",
+                    hint="cancel it where it runs (Ctrl-C for `evalsi run`)",
+                )
+            return self.snapshot(info)  # already finished: nothing to stop
+        live.cancel_requested = True
+        self._cancel_task(live)
+        if live.finished is not None:
+            await asyncio.wait([live.finished], timeout=CANCEL_WAIT_S)
+        return await self.get(info.id)
+
+    async def resume(self, ref: str) -> RunSnapshot:
+        """Complete a stopped, cancelled, interrupted, incomplete or failed run."""
+        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        if info.id in self._live:
+            raise UserError(f"run {info.id} is already running on this server")
+        if info.kind != "run":
+            raise UserError(f"run {info.id} is a {info.kind} run; only Run runs can be resumed")
+        if info.status not in RESUMABLE:
+            raise UserError(
+                f"run {info.id} is {info.status}; only a run that is "
+                + ", ".join(RESUMABLE)
+                + " can be resumed"
+            )
+        spec = self._spec_of(info)
+        await self._launch(spec, resume=info.id, run_id=info.id)
+        return await self.get(info.id)
+
+    async def watch(self, ref: str) -> AsyncIterator[RunSnapshot]:
+        """The run's state on every change (at most every ``PROGRESS_EVERY_S``), partial
+        metrics at most every ``METRICS_EVERY_S``, then the final state; a run that is not
+        live sends its current state once."""
+        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        live = self._live.get(info.id)
+        if live is None:
+            yield self.snapshot(info, final=True)
+            return
+        last: tuple[Any, ...] | None = None
+        while live.finished is not None and not live.finished.done():
+            changed = live.changed
+            metrics = await self._partial(live)
+            key = (live.state, live.done, live.total, live.infra, id(metrics))
+            if key != last:
+                last = key
+                row = await asyncio.to_thread(self.state.store.get_run, info.id)
+                yield self.snapshot(row, metrics=metrics)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), METRICS_EVERY_S)
+            await asyncio.sleep(PROGRESS_EVERY_S)
+        info = await asyncio.to_thread(self.state.store.get_run, info.id)
+        yield self.snapshot(info, final=True)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for /metrics: runs by state (live ones by their current state, finished
+        ones by final status since this server started), tasks by state in this server's
+        sessions, and judge cache hits of the runs finished here (from their summaries)."""
+        with self._lock:
+            runs = Counter(live.state for live in self._live.values())
+            pending = sum(max(live.total - live.done, 0) for live in self._live.values())
+            runs.update(self._finished)
+            tasks = Counter(self._tasks)
+            live_done = sum(live.done - live.infra for live in self._live.values())
+            live_infra = sum(live.infra for live in self._live.values())
+        tasks["completed"] += live_done
+        tasks["infra_error"] += live_infra
+        tasks["pending"] = pending
+        return {"runs": dict(runs), "tasks": dict(tasks), "judge_cache_hits": self._judge_hits}
+
+    # -- launching --------------------------------------------------------------------------
+    async def _launch(
+        self,
+        spec: RunSpec,
+        *,
+        resume: str | None = None,
+        run_id: str | None = None,
+        origin: dict[str, Any] | None = None,
+    ) -> _Live:
+        loop = self._api_loop()
+        if self._stopping:
+            raise RunError("the server is shutting down; try again once it is back")
+        live = _Live(run_id=run_id or new_run_id(), spec=spec)
+        live.stored, live.finished = loop.create_future(), loop.create_future()
+        with self._lock:
+            if live.run_id in self._live:
+                raise UserError(f"run {live.run_id} is already running on this server")
+            self._live[live.run_id] = live
+        thread = threading.Thread(
+            target=self._thread_main,
+            args=(live, resume, origin),
+            name=f"evalsi-run-{live.run_id}",
+            daemon=True,
+        )
+        self._threads[live.run_id] = thread
+        thread.start()
+        await asyncio.shield(live.stored)  # raises what stopped the run before it was stored
+        return live
+
+    def _thread_main(self, live: _Live, resume: str | None, origin: dict[str, Any] | None) -> None:
+        db = self._open_store()
+        error: BaseException | None = None
+        try:
+            asyncio.run(self._execute(live, db, resume, origin))
+        except BaseException as e:  # noqa: BLE001 - reported to the API loop below
+            error = e
+        finally:
+            try:
+                self._after(live, db, error)
+            finally:
+                if db is not self.state.store:
+                    db.close()
+
+    async def _execute(
+        self, live: _Live, db: SqlStore, resume: str | None, origin: dict[str, Any] | None
+    ) -> None:
+        task = asyncio.current_task()
+        with self._lock:
+            live.loop, live.task = asyncio.get_running_loop(), task
+            stop_now = live.cancel_requested or self._stopping
+        if stop_now:
+            raise asyncio.CancelledError
+
+        def progress(done: int, infra: int, _text: str) -> None:
+            live.done, live.infra = done, infra
+            self._notify(live)
+
+        await execute_run(
+            live.spec,
+            store=db,
+            resume=resume,
+            run_id=None if resume else live.run_id,
+            origin=origin,
+            progress=progress,
+            registry=self.state.registry,
+            started=lambda run_id, total: self._started(live, total),
+            cancelled=lambda: live.cancel_requested,
+        )
+
+    async def _started(self, live: _Live, total: int | None) -> None:
+        """The run is stored: answer CreateRun, then wait for a slot (FIFO)."""
+        live.total = total or 0
+        loop = asyncio.get_running_loop()
+        live.grant = loop.create_future()
+        with self._lock:
+            if self._active < max(self.state.config.max_concurrent_runs, 1):
+                self._active += 1
+                live.holds_slot = True
+                live.grant.set_result(None)
+                live.state = "running"
+            else:
+                self._waiting.append(live)
+                live.state = "queued"
+        self._resolve(live.stored)
+        self._notify(live)
+        await live.grant
+        live.state = "running"
+        self._notify(live)
+
+    def _release(self, live: _Live) -> None:
+        """Hand this run's slot to the next queued run (or free it)."""
+        with self._lock:
+            if not live.holds_slot:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(live)
+                return
+            live.holds_slot = False
+            while self._waiting:
+                nxt = self._waiting.popleft()
+                nxt.holds_slot = True
+                if nxt.loop is not None and nxt.grant is not None:
+                    nxt.loop.call_soon_threadsafe(_grant, nxt.grant)
+                return
+            self._active -= 1
+
+    def _after(self, live: _Live, db: SqlStore, error: BaseException | None) -> None:
+        """The run's thread ends: free its slot, settle its status, wake every waiter."""
+        self._release(live)
+        status = "failed"
+        try:
+            info = db.get_run(live.run_id)
+            status = info.status
+            if status == "running" and info.pid == os.getpid():
+                # It stopped between being stored and its first task: never leave it running.
+                status = "cancelled" if live.cancel_requested else "failed"
+                db.finish_run(
+                    live.run_id,
+                    status=status,
+                    records=info.records,
+                    summary=None,
+                    manifest=None,
+                    error=_describe(error) or "stopped before its first task",
+                )
+            hits = sum(
+                int(j.get("cached", 0)) for j in ((info.summary or {}).get("judges") or {}).values()
+            )
+        except Exception:  # noqa: BLE001 - the run may never have been stored
+            hits = 0
+        with self._lock:
+            self._live.pop(live.run_id, None)
+            self._threads.pop(live.run_id, None)
+            self._finished[status] += 1
+            self._tasks["completed"] += live.done - live.infra
+            self._tasks["infra_error"] += live.infra
+            self._judge_hits += hits
+            live.state = "finished"
+        if error is not None and not isinstance(error, asyncio.CancelledError):
+            log.warning("run %s ended with %s", live.run_id, _describe(error))
+        # A creator still waiting gets the error (the run was refused before it was stored);
+        # once the run is stored this is a no-op.
+        self._resolve(live.stored, error)
+        self._resolve(live.finished)
+        self._notify(live)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _api_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def _resolve(
+        self, fut: asyncio.Future[None] | None, error: BaseException | None = None
+    ) -> None:
+        if fut is None or self._loop is None:
+            return
+
+        def settle() -> None:
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(None)
+            elif isinstance(error, Exception):
+                fut.set_exception(error)
+            else:  # cancelled before it was stored (the server is stopping)
+                fut.set_exception(RunError("the run was stopped before it started"))
+
+        self._loop.call_soon_threadsafe(settle)
+
+    def _notify(self, live: _Live) -> None:
+        if self._loop is None or self._loop.is_closed():
+            return
+
+        def wake() -> None:
+            event, live.changed = live.changed, asyncio.Event()
+            event.set()
+
+        self._loop.call_soon_threadsafe(wake)
+
+    def _cancel_task(self, live: _Live) -> None:
+        with self._lock:
+            loop, task = live.loop, live.task
+        if loop is not None and task is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between
+                loop.call_soon_threadsafe(task.cancel)
+
+    def snapshot(
+        self, info: RunInfo, *, metrics: list[MetricSummary] | None = None, final: bool = False
+    ) -> RunSnapshot:
+        """``info`` as the API shows it: a live run's status (``queued``/``running``) and
+        progress come from the scheduler, everything else from the store."""
+        live = self._live.get(info.id)
+        if live is None or final:
+            return RunSnapshot(info, info.status, final=final or info.status != "running")
+        status = "queued" if live.state in ("queued", "starting") else "running"
+        progress = Progress(done=live.done, total=live.total, infra_errors=live.infra)
+        return RunSnapshot(info, status, progress=progress, metrics=metrics)
+
+    async def _partial(self, live: _Live) -> list[MetricSummary] | None:
+        """Metrics of the results stored so far, recomputed at most every ``METRICS_EVERY_S``."""
+        if live.state != "running":
+            return None
+        now = time.monotonic()
+        if live.partial is not None and now - live.partial[0] < METRICS_EVERY_S:
+            return live.partial[1]
+        metrics = await asyncio.to_thread(self._summarize, live)
+        live.partial = (now, metrics)
+        return metrics
+
+    def _summarize(self, live: _Live) -> list[MetricSummary]:
+        if live.evaluators is None:
+            entries = [e.as_mapping() for e in live.spec.evaluators]
+            bound = bind_all(entries, registry=self.state.registry)
+            live.evaluators = [(b.name, b.manifest.ref.name, b.manifest.outputs) for b in bound]
+        db = self.state.store
+        counts = db.output_counts(live.run_id)
+        stored = summarize_stored(
+            db, live.run_id, live.evaluators, trials=live.spec.trials, task_counts=counts
+        )
+        return stored.metrics
+
+    def _orphans(self) -> list[RunInfo]:
+        """Runs of this host's server left unfinished by a process that is gone."""
+        mine = os.getpid()
+        out = []
+        for info in self.state.store.list_runs(limit=1_000_000):
+            origin = info.spec.get("origin") or {}
+            if info.kind != "run" or not origin.get("server") or origin.get("host") != self.host:
+                continue
+            if info.status == "running" and info.pid == mine:
+                # A restarted container often gets the same pid: nothing here runs it yet.
+                self.state.store.finish_run(
+                    info.id,
+                    status="interrupted",
+                    records=info.records,
+                    summary=None,
+                    manifest=None,
+                    error="the server stopped",
+                )
+                out.append(info)
+            elif info.status == "interrupted":
+                out.append(info)
+        return out[::-1]  # oldest first, so they queue in the order they were created
+
+    def _spec_of(self, info: RunInfo) -> RunSpec:
+        spec = self._with_server_judges(stored_spec(info))
+        self.check_target(spec.target.kind)
+        return spec
+
+    def _with_server_judges(self, spec: RunSpec) -> RunSpec:
+        """A spec naming no judges gets the server's (``evalsi.yaml`` ``judges``)."""
+        if spec.judges or not self.state.config.judges:
+            return spec
+        return dataclasses.replace(spec, judges=dict(self.state.config.judges))
+
+    def check_target(self, kind: str) -> None:
+        """Refuse a Python target unless ``allow_python_targets`` (code on the server's disk)."""
+        if kind == "python" and not self.state.config.allow_python_targets:
+            raise UserError(
+                "spec.target.python: Python targets are refused by this server: the code "
+                "would be imported from the server's own disk and run inside it",
+                hint="serve the system under test over HTTP and use a `target.http` (or a "
+                "`target.model` for a model API), or enable allow_python_targets in "
+                "evalsi.yaml on a trusted server",
+            )
+
+    def _open_store(self) -> SqlStore:
+        """A store of the run's own (its writer connection is not shared between threads)."""
+        shared = self.state.store
+        if shared.is_sqlite_file:
+            return SqlStore.open(shared.sqlite_path)
+        if shared.engine.dialect.name == "sqlite":  # in memory: one connection for all
+            return shared
+        return SqlStore.open(shared.engine.url.render_as_string(hide_password=False))
+
+
+def _grant(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return ""
+    return str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+
+
+__all__ = ["RunManager", "RunSnapshot"]

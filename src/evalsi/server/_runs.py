@@ -1,0 +1,245 @@
+"""RunService: the Run way in over the API. Runs are executed by the ``RunManager``
+(``_run_manager``); this module turns requests into specs and runs into messages.
+
+A CreateRun request carries the same ``EvalRun`` document ``evalsi run -f`` reads: it is turned
+into its proto3 JSON form and validated by ``run_spec_from_dict``, exactly as the YAML is, so
+an error names the same field either way. What a server must refuse on top: dataset paths
+outside ``datasets_dir``, ``file:`` secret references (files on the server's disk) and, unless
+``allow_python_targets``, Python targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from connectrpc.request import RequestContext
+from google.protobuf import json_format
+
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
+from evalsi.core import UserError
+from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
+from evalsi.server._paths import confine
+from evalsi.server._run_manager import RunManager, RunSnapshot
+from evalsi.server._state import ServerState
+from evalsi.store import RunInfo
+from evalsi.wire import (
+    comparison_to_proto,
+    result_to_proto,
+    run_result_to_proto,
+    run_to_proto,
+)
+
+DEFAULT_PAGE = 20
+MAX_PAGE = 1000
+DEFAULT_RESULTS_PAGE = 1000
+MAX_RESULTS_PAGE = 10_000
+SPEC_SOURCE = "<request>"
+
+
+class RunHandler:
+    """Implements the generated ``RunService`` protocol over ``state.runs``."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        if state.runs is None:
+            state.runs = RunManager(state)
+
+    @property
+    def runs(self) -> RunManager:
+        manager = self.state.runs
+        assert isinstance(manager, RunManager)
+        return manager
+
+    # -- unary RPCs -------------------------------------------------------------------------
+    async def create_run(
+        self, request: pb.CreateRunRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.CreateRunResponse:
+        if not request.HasField("run"):
+            raise UserError("run: the EvalRun document is required")
+        spec = self.spec_from_request(request.run)
+        created = await self.runs.create(
+            spec, project_id=request.project_id, dry_run=request.dry_run
+        )
+        return pb.CreateRunResponse(run=self._message(created))
+
+    async def get_run(
+        self, request: pb.GetRunRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.GetRunResponse:
+        return pb.GetRunResponse(run=self._message(await self.runs.get(_ref(request.id))))
+
+    async def list_runs(
+        self, request: pb.ListRunsRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.ListRunsResponse:
+        size = _page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE)
+        offset = _offset(request.page_token)
+        matched, more = await asyncio.to_thread(
+            self._filtered, offset + size, request.kind, request.status
+        )
+        out = pb.ListRunsResponse()
+        for snapshot in matched[offset : offset + size]:
+            out.runs.append(self._message(snapshot))
+        if more:
+            out.next_page_token = str(offset + size)
+        return out
+
+    async def cancel_run(
+        self, request: pb.CancelRunRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.CancelRunResponse:
+        return pb.CancelRunResponse(run=self._message(await self.runs.cancel(_ref(request.id))))
+
+    async def resume_run(
+        self, request: pb.ResumeRunRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.ResumeRunResponse:
+        return pb.ResumeRunResponse(run=self._message(await self.runs.resume(_ref(request.id))))
+
+    async def list_run_results(
+        self, request: pb.ListRunResultsRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.ListRunResultsResponse:
+        size = _page_size(request.page_size, DEFAULT_RESULTS_PAGE, MAX_RESULTS_PAGE)
+        offset = _offset(request.page_token)
+        ref = _ref(request.id)
+        return await asyncio.to_thread(self._results_page, ref, offset, size)
+
+    async def compare_runs(
+        self, request: pb.CompareRunsRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.CompareRunsResponse:
+        level = request.level or 0.95
+        if not 0.0 < level < 1.0:
+            raise UserError(f"level: expected a confidence level in (0, 1), got {level}")
+        comparison = await asyncio.to_thread(
+            compare_runs,
+            self.state.store,
+            _ref(request.baseline, "baseline"),
+            _ref(request.candidate, "candidate"),
+            level=level,
+            seed=request.seed if request.HasField("seed") else 0,
+        )
+        return comparison_to_proto(comparison)
+
+    # -- streaming --------------------------------------------------------------------------
+    async def watch_run(
+        self, request: pb.WatchRunRequest, ctx: RequestContext[Any, Any], /
+    ) -> AsyncIterator[pb.WatchRunResponse]:
+        async for snapshot in self.runs.watch(_ref(request.id)):
+            yield pb.WatchRunResponse(run=self._message(snapshot))
+
+    # -- specs ------------------------------------------------------------------------------
+    def spec_from_request(self, run: Any) -> RunSpec:
+        """The ``RunSpec`` of an ``EvalRun`` message, validated as its YAML would be."""
+        doc = json_format.MessageToDict(run)
+        spec_doc = doc.get("spec")
+        if isinstance(spec_doc, dict):
+            target = spec_doc.get("target")
+            if isinstance(target, dict) and "python" in target:
+                self.runs.check_target("python")  # before its module name is even looked at
+            _refuse_file_secrets(spec_doc)
+            dataset = spec_doc.get("dataset")
+            if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
+                dataset["path"] = self._dataset_path(dataset["path"])
+        spec = run_spec_from_dict(doc, source=SPEC_SOURCE, base_dir=self.state.config.datasets_dir)
+        self.runs.check_target(spec.target.kind)
+        return spec
+
+    def _dataset_path(self, path: str) -> str:
+        if "://" in path:
+            raise UserError(
+                f"spec.dataset.path: {path!r}: a server reads datasets from its datasets_dir only",
+                hint="upload the data with the DatasetService (evalsi.Client.create_dataset) "
+                "and use the path it returns",
+            )
+        resolved = confine(self.state.config.datasets_dir, path, what="spec.dataset.path")
+        if not resolved.is_file():
+            raise UserError(
+                f"spec.dataset.path: no dataset {path!r} in the server's datasets_dir",
+                hint="upload it with the DatasetService, or list what the server holds",
+            )
+        return str(resolved)
+
+    # -- messages ---------------------------------------------------------------------------
+    def _message(self, item: RunSnapshot | RunResult) -> pb.Run:
+        if isinstance(item, RunResult):
+            return run_result_to_proto(item)
+        return run_to_proto(
+            item.info, status=item.status, progress=item.progress, metrics=item.metrics
+        )
+
+    def _filtered(self, want: int, kind: str, status: str) -> tuple[list[RunSnapshot], bool]:
+        """Newest first: the first ``want`` runs matching ``kind``/``status`` (as the API shows
+        the status, so ``queued`` works) and whether more match."""
+        limit = want + 1
+        while True:
+            rows = self.state.store.list_runs(limit=limit)
+            snapshots = [self.runs.snapshot(r) for r in rows if not kind or r.kind == kind]
+            matched = [s for s in snapshots if not status or s.status == status]
+            if len(matched) > want or len(rows) < limit:
+                return matched, len(matched) > want
+            limit *= 4
+
+    def _results_page(self, ref: str, offset: int, size: int) -> pb.ListRunResultsResponse:
+        store = self.state.store
+        info: RunInfo = store.get_run(ref)
+        out = pb.ListRunResultsResponse()
+        stream = store.iter_results(info.id, batch=min(size + 1, 5000))
+        try:
+            for i, (_seq, _index, result) in enumerate(stream):
+                if i < offset:
+                    continue
+                if i >= offset + size:
+                    out.next_page_token = str(offset + size)
+                    break
+                out.results.append(result_to_proto(result))
+        finally:
+            stream.close()  # type: ignore[attr-defined]
+        return out
+
+
+def _ref(value: str, name: str = "id") -> str:
+    if not value.strip():
+        raise UserError(f"{name}: a run id is required (an id, a unique prefix, or latest)")
+    return value
+
+
+def _page_size(value: int, default: int, largest: int) -> int:
+    if value < 0:
+        raise UserError(f"page_size: expected 0 (the default, {default}) or more, got {value}")
+    return min(value or default, largest)
+
+
+def _offset(token: str) -> int:
+    if not token:
+        return 0
+    if not token.isdigit():
+        raise UserError(
+            f"page_token: {token[:40]!r} is not a token this server gave",
+            hint="pass next_page_token from the previous page, or nothing for the first",
+        )
+    return int(token)
+
+
+def _refuse_file_secrets(spec_doc: Mapping[str, Any]) -> None:
+    """``file:`` secret references would read files on the server's disk: refused."""
+    target = spec_doc.get("target")
+    places: list[tuple[str, Any]] = []
+    if isinstance(target, dict):
+        model = target.get("model")
+        if isinstance(model, dict):
+            places.append(("spec.target.model.secretRef", model.get("secretRef")))
+        http = target.get("http")
+        if isinstance(http, dict) and isinstance(http.get("headers"), dict):
+            for key, value in http["headers"].items():
+                if isinstance(value, str) and value.startswith("secret:"):
+                    places.append((f"spec.target.http.headers.{key}", value[len("secret:") :]))
+    judges = spec_doc.get("judges")
+    if isinstance(judges, dict):
+        for name, judge in judges.items():
+            if isinstance(judge, dict):
+                places.append((f"spec.judges.{name}.secretRef", judge.get("secretRef")))
+    for where, ref in places:
+        if isinstance(ref, str) and ref.startswith("file:"):
+            raise UserError(
+                f"{where}: file: secret references are refused by a server (they would read "
+                "a file on the server's disk)",
+                hint="reference an environment variable of the server instead (env:NAME)",
+            )

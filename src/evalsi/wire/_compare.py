@@ -1,0 +1,152 @@
+"""Run comparisons to and from proto (``CompareRunsResponse``).
+
+The wire names the runs baseline and candidate (A and B in ``Comparison``) and spells the
+verdicts ``no_change`` / ``insufficient_data``; everything else round-trips unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
+from evalsi.core import Interval
+from evalsi.runs import Comparison, MetricComparison, Unmatched
+from evalsi.runs._comparison import CompareKind, Verdict
+from evalsi.stats import McNemar
+from evalsi.wire._json import _opt_bool, _opt_float
+
+_VERDICT_TO_PROTO: dict[str, str] = {
+    "improved": "improved",
+    "regressed": "regressed",
+    "changed": "changed",
+    "no significant change": "no_change",
+    "insufficient data": "insufficient_data",
+}
+_VERDICT_FROM_PROTO: dict[str, Verdict] = {
+    "improved": "improved",
+    "regressed": "regressed",
+    "changed": "changed",
+    "no_change": "no significant change",
+    "insufficient_data": "insufficient data",
+}
+
+
+def comparison_to_proto(comparison: Comparison) -> run_service_pb2.CompareRunsResponse:
+    out = run_service_pb2.CompareRunsResponse(
+        baseline=comparison.run_a,
+        candidate=comparison.run_b,
+        warnings=list(comparison.warnings),
+        level=comparison.level,
+        seed=comparison.seed,
+        baseline_dataset_version=comparison.dataset_versions[0] or "",
+        candidate_dataset_version=comparison.dataset_versions[1] or "",
+    )
+    for m in comparison.metrics:
+        _set_metric(out.metrics.add(), m)
+    for u in comparison.unmatched:
+        out.unmatched.add(evaluator=u.evaluator, metric=u.metric, run_id=u.run_id)
+    return out
+
+
+def comparison_from_proto(message: run_service_pb2.CompareRunsResponse) -> Comparison:
+    baseline = str(message.baseline)
+    unmatched = [
+        Unmatched(
+            evaluator=str(u.evaluator),
+            metric=str(u.metric),
+            only_in="a" if u.run_id == baseline else "b",
+            run_id=str(u.run_id),
+        )
+        for u in message.unmatched
+    ]
+    return Comparison(
+        run_a=baseline,
+        run_b=str(message.candidate),
+        dataset_versions=(
+            str(message.baseline_dataset_version) or None,
+            str(message.candidate_dataset_version) or None,
+        ),
+        metrics=[_metric_from_proto(m) for m in message.metrics],
+        unmatched=unmatched,
+        warnings=[str(w) for w in message.warnings],
+        level=float(message.level) or 0.95,
+        seed=int(message.seed),
+    )
+
+
+def _set_metric(out: run_service_pb2.MetricComparison, m: MetricComparison) -> None:
+    out.evaluator = m.evaluator
+    out.metric = m.metric
+    out.kind = m.kind
+    out.n_paired = m.n_paired
+    out.n_baseline = m.n_a
+    out.n_candidate = m.n_b
+    for name, value in (
+        ("mean_baseline", m.mean_a),
+        ("mean_candidate", m.mean_b),
+        ("delta", m.delta),
+        ("p_value", m.p_value),
+        ("mde", m.mde),
+    ):
+        if value is not None:
+            setattr(out, name, value)
+    _set_interval(out.ci, m.ci)
+    if m.mcnemar is not None:
+        t = m.mcnemar
+        out.mcnemar_p_value = t.p_value
+        out.mcnemar.SetInParent()
+        out.mcnemar.b01, out.mcnemar.b10 = t.b01, t.b10
+        out.mcnemar.statistic, out.mcnemar.p_value, out.mcnemar.method = (
+            t.statistic,
+            t.p_value,
+            t.method,
+        )
+    out.verdict = _VERDICT_TO_PROTO.get(m.verdict, m.verdict)
+    if m.higher_is_better is not None:
+        out.higher_is_better = m.higher_is_better
+    out.note = m.note
+
+
+def _set_interval(out: score_pb2.Interval, ci: Interval) -> None:
+    out.SetInParent()
+    if ci.low is not None:
+        out.low = ci.low
+    if ci.high is not None:
+        out.high = ci.high
+    out.method = ci.method
+    out.level = ci.level
+
+
+def _metric_from_proto(m: run_service_pb2.MetricComparison) -> MetricComparison:
+    kind: CompareKind = "passed" if m.kind == "passed" else "number"
+    test = None
+    if m.HasField("mcnemar"):
+        t = m.mcnemar
+        method: Literal["exact", "chi2"] = "chi2" if t.method == "chi2" else "exact"
+        test = McNemar(int(t.b01), int(t.b10), float(t.statistic), float(t.p_value), method)
+    verdict = _VERDICT_FROM_PROTO.get(str(m.verdict))
+    if verdict is None:
+        raise ValueError(f"MetricComparison.verdict {m.verdict!r} is not a known verdict")
+    return MetricComparison(
+        evaluator=str(m.evaluator),
+        metric=str(m.metric),
+        kind=kind,
+        n_paired=int(m.n_paired),
+        n_a=int(m.n_baseline),
+        n_b=int(m.n_candidate),
+        mean_a=_opt_float(m, "mean_baseline"),
+        mean_b=_opt_float(m, "mean_candidate"),
+        delta=_opt_float(m, "delta"),
+        ci=Interval(
+            _opt_float(m.ci, "low"), _opt_float(m.ci, "high"), str(m.ci.method), float(m.ci.level)
+        ),
+        p_value=_opt_float(m, "p_value"),
+        mcnemar=test,
+        verdict=verdict,
+        mde=_opt_float(m, "mde"),
+        higher_is_better=_opt_bool(m, "higher_is_better"),
+        note=str(m.note),
+    )
+
+
+__all__ = ["comparison_from_proto", "comparison_to_proto"]

@@ -1,0 +1,248 @@
+"""Runs to and from proto: a stored run (or a ``RunResult``) as the ``Run`` message, and back.
+
+A ``Run`` carries the figures in typed fields (metrics, gates, status, records) and everything
+else ``RunResult.to_dict()`` reports (tasks, trials, infra errors, stopped reason, spend,
+pass@k samples, judges, the dry-run plan) in ``details``, so a client rebuilds the same
+``RunResult`` the embedded ``evalsi.run`` returns (without a store attached).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from google.protobuf import timestamp_pb2
+
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2
+from evalsi.core import MetricSummary
+from evalsi.runs import RunResult, gates_exit_code, summaries_from_dicts
+from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
+from evalsi.wire._results import summary_from_proto, summary_to_proto
+
+# The core's gate verdicts and the wire's (run_service.proto: "pass", "fail", "undecided").
+_VERDICT_TO_PROTO = {"passed": "pass", "failed": "fail", "inconclusive": "undecided"}
+_VERDICT_FROM_PROTO = {v: k for k, v in _VERDICT_TO_PROTO.items()}
+# Summary keys with a typed field of their own; the rest goes to ``details``.
+_TYPED = ("metrics", "gates")
+EXIT_INFRA = 3
+
+
+class StoredRun(Protocol):
+    """What ``run_to_proto`` reads of a run (``evalsi.store.RunInfo`` has all of it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def finished_at(self) -> float | None: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def spec(self) -> dict[str, Any]: ...
+    @property
+    def summary(self) -> dict[str, Any] | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Tasks finished in this session of a run, of ``total`` (0 when unknown)."""
+
+    done: int = 0
+    total: int = 0
+    infra_errors: int = 0
+
+
+def run_to_proto(
+    info: StoredRun,
+    *,
+    status: str | None = None,
+    progress: Progress | None = None,
+    metrics: Sequence[MetricSummary] | None = None,
+    project_id: str = "",
+) -> run_service_pb2.Run:
+    """A stored run as a ``Run``.
+
+    ``status`` overrides the stored one (a server reports ``queued`` runs it holds back);
+    ``metrics`` are partial metrics of a running run (the stored summary's otherwise).
+    """
+    summary = dict(info.summary or {})
+    shown = status or info.status
+    out = run_service_pb2.Run(
+        id=info.id,
+        name=info.name,
+        kind=info.kind,
+        status=shown,
+        records=info.records,
+        error=info.error or "",
+        project_id=project_id or str((info.spec.get("origin") or {}).get("project_id") or ""),
+    )
+    _set_time(out.create_time, info.created_at)
+    if info.finished_at is not None:
+        _set_time(out.finish_time, info.finished_at)
+    if metrics is None:
+        metrics = summaries_from_dicts(summary.get("metrics") or [])
+    for m in metrics:
+        out.metrics.append(summary_to_proto(m))
+    gates = list(summary.get("gates") or [])
+    _set_gates(out, gates)
+    out.exit_code = _exit_code(info.kind, shown, gates)
+    if progress is not None:
+        out.progress.tasks_done = progress.done
+        out.progress.tasks_total = progress.total
+        out.progress.infra_errors = progress.infra_errors
+    dataset = summary.get("dataset") or {}
+    if dataset.get("version"):
+        out.dataset_version = str(dataset["version"])
+    _set_struct(out.spec, _jsonable(info.spec))
+    details = {k: v for k, v in summary.items() if k not in _TYPED}
+    if info.spec.get("evaluators") is not None:
+        details["evaluators"] = info.spec["evaluators"]
+    _set_struct(out.details, _jsonable(details))
+    return out
+
+
+def run_result_to_proto(result: RunResult, *, project_id: str = "") -> run_service_pb2.Run:
+    """A ``RunResult`` (a finished run, or a dry run's plan) as a ``Run``."""
+    d = result.to_dict()
+    out = run_service_pb2.Run(
+        id=result.run_id,
+        kind="run",
+        status=result.status,
+        records=result.records,
+        exit_code=result.exit_code,
+        project_id=project_id,
+    )
+    for m in result.metrics:
+        out.metrics.append(summary_to_proto(m))
+    _set_gates(out, result.gates)
+    if result.dataset_version:
+        out.dataset_version = result.dataset_version
+    details = {k: v for k, v in d.items() if k not in ("run_id", "status", "records", *_TYPED)}
+    details.setdefault("dataset", {"source": result.dataset_source, "version": None})
+    details.setdefault("evaluators", result.evaluators)
+    details["pass_k_samples"] = result.pass_k_samples
+    _set_struct(out.details, _jsonable(details))
+    return out
+
+
+def run_from_proto(message: run_service_pb2.Run) -> RunResult:
+    """The ``RunResult`` a ``Run`` describes, as the embedded ``evalsi.run`` returns it.
+
+    No store is attached (``store=None``): read results with the client's ListRunResults.
+    """
+    details = struct_from_proto(message.details)
+    dataset = details.get("dataset")
+    dataset = dataset if isinstance(dataset, dict) else {}
+    plan = details.get("plan")
+    return RunResult(
+        run_id=str(message.id),
+        status=str(message.status),
+        records=int(message.records),
+        metrics=[summary_from_proto(m) for m in message.metrics],
+        dataset_source=str(dataset.get("source") or ""),
+        dataset_version=str(message.dataset_version) or None,
+        bad_records=_int(details.get("bad_records")),
+        evaluators=[dict(e) for e in _list(details.get("evaluators")) if isinstance(e, dict)],
+        store=None,
+        gates=[_gate_from_proto(g) for g in message.gates],
+        trials=_int(details.get("trials"), 1),
+        tasks={str(k): _int(v) for k, v in _dict(details.get("tasks")).items()},
+        infra_errors=_int(details.get("infra_errors")),
+        stopped_reason=_opt_str(details.get("stopped_reason")),
+        spend=_dict(details.get("spend")),
+        pass_k_samples={
+            str(k): {str(a): _int(b) for a, b in _dict(v).items()}
+            for k, v in _dict(details.get("pass_k_samples")).items()
+        },
+        plan=plan if isinstance(plan, dict) else None,
+    )
+
+
+def _set_gates(out: run_service_pb2.Run, gates: Sequence[Mapping[str, Any]]) -> None:
+    for g in gates:
+        gate = out.gates.add(
+            expr=str(g.get("expr", "")),
+            passed=bool(g.get("passed")),
+            verdict=_VERDICT_TO_PROTO.get(str(g.get("verdict")), str(g.get("verdict") or "")),
+            reason=str(g.get("reason") or ""),
+        )
+        value = g.get("value")
+        if isinstance(value, numbers.Real):  # bools read as 1/0: the wire's value is a double
+            gate.value = float(value)
+
+
+def _gate_from_proto(g: run_service_pb2.GateResult) -> dict[str, Any]:
+    verdict = _VERDICT_FROM_PROTO.get(str(g.verdict), str(g.verdict))
+    return {
+        "expr": str(g.expr),
+        "passed": None if verdict == "inconclusive" else bool(g.passed),
+        "verdict": verdict,
+        "value": float(g.value) if g.HasField("value") else None,
+        "reason": str(g.reason),
+    }
+
+
+def _set_time(out: timestamp_pb2.Timestamp, seconds: float) -> None:
+    # Whole seconds and the fraction apart: ``seconds * 1e9`` would round a store's
+    # ``1700000000.25`` to ...249999872 ns.
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos >= 1_000_000_000:
+        whole, nanos = whole + 1, 0
+    out.seconds, out.nanos = whole, nanos
+
+
+def _exit_code(kind: str, status: str, gates: Sequence[Mapping[str, Any]]) -> int:
+    """What ``evalsi run`` exits with for a run in this state (0 while it is not finished)."""
+    if status in ("running", "queued", "planned"):
+        return 0
+    if status != "done":
+        return EXIT_INFRA if kind == "run" else 0
+    return gates_exit_code(gates)
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as a ``Struct`` can hold it: integers beyond 2**53 become strings (as proto3
+    JSON writes int64), anything else that is not JSON becomes its ``str``."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value) if abs(int(value)) <= _EXACT_INT_LIMIT else str(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return int(value) if isinstance(value, int | float) else default
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+__all__ = ["Progress", "StoredRun", "run_from_proto", "run_result_to_proto", "run_to_proto"]
