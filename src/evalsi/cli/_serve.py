@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+DEFAULT_CONFIG = "evalsi.yaml"
+
 EPILOG = """\
 examples:
   evalsi serve                                  # 127.0.0.1:8080, store .evalsi/evalsi.db
@@ -51,7 +53,12 @@ def register(commands: Any) -> None:
         "--host", help="listen address (default 127.0.0.1; non-loopback needs --no-auth)"
     )
     p.add_argument("--port", type=int, help="listen port (default 8080)")
-    p.add_argument("--config", type=Path, metavar="FILE", help="evalsi.yaml to read")
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="evalsi.yaml to read (default: ./evalsi.yaml when it exists)",
+    )
     p.add_argument(
         "--no-auth",
         action="store_true",
@@ -64,5 +71,8 @@ def serve_command(args: argparse.Namespace) -> int:
     from evalsi.server._config import load_config
     from evalsi.server._serve import serve
 
-    config = load_config(args.config, host=args.host, port=args.port, no_auth=args.no_auth)
+    path = args.config
+    if path is None and Path(DEFAULT_CONFIG).is_file():  # the project's own file, if it has one
+        path = Path(DEFAULT_CONFIG)
+    config = load_config(path, host=args.host, port=args.port, no_auth=args.no_auth)
     return serve(config)

@@ -1,5 +1,6 @@
 """Ways in that produce runs: Score (grade existing outputs) and Run (call a target, then grade)."""
 
+from evalsi.runs._aggregate import Aggregator
 from evalsi.runs._compare import compare_runs
 from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
 from evalsi.runs._execute import execute_run
@@ -7,8 +8,10 @@ from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates
 from evalsi.runs._gate_syntax import EvaluatorMetrics
 from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
 from evalsi.runs._grade import grade_run
-from evalsi.runs._plan import EvaluatorLike, bind_all
+from evalsi.runs._judges import JUDGE_CONNECTORS, build_judges, judges_manifest, judges_summary
+from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
+from evalsi.runs._resample import dataset_bootstrap
 from evalsi.runs._result import (
     TABLE_COLUMNS,
     ScoreResult,
@@ -30,6 +33,7 @@ from evalsi.runs._runspec import (
 from evalsi.runs._scheduler import RunProgress, task_seed
 from evalsi.runs._score import Progress, open_store, score_async
 from evalsi.runs._spec_load import (
+    TARGET_KINDS,
     load_run_spec,
     parse_duration,
     run_spec_from_dict,
@@ -37,11 +41,16 @@ from evalsi.runs._spec_load import (
 )
 from evalsi.runs._stored import StoredSummary, summarize_stored
 from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
+from evalsi.runs._targets import MODEL_CONNECTORS
 from evalsi.runs._trials import TrialStats
 
 __all__ = [
     "GATE_COLUMNS",
+    "JUDGE_CONNECTORS",
+    "MODEL_CONNECTORS",
     "TABLE_COLUMNS",
+    "TARGET_KINDS",
+    "Aggregator",
     "BudgetSpec",
     "Comparison",
     "DatasetSpec",
@@ -62,7 +71,9 @@ __all__ = [
     "TrialStats",
     "Unmatched",
     "bind_all",
+    "build_judges",
     "compare_runs",
+    "dataset_bootstrap",
     "evaluate_gates",
     "execute_run",
     "format_ci",
@@ -70,6 +81,8 @@ __all__ = [
     "gate_rows",
     "gates_exit_code",
     "grade_run",
+    "judges_manifest",
+    "judges_summary",
     "load_run_spec",
     "metric_rows",
     "open_store",
@@ -80,6 +93,7 @@ __all__ = [
     "rerun_run",
     "run_spec_from_dict",
     "run_spec_from_yaml",
+    "runners_for",
     "score_async",
     "stored_spec",
     "summaries_from_dicts",

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from evalsi._proto.grpc.health.v1.health_connect import HealthASGIApplication
 from evalsi._proto.grpc.reflection.v1.reflection_connect import ServerReflectionASGIApplication
+from evalsi.connectors import close_shared_session
 from evalsi.server._errors import ErrorInterceptor
 from evalsi.server._health import HealthHandler
 from evalsi.server._metrics import CONTENT_TYPE, Metrics
@@ -131,6 +132,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             health.shutting_down()
             if state.runs is not None:
                 await state.runs.stop()
+            await close_shared_session()  # the judges' HTTP session on the server's loop
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics
