@@ -3,6 +3,7 @@ callers (agent platforms, web handlers) that must not block their event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -32,6 +33,7 @@ from evalsi.client._requests import instance_name as evaluator_name
 from evalsi.client._results import (
     RemoteRunResult,
     RemoteScoreResult,
+    ResultPages,
     ordered_results,
     remote_run_result,
     run_info,
@@ -98,6 +100,9 @@ class AsyncClient:
         self._runs = RunServiceClient(self.url, **kw)
         self._catalog = CatalogServiceClient(self.url, **kw)
         self._datasets = DatasetServiceClient(self.url, **kw)
+        # Where a result's sync ``results`` reads pages: a short-lived sync client, unless a
+        # ``Client`` runs this one and pages through itself.
+        self._pages: ResultPages = self._sync_pages
 
     async def close(self) -> None:
         await self._transport.aclose()
@@ -131,7 +136,7 @@ class AsyncClient:
         except (ConnectError, OSError, RuntimeError, ValueError) as e:
             raise translate(e, self.url) from e
 
-    def _pages(self, run_id: str) -> Iterator[EvaluationResult]:
+    def _sync_pages(self, run_id: str) -> Iterator[EvaluationResult]:
         from evalsi.client._client import Client
 
         s = self.settings
@@ -142,6 +147,7 @@ class AsyncClient:
     # -- EvaluationService ----------------------------------------------------------------------
     async def evaluate(
         self,
+        /,
         data: Any,
         evaluators: Iterable[Any],
         *,
@@ -239,11 +245,15 @@ class AsyncClient:
             cluster_by=cluster_by or "",
             options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
         )
-        dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
+        batches = open_dataset(data, fields=fields, on_bad_record=on_bad_record).iter_batches(
+            batch_size
+        )
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
             yield ev_pb.EvaluateStreamRequest(config=config)
-            for batch in dataset.iter_batches(batch_size):
+            # Read in a worker thread, batch by batch: a slow iterable must not hold up the loop
+            # that receives the answers meanwhile (the caller's, or a Client's own).
+            while (batch := await asyncio.to_thread(next, batches, None)) is not None:
                 yield ev_pb.EvaluateStreamRequest(records=[record_to_proto(r) for r in batch])
 
         stream = self._evaluation.evaluate_stream(messages(), headers=self.settings.headers)
