@@ -1,4 +1,4 @@
-"""Where runs and results live: SQLite embedded by default, PostgreSQL later, one schema.
+"""Where runs and results live: SQLite embedded by default or PostgreSQL, one schema.
 
 Exports are loaded on first use, so that the writer process (which needs only ``_rows``)
 starts without importing SQLAlchemy.
@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalsi.store._sql import RunInfo, SqlStore, new_run_id
+    from evalsi.store._runs import RunInfo, new_run_id
+    from evalsi.store._sql import SqlStore
     from evalsi.store._writer import BackgroundWriter
 
 DEFAULT_STORE = ".evalsi/evalsi.db"
@@ -18,9 +19,9 @@ __all__ = ["DEFAULT_STORE", "BackgroundWriter", "RunInfo", "SqlStore", "new_run_
 
 _WHERE = {
     "BackgroundWriter": "evalsi.store._writer",
-    "RunInfo": "evalsi.store._sql",
+    "RunInfo": "evalsi.store._runs",
     "SqlStore": "evalsi.store._sql",
-    "new_run_id": "evalsi.store._sql",
+    "new_run_id": "evalsi.store._runs",
 }
 
 

@@ -5,6 +5,14 @@ retried or resumed batch never double-counts. The sample is its position in the 
 (``seq``), unique by construction even when user ids repeat; the user's id is kept beside it.
 Evaluators are numbered within their run (``evaluator`` = index in the run's evaluator list),
 which keeps the hot table narrow.
+
+This is the shape after the last migration (``_migrations.py``), which is what queries use;
+stores are created and upgraded only by running the migrations in order. Runs and outputs carry
+``project_id`` (``"default"`` unless the run says) and ``tenant_id``, reserved for
+multi-tenancy: ``""`` (no tenant) until auth arrives. ``results`` rows, the hot path, are scoped
+through their run's key instead (``results.run`` = ``runs.pk``; ``runs_scope`` indexes the
+runs of a project): two more columns there cost about 8% of Score throughput and 40% more disk
+(docs/decisions/0006-store-migrations.md).
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
 
@@ -33,6 +42,22 @@ meta = Table(
     Column("value", Text, nullable=False),
 )
 
+schema_migrations = Table(
+    "evalsi_schema_migrations",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(128), nullable=False),
+    Column("applied_at", Float, nullable=False),
+)
+
+
+def _scope() -> tuple[Column[str], Column[str]]:
+    return (
+        Column("project_id", String(64), nullable=False, server_default="default"),
+        Column("tenant_id", String(64), nullable=False, server_default=""),
+    )
+
+
 runs = Table(
     "runs",
     metadata,
@@ -40,7 +65,7 @@ runs = Table(
     Column("id", String(64), nullable=False, unique=True),
     Column("name", String(256), nullable=False, default=""),
     Column("kind", String(32), nullable=False),  # score | run | grade
-    Column("status", String(32), nullable=False),  # running | done | failed | interrupted
+    Column("status", String(32), nullable=False),  # _runs.STATUSES
     Column("created_at", Float, nullable=False),
     Column("finished_at", Float),
     Column("pid", Integer),
@@ -49,6 +74,12 @@ runs = Table(
     Column("manifest", JSON),  # reproducibility: versions, hashes, seeds
     Column("summary", JSON),  # metrics and counts once finished
     Column("error", Text),
+    *_scope(),
+    # the process that owns a queued or running run (see _owner.py): host, a per-process
+    # token, and the store clock's time of its last heartbeat
+    Column("host", String(255)),
+    Column("owner", String(32)),
+    Column("heartbeat_at", Float),
 )
 
 results = Table(
@@ -82,12 +113,12 @@ outputs = Table(
     Column("usage", Text),  # JSON of the Usage fields that are known
     Column("error", Text),
     Column("attempts", Integer, nullable=False, default=1),
+    *_scope(),
     PrimaryKeyConstraint("run", "seq", "trial"),
     sqlite_with_rowid=False,
 )
-"""What a Run's target produced for each (sample, trial): added beside ``results`` without a
-schema bump, since ``create_all`` adds a missing table to an older store and nothing else
-changes."""
+"""What a Run's target produced for each (sample, trial). (Added to version 1 without a bump;
+migration 1 creates whichever version-1 table an old store lacks.)"""
 
 judge_cache = Table(
     "judge_cache",
@@ -98,6 +129,9 @@ judge_cache = Table(
     Column("created_at", Float, nullable=False),
 )
 """Judge answers by the content hash of what was asked (``runs/_judges.py``): a re-run of an
-unchanged suite makes no judge calls. Added like ``outputs``, without a schema bump."""
+unchanged suite makes no judge calls. Content-addressed and shared by every project of a store
+(a hit reveals only that the same prompt was asked before); tenant isolation will key it too."""
 
 Index("runs_created", runs.c.created_at)
+Index("runs_scope", runs.c.tenant_id, runs.c.project_id, runs.c.created_at)
+Index("runs_status", runs.c.status)

@@ -2,15 +2,15 @@
 
 Writes are batched upserts through the driver's ``executemany`` (the hot path: millions of
 rows); every batch is committed, so a process killed half way leaves what it wrote readable.
+Opening a store applies the schema migrations it lacks (``_migrations.py``); the runs table's
+queries are in ``_runs.py``.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,7 +20,6 @@ from sqlalchemy import event
 
 from evalsi.core import (
     EvaluationResult,
-    NotFoundError,
     Outcome,
     ResultBatch,
     Score,
@@ -28,16 +27,15 @@ from evalsi.core import (
     UserError,
     decode_score,
 )
+from evalsi.store._migrations import migrate
 from evalsi.store._rows import COLUMNS, RowWriter, scores_from_dicts, scores_json, sqlite_pragmas
-from evalsi.store._schema import (
-    SCHEMA_VERSION,
-    judge_cache,
-    meta,
-    metadata,
-    outputs,
-    results,
-    runs,
-)
+from evalsi.store._runs import RunInfo, RunKey, RunTable, new_run_id
+from evalsi.store._schema import judge_cache, outputs, results
+
+__all__ = ["OutputRow", "RunInfo", "SqlStore", "TaskResults", "new_run_id"]
+
+SCOPE_COLUMNS = ("project_id", "tenant_id")
+"""Written with each output row from its run's values, never updated."""
 
 OUTPUT_COLUMNS = (
     "seq",
@@ -70,34 +68,7 @@ TaskResults = tuple[int, Sequence[int], ResultBatch]
 """``(evaluator_index, seqs, batch)``: entry ``i`` of the batch is the sample at ``seqs[i]``."""
 
 
-@dataclass(slots=True)
-class RunInfo:
-    """A run as the store knows it."""
-
-    id: str
-    kind: str
-    status: str
-    created_at: float
-    name: str = ""
-    finished_at: float | None = None
-    records: int = 0
-    spec: dict[str, Any] = field(default_factory=dict)
-    manifest: dict[str, Any] | None = None
-    summary: dict[str, Any] | None = None
-    error: str | None = None
-    pid: int | None = None
-
-    @property
-    def evaluators(self) -> list[dict[str, Any]]:
-        return list(self.spec.get("evaluators", []))
-
-
-def new_run_id() -> str:
-    """Sortable by time and readable: ``20261129-174501-3f9a2c``."""
-    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
-
-
-class SqlStore:
+class SqlStore(RunTable):
     """Runs and results in one SQL database.
 
     Example:
@@ -110,23 +81,18 @@ class SqlStore:
     def __init__(self, engine: sa.Engine, *, location: str) -> None:
         self.engine = engine
         self.location = location
-        self._pk: dict[str, int] = {}
+        self._keys: dict[str, RunKey] = {}
+        self._beat = None
         try:
-            metadata.create_all(engine)
-            with engine.begin() as conn:
-                row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema")).first()
-                if row is None:
-                    conn.execute(meta.insert().values(key="schema", value=str(SCHEMA_VERSION)))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{location}: store schema v{row[0]} is newer than this evalsi "
-                        f"(v{SCHEMA_VERSION})",
-                        hint="upgrade evalsi",
-                    )
-        except sa.exc.SQLAlchemyError as e:
-            raise StoreError(
-                f"cannot open the store at {location}: {e.__class__.__name__}: {e}"
-            ) from e
+            # the schema versions this open applied (usually none)
+            self.migrations_applied: list[int] = migrate(engine, location)
+        except BaseException as e:
+            engine.dispose()  # a refused store leaves no connection behind
+            if isinstance(e, sa.exc.SQLAlchemyError):
+                raise StoreError(
+                    f"cannot open the store at {location}: {e.__class__.__name__}: {e}"
+                ) from e
+            raise
         self._mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         self._raw: Any = None
         self._cache_conn: Any = None
@@ -140,8 +106,7 @@ class SqlStore:
     @property
     def is_sqlite_file(self) -> bool:
         """A SQLite database in a file (which another process may open too)."""
-        database = self.engine.url.database
-        return self.engine.dialect.name == "sqlite" and database not in (None, "", ":memory:")
+        return self.engine.dialect.name == "sqlite" and self._shared()
 
     @classmethod
     def open(cls, location: str | os.PathLike[str]) -> SqlStore:
@@ -169,131 +134,6 @@ class SqlStore:
         if "://" in text:  # a URL may hold a password: messages show it masked
             text = engine.url.render_as_string(hide_password=True)
         return cls(engine, location=text)
-
-    # -- runs -----------------------------------------------------------------------------------
-    def create_run(
-        self, *, kind: str, spec: dict[str, Any], name: str = "", run_id: str | None = None
-    ) -> RunInfo:
-        info = RunInfo(
-            id=run_id or new_run_id(),
-            kind=kind,
-            status="running",
-            created_at=time.time(),
-            name=name,
-            spec=spec,
-            pid=os.getpid(),
-        )
-        with self.engine.begin() as conn:
-            pk = conn.execute(
-                runs.insert().values(
-                    id=info.id,
-                    name=name,
-                    kind=kind,
-                    status=info.status,
-                    created_at=info.created_at,
-                    pid=info.pid,
-                    records=0,
-                    spec=spec,
-                )
-            ).inserted_primary_key
-        assert pk is not None
-        self._pk[info.id] = int(pk[0])
-        return info
-
-    def finish_run(
-        self,
-        run_id: str,
-        *,
-        status: str,
-        records: int,
-        summary: dict[str, Any] | None,
-        manifest: dict[str, Any] | None,
-        error: str | None = None,
-    ) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                runs.update()
-                .where(runs.c.id == run_id)
-                .values(
-                    status=status,
-                    finished_at=time.time(),
-                    records=records,
-                    summary=summary,
-                    manifest=manifest,
-                    error=error,
-                )
-            )
-
-    def reopen_run(self, run_id: str) -> RunInfo:
-        """Mark a stopped or interrupted run as running again in this process (resume)."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                runs.update()
-                .where(runs.c.id == run_id)
-                .values(status="running", pid=os.getpid(), finished_at=None, error=None)
-            )
-        return self.get_run(run_id)
-
-    def set_progress(self, run_id: str, records: int) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(runs.update().where(runs.c.id == run_id).values(records=records))
-
-    def list_runs(self, limit: int = 20) -> list[RunInfo]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.pk.desc()).limit(limit)
-            ).mappings()
-            return [self._info(row) for row in rows]
-
-    def get_run(self, ref: str) -> RunInfo:
-        """A run by id, unique id prefix, or ``latest``."""
-        if not ref.strip():
-            raise UserError("a run id is empty", hint="give a run id, a unique prefix, or latest")
-        with self.engine.connect() as conn:
-            if ref == "latest":
-                query = sa.select(runs).order_by(runs.c.created_at.desc(), runs.c.pk.desc())
-                rows = list(conn.execute(query.limit(1)).mappings())
-            else:
-                rows = list(conn.execute(sa.select(runs).where(runs.c.id == ref)).mappings())
-                if not rows:
-                    escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                    like = sa.select(runs).where(runs.c.id.like(escaped + "%", escape="\\"))
-                    rows = list(conn.execute(like.limit(2)).mappings())
-        if len(rows) == 1:
-            return self._info(rows[0])
-        if not rows:
-            raise NotFoundError(
-                f"no run {ref!r} in the store at {self.location}",
-                hint="`evalsi runs list` shows the runs this store holds",
-            )
-        raise UserError(f"run id prefix {ref!r} is ambiguous; give more characters")
-
-    def _info(self, row: Any) -> RunInfo:
-        self._pk[row["id"]] = row["pk"]
-        status = row["status"]
-        if status == "running" and row["pid"] and not _alive(row["pid"]):
-            status = "interrupted"
-        return RunInfo(
-            id=row["id"],
-            kind=row["kind"],
-            status=status,
-            created_at=row["created_at"],
-            name=row["name"] or "",
-            finished_at=row["finished_at"],
-            records=row["records"] or 0,
-            spec=row["spec"] or {},
-            manifest=row["manifest"],
-            summary=row["summary"],
-            error=row["error"],
-            pid=row["pid"],
-        )
-
-    def _run_pk(self, run_id: str) -> int:
-        pk = self._pk.get(run_id)
-        if pk is None:
-            self.get_run(run_id)
-            pk = self._pk[run_id]
-        return pk
 
     # -- results --------------------------------------------------------------------------------
     def write_batches(self, run_id: str, batches: Iterable[tuple[int, int, ResultBatch]]) -> int:
@@ -352,11 +192,12 @@ class SqlStore:
         writing both atomically means a process killed at any instant leaves each task either
         complete or absent (and redone on resume), never half graded.
         """
-        pk = self._run_pk(run_id)
+        pk, *scope = self._run_key(run_id)
         m = self._mark
+        out_cols = ("run", *OUTPUT_COLUMNS, *SCOPE_COLUMNS)
         out_sql = (
-            f"INSERT INTO outputs (run, {', '.join(OUTPUT_COLUMNS)}) VALUES "
-            f"({', '.join([m] * (len(OUTPUT_COLUMNS) + 1))}) ON CONFLICT (run, seq, trial) "
+            f"INSERT INTO outputs ({', '.join(out_cols)}) VALUES "
+            f"({', '.join([m] * len(out_cols))}) ON CONFLICT (run, seq, trial) "
             "DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in OUTPUT_COLUMNS[2:])
         )
         res_sql = (
@@ -368,7 +209,7 @@ class SqlStore:
         try:
             cur = conn.cursor()
             if rows:
-                cur.executemany(out_sql, [(pk, *row) for row in rows])
+                cur.executemany(out_sql, [(pk, *row, *scope) for row in rows])
             for index, seqs, batch in graded:
                 params = [
                     (
@@ -487,6 +328,7 @@ class SqlStore:
             raise StoreError(f"cannot write the judge cache in {self.location}: {e}") from e
 
     def close(self) -> None:
+        self._stop_heartbeat()
         if self._cache_conn is not None:
             self._cache_conn.close()
             self._cache_conn = None
@@ -494,16 +336,6 @@ class SqlStore:
             self._raw.close()
             self._raw = None
         self.engine.dispose()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _decode(row: Any, spec: dict[str, Any]) -> EvaluationResult:

@@ -140,7 +140,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     SqlStore.open(tmp_path / "s.db").close()
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.execute("UPDATE evalsi_meta SET value = '99' WHERE key = 'schema'")
-    with pytest.raises(StoreError, match="newer than this evalsi"):
+    with pytest.raises(StoreError, match=r"written by a newer evalsi \(schema 99\); upgrade"):
         SqlStore.open(tmp_path / "s.db")
 
 

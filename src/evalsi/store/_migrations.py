@@ -1,0 +1,148 @@
+"""Versioned schema migrations, applied when a store is opened.
+
+Each migration is a small function of a connection, written in plain SQLAlchemy DDL that both
+SQLite and PostgreSQL accept (see docs/decisions/0006-store-migrations.md). ``migrate`` applies
+the missing ones in order, in ONE transaction, under a lock, and records each in
+``evalsi_schema_migrations``: a process killed mid-way leaves the store at the old version, and
+two processes opening a store at once do not both migrate (the second waits, then finds
+nothing to do). PostgreSQL DDL is transactional; so is SQLite's.
+
+Stores made before this table existed record ``schema = 1`` in ``evalsi_meta`` only; migration 1
+(create the version-1 tables that are missing) brings them under this scheme in place. The
+``evalsi_meta`` row is kept at the current version so that an older evalsi, which reads only
+that row, refuses a store it does not understand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from evalsi.core import StoreError
+from evalsi.store._schema import SCHEMA_VERSION, meta, schema_migrations
+from evalsi.store._schema_v1 import metadata_v1
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[sa.Connection], None]
+
+
+def _initial(conn: sa.Connection) -> None:
+    # checkfirst: a version-1 store made before outputs or judge_cache existed gets them now
+    metadata_v1.create_all(conn, checkfirst=True)
+
+
+def _project_scope_and_owners(conn: sa.Connection) -> None:
+    # ADD COLUMN with a constant default is a catalogue change on both engines: no table is
+    # rewritten. results rows are scoped through their run (see the decision record).
+    for table in ("runs", "outputs"):
+        _add(conn, table, "project_id VARCHAR(64) NOT NULL DEFAULT 'default'")
+        _add(conn, table, "tenant_id VARCHAR(64) NOT NULL DEFAULT ''")
+    _add(conn, "runs", "host VARCHAR(255)")
+    _add(conn, "runs", "owner VARCHAR(32)")
+    _add(conn, "runs", "heartbeat_at FLOAT")
+    conn.exec_driver_sql("CREATE INDEX runs_scope ON runs (tenant_id, project_id, created_at)")
+    conn.exec_driver_sql("CREATE INDEX runs_status ON runs (status)")
+
+
+def _add(conn: sa.Connection, table: str, column: str) -> None:
+    conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _initial),
+    Migration(
+        2, "project_id and tenant_id on project-scoped rows; run owners", _project_scope_and_owners
+    ),
+)
+"""In order; append only. A migration, once released, is never edited."""
+
+assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+
+
+def migrate(engine: sa.Engine, location: str) -> list[int]:
+    """Bring the store to ``SCHEMA_VERSION``; returns the versions applied (often none)."""
+    with engine.connect() as conn:  # the common case, an up-to-date store, takes no lock
+        if _check(conn, location) == SCHEMA_VERSION:
+            return []
+    with _locked(engine) as conn:
+        version = _check(conn, location)  # another process may have migrated meanwhile
+        schema_migrations.create(conn, checkfirst=True)  # the runner's own bookkeeping
+        applied = []
+        for migration in MIGRATIONS[version:]:
+            migration.apply(conn)
+            conn.execute(
+                schema_migrations.insert().values(
+                    version=migration.version, name=migration.name, applied_at=time.time()
+                )
+            )
+            applied.append(migration.version)
+        if applied:
+            conn.execute(meta.delete().where(meta.c.key == "schema"))
+            conn.execute(meta.insert().values(key="schema", value=str(SCHEMA_VERSION)))
+        return applied
+
+
+def store_version(conn: sa.Connection) -> int:
+    """The schema version a store is at: 0 for an empty database or a version-1 store made
+    before migrations were recorded (migration 1 is idempotent on those)."""
+    inspector = sa.inspect(conn)
+    recorded = 0
+    if inspector.has_table(schema_migrations.name):
+        top = conn.execute(sa.select(sa.func.max(schema_migrations.c.version))).scalar()
+        recorded = int(top or 0)
+    if inspector.has_table(meta.name):
+        row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema")).first()
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            return int(row[0])  # a newer evalsi's store, even without our table
+    return recorded
+
+
+def _check(conn: sa.Connection, location: str) -> int:
+    version = store_version(conn)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{location}: this store was written by a newer evalsi (schema {version}); "
+            "upgrade evalsi",
+            hint=f"this evalsi reads store schemas up to {SCHEMA_VERSION}",
+        )
+    return version
+
+
+@contextlib.contextmanager
+def _locked(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction that holds the store's migration lock until it commits."""
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            # per schema, so stores in different schemas of one database do not wait on each other
+            conn.execute(
+                sa.text(
+                    "SELECT pg_advisory_xact_lock("
+                    "hashtext('evalsi.migrate:' || coalesce(current_schema(), '')))"
+                )
+            )
+            yield conn
+        return
+    with engine.connect() as conn:
+        # BEGIN IMMEDIATE takes SQLite's write lock up front (a second opener waits on the busy
+        # timeout); the driver must not open its own deferred transaction meanwhile.
+        dbapi = conn.connection.driver_connection
+        saved = dbapi.isolation_level  # type: ignore[union-attr]
+        dbapi.isolation_level = None  # type: ignore[union-attr]
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
+        finally:
+            dbapi.isolation_level = saved  # type: ignore[union-attr]
