@@ -28,7 +28,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(evalsi/v1alpha1/evaluation_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"S\n\rEvaluatorSpec\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04name\x18\x03 \x01(\t\"U\n\x0f\x45valuateOptions\x12\x13\n\x0b\x63oncurrency\x18\x01 \x01(\x05\x12\x11\n\tci_method\x18\x02 \x01(\t\x12\x11\n\x04seed\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x07\n\x05_seed\"\xb6\x01\n\x0f\x45valuateRequest\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x32\n\nevaluators\x18\x02 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\x12\n\ncluster_by\x18\x03 \x01(\t\x12\x31\n\x07options\x18\x04 \x01(\x0b\x32 .evalsi.v1alpha1.EvaluateOptions\"\xc1\x01\n\x10\x45valuateResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x32\n\x07results\x18\x02 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12/\n\x07metrics\x18\x03 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12\x17\n\x0f\x64\x61taset_version\x18\x04 \x01(\t\x12\x0f\n\x07records\x18\x05 \x01(\x03\x12\x0e\n\x06status\x18\x06 \x01(\t\"\x91\x01\n\x14\x45valuateStreamConfig\x12\x32\n\nevaluators\x18\x01 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\x12\n\ncluster_by\x18\x02 \x01(\t\x12\x31\n\x07options\x18\x03 \x01(\x0b\x32 .evalsi.v1alpha1.EvaluateOptions\"x\n\x15\x45valuateStreamRequest\x12\x35\n\x06\x63onfig\x18\x01 \x01(\x0b\x32%.evalsi.v1alpha1.EvaluateStreamConfig\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\"\xa6\x01\n\x16\x45valuateStreamResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x32\n\x07results\x18\x02 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12/\n\x07metrics\x18\x03 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12\x17\n\x0f\x64\x61taset_version\x18\x04 \x01(\t2\xea\x01\n\x11\x45valuationService\x12n\n\x08\x45valuate\x12 .evalsi.v1alpha1.EvaluateRequest\x1a!.evalsi.v1alpha1.EvaluateResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/evaluate:\x01*\x12\x65\n\x0e\x45valuateStream\x12&.evalsi.v1alpha1.EvaluateStreamRequest\x1a\'.evalsi.v1alpha1.EvaluateStreamResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(evalsi/v1alpha1/evaluation_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"S\n\rEvaluatorSpec\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04name\x18\x03 \x01(\t\"U\n\x0f\x45valuateOptions\x12\x13\n\x0b\x63oncurrency\x18\x01 \x01(\x05\x12\x11\n\tci_method\x18\x02 \x01(\t\x12\x11\n\x04seed\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x07\n\x05_seed\"\xd1\x02\n\x0f\x45valuateRequest\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x32\n\nevaluators\x18\x02 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\x12\n\ncluster_by\x18\x03 \x01(\t\x12\x31\n\x07options\x18\x04 \x01(\x0b\x32 .evalsi.v1alpha1.EvaluateOptions\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\r\n\x05gates\x18\x06 \x03(\t\x12 \n\x13min_completion_rate\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12%\n\x18max_evaluator_error_rate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x16\n\x14_min_completion_rateB\x1b\n\x19_max_evaluator_error_rate\"\xed\x01\n\x10\x45valuateResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x32\n\x07results\x18\x02 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12/\n\x07metrics\x18\x03 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12\x17\n\x0f\x64\x61taset_version\x18\x04 \x01(\t\x12\x0f\n\x07records\x18\x05 \x01(\x03\x12\x0e\n\x06status\x18\x06 \x01(\t\x12*\n\x05gates\x18\x07 \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\"\xac\x02\n\x14\x45valuateStreamConfig\x12\x32\n\nevaluators\x18\x01 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\x12\n\ncluster_by\x18\x02 \x01(\t\x12\x31\n\x07options\x18\x03 \x01(\x0b\x32 .evalsi.v1alpha1.EvaluateOptions\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\r\n\x05gates\x18\x05 \x03(\t\x12 \n\x13min_completion_rate\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12%\n\x18max_evaluator_error_rate\x18\x07 \x01(\x01H\x01\x88\x01\x01\x42\x16\n\x14_min_completion_rateB\x1b\n\x19_max_evaluator_error_rate\"x\n\x15\x45valuateStreamRequest\x12\x35\n\x06\x63onfig\x18\x01 \x01(\x0b\x32%.evalsi.v1alpha1.EvaluateStreamConfig\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\"\xd2\x01\n\x16\x45valuateStreamResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x32\n\x07results\x18\x02 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12/\n\x07metrics\x18\x03 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12\x17\n\x0f\x64\x61taset_version\x18\x04 \x01(\t\x12*\n\x05gates\x18\x05 \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult2\xea\x01\n\x11\x45valuationService\x12n\n\x08\x45valuate\x12 .evalsi.v1alpha1.EvaluateRequest\x1a!.evalsi.v1alpha1.EvaluateResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/evaluate:\x01*\x12\x65\n\x0e\x45valuateStream\x12&.evalsi.v1alpha1.EvaluateStreamRequest\x1a\'.evalsi.v1alpha1.EvaluateStreamResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,15 +42,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATEOPTIONS']._serialized_start=265
   _globals['_EVALUATEOPTIONS']._serialized_end=350
   _globals['_EVALUATEREQUEST']._serialized_start=353
-  _globals['_EVALUATEREQUEST']._serialized_end=535
-  _globals['_EVALUATERESPONSE']._serialized_start=538
-  _globals['_EVALUATERESPONSE']._serialized_end=731
-  _globals['_EVALUATESTREAMCONFIG']._serialized_start=734
-  _globals['_EVALUATESTREAMCONFIG']._serialized_end=879
-  _globals['_EVALUATESTREAMREQUEST']._serialized_start=881
-  _globals['_EVALUATESTREAMREQUEST']._serialized_end=1001
-  _globals['_EVALUATESTREAMRESPONSE']._serialized_start=1004
-  _globals['_EVALUATESTREAMRESPONSE']._serialized_end=1170
-  _globals['_EVALUATIONSERVICE']._serialized_start=1173
-  _globals['_EVALUATIONSERVICE']._serialized_end=1407
+  _globals['_EVALUATEREQUEST']._serialized_end=690
+  _globals['_EVALUATERESPONSE']._serialized_start=693
+  _globals['_EVALUATERESPONSE']._serialized_end=930
+  _globals['_EVALUATESTREAMCONFIG']._serialized_start=933
+  _globals['_EVALUATESTREAMCONFIG']._serialized_end=1233
+  _globals['_EVALUATESTREAMREQUEST']._serialized_start=1235
+  _globals['_EVALUATESTREAMREQUEST']._serialized_end=1355
+  _globals['_EVALUATESTREAMRESPONSE']._serialized_start=1358
+  _globals['_EVALUATESTREAMRESPONSE']._serialized_end=1568
+  _globals['_EVALUATIONSERVICE']._serialized_start=1571
+  _globals['_EVALUATIONSERVICE']._serialized_end=1805
 # @@protoc_insertion_point(module_scope)

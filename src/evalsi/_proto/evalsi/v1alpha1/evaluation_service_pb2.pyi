@@ -31,42 +31,60 @@ class EvaluateOptions(_message.Message):
     def __init__(self, concurrency: _Optional[int] = ..., ci_method: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("records", "evaluators", "cluster_by", "options")
+    __slots__ = ("records", "evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     EVALUATORS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_BY_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GATES_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMPLETION_RATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVALUATOR_ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[_record_pb2.Record]
     evaluators: _containers.RepeatedCompositeFieldContainer[EvaluatorSpec]
     cluster_by: str
     options: EvaluateOptions
-    def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ...) -> None: ...
+    name: str
+    gates: _containers.RepeatedScalarFieldContainer[str]
+    min_completion_rate: float
+    max_evaluator_error_rate: float
+    def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("run_id", "results", "metrics", "dataset_version", "records", "status")
+    __slots__ = ("run_id", "results", "metrics", "dataset_version", "records", "status", "gates")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    GATES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
     dataset_version: str
     records: int
     status: str
-    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., records: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
+    gates: _containers.RepeatedCompositeFieldContainer[_score_pb2.GateResult]
+    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., records: _Optional[int] = ..., status: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ...) -> None: ...
 
 class EvaluateStreamConfig(_message.Message):
-    __slots__ = ("evaluators", "cluster_by", "options")
+    __slots__ = ("evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate")
     EVALUATORS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_BY_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GATES_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMPLETION_RATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVALUATOR_ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
     evaluators: _containers.RepeatedCompositeFieldContainer[EvaluatorSpec]
     cluster_by: str
     options: EvaluateOptions
-    def __init__(self, evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ...) -> None: ...
+    name: str
+    gates: _containers.RepeatedScalarFieldContainer[str]
+    min_completion_rate: float
+    max_evaluator_error_rate: float
+    def __init__(self, evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ...) -> None: ...
 
 class EvaluateStreamRequest(_message.Message):
     __slots__ = ("config", "records")
@@ -77,13 +95,15 @@ class EvaluateStreamRequest(_message.Message):
     def __init__(self, config: _Optional[_Union[EvaluateStreamConfig, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ...) -> None: ...
 
 class EvaluateStreamResponse(_message.Message):
-    __slots__ = ("run_id", "results", "metrics", "dataset_version")
+    __slots__ = ("run_id", "results", "metrics", "dataset_version", "gates")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GATES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
     dataset_version: str
-    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ...) -> None: ...
+    gates: _containers.RepeatedCompositeFieldContainer[_score_pb2.GateResult]
+    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ...) -> None: ...

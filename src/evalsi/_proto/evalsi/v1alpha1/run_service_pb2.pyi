@@ -39,7 +39,7 @@ class Run(_message.Message):
     finish_time: _timestamp_pb2.Timestamp
     records: int
     metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
-    gates: _containers.RepeatedCompositeFieldContainer[GateResult]
+    gates: _containers.RepeatedCompositeFieldContainer[_score_pb2.GateResult]
     exit_code: int
     error: str
     progress: RunProgress
@@ -47,21 +47,7 @@ class Run(_message.Message):
     details: _struct_pb2.Struct
     dataset_version: str
     project_id: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., records: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[GateResult, _Mapping]]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dataset_version: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
-
-class GateResult(_message.Message):
-    __slots__ = ("expr", "passed", "verdict", "value", "reason")
-    EXPR_FIELD_NUMBER: _ClassVar[int]
-    PASSED_FIELD_NUMBER: _ClassVar[int]
-    VERDICT_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    expr: str
-    passed: bool
-    verdict: str
-    value: float
-    reason: str
-    def __init__(self, expr: _Optional[str] = ..., passed: _Optional[bool] = ..., verdict: _Optional[str] = ..., value: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., records: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dataset_version: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class RunProgress(_message.Message):
     __slots__ = ("tasks_done", "tasks_total", "infra_errors")
@@ -176,16 +162,18 @@ class ListRunResultsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class CompareRunsRequest(_message.Message):
-    __slots__ = ("baseline", "candidate", "level", "seed")
+    __slots__ = ("baseline", "candidate", "level", "seed", "metrics")
     BASELINE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     baseline: str
     candidate: str
     level: float
     seed: int
-    def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., level: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    metrics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., level: _Optional[float] = ..., seed: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CompareRunsResponse(_message.Message):
     __slots__ = ("baseline", "candidate", "metrics", "unmatched", "warnings", "level", "seed", "baseline_dataset_version", "candidate_dataset_version")

@@ -159,3 +159,17 @@ class MetricSummary(_message.Message):
     trial_variance: float
     higher_is_better: bool
     def __init__(self, evaluator: _Optional[str] = ..., metric: _Optional[str] = ..., kind: _Optional[_Union[ScoreKind, str]] = ..., n: _Optional[int] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., ci: _Optional[_Union[Interval, _Mapping]] = ..., scored: _Optional[int] = ..., skipped: _Optional[int] = ..., errors: _Optional[int] = ..., cancelled: _Optional[int] = ..., infra_errors: _Optional[int] = ..., labels: _Optional[_Mapping[str, int]] = ..., clusters: _Optional[int] = ..., pass_at_k: _Optional[_Mapping[str, float]] = ..., pass_hat_k: _Optional[_Mapping[str, float]] = ..., trial_variance: _Optional[float] = ..., higher_is_better: _Optional[bool] = ...) -> None: ...
+
+class GateResult(_message.Message):
+    __slots__ = ("expr", "passed", "verdict", "value", "reason")
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    expr: str
+    passed: bool
+    verdict: str
+    value: float
+    reason: str
+    def __init__(self, expr: _Optional[str] = ..., passed: _Optional[bool] = ..., verdict: _Optional[str] = ..., value: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
