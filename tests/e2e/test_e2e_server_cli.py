@@ -116,6 +116,27 @@ def test_eval_server_matches_embedded_and_env_var_works(
     assert "failed" in md.stdout
 
 
+def test_eval_server_names_the_run_and_compare_selects_metrics_there(
+    cli: Cli, server: str, tmp_path: Path
+) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    args = ("eval", "--data", data, "--evaluators", "exact-match,contains", "--format", "json")
+    gate = ("--gate", "metric('contains').mean >= 0.5")
+    local = parse_json_stdout(cli(*args, *gate, "--name", "nightly"))
+    remote = parse_json_stdout(cli(*args, *gate, "--name", "nightly", "--server", server))
+    assert remote["gates"] == local["gates"]
+    listed = parse_json_stdout(cli("runs", "list", "--format", "json", "--server", server))
+    assert (listed["runs"][0]["run_id"], listed["runs"][0]["name"]) == (remote["run_id"], "nightly")
+    other = parse_json_stdout(cli(*args, "--server", server))["run_id"]
+    compared = parse_json_stdout(
+        cli("compare", remote["run_id"], other, "--metric", "contains", "--format", "json",
+            "--server", server)
+    )  # fmt: skip
+    assert [m["evaluator"] for m in compared["metrics"]] == ["contains"]
+    missing = cli("compare", remote["run_id"], other, "--metric", "nope", "--server", server)
+    check_user_error(missing, "no metric matches 'nope'")
+
+
 def test_runs_compare_and_catalog_read_the_server(cli: Cli, server: str, tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", ROWS)
     ids = [

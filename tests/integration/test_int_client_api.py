@@ -172,6 +172,32 @@ def test_gates_are_checked_before_data_and_on_the_metrics(server: str) -> None:
             client.evaluate(ROWS, ["exact-match"], judges={"default": {}})
 
 
+def test_the_server_names_the_run_decides_the_gates_and_selects_compared_metrics(
+    server: str, tmp_path: Path
+) -> None:
+    gates = ["metric('exact-match').mean >= 0.9", "metric('contains').n >= 10"]
+    evaluators = ["exact-match", "contains"]
+    embedded = evalsi.evaluate(
+        ROWS, evaluators, params=PARAMS, gates=gates, name="named", store=str(tmp_path / "l.db")
+    )
+    with (
+        evalsi.Client(server) as client,
+        evalsi.Client(server, max_request_bytes=2000) as small,  # sent as a stream
+    ):
+        remote = client.evaluate(ROWS, evaluators, params=PARAMS, gates=gates, name="named")
+        streamed = small.evaluate(ROWS, evaluators, params=PARAMS, gates=gates, name="named")
+        info = client.run_info(remote.run_id)
+        compared = client.compare_runs(remote.run_id, streamed.run_id, metrics=["contains"])
+        with pytest.raises(UserError, match="no metric matches 'nope'"):
+            client.compare_runs(remote.run_id, streamed.run_id, metrics=["nope"])
+    assert [g["verdict"] for g in embedded.gates] == ["failed", "passed"]
+    assert remote.gates == embedded.gates
+    assert streamed.gates == embedded.gates
+    assert remote.exit_code == streamed.exit_code == embedded.exit_code == 1
+    assert (info.name, info.project_id) == ("named", "default")
+    assert [(m.evaluator, m.n_paired) for m in compared.metrics] == [("contains", 40)]
+
+
 def test_run_over_the_api_equals_the_embedded_run(
     server: str, stub: StubLLM, tmp_path: Path
 ) -> None:

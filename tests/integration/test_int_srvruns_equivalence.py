@@ -3,6 +3,7 @@ on SQLite and on PostgreSQL; WatchRun streams its progress and ends with the fin
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,13 +130,22 @@ def test_runs_over_the_limit_queue_then_run(tmp_path: Path, limit: int) -> None:
             first = client.create_run(pb.CreateRunRequest(run=message)).run
             second = client.create_run(pb.CreateRunRequest(run=message)).run
             assert second.status == "queued"
+            assert state.store.get_run(second.id).status == "queued"  # stored, not only shown
             queued = client.list_runs(pb.ListRunsRequest(status="queued")).runs
             assert [r.id for r in queued] == [second.id]
-            ends = [_last(client, r.id) for r in (first, second)]
+            ends = [_last(client, first.id)]
+            seen = [state.store.get_run(second.id).status]
+            while seen[-1] not in ("done", "failed"):
+                time.sleep(0.01)
+                seen.append(state.store.get_run(second.id).status)
+            ends.append(_last(client, second.id))
             stats = state.runs.stats()
+            counts = state.store.count_runs_by_status()
             client.close()
         state.store.close()
 
     assert [r.status for r in ends] == ["done", "done"]
-    assert stats["runs"].get("done") == 2
+    assert "running" in seen  # marked running in the store once the first freed its slot
+    assert seen[-1] == "done"
+    assert counts.get("done") == 2
     assert stats["tasks"]["completed"] == 24

@@ -133,15 +133,24 @@ def test_list_runs_pages_newest_first(served: Any) -> None:
     every = client.list_runs(pb.ListRunsRequest(kind="run")).runs
     assert len(every) == 2
     assert every[0].create_time.ToNanoseconds() >= every[1].create_time.ToNanoseconds()
+    assert [r.project_id for r in every] == ["default", "default"]
     first = client.list_runs(pb.ListRunsRequest(page_size=1))
+    assert first.next_page_token == every[0].id  # a cursor: the last run of the page
     second = client.list_runs(pb.ListRunsRequest(page_size=1, page_token=first.next_page_token))
     assert [first.runs[0].id, second.runs[0].id] == [r.id for r in every]
-    assert second.next_page_token == ""
+    assert second.next_page_token == ""  # no empty page after the last run
+    assert client.list_runs(pb.ListRunsRequest(page_size=2)).next_page_token == ""
     assert client.list_runs(pb.ListRunsRequest(status="cancelled")).runs == []
     assert client.list_runs(pb.ListRunsRequest(kind="score")).runs == []
-    code, message = _code(lambda: client.list_runs(pb.ListRunsRequest(page_token="xyz")))
+    done = client.list_runs(pb.ListRunsRequest(status="done", kind="run", page_size=1))
+    assert [r.id for r in done.runs] == [every[0].id]
+    for token in ("xyz", "latest", every[0].id[:4]):  # not a run; not an exact id
+        code, message = _code(lambda t=token: client.list_runs(pb.ListRunsRequest(page_token=t)))
+        assert code == Code.INVALID_ARGUMENT
+        assert message.startswith("page_token:"), message
+    code, message = _code(lambda: client.list_runs(pb.ListRunsRequest(status="finished")))
     assert code == Code.INVALID_ARGUMENT
-    assert "page_token" in message
+    assert message.startswith("status:"), message
 
 
 def test_results_pages_hold_every_result_once(served: Any) -> None:
@@ -186,3 +195,18 @@ def test_compare_runs_matches_the_embedded_comparison(served: Any) -> None:
     )
     assert code == Code.INVALID_ARGUMENT
     assert "level" in message
+
+
+@pytest.mark.parametrize("wanted", [["exact-match"], ["exact-match/exact-match"]])
+def test_compare_runs_selects_metrics_as_evalsi_compare_does(
+    served: Any, wanted: list[str]
+) -> None:
+    client = served[0]
+    new, old = [r.id for r in client.list_runs(pb.ListRunsRequest()).runs]
+    answer = client.compare_runs(pb.CompareRunsRequest(baseline=old, candidate=new, metrics=wanted))
+    assert [m.metric for m in answer.metrics] == ["exact-match"]
+    for bad, expected in (([""], "metrics:"), (["nope"], "no metric matches 'nope'")):
+        request = pb.CompareRunsRequest(baseline=old, candidate=new, metrics=bad)
+        code, message = _code(lambda r=request: client.compare_runs(r))
+        assert code == Code.INVALID_ARGUMENT
+        assert message.startswith(expected), message

@@ -13,12 +13,11 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
 from evalsi.cli._remote import refuse_local_flags, server_of
-from evalsi.client._common import select_metrics, settings
+from evalsi.client._common import check_gates, check_local_only, gate_list, settings
 from evalsi.client._errors import translate
 from evalsi.client._requests import evaluate_options, evaluator_name, evaluator_specs
 from evalsi.client._specs import dataset_name, raw_rows, row_chunks
-from evalsi.core import DatasetError, Interval, NotFoundError, RunError, UserError
-from evalsi.runs import Comparison, MetricComparison, Unmatched
+from evalsi.core import DatasetError, NotFoundError, RunError, UserError
 from evalsi.wire import struct_from_proto
 
 
@@ -131,30 +130,25 @@ def test_row_chunks_stay_under_the_byte_budget() -> None:
     assert struct_from_proto(chunks[-1][-1]) == rows[-1]
 
 
-def _comparison() -> Comparison:
-    def metric(evaluator: str, name: str) -> MetricComparison:
-        return MetricComparison(
-            evaluator, name, "number", 3, 3, 3, 0.1, 0.2, 0.1, Interval(0.0, 0.2, "x"), 0.5,
-            None, "no significant change", 0.3, True,
-        )  # fmt: skip
-
-    return Comparison(
-        run_a="a",
-        run_b="b",
-        dataset_versions=(None, None),
-        metrics=[metric("latency", "latency"), metric("tokens", "input_tokens")],
-        unmatched=[Unmatched("cost", "cost", "a", "a")],
-    )
+def test_gates_are_sent_as_given_and_a_server_ignoring_them_is_an_error() -> None:
+    assert gate_list(()) == []
+    assert gate_list("") == []
+    assert gate_list("metric('a').mean > 0") == ["metric('a').mean > 0"]
+    assert gate_list(["g1", "g2"]) == ["g1", "g2"]
+    with pytest.raises(UserError, match=r"gates\[1\]: expected a CEL expression string"):
+        gate_list(["g1", 3])  # type: ignore[list-item]
+    check_gates(["g1"], [object()], "http://h:1")
+    check_gates([], [], "http://h:1")
+    with pytest.raises(RunError, match="answered 0 gate result"):
+        check_gates(["g1"], [], "http://h:1")
 
 
-def test_select_metrics_filters_like_evalsi_compare() -> None:
-    c = _comparison()
-    assert select_metrics(c, None) is c
-    kept = select_metrics(c, ["tokens/input_tokens", "cost"])
-    assert [m.metric for m in kept.metrics] == ["input_tokens"]
-    assert [u.metric for u in kept.unmatched] == ["cost"]
-    with pytest.raises(UserError, match="no metric matches 'nope'"):
-        select_metrics(c, ["nope"])
+def test_name_is_sent_and_store_is_still_refused() -> None:
+    check_local_only({"store": None, "judges": ""})
+    with pytest.raises(UserError, match="store= cannot be used with a server"):
+        check_local_only({"store": "x.db"})
+    with pytest.raises(UserError, match="unexpected argument name="):
+        check_local_only({"name": "n"})  # evaluate takes it as an argument of its own
 
 
 def test_server_flag_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,11 +101,12 @@ def test_stored_run_reads_back_as_its_result() -> None:
         name="it",
         finished_at=1_700_000_010.5,
         records=30,
-        spec={"evaluators": result.evaluators, "seed": 2**60, "origin": {"project_id": "p1"}},
+        spec={"evaluators": result.evaluators, "seed": 2**60, "origin": {"project_id": "old"}},
         summary=summary,
+        project_id="p1",
     )
     message = _trip(run_to_proto(info))
-    assert message.project_id == "p1"
+    assert message.project_id == "p1"  # the store's column, not what the spec's origin says
     assert message.exit_code == 1
     assert message.create_time.ToNanoseconds() == 1_700_000_000_250_000_000
     assert message.spec["seed"] == str(2**60)  # beyond a double: as proto3 JSON writes int64
@@ -118,6 +119,7 @@ def test_running_run_shows_progress_and_partial_metrics() -> None:
     partial = [_metric()]
     message = run_to_proto(info, status="queued", progress=Progress(5, 60, 1), metrics=partial)
     assert message.status == "queued"
+    assert message.project_id == "default"
     assert message.exit_code == 0
     assert (message.progress.tasks_done, message.progress.tasks_total) == (5, 60)
     assert message.progress.infra_errors == 1

@@ -33,8 +33,8 @@ with .mean .std .n .scored .skipped .errors .ci.low .ci.high .passAtK(k) .passHa
 whose metrics have too little eligible data (see --min-completion-rate, --max-error-rate) is
 inconclusive, never failed.
 With --server URL (or $EVALSI_SERVER) the data is read here and graded by that evalsi
-server, which stores the run; the output is the same. --store and --judges are the server's
-(its evalsi.yaml) and cannot be given with --server.
+server, which stores the run (named --name) and evaluates the gates; the output is the same.
+--store and --judges are the server's (its evalsi.yaml) and cannot be given with --server.
 Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad input, a bad gate, or an
 inconclusive gate (and none failed); 3 could not finish (or the server cannot be reached).
 """
@@ -167,14 +167,15 @@ def run(args: argparse.Namespace) -> int:
             server,
             store="the server stores the run",
             judges="the server's judges are configured in its evalsi.yaml",
-            name="the server's Evaluate call takes no run name",
         )
     progress = None if args.quiet else ProgressLine()
     result: ScoreResult
     try:
         if server is not None:
             with connect(server) as client:
-                result = client.evaluate(args.data, names, progress=progress, **options)
+                result = client.evaluate(
+                    args.data, names, name=args.name, progress=progress, **options
+                )
         else:
             result = evaluate(
                 args.data,

@@ -50,10 +50,11 @@ from evalsi.client._specs import (
 )
 from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest
 from evalsi.datasets import FieldMap, open_dataset
-from evalsi.runs import Comparison, RunSpec, evaluate_gates
+from evalsi.runs import Comparison, RunSpec
 from evalsi.store import RunInfo
 from evalsi.wire import (
     comparison_from_proto,
+    gate_from_proto,
     manifest_from_proto,
     record_to_proto,
     result_from_proto,
@@ -162,25 +163,23 @@ class AsyncClient:
         min_completion_rate: float = 0.8,
         max_evaluator_error_rate: float = 0.1,
         concurrency: int = 0,
+        name: str = "",
         **local_only: Any,
     ) -> RemoteScoreResult:
         """``Client.evaluate``, awaited."""
         common.check_local_only(local_only)
         specs = evaluator_specs(evaluators, params)
-        rates = {
-            "min_completion_rate": min_completion_rate,
-            "max_evaluator_error_rate": max_evaluator_error_rate,
-        }
-        checked = []
-        if gates:
-            found = [await self.get_evaluator(s.ref) for s in specs]
-            checked = common.parsed_gates(gates, common.gate_targets(specs, found), rates)
+        wanted = common.gate_list(gates)
         local = read_records(data, fields=fields, on_bad_record=on_bad_record)
         request = ev_pb.EvaluateRequest(
             records=local.records,
             evaluators=specs,
             cluster_by=cluster_by or "",
             options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
+            name=name,
+            gates=wanted,
+            min_completion_rate=min_completion_rate,
+            max_evaluator_error_rate=max_evaluator_error_rate,
         )
         if request.ByteSize() <= self.max_request_bytes:
             response = await self._call(self._evaluation.evaluate, request)
@@ -188,8 +187,9 @@ class AsyncClient:
             response = await self._evaluate_streamed(request)
         if progress is not None:
             progress(len(local.records), local.bad_records)
+        common.check_gates(wanted, response.gates, self.url)
         results = ordered_results(response.results, local.ids, [evaluator_name(s) for s in specs])
-        result = score_result(
+        return score_result(
             response,
             source=local.source,
             local_version=local.version,
@@ -197,16 +197,19 @@ class AsyncClient:
             bad_examples=local.bad_examples,
             evaluators=common.spec_dicts(specs, common.exact_refs(results)),
             results=results,
-            gates=[],
+            gates=[gate_from_proto(g) for g in response.gates],
             pages=self._pages,
         )
-        if checked:
-            result.gates = evaluate_gates(checked, result.metrics, **rates)
-        return result
 
     async def _evaluate_streamed(self, request: ev_pb.EvaluateRequest) -> ev_pb.EvaluateResponse:
         config = ev_pb.EvaluateStreamConfig(
-            evaluators=request.evaluators, cluster_by=request.cluster_by, options=request.options
+            evaluators=request.evaluators,
+            cluster_by=request.cluster_by,
+            options=request.options,
+            name=request.name,
+            gates=request.gates,
+            min_completion_rate=request.min_completion_rate,
+            max_evaluator_error_rate=request.max_evaluator_error_rate,
         )
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
@@ -222,6 +225,9 @@ class AsyncClient:
             if message.metrics:
                 del out.metrics[:]
                 out.metrics.extend(message.metrics)
+            if message.gates:
+                del out.gates[:]
+                out.gates.extend(message.gates)
             out.dataset_version = message.dataset_version or out.dataset_version
         return out
 
@@ -301,13 +307,17 @@ class AsyncClient:
         return run_info(response.run)
 
     async def list_runs(
-        self, *, limit: int = 20, kind: str = "", status: str = ""
+        self, *, limit: int = 20, kind: str = "", status: str = "", project_id: str = ""
     ) -> list[RunInfo]:
         out: list[RunInfo] = []
         token = ""
         while len(out) < limit:
             request = run_pb.ListRunsRequest(
-                page_size=min(limit - len(out), 1000), page_token=token, kind=kind, status=status
+                page_size=min(limit - len(out), 1000),
+                page_token=token,
+                kind=kind,
+                status=status,
+                project_id=project_id,
             )
             page = await self._call(self._runs.list_runs, request)
             out.extend(run_info(r) for r in page.runs)
@@ -365,10 +375,10 @@ class AsyncClient:
         metrics: Sequence[str] | None = None,
     ) -> Comparison:
         request = run_pb.CompareRunsRequest(
-            baseline=baseline, candidate=candidate, level=level, seed=seed
+            baseline=baseline, candidate=candidate, level=level, seed=seed, metrics=metrics or ()
         )
         response = await self._call(self._runs.compare_runs, request)
-        return common.select_metrics(comparison_from_proto(response), metrics)
+        return comparison_from_proto(response)
 
     def _result(self, run: run_pb.Run) -> RemoteRunResult:
         return remote_run_result(run_from_proto(run), self._pages)

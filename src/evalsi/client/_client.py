@@ -4,12 +4,12 @@ result types (``ScoreResult``, ``RunResult``, ``Comparison``, ``EvaluatorManifes
 Each call is written once, in ``AsyncClient``. ``Client`` runs it on a private event loop in a
 daemon thread (``LoopThread``, started on first use, stopped by ``close()``) and blocks until it
 returns. Chosen over two transports sharing pure helpers because the calls that make several
-requests (``evaluate`` with gates, chunked uploads, paging, ``create_run`` then ``wait_run``)
-would still keep their control flow twice, once with ``await`` and once without; here each
-method is one line naming its coroutine, and even the signatures exist once. The caller sees
-the coroutine's own behaviour: results and exceptions unchanged, iterators one item per step (a
-streamed upload reads its input as it is sent), Ctrl-C cancels the call, and a ``Client``
-works where a loop already runs (Jupyter) and from its own progress callbacks.
+requests (a large ``evaluate`` streamed, chunked uploads, paging, ``create_run`` then
+``wait_run``) would still keep their control flow twice, once with ``await`` and once without;
+here each method is one line naming its coroutine, and even the signatures exist once. The
+caller sees the coroutine's own behaviour: results and exceptions unchanged, iterators one item
+per step (a streamed upload reads its input as it is sent), Ctrl-C cancels the call, and a
+``Client`` works where a loop already runs (Jupyter) and from its own progress callbacks.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ class Client:
         """Grade records on the server; the arguments are ``evalsi.evaluate``'s.
 
         ``data`` is read here (a path, an ``hf://`` URI from the local cache, dicts or
-        ``Record``s) and sent with the request; gates are checked here on the returned metrics.
-        ``results`` holds every result without a local store.
+        ``Record``s) and sent with the request; ``name`` names the run the server stores, and
+        the server evaluates the gates. ``results`` holds every result without a local store.
         """,
     )
     evaluate_stream = _iterating(
@@ -191,7 +191,8 @@ class Client:
     )
     compare_runs = _blocking(
         AsyncClient.compare_runs,
-        """Paired comparison of two runs on the server, as ``evalsi compare``.""",
+        """Paired comparison of two runs on the server, as ``evalsi compare`` (``metrics``
+        selects metrics there: a metric, an evaluator, or EVALUATOR/METRIC).""",
     )
 
     # -- CatalogService -------------------------------------------------------------------------

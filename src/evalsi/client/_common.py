@@ -4,7 +4,7 @@ do no I/O, and the small value types the catalog and dataset calls return."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from connectrpc.protocol import ProtocolType
@@ -19,8 +19,7 @@ from evalsi._proto.evalsi.v1alpha1 import (
     evaluation_service_pb2 as ev_pb,
 )
 from evalsi.client._requests import evaluator_name
-from evalsi.core import EvaluationResult, EvaluatorManifest, MetricSummary, UserError
-from evalsi.runs import Comparison, EvaluatorMetrics, Gate, parse_gates
+from evalsi.core import EvaluationResult, EvaluatorManifest, MetricSummary, RunError, UserError
 from evalsi.wire import (
     manifest_from_proto,
     result_from_proto,
@@ -43,7 +42,6 @@ _LOCAL_ONLY = {
     "store": "results are stored by the server",
     "registry": "the server resolves evaluators against its own registry",
     "judges": "judges are configured on the server (`judges:` in its evalsi.yaml)",
-    "name": "the Evaluate call takes no run name yet",
 }
 
 
@@ -91,22 +89,27 @@ def check_local_only(options: Mapping[str, Any]) -> None:
         raise UserError(f"unexpected argument {key}= for Client.evaluate")
 
 
-def gate_targets(
-    specs: Sequence[ev_pb.EvaluatorSpec], manifests: Sequence[EvaluatorManifest]
-) -> list[EvaluatorMetrics]:
-    """What gates may name, from the server's manifests (checked before any data is sent)."""
-    return [
-        EvaluatorMetrics(spec.name or m.ref.name, m.ref.name, tuple(o.name for o in m.outputs))
-        for spec, m in zip(specs, manifests, strict=True)
-    ]
+def gate_list(gates: str | Sequence[str]) -> list[str]:
+    """The gate expressions to send (one string is one gate, as ``evalsi.evaluate`` takes it);
+    the server parses and evaluates them."""
+    if not gates:
+        return []
+    exprs = [gates] if isinstance(gates, str) else list(gates)
+    for i, expr in enumerate(exprs):
+        if not isinstance(expr, str):
+            raise UserError(f"gates[{i}]: expected a CEL expression string, got {expr!r}")
+    return exprs
 
 
-def parsed_gates(
-    gates: str | Sequence[str],
-    targets: Sequence[EvaluatorMetrics],
-    rates: Mapping[str, float],
-) -> list[Gate]:
-    return parse_gates(gates, targets, **rates)
+def check_gates(sent: Sequence[str], returned: Sequence[Any], url: str) -> None:
+    """A server that ignored the gates (older than the gates of Evaluate) must not pass a
+    gated call silently."""
+    if len(returned) != len(sent):
+        raise RunError(
+            f"the evalsi server at {url} answered {len(returned)} gate result(s) for "
+            f"{len(sent)} gate(s)",
+            hint="upgrade the server: it is older than Evaluate with gates",
+        )
 
 
 def spec_dicts(
@@ -212,29 +215,3 @@ def dataset_page(response: ds_pb.GetDatasetResponse) -> DatasetPage:
 
 def manifests(response: cat_pb.ListEvaluatorsResponse) -> list[EvaluatorManifest]:
     return [manifest_from_proto(m) for m in response.evaluators]
-
-
-def select_metrics(comparison: Comparison, wanted: Sequence[str] | None) -> Comparison:
-    """Only the metrics ``wanted`` names (a metric, an evaluator, or EVALUATOR/METRIC), as
-    ``evalsi compare --metric`` selects them (CompareRuns itself compares every metric)."""
-    if not wanted:
-        return comparison
-
-    def hit(evaluator: str, metric: str) -> bool:
-        return any(w in (metric, evaluator, f"{evaluator}/{metric}") for w in wanted)
-
-    known = [(m.evaluator, m.metric) for m in comparison.metrics]
-    known += [(u.evaluator, u.metric) for u in comparison.unmatched]
-    missing = [w for w in wanted if not any(w in (n, e, f"{e}/{n}") for e, n in known)]
-    if missing:
-        names = ", ".join(dict.fromkeys(f"{e}/{n}" for e, n in known))
-        raise UserError(
-            f"no metric matches {', '.join(map(repr, missing))} in run {comparison.run_a} "
-            f"or {comparison.run_b}",
-            hint=f"the metrics are: {names}",
-        )
-    return replace(
-        comparison,
-        metrics=[m for m in comparison.metrics if hit(m.evaluator, m.metric)],
-        unmatched=[u for u in comparison.unmatched if hit(u.evaluator, u.metric)],
-    )

@@ -131,6 +131,7 @@ def run_info(run: run_pb.Run) -> RunInfo:
         manifest=manifest if isinstance(manifest, dict) else None,
         summary=summary,
         error=str(run.error) or None,
+        project_id=str(run.project_id) or "default",
     )
 
 

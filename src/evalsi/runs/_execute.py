@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import platform
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -66,6 +68,8 @@ from evalsi.runs._score import StoreLike, open_store
 from evalsi.runs._stored import summarize_stored
 from evalsi.runs._targets import build_target, identity, renderer
 from evalsi.store import RunInfo, SqlStore
+
+DEFAULT_PROJECT = "default"  # the store's project for runs that name none
 
 
 async def execute_run(
@@ -168,8 +172,7 @@ async def execute_run(
         if info.kind != "run":
             raise UserError(f"run {info.id} is a {info.kind} run; only Run runs can be resumed")
         _check_same_spec(info.spec, spec, document)
-        if info.status == "running":
-            raise UserError(f"run {info.id} is still running (pid {info.pid})")
+        info = _take_over(db, info)
         run_id = info.id
         completed = (
             _executed_tasks(db, run_id) if execute_only else db.completed_tasks(run_id, len(bound))
@@ -195,7 +198,10 @@ async def execute_run(
             stored_spec.update(rates)
         if origin is not None:
             stored_spec["origin"] = dict(origin)
-        run_id = db.create_run(kind="run", spec=stored_spec, name=spec.name, run_id=run_id).id
+        project = (origin or {}).get("project_id") or DEFAULT_PROJECT
+        run_id = db.create_run(
+            kind="run", spec=stored_spec, name=spec.name, run_id=run_id, project_id=project
+        ).id
 
     judges = build_judges(spec.judges, db, bound, resilience=resilience) if bound else {}
     executor = Executor(
@@ -319,6 +325,27 @@ def _resume_execute_only(info: RunInfo, execute_only: bool) -> bool:
             hint="resume it without --execute-only",
         )
     return stored or execute_only
+
+
+def _take_over(db: SqlStore, info: RunInfo) -> RunInfo:
+    """Refuse a run another live process holds; claim an interrupted one first, so two
+    processes resuming it at once cannot both run it (the store's claim is atomic)."""
+    mine = info.host in (None, socket.gethostname()[:255]) and info.pid == os.getpid()
+    if info.status == "running" or (info.status == "queued" and not mine):
+        where = f"host {info.host}, pid {info.pid}" if info.host else f"pid {info.pid}"
+        raise UserError(
+            f"run {info.id} is still {info.status} in another process ({where})",
+            hint="wait for it to finish, or cancel it where it runs",
+        )
+    if info.status == "interrupted":
+        claimed = db.claim_run(info.id)
+        if claimed is None:
+            raise UserError(
+                f"run {info.id} was just taken over by another process",
+                hint="`evalsi runs show` tells where it runs now",
+            )
+        return claimed
+    return info
 
 
 def _any_completed(counts: Mapping[str, int]) -> bool:

@@ -4,14 +4,15 @@ state, judge cache hits.
 The registry is the app's own (two apps in one process, as in tests, never share counters).
 RPC protocols are counted by ``RpcMetricsInterceptor`` (a connectrpc metadata interceptor, so
 it also sees requests whose body fails to parse); REST routes call ``Metrics.observe``.
-Run and task gauges are read when scraped, from the run scheduler when there is one.
+Gauges are read when scraped: runs by state from the store (one GROUP BY, so a scrape stays
+cheap however many runs it holds), tasks and judge cache hits from the run scheduler when there
+is one.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter as Tally
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,8 +26,6 @@ from evalsi.server._state import ServerState
 log = logging.getLogger("evalsi.server")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# Runs counted from the store when no scheduler runs (a scrape must stay cheap).
-_STORE_SCAN_LIMIT = 1000
 # Loopback RPCs take ~1 ms; judge-backed Evaluate calls take seconds.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -131,8 +130,7 @@ class _StateCollector(Collector):
         )
 
     def _stats(self) -> dict[str, Any]:
-        runs = self._state.runs
-        if runs is not None:
-            return dict(runs.stats())
-        recent = self._state.store.list_runs(limit=_STORE_SCAN_LIMIT)
-        return {"runs": dict(Tally(r.status for r in recent))}
+        scheduler = self._state.runs
+        stats = dict(scheduler.stats()) if scheduler is not None else {}
+        stats["runs"] = self._state.store.count_runs_by_status()
+        return stats

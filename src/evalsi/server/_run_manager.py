@@ -4,18 +4,20 @@ Why threads: a CPU-heavy grader must not stall the API's event loop, and connect
 sessions are kept per loop, so each run gets ``asyncio.run`` in a thread of its own.
 
 Queueing: at most ``config.max_concurrent_runs`` runs execute at once. A run over the limit is
-stored at once (``running`` in the store, so a restart resumes it too) and waits, before its
-first task, for a slot in FIFO order; meanwhile the API reports it ``queued``.
+stored ``queued`` (so a restart resumes it too) and waits, before its first task, for a slot in
+FIFO order; it is marked ``running`` in the store when it gets one.
 
 Ownership and restarts: a run created here stores ``origin: {server: true, host, project_id}``
-in its spec. On start, every ``kind == "run"`` run of this host's server left ``interrupted``
-(its process died, or a previous ``stop()`` interrupted it) is resumed with
-``execute_run(resume=...)``: tasks already stored are kept, only the missing ones run.
-The store derives ``interrupted`` from a process id on this machine, so two servers on one
-host sharing a store would take each other's runs; servers on different hosts do not.
+in its spec and the run's project. The store records which process owns a queued or running run
+and reads it ``interrupted`` once that owner is gone (a dead pid on the same host, a heartbeat
+older than 90 s from another host). On start, every ``kind == "run"`` server run that reads
+``interrupted`` is claimed (``store.claim_run``: atomic, one process wins) and the claimed ones
+are resumed with ``execute_run(resume=...)``: tasks already stored are kept, only the missing
+ones run. Any server sharing the store may so pick up another server's orphan, not only this
+host's: that is the point of the claim, and the heartbeat keeps a live server's runs its own.
 
-Cancel: the run's task is cancelled on its own loop; it ends ``cancelled`` (results stored
-so far are kept) and ``resume`` completes it.
+Cancel: the run's task is cancelled on its own loop; it ends ``cancelled`` in the store (results
+stored so far are kept) and ``resume`` completes it.
 """
 
 from __future__ import annotations
@@ -48,8 +50,11 @@ METRICS_EVERY_S = 2.0
 """Partial metrics of a running run are recomputed from the store at most this often."""
 CANCEL_WAIT_S = 30.0
 STOP_WAIT_S = 30.0
+LIVE = ("queued", "running")
 RESUMABLE = ("stopped", "cancelled", "interrupted", "incomplete", "failed")
 FINISHED = ("done", *RESUMABLE)
+STATUSES = (*LIVE, *FINISHED)
+"""Every status the store gives a run (ListRuns filters on them)."""
 
 
 @dataclass
@@ -97,25 +102,28 @@ class RunManager:
         self._threads: dict[str, threading.Thread] = {}
         self._waiting: deque[_Live] = deque()
         self._active = 0
-        self._finished: Counter[str] = Counter()
         self._tasks: Counter[str] = Counter()
         self._judge_hits = 0
         self._stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> list[str]:
-        """Resume the runs a dead server process of this host left unfinished; their ids."""
+        """Claim and resume the server runs whose process is gone; their ids (oldest first)."""
         self._loop = asyncio.get_running_loop()
         self._stopping = False
         resumed: list[str] = []
         for info in await asyncio.to_thread(self._orphans):
             try:
-                spec = self._spec_of(info)
+                claimed = await asyncio.to_thread(self.state.store.claim_run, info.id)
+                if claimed is None:
+                    continue  # another server sharing the store took it first
+                spec = self._spec_of(claimed)
                 await self._launch(spec, resume=info.id, run_id=info.id)
             except Exception as e:  # noqa: BLE001 - one bad run must not stop the server
                 log.warning("run %s cannot be resumed on start: %s", info.id, e)
+                await asyncio.to_thread(self._give_back, info.id, _describe(e))
                 continue
-            log.info("resumed run %s left unfinished by a previous server process", info.id)
+            log.info("resumed run %s left unfinished by a server process now gone", info.id)
             resumed.append(info.id)
         return resumed
 
@@ -156,9 +164,10 @@ class RunManager:
         info = await asyncio.to_thread(self.state.store.get_run, ref)
         live = self._live.get(info.id)
         if live is None:
-            if info.status == "running":
+            if info.status in LIVE:
                 raise UserError(
-                    f"run {info.id} is not executed by this server (pid {info.pid})",
+                    f"run {info.id} is not executed by this server "
+                    f"(host {info.host}, pid {info.pid})",
                     hint="cancel it where it runs (Ctrl-C for `evalsi run`)",
                 )
             return self.snapshot(info)  # already finished: nothing to stop
@@ -210,20 +219,17 @@ class RunManager:
         yield self.snapshot(info, final=True)
 
     def stats(self) -> dict[str, Any]:
-        """Counters for /metrics: runs by state (live ones by their current state, finished
-        ones by final status since this server started), tasks by state in this server's
-        sessions, and judge cache hits of the runs finished here (from their summaries)."""
+        """Counters for /metrics (runs by state come from the store): tasks by state in this
+        server's sessions, and judge cache hits of the runs finished here (their summaries)."""
         with self._lock:
-            runs = Counter(live.state for live in self._live.values())
             pending = sum(max(live.total - live.done, 0) for live in self._live.values())
-            runs.update(self._finished)
             tasks = Counter(self._tasks)
             live_done = sum(live.done - live.infra for live in self._live.values())
             live_infra = sum(live.infra for live in self._live.values())
         tasks["completed"] += live_done
         tasks["infra_error"] += live_infra
         tasks["pending"] = pending
-        return {"runs": dict(runs), "tasks": dict(tasks), "judge_cache_hits": self._judge_hits}
+        return {"tasks": dict(tasks), "judge_cache_hits": self._judge_hits}
 
     # -- launching --------------------------------------------------------------------------
     async def _launch(
@@ -290,12 +296,13 @@ class RunManager:
             origin=origin,
             progress=progress,
             registry=self.state.registry,
-            started=lambda run_id, total: self._started(live, total),
+            started=lambda run_id, total: self._started(live, db, total),
             cancelled=lambda: live.cancel_requested,
         )
 
-    async def _started(self, live: _Live, total: int | None) -> None:
-        """The run is stored: answer CreateRun, then wait for a slot (FIFO)."""
+    async def _started(self, live: _Live, db: SqlStore, total: int | None) -> None:
+        """The run is stored: answer CreateRun, then wait for a slot (FIFO), stored ``queued``
+        while it waits."""
         live.total = total or 0
         loop = asyncio.get_running_loop()
         live.grant = loop.create_future()
@@ -308,9 +315,13 @@ class RunManager:
             else:
                 self._waiting.append(live)
                 live.state = "queued"
+        if live.state == "queued":
+            db.mark_status(live.run_id, "queued")  # before CreateRun answers with it
         self._resolve(live.stored)
         self._notify(live)
-        await live.grant
+        if not live.grant.done():
+            await live.grant
+            db.mark_status(live.run_id, "running")
         live.state = "running"
         self._notify(live)
 
@@ -337,17 +348,18 @@ class RunManager:
         try:
             info = db.get_run(live.run_id)
             status = info.status
-            if status == "running" and info.pid == os.getpid():
-                # It stopped between being stored and its first task: never leave it running.
-                status = "cancelled" if live.cancel_requested else "failed"
-                db.finish_run(
-                    live.run_id,
-                    status=status,
-                    records=info.records,
-                    summary=None,
-                    manifest=None,
-                    error=_describe(error) or "stopped before its first task",
-                )
+            if status in LIVE and not _owned_here(info):
+                pass  # another process runs it (a resume of it was refused): not ours to settle
+            elif live.cancel_requested and status in (*LIVE, "interrupted"):
+                # Cancelled before its first task, or the stop raced the cancel: the user asked
+                # for cancelled, and a cancelled run is not resumed on the next start.
+                status = "cancelled"
+                info = db.mark_status(live.run_id, status, error="cancelled on request")
+            elif status in LIVE and _owned_here(info):
+                # It stopped between being stored and its first task: never leave it live.
+                status = "interrupted" if self._stopping else "failed"
+                error_text = _describe(error) or "stopped before its first task"
+                info = db.mark_status(live.run_id, status, error=error_text)
             hits = sum(
                 int(j.get("cached", 0)) for j in ((info.summary or {}).get("judges") or {}).values()
             )
@@ -356,7 +368,6 @@ class RunManager:
         with self._lock:
             self._live.pop(live.run_id, None)
             self._threads.pop(live.run_id, None)
-            self._finished[status] += 1
             self._tasks["completed"] += live.done - live.infra
             self._tasks["infra_error"] += live.infra
             self._judge_hits += hits
@@ -417,7 +428,7 @@ class RunManager:
         progress come from the scheduler, everything else from the store."""
         live = self._live.get(info.id)
         if live is None or final:
-            return RunSnapshot(info, info.status, final=final or info.status != "running")
+            return RunSnapshot(info, info.status, final=final or info.status not in LIVE)
         status = "queued" if live.state in ("queued", "starting") else "running"
         progress = Progress(done=live.done, total=live.total, infra_errors=live.infra)
         return RunSnapshot(info, status, progress=progress, metrics=metrics)
@@ -446,27 +457,20 @@ class RunManager:
         return stored.metrics
 
     def _orphans(self) -> list[RunInfo]:
-        """Runs of this host's server left unfinished by a process that is gone."""
-        mine = os.getpid()
-        out = []
-        for info in self.state.store.list_runs(limit=1_000_000):
-            origin = info.spec.get("origin") or {}
-            if info.kind != "run" or not origin.get("server") or origin.get("host") != self.host:
-                continue
-            if info.status == "running" and info.pid == mine:
-                # A restarted container often gets the same pid: nothing here runs it yet.
-                self.state.store.finish_run(
-                    info.id,
-                    status="interrupted",
-                    records=info.records,
-                    summary=None,
-                    manifest=None,
-                    error="the server stopped",
-                )
-                out.append(info)
-            elif info.status == "interrupted":
-                out.append(info)
-        return out[::-1]  # oldest first, so they queue in the order they were created
+        """Server runs whose owner is gone (oldest first, so they queue in creation order)."""
+        return [
+            info
+            for info in self.state.store.interrupted_runs(kind="run")
+            if (info.spec.get("origin") or {}).get("server")
+        ]
+
+    def _give_back(self, run_id: str, why: str) -> None:
+        """A claimed run this server cannot resume goes back to ``interrupted`` (another server,
+        or this one once its configuration allows it, may take it)."""
+        with contextlib.suppress(Exception):
+            info = self.state.store.get_run(run_id)
+            if info.status in LIVE and _owned_here(info) and run_id not in self._live:
+                self.state.store.mark_status(run_id, "interrupted", error=why)
 
     def _spec_of(self, info: RunInfo) -> RunSpec:
         spec = self._with_server_judges(stored_spec(info))
@@ -500,6 +504,12 @@ class RunManager:
         return SqlStore.open(shared.engine.url.render_as_string(hide_password=False))
 
 
+def _owned_here(info: RunInfo) -> bool:
+    """Whether this process owns a live run (the store reads it ``interrupted`` otherwise once
+    the owner is gone, so a live row on this host with our pid is ours)."""
+    return info.host in (None, socket.gethostname()[:255]) and info.pid == os.getpid()
+
+
 def _grant(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -511,4 +521,4 @@ def _describe(error: BaseException | None) -> str:
     return str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
 
 
-__all__ = ["RunManager", "RunSnapshot"]
+__all__ = ["STATUSES", "RunManager", "RunSnapshot"]

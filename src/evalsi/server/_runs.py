@@ -11,7 +11,7 @@ outside ``datasets_dir``, ``file:`` secret references (files on the server's dis
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from connectrpc.request import RequestContext
@@ -21,9 +21,9 @@ from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
 from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
 from evalsi.server._paths import confine
-from evalsi.server._run_manager import RunManager, RunSnapshot
+from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import ServerState
-from evalsi.store import RunInfo
+from evalsi.store import RunInfo, SqlStore
 from evalsi.wire import (
     comparison_to_proto,
     result_to_proto,
@@ -73,15 +73,19 @@ class RunHandler:
         self, request: pb.ListRunsRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ListRunsResponse:
         size = _page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE)
-        offset = _offset(request.page_token)
-        matched, more = await asyncio.to_thread(
-            self._filtered, offset + size, request.kind, request.status
+        # One run more than the page tells whether another page follows (no empty last page).
+        rows = await asyncio.to_thread(
+            self._runs_page,
+            size + 1,
+            request.page_token,
+            request.kind,
+            request.status,
+            request.project_id,
         )
         out = pb.ListRunsResponse()
-        for snapshot in matched[offset : offset + size]:
-            out.runs.append(self._message(snapshot))
-        if more:
-            out.next_page_token = str(offset + size)
+        out.runs.extend(self._message(self.runs.snapshot(r)) for r in rows[:size])
+        if len(rows) > size:
+            out.next_page_token = rows[size - 1].id  # a cursor: stable while runs are added
         return out
 
     async def cancel_run(
@@ -113,6 +117,7 @@ class RunHandler:
             self.state.store,
             _ref(request.baseline, "baseline"),
             _ref(request.candidate, "candidate"),
+            metrics=_metric_filter(request.metrics),
             level=level,
             seed=request.seed if request.HasField("seed") else 0,
         )
@@ -165,17 +170,25 @@ class RunHandler:
             item.info, status=item.status, progress=item.progress, metrics=item.metrics
         )
 
-    def _filtered(self, want: int, kind: str, status: str) -> tuple[list[RunSnapshot], bool]:
-        """Newest first: the first ``want`` runs matching ``kind``/``status`` (as the API shows
-        the status, so ``queued`` works) and whether more match."""
-        limit = want + 1
-        while True:
-            rows = self.state.store.list_runs(limit=limit)
-            snapshots = [self.runs.snapshot(r) for r in rows if not kind or r.kind == kind]
-            matched = [s for s in snapshots if not status or s.status == status]
-            if len(matched) > want or len(rows) < limit:
-                return matched, len(matched) > want
-            limit *= 4
+    def _runs_page(
+        self, limit: int, token: str, kind: str, status: str, project_id: str
+    ) -> list[RunInfo]:
+        """Newest first, after the run ``token`` names (the last of the previous page)."""
+        store = self.state.store
+        if status and status not in STATUSES:
+            raise UserError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
+        if token and not _is_run(store, token):
+            raise UserError(
+                f"page_token: {token[:40]!r} is not a token this server gave",
+                hint="pass next_page_token from the previous page, or nothing for the first",
+            )
+        return store.list_runs(
+            limit,
+            after=token or None,
+            kind=kind or None,
+            status=status or None,
+            project_id=project_id or None,
+        )
 
     def _results_page(self, ref: str, offset: int, size: int) -> pb.ListRunResultsResponse:
         store = self.state.store
@@ -216,6 +229,22 @@ def _offset(token: str) -> int:
             hint="pass next_page_token from the previous page, or nothing for the first",
         )
     return int(token)
+
+
+def _is_run(store: SqlStore, run_id: str) -> bool:
+    """Whether ``run_id`` is exactly the id of a stored run (no prefix, no ``latest``)."""
+    try:
+        return store.get_run(run_id).id == run_id
+    except UserError:  # no such run, or an ambiguous prefix
+        return False
+
+
+def _metric_filter(names: Sequence[str]) -> list[str] | None:
+    """CompareRuns' ``metrics``: None compares every metric; an empty name is refused."""
+    wanted = [str(n).strip() for n in names]
+    if any(not n for n in wanted):
+        raise UserError("metrics: a metric name is empty (expected EVALUATOR or EVALUATOR/METRIC)")
+    return wanted or None
 
 
 def _refuse_file_secrets(spec_doc: Mapping[str, Any]) -> None:

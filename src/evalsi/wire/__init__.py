@@ -40,6 +40,8 @@ from evalsi.wire._results import (
 from evalsi.wire._runs import (
     Progress,
     StoredRun,
+    gate_from_proto,
+    gate_to_proto,
     run_from_proto,
     run_result_to_proto,
     run_to_proto,
@@ -58,6 +60,8 @@ __all__ = [
     "content_to_proto",
     "evaluator_ref_from_proto",
     "evaluator_ref_to_proto",
+    "gate_from_proto",
+    "gate_to_proto",
     "manifest_from_proto",
     "manifest_to_proto",
     "pack_from_proto",

@@ -16,13 +16,13 @@ from typing import Any, Protocol
 
 from google.protobuf import timestamp_pb2
 
-from evalsi._proto.evalsi.v1alpha1 import run_service_pb2
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
 from evalsi.core import MetricSummary
 from evalsi.runs import RunResult, gates_exit_code, summaries_from_dicts
 from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
 from evalsi.wire._results import summary_from_proto, summary_to_proto
 
-# The core's gate verdicts and the wire's (run_service.proto: "pass", "fail", "undecided").
+# The core's gate verdicts and the wire's (score.proto: "pass", "fail", "undecided").
 _VERDICT_TO_PROTO = {"passed": "pass", "failed": "fail", "inconclusive": "undecided"}
 _VERDICT_FROM_PROTO = {v: k for k, v in _VERDICT_TO_PROTO.items()}
 # Summary keys with a typed field of their own; the rest goes to ``details``.
@@ -53,6 +53,8 @@ class StoredRun(Protocol):
     def summary(self) -> dict[str, Any] | None: ...
     @property
     def error(self) -> str | None: ...
+    @property
+    def project_id(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,7 @@ def run_to_proto(
         status=shown,
         records=info.records,
         error=info.error or "",
-        project_id=project_id or str((info.spec.get("origin") or {}).get("project_id") or ""),
+        project_id=project_id or info.project_id,
     )
     _set_time(out.create_time, info.created_at)
     if info.finished_at is not None:
@@ -156,7 +158,7 @@ def run_from_proto(message: run_service_pb2.Run) -> RunResult:
         bad_records=_int(details.get("bad_records")),
         evaluators=[dict(e) for e in _list(details.get("evaluators")) if isinstance(e, dict)],
         store=None,
-        gates=[_gate_from_proto(g) for g in message.gates],
+        gates=[gate_from_proto(g) for g in message.gates],
         trials=_int(details.get("trials"), 1),
         tasks={str(k): _int(v) for k, v in _dict(details.get("tasks")).items()},
         infra_errors=_int(details.get("infra_errors")),
@@ -171,19 +173,26 @@ def run_from_proto(message: run_service_pb2.Run) -> RunResult:
 
 
 def _set_gates(out: run_service_pb2.Run, gates: Sequence[Mapping[str, Any]]) -> None:
-    for g in gates:
-        gate = out.gates.add(
-            expr=str(g.get("expr", "")),
-            passed=bool(g.get("passed")),
-            verdict=_VERDICT_TO_PROTO.get(str(g.get("verdict")), str(g.get("verdict") or "")),
-            reason=str(g.get("reason") or ""),
-        )
-        value = g.get("value")
-        if isinstance(value, numbers.Real):  # bools read as 1/0: the wire's value is a double
-            gate.value = float(value)
+    out.gates.extend(gate_to_proto(g) for g in gates)
 
 
-def _gate_from_proto(g: run_service_pb2.GateResult) -> dict[str, Any]:
+def gate_to_proto(g: Mapping[str, Any]) -> score_pb2.GateResult:
+    """A gate verdict as ``evaluate_gates`` reports it, as a ``GateResult``."""
+    gate = score_pb2.GateResult(
+        expr=str(g.get("expr", "")),
+        passed=bool(g.get("passed")),
+        verdict=_VERDICT_TO_PROTO.get(str(g.get("verdict")), str(g.get("verdict") or "")),
+        reason=str(g.get("reason") or ""),
+    )
+    value = g.get("value")
+    if isinstance(value, numbers.Real):  # bools read as 1/0: the wire's value is a double
+        gate.value = float(value)
+    return gate
+
+
+def gate_from_proto(g: score_pb2.GateResult) -> dict[str, Any]:
+    """A ``GateResult`` as ``evaluate_gates`` reports a verdict (``passed`` None when
+    undecided)."""
     verdict = _VERDICT_FROM_PROTO.get(str(g.verdict), str(g.verdict))
     return {
         "expr": str(g.expr),
@@ -245,4 +254,12 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-__all__ = ["Progress", "StoredRun", "run_from_proto", "run_result_to_proto", "run_to_proto"]
+__all__ = [
+    "Progress",
+    "StoredRun",
+    "gate_from_proto",
+    "gate_to_proto",
+    "run_from_proto",
+    "run_result_to_proto",
+    "run_to_proto",
+]
