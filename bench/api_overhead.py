@@ -14,7 +14,10 @@ object: the in-run baseline for what any Python ASGI endpoint costs here.
 - 1,000 records per call: records/s over gRPC and Connect JSON vs ``evalsi.evaluate`` in this
   process on the same records (best of ``--repeats``);
 - ``--clients`` concurrent Connect JSON clients (aiohttp) for ``--duration`` seconds: requests,
-  errors and latency percentiles.
+  errors and latency percentiles;
+- one-record latency while another client keeps sending ``--big-records``-record Evaluates
+  (reported, no target): how long a big request stalls the others. Big requests are graded in a
+  worker thread, so the event loop keeps answering; the GIL still slows it down.
 
 Targets (issue 4): one record p50 <= 2 ms, p95 <= 5 ms, p99 <= 15 ms; 1,000 records/call within
 2x of the embedded API's records/s; no errors under concurrency. Results go to
@@ -251,6 +254,47 @@ async def concurrent(port: int, clients: int, duration: float) -> dict[str, Any]
     return out
 
 
+def stalled(port: int, records: int, calls: int) -> dict[str, Any]:
+    """One-record Connect JSON latency while ``calls`` big gRPC Evaluates run one after another."""
+    import threading
+
+    from google.protobuf import json_format
+
+    from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
+
+    big = json_format.ParseDict(big_body(records), pb.EvaluateRequest())
+    done = threading.Event()
+    big_times: list[float] = []
+
+    def load() -> None:
+        channel, call = grpc_call(port)
+        try:
+            for _ in range(calls):
+                start = time.perf_counter()
+                call(big, timeout=120)
+                big_times.append(time.perf_counter() - start)
+        finally:
+            done.set()
+            channel.close()
+
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    one = json.dumps(ONE).encode()
+    thread = threading.Thread(target=load)
+    thread.start()
+    times = []
+    while not done.is_set():
+        start = time.perf_counter()
+        conn.request("POST", EVALUATE, body=one, headers={"Content-Type": "application/json"})
+        conn.getresponse().read()
+        times.append(time.perf_counter() - start)
+    thread.join()
+    conn.close()
+    out: dict[str, Any] = {"big_records": records, "big_calls": calls}
+    out["big_call_s"] = percentiles(big_times) if big_times else {}
+    out["one_record_ms"] = {**percentiles(times), "max": max(times) * 1000}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "DIR"), help=argparse.SUPPRESS)
@@ -259,6 +303,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of the load test")
+    parser.add_argument("--big-records", type=int, default=5000, help="records per stalling call")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     if args.serve:
@@ -279,6 +324,8 @@ def main() -> int:
             report["throughput"] = throughput(port, args.records, args.repeats)
             print(f"{args.clients} clients for {args.duration:g} s...", file=sys.stderr)
             report["concurrent"] = asyncio.run(concurrent(port, args.clients, args.duration))
+            print(f"one record beside {args.big_records}-record calls...", file=sys.stderr)
+            report["beside_big_calls"] = stalled(port, args.big_records, 8)
         finally:
             proc.terminate()
             proc.wait(10)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from connectrpc.compat import google_protobuf_binary_codec
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -28,6 +28,7 @@ from evalsi._proto.grpc.reflection.v1.reflection_connect import ServerReflection
 from evalsi.connectors import close_shared_session
 from evalsi.server._errors import ErrorInterceptor
 from evalsi.server._health import HealthHandler
+from evalsi.server._json_codec import FastJSONCodec
 from evalsi.server._metrics import CONTENT_TYPE, Metrics
 from evalsi.server._openapi import build_openapi
 from evalsi.server._reflection import (
@@ -81,11 +82,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     options: dict[str, Any] = {
         "interceptors": (metrics.interceptor, ErrorInterceptor()),
         "read_max_bytes": state.config.max_body_bytes,
-        # Unknown JSON fields are an error (a typo must not be ignored silently), as on REST.
-        "codecs": (
-            google_protobuf_binary_codec(),
-            google_protobuf_json_codec(ignore_unknown_fields=False),
-        ),
+        # Compact proto3 JSON, several times faster than json_format's (_json_codec). Unknown
+        # JSON fields are an error (a typo must not be ignored silently), as on REST.
+        "codecs": (google_protobuf_binary_codec(), FastJSONCodec()),
     }
     rpc_apps = [factory(handler, **options) for factory, handler in bindings]
     handlers = {

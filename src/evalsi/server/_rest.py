@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+import orjson
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
@@ -41,6 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from evalsi.core import UserError
 from evalsi.server._errors import OversizeError, error_body, http_status, to_connect_error
+from evalsi.server._json_codec import message_to_dict, parse_dict
 from evalsi.server._metrics import Metrics
 
 JSON = "application/json"
@@ -307,9 +309,8 @@ def build_request(rm: RestMethod, path_params: Mapping[str, str], query: str, bo
         field = _leaf(desc, var.field)
         value = _scalar(field, path_params[var.group], f"path parameter {var.field!r}")
         _put(doc, desc, var.field, value, "path parameter")
-    message = rm.input_cls()
     try:
-        json_format.ParseDict(doc, message, ignore_unknown_fields=False)
+        message = parse_dict(doc, rm.input_cls)
     except json_format.ParseError as e:
         raise UserError(f"invalid request: {_clean(e)}") from e
     except RecursionError as e:
@@ -318,10 +319,9 @@ def build_request(rm: RestMethod, path_params: Mapping[str, str], query: str, bo
 
 
 def to_json_bytes(message: Any) -> bytes:
-    doc = json_format.MessageToDict(
-        message, preserving_proto_field_name=False, always_print_fields_with_no_presence=True
-    )
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """Compact proto3 JSON with defaults (json_format's ``always_print_fields_with_no_presence``
+    output, through ``_json_codec``'s faster printer)."""
+    return orjson.dumps(message_to_dict(message, defaults=True))
 
 
 # --- routes ----------------------------------------------------------------------------------

@@ -8,18 +8,20 @@ Status is stored as written, except that a ``queued`` or ``running`` run whose o
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import secrets
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from evalsi.core import NotFoundError, UserError
+from evalsi.core import NotFoundError, ResultBatch, StoreError, UserError
 from evalsi.store._owner import (
     HEARTBEAT_SECONDS,
     HOST,
@@ -29,6 +31,7 @@ from evalsi.store._owner import (
     owner_token,
     owner_values,
 )
+from evalsi.store._rows import RowWriter
 from evalsi.store._schema import runs
 
 STATUSES = (
@@ -105,6 +108,13 @@ def _check_status(status: str, allowed: tuple[str, ...] = STATUSES) -> str:
     return status
 
 
+_SAVED_COLUMNS = (
+    "id", "name", "kind", "status", "created_at", "finished_at", "records", "spec", "manifest",
+    "summary", "error", "project_id", "tenant_id", "host", "pid", "owner",
+)  # fmt: skip
+_JSON_COLUMNS = frozenset(("spec", "manifest", "summary"))
+
+
 class RunTable:
     """The runs-table half of ``SqlStore`` (which sets ``engine`` and ``location``)."""
 
@@ -112,6 +122,7 @@ class RunTable:
     location: str
     _keys: dict[str, RunKey]
     _beat: _Heartbeat | None
+    _save_sql: str | None = None
 
     # -- a run's life ---------------------------------------------------------------------------
     def create_run(
@@ -173,6 +184,88 @@ class RunTable:
                     error=error,
                 )
             )
+
+    def save_run(
+        self,
+        *,
+        kind: str,
+        spec: dict[str, Any],
+        status: str,
+        records: int,
+        summary: dict[str, Any] | None,
+        manifest: dict[str, Any] | None,
+        batches: Iterable[tuple[int, int, ResultBatch]] = (),
+        name: str = "",
+        run_id: str | None = None,
+        project_id: str = DEFAULT_PROJECT,
+        error: str | None = None,
+    ) -> str:
+        """Store a run that is already over, with its results, in ONE transaction; its id.
+
+        What ``create_run`` + ``write_batches`` + ``finish_run`` store, for a caller that has
+        every result in hand before it writes (a server's one-message Evaluate): either all of
+        it is committed or nothing is. One prebuilt statement per table on a pooled DB-API
+        connection, so it may be called from several threads at once when ``any_thread``.
+        """
+        check_project_id(project_id)
+        _check_status(status)
+        run_id = run_id or new_run_id()
+        now = time.time()
+        values: dict[str, Any] = {
+            "id": run_id, "name": name, "kind": kind, "status": status, "created_at": now,
+            "finished_at": now, "records": records, "spec": spec, "manifest": manifest,
+            "summary": summary, "error": error, "project_id": project_id, "tenant_id": "",
+            "host": HOST, "pid": os.getpid(), "owner": owner_token(),
+        }  # fmt: skip
+        params = [
+            None if (v := values[c]) is None else json.dumps(v) if c in _JSON_COLUMNS else v
+            for c in _SAVED_COLUMNS
+        ]
+        sql, mark = self._save_statement()
+        try:
+            conn = self.engine.raw_connection()
+            try:
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, params)
+                    row: Any = cur.fetchone()
+                    pk = int(row[0])
+                    # Commits the run row with the results, or rolls both back.
+                    RowWriter(conn, pk, mark=mark).write(batches)
+                except BaseException:
+                    conn.rollback()
+                    raise
+                finally:
+                    cur.close()
+            finally:
+                conn.close()
+        except (UserError, StoreError):
+            raise
+        except Exception as e:
+            raise StoreError(f"cannot save run {run_id} to {self.location}: {e}") from e
+        self._keys[run_id] = RunKey(pk, project_id, "")
+        return run_id
+
+    def _save_statement(self) -> tuple[str, str]:
+        """The run-row insert of ``save_run`` (built once per store) and the driver's mark."""
+        dialect = self.engine.dialect
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        if self._save_sql is None:
+            # JSON as text, as SQLAlchemy's JSON type writes it (json.dumps); PostgreSQL casts.
+            json_mark = f"CAST({mark} AS JSON)" if dialect.name == "postgresql" else mark
+            marks = [json_mark if c in _JSON_COLUMNS else mark for c in _SAVED_COLUMNS]
+            now = str(now_sql(dialect.name).compile(dialect=dialect))
+            self._save_sql = (
+                f"INSERT INTO runs ({', '.join(_SAVED_COLUMNS)}, heartbeat_at) "
+                f"VALUES ({', '.join(marks)}, {now}) RETURNING pk"
+            )
+        return self._save_sql, mark
+
+    @property
+    def any_thread(self) -> bool:
+        """Whether ``save_run`` may be called from any thread: every store but an in-memory
+        SQLite one, whose single connection belongs to the thread that opened it."""
+        return not isinstance(self.engine.pool, sa.pool.StaticPool)
 
     def reopen_run(self, run_id: str) -> RunInfo:
         """Mark a stopped or interrupted run as running again in this process (resume)."""
