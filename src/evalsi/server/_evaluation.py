@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import numbers
 import platform
 import sys
 import threading
@@ -61,7 +60,13 @@ from evalsi.runs import (
     runners_for,
 )
 from evalsi.server._state import ServerState
-from evalsi.wire import record_from_proto, result_to_proto, struct_from_proto, summary_to_proto
+from evalsi.wire import (
+    gate_to_proto,
+    record_from_proto,
+    result_to_proto,
+    struct_from_proto,
+    summary_to_proto,
+)
 
 log = logging.getLogger("evalsi.server")
 
@@ -82,8 +87,6 @@ INLINE_RECORDS = 256
 call does not stall the event loop; fewer are graded inline, where a thread hop costs more."""
 _MAX_GATES = 100  # evalsi.runs.parse_gates' limit
 _RATE_DEFAULTS = (("min_completion_rate", 0.8), ("max_evaluator_error_rate", 0.1))
-# The core's gate verdicts and the wire's (score.proto: "pass", "fail", "undecided").
-_VERDICTS = {"passed": "pass", "failed": "fail", "inconclusive": "undecided"}
 # The same canonical JSON the in-memory dataset hashes, so dataset_version equals the embedded
 # API's for the same records (a test pins it).
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
@@ -191,7 +194,7 @@ class EvaluationHandler:
         last = pb.EvaluateStreamResponse(run_id=grading.run_id, dataset_version=grading.version)
         last.results.extend(result_to_proto(r) for r in tail)
         last.metrics.extend(summary_to_proto(m) for m in metrics)
-        _add_gates(last.gates, gates)
+        last.gates.extend(gate_to_proto(g) for g in gates)
         yield last
 
     # -- request validation ---------------------------------------------------------------------
@@ -313,22 +316,6 @@ def _gates(plan: _Plan, exprs: tuple[str, ...], prefix: str) -> tuple[Gate, ...]
         plan.gates.clear()
     plan.gates[exprs] = result = tuple(parsed)
     return result
-
-
-def _add_gates(out: Any, gates: list[dict[str, Any]]) -> None:
-    """Gate verdicts (``evaluate_gates``' dicts) as ``GateResult`` messages, the way
-    ``wire.run_to_proto`` writes a stored run's: verdicts pass/fail/undecided, a boolean
-    value as 1/0."""
-    for g in gates:
-        gate = out.add(
-            expr=g["expr"],
-            passed=bool(g["passed"]),
-            verdict=_VERDICTS.get(g["verdict"], g["verdict"]),
-            reason=g["reason"] or "",
-        )
-        value = g["value"]
-        if isinstance(value, numbers.Real):
-            gate.value = float(value)
 
 
 def _at(path: str, e: UserError) -> UserError:
@@ -576,7 +563,7 @@ class _Grading:
         _add_results(response.results, batches)
         response.results.extend(result_to_proto(r) for r in tail)
         response.metrics.extend(summary_to_proto(m) for m in metrics)
-        _add_gates(response.gates, gates)
+        response.gates.extend(gate_to_proto(g) for g in gates)
         return response
 
     def save(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
