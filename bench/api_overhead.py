@@ -4,15 +4,17 @@
     python bench/api_overhead.py --duration 5 --strict
 
 The server (``evalsi.server._app.build_app`` under hypercorn, HTTP/1.1 + h2c, a SQLite store in
-a temporary directory) runs in its own process, so client and server do not share a GIL. It also
+a temporary directory) runs in its own process, so client and server do not share a GIL, with
+the optional native gRPC port (grpcio, ``server.grpcPort``) open beside the main one. It also
 answers ``POST /bare`` from a plain Starlette route that reads the body and returns a small JSON
 object: the in-run baseline for what any Python ASGI endpoint costs here.
 
 - one record, exact-match: p50/p95/p99 of Connect JSON (``/evalsi.v1alpha1.EvaluationService/
   Evaluate``), the REST route (``POST /v1alpha1/evaluate``) — both over one keep-alive
-  connection — and gRPC (a grpcio channel), against the bare route;
-- 1,000 records per call: records/s over gRPC and Connect JSON vs ``evalsi.evaluate`` in this
-  process on the same records (best of ``--repeats``);
+  connection — gRPC on the main port (a grpcio channel, hypercorn's HTTP/2) and gRPC on the
+  native port (``grpc_native``, grpcio's server), against the bare route;
+- 1,000 records per call: records/s over gRPC (both ports) and Connect JSON vs
+  ``evalsi.evaluate`` in this process on the same records (best of ``--repeats``);
 - ``--clients`` concurrent Connect JSON clients (aiohttp) for ``--duration`` seconds: requests,
   errors and latency percentiles;
 - one-record latency while another client keeps sending ``--big-records``-record Evaluates
@@ -50,9 +52,7 @@ TARGETS_MS = {"p50": 2.0, "p95": 5.0, "p99": 15.0}
 
 
 # -- the server process -----------------------------------------------------------------------
-def serve(port: int, workdir: Path) -> None:
-    from hypercorn.asyncio import serve as hypercorn_serve
-    from hypercorn.config import Config
+def serve(port: int, grpc_port: int, workdir: Path) -> None:
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -60,11 +60,18 @@ def serve(port: int, workdir: Path) -> None:
     from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
     from evalsi.server._run_manager import RunManager
+    from evalsi.server._serve import run_servers
     from evalsi.server._state import ServerConfig, ServerState
     from evalsi.store import SqlStore
 
     store = str(workdir / "server.db")
-    config = ServerConfig(data_dir=workdir, datasets_dir=workdir / "datasets", store=store)
+    config = ServerConfig(
+        port=port,
+        grpc_port=grpc_port,
+        data_dir=workdir,
+        datasets_dir=workdir / "datasets",
+        store=store,
+    )
     state = ServerState(config=config, store=SqlStore.open(store), registry=builtin_registry())
     state.runs = RunManager(state)
     app = build_app(state)
@@ -74,29 +81,33 @@ def serve(port: int, workdir: Path) -> None:
         return JSONResponse({"ok": True})
 
     app.router.routes.insert(0, Route("/bare", bare, methods=["POST"]))
-    hc = Config()
-    hc.bind = [f"127.0.0.1:{port}"]
-    hc.keep_alive_max_requests = 1_000_000_000  # STACK.md: the default GOAWAYs gRPC calls
-    hc.accesslog = None
-    hc.errorlog = None
     print("LISTENING", flush=True)
-    asyncio.run(hypercorn_serve(app, hc))  # type: ignore[arg-type]
+    # What `evalsi serve` runs: hypercorn on `port`, grpcio on `grpc_port`, one event loop.
+    asyncio.run(run_servers(app, config, asyncio.Event()))
 
 
-def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+        return int(s.getsockname()[1])
+
+
+def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], int, int]:
+    port, grpc_port = _free_port(), _free_port()
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port), str(workdir)], stdout=subprocess.PIPE
+        [sys.executable, __file__, "--serve", str(port), str(grpc_port), str(workdir)],
+        stdout=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    waiting = [port, grpc_port]
+    while waiting and time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
+            socket.create_connection(("127.0.0.1", waiting[0]), timeout=1).close()
+            waiting.pop(0)
         except OSError:
             time.sleep(0.05)
+    if not waiting:
+        return proc, port, grpc_port
     proc.kill()
     raise SystemExit("the server did not start within 30 s")
 
@@ -167,8 +178,9 @@ def big_body(records: int) -> dict[str, Any]:
     return {"records": rows, "evaluators": [{"ref": "exact-match"}]}
 
 
-def throughput(port: int, records: int, repeats: int) -> dict[str, Any]:
-    """Best-of records/s for 1,000 records per call: server (gRPC, Connect JSON) vs embedded."""
+def throughput(port: int, grpc_port: int, records: int, repeats: int) -> dict[str, Any]:
+    """Best-of records/s for 1,000 records per call: server (gRPC on both ports, Connect JSON)
+    vs embedded."""
     from google.protobuf import json_format
 
     import evalsi
@@ -180,8 +192,14 @@ def throughput(port: int, records: int, repeats: int) -> dict[str, Any]:
     core = [record_from_proto(r) for r in request.records]
     raw = json.dumps(body).encode()
     channel, call = grpc_call(port)
+    native_channel, native_call = grpc_call(grpc_port)
     conn = http.client.HTTPConnection("127.0.0.1", port)
-    best = {"grpc": float("inf"), "connect_json": float("inf"), "embedded": float("inf")}
+    best = {
+        "grpc": float("inf"),
+        "grpc_native": float("inf"),
+        "connect_json": float("inf"),
+        "embedded": float("inf"),
+    }
     means = set()
     with tempfile.TemporaryDirectory() as tmp:
         store = evalsi.store.SqlStore.open(str(Path(tmp) / "embedded.db"))
@@ -189,6 +207,10 @@ def throughput(port: int, records: int, repeats: int) -> dict[str, Any]:
             start = time.perf_counter()
             answer = call(request, timeout=60)
             best["grpc"] = min(best["grpc"], time.perf_counter() - start)
+            means.add(answer.metrics[0].mean)
+            start = time.perf_counter()
+            answer = native_call(request, timeout=60)
+            best["grpc_native"] = min(best["grpc_native"], time.perf_counter() - start)
             means.add(answer.metrics[0].mean)
             start = time.perf_counter()
             conn.request("POST", EVALUATE, body=raw, headers={"Content-Type": "application/json"})
@@ -201,6 +223,7 @@ def throughput(port: int, records: int, repeats: int) -> dict[str, Any]:
             means.add(embedded.metric("exact-match").mean)
         store.close()
     channel.close()
+    native_channel.close()
     conn.close()
     if len(means) != 1:
         raise SystemExit(f"server and embedded disagree on the mean: {sorted(means)}")
@@ -209,6 +232,7 @@ def throughput(port: int, records: int, repeats: int) -> dict[str, Any]:
         "records_per_call": records,
         "records_per_s": rates,
         "ratio_embedded_over_grpc": rates["embedded"] / rates["grpc"],
+        "ratio_embedded_over_grpc_native": rates["embedded"] / rates["grpc_native"],
         "ratio_embedded_over_connect_json": rates["embedded"] / rates["connect_json"],
     }
 
@@ -297,7 +321,9 @@ def stalled(port: int, records: int, calls: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--serve", nargs=2, metavar=("PORT", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--serve", nargs=3, metavar=("PORT", "GRPC_PORT", "DIR"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--calls", type=int, default=2000, help="calls per latency series")
     parser.add_argument("--records", type=int, default=1000, help="records per throughput call")
     parser.add_argument("--repeats", type=int, default=5)
@@ -307,12 +333,12 @@ def main() -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     if args.serve:
-        serve(int(args.serve[0]), Path(args.serve[1]))
+        serve(int(args.serve[0]), int(args.serve[1]), Path(args.serve[2]))
         return 0
     OUT.mkdir(exist_ok=True)
     report: dict[str, Any] = {"cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start_server(Path(tmp))
+        proc, port, grpc_port = start_server(Path(tmp))
         try:
             one = json.dumps(ONE).encode()
             print("one record, sequential calls...", file=sys.stderr)
@@ -320,8 +346,9 @@ def main() -> int:
             report["connect_json"] = http_latency(port, EVALUATE, one, args.calls)
             report["rest"] = http_latency(port, "/v1alpha1/evaluate", one, args.calls)
             report["grpc"] = grpc_latency(port, args.calls)
+            report["grpc_native"] = grpc_latency(grpc_port, args.calls)
             print(f"{args.records} records per call...", file=sys.stderr)
-            report["throughput"] = throughput(port, args.records, args.repeats)
+            report["throughput"] = throughput(port, grpc_port, args.records, args.repeats)
             print(f"{args.clients} clients for {args.duration:g} s...", file=sys.stderr)
             report["concurrent"] = asyncio.run(concurrent(port, args.clients, args.duration))
             print(f"one record beside {args.big_records}-record calls...", file=sys.stderr)
@@ -330,12 +357,12 @@ def main() -> int:
             proc.terminate()
             proc.wait(10)
     checks: list[tuple[str, bool, str]] = []
-    for series in ("connect_json", "rest", "grpc"):
+    for series in ("connect_json", "rest", "grpc", "grpc_native"):
         for q, limit in TARGETS_MS.items():
             value = report[series][q]
             checks.append((f"{series} {q} <= {limit:g} ms", value <= limit, f"{value:.2f} ms"))
     tp = report["throughput"]
-    for side in ("grpc", "connect_json"):
+    for side in ("grpc", "grpc_native", "connect_json"):
         ratio = tp[f"ratio_embedded_over_{side}"]
         checks.append((f"{side} 1k records/s within 2x of embedded", ratio <= 2, f"{ratio:.2f}x"))
     load = report["concurrent"]

@@ -76,7 +76,7 @@ def test_proto3_json_mapping() -> None:
 def test_get_fields_become_query_parameters() -> None:
     doc = build_openapi(SERVICES)
     params = {p["name"]: p for p in doc["paths"]["/v1alpha1/runs"]["get"]["parameters"]}
-    assert set(params) == {"pageSize", "pageToken", "kind", "status"}
+    assert set(params) == {"pageSize", "pageToken", "kind", "status", "projectId"}
     assert all(p["in"] == "query" and not p["required"] for p in params.values())
     watch = doc["paths"]["/v1alpha1/runs/{id}:watch"]["get"]["responses"]["200"]
     assert "application/x-ndjson" in watch["content"]

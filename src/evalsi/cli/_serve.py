@@ -13,6 +13,7 @@ examples:
   evalsi serve                                  # 127.0.0.1:8080, store .evalsi/evalsi.db
   evalsi serve --port 9090 --config evalsi.yaml
   evalsi serve --host 0.0.0.0 --no-auth         # reachable from other machines: no auth!
+  evalsi serve --grpc-port 9090                 # also native gRPC (grpcio) on 9090: faster
 
 one port answers every protocol, for every service:
   gRPC (HTTP/2 cleartext), gRPC-Web, Connect (JSON or protobuf)
@@ -28,8 +29,14 @@ one port answers every protocol, for every service:
   GET /metrics        Prometheus: requests, latencies, runs and tasks by state
   gRPC health (grpc.health.v1.Health) and reflection (grpcurl -plaintext HOST:PORT list)
 
+optional second port (--grpc-port or server.grpcPort; off by default):
+  plain gRPC only, served by grpcio's C core: the same services, health and reflection,
+  errors, body limit and /metrics (protocol="grpc_native"), a few times less overhead per
+  call than gRPC on the main port. Same listen address as the main port.
+
 evalsi.yaml (every key optional; relative paths start from the file's directory):
-  server: {host: 127.0.0.1, port: 8080, maxBodyBytes: 33554432, maxConcurrentRuns: 4}
+  server: {host: 127.0.0.1, port: 8080, maxBodyBytes: 33554432, maxConcurrentRuns: 4,
+           grpcPort: 9090}                 # grpcPort: optional, off when absent
   storage: {sqlite: {path: .evalsi/evalsi.db}}     # or {postgres: {dsn: postgresql://...}}
   dataDir: .evalsi
   datasetsDir: .evalsi/datasets                    # dataset paths in requests stay inside
@@ -54,6 +61,13 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--port", type=int, help="listen port (default 8080)")
     p.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="PORT",
+        help="also serve native gRPC (grpcio, lower latency) on this port, same host; "
+        "default: off (gRPC stays on --port either way)",
+    )
+    p.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
@@ -74,5 +88,7 @@ def serve_command(args: argparse.Namespace) -> int:
     path = args.config
     if path is None and Path(DEFAULT_CONFIG).is_file():  # the project's own file, if it has one
         path = Path(DEFAULT_CONFIG)
-    config = load_config(path, host=args.host, port=args.port, no_auth=args.no_auth)
+    config = load_config(
+        path, host=args.host, port=args.port, grpc_port=args.grpc_port, no_auth=args.no_auth
+    )
     return serve(config)

@@ -4,7 +4,9 @@ callers (agent platforms, web handlers) that must not block their event loop."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -63,6 +65,20 @@ from evalsi.wire import (
 
 T = TypeVar("T")
 
+# pyqwest's async transport runs on a Tokio runtime that is never shut down: a worker thread
+# still dropping a connection while the interpreter finalizes panics, and the process aborts
+# (SIGABRT, exit 134) after its work is done, in about 1 of 20-50 short runs here. Giving
+# those tasks a moment at exit, while Python is still whole, removed it (0 of 200).
+_EXIT_GRACE_S = 0.05
+_exit_grace_registered = False
+
+
+def _register_exit_grace() -> None:
+    global _exit_grace_registered
+    if not _exit_grace_registered:
+        atexit.register(time.sleep, _EXIT_GRACE_S)
+        _exit_grace_registered = True
+
 
 class AsyncClient:
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
@@ -90,6 +106,7 @@ class AsyncClient:
         self.settings = common.settings(url, protocol, timeout, headers)
         self.url = self.settings.url
         self.max_request_bytes = max_request_bytes
+        _register_exit_grace()
         http2 = protocol == "grpc"
         self._transport = HTTPTransport(http_version=HTTPVersion.HTTP2 if http2 else None)
         kw: dict[str, Any] = {

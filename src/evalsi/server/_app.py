@@ -136,4 +136,12 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics
     app.state.health = health
+    # Every service name and the object answering it: the native gRPC port (_grpc_port)
+    # serves these same objects.
+    app.state.handlers = {
+        **handlers,
+        "grpc.health.v1.Health": health,
+        "grpc.reflection.v1.ServerReflection": reflection,
+        V1ALPHA_SERVICE: reflection,
+    }
     return app

@@ -3,6 +3,7 @@
     server:
       host: 127.0.0.1
       port: 8080
+      grpcPort: 9090                          # optional: native gRPC (grpcio) on a 2nd port
       maxBodyBytes: 33554432
       maxConcurrentRuns: 4
     storage:
@@ -39,7 +40,7 @@ from evalsi.server._state import (
 log = logging.getLogger("evalsi.server")
 
 _TOP = ("server", "storage", "dataDir", "datasetsDir", "judges", "allowPythonTargets")
-_SERVER = ("host", "port", "maxBodyBytes", "maxConcurrentRuns")
+_SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
 _STORAGE = ("sqlite", "postgres")
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -115,6 +116,7 @@ def load_config(
     *,
     host: str | None = None,
     port: int | None = None,
+    grpc_port: int | None = None,
     no_auth: bool = False,
 ) -> ServerConfig:
     """Read and validate ``path`` (None: defaults only), then apply the command-line flags.
@@ -134,6 +136,8 @@ def load_config(
     server = _mapping(p, "server", top.get("server"), _SERVER)
     cfg_host = _str(p, "server.host", server.get("host")) or DEFAULT_HOST
     cfg_port = _int(p, "server.port", server.get("port"), 1, 65535, DEFAULT_PORT)
+    grpc_value = server.get("grpcPort")  # absent: no native gRPC port
+    cfg_grpc = None if grpc_value is None else _int(p, "server.grpcPort", grpc_value, 1, 65535, 0)
     max_body = _int(
         p, "server.maxBodyBytes", server.get("maxBodyBytes"), 1024, 1 << 31, DEFAULT_MAX_BODY_BYTES
     )
@@ -153,6 +157,15 @@ def load_config(
     final_port = port if port is not None else cfg_port
     if not 0 <= final_port <= 65535:
         raise UserError(f"--port: expected 0-65535, got {final_port}")
+    final_grpc = grpc_port if grpc_port is not None else cfg_grpc
+    if final_grpc is not None and not 0 <= final_grpc <= 65535:
+        raise UserError(f"--grpc-port: expected 0-65535, got {final_grpc}")
+    if final_grpc is not None and final_grpc != 0 and final_grpc == final_port:
+        where = "--grpc-port" if grpc_port is not None else "server.grpcPort"
+        raise UserError(
+            f"{where}: {final_grpc} is also the main port; the native gRPC port must differ",
+            hint="gRPC is served on the main port already; the second port is only for speed",
+        )
     if not is_loopback(final_host) and not no_auth:
         raise UserError(
             f"refusing to listen on {final_host}: only loopback addresses (127.0.0.1, ::1, "
@@ -163,6 +176,7 @@ def load_config(
     return ServerConfig(
         host=final_host,
         port=final_port,
+        grpc_port=final_grpc,
         no_auth=no_auth,
         data_dir=data_dir,
         datasets_dir=datasets_dir,

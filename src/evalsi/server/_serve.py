@@ -4,6 +4,10 @@ hypercorn serves HTTP/1.1 and cleartext HTTP/2 (h2c, prior knowledge) on the one
 the ASGI trailers extension gRPC needs. Its default ``keep_alive_max_requests`` (1000) closes a
 connection with GOAWAY after that many requests and fails the gRPC call in flight, so it is
 raised far out of reach (docs/decisions/0005-one-port-server.md).
+
+With ``grpc_port`` set, grpcio's native server answers gRPC on a second port too, in the same
+event loop and over the same handlers (``_grpc_port``); it starts once the app's lifespan has
+started (the run scheduler is up) and drains alongside hypercorn on shutdown.
 """
 
 from __future__ import annotations
@@ -12,9 +16,13 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING, Any
 
 from evalsi.core import UserError
 from evalsi.server._state import ServerConfig, ServerState
+
+if TYPE_CHECKING:
+    from evalsi.server._grpc_port import GrpcPort
 
 log = logging.getLogger("evalsi.server")
 
@@ -79,7 +87,16 @@ def _host_for_url(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-async def _run(app: object, config: ServerConfig) -> None:
+async def _run(app: Any, config: ServerConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await run_servers(app, config, stop)
+
+
+async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> None:
+    """Serve ``app`` on ``config.port`` (and the native gRPC port, if any) until ``stop``."""
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
@@ -89,14 +106,35 @@ async def _run(app: object, config: ServerConfig) -> None:
     hc.graceful_timeout = GRACEFUL_TIMEOUT_S
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    native = _grpc_port(app, config)  # bound now, so a busy port fails before anything runs
+    draining: list[asyncio.Task[None]] = []
+
+    async def until_stopped() -> None:
+        # hypercorn awaits this once the lifespan has started and its port listens.
+        if native is not None:
+            await native.start()
+        await stop.wait()
+        if native is not None:
+            draining.append(asyncio.create_task(native.stop(GRACEFUL_TIMEOUT_S)))
+
     try:
-        await hypercorn_serve(app, hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        await hypercorn_serve(app, hc, shutdown_trigger=until_stopped)
     except OSError as e:
         raise UserError(
             f"cannot listen on {config.host}:{config.port}: {e.strerror or e}",
             hint="pick another --port, or stop whatever is using this one",
         ) from e
+    finally:
+        if native is not None:
+            await (draining[0] if draining else native.stop(None))
+
+
+def _grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
+    if config.grpc_port is None:
+        return None
+    from evalsi.server._grpc_port import GrpcPort
+
+    native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=config.max_body_bytes)
+    port = native.bind(config.host, config.grpc_port)
+    log.info("evalsi serve: native gRPC (grpcio) on %s:%d", _host_for_url(config.host), port)
+    return native

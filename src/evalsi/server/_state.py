@@ -28,6 +28,9 @@ class ServerConfig:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    # A second port answering gRPC through grpcio's native server (faster than gRPC on
+    # ``port``); None: off, every protocol on ``port`` only. 0 picks a free port.
+    grpc_port: int | None = None
     no_auth: bool = False
     data_dir: Path = field(default_factory=lambda: Path(".evalsi").resolve())
     datasets_dir: Path = field(default_factory=lambda: Path(".evalsi/datasets").resolve())

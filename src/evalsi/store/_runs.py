@@ -88,8 +88,12 @@ class RunKey(NamedTuple):
 
 
 def new_run_id() -> str:
-    """Sortable by time and readable: ``20261129-174501-3f9a2c``."""
-    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
+    """Sortable by time and readable: ``20261129-174501-3f9a2c81d04e``.
+
+    48 random bits: a server can start hundreds of runs a second (one per Evaluate call), and
+    with 24 bits two ids in the same second collided in a benchmark.
+    """
+    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(6)
 
 
 def check_project_id(project_id: str) -> str:

@@ -1,0 +1,236 @@
+"""An optional second port where grpcio's native server answers gRPC (``server.grpcPort``).
+
+The main port carries gRPC through hypercorn's pure-Python HTTP/2 stack, which costs about
+1.3 ms per call before any handler runs; grpcio's C core answers the same call several times
+faster (docs/decisions/0005-one-port-server.md). This port serves the very handler objects the
+main app mounts (``app.state.handlers``), in the same event loop, with the same error mapping
+(``_errors.to_connect_error``), the same body cap and the same metrics object (protocol label
+``grpc_native``). Methods are read from each service's descriptor, so a new RPC needs no code
+here.
+
+Handlers get a connectrpc ``RequestContext`` built from the gRPC metadata (method, headers,
+deadline, peer). Response headers or trailers a handler sets on it are not sent on this port;
+no handler sets any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
+from connectrpc.request import Headers, RequestContext
+from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+
+from evalsi.core import UserError
+from evalsi.server._errors import to_connect_error
+from evalsi.server._metrics import Metrics, code_of
+from evalsi.server._reflection import V1ALPHA_SERVICE
+from evalsi.server._rest import handler_attr
+
+log = logging.getLogger("evalsi.server")
+
+PROTOCOL = "grpc_native"
+# v1alpha reflection is wire-identical to v1 and has no descriptor of its own in the pool.
+_SAME_AS = {V1ALPHA_SERVICE: "grpc.reflection.v1.ServerReflection"}
+_STATUS: dict[Code, Any] = {
+    code: grpc.StatusCode["CANCELLED" if code is Code.CANCELED else code.name] for code in Code
+}
+_CANCELED = ConnectError(Code.CANCELED, "the call was cancelled")
+_METHOD_HANDLER: dict[tuple[bool, bool], Callable[..., Any]] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+_STREAM_TYPE = {
+    (False, False): StreamType.UNARY,
+    (True, False): StreamType.CLIENT_STREAM,
+    (False, True): StreamType.SERVER_STREAM,
+    (True, True): StreamType.BIDI_STREAM,
+}
+
+
+class GrpcPort:
+    """A grpcio ``grpc.aio`` server over the main app's handlers.
+
+    ``bind()`` claims the port (so a busy port fails before the main server starts);
+    ``start()`` begins answering; ``stop(grace)`` lets calls in flight finish for ``grace``
+    seconds, then cancels them.
+    """
+
+    def __init__(
+        self,
+        handlers: Mapping[str, Any],
+        metrics: Metrics | None,
+        *,
+        max_body_bytes: int,
+        pool: Any = None,
+    ) -> None:
+        pool = pool if pool is not None else descriptor_pool.Default()
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", max_body_bytes),
+                # grpcio sets SO_REUSEPORT by default, which lets two servers share a port
+                # silently; a busy port must be an error as it is on the main port.
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        self._server.add_generic_rpc_handlers(
+            [
+                _service_handler(
+                    name, handler, pool.FindServiceByName(_SAME_AS.get(name, name)), metrics
+                )
+                for name, handler in handlers.items()
+            ]
+        )
+        self.port = 0
+
+    def bind(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0: any free port); returns the port bound."""
+        address = (
+            f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+        )
+        try:
+            bound = int(self._server.add_insecure_port(address))
+        except RuntimeError as e:  # grpcio raises RuntimeError("Failed to bind to address ...")
+            raise _bind_error(host, port, str(e)) from e
+        if bound == 0:
+            raise _bind_error(host, port, "the address is in use or not available")
+        self.port = bound
+        return bound
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self, grace: float | None) -> None:
+        await self._server.stop(grace)
+
+
+def _bind_error(host: str, port: int, why: str) -> UserError:
+    return UserError(
+        f"cannot listen for native gRPC on {host}:{port}: {why}",
+        hint="pick another --grpc-port (server.grpcPort), or stop whatever is using this one",
+    )
+
+
+def _service_handler(name: str, handler: Any, service: Any, metrics: Metrics | None) -> Any:
+    methods: dict[str, Any] = {}
+    for method in service.methods:
+        client_streaming = bool(method.client_streaming)
+        server_streaming = bool(method.server_streaming)
+        info: MethodInfo[Any, Any] = MethodInfo(
+            name=method.name,
+            service_name=name,
+            input=message_factory.GetMessageClass(method.input_type),
+            output=message_factory.GetMessageClass(method.output_type),
+            idempotency_level=IdempotencyLevel.UNKNOWN,
+            stream_type=_STREAM_TYPE[(client_streaming, server_streaming)],
+        )
+        call = _Call(info, getattr(handler, handler_attr(method.name)), metrics)
+        make = _METHOD_HANDLER[(client_streaming, server_streaming)]
+        behaviour = call.stream if server_streaming else call.answer
+        # No request deserializer: _Call parses, so malformed bytes read INVALID_ARGUMENT
+        # (grpcio would answer INTERNAL) and are counted like any failed call.
+        methods[method.name] = make(behaviour, response_serializer=info.output.SerializeToString)
+    return grpc.method_handlers_generic_handler(name, methods)
+
+
+class _Call:
+    """One RPC: parses, calls the handler, maps errors, records metrics."""
+
+    def __init__(
+        self, info: MethodInfo[Any, Any], function: Callable[..., Any], metrics: Metrics | None
+    ) -> None:
+        self._info = info
+        self._function = function
+        self._metrics = metrics
+        self._client_streaming = info.stream_type in (
+            StreamType.CLIENT_STREAM,
+            StreamType.BIDI_STREAM,
+        )
+
+    async def answer(self, request: Any, context: Any) -> Any:
+        """A unary or client-stream call: one response or an error status."""
+        started = time.perf_counter()
+        try:
+            response = await self._function(self._input(request), self._context(context))
+        except asyncio.CancelledError:  # the client went away or its deadline passed
+            self._done(started, _CANCELED)
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure becomes a status
+            error = to_connect_error(e)
+        else:
+            self._done(started, None)
+            return response
+        self._done(started, error)
+        await context.abort(_STATUS[error.code], error.message)  # raises
+        return None
+
+    async def stream(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        """A server-stream or bidi call: the handler's messages, then OK or an error status."""
+        started = time.perf_counter()
+        try:
+            source = aiter(self._function(self._input(request), self._context(context)))
+            try:
+                async for message in source:
+                    yield message
+            finally:
+                close = getattr(source, "aclose", None)
+                if close is not None:
+                    await close()
+        except (asyncio.CancelledError, GeneratorExit):
+            self._done(started, _CANCELED)
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure becomes a status
+            error = to_connect_error(e)
+        else:
+            self._done(started, None)
+            return
+        self._done(started, error)
+        await context.abort(_STATUS[error.code], error.message)
+
+    def _input(self, request: Any) -> Any:
+        return self._parse_all(request) if self._client_streaming else self._parse(request)
+
+    def _parse(self, raw: bytes) -> Any:
+        try:
+            return self._info.input.FromString(raw)
+        except DecodeError as e:
+            raise ConnectError(
+                Code.INVALID_ARGUMENT,
+                f"the request is not a valid {self._info.input.DESCRIPTOR.full_name} message",
+            ) from e
+
+    async def _parse_all(self, raws: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+        async for raw in raws:
+            yield self._parse(raw)
+
+    def _context(self, context: Any) -> RequestContext[Any, Any]:
+        remaining = context.time_remaining()
+        metadata = context.invocation_metadata() or ()
+        return RequestContext(
+            method=self._info,
+            http_method="POST",
+            # Binary (-bin) metadata arrives as bytes; Headers holds text only.
+            request_headers=Headers([(k, v) for k, v in metadata if isinstance(v, str)]),
+            timeout_ms=int(remaining * 1000) if remaining is not None else None,
+            client_address=context.peer(),
+        )
+
+    def _done(self, started: float, error: Exception | None) -> None:
+        if self._metrics is not None:
+            self._metrics.observe(
+                self._info.service_name,
+                self._info.name,
+                PROTOCOL,
+                code_of(error),
+                time.perf_counter() - started,
+            )
