@@ -52,7 +52,7 @@ class AsgiServer:
     def _main(self) -> None:
         try:
             asyncio.run(self._serve())
-        except BaseException as e:  # surfaced to the test through __enter__
+        except BaseException as e:  # noqa: BLE001 - surfaced to the test through __enter__
             self._error = e
             self._ready.set()
 
