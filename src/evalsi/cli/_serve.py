@@ -42,6 +42,7 @@ evalsi.yaml (every key optional; relative paths start from the file's directory)
   datasetsDir: .evalsi/datasets                    # dataset paths in requests stay inside
   judges: {default: {connector: openai-compatible, baseUrl: ..., model: ..., secretRef: env:KEY}}
   allowPythonTargets: false
+  secrets: {allowEnv: [OPENAI_API_KEY]}            # env: refs run specs may use (default none)
 
 Flags override the file. SIGINT or SIGTERM stops the server gracefully; runs in progress
 are resumed from the store on the next start.

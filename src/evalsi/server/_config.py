@@ -13,6 +13,8 @@
     judges:
       default: {connector: openai-compatible, baseUrl: http://127.0.0.1:8000/v1, model: m}
     allowPythonTargets: false
+    secrets:
+      allowEnv: [OPENAI_API_KEY]              # env: refs a run spec may use (none by default)
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,16 @@ from evalsi.server._state import (
 
 log = logging.getLogger("evalsi.server")
 
-_TOP = ("server", "storage", "dataDir", "datasetsDir", "judges", "allowPythonTargets")
+_TOP = (
+    "server",
+    "storage",
+    "dataDir",
+    "datasetsDir",
+    "judges",
+    "allowPythonTargets",
+    "secrets",
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
 _STORAGE = ("sqlite", "postgres")
 MAX_CONFIG_BYTES = 1 << 20
@@ -151,6 +163,7 @@ def load_config(
         p.bad("allowPythonTargets", f"expected true or false, got {_show(allow_python)}")
         allow_python = False
     judges = _judges(p, base, shown, top.get("judges"))
+    allowed_env = _allowed_env(p, top.get("secrets"))
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -185,7 +198,31 @@ def load_config(
         max_concurrent_runs=max_runs,
         judges=judges,
         allow_python_targets=allow_python,
+        allowed_env_secrets=allowed_env,
     )
+
+
+def _allowed_env(p: _Problems, value: Any) -> tuple[str, ...]:
+    """``secrets: {allowEnv: [NAME, ...]}``: the variables run specs may reference."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        p.bad("secrets", f"expected a mapping with allowEnv, got {_show(value)}")
+        return ()
+    for key in value:
+        if key != "allowEnv":
+            p.bad(f"secrets.{key}", "unknown key (expected allowEnv)")
+    names = value.get("allowEnv", [])
+    if not isinstance(names, list):
+        p.bad("secrets.allowEnv", f"expected a list of variable names, got {_show(names)}")
+        return ()
+    out: list[str] = []
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            p.bad(f"secrets.allowEnv[{i}]", f"expected a variable name, got {_show(name)}")
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 def _read(path: Path) -> Any:

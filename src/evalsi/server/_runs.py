@@ -139,7 +139,7 @@ class RunHandler:
             target = spec_doc.get("target")
             if isinstance(target, dict) and "python" in target:
                 self.runs.check_target("python")  # before its module name is even looked at
-            _refuse_file_secrets(spec_doc)
+            _check_secrets(spec_doc, self.state.config.allowed_env_secrets)
             dataset = spec_doc.get("dataset")
             if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
                 dataset["path"] = self._dataset_path(dataset["path"])
@@ -247,8 +247,10 @@ def _metric_filter(names: Sequence[str]) -> list[str] | None:
     return wanted or None
 
 
-def _refuse_file_secrets(spec_doc: Mapping[str, Any]) -> None:
-    """``file:`` secret references would read files on the server's disk: refused."""
+def _check_secrets(spec_doc: Mapping[str, Any], allowed_env: tuple[str, ...]) -> None:
+    """Secret references a request may use: ``file:`` never (it would read a file on the
+    server's disk), ``env:NAME`` only for names the server's ``secrets.allowEnv`` lists (else a
+    caller could have any server variable sent to a URL of its choosing)."""
     target = spec_doc.get("target")
     places: list[tuple[str, Any]] = []
     if isinstance(target, dict):
@@ -266,9 +268,19 @@ def _refuse_file_secrets(spec_doc: Mapping[str, Any]) -> None:
             if isinstance(judge, dict):
                 places.append((f"spec.judges.{name}.secretRef", judge.get("secretRef")))
     for where, ref in places:
-        if isinstance(ref, str) and ref.startswith("file:"):
+        if not isinstance(ref, str):
+            continue
+        if ref.startswith("file:"):
             raise UserError(
                 f"{where}: file: secret references are refused by a server (they would read "
                 "a file on the server's disk)",
-                hint="reference an environment variable of the server instead (env:NAME)",
+                hint="reference an environment variable the server allows (env:NAME, listed "
+                "under secrets.allowEnv in its evalsi.yaml)",
+            )
+        if ref.startswith("env:") and ref[len("env:") :] not in allowed_env:
+            allowed = ", ".join(allowed_env) or "none"
+            raise UserError(
+                f"{where}: {ref} is not a secret this server lends to runs (secrets.allowEnv "
+                f"in its evalsi.yaml lists: {allowed})",
+                hint="ask the server's operator to add the variable to secrets.allowEnv",
             )

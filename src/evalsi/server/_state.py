@@ -43,6 +43,8 @@ class ServerConfig:
     judges: dict[str, JudgeSpec] = field(default_factory=dict)
     # Whether run specs may name `kind: python` targets (code on the server's disk).
     allow_python_targets: bool = False
+    # Environment variables run specs may name as `secretRef: env:NAME` (none by default).
+    allowed_env_secrets: tuple[str, ...] = ()
 
 
 @dataclass

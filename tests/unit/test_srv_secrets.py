@@ -1,0 +1,82 @@
+"""Secret references in run specs sent to a server: file: never, env: only where allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalsi.core import SpecError, UserError
+from evalsi.packs import builtin_registry
+from evalsi.server._config import load_config
+from evalsi.server._run_manager import RunManager
+from evalsi.server._runs import RunHandler
+from evalsi.server._state import ServerConfig, ServerState
+from evalsi.store import SqlStore
+from tests.support.run_server_main import run_doc, run_message
+
+
+def _handler(tmp_path: Path, allowed: tuple[str, ...]) -> RunHandler:
+    (tmp_path / "qa.jsonl").write_text('{"id": "1", "input": "q", "reference": "a"}\n')
+    config = ServerConfig(
+        datasets_dir=tmp_path, data_dir=tmp_path, store=":memory:", allowed_env_secrets=allowed
+    )
+    state = ServerState(config=config, store=SqlStore.open(":memory:"), registry=builtin_registry())
+    state.runs = RunManager(state)
+    return RunHandler(state)
+
+
+def _doc(secret: str, *, judge: bool = False) -> dict[str, Any]:
+    doc = run_doc("http://127.0.0.1:9/v1", "qa.jsonl")
+    if judge:
+        doc["spec"]["judges"] = {
+            "default": {
+                "connector": "openai-compatible",
+                "baseUrl": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "secretRef": secret,
+            }
+        }
+    else:
+        doc["spec"]["target"]["model"]["secretRef"] = secret
+    return doc
+
+
+def test_an_env_secret_the_server_lends_is_accepted(tmp_path: Path) -> None:
+    spec = _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(
+        run_message(_doc("env:OPENAI_API_KEY"))
+    )
+    assert spec.target.kind == "model"
+
+
+@pytest.mark.parametrize("judge", [False, True])
+def test_any_other_env_secret_is_refused_naming_the_place(tmp_path: Path, judge: bool) -> None:
+    handler = _handler(tmp_path, ("OPENAI_API_KEY",))
+    with pytest.raises(UserError) as caught:
+        handler.spec_from_request(run_message(_doc("env:AWS_SECRET_ACCESS_KEY", judge=judge)))
+    where = "spec.judges.default.secretRef" if judge else "spec.target.model.secretRef"
+    assert caught.value.message.startswith(f"{where}: env:AWS_SECRET_ACCESS_KEY is not a secret")
+    assert "OPENAI_API_KEY" in caught.value.message
+
+
+def test_no_env_secret_is_lent_by_default(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"lists: none"):
+        _handler(tmp_path, ()).spec_from_request(run_message(_doc("env:HOME")))
+
+
+def test_file_secrets_stay_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="file: secret references are refused"):
+        _handler(tmp_path, ("X",)).spec_from_request(run_message(_doc("file:/etc/passwd")))
+
+
+def test_config_reads_and_checks_allow_env(tmp_path: Path) -> None:
+    good = tmp_path / "evalsi.yaml"
+    good.write_text("secrets:\n  allowEnv: [OPENAI_API_KEY, ANTHROPIC_API_KEY]\n")
+    assert load_config(good).allowed_env_secrets == ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("secrets:\n  allowEnv: [OK, 'not a name']\n  other: 1\n")
+    with pytest.raises(SpecError) as caught:
+        load_config(bad)
+    assert "secrets.allowEnv[1]: expected a variable name" in caught.value.message
+    assert "secrets.other: unknown key" in caught.value.message
