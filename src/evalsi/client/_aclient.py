@@ -181,6 +181,7 @@ class AsyncClient:
         max_evaluator_error_rate: float = 0.1,
         concurrency: int = 0,
         name: str = "",
+        project_id: str = "",
         **local_only: Any,
     ) -> RemoteScoreResult:
         """``Client.evaluate``, awaited."""
@@ -194,6 +195,7 @@ class AsyncClient:
             cluster_by=cluster_by or "",
             options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
             name=name,
+            project_id=project_id,
             gates=wanted,
             min_completion_rate=min_completion_rate,
             max_evaluator_error_rate=max_evaluator_error_rate,
@@ -224,6 +226,7 @@ class AsyncClient:
             cluster_by=request.cluster_by,
             options=request.options,
             name=request.name,
+            project_id=request.project_id,
             gates=request.gates,
             min_completion_rate=request.min_completion_rate,
             max_evaluator_error_rate=request.max_evaluator_error_rate,
@@ -261,12 +264,14 @@ class AsyncClient:
         on_bad_record: Literal["fail", "skip"] = "fail",
         batch_size: int = 1000,
         concurrency: int = 0,
+        project_id: str = "",
     ) -> AsyncIterator[common.StreamUpdate]:
         """``Client.evaluate_stream`` as an async iterator."""
         config = ev_pb.EvaluateStreamConfig(
             evaluators=evaluator_specs(evaluators, params),
             cluster_by=cluster_by or "",
             options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
+            project_id=project_id,
         )
         batches = open_dataset(data, fields=fields, on_bad_record=on_bad_record).iter_batches(
             batch_size

@@ -60,6 +60,7 @@ from evalsi.runs import (
     runners_for,
 )
 from evalsi.server._state import ServerState
+from evalsi.store import DEFAULT_PROJECT, check_project_id
 from evalsi.wire import (
     gate_to_proto,
     record_from_proto,
@@ -123,6 +124,7 @@ class _Config:
     seed: int
     gates: tuple[Gate, ...]
     rates: dict[str, float]
+    project_id: str
 
 
 class EvaluationHandler:
@@ -223,7 +225,12 @@ class EvaluationHandler:
         plan = self._plan(request.evaluators, prefix)
         rates = {name: _rate(request, name, default, prefix) for name, default in _RATE_DEFAULTS}
         gates = _gates(plan, tuple(request.gates), prefix)
-        return _Config(plan, request.cluster_by or None, bootstrap, seed, gates, rates)
+        project = request.project_id or DEFAULT_PROJECT
+        try:
+            check_project_id(project)
+        except UserError as e:
+            raise _at(f"{prefix}project_id", e) from None
+        return _Config(plan, request.cluster_by or None, bootstrap, seed, gates, rates, project)
 
     def _plan(self, specs: Sequence[pb.EvaluatorSpec], prefix: str) -> _Plan:
         if not specs:
@@ -500,7 +507,9 @@ class _Grading:
         return self._hasher.hexdigest()
 
     def start(self) -> None:
-        self.run_id = self.store.create_run(kind="score", spec=self.spec, name=self.name).id
+        self.run_id = self.store.create_run(
+            kind="score", spec=self.spec, name=self.name, project_id=self.config.project_id
+        ).id
         self._begun = True
 
     async def grade(self, records: list[Record]) -> list[ResultBatch]:
@@ -578,6 +587,7 @@ class _Grading:
                 kind="score",
                 spec=self.spec,
                 name=self.name,
+                project_id=self.config.project_id,
                 status="done",
                 records=self.records,
                 summary=summary,
@@ -662,6 +672,7 @@ class _Grading:
             else:
                 self.run_id = self.store.save_run(
                     kind="score", spec=self.spec, name=self.name, status=status,
+                    project_id=self.config.project_id,
                     records=self.records, summary=None, manifest=None, error=message,
                 )  # fmt: skip
         except Exception:  # the store failing too must not hide the first error

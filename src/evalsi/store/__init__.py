@@ -9,17 +9,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalsi.store._runs import RunInfo, new_run_id
+    from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
     from evalsi.store._writer import BackgroundWriter
 
 DEFAULT_STORE = ".evalsi/evalsi.db"
 
-__all__ = ["DEFAULT_STORE", "BackgroundWriter", "RunInfo", "SqlStore", "new_run_id"]
+__all__ = [
+    "DEFAULT_PROJECT",
+    "DEFAULT_STORE",
+    "BackgroundWriter",
+    "RunInfo",
+    "SqlStore",
+    "check_project_id",
+    "new_run_id",
+]
 
 _WHERE = {
     "BackgroundWriter": "evalsi.store._writer",
+    "DEFAULT_PROJECT": "evalsi.store._runs",
     "RunInfo": "evalsi.store._runs",
+    "check_project_id": "evalsi.store._runs",
     "SqlStore": "evalsi.store._sql",
     "new_run_id": "evalsi.store._runs",
 }
