@@ -11,13 +11,8 @@ from typing import Any
 
 import pytest
 
-from evalsi.packs import builtin_registry
-from evalsi.server._app import build_app
-from evalsi.server._run_manager import RunManager
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
 from tests.e2e.conftest import check_user_error, parse_json_stdout, write_jsonl
-from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 from tests.support.stub_llm import StubLLM
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -34,13 +29,7 @@ def stub() -> Iterator[StubLLM]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("server")
-    config = ServerConfig(datasets_dir=tmp / "datasets", data_dir=tmp, store=str(tmp / "s.db"))
-    state = ServerState(
-        config=config, store=SqlStore.open(config.store), registry=builtin_registry()
-    )
-    state.runs = RunManager(state)
-    with AsgiServer(build_app(state)) as s:
+    with serving(server_state(tmp_path_factory.mktemp("server"))) as s:
         yield s.url
 
 

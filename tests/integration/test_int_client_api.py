@@ -19,12 +19,8 @@ import evalsi
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi.core import NotFoundError, RunError, UserError
 from evalsi.packs import builtin_registry
-from evalsi.server._app import build_app
-from evalsi.server._run_manager import RunManager
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
 from evalsi.wire import summary_from_proto
-from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 from tests.support.stub_llm import StubLLM
 
 ROWS = [
@@ -42,13 +38,7 @@ def stub() -> Iterator[StubLLM]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("server")
-    config = ServerConfig(datasets_dir=tmp / "datasets", data_dir=tmp, store=str(tmp / "s.db"))
-    state = ServerState(
-        config=config, store=SqlStore.open(config.store), registry=builtin_registry()
-    )
-    state.runs = RunManager(state)
-    with AsgiServer(build_app(state)) as s:
+    with serving(server_state(tmp_path_factory.mktemp("server"))) as s:
         yield s.url
 
 

@@ -21,12 +21,8 @@ from google.protobuf import json_format
 
 import evalsi
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
-from evalsi.packs import builtin_registry
-from evalsi.server._app import build_app
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
 from evalsi.wire import summary_from_proto
-from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [
@@ -44,12 +40,7 @@ REQUEST = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("stub-server")
-    config = ServerConfig(datasets_dir=tmp / "datasets", data_dir=tmp, store=str(tmp / "s.db"))
-    state = ServerState(
-        config=config, store=SqlStore.open(config.store), registry=builtin_registry()
-    )
-    with AsgiServer(build_app(state)) as s:
+    with serving(server_state(tmp_path_factory.mktemp("stub-server"), runs=False)) as s:
         yield s.url
 
 

@@ -22,20 +22,15 @@ from evalsi.core import Scope
 from evalsi.packs import BUILTIN_PACKS, builtin_registry
 from evalsi.runs._judges import JUDGE_CONNECTORS
 from evalsi.runs._targets import MODEL_CONNECTORS
-from evalsi.server._app import build_app
 from evalsi.server._catalog import CatalogHandler
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
 from evalsi.wire import connector_from_proto, manifest_from_proto, pack_from_proto
-from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 
 
 @pytest.fixture
 def url(tmp_path: Path) -> Iterator[str]:
-    config = ServerConfig(data_dir=tmp_path, datasets_dir=tmp_path / "d", store=":memory:")
-    state = ServerState(config=config, store=SqlStore.open(":memory:"), registry=builtin_registry())
-    app = build_app(state, services=[(CatalogServiceASGIApplication, CatalogHandler(state))])
-    with AsgiServer(app) as srv:
+    state = server_state(tmp_path, store=":memory:", runs=False)
+    with serving(state, only=(CatalogServiceASGIApplication, CatalogHandler)) as srv:
         yield srv.url
 
 

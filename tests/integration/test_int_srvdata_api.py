@@ -19,13 +19,9 @@ from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import (
     DatasetServiceClientSync,
 )
 from evalsi.datasets import open_dataset
-from evalsi.packs import builtin_registry
-from evalsi.server._app import build_app
 from evalsi.server._datasets import DatasetHandler
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
 from evalsi.wire import struct_from_proto, struct_to_proto
-from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 
 ROWS = [
     {"id": f"q{i}", "input": f"question {i}", "output": "a", "reference": "a"} for i in range(5)
@@ -35,12 +31,12 @@ MORE = [{"id": "q5", "input": "question 5", "output": "b", "reference": "a", "ta
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[DatasetServiceClientSync, Path]]:
-    datasets = tmp_path / "datasets"
-    config = ServerConfig(data_dir=tmp_path, datasets_dir=datasets, store=":memory:")
-    state = ServerState(config=config, store=SqlStore.open(":memory:"), registry=builtin_registry())
-    app = build_app(state, services=[(DatasetServiceASGIApplication, DatasetHandler(state))])
-    with AsgiServer(app) as srv, DatasetServiceClientSync(srv.url) as client:
-        yield client, datasets
+    state = server_state(tmp_path, store=":memory:", runs=False)
+    with (
+        serving(state, only=(DatasetServiceASGIApplication, DatasetHandler)) as srv,
+        DatasetServiceClientSync(srv.url) as client,
+    ):
+        yield client, state.config.datasets_dir
 
 
 def _create(client: DatasetServiceClientSync, name: str, rows: list[dict[str, Any]]) -> pb.Dataset:

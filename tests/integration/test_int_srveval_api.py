@@ -24,14 +24,12 @@ from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
     EvaluationServiceClientSync,
 )
 from evalsi.core import EvaluationResult, MetricSummary, Outcome, Record
-from evalsi.packs import builtin_registry
 from evalsi.runs import JudgeSpec
-from evalsi.server._app import build_app
 from evalsi.server._evaluation import EvaluationHandler
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
+from evalsi.server._state import ServerState
 from evalsi.wire import record_from_proto, result_from_proto, summary_from_proto
 from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 EVALUATE = "/evalsi.v1alpha1.EvaluationService/Evaluate"
@@ -52,23 +50,11 @@ RECORDS: list[dict[str, Any]] = [
 BODY = {"records": RECORDS, "evaluators": EVALUATORS, "clusterBy": "doc"}
 
 
-def _state(tmp_path: Path, **config: Any) -> ServerState:
-    settings = ServerConfig(
-        data_dir=tmp_path, datasets_dir=tmp_path / "datasets", store=str(tmp_path / "srv.db"),
-        **config,
-    )  # fmt: skip
-    return ServerState(
-        config=settings, store=SqlStore.open(settings.store), registry=builtin_registry()
-    )
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[AsgiServer, ServerState]]:
-    state = _state(tmp_path)
-    app = build_app(state, services=[(EvaluationServiceASGIApplication, EvaluationHandler(state))])
-    with AsgiServer(app) as srv:
+    state = server_state(tmp_path, runs=False)
+    with serving(state, only=(EvaluationServiceASGIApplication, EvaluationHandler)) as srv:
         yield srv, state
-    state.store.close()
 
 
 def _post(url: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
@@ -365,22 +351,19 @@ def test_judge_evaluators_use_the_server_judges(tmp_path: Path) -> None:
         judge = JudgeSpec(
             name="default", connector="openai-compatible", base_url=stub.openai_url, model="m"
         )
-        state = _state(tmp_path, judges={"default": judge})
-        handler = EvaluationHandler(state)
-        app = build_app(state, services=[(EvaluationServiceASGIApplication, handler)])
+        state = server_state(tmp_path, runs=False, judges={"default": judge})
         rows = [
             {"id": f"r{i}", "input": {"text": f"q{i}"}, "output": {"text": f"a{i}"}}
             for i in range(3)
         ]
         body = {"records": rows, "evaluators": [{"ref": "llm-judge", "params": {"rubric": "ok"}}]}
-        with AsgiServer(app) as srv:
+        with serving(state, only=(EvaluationServiceASGIApplication, EvaluationHandler)) as srv:
             status, answer = _post(srv.url, EVALUATE, body)
             assert status == 200, answer
             # Answers are cached in the store: the same call again asks the judge nothing.
             status, again = _post(srv.url, EVALUATE, body)
             assert status == 200, again
         assert stub.calls(OPENAI_PATH) == 3
-        state.store.close()
     response = json_format.ParseDict(answer, pb.EvaluateResponse())
     metric = _metrics(response)[0]
     assert metric.n == 3

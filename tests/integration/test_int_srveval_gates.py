@@ -19,7 +19,6 @@ from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
     EvaluationServiceASGIApplication,
 )
-from evalsi.server._app import build_app
 from evalsi.server._evaluation import INLINE_RECORDS, EvaluationHandler
 from evalsi.server._state import ServerState
 from evalsi.wire import record_from_proto
@@ -32,10 +31,10 @@ from tests.integration.test_int_srveval_api import (
     _metrics,
     _post,
     _results,
-    _state,
     _zero,
 )
 from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 
 GATES = [
     "metric('json-valid').mean < 0.5",  # 1 of 6 outputs is JSON: passes
@@ -55,11 +54,9 @@ WIRE_VERDICT = {"passed": "pass", "failed": "fail", "inconclusive": "undecided"}
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[AsgiServer, ServerState]]:
-    state = _state(tmp_path)
-    app = build_app(state, services=[(EvaluationServiceASGIApplication, EvaluationHandler(state))])
-    with AsgiServer(app) as srv:
+    state = server_state(tmp_path, runs=False)
+    with serving(state, only=(EvaluationServiceASGIApplication, EvaluationHandler)) as srv:
         yield srv, state
-    state.store.close()
 
 
 def _embedded(tmp_path: Path, body: dict[str, Any]) -> evalsi.ScoreResult:

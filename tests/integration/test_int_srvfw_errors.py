@@ -17,9 +17,9 @@ from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as rs
-from evalsi.server._app import build_app
 from tests.integration.test_int_srvfw_fakes import SECRET, fake_services, fake_state
 from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import serving
 
 LIMIT = 4096
 EVALUATE = "/evalsi.v1alpha1.EvaluationService/Evaluate"
@@ -28,9 +28,8 @@ EVALUATE = "/evalsi.v1alpha1.EvaluationService/Evaluate"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsgiServer]:
     state = fake_state(tmp_path_factory.mktemp("srvfw-err"), max_body_bytes=LIMIT)
-    with AsgiServer(build_app(state, fake_services())) as s:
+    with serving(state, fake_services()) as s:
         yield s
-    state.store.close()
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
 from evalsi.core import NotFoundError, RunError, UserError
 from evalsi.packs import builtin_registry
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
+from evalsi.server._state import ServerState
+from tests.support.server_state import server_state
 
 SECRET = "secret-internal-detail-42"
 
@@ -124,14 +124,9 @@ def fake_services() -> list[tuple[Any, Any]]:
 
 
 def fake_state(tmp: Path, *, max_body_bytes: int = 64 * 1024) -> ServerState:
-    config = ServerConfig(
-        data_dir=tmp,
-        datasets_dir=tmp / "datasets",
-        store=str(tmp / "evalsi.db"),
-        max_body_bytes=max_body_bytes,
-    )
-    return ServerState(
-        config=config,
-        store=SqlStore.open(config.store),
+    return server_state(
+        tmp,
         registry=builtin_registry(entry_points=False),
+        runs=False,
+        max_body_bytes=max_body_bytes,
     )

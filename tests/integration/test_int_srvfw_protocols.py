@@ -25,20 +25,18 @@ from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
 )
 from evalsi._proto.grpc.health.v1 import health_pb2
 from evalsi._proto.grpc.reflection.v1 import reflection_pb2
-from evalsi.server._app import build_app
 from evalsi.server._run_manager import RunManager
 from tests.integration.test_int_srvfw_fakes import FakeEvaluation, fake_services, fake_state
 from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import serving
 
 EVALUATE = "/evalsi.v1alpha1.EvaluationService/Evaluate"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsgiServer]:
-    state = fake_state(tmp_path_factory.mktemp("srvfw"))
-    with AsgiServer(build_app(state, fake_services())) as s:
+    with serving(fake_state(tmp_path_factory.mktemp("srvfw")), fake_services()) as s:
         yield s
-    state.store.close()
 
 
 @pytest.fixture
@@ -327,9 +325,8 @@ def test_openapi_document_validates(server: AsgiServer) -> None:
 def test_run_stats_come_from_the_store_without_a_scheduler(tmp_path: Path) -> None:
     state = fake_state(tmp_path)
     state.store.create_run(kind="score", spec={"evaluators": []})
-    with AsgiServer(build_app(state, fake_services())) as s:
+    with serving(state, fake_services()) as s:
         text = _get(s.url + "/metrics")[1].decode()
-    state.store.close()
     assert 'evalsi_runs{state="running"} 1.0' in text
 
 
@@ -340,9 +337,8 @@ def test_run_stats_come_from_the_store_with_a_scheduler_too(tmp_path: Path) -> N
         run_id = state.store.create_run(kind="score", spec={"evaluators": []}).id
         state.store.mark_status(run_id, status)
     state.store.create_run(kind="run", spec={}, status="queued")
-    with AsgiServer(build_app(state, fake_services())) as s:
+    with serving(state, fake_services()) as s:
         text = _get(s.url + "/metrics")[1].decode()
-    state.store.close()
     assert 'evalsi_runs{state="done"} 2.0' in text
     assert 'evalsi_runs{state="failed"} 1.0' in text
     assert 'evalsi_runs{state="cancelled"} 1.0' in text

@@ -27,6 +27,7 @@ from evalsi.server._state import ServerState
 from tests.integration.run_support import write_qa
 from tests.integration.test_int_srvfw_fakes import SECRET, fake_services, fake_state
 from tests.support.run_server_main import run_doc, run_message, run_state
+from tests.support.server_state import free_port
 from tests.support.stub_llm import StubLLM
 
 EVALUATE = "/evalsi.v1alpha1.EvaluationService/Evaluate"
@@ -40,19 +41,13 @@ ONE = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class BothPorts:
     """``run_servers`` in a thread: hypercorn on ``port`` and grpcio on ``grpc_port``."""
 
     def __init__(self, app: Any, state: ServerState) -> None:
         from dataclasses import replace
 
-        self.port, self.grpc_port = _free_port(), _free_port()
+        self.port, self.grpc_port = free_port(), free_port()
         self.config = replace(state.config, port=self.port, grpc_port=self.grpc_port)
         self.app = app
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -321,7 +316,7 @@ def test_a_busy_grpc_port_is_a_user_error(real: tuple[BothPorts, str], tmp_path:
     state = fake_state(tmp_path)
     from dataclasses import replace
 
-    config = replace(state.config, port=_free_port(), grpc_port=servers.grpc_port)
+    config = replace(state.config, port=free_port(), grpc_port=servers.grpc_port)
     with pytest.raises(UserError) as e:
         asyncio.run(run_servers(build_app(state, fake_services()), config, asyncio.Event()))
     assert f"cannot listen for native gRPC on 127.0.0.1:{servers.grpc_port}" in str(e.value)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from evalsi.store import SqlStore
 from evalsi.wire import run_from_proto
 from tests.integration.run_support import write_qa
 from tests.support.run_server_main import run_doc, run_message
+from tests.support.server_state import free_port
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,14 +30,8 @@ TRIALS = 2
 TASKS = SAMPLES * TRIALS
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(store: str, datasets: Path, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = free_port()
     log = cwd / f"server-{port}.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(

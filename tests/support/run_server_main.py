@@ -17,22 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
-from evalsi.packs import builtin_registry
 from evalsi.server._app import build_app
-from evalsi.server._run_manager import RunManager
 from evalsi.server._runs import RunHandler
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
+from evalsi.server._state import ServerState
+from tests.support.server_state import server_state
 
 
 def run_state(store: str, datasets_dir: Path, **config: Any) -> ServerState:
     """A server state over ``store`` (a SQLite path or a PostgreSQL URL) with a RunManager."""
-    settings = ServerConfig(
-        data_dir=datasets_dir.parent, datasets_dir=datasets_dir, store=store, **config
-    )
-    state = ServerState(config=settings, store=SqlStore.open(store), registry=builtin_registry())
-    state.runs = RunManager(state)
-    return state
+    return server_state(datasets_dir.parent, store=store, datasets_dir=datasets_dir, **config)
 
 
 def run_app(state: ServerState) -> Any:

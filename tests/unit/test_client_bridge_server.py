@@ -17,12 +17,7 @@ import pytest
 
 import evalsi
 from evalsi.core import RunError
-from evalsi.packs import builtin_registry
-from evalsi.server._app import build_app
-from evalsi.server._run_manager import RunManager
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
-from tests.support.asgi_server import AsgiServer
+from tests.support.server_state import server_state, serving
 from tests.support.stub_llm import StubLLM
 
 ROWS = [{"id": f"r{i}", "output": "Paris", "reference": "Paris"} for i in range(40)]
@@ -30,13 +25,7 @@ ROWS = [{"id": f"r{i}", "output": "Paris", "reference": "Paris"} for i in range(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("bridge")
-    config = ServerConfig(datasets_dir=tmp / "datasets", data_dir=tmp, store=str(tmp / "s.db"))
-    state = ServerState(
-        config=config, store=SqlStore.open(config.store), registry=builtin_registry()
-    )
-    state.runs = RunManager(state)
-    with AsgiServer(build_app(state)) as s:
+    with serving(server_state(tmp_path_factory.mktemp("bridge"))) as s:
         yield s.url
 
 

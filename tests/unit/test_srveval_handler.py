@@ -13,11 +13,9 @@ from google.protobuf import json_format
 import evalsi
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
 from evalsi.core import ParamError, UnknownEvaluatorError, UserError
-from evalsi.packs import builtin_registry
 from evalsi.server._evaluation import EvaluationHandler
-from evalsi.server._state import ServerConfig, ServerState
-from evalsi.store import SqlStore
 from evalsi.wire import record_from_proto
+from tests.support.server_state import server_state
 
 RECORDS = [
     {"id": "a", "output": {"text": "x"}, "reference": {"text": "x"}, "metadata": {"k": [1, "z"]}},
@@ -26,9 +24,7 @@ RECORDS = [
 
 
 def _handler(tmp_path: Path) -> EvaluationHandler:
-    config = ServerConfig(data_dir=tmp_path, datasets_dir=tmp_path / "d", store=":memory:")
-    state = ServerState(config=config, store=SqlStore.open(":memory:"), registry=builtin_registry())
-    return EvaluationHandler(state)
+    return EvaluationHandler(server_state(tmp_path, store=":memory:", runs=False))
 
 
 def _call(handler: EvaluationHandler, body: dict[str, Any]) -> pb.EvaluateResponse:
