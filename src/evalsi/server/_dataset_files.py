@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import tempfile
@@ -67,9 +68,26 @@ def check_version(version: str, field: str = "version") -> str:
 
 
 def canonical_lines(rows: Sequence[dict[str, Any]]) -> bytes:
-    """The rows as canonical JSON lines: the bytes a version hashes."""
+    """The rows as canonical JSON lines: the bytes a version hashes.
+
+    JSON has no NaN or infinity (orjson would write them as null, silently changing the data),
+    so a row holding one is refused, naming where.
+    """
+    for i, row in enumerate(rows):
+        _check_finite(row, f"rows[{i}]")
     option = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
     return b"".join(orjson.dumps(row, option=option) for row in rows)
+
+
+def _check_finite(value: Any, where: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{where}: {value} is not a JSON number; store it as a string or null")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for j, item in enumerate(value):
+            _check_finite(item, f"{where}[{j}]")
 
 
 class DatasetFiles:

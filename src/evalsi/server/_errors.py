@@ -74,11 +74,29 @@ def to_connect_error(exc: Exception) -> ConnectError:
         return ConnectError(Code.NOT_FOUND, _user_message(exc))
     if isinstance(exc, UserError):
         return ConnectError(Code.INVALID_ARGUMENT, _user_message(exc))
+    refused = _refused_value(exc)
+    if refused is not None:
+        return ConnectError(Code.INVALID_ARGUMENT, f"the store cannot hold a value: {refused}")
     if isinstance(exc, RunError):
         log.warning("request failed on infrastructure: %s", exc)
         return ConnectError(Code.UNAVAILABLE, _user_message(exc))
     log.error("internal error while handling a request", exc_info=exc)
     return ConnectError(Code.INTERNAL, INTERNAL_MESSAGE)
+
+
+def _refused_value(exc: BaseException) -> str | None:
+    """The database's reason when it refused a value the client sent (a NUL character in
+    PostgreSQL text, say): bad input, not an outage, whatever wrapped it on the way."""
+    from sqlalchemy.exc import DataError
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is short; never loop on a cycle
+        if seen is None:
+            return None
+        if isinstance(seen, DataError):
+            return str(seen.orig).splitlines()[0] if seen.orig is not None else "invalid value"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def http_status(code: Code) -> int:

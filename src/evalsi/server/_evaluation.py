@@ -339,6 +339,8 @@ def _records(messages: Sequence[record_pb2.Record], where: str = "") -> list[Rec
         at = f"{where}records[{i}]"
         if not message.id:
             raise UserError(f"{at}.id: empty; every record needs an id (unique within the call)")
+        if "\x00" in message.id:
+            raise UserError(f"{at}.id: contains a NUL character")
         texts = _texts(message)
         if texts is not None:
             out.append(_text_record(message.id, texts))

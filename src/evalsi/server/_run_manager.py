@@ -261,17 +261,20 @@ class RunManager:
         return live
 
     def _thread_main(self, live: _Live, resume: str | None, origin: dict[str, Any] | None) -> None:
-        db = self._open_store()
+        db: SqlStore | None = None
         error: BaseException | None = None
         try:
+            # Inside the try: a store that cannot be opened must still settle the run below,
+            # or its creator (and a starting server) would wait for it forever.
+            db = self._open_store()
             asyncio.run(self._execute(live, db, resume, origin))
         except BaseException as e:  # noqa: BLE001 - reported to the API loop below
             error = e
         finally:
             try:
-                self._after(live, db, error)
+                self._after(live, db or self.state.store, error)
             finally:
-                if db is not self.state.store:
+                if db is not None and db is not self.state.store:
                     db.close()
 
     async def _execute(
@@ -337,13 +340,19 @@ class RunManager:
                 nxt = self._waiting.popleft()
                 nxt.holds_slot = True
                 if nxt.loop is not None and nxt.grant is not None:
-                    nxt.loop.call_soon_threadsafe(_grant, nxt.grant)
+                    # Its loop may have closed already (cancelled while queued); its own
+                    # `_after` settles it, and the slot stays held by it until then.
+                    with contextlib.suppress(RuntimeError):
+                        nxt.loop.call_soon_threadsafe(_grant, nxt.grant)
                 return
             self._active -= 1
 
     def _after(self, live: _Live, db: SqlStore, error: BaseException | None) -> None:
         """The run's thread ends: free its slot, settle its status, wake every waiter."""
-        self._release(live)
+        try:
+            self._release(live)
+        except Exception:
+            log.warning("run %s: could not hand its slot on", live.run_id, exc_info=True)
         status = "failed"
         try:
             info = db.get_run(live.run_id)

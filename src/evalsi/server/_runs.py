@@ -11,6 +11,7 @@ outside ``datasets_dir``, ``file:`` secret references (files on the server's dis
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -175,6 +176,8 @@ class RunHandler:
     ) -> list[RunInfo]:
         """Newest first, after the run ``token`` names (the last of the previous page)."""
         store = self.state.store
+        for name, value in (("page_token", token), ("kind", kind), ("project_id", project_id)):
+            _no_nul(value, name)
         if status and status not in STATUSES:
             raise UserError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
         if token and not _is_run(store, token):
@@ -211,7 +214,14 @@ class RunHandler:
 def _ref(value: str, name: str = "id") -> str:
     if not value.strip():
         raise UserError(f"{name}: a run id is required (an id, a unique prefix, or latest)")
+    _no_nul(value, name)
     return value
+
+
+def _no_nul(value: str, name: str) -> None:
+    """PostgreSQL text cannot hold NUL: refused here as bad input, on every backend alike."""
+    if "\x00" in value:
+        raise UserError(f"{name}: contains a NUL character")
 
 
 def _page_size(value: int, default: int, largest: int) -> int:
@@ -220,10 +230,13 @@ def _page_size(value: int, default: int, largest: int) -> int:
     return min(value or default, largest)
 
 
+_OFFSET = re.compile(r"[0-9]{1,12}")
+
+
 def _offset(token: str) -> int:
     if not token:
         return 0
-    if not token.isdigit():
+    if not _OFFSET.fullmatch(token):
         raise UserError(
             f"page_token: {token[:40]!r} is not a token this server gave",
             hint="pass next_page_token from the previous page, or nothing for the first",

@@ -1,0 +1,177 @@
+"""Label metrics: accuracy, balanced accuracy, precision / recall / F1, MCC, Cohen's kappa and
+the confusion matrix. Each equals scikit-learn's function of the same name (zero_division=0)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from evalsi.core import Score
+from evalsi.packs.ml_classic._arrays import default_positive, labels
+from evalsi.packs.ml_classic._base import AVERAGES, LabelMetric, check_choice
+from evalsi.packs.ml_classic._extract import Mapped
+
+Average = Literal["binary", "micro", "macro", "weighted"]
+Kind = Literal["precision", "recall", "f1"]
+F64 = npt.NDArray[np.float64]
+
+
+def _div(num: F64, den: F64) -> F64:
+    return np.divide(num, den, out=np.zeros_like(num), where=den != 0)
+
+
+class Accuracy(LabelMetric):
+    """Fraction of records whose predicted label equals the reference label."""
+
+    def reduce(self, values: Sequence[Mapped]) -> Score:
+        lab = labels(values)
+        correct = int((lab.truth == lab.pred).sum())
+        n = len(lab.truth)
+        return Score(number=correct / n, explanation=f"{correct} of {n} labels correct")
+
+
+class BalancedAccuracy(LabelMetric):
+    """Mean per-class recall over the classes present in the reference."""
+
+    def reduce(self, values: Sequence[Mapped]) -> Score:
+        c = labels(values).confusion().astype(np.float64)
+        support = c.sum(axis=1)
+        recalls = np.diag(c)[support > 0] / support[support > 0]
+        return Score(
+            number=float(recalls.mean()),
+            explanation=f"mean recall over {recalls.size} classes present in the reference",
+        )
+
+
+class _PRF(LabelMetric):
+    kind: Kind = "f1"
+
+    def __init__(self, *, average: Average = "binary", positive: str | None = None) -> None:
+        check_choice(self.kind, "average", average, AVERAGES)
+        self.average = average
+        self.positive = positive
+
+    def reduce(self, values: Sequence[Mapped]) -> Score:
+        lab = labels(values)
+        c = lab.confusion().astype(np.float64)
+        tp, pred_sum, true_sum = np.diag(c), c.sum(axis=0), c.sum(axis=1)
+        classes, avg = lab.classes, self.average
+        where = f"average={avg}"
+        if avg == "binary":
+            if len(classes) > 2:
+                raise ValueError(
+                    f"{len(classes)} labels ({_short(classes)}) but average='binary'; "
+                    "set param average to micro, macro or weighted"
+                )
+            pos = default_positive(classes, self.positive)
+            if pos not in classes and len(classes) == 2:
+                raise ValueError(f"positive label {pos!r} is not one of {_short(classes)}")
+            keep = np.array([c == pos for c in classes], dtype=bool)
+            tp, pred_sum, true_sum = tp[keep], pred_sum[keep], true_sum[keep]
+            where = f"positive label {pos!r}"
+        elif avg == "micro":
+            tp, pred_sum, true_sum = (
+                tp.sum(keepdims=True),
+                pred_sum.sum(keepdims=True),
+                true_sum.sum(keepdims=True),
+            )
+        if tp.size == 0:  # binary, positive label absent everywhere
+            tp = pred_sum = true_sum = np.zeros(1)
+        per_class = _score(self.kind, tp, pred_sum, true_sum)
+        if avg == "weighted":
+            total = true_sum.sum()
+            value = float((per_class * true_sum).sum() / total) if total else 0.0
+        else:
+            value = float(per_class.mean())
+        return Score(
+            number=value, explanation=f"{self.kind} over {len(lab.truth)} records, {where}"
+        )
+
+
+def _score(kind: Kind, tp: F64, pred_sum: F64, true_sum: F64) -> F64:
+    if kind == "precision":
+        return _div(tp, pred_sum)
+    if kind == "recall":
+        return _div(tp, true_sum)
+    return _div(2 * tp, pred_sum + true_sum)  # 2tp / (2tp + fp + fn)
+
+
+def _short(classes: list[str], limit: int = 8) -> str:
+    shown = ", ".join(repr(c) for c in classes[:limit])
+    return shown + (", …" if len(classes) > limit else "")
+
+
+class Precision(_PRF):
+    """Precision tp / (tp + fp): binary for the positive label, or micro/macro/weighted."""
+
+    kind: Kind = "precision"
+
+
+class Recall(_PRF):
+    """Recall tp / (tp + fn): binary for the positive label, or micro/macro/weighted."""
+
+    kind: Kind = "recall"
+
+
+class F1(_PRF):
+    """F1, the harmonic mean of precision and recall: binary or micro/macro/weighted."""
+
+    kind: Kind = "f1"
+
+
+class Mcc(LabelMetric):
+    """Matthews correlation coefficient over all classes (0 when undefined, like scikit-learn)."""
+
+    def reduce(self, values: Sequence[Mapped]) -> Score:
+        c = labels(values).confusion().astype(np.float64)
+        t_sum, p_sum = c.sum(axis=1), c.sum(axis=0)
+        n, correct = c.sum(), np.trace(c)
+        cov_tp = correct * n - t_sum @ p_sum
+        cov_pp = n * n - p_sum @ p_sum
+        cov_tt = n * n - t_sum @ t_sum
+        if cov_pp * cov_tt == 0:
+            return Score(number=0.0, explanation="undefined (one class only on a side): 0")
+        return Score(
+            number=float(cov_tp / np.sqrt(cov_tt * cov_pp)), explanation=f"{int(n)} records"
+        )
+
+
+class CohenKappa(LabelMetric):
+    """Cohen's kappa between predicted and reference labels (weights: none, linear, quadratic)."""
+
+    def __init__(self, *, weights: Literal["none", "linear", "quadratic"] = "none") -> None:
+        check_choice("cohen-kappa", "weights", weights, ("none", "linear", "quadratic"))
+        self.weights = weights
+
+    def reduce(self, values: Sequence[Mapped]) -> Score:
+        c = labels(values).confusion().astype(np.float64)
+        k = c.shape[0]
+        expected = np.outer(c.sum(axis=0), c.sum(axis=1)) / c.sum()
+        idx = np.arange(k)
+        gap = np.abs(idx[:, None] - idx[None, :]).astype(np.float64)
+        w = {"none": (gap > 0).astype(np.float64), "linear": gap, "quadratic": gap**2}[self.weights]
+        den = float((w * expected).sum())
+        if den == 0:
+            raise ValueError(
+                "Cohen's kappa is undefined: chance disagreement is 0 "
+                "(reference and predictions use one label only)"
+            )
+        return Score(
+            number=1.0 - float((w * c).sum()) / den,
+            explanation=f"weights={self.weights}, labels in sorted order",
+        )
+
+
+class ConfusionMatrix(LabelMetric):
+    """The confusion matrix: rows are reference labels, columns predicted labels (sorted)."""
+
+    def reduce(self, values: Sequence[Mapped]) -> Score:
+        lab = labels(values)
+        c = lab.confusion()
+        return Score(
+            structured={"labels": list(lab.classes), "matrix": c.tolist()},
+            explanation="rows: reference label, columns: predicted label, labels sorted",
+        )
