@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from evalsi.evaluators import Evaluator, Registry
-from evalsi.packs import core, judge
+from evalsi.packs import core, judge, ml_classic
 
 BUILTIN_PACKS: Mapping[str, tuple[Evaluator, ...]] = MappingProxyType(
-    {"core": core.EVALUATORS, "judge": judge.EVALUATORS}
+    {"core": core.EVALUATORS, "judge": judge.EVALUATORS, "ml-classic": ml_classic.EVALUATORS}
 )
 """Pack name → its evaluators."""
 

@@ -105,7 +105,7 @@ def _pack(ev: Evaluator) -> str:
 def _pack_description(name: str) -> str:
     if name not in BUILTIN_PACKS:
         return ""
-    return _first_line(importlib.import_module(f"evalsi.packs.{name}").__doc__)
+    return _first_line(importlib.import_module(f"evalsi.packs.{name.replace('-', '_')}").__doc__)
 
 
 def _describe(name: str) -> str:
