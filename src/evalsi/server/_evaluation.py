@@ -11,71 +11,36 @@ would cost more than the write), and the judges' HTTP session stays open for the
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import platform
-import sys
-import threading
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal
-
-import orjson
-from google.protobuf import duration_pb2
+from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
-from evalsi._proto.evalsi.v1alpha1 import record_pb2
 from evalsi.core import (
-    LABEL,
-    NUMBER,
-    PASSED,
-    Content,
-    EvalsiError,
-    EvaluationResult,
-    Hasher,
-    Interval,
-    MetricSummary,
-    Outcome,
     ParamError,
-    Record,
-    ResultBatch,
-    RunError,
     UnknownEvaluatorError,
     UserError,
-    content_hash,
 )
-from evalsi.datasets import FieldMap
-from evalsi.evaluators import BoundEvaluator, DatasetRunner, judges_needed, use_judges
-from evalsi.evaluators._runner import Runner
+from evalsi.evaluators import BoundEvaluator, DatasetRunner, judges_needed
 from evalsi.runs import (
-    Aggregator,
     EvaluatorMetrics,
     Gate,
     bind_all,
-    build_judges,
-    evaluate_gates,
-    judges_manifest,
-    judges_summary,
     runners_for,
 )
+from evalsi.server._grading import Bootstrap, _add_results, _Config, _Grading, _Plan
+from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
 from evalsi.wire import (
     gate_to_proto,
-    record_from_proto,
     result_to_proto,
     struct_from_proto,
     summary_to_proto,
 )
 
 log = logging.getLogger("evalsi.server")
-
-Bootstrap = Literal["percentile", "bca"] | None
-
-DATA_NAME = "<memory>"
-"""The data location stored in the run spec: records came in the request, as with a list given
-to ``evalsi.evaluate``, so reports know there is no file to re-read."""
 
 _CI_METHODS: dict[str, Bootstrap] = {
     "": None,
@@ -88,43 +53,6 @@ INLINE_RECORDS = 256
 call does not stall the event loop; fewer are graded inline, where a thread hop costs more."""
 _MAX_GATES = 100  # evalsi.runs.parse_gates' limit
 _RATE_DEFAULTS = (("min_completion_rate", 0.8), ("max_evaluator_error_rate", 0.1))
-# The same canonical JSON the in-memory dataset hashes, so dataset_version equals the embedded
-# API's for the same records (a test pins it).
-_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-_CONTENT_KINDS = "text, messages, json, row, tensor or media"
-_FIELDS = dataclasses.asdict(FieldMap())
-_PYTHON = sys.version.split()[0]
-_PLATFORM = platform.platform()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Plan:
-    """An evaluator list, bound and checked once and reused by every call that names it.
-
-    Record runners hold no state between batches (a long run reuses one for every batch), so
-    they are shared; dataset runners accumulate values and are made per call.
-    """
-
-    bound: tuple[BoundEvaluator, ...]
-    runners: tuple[Runner | None, ...]  # None where a fresh DatasetRunner is needed per call
-    judges: frozenset[str]
-    specs: tuple[dict[str, Any], ...]
-    manifest: tuple[dict[str, Any], ...]
-    # Gates parsed against this list (CEL compile and dry run), by their expressions.
-    gates: dict[tuple[str, ...], tuple[Gate, ...]] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Config:
-    """What a request asks for, validated: the plan, how to summarise, the gates."""
-
-    plan: _Plan
-    cluster_by: str | None
-    bootstrap: Bootstrap
-    seed: int
-    gates: tuple[Gate, ...]
-    rates: dict[str, float]
-    project_id: str
 
 
 class EvaluationHandler:
@@ -330,370 +258,6 @@ def _at(path: str, e: UserError) -> UserError:
     e.message = f"{path}: {e.message}"
     e.args = (e.message,)
     return e
-
-
-def _records(messages: Sequence[record_pb2.Record], where: str = "") -> list[Record]:
-    """Core records from the request's; ``where`` names the stream message, if any."""
-    out: list[Record] = []
-    for i, message in enumerate(messages):
-        at = f"{where}records[{i}]"
-        if not message.id:
-            raise UserError(f"{at}.id: empty; every record needs an id (unique within the call)")
-        if "\x00" in message.id:
-            raise UserError(f"{at}.id: contains a NUL character")
-        texts = _texts(message)
-        if texts is not None:
-            out.append(_text_record(message.id, texts))
-            continue
-        for name in ("input", "output", "reference"):
-            if message.HasField(name) and getattr(message, name).WhichOneof("kind") is None:
-                raise UserError(f"{at}.{name}: a Content must hold one of {_CONTENT_KINDS}")
-        for j, item in enumerate(message.context):
-            if item.WhichOneof("kind") is None:
-                raise UserError(f"{at}.context[{j}]: a Content must hold one of {_CONTENT_KINDS}")
-        try:
-            out.append(record_from_proto(message))
-        except (ValueError, TypeError) as e:
-            raise UserError(f"{at}: {e}") from None
-    return out
-
-
-_TEXT_ONLY = frozenset(("id", "input", "output", "reference"))
-
-
-def _texts(message: record_pb2.Record) -> dict[str, str] | None:
-    """The text contents of a record holding nothing but an id and text contents (most do),
-    else None."""
-    texts: dict[str, str] = {}
-    for field, value in message.ListFields():
-        if field.name not in _TEXT_ONLY:
-            return None
-        if field.name != "id":
-            if value.WhichOneof("kind") != "text":
-                return None
-            texts[field.name] = value.text
-    return texts
-
-
-def _text_record(record_id: str, texts: dict[str, str]) -> Record:
-    """What ``record_from_proto`` builds for such a record, without its walk over every
-    field (a test pins the equality)."""
-
-    def content(name: str) -> Content | None:
-        text = texts.get(name)
-        return None if text is None else Content.of_text(text)
-
-    return Record(
-        id=record_id,
-        input=content("input"),
-        output=content("output"),
-        reference=content("reference"),
-        context=[],
-        metadata={},
-    )
-
-
-def _add_results(out: Any, batches: list[ResultBatch]) -> None:
-    """``result_to_proto`` of every entry, built straight from the batch's columns where they
-    say everything (one constructor call each instead of a Python walk: ~4x faster on big
-    answers); entries with full scores take the general converter."""
-    add = out.add
-    for batch in batches:
-        if not len(batch):
-            continue
-        duration = duration_pb2.Duration()
-        duration.FromNanoseconds(round(batch.duration * 1e9))
-        common = {
-            "evaluator": batch.evaluator, "evaluator_ref": batch.ref, "trial": batch.trial,
-            "duration": duration,
-        }  # fmt: skip
-        metric, ids, kinds, values, texts = (
-            batch.metric, batch.ids, batch.kind, batch.value, batch.text
-        )  # fmt: skip
-        for i, outcome in enumerate(batch.outcome):
-            score: dict[str, Any] | None = None
-            if batch.scores[i] is None and outcome in _OUTCOME_PROTO:
-                text, value, kind = texts[i], values[i], kinds[i]
-                if outcome != Outcome.SCORED:
-                    add(record_id=ids[i], outcome=_OUTCOME_PROTO[outcome], reason=text or "",
-                        **common)  # fmt: skip
-                    continue
-                if kind == PASSED and value is not None:
-                    score = {"name": metric, "passed": value == 1.0, "explanation": text or ""}
-                elif kind == NUMBER and value is not None:
-                    score = {"name": metric, "number": value, "explanation": text or ""}
-                elif kind == LABEL and text is not None:
-                    score = {"name": metric, "label": text}
-            if score is None:
-                out.append(result_to_proto(batch[i]))
-                continue
-            add(record_id=ids[i], outcome=_OUTCOME_PROTO[outcome], scores=[score], **common)
-
-
-def _outcomes() -> dict[int, int]:
-    """Core outcome → wire outcome, as ``result_to_proto`` maps them."""
-    out = {}
-    for outcome in Outcome:
-        result = EvaluationResult(record_id="", evaluator="", evaluator_ref="", outcome=outcome)
-        out[int(outcome)] = int(result_to_proto(result).outcome)
-    return out
-
-
-_OUTCOME_PROTO = _outcomes()
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, Content):
-        return value.to_value()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    return str(value)
-
-
-class _Grading:
-    """One Score run fed by the request(s): grade batches, summarise, gate, store.
-
-    A one-message ``Evaluate`` grades everything, then stores the finished run with its
-    results in one transaction (``save``); a stream creates the run up front, commits each
-    message's results (``write``) and marks it done at the end (``finish``).
-    """
-
-    def __init__(self, state: ServerState, config: _Config, name: str) -> None:
-        self.store = state.store
-        self.config = config
-        self.name = name
-        plan = config.plan
-        self.runners: list[Runner] = [
-            r if r is not None else DatasetRunner(b)
-            for r, b in zip(plan.runners, plan.bound, strict=True)
-        ]
-        self.has_async = any(not isinstance(r, DatasetRunner) and r.is_async for r in self.runners)
-        self.aggregator = Aggregator(
-            [(b.name, b.manifest.outputs) for b in plan.bound],
-            cluster_by=config.cluster_by,
-            keep_values=config.bootstrap is not None,
-        )
-        specs = {n: spec for n, spec in state.config.judges.items() if n in plan.judges}
-        self.judges = build_judges(specs, self.store, list(plan.bound)) if specs else {}
-        self.spec: dict[str, Any] = {
-            "evaluators": list(plan.specs),
-            "data": DATA_NAME,
-            "fields": _FIELDS,
-            "cluster_by": config.cluster_by,
-            "bootstrap": config.bootstrap,
-            "seed": config.seed,
-            "on_bad_record": "fail",
-        }
-        if config.gates:
-            self.spec["gates"] = [g.expr for g in config.gates]
-            self.spec.update(config.rates)
-        if self.judges:
-            self.spec["judges"] = judges_manifest(self.judges)
-        self.run_id = ""
-        self.records = 0
-        self._graded: list[tuple[int, int, ResultBatch]] = []
-        self._hasher = Hasher()
-        self._intervals: dict[int, dict[str, Interval]] = {}
-        # A worker thread may still be saving when the request is cancelled: the first of
-        # `save` and `fail` to take the lock decides what the run is.
-        self._lock = threading.Lock()
-        self._settled = False
-        self._begun = False  # records passed validation: a failure from here leaves a run
-
-    @property
-    def started(self) -> bool:
-        return bool(self.run_id)
-
-    @property
-    def version(self) -> str:
-        return self._hasher.hexdigest()
-
-    def start(self) -> None:
-        self.run_id = self.store.create_run(
-            kind="score", spec=self.spec, name=self.name, project_id=self.config.project_id
-        ).id
-        self._begun = True
-
-    async def grade(self, records: list[Record]) -> list[ResultBatch]:
-        """Grade ``records`` with every record-scope evaluator (judges on this loop)."""
-        if not self.has_async:
-            return self.grade_sync(records)
-        self._hash(records)
-        graded: list[tuple[int, int, ResultBatch]] = []
-        with use_judges(self.judges):
-            for index, runner in enumerate(self.runners):
-                if isinstance(runner, DatasetRunner):
-                    runner.feed(records)
-                    continue
-                batch = await runner.run_async(records) if runner.is_async else runner.run(records)
-                self.aggregator.add(index, batch, records)
-                graded.append((index, self.records, batch))
-        return self._graded_now(graded, len(records))
-
-    def grade_sync(self, records: list[Record]) -> list[ResultBatch]:
-        """``grade`` for plans without async evaluators; safe in a worker thread."""
-        self._hash(records)
-        graded: list[tuple[int, int, ResultBatch]] = []
-        for index, runner in enumerate(self.runners):
-            if isinstance(runner, DatasetRunner):
-                runner.feed(records)
-                continue
-            batch = runner.run(records)
-            self.aggregator.add(index, batch, records)
-            graded.append((index, self.records, batch))
-        return self._graded_now(graded, len(records))
-
-    def _hash(self, records: list[Record]) -> None:
-        self._begun = True
-        update, dumps = self._hasher.update, orjson.dumps
-        for record in records:
-            update(dumps(record, default=_canonical, option=_CANONICAL))
-            update(b"\n")
-
-    def _graded_now(
-        self, graded: list[tuple[int, int, ResultBatch]], records: int
-    ) -> list[ResultBatch]:
-        self._graded = graded
-        self.records += records
-        return [batch for _, _, batch in graded]
-
-    def write(self) -> None:
-        """Commit what the last ``grade`` produced (a stream, once per message)."""
-        if self._graded:
-            self.store.write_batches(self.run_id, self._graded)
-
-    def answer_sync(self, records: Sequence[record_pb2.Record]) -> pb.EvaluateResponse:
-        return self.answer(self.grade_sync(_records(records)))
-
-    def answer(self, batches: list[ResultBatch]) -> pb.EvaluateResponse:
-        """Store the finished run (``save``) and build the response naming it."""
-        tail, metrics, gates = self.save()
-        response = pb.EvaluateResponse(
-            run_id=self.run_id, dataset_version=self.version, records=self.records, status="done"
-        )
-        _add_results(response.results, batches)
-        response.results.extend(result_to_proto(r) for r in tail)
-        response.metrics.extend(summary_to_proto(m) for m in metrics)
-        response.gates.extend(gate_to_proto(g) for g in gates)
-        return response
-
-    def save(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
-        """Summarise, gate, and store the finished run with every result in one transaction;
-        the dataset-scope results, the summaries and the gate verdicts."""
-        rows, tail = self._dataset_scope()
-        metrics, gates, summary, manifest = self._conclude()
-        with self._lock:
-            if self._settled:  # the request was cancelled meanwhile; `fail` stored the run
-                raise RunError("the request was cancelled before its run was stored")
-            self.run_id = self.store.save_run(
-                kind="score",
-                spec=self.spec,
-                name=self.name,
-                project_id=self.config.project_id,
-                status="done",
-                records=self.records,
-                summary=summary,
-                manifest=manifest,
-                batches=[*self._graded, *rows],
-            )
-            self._settled = True
-        return tail, metrics, gates
-
-    def finish(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
-        """End a stream's run: dataset scope stored, the run marked done with its summary."""
-        rows, tail = self._dataset_scope()
-        if rows:
-            self.store.write_batches(self.run_id, rows)
-        metrics, gates, summary, manifest = self._conclude()
-        self.store.finish_run(
-            self.run_id, status="done", records=self.records, summary=summary, manifest=manifest
-        )
-        self._settled = True
-        return tail, metrics, gates
-
-    def _dataset_scope(self) -> tuple[list[tuple[int, int, ResultBatch]], list[EvaluationResult]]:
-        """Reduce the dataset-scope evaluators (after the last record)."""
-        rows: list[tuple[int, int, ResultBatch]] = []
-        out: list[EvaluationResult] = []
-        for index, runner in enumerate(self.runners):
-            if not isinstance(runner, DatasetRunner):
-                continue
-            result = runner.finish()
-            self.aggregator.add_dataset(
-                index, result, mapped=len(runner.values), skipped=runner.skipped,
-                errors=runner.errors,
-            )  # fmt: skip
-            rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
-            out.append(result)
-            if self.config.bootstrap and runner.values:
-                from evalsi.runs import dataset_bootstrap
-
-                self._intervals[index] = dataset_bootstrap(
-                    runner, bootstrap=self.config.bootstrap, seed=self.config.seed
-                )
-        return rows, out
-
-    def _conclude(
-        self,
-    ) -> tuple[list[MetricSummary], list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-        """The metric summaries and gate verdicts, and the run's summary and manifest as the
-        embedded Score path stores them."""
-        config = self.config
-        metrics = self.aggregator.summaries(
-            bootstrap=config.bootstrap, seed=config.seed, dataset_intervals=self._intervals
-        )
-        gates = evaluate_gates(config.gates, metrics, **config.rates) if config.gates else []
-        summary: dict[str, Any] = {
-            "metrics": [m.to_dict() for m in metrics],
-            "gates": gates,
-            "dataset": {"source": DATA_NAME, "version": self.version},
-            "bad_records": 0,
-            "bad_examples": [],
-        }
-        manifest = self._manifest()
-        if self.judges:
-            summary["judges"] = judges_summary(self.judges)
-            manifest["judges"] = judges_manifest(self.judges)
-        return metrics, gates, summary, manifest
-
-    def fail(self, error: BaseException) -> None:
-        """Record why the run stopped (a stream keeps what it committed before); never
-        raises, so the request's own error is what the caller sees."""
-        message = str(error) if isinstance(error, EvalsiError) else type(error).__name__
-        status = "failed" if isinstance(error, Exception) else "interrupted"
-        with self._lock:
-            if self._settled or not self._begun:  # a bad request leaves no run
-                return
-            self._settled = True
-        try:
-            if self.run_id:
-                self.store.finish_run(
-                    self.run_id, status=status, records=self.records, summary=None,
-                    manifest=None, error=message,
-                )  # fmt: skip
-            else:
-                self.run_id = self.store.save_run(
-                    kind="score", spec=self.spec, name=self.name, status=status,
-                    project_id=self.config.project_id,
-                    records=self.records, summary=None, manifest=None, error=message,
-                )  # fmt: skip
-        except Exception:  # the store failing too must not hide the first error
-            log.warning("cannot record the failed run", exc_info=True)
-
-    def _manifest(self) -> dict[str, Any]:
-        from evalsi import __version__
-
-        return {
-            "evalsi_version": __version__,
-            "spec_hash": content_hash(self.spec),
-            "evaluators": list(self.config.plan.manifest),
-            "dataset": {"source": DATA_NAME, "version": self.version, "records": self.records},
-            "seed": self.config.seed,
-            "python": _PYTHON,
-            "platform": _PLATFORM,
-            "created_at": time.time(),
-            "unpinned": [],
-        }
 
 
 __all__ = ["EvaluationHandler"]
