@@ -10,10 +10,18 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from evalsi.evaluators import Evaluator, Registry
-from evalsi.packs import core, judge, ml_classic
+from evalsi.packs import core, judge, ml_classic, ml_monitoring, rag, safety, text
 
 BUILTIN_PACKS: Mapping[str, tuple[Evaluator, ...]] = MappingProxyType(
-    {"core": core.EVALUATORS, "judge": judge.EVALUATORS, "ml-classic": ml_classic.EVALUATORS}
+    {
+        "core": core.EVALUATORS,
+        "judge": judge.EVALUATORS,
+        "ml-classic": ml_classic.EVALUATORS,
+        "ml-monitoring": ml_monitoring.EVALUATORS,
+        "text": text.EVALUATORS,
+        "rag": rag.EVALUATORS,
+        "safety": safety.EVALUATORS,
+    }
 )
 """Pack name → its evaluators."""
 
