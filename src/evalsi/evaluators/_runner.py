@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -246,26 +247,34 @@ class DatasetRunner:
         self.missing = missing_checker(bound.manifest.requires)
         self.values: list[Any] = []
         self.record_ids: list[str] = []
-        self.skipped = 0
-        self.errors = 0
-        self.first_error = ""
+        self.skip_reasons: Counter[str] = Counter()
+        self.error_reasons: Counter[str] = Counter()
         self.seconds = 0.0
+
+    @property
+    def skipped(self) -> int:
+        return self.skip_reasons.total()
+
+    @property
+    def errors(self) -> int:
+        return self.error_reasons.total()
 
     def feed(self, records: Sequence[Record]) -> None:
         started = time.perf_counter()
         fn: Callable[[Record], Any] = self.bound.instance.map
+        missing = self.missing
         for record in records:
-            if self.missing(record) is not None:
-                self.skipped += 1
+            lacking = missing(record)
+            if lacking is not None:
+                self.skip_reasons[f"record has no {lacking}"] += 1
                 continue
             try:
                 value = fn(record)
-            except Skip:
-                self.skipped += 1
+            except Skip as s:
+                self.skip_reasons[s.reason] += 1
                 continue
             except Exception as e:
-                self.errors += 1
-                self.first_error = self.first_error or _error_reason(e)
+                self.error_reasons[_error_reason(e)] += 1
                 continue
             self.values.append(value)
             self.record_ids.append(record.id)
@@ -279,17 +288,63 @@ class DatasetRunner:
             return _error_reason(e)
         return to_scores(out, self.bound.manifest.ref.name)
 
+    @property
+    def weighted(self) -> bool:
+        """The evaluator reduces weighted prepared arrays (the fast bootstrap path)."""
+        instance = self.bound.instance
+        return callable(getattr(instance, "prepare", None)) and callable(
+            getattr(instance, "reduce_weighted", None)
+        )
+
+    def weighted_reducer(self) -> Callable[[Any], list[Score] | str]:
+        """Prepare the mapped values once; the returned function reduces them under a vector
+        of weights (bootstrap counts). A string result means ERROR: why."""
+        instance = self.bound.instance
+        prepared = instance.prepare(self.values)
+        name = self.bound.manifest.ref.name
+
+        def reduce(weights: Any) -> list[Score] | str:
+            try:
+                out = instance.reduce_weighted(prepared, weights)
+            except Exception as e:
+                return _error_reason(e)
+            return to_scores(out, name)
+
+        return reduce
+
     def finish(self) -> EvaluationResult:
+        """The reduced result. Why records were left out is kept: the reason when nothing was
+        eligible, else ``skipped``/``errors`` reason counts in each score's metadata."""
         if not self.values:
-            reason = self.first_error or "no record was eligible"
-            outcome = _ERROR if self.first_error else _SKIPPED
+            outcome = _ERROR if self.error_reasons else _SKIPPED
+            reasons = self.error_reasons or self.skip_reasons
+            reason = "no record was eligible"
+            if reasons:
+                top, count = reasons.most_common(1)[0]
+                reason = f"{reason}: {count} of {reasons.total()} {_why(outcome)}: {top}"
             return EvaluationResult("", self.name, self.ref, outcome, reason=reason)
         started = time.perf_counter()
         scores = self.reduce()
         self.seconds += time.perf_counter() - started
         if isinstance(scores, str):
             return EvaluationResult("", self.name, self.ref, _ERROR, reason=scores)
+        left_out = {
+            key: dict(counter.most_common(_REASONS_KEPT))
+            for key, counter in (("skipped", self.skip_reasons), ("errors", self.error_reasons))
+            if counter
+        }
+        if left_out:
+            for score in scores:
+                score.metadata = {**score.metadata, **left_out}
         return EvaluationResult("", self.name, self.ref, _SCORED, scores, duration_s=self.seconds)
+
+
+_REASONS_KEPT = 10
+"""Distinct skip / error reasons kept per dataset-scope result (the most frequent)."""
+
+
+def _why(outcome: Outcome) -> str:
+    return "records failed in map" if outcome is _ERROR else "records skipped"
 
 
 Runner = RecordRunner | DatasetRunner

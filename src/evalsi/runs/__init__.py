@@ -3,6 +3,7 @@
 from evalsi.runs._aggregate import Aggregator
 from evalsi.runs._compare import compare_runs
 from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
+from evalsi.runs._dataset_scope import DatasetScope, dataset_bootstrap, finish_dataset_scope
 from evalsi.runs._execute import execute_run
 from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
 from evalsi.runs._gate_syntax import EvaluatorMetrics
@@ -11,7 +12,6 @@ from evalsi.runs._grade import grade_run
 from evalsi.runs._judges import JUDGE_CONNECTORS, build_judges, judges_manifest, judges_summary
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
-from evalsi.runs._resample import dataset_bootstrap
 from evalsi.runs._result import (
     TABLE_COLUMNS,
     ScoreResult,
@@ -53,6 +53,7 @@ __all__ = [
     "Aggregator",
     "BudgetSpec",
     "Comparison",
+    "DatasetScope",
     "DatasetSpec",
     "EvaluatorEntry",
     "EvaluatorLike",
@@ -76,6 +77,7 @@ __all__ = [
     "dataset_bootstrap",
     "evaluate_gates",
     "execute_run",
+    "finish_dataset_scope",
     "format_ci",
     "format_number",
     "gate_rows",

@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from evalsi.core import EvalsiError, Interval, Record, ResultBatch, UserError, content_hash
+from evalsi.core import EvalsiError, Record, ResultBatch, UserError, content_hash
 from evalsi.datasets import FieldMap, open_dataset
-from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
+from evalsi.evaluators import DatasetRunner, Registry, use_judges
 from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._dataset_scope import finish_dataset_scope
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
     JudgeLike,
@@ -147,8 +148,11 @@ async def score_async(
                 if progress is not None:
                     progress(done, dataset.bad_count)
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
-        intervals = _finish_dataset_scope(runners, aggregator, db, run.id, bootstrap, seed)
-        metrics = aggregator.summaries(bootstrap=bootstrap, seed=seed, dataset_intervals=intervals)
+        reduced = finish_dataset_scope(runners, aggregator, seed=seed)
+        db.write_batches(run.id, reduced.rows)
+        metrics = aggregator.summaries(
+            bootstrap=bootstrap, seed=seed, dataset_intervals=reduced.intervals
+        )
         gate_results = evaluate_gates(parsed_gates, metrics, **rates)
     except BaseException as e:  # record why the run stopped, then let the error go on
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
@@ -216,36 +220,6 @@ def _young_gc_relaxed(threshold: int = 50_000) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
-
-
-def _finish_dataset_scope(
-    runners: list[RecordRunner | DatasetRunner],
-    aggregator: Aggregator,
-    db: SqlStore,
-    run_id: str,
-    bootstrap: Literal["percentile", "bca"] | None,
-    seed: int,
-) -> dict[int, dict[str, Interval]]:
-    intervals: dict[int, dict[str, Interval]] = {}
-    rows = []
-    for index, runner in enumerate(runners):
-        if not isinstance(runner, DatasetRunner):
-            continue
-        result = runner.finish()
-        aggregator.add_dataset(
-            index,
-            result,
-            mapped=len(runner.values),
-            skipped=runner.skipped,
-            errors=runner.errors,
-        )
-        rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
-        if bootstrap and runner.values:
-            from evalsi.runs._resample import dataset_bootstrap
-
-            intervals[index] = dataset_bootstrap(runner, bootstrap=bootstrap, seed=seed)
-    db.write_batches(run_id, rows)
-    return intervals
 
 
 def _manifest(

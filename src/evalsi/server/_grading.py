@@ -43,6 +43,7 @@ from evalsi.runs import (
     Gate,
     build_judges,
     evaluate_gates,
+    finish_dataset_scope,
     judges_manifest,
     judges_summary,
 )
@@ -319,26 +320,10 @@ class _Grading:
         return tail, metrics, gates
 
     def _dataset_scope(self) -> tuple[list[tuple[int, int, ResultBatch]], list[EvaluationResult]]:
-        """Reduce the dataset-scope evaluators (after the last record)."""
-        rows: list[tuple[int, int, ResultBatch]] = []
-        out: list[EvaluationResult] = []
-        for index, runner in enumerate(self.runners):
-            if not isinstance(runner, DatasetRunner):
-                continue
-            result = runner.finish()
-            self.aggregator.add_dataset(
-                index, result, mapped=len(runner.values), skipped=runner.skipped,
-                errors=runner.errors,
-            )  # fmt: skip
-            rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
-            out.append(result)
-            if self.config.bootstrap and runner.values:
-                from evalsi.runs import dataset_bootstrap
-
-                self._intervals[index] = dataset_bootstrap(
-                    runner, bootstrap=self.config.bootstrap, seed=self.config.seed
-                )
-        return rows, out
+        """Reduce the dataset-scope evaluators (after the last record), with their CIs."""
+        reduced = finish_dataset_scope(self.runners, self.aggregator, seed=self.config.seed)
+        self._intervals = reduced.intervals
+        return reduced.rows, reduced.results
 
     def _conclude(
         self,

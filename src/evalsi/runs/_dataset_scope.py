@@ -1,0 +1,110 @@
+"""Dataset scope at the end of a Score: reduce each evaluator, then bootstrap its interval.
+
+A corpus metric (ROC-AUC, corpus BLEU, R²…) has no closed-form interval, so every
+dataset-scope metric gets a percentile bootstrap by default. Two paths:
+
+- **weighted** (fast): an evaluator with ``prepare(values)`` and ``reduce_weighted(prepared,
+  weights)`` converts its values to arrays once; a resample is then just a vector of
+  multinomial counts, so each replicate costs one vectorised reduction.
+- **re-reduce** (any evaluator): each replicate builds the resampled list and calls ``reduce``.
+
+Replicates are capped by a work budget so a million-record dataset still finishes in seconds;
+the count used is a function of n only (deterministic for a seed). BCa would need a jackknife
+of n more reductions, so dataset scope always uses the percentile method and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evalsi.core import EvaluationResult, Interval, ResultBatch
+from evalsi.evaluators import DatasetRunner, RecordRunner
+from evalsi.runs._aggregate import Aggregator
+
+RESAMPLES = 1000
+"""Replicates for small and medium datasets."""
+MIN_RESAMPLES = 100
+"""Never fewer, however large the dataset."""
+WEIGHTED_BUDGET = 100_000_000
+"""Values visited in total on the weighted path (replicates x n)."""
+REREDUCE_BUDGET = 20_000_000
+"""Values copied in total on the re-reduce path, which is ~10x slower per value."""
+
+
+def resample_count(n: int, *, weighted: bool) -> int:
+    """How many replicates a dataset of ``n`` values gets (1000, fewer past the budget)."""
+    budget = WEIGHTED_BUDGET if weighted else REREDUCE_BUDGET
+    return max(MIN_RESAMPLES, min(RESAMPLES, budget // max(n, 1)))
+
+
+def dataset_bootstrap(
+    runner: DatasetRunner, *, seed: int, level: float = 0.95
+) -> dict[str, Interval]:
+    """Percentile intervals per metric of one dataset-scope evaluator after ``feed``.
+
+    A replicate the metric cannot reduce (e.g. one class only for ROC-AUC) is dropped; a metric
+    with fewer than half its replicates left gets no interval rather than a misleading one.
+    """
+    values = runner.values
+    n = len(values)
+    if n == 0:
+        return {}
+    rng = np.random.default_rng(seed)
+    weighted = runner.weighted
+    count = resample_count(n, weighted=weighted)
+    draws: dict[str, list[float]] = {}
+    if weighted:
+        reduce = runner.weighted_reducer()
+    for _ in range(count):
+        picks = rng.integers(0, n, n)
+        if weighted:
+            scores = reduce(np.bincount(picks, minlength=n).astype(np.float64))
+        else:
+            scores = runner.reduce([values[i] for i in picks.tolist()])
+        if isinstance(scores, str):
+            continue
+        for score in scores:
+            value = score.number if score.number is not None else score.passed
+            if value is not None and math.isfinite(float(value)):
+                draws.setdefault(score.name, []).append(float(value))
+    alpha = (1 - level) / 2
+    out = {}
+    for name, got in draws.items():
+        if len(got) < count / 2:
+            continue
+        lo, hi = np.quantile(np.asarray(got), [alpha, 1 - alpha])
+        out[name] = Interval(float(lo), float(hi), "bootstrap-percentile", level)
+    return out
+
+
+@dataclass(slots=True)
+class DatasetScope:
+    """What reducing the dataset-scope evaluators produced: rows to store (at position -1),
+    the results themselves and each evaluator's intervals by runner index."""
+
+    rows: list[tuple[int, int, ResultBatch]] = field(default_factory=list)
+    results: list[EvaluationResult] = field(default_factory=list)
+    intervals: dict[int, dict[str, Interval]] = field(default_factory=dict)
+
+
+def finish_dataset_scope(
+    runners: Sequence[RecordRunner | DatasetRunner], aggregator: Aggregator, *, seed: int
+) -> DatasetScope:
+    """Reduce every dataset-scope runner, add it to ``aggregator`` and bootstrap its CI."""
+    out = DatasetScope()
+    for index, runner in enumerate(runners):
+        if not isinstance(runner, DatasetRunner):
+            continue
+        result = runner.finish()
+        aggregator.add_dataset(
+            index, result, mapped=len(runner.values), skipped=runner.skipped, errors=runner.errors
+        )
+        out.rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
+        out.results.append(result)
+        if result.scores:
+            out.intervals[index] = dataset_bootstrap(runner, seed=seed)
+    return out

@@ -1,0 +1,124 @@
+"""Dataset-scope metrics: a bootstrap CI by default, two resampling paths that agree, a bounded
+number of replicates, and the reasons records were left out kept with the result."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from scipy import stats
+
+import evalsi
+from evalsi.core import Outcome, Record, Score
+from evalsi.evaluators import Registry, Skip, evaluator
+from evalsi.runs._dataset_scope import MIN_RESAMPLES, RESAMPLES, resample_count
+
+
+class _Mean:
+    """The mean of ``output`` numbers; odd ids are skipped when ``skip_odd``."""
+
+    def __init__(self, *, skip_odd: bool = False) -> None:
+        self.skip_odd = skip_odd
+
+    def map(self, record: Record) -> float:
+        assert record.output is not None
+        if self.skip_odd and int(record.id) % 2:
+            raise Skip("odd record")
+        value = record.output.json
+        if value == "bad":
+            raise ValueError("not a number")
+        return float(value)
+
+    def reduce(self, values: Sequence[float]) -> Score:
+        return Score(number=float(np.mean(values)))
+
+
+class _WeightedMean(_Mean):
+    def prepare(self, values: Sequence[float]) -> npt.NDArray[np.float64]:
+        return np.asarray(values, dtype=np.float64)
+
+    def reduce_weighted(self, x: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> Score:
+        return Score(number=float((x * w).sum() / w.sum()))
+
+
+mean_plain = evaluator(name="t/mean-plain", scope="dataset", outputs=["mean-plain"])(_Mean)
+mean_weighted = evaluator(name="t/mean-weighted", scope="dataset", outputs=["mean-weighted"])(
+    _WeightedMean
+)
+REG = Registry([mean_plain, mean_weighted])
+
+
+def _rows(values: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{"id": str(i), "output": {"json": v}} for i, v in enumerate(values)]
+
+
+def _summary(rows: list[dict[str, Any]], name: str, **kw: Any) -> Any:
+    result = evalsi.evaluate(data=rows, evaluators=[name], registry=REG, store=":memory:", **kw)
+    (summary,) = result.metrics
+    return result, summary
+
+
+def test_dataset_metrics_get_a_bootstrap_ci_by_default() -> None:
+    x = np.random.default_rng(3).normal(10.0, 2.0, 800)
+    _, s = _summary(_rows(x.tolist()), "mean-weighted")
+    assert s.ci.method == "bootstrap-percentile"
+    assert s.ci.low < s.mean < s.ci.high
+    # The bootstrap interval of a mean approaches the t interval (scipy) for n = 800.
+    t_lo, t_hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert s.ci.low == pytest.approx(t_lo, abs=0.05)
+    assert s.ci.high == pytest.approx(t_hi, abs=0.05)
+
+
+def test_weighted_and_rereduce_paths_draw_the_same_replicates() -> None:
+    x = np.random.default_rng(5).exponential(3.0, 300).tolist()
+    _, plain = _summary(_rows(x), "mean-plain", seed=11)
+    _, fast = _summary(_rows(x), "mean-weighted", seed=11)
+    assert fast.ci.low == pytest.approx(plain.ci.low, rel=1e-12)
+    assert fast.ci.high == pytest.approx(plain.ci.high, rel=1e-12)
+
+
+def test_intervals_depend_on_the_seed_only() -> None:
+    x = np.random.default_rng(1).normal(size=200).tolist()
+    a = _summary(_rows(x), "mean-weighted", seed=2)[1].ci
+    b = _summary(_rows(x), "mean-weighted", seed=2)[1].ci
+    c = _summary(_rows(x), "mean-weighted", seed=3)[1].ci
+    assert (a.low, a.high) == (b.low, b.high)
+    assert (a.low, a.high) != (c.low, c.high)
+
+
+def test_replicates_are_bounded_by_a_work_budget() -> None:
+    assert resample_count(1_000, weighted=True) == RESAMPLES
+    assert resample_count(1_000_000, weighted=True) == 100
+    assert resample_count(1_000_000, weighted=False) == MIN_RESAMPLES
+    assert resample_count(50_000, weighted=False) == 400
+
+
+def test_skip_and_error_reasons_are_kept_with_the_result() -> None:
+    values: list[Any] = [1.0, 2.0, 3.0, "bad", 5.0, 6.0]
+    result, s = _summary(_rows(values), "mean-weighted", params={"mean-weighted": {}})
+    (dataset,) = [r for r in result.results if r.record_id == ""]
+    meta = dataset.scores[0].metadata
+    assert meta["errors"] == {"ValueError: not a number": 1}
+    assert s.errors == 1 and s.n == 5
+
+    result, s = _summary(
+        _rows([1.0, 2.0, 3.0, 4.0]), "mean-plain", params={"mean-plain": {"skip_odd": True}}
+    )
+    (dataset,) = [r for r in result.results if r.record_id == ""]
+    assert dataset.scores[0].metadata["skipped"] == {"odd record": 2}
+    assert s.skipped == 2 and s.mean == pytest.approx(2.0)
+
+
+def test_nothing_eligible_names_the_most_common_reason() -> None:
+    result, s = _summary(
+        [{"id": "1", "output": {"json": 1.0}}, {"id": "3", "output": {"json": 2.0}}],
+        "mean-plain",
+        params={"mean-plain": {"skip_odd": True}},
+    )
+    (dataset,) = [r for r in result.results if r.record_id == ""]
+    assert dataset.outcome is Outcome.SKIPPED
+    assert dataset.reason == "no record was eligible: 2 of 2 records skipped: odd record"
+    assert s.ci.method == "none"
