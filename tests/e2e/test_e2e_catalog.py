@@ -62,3 +62,28 @@ def test_catalog_show_unknown_exits_2_with_a_suggestion(cli, user_error):
     user_error(cli("catalog", "show", "nope"), "unknown evaluator 'nope'", "evalsi catalog list")
     user_error(cli("catalog", "show", "exact-mach"), "did you mean exact-match")
     user_error(cli("catalog", "show", "exact-match@9.9.9"), "no version 9.9.9", "1.0.0")
+
+
+def test_catalog_packs_lists_every_pack_with_the_project_opt_in(cli, json_out, tmp_path):
+    out = json_out(cli("catalog", "packs", "--format", "json"))
+    by_name = {p["name"]: p for p in out["packs"]}
+    assert {"core", "judge", "ml-classic", "ml-monitoring", "text", "rag", "safety"} <= set(by_name)
+    assert [n for n, p in by_name.items() if p["enabled"]] == ["core"]
+    assert by_name["text"]["extra"] == "text"
+    assert set(CORE) == set(by_name["core"]["evaluators"])
+    config = tmp_path / "project.yaml"
+    config.write_text("evaluators:\n  packs: [core, ml-classic]\n", encoding="utf-8")
+    out = json_out(cli("catalog", "packs", "--config", str(config), "--format", "json"))
+    assert {p["name"] for p in out["packs"] if p["enabled"]} == {"core", "ml-classic"}
+    table = cli("catalog", "packs")
+    assert table.returncode == 0, table.stderr
+    assert "evalsi[text]" in table.stdout
+
+
+def test_catalog_packs_bad_config_and_unknown_pack_are_user_errors(cli, user_error, tmp_path):
+    config = tmp_path / "project.yaml"
+    config.write_text("evaluators:\n  packs: [cor]\n", encoding="utf-8")
+    err = user_error(cli("catalog", "packs", "--config", str(config)))
+    assert 'evaluators.packs[0]: unknown pack "cor"' in err
+    err = user_error(cli("catalog", "list", "--pack", "nope"))
+    assert "--pack: unknown pack 'nope' (known: core" in err

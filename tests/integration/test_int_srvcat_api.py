@@ -49,12 +49,14 @@ def test_list_evaluators_is_the_registry(url: str) -> None:
         none = client.list_evaluators(pb.ListEvaluatorsRequest(pack="no-such-pack")).evaluators
     registry = builtin_registry()
     assert [manifest_from_proto(m) for m in listed] == [ev.manifest for ev in registry]
-    assert {m.ref.name for m in core} == {ev.manifest.ref.name for ev in BUILTIN_PACKS["core"]}
+    assert {m.ref.name for m in core} == {
+        ev.manifest.ref.name for ev in BUILTIN_PACKS["core"].evaluators
+    }
     assert list(none) == []
     status, body = _get(url + "/v1alpha1/evaluators?pack=judge")
     assert status == 200
     assert {e["ref"]["name"] for e in body["evaluators"]} == {
-        ev.manifest.ref.name for ev in BUILTIN_PACKS["judge"]
+        ev.manifest.ref.name for ev in BUILTIN_PACKS["judge"].evaluators
     }
 
 
@@ -93,10 +95,24 @@ def test_list_packs(url: str) -> None:
         packs = [pack_from_proto(p) for p in client.list_packs(pb.ListPacksRequest()).packs]
     by_name = {p.name: p for p in packs}
     assert set(by_name) == set(BUILTIN_PACKS)
-    for name, evaluators in BUILTIN_PACKS.items():
-        assert sorted(by_name[name].evaluators) == sorted(e.manifest.ref.name for e in evaluators)
-        assert by_name[name].description  # the pack's docstring
+    for name, pack in BUILTIN_PACKS.items():
+        got = by_name[name]
+        assert sorted(got.evaluators) == sorted(e.manifest.ref.name for e in pack.evaluators)
+        assert got.description == pack.description  # the pack's docstring
+        assert got.extra == pack.extra
+        assert got.enabled is (name == "core")  # only core is on by default
     assert "judge" in by_name["judge"].description
+    assert by_name["text"].extra == "text"
+
+
+def test_list_packs_reports_the_project_opt_in(tmp_path: Path) -> None:
+    state = server_state(tmp_path, store=":memory:", runs=False, packs=("core", "text"))
+    with (
+        serving(state, only=(CatalogServiceASGIApplication, CatalogHandler)) as srv,
+        CatalogServiceClientSync(srv.url) as client,
+    ):
+        packs = [pack_from_proto(p) for p in client.list_packs(pb.ListPacksRequest()).packs]
+    assert {p.name for p in packs if p.enabled} == {"core", "text"}
 
 
 def test_list_connectors_reads_the_run_engine(url: str) -> None:

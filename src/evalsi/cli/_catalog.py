@@ -1,12 +1,15 @@
-"""``evalsi catalog list|show``: the evaluators available, documented."""
+"""``evalsi catalog list|show|packs``: the evaluators and packs available, documented."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from evalsi.cli._output import print_json, print_table
 from evalsi.cli._remote import add_server_flag, connect, server_of
+from evalsi.core import UserError
+from evalsi.evaluators import pack_of
 
 
 def register(commands: Any) -> None:
@@ -24,6 +27,21 @@ def register(commands: Any) -> None:
     show.add_argument("--format", choices=("text", "json"), default="text")
     add_server_flag(show)
     show.set_defaults(handler=show_evaluator)
+    packs = sub.add_parser(
+        "packs",
+        help="every pack: its evaluators, the extra it needs, whether the project turns it on",
+        description="Packs group evaluators. Naming an evaluator explicitly always works; "
+        "evaluators.packs in evalsi.yaml decides which packs run implicitly (online "
+        "policies). Only core is on by default.",
+    )
+    packs.add_argument(
+        "--config",
+        type=Path,
+        help="the project config to read evaluators.packs from (default: ./evalsi.yaml if any)",
+    )
+    packs.add_argument("--format", choices=("table", "json"), default="table")
+    add_server_flag(packs)
+    packs.set_defaults(handler=list_packs)
 
 
 def _manifest_dict(m: Any) -> dict[str, Any]:
@@ -60,10 +78,16 @@ def list_catalog(args: argparse.Namespace) -> int:
         from evalsi.packs import builtin_registry
 
         items = [
-            ev.manifest
-            for ev in builtin_registry()
-            if not args.pack or ev.manifest.pack == args.pack
+            ev.manifest for ev in builtin_registry() if not args.pack or pack_of(ev) == args.pack
         ]
+        if args.pack and not items:
+            from evalsi.packs import BUILTIN_PACKS
+
+            known = sorted({*BUILTIN_PACKS, *(pack_of(ev) for ev in builtin_registry())})
+            raise UserError(
+                f"--pack: unknown pack {args.pack!r} (known: {', '.join(known)})",
+                hint="evalsi catalog packs lists them",
+            )
     if args.format == "json":
         print_json({"evaluators": [_manifest_dict(m) for m in items]})
         return 0
@@ -79,6 +103,50 @@ def list_catalog(args: argparse.Namespace) -> int:
     ]
     print_table(("name", "version", "pack", "metrics", "description"), rows)
     return 0
+
+
+def list_packs(args: argparse.Namespace) -> int:
+    server = server_of(args)
+    if server is not None:
+        if args.config is not None:
+            raise UserError("--config reads a local project config; it cannot go with --server")
+        with connect(server) as client:
+            packs = [
+                (p.name, p.description, list(p.evaluators), p.extra, p.enabled)
+                for p in client.list_packs()
+            ]
+    else:
+        packs = _local_packs(args.config)
+    if args.format == "json":
+        keys = ("name", "description", "evaluators", "extra", "enabled")
+        print_json({"packs": [dict(zip(keys, p, strict=True)) for p in packs]})
+        return 0
+    rows = [
+        (name, "on" if enabled else "off", str(len(evs)), extra and f"evalsi[{extra}]", desc)
+        for name, desc, evs, extra, enabled in packs
+    ]
+    print_table(("pack", "enabled", "evaluators", "needs", "description"), rows)
+    return 0
+
+
+def _local_packs(config: Path | None) -> list[tuple[str, str, list[str], str, bool]]:
+    """The packs of this install, enabled as ``evaluators.packs`` of the project config says."""
+    from evalsi.evaluators import PackOptIn
+    from evalsi.packs import BUILTIN_PACKS, builtin_registry
+    from evalsi.server._config import load_config
+
+    if config is None and Path("evalsi.yaml").is_file():
+        config = Path("evalsi.yaml")
+    opt_in = PackOptIn(load_config(config).packs)
+    members: dict[str, list[str]] = {name: [] for name in BUILTIN_PACKS}
+    for ev in builtin_registry():
+        members.setdefault(pack_of(ev), []).append(ev.name)
+    out = []
+    for name, evs in members.items():
+        pack = BUILTIN_PACKS.get(name)
+        desc, extra = (pack.description, pack.extra) if pack else ("", "")
+        out.append((name, desc, sorted(evs), extra, opt_in.enabled(name)))
+    return out
 
 
 def show_evaluator(args: argparse.Namespace) -> int:

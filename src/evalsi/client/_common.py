@@ -159,9 +159,13 @@ def stream_update(message: ev_pb.EvaluateStreamResponse) -> StreamUpdate:
 
 @dataclass(frozen=True)
 class PackInfo:
+    """A pack the server offers; ``enabled`` when its project config turns the pack on."""
+
     name: str
     description: str
     evaluators: tuple[str, ...]
+    extra: str = ""
+    enabled: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,13 @@ class DatasetPage:
 
 
 def pack_info(p: cat_pb.Pack) -> PackInfo:
-    return PackInfo(str(p.name), str(p.description), tuple(str(e) for e in p.evaluators))
+    return PackInfo(
+        str(p.name),
+        str(p.description),
+        tuple(str(e) for e in p.evaluators),
+        str(p.extra),
+        bool(p.enabled),
+    )
 
 
 def connector_info(c: cat_pb.Connector) -> ConnectorInfo:

@@ -11,6 +11,7 @@ from evalsi.evaluators._judges import (
     no_judge_reason,
     use_judges,
 )
+from evalsi.evaluators._packs import DEFAULT_PACKS, Pack, PackOptIn, pack_of
 from evalsi.evaluators._params import ParamSpec, validate_params
 from evalsi.evaluators._registry import ENTRY_POINT_GROUP, Registry
 from evalsi.evaluators._runner import (
@@ -23,12 +24,15 @@ from evalsi.evaluators._runner import (
 )
 
 __all__ = [
+    "DEFAULT_PACKS",
     "ENTRY_POINT_GROUP",
     "BoundEvaluator",
     "DatasetRunner",
     "Evaluator",
     "JudgeClient",
     "JudgeReply",
+    "Pack",
+    "PackOptIn",
     "ParamSpec",
     "RecordRunner",
     "Registry",
@@ -42,6 +46,7 @@ __all__ = [
     "make_runner",
     "missing_checker",
     "no_judge_reason",
+    "pack_of",
     "to_scores",
     "use_judges",
     "validate_params",

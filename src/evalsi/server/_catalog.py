@@ -7,7 +7,6 @@ against, so the catalog cannot offer something a run would refuse.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import sys
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as pb
 from evalsi.connectors import Anthropic, HttpTarget, OpenAICompatible, PythonTarget
 from evalsi.core import NotFoundError, UserError, parse_ref
-from evalsi.evaluators import Evaluator
+from evalsi.evaluators import PackOptIn, pack_of
 from evalsi.packs import BUILTIN_PACKS
 from evalsi.runs import JUDGE_CONNECTORS, MODEL_CONNECTORS, TARGET_KINDS
 from evalsi.server._state import ServerState
@@ -46,7 +45,9 @@ class CatalogHandler:
     async def list_evaluators(
         self, request: pb.ListEvaluatorsRequest, ctx: Any, /
     ) -> pb.ListEvaluatorsResponse:
-        items = [ev for ev in self._state.registry if not request.pack or _pack(ev) == request.pack]
+        items = [
+            ev for ev in self._state.registry if not request.pack or pack_of(ev) == request.pack
+        ]
         return pb.ListEvaluatorsResponse(
             evaluators=[manifest_to_proto(ev.manifest) for ev in items]
         )
@@ -64,10 +65,15 @@ class CatalogHandler:
         return pb.GetEvaluatorResponse(evaluator=manifest_to_proto(ev.manifest))
 
     async def list_packs(self, request: pb.ListPacksRequest, ctx: Any, /) -> pb.ListPacksResponse:
-        members: dict[str, list[str]] = {}
+        members: dict[str, list[str]] = {name: [] for name in BUILTIN_PACKS}
         for ev in self._state.registry:
-            members.setdefault(_pack(ev), []).append(ev.manifest.ref.name)
-        packs = [PackInfo(n, _pack_description(n), tuple(evs)) for n, evs in members.items()]
+            members.setdefault(pack_of(ev), []).append(ev.manifest.ref.name)
+        opt_in = PackOptIn(self._state.config.packs)
+        packs = []
+        for name, evs in members.items():
+            builtin = BUILTIN_PACKS.get(name)
+            description, extra = (builtin.description, builtin.extra) if builtin else ("", "")
+            packs.append(PackInfo(name, description, tuple(evs), extra, opt_in.enabled(name)))
         return pb.ListPacksResponse(packs=[pack_to_proto(p) for p in sorted(packs)])
 
     async def list_connectors(
@@ -96,16 +102,6 @@ def connectors(state: ServerState) -> list[ConnectorInfo]:
             description += " (disabled on this server: allow_python_targets is off)"
         out.append(ConnectorInfo(kind, ("target",), description))
     return out
-
-
-def _pack(ev: Evaluator) -> str:
-    return ev.manifest.pack or ev.manifest.ref.namespace
-
-
-def _pack_description(name: str) -> str:
-    if name not in BUILTIN_PACKS:
-        return ""
-    return _first_line(importlib.import_module(f"evalsi.packs.{name.replace('-', '_')}").__doc__)
 
 
 def _describe(name: str) -> str:

@@ -15,6 +15,8 @@
     allowPythonTargets: false
     secrets:
       allowEnv: [OPENAI_API_KEY]              # env: refs a run spec may use (none by default)
+    evaluators:
+      packs: [core, text, safety]             # packs that may run implicitly (default: [core])
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -33,6 +35,7 @@ from typing import Any
 import yaml
 
 from evalsi.core import SpecError, UserError
+from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.server._state import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -50,6 +53,7 @@ _TOP = (
     "judges",
     "allowPythonTargets",
     "secrets",
+    "evaluators",
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
@@ -164,6 +168,7 @@ def load_config(
         allow_python = False
     judges = _judges(p, base, shown, top.get("judges"))
     allowed_env = _allowed_env(p, top.get("secrets"))
+    packs = _packs(p, top.get("evaluators"))
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -199,7 +204,35 @@ def load_config(
         judges=judges,
         allow_python_targets=allow_python,
         allowed_env_secrets=allowed_env,
+        packs=packs,
     )
+
+
+def _packs(p: _Problems, value: Any) -> tuple[str, ...]:
+    """``evaluators: {packs: [core, ...]}``: the packs turned on; each must exist here."""
+    if value is None:
+        return DEFAULT_PACKS
+    if not isinstance(value, dict):
+        p.bad("evaluators", f"expected a mapping with packs, got {_show(value)}")
+        return DEFAULT_PACKS
+    for key in value:
+        if key != "packs":
+            p.bad(f"evaluators.{key}", "unknown key (expected packs)")
+    names = value.get("packs", list(DEFAULT_PACKS))
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        p.bad("evaluators.packs", f"expected a list of pack names, got {_show(names)}")
+        return DEFAULT_PACKS
+    from evalsi.evaluators import pack_of
+    from evalsi.packs import BUILTIN_PACKS, builtin_registry
+
+    known = [*BUILTIN_PACKS, *sorted({pack_of(ev) for ev in builtin_registry()} - {*BUILTIN_PACKS})]
+    for i, name in enumerate(names):
+        if name not in known:
+            p.bad(
+                f"evaluators.packs[{i}]",
+                f"unknown pack {_show(name)} (known: {', '.join(known)})",
+            )
+    return tuple(dict.fromkeys(names))
 
 
 def _allowed_env(p: _Problems, value: Any) -> tuple[str, ...]:

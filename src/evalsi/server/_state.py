@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalsi.evaluators import DEFAULT_PACKS
+
 if TYPE_CHECKING:
     from evalsi.evaluators import Registry
     from evalsi.runs import JudgeSpec
@@ -45,6 +47,8 @@ class ServerConfig:
     allow_python_targets: bool = False
     # Environment variables run specs may name as `secretRef: env:NAME` (none by default).
     allowed_env_secrets: tuple[str, ...] = ()
+    # `evaluators.packs`: the packs that may run implicitly (online policies); core by default.
+    packs: tuple[str, ...] = DEFAULT_PACKS
 
 
 @dataclass

@@ -13,11 +13,14 @@ from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2
 
 
 class PackInfo(NamedTuple):
-    """A pack: its name, one line about it, and its evaluators' names."""
+    """A pack: its name, one line about it, its evaluators' names, the pip extra it needs and
+    whether the project turns it on."""
 
     name: str
     description: str
     evaluators: tuple[str, ...]
+    extra: str = ""
+    enabled: bool = False
 
 
 class ConnectorInfo(NamedTuple):
@@ -30,12 +33,22 @@ class ConnectorInfo(NamedTuple):
 
 def pack_to_proto(pack: PackInfo) -> catalog_service_pb2.Pack:
     return catalog_service_pb2.Pack(
-        name=pack.name, description=pack.description, evaluators=sorted(pack.evaluators)
+        name=pack.name,
+        description=pack.description,
+        evaluators=sorted(pack.evaluators),
+        extra=pack.extra,
+        enabled=pack.enabled,
     )
 
 
 def pack_from_proto(message: catalog_service_pb2.Pack) -> PackInfo:
-    return PackInfo(str(message.name), str(message.description), tuple(message.evaluators))
+    return PackInfo(
+        str(message.name),
+        str(message.description),
+        tuple(message.evaluators),
+        str(message.extra),
+        bool(message.enabled),
+    )
 
 
 def connector_to_proto(connector: ConnectorInfo) -> catalog_service_pb2.Connector:

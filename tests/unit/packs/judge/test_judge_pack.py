@@ -19,7 +19,7 @@ from evalsi.store import SqlStore
 
 
 def test_registered_as_a_pack() -> None:
-    assert BUILTIN_PACKS["judge"] == EVALUATORS
+    assert BUILTIN_PACKS["judge"].evaluators == EVALUATORS
     reg = builtin_registry(entry_points=False)
     refs = {
         reg.resolve(n).ref for n in ("llm-judge", "g-eval", "pairwise", "reference-correctness")

@@ -26,7 +26,7 @@ from evalsi._proto.evalsi.v1alpha1 import evaluator_pb2 as evalsi_dot_v1alpha1_d
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/catalog_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\x1a\x1cgoogle/api/annotations.proto\"%\n\x15ListEvaluatorsRequest\x12\x0c\n\x04pack\x18\x01 \x01(\t\"P\n\x16ListEvaluatorsResponse\x12\x36\n\nevaluators\x18\x01 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\"\"\n\x13GetEvaluatorRequest\x12\x0b\n\x03ref\x18\x01 \x01(\t\"M\n\x14GetEvaluatorResponse\x12\x35\n\tevaluator\x18\x01 \x01(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\"\x12\n\x10ListPacksRequest\"=\n\x04Pack\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\nevaluators\x18\x03 \x03(\t\"9\n\x11ListPacksResponse\x12$\n\x05packs\x18\x01 \x03(\x0b\x32\x15.evalsi.v1alpha1.Pack\"\x17\n\x15ListConnectorsRequest\"=\n\tConnector\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05roles\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"H\n\x16ListConnectorsResponse\x12.\n\nconnectors\x18\x01 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Connector2\x80\x04\n\x0e\x43\x61talogService\x12\x7f\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/evaluators\x12\x7f\n\x0cGetEvaluator\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a%.evalsi.v1alpha1.GetEvaluatorResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1alpha1/evaluators/{ref}\x12k\n\tListPacks\x12!.evalsi.v1alpha1.ListPacksRequest\x1a\".evalsi.v1alpha1.ListPacksResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1alpha1/packs\x12\x7f\n\x0eListConnectors\x12&.evalsi.v1alpha1.ListConnectorsRequest\x1a\'.evalsi.v1alpha1.ListConnectorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/connectorsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/catalog_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\x1a\x1cgoogle/api/annotations.proto\"%\n\x15ListEvaluatorsRequest\x12\x0c\n\x04pack\x18\x01 \x01(\t\"P\n\x16ListEvaluatorsResponse\x12\x36\n\nevaluators\x18\x01 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\"\"\n\x13GetEvaluatorRequest\x12\x0b\n\x03ref\x18\x01 \x01(\t\"M\n\x14GetEvaluatorResponse\x12\x35\n\tevaluator\x18\x01 \x01(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\"\x12\n\x10ListPacksRequest\"]\n\x04Pack\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\nevaluators\x18\x03 \x03(\t\x12\r\n\x05\x65xtra\x18\x04 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x05 \x01(\x08\"9\n\x11ListPacksResponse\x12$\n\x05packs\x18\x01 \x03(\x0b\x32\x15.evalsi.v1alpha1.Pack\"\x17\n\x15ListConnectorsRequest\"=\n\tConnector\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05roles\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"H\n\x16ListConnectorsResponse\x12.\n\nconnectors\x18\x01 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Connector2\x80\x04\n\x0e\x43\x61talogService\x12\x7f\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/evaluators\x12\x7f\n\x0cGetEvaluator\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a%.evalsi.v1alpha1.GetEvaluatorResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1alpha1/evaluators/{ref}\x12k\n\tListPacks\x12!.evalsi.v1alpha1.ListPacksRequest\x1a\".evalsi.v1alpha1.ListPacksResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1alpha1/packs\x12\x7f\n\x0eListConnectors\x12&.evalsi.v1alpha1.ListConnectorsRequest\x1a\'.evalsi.v1alpha1.ListConnectorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/connectorsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,15 +52,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTPACKSREQUEST']._serialized_start=357
   _globals['_LISTPACKSREQUEST']._serialized_end=375
   _globals['_PACK']._serialized_start=377
-  _globals['_PACK']._serialized_end=438
-  _globals['_LISTPACKSRESPONSE']._serialized_start=440
-  _globals['_LISTPACKSRESPONSE']._serialized_end=497
-  _globals['_LISTCONNECTORSREQUEST']._serialized_start=499
-  _globals['_LISTCONNECTORSREQUEST']._serialized_end=522
-  _globals['_CONNECTOR']._serialized_start=524
-  _globals['_CONNECTOR']._serialized_end=585
-  _globals['_LISTCONNECTORSRESPONSE']._serialized_start=587
-  _globals['_LISTCONNECTORSRESPONSE']._serialized_end=659
-  _globals['_CATALOGSERVICE']._serialized_start=662
-  _globals['_CATALOGSERVICE']._serialized_end=1174
+  _globals['_PACK']._serialized_end=470
+  _globals['_LISTPACKSRESPONSE']._serialized_start=472
+  _globals['_LISTPACKSRESPONSE']._serialized_end=529
+  _globals['_LISTCONNECTORSREQUEST']._serialized_start=531
+  _globals['_LISTCONNECTORSREQUEST']._serialized_end=554
+  _globals['_CONNECTOR']._serialized_start=556
+  _globals['_CONNECTOR']._serialized_end=617
+  _globals['_LISTCONNECTORSRESPONSE']._serialized_start=619
+  _globals['_LISTCONNECTORSRESPONSE']._serialized_end=691
+  _globals['_CATALOGSERVICE']._serialized_start=694
+  _globals['_CATALOGSERVICE']._serialized_end=1206
 # @@protoc_insertion_point(module_scope)

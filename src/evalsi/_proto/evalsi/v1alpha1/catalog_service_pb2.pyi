@@ -37,14 +37,18 @@ class ListPacksRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Pack(_message.Message):
-    __slots__ = ("name", "description", "evaluators")
+    __slots__ = ("name", "description", "evaluators", "extra", "enabled")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     evaluators: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., evaluators: _Optional[_Iterable[str]] = ...) -> None: ...
+    extra: str
+    enabled: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., evaluators: _Optional[_Iterable[str]] = ..., extra: _Optional[str] = ..., enabled: _Optional[bool] = ...) -> None: ...
 
 class ListPacksResponse(_message.Message):
     __slots__ = ("packs",)
