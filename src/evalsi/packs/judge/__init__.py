@@ -8,10 +8,17 @@ output vs a baseline, asked in both orders to measure position bias). Each is
 
 from evalsi.evaluators import Evaluator
 from evalsi.packs.judge._ask import (
+    EXAMPLE_JUDGES,
     REPAIR_PROMPT,
+    Check,
     JudgeFormatError,
     PromptTemplate,
+    Verdict,
+    ask_verdict,
+    explanation_of,
     find_json_object,
+    judge_metadata,
+    total_usage,
 )
 from evalsi.packs.judge._compare import (
     PAIRWISE_TEMPLATE,
@@ -26,16 +33,23 @@ EVALUATORS: tuple[Evaluator, ...] = (llm_judge, g_eval, reference_correctness, p
 
 __all__ = [
     "EVALUATORS",
+    "EXAMPLE_JUDGES",
     "G_EVAL_TEMPLATE",
     "LLM_JUDGE_TEMPLATE",
     "PAIRWISE_TEMPLATE",
     "REFERENCE_TEMPLATE",
     "REPAIR_PROMPT",
+    "Check",
     "JudgeFormatError",
     "PromptTemplate",
+    "Verdict",
+    "ask_verdict",
+    "explanation_of",
     "find_json_object",
     "g_eval",
+    "judge_metadata",
     "llm_judge",
     "pairwise",
     "reference_correctness",
+    "total_usage",
 ]

@@ -94,15 +94,15 @@ def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, A
         except ValueError:
             continue
         candidates.append(value)
-    problem = "no JSON object found"
+    problem = ""  # the outermost candidate's problem: inner objects are usually list items
     for value in candidates:
         if not isinstance(value, dict):
             continue
         why = check(value) if check is not None else None
         if why is None:
             return value, ""
-        problem = why
-    return None, problem
+        problem = problem or why
+    return None, problem or "no JSON object found"
 
 
 def _loads(text: str) -> Any:

@@ -1,0 +1,178 @@
+"""The judge side of the rag pack: list verdicts, their checks, and the scores built from them.
+
+Each judge metric asks for a JSON list of items with a yes/no flag (claims with ``supported``,
+passages with ``relevant``...). The check rejects a list with a missing or malformed item (and,
+for numbered items, a number missing, repeated or out of range), so the one repair request is
+made; the score is then computed here from the flags, never taken from the judge, and the
+items are kept in the score's metadata as evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from evalsi.core import OutputSpec, ParamError, Score
+from evalsi.evaluators import Evaluator, UsesJudge, evaluator
+from evalsi.packs.judge import (
+    EXAMPLE_JUDGES,
+    Check,
+    PromptTemplate,
+    Verdict,
+    ask_verdict,
+    judge_metadata,
+    total_usage,
+)
+
+SYSTEM = (
+    "You are a careful, impartial evaluator of retrieval-augmented answers. Judge only what you "
+    "are asked to judge, use only the text you are given, and answer in exactly the JSON format "
+    "requested."
+)
+"""The system prompt of every rag-pack template."""
+
+_TRUE = ("true", "yes")
+_FALSE = ("false", "no")
+
+
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ListVerdict:
+    """The shape of a list verdict: ``{key: [{text: "...", flag: bool, ...}]}``.
+
+    ``number`` names an item field that must hold each of 1..n exactly once (passages,
+    citations); ``text`` names a field that must hold a non-empty string (claims,
+    statements). ``non_empty`` rejects an empty list.
+    """
+
+    key: str
+    flag: str
+    text: str = ""
+    number: str = ""
+    non_empty: bool = False
+
+    def check(self, n: int = 0) -> Check:
+        """A check for ``ask_verdict``; it normalises flags to booleans and sorts by number."""
+
+        def check(data: dict[str, Any]) -> str | None:
+            items = data.get(self.key)
+            if not isinstance(items, list):
+                return f"no list {self.key!r}"
+            if self.non_empty and not items:
+                return f"{self.key!r} is empty"
+            for i, item in enumerate(items):
+                problem = self._item(item, i, n)
+                if problem:
+                    return problem
+            if self.number:
+                got = sorted(item[self.number] for item in items)
+                if got != list(range(1, n + 1)):
+                    return f"{self.key!r} must give each {self.number} from 1 to {n} exactly once"
+                items.sort(key=lambda item: item[self.number])
+            return None
+
+        return check
+
+    def _item(self, item: Any, i: int, n: int) -> str | None:
+        where = f"{self.key}[{i}]"
+        if not isinstance(item, dict):
+            return f"{where} is not an object"
+        flag = _flag(item.get(self.flag))
+        if flag is None:
+            return f"{where} has no boolean {self.flag!r}"
+        item[self.flag] = flag
+        if self.text:
+            text = item.get(self.text)
+            if not isinstance(text, str) or not text.strip():
+                return f"{where} has no {self.text!r} text"
+        if self.number:
+            number = item.get(self.number)
+            if isinstance(number, str) and number.strip().isdigit():
+                number = int(number.strip())
+            if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= n:
+                return f"{where} has no {self.number!r} from 1 to {n}"
+            item[self.number] = number
+        return None
+
+
+def reason_of(item: dict[str, Any]) -> str:
+    """An item's reason, if the judge gave one."""
+    reason = item.get("reason")
+    return reason.strip() if isinstance(reason, str) else ""
+
+
+def quote(text: str, limit: int = 160) -> str:
+    """``text`` in double quotes, cut to about ``limit`` characters."""
+    text = " ".join(text.split())
+    return f'"{text}"' if len(text) <= limit else f'"{text[: limit - 1]}…"'
+
+
+class RagJudge(UsesJudge):
+    """Base of the rag-pack judge metrics: the ``judge`` and ``pass_threshold`` params."""
+
+    metric: ClassVar[str] = ""
+    template: ClassVar[PromptTemplate]
+
+    def __init__(self, *, judge: str = "default", pass_threshold: float | None = None) -> None:
+        if pass_threshold is not None and not 0.0 <= pass_threshold <= 1.0:
+            raise ParamError(
+                f"{self.metric}: param 'pass_threshold' must be between 0 and 1, "
+                f"got {pass_threshold}"
+            )
+        self.judge = judge
+        self.pass_threshold = pass_threshold
+
+    async def ask(self, check: Check, **values: str) -> Verdict:
+        """Render the template with ``values`` and ask the judge, with one repair request."""
+        messages = self.template.render(**values)
+        return await ask_verdict(self.judge, messages, template=self.template, check=check)
+
+    def scores(
+        self,
+        number: float,
+        explanation: str,
+        verdict: Verdict | None,
+        **evidence: Any,
+    ) -> list[Score]:
+        """The metric's score (with cost, judge metadata and ``evidence``) and, with a
+        ``pass_threshold``, its ``<metric>-passed`` verdict."""
+        metadata: dict[str, Any] = {}
+        cost = None
+        if verdict is not None:
+            metadata = judge_metadata(self.judge, self.template, verdict.replies)
+            cost = total_usage(verdict.replies)
+        metadata.update(evidence)
+        out = [Score(number=number, explanation=explanation, cost=cost, metadata=metadata)]
+        if self.pass_threshold is not None:
+            out.append(Score(name=f"{self.metric}-passed", passed=number >= self.pass_threshold))
+        return out
+
+
+def declare_judged(cls: type[RagJudge], requires: tuple[str, ...], desc: str) -> Evaluator:
+    """Register ``cls`` as ``builtin/<metric>@1.0.0`` of the rag pack."""
+    name = cls.metric
+    return evaluator(
+        name=f"builtin/{name}",
+        version="1.0.0",
+        pack="rag",
+        requires=requires,
+        outputs=[
+            OutputSpec(name, "number", (0.0, 1.0), True, desc),
+            OutputSpec(f"{name}-passed", "passed", (0.0, 1.0), True, "score >= pass_threshold"),
+        ],
+        example=f'evalsi.evaluate("examples/rag/rag.jsonl", ["{name}"], {EXAMPLE_JUDGES})',
+    )(cls)
+
+
+__all__ = ["SYSTEM", "ListVerdict", "RagJudge", "declare_judged", "quote", "reason_of"]
