@@ -174,8 +174,9 @@ def check_judges(bound: list[BoundEvaluator], specs: Mapping[str, JudgeSpec]) ->
             raise UserError(
                 f"{', '.join(users)} needs a judge named {name!r}, and none is configured "
                 "(evalsi has no default judge)",
-                hint=f"add spec.judges.{name} {{connector, baseUrl, model, secretRef}} to the run "
-                f"spec, or pass judges={{{name!r}: {{...}}}} to evalsi.evaluate",
+                hint=f"evalsi eval: --judges judges.yaml with a judge {name!r}; a run spec: "
+                f"spec.judges.{name} {{connector, baseUrl, model, secretRef}}; Python: "
+                f"evalsi.evaluate(..., judges={{{name!r}: {{...}}}})",
             )
 
 
