@@ -18,6 +18,7 @@ from evalsi.packs.judge._ask import (
     explanation_of,
     find_json_object,
     judge_metadata,
+    number_check,
     total_usage,
 )
 from evalsi.packs.judge._compare import (
@@ -49,6 +50,7 @@ __all__ = [
     "g_eval",
     "judge_metadata",
     "llm_judge",
+    "number_check",
     "pairwise",
     "reference_correctness",
     "total_usage",
