@@ -97,6 +97,7 @@ def score_result(
         gates=gates,
         fetched=results,
         pages=pages,
+        dataset_results=[r for r in results if not r.record_id],
     )
 
 

@@ -93,6 +93,9 @@ class ScoreResult:
     evaluators: list[dict[str, Any]] = field(default_factory=list)
     store: SqlStore | None = None
     gates: list[dict[str, Any]] = field(default_factory=list)
+    dataset_results: list[EvaluationResult] = field(default_factory=list)
+    """One result per dataset-scope evaluator (corpus BLEU, a confusion matrix…), with its
+    explanation and metadata (a sacrebleu signature, skip reasons)."""
 
     @property
     def exit_code(self) -> int:
@@ -131,6 +134,7 @@ class ScoreResult:
             "dataset": {"source": self.dataset_source, "version": self.dataset_version},
             "bad_records": self.bad_records,
             "evaluators": self.evaluators,
+            "dataset_results": [_dataset_result_dict(r) for r in self.dataset_results],
         }
 
     def to_json(self, *, indent: bool = True) -> str:
@@ -156,3 +160,29 @@ class ScoreResult:
 
     def _repr_markdown_(self) -> str:
         return self.markdown()
+
+
+def _dataset_result_dict(result: EvaluationResult) -> dict[str, Any]:
+    """A dataset-scope result as ``--format json`` prints it: each score's value, explanation
+    and metadata (what a summary row cannot hold: a matrix, a signature, skip reasons)."""
+    out: dict[str, Any] = {
+        "evaluator": result.evaluator,
+        "ref": result.evaluator_ref,
+        "outcome": result.outcome.name.lower(),
+    }
+    if result.reason:
+        out["reason"] = result.reason
+    scores = []
+    for s in result.scores:
+        score: dict[str, Any] = {"name": s.name}
+        for key in ("number", "passed", "label", "structured"):
+            value = getattr(s, key)
+            if value is not None:
+                score[key] = value
+        if s.explanation:
+            score["explanation"] = s.explanation
+        if s.metadata:
+            score["metadata"] = s.metadata
+        scores.append(score)
+    out["scores"] = scores
+    return out

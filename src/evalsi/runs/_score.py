@@ -195,6 +195,7 @@ async def score_async(
         evaluators=[b.spec() for b in bound],
         store=db,
         gates=gate_results,
+        dataset_results=reduced.results,
     )
 
 

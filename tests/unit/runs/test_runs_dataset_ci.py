@@ -122,3 +122,18 @@ def test_nothing_eligible_names_the_most_common_reason() -> None:
     assert dataset.outcome is Outcome.SKIPPED
     assert dataset.reason == "no record was eligible: 2 of 2 records skipped: odd record"
     assert s.ci.method == "none"
+
+
+def test_json_output_carries_dataset_results_with_their_metadata() -> None:
+    result, _ = _summary(
+        _rows([1.0, 2.0, 3.0, 4.0]), "mean-plain", params={"mean-plain": {"skip_odd": True}}
+    )
+    (entry,) = result.to_dict()["dataset_results"]
+    assert entry == {
+        "evaluator": "mean-plain",
+        "ref": "t/mean-plain@0.0.0",
+        "outcome": "scored",
+        "scores": [
+            {"name": "mean-plain", "number": 2.0, "metadata": {"skipped": {"odd record": 2}}}
+        ],
+    }
