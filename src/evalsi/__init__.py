@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from evalsi._api import evaluate, evaluate_async, grade, run, run_async
+    from evalsi._api import (
+        calibrate,
+        calibrate_async,
+        evaluate,
+        evaluate_async,
+        grade,
+        run,
+        run_async,
+    )
     from evalsi.core import (
         Content,
         DatasetError,
@@ -39,10 +47,11 @@ if TYPE_CHECKING:
     )
     from evalsi.datasets import FieldMap
     from evalsi.evaluators import Evaluator, Registry, Skip, evaluator
-    from evalsi.runs import RunResult, RunSpec, ScoreResult
+    from evalsi.runs import CalibrationResult, RunResult, RunSpec, ScoreResult
 
 __all__ = [
     "AsyncClient",
+    "CalibrationResult",
     "Client",
     "Content",
     "DatasetError",
@@ -67,6 +76,8 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "calibrate",
+    "calibrate_async",
     "evaluate",
     "evaluate_async",
     "evaluator",
@@ -80,6 +91,9 @@ __all__ = [
 _WHERE = {
     "AsyncClient": "evalsi.client",
     "Client": "evalsi.client",
+    "calibrate": "evalsi._api",
+    "calibrate_async": "evalsi._api",
+    "CalibrationResult": "evalsi.runs",
     "evaluate": "evalsi._api",
     "evaluate_async": "evalsi._api",
     "grade": "evalsi._api",

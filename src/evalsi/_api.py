@@ -11,6 +11,7 @@ from typing import Any, Literal
 from evalsi.datasets import FieldMap
 from evalsi.evaluators import Registry
 from evalsi.runs import (
+    CalibrationResult,
     EvaluatorLike,
     Progress,
     RunProgress,
@@ -231,3 +232,91 @@ def grade(source_run: str, evaluators: Iterable[EvaluatorLike], **options: Any) 
         return asyncio.run(grade_async(source_run, evaluators, **options))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
         return pool.submit(asyncio.run, grade_async(source_run, evaluators, **options)).result()
+
+
+async def calibrate_async(
+    labels: Any,
+    judge: EvaluatorLike,
+    *,
+    params: Mapping[str, Any] | None = None,
+    judges: Mapping[str, Any] | None = None,
+    metric: str | None = None,
+    level: Literal["nominal", "ordinal", "interval", "ratio"] | None = None,
+    fields: FieldMap | None = None,
+    store: SqlStore | str | os.PathLike[str] | None = None,
+    registry: Registry | None = None,
+    seed: int = 0,
+    name: str = "",
+    progress: Progress | None = None,
+) -> CalibrationResult:
+    """Measure how a judge evaluator agrees with human labels (``evalsi calibrate``).
+
+    The judge evaluator grades every labelled record (a stored run; answers cached like any
+    judge's); its scores are compared with the labels: accuracy and Cohen's kappa for
+    pass/fail or category labels, Pearson, Spearman and MAE for numbers, Krippendorff's alpha
+    with several raters, position bias for ``pairwise``, length bias; each with a 95% interval.
+    The calibration is stored under the judge's identity, the evaluator ref, its prompt
+    template's hash and its params; reports warn about gates on judges without one.
+
+    Args:
+        labels: the labelled records: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``) or
+            an iterable of dicts or ``Record`` objects, each with ``label`` (one rater) or
+            ``labels`` (``{"rater": value}``); see docs/guides/calibration.md.
+        judge: the judge evaluator: a name (``"llm-judge"``) or ``{"ref": ..., "params": ...}``.
+        params: the evaluator's params, with a name in ``judge`` (e.g. ``{"rubric": ...}``).
+        judges: the judge models by name, as for ``evaluate`` (there is no default judge).
+        metric: which of the evaluator's metrics to compare (default: its own).
+        level: Krippendorff's alpha level for numeric labels (default ``"interval"``; pass/fail
+            and category labels are nominal).
+        fields: which row fields hold input, output, reference, id... (``FieldMap``).
+        store: where the judge's run and the calibration go (default ``.evalsi/evalsi.db``).
+        registry: the evaluators to resolve names against (default: built-ins + entry points).
+        seed: seed for the bootstrap intervals.
+        name: a label for the judge's run.
+        progress: called after each batch with (records done, bad records).
+
+    Returns:
+        A ``CalibrationResult``: ``agreement``, ``position_bias``, ``length_bias``, ``counts``,
+        ``warnings``, ``calibration_id``, ``exit_code``; ``to_dict()`` is the JSON shape of
+        ``evalsi calibrate --format json``.
+
+    Example:
+        >>> import evalsi
+        >>> r = evalsi.calibrate("labels.jsonl", "reference-correctness",
+        ...                      judges={"default": {"baseUrl": "http://127.0.0.1:8000/v1",
+        ...                                          "model": "qwen2.5-7b"}})  # doctest: +SKIP
+        >>> r.agreement["cohen_kappa"]["value"]  # doctest: +SKIP
+        0.81
+    """
+    from evalsi.runs import calibrate_async as calibrate_labels
+
+    return await calibrate_labels(
+        labels,
+        judge,
+        params=params,
+        judges=judges,
+        metric=metric,
+        level=level,
+        fields=fields,
+        store=store,
+        registry=registry,
+        seed=seed,
+        name=name,
+        progress=progress,
+    )
+
+
+def calibrate(labels: Any, judge: EvaluatorLike, **options: Any) -> CalibrationResult:
+    """Synchronous ``calibrate_async`` (same arguments); inside an event loop it uses a helper
+    thread.
+
+    Example:
+        >>> import evalsi
+        >>> r = evalsi.calibrate("prefs.jsonl", "pairwise", judges=JUDGES)  # doctest: +SKIP
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(calibrate_async(labels, judge, **options))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
+        return pool.submit(asyncio.run, calibrate_async(labels, judge, **options)).result()

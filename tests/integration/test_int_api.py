@@ -42,6 +42,7 @@ def picky(record):
 def test_public_surface_is_pinned():
     assert evalsi.__all__ == [
         "AsyncClient",
+        "CalibrationResult",
         "Client",
         "Content",
         "DatasetError",
@@ -66,6 +67,8 @@ def test_public_surface_is_pinned():
         "Usage",
         "UserError",
         "__version__",
+        "calibrate",
+        "calibrate_async",
         "evaluate",
         "evaluate_async",
         "evaluator",

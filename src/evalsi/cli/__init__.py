@@ -12,7 +12,17 @@ import sys
 from collections.abc import Sequence
 
 from evalsi import __version__
-from evalsi.cli import _catalog, _compare, _eval, _grade, _report, _run, _runs, _serve
+from evalsi.cli import (
+    _calibrate,
+    _catalog,
+    _compare,
+    _eval,
+    _grade,
+    _report,
+    _run,
+    _runs,
+    _serve,
+)
 from evalsi.cli._output import fail
 from evalsi.core import EvalsiError
 
@@ -33,6 +43,8 @@ Compare two runs, paired per record:
   evalsi compare RUN_A RUN_B
 Write a report (HTML or Markdown):
   evalsi report latest -o report.html
+Measure a judge evaluator against human labels:
+  evalsi calibrate --judge reference-correctness --labels labels.jsonl --judges judges.yaml
 Discover evaluators:
   evalsi catalog list
   evalsi catalog show exact-match
@@ -56,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     _compare.register(commands)
     _catalog.register(commands)
     _report.register(commands)
+    _calibrate.register(commands)
     _serve.register(commands)
     return parser
 

@@ -15,7 +15,7 @@ from typing import Any, Final, Literal
 
 from evalsi.core import EvaluationResult, Interval, MetricSummary, Outcome, Record, UserError
 from evalsi.reports._join import RecordJoin, content_text, dataset_source, slice_value
-from evalsi.runs import compare_runs, summaries_from_dicts
+from evalsi.runs import compare_runs, summaries_from_dicts, uncalibrated_gates
 from evalsi.stats import t_interval_from_moments, wilson
 from evalsi.store import RunInfo, SqlStore
 
@@ -209,6 +209,7 @@ class ReportData:
     failures_limit: int = 0
     records_problem: str | None = None
     comparison: CompareSection | None = None
+    gate_warnings: list[str] = field(default_factory=list)  # gates on uncalibrated judges
 
     @property
     def cluster_by(self) -> str | None:
@@ -250,6 +251,7 @@ def gather_report(
         failures=scan.failures,
         failures_total=scan.failures_total,
         failures_limit=failures,
+        gate_warnings=uncalibrated_gates(db, run),
     )
     if by is not None:
         if scan.join is not None and scan.join.ok:

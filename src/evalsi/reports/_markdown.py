@@ -264,6 +264,8 @@ def _gates(data: ReportData, add: Add) -> None:
         reason = text(g.get("reason") or "", _CELL_TEXT) or "-"
         rows.append((code(g.get("expr", "")), shown, text(any_value(g.get("value"))), reason))
     add(table(("gate", "verdict", "value", "reason"), rows, numeric=(2,)))
+    for w in data.gate_warnings:
+        add(f"> **warning:** {text(w)}")
 
 
 def _comparison(data: ReportData, add: Add) -> None:

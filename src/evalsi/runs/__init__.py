@@ -1,6 +1,8 @@
 """Ways in that produce runs: Score (grade existing outputs) and Run (call a target, then grade)."""
 
 from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._calibration import CalibrationResult, calibrate_async
+from evalsi.runs._calibration_gates import uncalibrated_gates
 from evalsi.runs._compare import compare_runs
 from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
 from evalsi.runs._dataset_scope import DatasetScope, dataset_bootstrap, finish_dataset_scope
@@ -52,6 +54,7 @@ __all__ = [
     "TARGET_KINDS",
     "Aggregator",
     "BudgetSpec",
+    "CalibrationResult",
     "Comparison",
     "DatasetScope",
     "DatasetSpec",
@@ -73,6 +76,7 @@ __all__ = [
     "Unmatched",
     "bind_all",
     "build_judges",
+    "calibrate_async",
     "compare_runs",
     "dataset_bootstrap",
     "evaluate_gates",
@@ -102,5 +106,6 @@ __all__ = [
     "summarize_stored",
     "summary_from_dict",
     "task_seed",
+    "uncalibrated_gates",
     "unpinned",
 ]

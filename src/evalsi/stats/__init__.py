@@ -4,7 +4,10 @@ Pure functions over plain sequences and numpy arrays. Every interval records its
 level, so an aggregate can always say how its uncertainty was computed.
 """
 
+from evalsi.stats._agreement import KappaWeights, cohen_kappa, kappa_interval
+from evalsi.stats._alpha import ALPHA_LEVELS, AlphaLevel, alpha_interval, krippendorff_alpha
 from evalsi.stats._bootstrap import BootstrapMethod, Statistic, bootstrap_interval
+from evalsi.stats._correlation import Correlation, average_ranks, pearson, spearman
 from evalsi.stats._intervals import (
     clustered_interval,
     clustered_interval_from_sums,
@@ -18,21 +21,32 @@ from evalsi.stats._streaming import Moments
 from evalsi.stats._summary import Summary, SummaryKind, describe, summarize
 
 __all__ = [
+    "ALPHA_LEVELS",
+    "AlphaLevel",
     "BootstrapMethod",
+    "Correlation",
+    "KappaWeights",
     "McNemar",
     "Moments",
     "PairedDelta",
     "Statistic",
     "Summary",
     "SummaryKind",
+    "alpha_interval",
+    "average_ranks",
     "bootstrap_interval",
     "clustered_interval",
     "clustered_interval_from_sums",
+    "cohen_kappa",
     "describe",
+    "kappa_interval",
+    "krippendorff_alpha",
     "mcnemar",
     "paired_bootstrap",
     "pass_at_k",
     "pass_hat_k",
+    "pearson",
+    "spearman",
     "summarize",
     "t_interval",
     "t_interval_from_moments",

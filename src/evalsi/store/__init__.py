@@ -9,6 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from evalsi.store._calibrations import (
+        Calibration,
+        CalibrationKey,
+        latest_calibration,
+        list_calibrations,
+        save_calibration,
+    )
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
     from evalsi.store._writer import BackgroundWriter
@@ -19,14 +26,24 @@ __all__ = [
     "DEFAULT_PROJECT",
     "DEFAULT_STORE",
     "BackgroundWriter",
+    "Calibration",
+    "CalibrationKey",
     "RunInfo",
     "SqlStore",
     "check_project_id",
+    "latest_calibration",
+    "list_calibrations",
     "new_run_id",
+    "save_calibration",
 ]
 
 _WHERE = {
     "BackgroundWriter": "evalsi.store._writer",
+    "Calibration": "evalsi.store._calibrations",
+    "CalibrationKey": "evalsi.store._calibrations",
+    "latest_calibration": "evalsi.store._calibrations",
+    "list_calibrations": "evalsi.store._calibrations",
+    "save_calibration": "evalsi.store._calibrations",
     "DEFAULT_PROJECT": "evalsi.store._runs",
     "RunInfo": "evalsi.store._runs",
     "check_project_id": "evalsi.store._runs",

@@ -52,6 +52,38 @@ def _project_scope_and_owners(conn: sa.Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX runs_status ON runs (status)")
 
 
+def _calibrations(conn: sa.Connection) -> None:
+    # Declared here, frozen, rather than taken from _schema.py: a later migration may change
+    # the current table, and this one must keep creating what it created when released.
+    frozen = sa.MetaData()
+    table = sa.Table(
+        "calibrations",
+        frozen,
+        sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("id", sa.String(64), nullable=False, unique=True),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("judge_key", sa.String(80), nullable=False),
+        sa.Column("evaluator_ref", sa.String(256), nullable=False),
+        sa.Column("template_hash", sa.String(80), nullable=False),
+        sa.Column("params_hash", sa.String(80), nullable=False),
+        sa.Column("metric", sa.String(256), nullable=False),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("labels_version", sa.String(80)),
+        sa.Column("n", sa.Integer, nullable=False),
+        sa.Column("summary", sa.JSON, nullable=False),
+        sa.Column("project_id", sa.String(64), nullable=False, server_default="default"),
+        sa.Column("tenant_id", sa.String(64), nullable=False, server_default=""),
+    )
+    sa.Index(
+        "calibrations_key",
+        table.c.judge_key,
+        table.c.evaluator_ref,
+        table.c.template_hash,
+        table.c.params_hash,
+    )
+    frozen.create_all(conn)
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -61,6 +93,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2, "project_id and tenant_id on project-scoped rows; run owners", _project_scope_and_owners
     ),
+    Migration(3, "judge calibrations", _calibrations),
 )
 """In order; append only. A migration, once released, is never edited."""
 

@@ -30,7 +30,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -132,6 +132,36 @@ judge_cache = Table(
 unchanged suite makes no judge calls. Content-addressed and shared by every project of a store
 (a hit reveals only that the same prompt was asked before); tenant isolation will key it too."""
 
+calibrations = Table(
+    "calibrations",
+    metadata,
+    Column("pk", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+    # what the calibration is of: content hashes of the judge's identity (without its name
+    # and secret reference) and of the evaluator's params (without the judge's name), the
+    # evaluator ref and the prompt template's hash (store/_calibrations.py)
+    Column("judge_key", String(80), nullable=False),
+    Column("evaluator_ref", String(256), nullable=False),
+    Column("template_hash", String(80), nullable=False),
+    Column("params_hash", String(80), nullable=False),
+    Column("metric", String(256), nullable=False),
+    Column("run_id", String(64), nullable=False),  # the run holding the judge's scores
+    Column("labels_version", String(80)),  # content hash of the human labels
+    Column("n", Integer, nullable=False),  # records compared
+    Column("summary", JSON, nullable=False),  # the calibration's JSON form (agreement, biases)
+    *_scope(),
+)
+"""Judge calibrations (``evalsi calibrate``): how a judge agreed with human labels. A run whose
+gate reads a judge with no calibration under the same key gets a warning in its report."""
+
 Index("runs_created", runs.c.created_at)
 Index("runs_scope", runs.c.tenant_id, runs.c.project_id, runs.c.created_at)
 Index("runs_status", runs.c.status)
+Index(
+    "calibrations_key",
+    calibrations.c.judge_key,
+    calibrations.c.evaluator_ref,
+    calibrations.c.template_hash,
+    calibrations.c.params_hash,
+)

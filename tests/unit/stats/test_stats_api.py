@@ -9,26 +9,47 @@ import pytest
 
 import evalsi.stats
 
-_MODULES = ["_arrays", "_bootstrap", "_intervals", "_paired", "_passk", "_summary"]
+_MODULES = [
+    "_agreement",
+    "_alpha",
+    "_arrays",
+    "_bootstrap",
+    "_correlation",
+    "_intervals",
+    "_paired",
+    "_passk",
+    "_summary",
+]
 
 
 def test_public_names_are_pinned() -> None:
     assert sorted(evalsi.stats.__all__) == [
+        "ALPHA_LEVELS",
+        "AlphaLevel",
         "BootstrapMethod",
+        "Correlation",
+        "KappaWeights",
         "McNemar",
         "Moments",
         "PairedDelta",
         "Statistic",
         "Summary",
         "SummaryKind",
+        "alpha_interval",
+        "average_ranks",
         "bootstrap_interval",
         "clustered_interval",
         "clustered_interval_from_sums",
+        "cohen_kappa",
         "describe",
+        "kappa_interval",
+        "krippendorff_alpha",
         "mcnemar",
         "paired_bootstrap",
         "pass_at_k",
         "pass_hat_k",
+        "pearson",
+        "spearman",
         "summarize",
         "t_interval",
         "t_interval_from_moments",

@@ -41,6 +41,10 @@ V1_TABLES = {
         "key" VARCHAR(80) NOT NULL, text TEXT NOT NULL, usage JSON, created_at FLOAT NOT NULL,
         PRIMARY KEY ("key"))""",
 }
+ALL = list(range(1, SCHEMA_VERSION + 1))
+"""Every migration this evalsi has, in order."""
+NEXT = SCHEMA_VERSION + 1
+"""The version of a migration from the future (a newer evalsi)."""
 SPEC = '{"evaluators": [{"name": "em", "ref": "builtin/exact-match@1.0.0", "params": {}}]}'
 
 
@@ -116,7 +120,7 @@ def meta_schema(engine: sa.Engine) -> str:
 def test_a_fresh_store_runs_every_migration_once(store_url: str, engine: sa.Engine) -> None:
     store = SqlStore.open(store_url)
     store.close()
-    assert store.migrations_applied == [m.version for m in MIGRATIONS] == [1, 2]
+    assert store.migrations_applied == [m.version for m in MIGRATIONS] == ALL
     assert versions(engine) == [(m.version, m.name) for m in MIGRATIONS]
     assert meta_schema(engine) == str(SCHEMA_VERSION)
     assert columns(engine) == expected_columns()  # the migrations build what queries expect
@@ -124,7 +128,7 @@ def test_a_fresh_store_runs_every_migration_once(store_url: str, engine: sa.Engi
     again = SqlStore.open(store_url)
     again.close()
     assert again.migrations_applied == []
-    assert len(versions(engine)) == 2
+    assert len(versions(engine)) == len(ALL)
 
 
 def test_migrations_record_when_they_ran(store_url: str, engine: sa.Engine) -> None:
@@ -134,7 +138,7 @@ def test_migrations_record_when_they_ran(store_url: str, engine: sa.Engine) -> N
         stamps = [
             t for (t,) in conn.exec_driver_sql("SELECT applied_at FROM evalsi_schema_migrations")
         ]
-    assert len(stamps) == 2
+    assert len(stamps) == len(ALL)
     assert all(before - 1 <= t <= time.time() + 1 for t in stamps)
 
 
@@ -142,7 +146,7 @@ def test_a_version_1_store_is_upgraded_in_place(store_url: str, engine: sa.Engin
     make_v1_store(engine)
     store = SqlStore.open(store_url)
     try:
-        assert store.migrations_applied == [1, 2]
+        assert store.migrations_applied == ALL
         assert columns(engine) == expected_columns()
         assert runs_indexes(engine) == {"runs_created", "runs_scope", "runs_status"}
         old = store.get_run("20260101-000000-aaaaaa")
@@ -164,7 +168,7 @@ def test_a_version_1_store_is_upgraded_in_place(store_url: str, engine: sa.Engin
     finally:
         store.close()
     assert meta_schema(engine) == str(SCHEMA_VERSION)
-    assert [v for v, _ in versions(engine)] == [1, 2]
+    assert [v for v, _ in versions(engine)] == ALL
 
 
 def test_a_version_1_store_without_the_later_tables_gets_them(
@@ -185,9 +189,9 @@ def test_a_store_of_a_newer_evalsi_is_refused(store_url: str, engine: sa.Engine)
     with engine.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO evalsi_schema_migrations (version, name, applied_at) "
-            "VALUES (3, 'from the future', 0)"
+            f"VALUES ({NEXT}, 'from the future', 0)"
         )
-    with pytest.raises(StoreError, match=r"written by a newer evalsi \(schema 3\); upgrade evalsi"):
+    with pytest.raises(StoreError, match=rf"written by a newer evalsi \(schema {NEXT}\); upgrade"):
         SqlStore.open(store_url)
 
 
@@ -199,15 +203,15 @@ def test_a_later_migration_applies_to_an_existing_store(
     def add_labels(conn: sa.Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN labels TEXT")
 
-    monkeypatch.setattr(migrations_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(migrations_module, "SCHEMA_VERSION", NEXT)
     monkeypatch.setattr(
-        migrations_module, "MIGRATIONS", (*MIGRATIONS, Migration(3, "labels", add_labels))
+        migrations_module, "MIGRATIONS", (*MIGRATIONS, Migration(NEXT, "labels", add_labels))
     )
     store = SqlStore.open(store_url)
     store.close()
-    assert store.migrations_applied == [3]
-    assert [v for v, _ in versions(engine)] == [1, 2, 3]
-    assert meta_schema(engine) == "3"
+    assert store.migrations_applied == [NEXT]
+    assert [v for v, _ in versions(engine)] == [*ALL, NEXT]
+    assert meta_schema(engine) == str(NEXT)
     assert "labels" in {c["name"] for c in sa.inspect(engine).get_columns("runs")}
 
 
@@ -220,18 +224,18 @@ def test_a_failing_migration_leaves_the_store_as_it_was(
         conn.exec_driver_sql("CREATE TABLE half_done (x INTEGER)")
         conn.exec_driver_sql("SELECT * FROM no_such_table")
 
-    monkeypatch.setattr(migrations_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(migrations_module, "SCHEMA_VERSION", NEXT)
     monkeypatch.setattr(
-        migrations_module, "MIGRATIONS", (*MIGRATIONS, Migration(3, "broken", half_done))
+        migrations_module, "MIGRATIONS", (*MIGRATIONS, Migration(NEXT, "broken", half_done))
     )
     with pytest.raises(StoreError, match="cannot open the store"):
         SqlStore.open(store_url)
     inspector = sa.inspect(engine)
     assert not inspector.has_table("half_done")
-    assert not inspector.has_table("evalsi_schema_migrations")  # 1 and 2 rolled back too
+    assert not inspector.has_table("evalsi_schema_migrations")  # the real ones rolled back too
     assert "project_id" not in {c["name"] for c in inspector.get_columns("runs")}
     assert meta_schema(engine) == "1"
     monkeypatch.undo()
     store = SqlStore.open(store_url)  # the fixed evalsi upgrades it
     store.close()
-    assert store.migrations_applied == [1, 2]
+    assert store.migrations_applied == ALL
