@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from evalsi.core import UserError
-from evalsi.server._paths import confine
+from evalsi.datasets import confine
 
 
 def test_a_relative_path_inside_the_root_resolves(tmp_path: Path) -> None:

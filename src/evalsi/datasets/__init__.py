@@ -4,6 +4,7 @@ Every source streams in batches and carries a content version (``sha256:<hex>``)
 manifest. See ``open_dataset``.
 """
 
+from evalsi.datasets._confine import confine, param_file, param_files_confined
 from evalsi.datasets._dataset import MAX_BAD_MESSAGES, Dataset, OnBadRecord
 from evalsi.datasets._fields import FieldMap, record_from_dict
 from evalsi.datasets._hf import HfRef, hub_cache_dir, parse_hf_uri
@@ -17,8 +18,11 @@ __all__ = [
     "FileFormat",
     "HfRef",
     "OnBadRecord",
+    "confine",
     "hub_cache_dir",
     "open_dataset",
+    "param_file",
+    "param_files_confined",
     "parse_hf_uri",
     "record_from_dict",
 ]

@@ -35,10 +35,12 @@ REREDUCE_BUDGET = 20_000_000
 """Values copied in total on the re-reduce path, which is ~10x slower per value."""
 
 
-def resample_count(n: int, *, weighted: bool) -> int:
-    """How many replicates a dataset of ``n`` values gets (1000, fewer past the budget)."""
+def resample_count(n: int, *, weighted: bool, cap: int | None = None) -> int:
+    """How many replicates a dataset of ``n`` values gets (1000, fewer past the budget, at
+    most ``cap``: an evaluator whose replicate is costly declares ``max_resamples``)."""
     budget = WEIGHTED_BUDGET if weighted else REREDUCE_BUDGET
-    return max(MIN_RESAMPLES, min(RESAMPLES, budget // max(n, 1)))
+    count = max(MIN_RESAMPLES, min(RESAMPLES, budget // max(n, 1)))
+    return count if cap is None else max(1, min(count, cap))
 
 
 def dataset_bootstrap(
@@ -55,7 +57,8 @@ def dataset_bootstrap(
         return {}
     rng = np.random.default_rng(seed)
     weighted = runner.weighted
-    count = resample_count(n, weighted=weighted)
+    cap = getattr(runner.bound.instance, "max_resamples", None)
+    count = resample_count(n, weighted=weighted, cap=cap if isinstance(cap, int) else None)
     draws: dict[str, list[float]] = {}
     if weighted:
         reduce = runner.weighted_reducer()

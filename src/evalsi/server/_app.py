@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from evalsi._proto.grpc.health.v1.health_connect import HealthASGIApplication
 from evalsi._proto.grpc.reflection.v1.reflection_connect import ServerReflectionASGIApplication
 from evalsi.connectors import close_shared_session
+from evalsi.datasets import param_files_confined
 from evalsi.server._errors import ErrorInterceptor
 from evalsi.server._health import HealthHandler
 from evalsi.server._json_codec import FastJSONCodec
@@ -126,7 +127,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         if state.runs is not None:
             await state.runs.start()
         try:
-            yield
+            # Files named by evaluator params (a drift baseline) come from datasets_dir only.
+            with param_files_confined(state.config.datasets_dir):
+                yield
         finally:
             health.shutting_down()
             if state.runs is not None:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from evalsi.core import NotFoundError, UserError
-from evalsi.server._paths import confine
+from evalsi.datasets import confine
 
 INDEX = "versions.json"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")

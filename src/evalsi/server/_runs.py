@@ -20,8 +20,8 @@ from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
+from evalsi.datasets import confine
 from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
-from evalsi.server._paths import confine
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import ServerState
 from evalsi.store import RunInfo, SqlStore

@@ -94,6 +94,7 @@ def test_replicates_are_bounded_by_a_work_budget() -> None:
     assert resample_count(1_000_000, weighted=True) == 100
     assert resample_count(1_000_000, weighted=False) == MIN_RESAMPLES
     assert resample_count(50_000, weighted=False) == 400
+    assert resample_count(1_000, weighted=True, cap=200) == 200  # an evaluator's max_resamples
 
 
 def test_skip_and_error_reasons_are_kept_with_the_result() -> None:
