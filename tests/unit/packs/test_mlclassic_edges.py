@@ -171,6 +171,20 @@ def test_pack_catalog() -> None:
     assert names == [
         "accuracy", "balanced-accuracy", "precision", "recall", "f1", "mcc", "cohen-kappa",
         "roc-auc", "pr-auc", "log-loss", "brier", "ece", "confusion-matrix",
+        "mae", "mse", "rmse", "r2", "mape",
+        "ndcg", "mrr", "map", "recall-at-k", "precision-at-k", "hit-rate",
     ]  # fmt: skip
     assert {ev.manifest.pack for ev in ml_classic.EVALUATORS} == {"ml-classic"}
-    assert {ev.manifest.scope.value for ev in ml_classic.EVALUATORS} == {"dataset"}
+    scopes = {ev.name: ev.manifest.scope.value for ev in ml_classic.EVALUATORS}
+    assert {n for n, s in scopes.items() if s == "record"} == set(names[-6:])
+    assert {n for n, s in scopes.items() if s == "dataset"} == set(names[:-6])
+    for ev in ml_classic.EVALUATORS:
+        assert ev.ref == f"builtin/{ev.name}@1.0.0"
+        (spec,) = ev.manifest.outputs
+        assert spec.name == ev.name
+        if spec.type == "number":  # every number states which direction is better
+            assert spec.higher_is_better is not None, ev.name
+    lower = {"log-loss", "brier", "ece", "mae", "mse", "rmse", "mape"}
+    assert {
+        ev.name for ev in ml_classic.EVALUATORS if ev.manifest.outputs[0].higher_is_better is False
+    } == lower

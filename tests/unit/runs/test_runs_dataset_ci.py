@@ -103,14 +103,16 @@ def test_skip_and_error_reasons_are_kept_with_the_result() -> None:
     (dataset,) = [r for r in result.results if r.record_id == ""]
     meta = dataset.scores[0].metadata
     assert meta["errors"] == {"ValueError: not a number": 1}
-    assert s.errors == 1 and s.n == 5
+    assert s.errors == 1
+    assert s.n == 5
 
     result, s = _summary(
         _rows([1.0, 2.0, 3.0, 4.0]), "mean-plain", params={"mean-plain": {"skip_odd": True}}
     )
     (dataset,) = [r for r in result.results if r.record_id == ""]
     assert dataset.scores[0].metadata["skipped"] == {"odd record": 2}
-    assert s.skipped == 2 and s.mean == pytest.approx(2.0)
+    assert s.skipped == 2
+    assert s.mean == pytest.approx(2.0)
 
 
 def test_nothing_eligible_names_the_most_common_reason() -> None:

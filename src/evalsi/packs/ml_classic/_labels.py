@@ -1,5 +1,6 @@
 """Label metrics: accuracy, balanced accuracy, precision / recall / F1, MCC, Cohen's kappa and
-the confusion matrix. Each equals scikit-learn's function of the same name (zero_division=0)."""
+the confusion matrix. Each equals scikit-learn's function of the same name (zero_division=0),
+also with ``sample_weight``: every one is a function of the weighted confusion matrix."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import Score
-from evalsi.packs.ml_classic._arrays import default_positive, labels
-from evalsi.packs.ml_classic._base import AVERAGES, LabelMetric, check_choice
-from evalsi.packs.ml_classic._extract import Mapped
+from evalsi.packs.ml_classic._arrays import Labels, default_positive, label_arrays, label_weights
+from evalsi.packs.ml_classic._base import AVERAGES, Weighted, check_choice, check_weights, fmt
+from evalsi.packs.ml_classic._extract import LabelMapped, map_labels
 
 Average = Literal["binary", "micro", "macro", "weighted"]
 Kind = Literal["precision", "recall", "f1"]
@@ -23,21 +24,35 @@ def _div(num: F64, den: F64) -> F64:
     return np.divide(num, den, out=np.zeros_like(num), where=den != 0)
 
 
+class LabelMetric(Weighted[Labels]):
+    """map(): (truth, predicted label, probabilities); the label is the argmax when absent."""
+
+    map = staticmethod(map_labels)  # the runner calls it once per record: no extra frame
+
+    def prepare(self, values: Sequence[LabelMapped]) -> Labels:
+        return label_arrays(values)
+
+    def reduce_weighted(self, prepared: Labels, weights: F64) -> Score:
+        lab, w = label_weights(prepared, check_weights(weights, len(prepared.truth)))
+        classes, c = lab.confusion(w)
+        return self.from_confusion(classes, c)
+
+    def from_confusion(self, classes: list[str], c: F64) -> Score:  # pragma: no cover
+        raise NotImplementedError
+
+
 class Accuracy(LabelMetric):
     """Fraction of records whose predicted label equals the reference label."""
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        lab = labels(values)
-        correct = int((lab.truth == lab.pred).sum())
-        n = len(lab.truth)
-        return Score(number=correct / n, explanation=f"{correct} of {n} labels correct")
+    def from_confusion(self, classes: list[str], c: F64) -> Score:
+        correct, n = float(np.trace(c)), float(c.sum())
+        return Score(number=correct / n, explanation=f"{fmt(correct)} of {fmt(n)} labels correct")
 
 
 class BalancedAccuracy(LabelMetric):
     """Mean per-class recall over the classes present in the reference."""
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        c = labels(values).confusion().astype(np.float64)
+    def from_confusion(self, classes: list[str], c: F64) -> Score:
         support = c.sum(axis=1)
         recalls = np.diag(c)[support > 0] / support[support > 0]
         return Score(
@@ -54,11 +69,9 @@ class _PRF(LabelMetric):
         self.average = average
         self.positive = positive
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        lab = labels(values)
-        c = lab.confusion().astype(np.float64)
+    def from_confusion(self, classes: list[str], c: F64) -> Score:
         tp, pred_sum, true_sum = np.diag(c), c.sum(axis=0), c.sum(axis=1)
-        classes, avg = lab.classes, self.average
+        avg = self.average
         where = f"average={avg}"
         if avg == "binary":
             if len(classes) > 2:
@@ -69,7 +82,7 @@ class _PRF(LabelMetric):
             pos = default_positive(classes, self.positive)
             if pos not in classes and len(classes) == 2:
                 raise ValueError(f"positive label {pos!r} is not one of {_short(classes)}")
-            keep = np.array([c == pos for c in classes], dtype=bool)
+            keep = np.array([x == pos for x in classes], dtype=bool)
             tp, pred_sum, true_sum = tp[keep], pred_sum[keep], true_sum[keep]
             where = f"positive label {pos!r}"
         elif avg == "micro":
@@ -86,9 +99,8 @@ class _PRF(LabelMetric):
             value = float((per_class * true_sum).sum() / total) if total else 0.0
         else:
             value = float(per_class.mean())
-        return Score(
-            number=value, explanation=f"{self.kind} over {len(lab.truth)} records, {where}"
-        )
+        n = fmt(float(c.sum()))
+        return Score(number=value, explanation=f"{self.kind} over {n} records, {where}")
 
 
 def _score(kind: Kind, tp: F64, pred_sum: F64, true_sum: F64) -> F64:
@@ -125,17 +137,17 @@ class F1(_PRF):
 class Mcc(LabelMetric):
     """Matthews correlation coefficient over all classes (0 when undefined, like scikit-learn)."""
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        c = labels(values).confusion().astype(np.float64)
+    def from_confusion(self, classes: list[str], c: F64) -> Score:
         t_sum, p_sum = c.sum(axis=1), c.sum(axis=0)
         n, correct = c.sum(), np.trace(c)
-        cov_tp = correct * n - t_sum @ p_sum
-        cov_pp = n * n - p_sum @ p_sum
-        cov_tt = n * n - t_sum @ t_sum
+        # (a * b).sum(), not a @ b: a BLAS call may wake its thread pool, slow on a busy host
+        cov_tp = correct * n - (t_sum * p_sum).sum()
+        cov_pp = n * n - (p_sum * p_sum).sum()
+        cov_tt = n * n - (t_sum * t_sum).sum()
         if cov_pp * cov_tt == 0:
             return Score(number=0.0, explanation="undefined (one class only on a side): 0")
         return Score(
-            number=float(cov_tp / np.sqrt(cov_tt * cov_pp)), explanation=f"{int(n)} records"
+            number=float(cov_tp / np.sqrt(cov_tt * cov_pp)), explanation=f"{fmt(n)} records"
         )
 
 
@@ -146,8 +158,7 @@ class CohenKappa(LabelMetric):
         check_choice("cohen-kappa", "weights", weights, ("none", "linear", "quadratic"))
         self.weights = weights
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        c = labels(values).confusion().astype(np.float64)
+    def from_confusion(self, classes: list[str], c: F64) -> Score:
         k = c.shape[0]
         expected = np.outer(c.sum(axis=0), c.sum(axis=1)) / c.sum()
         idx = np.arange(k)
@@ -166,12 +177,15 @@ class CohenKappa(LabelMetric):
 
 
 class ConfusionMatrix(LabelMetric):
-    """The confusion matrix: rows are reference labels, columns predicted labels (sorted)."""
+    """The confusion matrix: rows are reference labels, columns predicted labels (sorted).
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        lab = labels(values)
-        c = lab.confusion()
+    Counts are integers; with fractional weights they are the weighted counts.
+    """
+
+    def from_confusion(self, classes: list[str], c: F64) -> Score:
+        whole = bool(np.all(c == np.round(c)))
+        matrix = c.astype(np.int64).tolist() if whole else c.tolist()
         return Score(
-            structured={"labels": list(lab.classes), "matrix": c.tolist()},
+            structured={"labels": list(classes), "matrix": matrix},
             explanation="rows: reference label, columns: predicted label, labels sorted",
         )

@@ -3,6 +3,7 @@ calibration error. Each equals scikit-learn's function (ECE: its ``calibration_c
 
 With two classes the score is p(positive); with more, ROC-AUC and average precision are
 one-vs-rest averages, log-loss and Brier use the whole probability row, ECE the top label.
+Weights are scikit-learn's ``sample_weight`` (ECE: counts, as repeated records).
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import rankdata
 
 from evalsi.core import ParamError, Score
-from evalsi.packs.ml_classic._arrays import Probs, default_positive, probs
-from evalsi.packs.ml_classic._base import ProbMetric, check_choice
-from evalsi.packs.ml_classic._extract import Mapped
+from evalsi.packs.ml_classic._arrays import Probs, default_positive, prob_arrays, restrict
+from evalsi.packs.ml_classic._base import Weighted, check_choice, check_weights, fmt
+from evalsi.packs.ml_classic._extract import ProbMapped, map_probs
 
 F64 = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -33,26 +33,35 @@ def _binary(p: Probs, positive: str | None) -> tuple[Bools, F64, str]:
     return p.truth == col, p.matrix[:, col], pos
 
 
-def _auc(y: Bools, score: F64) -> float:
-    """ROC-AUC as the Mann-Whitney U statistic (ties count one half): the ROC curve's area."""
-    n_pos = int(y.sum())
-    n_neg = y.size - n_pos
-    ranks = rankdata(score)  # average ranks for ties
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+def _auc(y: Bools, score: F64, w: F64) -> float:
+    """ROC-AUC as the weighted Mann-Whitney statistic: P(score+ > score-) + P(tie) / 2.
+
+    Over the distinct scores in ascending order, each positive weight counts the negative
+    weight below it plus half the tied negative weight: the area under the ROC curve.
+    """
+    order = np.argsort(score)
+    s, ws = score[order], w[order]
+    pos = np.where(y[order], ws, 0.0)
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    p_tie = np.add.reduceat(pos, starts)
+    n_tie = np.add.reduceat(ws - pos, starts)
+    below = np.cumsum(n_tie) - n_tie
+    # (a * b).sum(), not np.dot: BLAS may wake its thread pool, slow on a busy host
+    return float((p_tie * (below + 0.5 * n_tie)).sum() / (p_tie.sum() * n_tie.sum()))
 
 
-def _average_precision(y: Bools, score: F64) -> float:
+def _average_precision(y: Bools, score: F64, w: F64) -> float:
     """sum over thresholds of (R_n - R_n-1) * P_n, thresholds at each distinct score."""
-    order = np.argsort(score, kind="mergesort")[::-1]
-    s, hit = score[order], y[order]
-    last = np.r_[np.flatnonzero(np.diff(s)), s.size - 1]  # last index of each distinct score
-    tps = np.cumsum(hit)[last].astype(np.float64)
-    precision = tps / (last + 1)
+    order = np.argsort(score, kind="stable")[::-1]
+    s, ws = score[order], w[order]
+    last = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each score
+    tps = np.cumsum(np.where(y[order], ws, 0.0))[last]
+    precision = tps / np.cumsum(ws)[last]
     recall = tps / tps[-1]
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
-def _ovr(p: Probs, fn: str, average: OvrAverage) -> float:
+def _ovr(p: Probs, w: F64, fn: str, average: OvrAverage) -> float:
     k = len(p.classes)
     missing = sorted(set(p.classes) - {p.classes[i] for i in np.unique(p.truth)})
     if missing:
@@ -65,26 +74,44 @@ def _ovr(p: Probs, fn: str, average: OvrAverage) -> float:
         sums = p.matrix.sum(axis=1)
         if not np.allclose(sums, 1.0):
             raise ValueError("multiclass ROC-AUC needs probabilities that sum to 1 on every record")
-        per_class = np.array([_auc(onehot[:, j], p.matrix[:, j]) for j in range(k)])
+        per_class = np.array([_auc(onehot[:, j], p.matrix[:, j], w) for j in range(k)])
     else:
-        per_class = np.array([_average_precision(onehot[:, j], p.matrix[:, j]) for j in range(k)])
+        per_class = np.array(
+            [_average_precision(onehot[:, j], p.matrix[:, j], w) for j in range(k)]
+        )
     if average == "weighted":
-        return float(np.average(per_class, weights=onehot.sum(axis=0)))
+        return float(np.average(per_class, weights=np.bincount(p.truth, weights=w, minlength=k)))
     return float(per_class.mean())
 
 
-class _Ranking(ProbMetric):
+class ProbMetric(Weighted[Probs]):
+    """map(): (truth, probabilities); a record without probabilities is SKIPPED."""
+
+    map = staticmethod(map_probs)  # the runner calls it once per record: no extra frame
+
+    def prepare(self, values: Sequence[ProbMapped]) -> Probs:
+        return prob_arrays(values)
+
+    def reduce_weighted(self, prepared: Probs, weights: F64) -> Score:
+        p, w = restrict(prepared, check_weights(weights, len(prepared.truth)))
+        return self.weighted(p, w)
+
+    def weighted(self, p: Probs, w: F64) -> Score:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _Curve(ProbMetric):
     fn = "roc"
+    metric = "roc-auc"
 
     def __init__(self, *, positive: str | None = None, average: OvrAverage = "macro") -> None:
-        check_choice(self.fn, "average", average, ("macro", "weighted"))
+        check_choice(self.metric, "average", average, ("macro", "weighted"))
         self.positive = positive
         self.average = average
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        p = probs(values)
+    def weighted(self, p: Probs, w: F64) -> Score:
         if len(p.classes) > 2:
-            value = _ovr(p, self.fn, self.average)
+            value = _ovr(p, w, self.fn, self.average)
             how = f"one-vs-rest {self.average} over {len(p.classes)} classes"
             return Score(number=value, explanation=how)
         y, score, pos = _binary(p, self.positive)
@@ -97,32 +124,32 @@ class _Ranking(ProbMetric):
             raise ValueError(
                 f"average precision is undefined: no record has the positive label {pos!r}"
             )
-        value = _auc(y, score) if self.fn == "roc" else _average_precision(y, score)
-        return Score(number=value, explanation=f"positive label {pos!r}, {y.size} records")
+        value = _auc(y, score, w) if self.fn == "roc" else _average_precision(y, score, w)
+        return Score(number=value, explanation=f"positive label {pos!r}, {fmt(w.sum())} records")
 
 
-class RocAuc(_Ranking):
+class RocAuc(_Curve):
     """Area under the ROC curve from p(positive); one-vs-rest (macro) for more classes."""
 
     fn = "roc"
 
 
-class PrAuc(_Ranking):
+class PrAuc(_Curve):
     """Average precision (area under the precision-recall curve, step-wise, no interpolation)."""
 
     fn = "ap"
+    metric = "pr-auc"
 
 
 class LogLoss(ProbMetric):
     """Mean negative log-likelihood of the reference label (p clipped to [eps, 1 - eps])."""
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        p = probs(values)
+    def weighted(self, p: Probs, w: F64) -> Score:
         eps = np.finfo(np.float64).eps
         true_p = np.clip(p.matrix[np.arange(p.truth.size), p.truth], eps, 1 - eps)
         return Score(
-            number=float(-np.log(true_p).mean()),
-            explanation=f"natural log over {len(p.classes)} classes, {p.truth.size} records",
+            number=float(-(np.log(true_p) * w).sum() / w.sum()),
+            explanation=f"natural log over {len(p.classes)} classes, {fmt(w.sum())} records",
         )
 
 
@@ -132,14 +159,13 @@ class Brier(ProbMetric):
     def __init__(self, *, positive: str | None = None) -> None:
         self.positive = positive
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        p = probs(values)
+    def weighted(self, p: Probs, w: F64) -> Score:
         if len(p.classes) > 2:
             onehot = p.truth[:, None] == np.arange(len(p.classes))[None, :]
-            value = float(((onehot - p.matrix) ** 2).sum(axis=1).mean())
+            value = float(np.average(((onehot - p.matrix) ** 2).sum(axis=1), weights=w))
             return Score(number=value, explanation=f"summed over {len(p.classes)} classes")
         y, score, pos = _binary(p, self.positive)
-        value = float(((y - score) ** 2).mean())
+        value = float(np.average((y - score) ** 2, weights=w))
         return Score(number=value, explanation=f"positive label {pos!r}")
 
 
@@ -157,8 +183,7 @@ class Ece(ProbMetric):
         self.bins = bins
         self.positive = positive
 
-    def reduce(self, values: Sequence[Mapped]) -> Score:
-        p = probs(values)
+    def weighted(self, p: Probs, w: F64) -> Score:
         if len(p.classes) > 2:
             conf = p.matrix.max(axis=1)
             hit = (p.matrix.argmax(axis=1) == p.truth).astype(np.float64)
@@ -169,10 +194,10 @@ class Ece(ProbMetric):
             how = f"p({pos!r}) vs positive rate"
         edges = np.linspace(0.0, 1.0, self.bins + 1)
         ids = np.searchsorted(edges[1:-1], conf)
-        gap = np.bincount(ids, weights=hit, minlength=self.bins) - np.bincount(
-            ids, weights=conf, minlength=self.bins
+        gap = np.bincount(ids, weights=hit * w, minlength=self.bins) - np.bincount(
+            ids, weights=conf * w, minlength=self.bins
         )
         return Score(
-            number=float(np.abs(gap).sum() / conf.size),
+            number=float(np.abs(gap).sum() / w.sum()),
             explanation=f"{self.bins} equal-width bins on [0, 1], {how}",
         )

@@ -28,7 +28,7 @@ import numpy as np
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Skip
-from evalsi.packs.ml_classic._extract import label_of, read_output, read_truth
+from evalsi.packs.ml_classic import label_of, read_output, read_truth
 from evalsi.packs.ml_monitoring._base import F64, Bools, Ints, count, ones, per_name, weights_of
 from evalsi.packs.ml_monitoring._fields import category_of, is_missing, lookup
 
