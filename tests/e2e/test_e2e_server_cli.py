@@ -159,6 +159,8 @@ def test_runs_compare_and_catalog_read_the_server(cli: Cli, server: str, tmp_pat
     show = cli("catalog", "show", "exact-match", "--server", server)
     assert show.returncode == 0, show.stderr
     assert show.stdout.startswith("builtin/exact-match@1.0.0")
+    packs = parse_json_stdout(cli("catalog", "packs", "--format", "json", "--server", server))
+    assert packs == parse_json_stdout(cli("catalog", "packs", "--format", "json"))
 
 
 def test_errors_over_the_wire(cli: Cli, server: str, tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ class CatalogHandler:
             builtin = BUILTIN_PACKS.get(name)
             description, extra = (builtin.description, builtin.extra) if builtin else ("", "")
             packs.append(PackInfo(name, description, tuple(evs), extra, opt_in.enabled(name)))
-        return pb.ListPacksResponse(packs=[pack_to_proto(p) for p in sorted(packs)])
+        return pb.ListPacksResponse(packs=[pack_to_proto(p) for p in packs])
 
     async def list_connectors(
         self, request: pb.ListConnectorsRequest, ctx: Any, /
