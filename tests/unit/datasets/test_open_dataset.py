@@ -26,8 +26,11 @@ def test_the_public_surface() -> None:
         "MAX_BAD_MESSAGES",
         "OnBadRecord",
         "SUPPORTED_SUFFIXES",
+        "confine",
         "hub_cache_dir",
         "open_dataset",
+        "param_file",
+        "param_files_confined",
         "parse_hf_uri",
         "record_from_dict",
     ]
