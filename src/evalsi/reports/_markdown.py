@@ -45,6 +45,21 @@ def _escape_one(match: re.Match[str]) -> str:
     return {"<": "&lt;", ">": "&gt;"}.get(char, "\\" + char)
 
 
+def _text_with_code(value: str) -> str:
+    """Text whose `backticked` spans are code (a warning naming a gate and a command)."""
+    parts = value.split("`")
+    if len(parts) % 2 == 0:  # an unmatched backtick: all literal
+        return text(value)
+    return "".join(code(p) if i % 2 else _spaced(p) for i, p in enumerate(parts))
+
+
+def _spaced(value: str) -> str:
+    """``text`` keeping one space where ``value`` starts or ends with whitespace."""
+    lead = " " if value[:1].isspace() else ""
+    trail = " " if value[-1:].isspace() and value.strip() else ""
+    return lead + text(value) + trail
+
+
 def code(value: object) -> str:
     """Inline code that holds any backticks in ``value`` (GFM: a longer fence)."""
     s = " ".join(str(value).split()).replace("|", "\\|")
@@ -265,7 +280,7 @@ def _gates(data: ReportData, add: Add) -> None:
         rows.append((code(g.get("expr", "")), shown, text(any_value(g.get("value"))), reason))
     add(table(("gate", "verdict", "value", "reason"), rows, numeric=(2,)))
     for w in data.gate_warnings:
-        add(f"> **warning:** {text(w)}")
+        add(f"> **warning:** {_text_with_code(w)}")
 
 
 def _comparison(data: ReportData, add: Add) -> None:

@@ -41,6 +41,7 @@ class _Metric:
     labels: Counter[str] = field(default_factory=Counter)
     higher_is_better: bool | None = None
     range: tuple[float, float] | None = None  # declared bounds: intervals never leave them
+    structured: bool = False  # a dataset-scope structure (a confusion matrix): no mean
 
     def add(self, values: list[float], clusters: list[Hashable] | None) -> None:
         self.moments.add(values, clusters)
@@ -184,6 +185,8 @@ class Aggregator:
                     metric.moments.add([float(score.number)])
                 elif score.passed is not None:
                     metric.moments.add([1.0 if score.passed else 0.0])
+                elif score.structured is not None:
+                    metric.structured = True
 
     def summaries(
         self,
@@ -218,7 +221,7 @@ class Aggregator:
                     found = (dataset_intervals or {}).get(index, {}).get(name)
                     out.append(
                         MetricSummary(
-                            n=ev.dataset_n if moments.n else 0,
+                            n=ev.dataset_n if moments.n or metric.structured else 0,
                             mean=moments.mean if moments.n else None,
                             std=None,
                             ci=found or Interval(None, None, "none"),

@@ -216,13 +216,18 @@ def read_labels(
     dataset = open_dataset(data, fields=fields, on_bad_record="fail")
     reader = _Reader(dataset.name)
     items: list[LabelledRecord] = []
-    for batch in dataset.iter_batches(1024):
-        for record in batch:
-            line = (record.provenance.line if record.provenance else 0) or len(items) + 1
-            for name in requires:
-                if _field(record, name) is None:
-                    raise reader.error(line, name, "missing, and the judge evaluator needs it")
-            items.append(LabelledRecord(record, line, reader.ratings(record, line)))
+    try:
+        for batch in dataset.iter_batches(1024):
+            for record in batch:
+                line = (record.provenance.line if record.provenance else 0) or len(items) + 1
+                for name in requires:
+                    if _field(record, name) is None:
+                        raise reader.error(line, name, "missing, and the judge evaluator needs it")
+                items.append(LabelledRecord(record, line, reader.ratings(record, line)))
+    except DatasetError as e:
+        if e.hint and "--on-bad-record" in e.hint:  # a flag of evalsi eval, not of calibrate
+            e.hint = "fix that line: a calibration reads every label, it skips none"
+        raise
     if not items or reader.kind is None:
         raise DatasetError("no labelled records", path=dataset.name, hint=_HINT)
     return Labels(dataset.name, dataset.version, items, list(reader.raters), reader.kind)

@@ -39,6 +39,8 @@ def metric_rows(metrics: list[MetricSummary]) -> list[tuple[str, ...]]:
         if m.kind == "label" and m.labels:
             top = sorted(m.labels.items(), key=lambda kv: -kv[1])[:3]
             mean = ", ".join(f"{k}:{v}" for k, v in top)
+        elif m.kind == "structured" and m.n:
+            mean = "(structured: see --format json)"
         rows.append(
             (
                 m.evaluator,

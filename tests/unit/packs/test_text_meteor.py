@@ -97,3 +97,17 @@ def test_synonyms_come_from_wordnet_and_several_references_take_the_best() -> No
     multi = {**row, "id": "multi", "reference": ["Dogs bark .", row["reference"]]}
     (best,) = results([multi], tokenize="whitespace", wordnet=str(DEBIAN))
     assert best.scores[0].number == with_wordnet.scores[0].number
+
+
+@pytest.mark.parametrize(("param", "value"), [("alpha", 5.0), ("gamma", -0.1), ("beta", -1.0)])
+def test_meteor_params_out_of_range_are_refused(param: str, value: float) -> None:
+    import evalsi
+    from evalsi.core import ParamError
+
+    with pytest.raises(ParamError, match=f"meteor: param '{param}'"):
+        evalsi.evaluate(
+            [{"output": "a", "reference": "a"}],
+            ["meteor"],
+            params={"meteor": {param: value}},
+            store=":memory:",
+        )

@@ -96,3 +96,11 @@ def test_the_example_file() -> None:
     lp1 = [-0.21, -0.05, -0.01, -0.3, -0.02, -0.11, -0.04]
     first = next(x for x in r.results if x.record_id == "lp1")
     assert first.scores[0].number == pytest.approx(math.exp(-sum(lp1) / len(lp1)), rel=1e-12)
+
+
+def test_logprobs_whose_sum_overflows_are_an_error_with_a_reason() -> None:
+    import evalsi
+
+    rows = [{"output": {"text": "x", "logprobs": [-1e308, -1e308]}}]
+    (result,) = evalsi.evaluate(rows, ["perplexity"], store=":memory:").results
+    assert result.reason == "ValueError: perplexity overflows: the 2 logprobs sum beyond a float"

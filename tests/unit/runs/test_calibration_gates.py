@@ -86,7 +86,9 @@ def test_reports_show_the_warning_in_the_gates_section(tmp_path: Path) -> None:
         run_id = _evaluate(store, stub.openai_url, ["metric('llm-judge').mean >= 0.5"])
     md = render_report(store, run_id, fmt="md")
     gates = md[md.index("## Gates") :]
-    assert "> **warning:** gate" in gates
+    assert (
+        "> **warning:** gate `metric('llm-judge').mean >= 0.5` depends" in gates
+    )  # code, unescaped
     assert "not calibrated" in gates
     html = render_report(store, run_id, fmt="html")
     section = html[html.index('<section id="gates">') :]

@@ -140,3 +140,13 @@ def test_json_output_carries_dataset_results_with_their_metadata() -> None:
             {"name": "mean-plain", "number": 2.0, "metadata": {"skipped": {"odd record": 2}}}
         ],
     }
+
+
+def test_a_structured_dataset_score_counts_its_records_and_says_where_it_is() -> None:
+    rows = [{"id": str(i), "output": i % 2, "reference": (i // 2) % 2} for i in range(8)]
+    result = evalsi.evaluate(rows, ["confusion-matrix"], store=":memory:")
+    (m,) = result.metrics
+    assert (m.kind, m.n, m.mean) == ("structured", 8, None)
+    assert "(structured: see --format json)" in result.table()
+    (entry,) = result.to_dict()["dataset_results"]
+    assert entry["scores"][0]["structured"] == {"labels": ["0", "1"], "matrix": [[2, 2], [2, 2]]}

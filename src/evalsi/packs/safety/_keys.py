@@ -100,7 +100,10 @@ def key_prefix_length(detail: str) -> int:
 
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----"
-    r"(?:[\s\S]{0,20000}?-----END \1PRIVATE KEY\2-----|(?:\r?\n[A-Za-z0-9+/=]{8,})*)"
+    # the body stops at the next BEGIN line, so a run of BEGIN lines is scanned once, not
+    # 20,000 characters per line
+    r"(?:(?:(?!-----BEGIN )[\s\S]){0,20000}?-----END \1PRIVATE KEY\2-----"
+    r"|(?:\r?\n[A-Za-z0-9+/=]{8,})*)"
 )
 
 

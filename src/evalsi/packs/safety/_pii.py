@@ -21,6 +21,7 @@ from evalsi.packs.safety._scan import (
 from evalsi.packs.safety._text import produced_text, string_list
 
 _SHOWN = 20  # findings listed in an explanation; the counts hold them all
+_STORED = 100  # findings kept in a score's metadata (a megabyte of leaks stays small)
 
 
 class PiiLeakage:
@@ -112,10 +113,12 @@ class PiiLeakage:
                     "start": f.start,
                     "end": f.end,
                 }
-                for f in leaks
+                for f in leaks[:_STORED]
             ],
             "allowed": allowed,
         }
+        if len(leaks) > _STORED:
+            metadata["findings_total"] = len(leaks)
         return [
             Score(passed=not leaks, explanation=explanation, metadata=metadata),
             Score(name="pii-leakage-counts", structured=dict(counts)),

@@ -123,6 +123,8 @@ def _bleu_metric(
             f"{metric}: param 'smooth_value' applies to smooth_method floor or add-k only, "
             f"not {smooth_method!r}"
         )
+    if smooth_value is not None and not smooth_value > 0:
+        raise ParamError(f"{metric}: param 'smooth_value' must be > 0, got {smooth_value}")
     mod = need_module(metric, "sacrebleu.metrics")
     return _build(
         metric,

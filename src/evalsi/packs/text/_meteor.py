@@ -127,6 +127,11 @@ class Meteor:
         beta: float = 3.0,
         gamma: float = 0.5,
     ) -> None:
+        for name, value in (("alpha", alpha), ("gamma", gamma)):
+            if not 0.0 <= value <= 1.0:
+                raise ParamError(f"meteor: param {name!r} must lie in [0, 1], got {value}")
+        if not beta >= 0.0:
+            raise ParamError(f"meteor: param 'beta' must be >= 0, got {beta}")
         self._meteor = need_module("meteor", "nltk.translate.meteor_score").meteor_score
         self._split: Any = str.split
         if tokenize == "13a":

@@ -83,7 +83,12 @@ def perplexity(record: Record) -> Score:
     values = token_logprobs(raw)
     if not values:
         raise Skip("logprobs holds no token log-probability")
-    mean = math.fsum(values) / len(values)
+    try:
+        mean = math.fsum(values) / len(values)
+    except OverflowError:
+        raise ValueError(
+            f"perplexity overflows: the {len(values)} logprobs sum beyond a float"
+        ) from None
     try:
         value = math.exp(-mean)
     except OverflowError:
