@@ -59,3 +59,29 @@ def test_missing_or_bad_judges_file_is_a_clear_error(
     assert "expected a mapping" in bad.stderr
     for proc in (no_judge, missing, bad):
         assert "Traceback" not in proc.stderr
+
+
+def test_an_unreachable_judge_exits_3_and_says_so(
+    run_evalsi: Callable[..., Any], tmp_path: Path
+) -> None:
+    from tests.support.server_state import free_port
+
+    (tmp_path / "qa.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "output": "a", "reference": "a"}) + "\n" for i in range(3)
+        )
+    )
+    (tmp_path / "judges.yaml").write_text(
+        "default: {connector: openai-compatible, "
+        f"baseUrl: 'http://127.0.0.1:{free_port()}/v1', model: j}}\n"
+    )
+    args = ["eval", "--data", "qa.jsonl", "--evaluators", "reference-correctness,exact-match",
+            "--judges", "judges.yaml", "--format", "json"]  # fmt: skip
+    proc = run_evalsi(tmp_path, *args)
+    assert proc.returncode == 3, proc.stderr
+    assert "reference-correctness judged nothing: every record failed on infrastructure" in (
+        proc.stderr
+    )
+    by_name = {m["evaluator"]: m for m in json.loads(proc.stdout)["metrics"]}
+    assert by_name["reference-correctness"]["infra_errors"] == 3
+    assert by_name["exact-match"]["n"] == 3

@@ -101,7 +101,18 @@ class ScoreResult:
 
     @property
     def exit_code(self) -> int:
-        return gates_exit_code(self.gates)
+        """The CLI's exit code: 3 when an evaluator judged nothing because every attempt failed
+        on infrastructure (an unreachable judge), else the gates' verdict (0, 1 or 2)."""
+        return 3 if self.lost_evaluators else gates_exit_code(self.gates)
+
+    @property
+    def lost_evaluators(self) -> list[str]:
+        """Evaluators that scored nothing and lost records to infrastructure errors."""
+        lost: dict[str, None] = {}
+        for m in self.metrics:
+            if m.infra_errors and not m.scored:
+                lost[m.evaluator] = None
+        return list(lost)
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricSummary:
         """The summary of one metric (the evaluator's own metric when ``metric`` is omitted)."""
