@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from evalsi.core import (
@@ -235,8 +235,50 @@ class RecordRunner:
         return out
 
 
+class MappedValues(Sequence[Any]):
+    """The mapped values of a dataset-scope evaluator that maps whole batches (``map_batch``).
+
+    They are kept as chunks, one per fed batch: a ``list`` of per-record values (a batch mapped
+    record by record) or what ``map_batch`` returned (anything but a list). ``prepare`` may read
+    ``chunks`` to merge the columns directly; indexing or iterating expands every chunk to the
+    values ``map`` would have returned (``unbatch``), once, for the rare paths that need them.
+    """
+
+    def __init__(self, chunks: list[Any], unbatch: Callable[[Any], list[Any]], n: int) -> None:
+        self.chunks = chunks
+        self._unbatch = unbatch
+        self._n = n
+        self._flat: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def expand(self) -> list[Any]:
+        """Every value, in record order (cached)."""
+        if self._flat is None:
+            flat: list[Any] = []
+            for chunk in self.chunks:
+                flat.extend(chunk if isinstance(chunk, list) else self._unbatch(chunk))
+            self._flat = flat
+        return self._flat
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.expand()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.expand())
+
+
 class DatasetRunner:
-    """Runs one dataset-scope evaluator: ``map`` each eligible record, ``reduce`` at the end."""
+    """Runs one dataset-scope evaluator: ``map`` each eligible record, ``reduce`` at the end.
+
+    An evaluator may also define ``map_batch(records)`` and ``unbatch(chunk)``: ``map_batch``
+    maps a whole batch at once into a compact chunk (columns, one entry per record, not a list)
+    and returns None unless every record is eligible and maps without ``Skip`` or error; that
+    batch is then mapped record by record, so odd records keep their exact per-record outcome.
+    ``unbatch`` turns a chunk back into the values ``map`` would have returned. ``values`` is
+    then a ``MappedValues``.
+    """
 
     def __init__(self, bound: BoundEvaluator) -> None:
         if bound.scope is not Scope.DATASET:
@@ -245,11 +287,28 @@ class DatasetRunner:
         self.name = bound.name
         self.ref = bound.ref
         self.missing = missing_checker(bound.manifest.requires)
-        self.values: list[Any] = []
-        self.record_ids: list[str] = []
+        instance = bound.instance
+        batch, unbatch = getattr(instance, "map_batch", None), getattr(instance, "unbatch", None)
+        both = callable(batch) and callable(unbatch)
+        self._batch: Callable[[Sequence[Record]], Any] | None = batch if both else None
+        self._unbatch: Callable[[Any], list[Any]] | None = unbatch if both else None
+        self._list: list[Any] = []
+        self._chunks: list[Any] = []
+        self._mapped_values: MappedValues | None = None
+        self.mapped = 0
+        """Records mapped so far (the dataset result's n)."""
         self.skip_reasons: Counter[str] = Counter()
         self.error_reasons: Counter[str] = Counter()
         self.seconds = 0.0
+
+    @property
+    def values(self) -> Sequence[Any]:
+        """The mapped values: a list, or ``MappedValues`` for a ``map_batch`` evaluator."""
+        if self._unbatch is None:
+            return self._list
+        if self._mapped_values is None or len(self._mapped_values) != self.mapped:
+            self._mapped_values = MappedValues(list(self._chunks), self._unbatch, self.mapped)
+        return self._mapped_values
 
     @property
     def skipped(self) -> int:
@@ -261,8 +320,31 @@ class DatasetRunner:
 
     def feed(self, records: Sequence[Record]) -> None:
         started = time.perf_counter()
+        if self._batch is not None:
+            if records:
+                try:  # a chunk maps every record of the batch, else the batch goes record by record
+                    chunk = self._batch(records)
+                    whole = chunk is not None and not isinstance(chunk, list)
+                    whole = whole and len(chunk) == len(records)
+                except Exception:  # an optimisation only: map() decides what a record gives
+                    whole = False
+                if not whole:
+                    values: list[Any] = []
+                    self._map_each(records, values)
+                    chunk = values
+                if len(chunk):
+                    self._chunks.append(chunk)
+                    self.mapped += len(chunk)
+        else:
+            before = len(self._list)
+            self._map_each(records, self._list)
+            self.mapped += len(self._list) - before
+        self.seconds += time.perf_counter() - started
+
+    def _map_each(self, records: Sequence[Record], out: list[Any]) -> None:
+        """``map`` every eligible record into ``out``; count the skipped and failed ones."""
         fn: Callable[[Record], Any] = self.bound.instance.map
-        missing = self.missing
+        missing, append = self.missing, out.append
         for record in records:
             lacking = missing(record)
             if lacking is not None:
@@ -276,11 +358,9 @@ class DatasetRunner:
             except Exception as e:
                 self.error_reasons[_error_reason(e)] += 1
                 continue
-            self.values.append(value)
-            self.record_ids.append(record.id)
-        self.seconds += time.perf_counter() - started
+            append(value)
 
-    def reduce(self, values: list[Any] | None = None) -> list[Score] | str:
+    def reduce(self, values: Sequence[Any] | None = None) -> list[Score] | str:
         """Reduce the mapped values (or a resample of them); a string means ERROR: why."""
         try:
             out = self.bound.instance.reduce(self.values if values is None else values)
@@ -315,7 +395,7 @@ class DatasetRunner:
     def finish(self) -> EvaluationResult:
         """The reduced result. Why records were left out is kept: the reason when nothing was
         eligible, else ``skipped``/``errors`` reason counts in each score's metadata."""
-        if not self.values:
+        if not self.mapped:
             outcome = _ERROR if self.error_reasons else _SKIPPED
             reasons = self.error_reasons or self.skip_reasons
             reason = "no record was eligible"

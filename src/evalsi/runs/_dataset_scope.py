@@ -51,8 +51,7 @@ def dataset_bootstrap(
     A replicate the metric cannot reduce (e.g. one class only for ROC-AUC) is dropped; a metric
     with fewer than half its replicates left gets no interval rather than a misleading one.
     """
-    values = runner.values
-    n = len(values)
+    n = runner.mapped
     if n == 0:
         return {}
     rng = np.random.default_rng(seed)
@@ -62,6 +61,9 @@ def dataset_bootstrap(
     draws: dict[str, list[float]] = {}
     if weighted:
         reduce = runner.weighted_reducer()
+    else:  # a plain list; the values of an evaluator that maps whole batches, expanded once
+        mapped = runner.values
+        values = mapped if isinstance(mapped, list) else list(mapped)
     for _ in range(count):
         picks = rng.integers(0, n, n)
         if weighted:
@@ -104,7 +106,7 @@ def finish_dataset_scope(
             continue
         result = runner.finish()
         aggregator.add_dataset(
-            index, result, mapped=len(runner.values), skipped=runner.skipped, errors=runner.errors
+            index, result, mapped=runner.mapped, skipped=runner.skipped, errors=runner.errors
         )
         out.rows.append((index, -1, ResultBatch.of([result], runner.bound.manifest.ref.name)))
         out.results.append(result)

@@ -2,8 +2,10 @@
 
 This is the one pass that walks the per-record values; everything after it is whole-array
 numpy. Labels are encoded through a dict of their distinct raw values (a few C-level passes
-instead of a string sort); probabilities are read in one pass, key by key, when every record
-names the same labels (the usual case), else flattened record by record.
+instead of a string sort), or, when they are all ints, with a lookup table (``encode_ints``);
+probabilities are read in one pass, key by key, when every record names the same labels (the
+usual case: ``uniform_probs``), else flattened record by record. Batches mapped whole
+(``_batch``) arrive as columns already and are merged into the same arrays.
 
 The class set is the union of the labels seen (reference labels, predicted labels and, for
 probabilities, the labels they name), sorted like scikit-learn. A record's meaning can depend on
@@ -45,6 +47,34 @@ def encode(raw: list[Any]) -> tuple[list[str], Ints]:
     lookup = np.array([where[x] for x in names], dtype=np.intp)
     index = {v: i for i, v in enumerate(distinct)}
     return classes, lookup[np.fromiter(map(index.__getitem__, raw), np.intp, len(raw))]
+
+
+def encode_ints(ints: npt.NDArray[np.integer[Any]], names: Sequence[str]) -> tuple[list[str], Ints]:
+    """``encode(ints.tolist() + list(names))`` for exact ints and strings, vectorised: the
+    label of an int is its decimal text, so only the few distinct ints are turned to text."""
+    values = ints.astype(np.intp, copy=False) if ints.size else np.zeros(0, dtype=np.intp)
+    lo = int(values.min()) if values.size else 0
+    span = int(values.max()) - lo + 1 if values.size else 0
+    small = span <= max(1 << 16, values.size)  # a lookup table indexed by value
+    if small:
+        shifted = values - lo if lo else values
+        distinct = np.flatnonzero(np.bincount(shifted, minlength=span)) + lo
+    else:
+        distinct, inverse = np.unique(values, return_inverse=True)
+    texts = [str(v) for v in distinct.tolist()]
+    classes = sorted(set(texts).union(names))
+    where = {c: i for i, c in enumerate(classes)}
+    lookup = np.fromiter(map(where.__getitem__, texts), np.intp, len(texts))
+    tail = np.fromiter(map(where.__getitem__, names), np.intp, len(names))
+    if not small:
+        codes = lookup[inverse.reshape(-1)]
+    elif lo == 0 and lookup.tolist() == list(range(span)):
+        codes = values  # e.g. 0 and 1: each value is its own code (no gather)
+    else:
+        table = np.zeros(span, dtype=np.intp)
+        table[distinct - lo] = lookup
+        codes = table[shifted]
+    return classes, np.concatenate([codes, tail]) if len(tail) else codes
 
 
 def _bools_collide(distinct: list[Any], raw: list[Any]) -> bool:
@@ -103,18 +133,29 @@ def prob_arrays(values: Sequence[ProbMapped]) -> Probs:
     keys = list(first) if first.__class__ is dict else []
     columns = _uniform_columns(dicts, keys) if keys else None
     if columns is not None:
-        classes, codes = encode(truth_raw + keys)
-        cols = codes[n:]
-        if len(set(cols.tolist())) < len(keys):
-            raise ValueError(f"probabilities name a label twice: {sorted(map(str, keys))}")
-        _check(columns)
-        k = len(classes)
+        return uniform_probs(*encode(truth_raw + keys), keys, columns, values)
+    return _flat(values, truth_raw, dicts)
+
+
+def uniform_probs(
+    classes: list[str], codes: Ints, keys: Sequence[Any], columns: Floats, values: Sequence[Any]
+) -> Probs:
+    """The probability matrix when every record names exactly ``keys`` (``columns``: records x
+    keys); ``codes`` are the true labels' then the keys' indexes in ``classes``."""
+    n = len(columns)
+    cols = codes[n:]
+    if len(set(cols.tolist())) < len(keys):
+        raise ValueError(f"probabilities name a label twice: {sorted(map(str, keys))}")
+    _check(columns)
+    k = len(classes)
+    if k == len(keys) and (cols == np.arange(k)).all() and columns.flags.writeable:
+        matrix = columns  # the keys are the classes, in order: no copy
+    else:
         matrix = np.zeros((n, k), dtype=np.float64)
         matrix[:, cols] = columns
-        present = np.zeros((1, k), dtype=bool)
-        present[0, cols] = True
-        return _fill(Probs(classes, codes[:n], matrix, present, values))
-    return _flat(values, truth_raw, dicts)
+    present = np.zeros((1, k), dtype=bool)
+    present[0, cols] = True
+    return _fill(Probs(classes, codes[:n], matrix, present, values))
 
 
 def _uniform_columns(dicts: list[Any], keys: list[Any]) -> Floats | None:

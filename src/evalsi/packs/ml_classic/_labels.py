@@ -11,8 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import Score
-from evalsi.packs.ml_classic._arrays import Labels, default_positive, label_arrays, label_weights
+from evalsi.packs.ml_classic._arrays import Labels, default_positive, label_weights
 from evalsi.packs.ml_classic._base import AVERAGES, Weighted, check_choice, check_weights, fmt
+from evalsi.packs.ml_classic._batch import map_label_batch, merge_labels, unbatch_labels
 from evalsi.packs.ml_classic._extract import LabelMapped, map_labels
 
 Average = Literal["binary", "micro", "macro", "weighted"]
@@ -28,9 +29,11 @@ class LabelMetric(Weighted[Labels]):
     """map(): (truth, predicted label, probabilities); the label is the argmax when absent."""
 
     map = staticmethod(map_labels)  # the runner calls it once per record: no extra frame
+    map_batch = staticmethod(map_label_batch)  # a whole batch at once (``_batch``)
+    unbatch = staticmethod(unbatch_labels)
 
     def prepare(self, values: Sequence[LabelMapped]) -> Labels:
-        return label_arrays(values)
+        return merge_labels(values)
 
     def reduce_weighted(self, prepared: Labels, weights: F64) -> Score:
         lab, w = label_weights(prepared, check_weights(weights, len(prepared.truth)))

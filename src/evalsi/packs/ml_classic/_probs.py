@@ -15,8 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import ParamError, Score
-from evalsi.packs.ml_classic._arrays import Probs, default_positive, prob_arrays, restrict
+from evalsi.packs.ml_classic._arrays import Probs, default_positive, restrict
 from evalsi.packs.ml_classic._base import Weighted, check_choice, check_weights, fmt
+from evalsi.packs.ml_classic._batch import map_prob_batch, merge_probs, unbatch_probs
 from evalsi.packs.ml_classic._extract import ProbMapped, map_probs
 
 F64 = npt.NDArray[np.float64]
@@ -88,9 +89,11 @@ class ProbMetric(Weighted[Probs]):
     """map(): (truth, probabilities); a record without probabilities is SKIPPED."""
 
     map = staticmethod(map_probs)  # the runner calls it once per record: no extra frame
+    map_batch = staticmethod(map_prob_batch)  # a whole batch at once (``_batch``)
+    unbatch = staticmethod(unbatch_probs)
 
     def prepare(self, values: Sequence[ProbMapped]) -> Probs:
-        return prob_arrays(values)
+        return merge_probs(values)
 
     def reduce_weighted(self, prepared: Probs, weights: F64) -> Score:
         p, w = restrict(prepared, check_weights(weights, len(prepared.truth)))
