@@ -102,3 +102,12 @@ def test_drift_baseline_is_confined_to_datasets_dir(tmp_path: Path) -> None:
             with pytest.raises(UserError, match="baseline") as e:
                 client.evaluate(current, ["psi"], params={"psi": {"baseline": outside}})
             assert "datasets_dir" in str(e.value)
+
+
+def test_cluster_by_gives_the_same_cluster_bootstrap_on_the_server(tmp_path: Path) -> None:
+    rows = [{**row, "metadata": {"grp": int(row["id"]) % 12}} for row in _classification()]
+    local = evalsi.evaluate(rows, ["roc-auc"], store=":memory:", cluster_by="grp", seed=5)
+    with serving(server_state(tmp_path, runs=False)) as srv, evalsi.Client(srv.url) as client:
+        remote = client.evaluate(rows, ["roc-auc"], cluster_by="grp", seed=5)
+    assert remote.metrics == local.metrics
+    assert remote.metric("roc-auc").ci.method == "cluster-bootstrap-percentile"

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from evalsi.core import (
@@ -297,6 +297,9 @@ class DatasetRunner:
         self._mapped_values: MappedValues | None = None
         self.mapped = 0
         """Records mapped so far (the dataset result's n)."""
+        self.cluster_key: Callable[[Record], Hashable] | None = None
+        """When set (``--cluster-by``), each mapped record's cluster goes into ``clusters``."""
+        self.clusters: list[Hashable] = []
         self.skip_reasons: Counter[str] = Counter()
         self.error_reasons: Counter[str] = Counter()
         self.seconds = 0.0
@@ -332,6 +335,8 @@ class DatasetRunner:
                     values: list[Any] = []
                     self._map_each(records, values)
                     chunk = values
+                elif self.cluster_key is not None:
+                    self.clusters.extend(map(self.cluster_key, records))
                 if len(chunk):
                     self._chunks.append(chunk)
                     self.mapped += len(chunk)
@@ -344,7 +349,7 @@ class DatasetRunner:
     def _map_each(self, records: Sequence[Record], out: list[Any]) -> None:
         """``map`` every eligible record into ``out``; count the skipped and failed ones."""
         fn: Callable[[Record], Any] = self.bound.instance.map
-        missing, append = self.missing, out.append
+        missing, append, key = self.missing, out.append, self.cluster_key
         for record in records:
             lacking = missing(record)
             if lacking is not None:
@@ -359,6 +364,8 @@ class DatasetRunner:
                 self.error_reasons[_error_reason(e)] += 1
                 continue
             append(value)
+            if key is not None:
+                self.clusters.append(key(record))
 
     def reduce(self, values: Sequence[Any] | None = None) -> list[Score] | str:
         """Reduce the mapped values (or a resample of them); a string means ERROR: why."""

@@ -5,7 +5,12 @@ from evalsi.runs._calibration import CalibrationResult, calibrate_async
 from evalsi.runs._calibration_gates import uncalibrated_gates
 from evalsi.runs._compare import compare_runs
 from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
-from evalsi.runs._dataset_scope import DatasetScope, dataset_bootstrap, finish_dataset_scope
+from evalsi.runs._dataset_scope import (
+    DatasetScope,
+    cluster_dataset_runners,
+    dataset_bootstrap,
+    finish_dataset_scope,
+)
 from evalsi.runs._execute import execute_run
 from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
 from evalsi.runs._gate_syntax import EvaluatorMetrics
@@ -77,6 +82,7 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "cluster_dataset_runners",
     "compare_runs",
     "dataset_bootstrap",
     "evaluate_gates",

@@ -91,7 +91,7 @@ class Aggregator:
     def _clusters(self, records: Sequence[Record], indexes: list[int]) -> list[Hashable] | None:
         if self.cluster_by is None:
             return None
-        return [_cluster_key(records[i], self.cluster_by) for i in indexes]
+        return [cluster_key(records[i], self.cluster_by) for i in indexes]
 
     def add(self, index: int, batch: ResultBatch, records: Sequence[Record]) -> None:
         """Add one evaluator's results for a batch (``batch[i]`` belongs to ``records[i]``)."""
@@ -276,7 +276,8 @@ def _clip(interval: Interval, bounds: tuple[float, float] | None) -> Interval:
     )
 
 
-def _cluster_key(record: Record, key: str) -> Hashable:
+def cluster_key(record: Record, key: str) -> Hashable:
+    """A record's cluster under ``--cluster-by key``: ``metadata[key]``, else the record alone."""
     value = record.metadata.get(key)
     if value is None:
         return ("\0record", record.id)  # no key: the record is its own cluster

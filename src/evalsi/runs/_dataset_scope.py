@@ -16,14 +16,15 @@ of n more reductions, so dataset scope always uses the percentile method and say
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from evalsi.core import EvaluationResult, Interval, ResultBatch
 from evalsi.evaluators import DatasetRunner, RecordRunner
-from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._aggregate import Aggregator, cluster_key
 
 RESAMPLES = 1000
 """Replicates for small and medium datasets."""
@@ -55,6 +56,12 @@ def dataset_bootstrap(
     if n == 0:
         return {}
     rng = np.random.default_rng(seed)
+    # --cluster-by: resample whole clusters (records of one cluster are not independent)
+    clustered = runner.cluster_key is not None and len(runner.clusters) == n
+    if clustered:
+        index: dict[Hashable, int] = {}
+        ids = np.fromiter((index.setdefault(c, len(index)) for c in runner.clusters), np.intp, n)
+        groups = len(index)
     weighted = runner.weighted
     cap = getattr(runner.bound.instance, "max_resamples", None)
     count = resample_count(n, weighted=weighted, cap=cap if isinstance(cap, int) else None)
@@ -64,11 +71,15 @@ def dataset_bootstrap(
     else:  # a plain list; the values of an evaluator that maps whole batches, expanded once
         mapped = runner.values
         values = mapped if isinstance(mapped, list) else list(mapped)
-    for _ in range(count):
-        picks = rng.integers(0, n, n)
-        if weighted:
-            scores = reduce(np.bincount(picks, minlength=n).astype(np.float64))
+    for _ in range(count):  # a replicate is how often each value is drawn
+        if clustered:
+            drawn = np.bincount(rng.integers(0, groups, groups), minlength=groups)[ids]
         else:
+            drawn = np.bincount(rng.integers(0, n, n), minlength=n)
+        if weighted:
+            scores = reduce(drawn.astype(np.float64))
+        else:
+            picks = np.repeat(np.arange(n), drawn)
             scores = runner.reduce([values[i] for i in picks.tolist()])
         if isinstance(scores, str):
             continue
@@ -82,7 +93,8 @@ def dataset_bootstrap(
         if len(got) < count / 2:
             continue
         lo, hi = np.quantile(np.asarray(got), [alpha, 1 - alpha])
-        out[name] = Interval(float(lo), float(hi), "bootstrap-percentile", level)
+        method = "cluster-bootstrap-percentile" if clustered else "bootstrap-percentile"
+        out[name] = Interval(float(lo), float(hi), method, level)
     return out
 
 
@@ -94,6 +106,17 @@ class DatasetScope:
     rows: list[tuple[int, int, ResultBatch]] = field(default_factory=list)
     results: list[EvaluationResult] = field(default_factory=list)
     intervals: dict[int, dict[str, Interval]] = field(default_factory=dict)
+
+
+def cluster_dataset_runners(
+    runners: Sequence[RecordRunner | DatasetRunner], cluster_by: str | None
+) -> None:
+    """Have each dataset-scope runner note its records' clusters, for a cluster bootstrap."""
+    if cluster_by is None:
+        return
+    for runner in runners:
+        if isinstance(runner, DatasetRunner):
+            runner.cluster_key = partial(cluster_key, key=cluster_by)
 
 
 def finish_dataset_scope(

@@ -23,7 +23,7 @@ from evalsi.core import EvalsiError, Record, ResultBatch, UserError, content_has
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, Registry, use_judges
 from evalsi.runs._aggregate import Aggregator
-from evalsi.runs._dataset_scope import finish_dataset_scope
+from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_scope
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
     JudgeLike,
@@ -97,6 +97,7 @@ async def score_async(
         )
     bound = bind_all(evaluators, registry=registry, params=params)
     runners = runners_for(bound)
+    cluster_dataset_runners(runners, cluster_by)
     rates = {
         "min_completion_rate": min_completion_rate,
         "max_evaluator_error_rate": max_evaluator_error_rate,

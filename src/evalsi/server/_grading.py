@@ -42,6 +42,7 @@ from evalsi.runs import (
     Aggregator,
     Gate,
     build_judges,
+    cluster_dataset_runners,
     evaluate_gates,
     finish_dataset_scope,
     judges_manifest,
@@ -175,6 +176,7 @@ class _Grading:
             r if r is not None else DatasetRunner(b)
             for r, b in zip(plan.runners, plan.bound, strict=True)
         ]
+        cluster_dataset_runners(self.runners, config.cluster_by)
         self.has_async = any(not isinstance(r, DatasetRunner) and r.is_async for r in self.runners)
         self.aggregator = Aggregator(
             [(b.name, b.manifest.outputs) for b in plan.bound],

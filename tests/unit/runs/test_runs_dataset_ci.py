@@ -150,3 +150,32 @@ def test_a_structured_dataset_score_counts_its_records_and_says_where_it_is() ->
     assert "(structured: see --format json)" in result.table()
     (entry,) = result.to_dict()["dataset_results"]
     assert entry["scores"][0]["structured"] == {"labels": ["0", "1"], "matrix": [[2, 2], [2, 2]]}
+
+
+def _clustered_rows(groups: int = 40, size: int = 25) -> tuple[list[dict[str, Any]], Any]:
+    rng = np.random.default_rng(8)
+    effects = rng.normal(0.0, 1.0, groups)
+    rows, means = [], []
+    for g in range(groups):
+        values = effects[g] + rng.normal(0.0, 0.1, size)
+        means.append(values.mean())
+        rows += [
+            {"id": f"{g}-{i}", "output": {"json": float(v)}, "metadata": {"doc": f"d{g}"}}
+            for i, v in enumerate(values)
+        ]
+    return rows, np.asarray(means)
+
+
+def test_cluster_by_resamples_whole_clusters_for_dataset_metrics() -> None:
+    rows, means = _clustered_rows()
+    _, iid = _summary(rows, "mean-weighted")
+    _, clustered = _summary(rows, "mean-weighted", cluster_by="doc")
+    assert clustered.ci.method == "cluster-bootstrap-percentile"
+    assert iid.ci.method == "bootstrap-percentile"
+    # Equal cluster sizes: the mean is the mean of the cluster means, and its interval is that
+    # of 40 values (scipy's t interval), not of 1000 independent ones.
+    lo, hi = stats.t.interval(0.95, len(means) - 1, loc=means.mean(), scale=stats.sem(means))
+    assert clustered.ci.high - clustered.ci.low == pytest.approx(hi - lo, rel=0.2)
+    assert (iid.ci.high - iid.ci.low) < (hi - lo) / 3
+    _, plain = _summary(rows, "mean-plain", cluster_by="doc")
+    assert (plain.ci.low, plain.ci.high) == pytest.approx((clustered.ci.low, clustered.ci.high))
