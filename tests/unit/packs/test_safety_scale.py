@@ -36,3 +36,18 @@ def test_idioms_are_not_refusals(text: str) -> None:
     from evalsi.packs.safety._refusal import keyword_refusal
 
     assert keyword_refusal(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Revenue +12 345 678 USD", False),
+        ("Call +1 415 555 0132 today", True),
+        ("Moscow office: +7 495 123 45 67", True),
+        ("+44 20 7946 0958", True),
+    ],
+)
+def test_plus_one_and_plus_seven_numbers_need_eleven_digits(text: str, found: bool) -> None:
+    from evalsi.packs.safety._detect import find_phones
+
+    assert bool(list(find_phones(text))) is found

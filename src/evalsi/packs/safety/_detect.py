@@ -181,8 +181,12 @@ def find_phones(text: str) -> Iterator[Finding]:
     """Phone numbers: international (+CC, 8–15 digits), NANP, or national with a trunk 0."""
     for m in _PHONE_INTL.finditer(text):
         raw = m.group()
-        if 8 <= _digit_count(raw) <= 15 and raw.count("(") == raw.count(")"):
-            yield Finding("phone", m.start(), m.end(), raw, "international")
+        digits = _digit_count(raw)
+        if not 8 <= digits <= 15 or raw.count("(") != raw.count(")"):
+            continue
+        if raw[1] in "17" and digits != 11:  # +1 (NANP) and +7 numbers have exactly 11 digits
+            continue  # "+12 345 678 USD" is an amount, not a phone
+        yield Finding("phone", m.start(), m.end(), raw, "international")
     for m in _PHONE_NANP.finditer(text):
         yield Finding("phone", m.start(), m.end(), m.group(), "North American")
     for m in _PHONE_TRUNK.finditer(text):
