@@ -21,6 +21,7 @@ from evalsi.cli import (
     _report,
     _run,
     _runs,
+    _sandbox,
     _serve,
 )
 from evalsi.cli._output import fail
@@ -50,6 +51,9 @@ Discover evaluators:
   evalsi catalog show exact-match
 Serve the API (gRPC, gRPC-Web, Connect, REST) on one port:
   evalsi serve [--host H] [--port P] [--config evalsi.yaml]
+Run untrusted code on the strongest sandbox rung available (or not at all):
+  evalsi sandbox probe
+  evalsi sandbox run -- python3 -c 'print(42)'
 """
 
 
@@ -70,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report.register(commands)
     _calibrate.register(commands)
     _serve.register(commands)
+    _sandbox.register(commands)
     return parser
 
 

@@ -1,0 +1,196 @@
+"""``evalsi sandbox``: which isolation rungs work here, and running one command confined."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from evalsi.cli._output import fail, note, print_json, print_table
+
+if TYPE_CHECKING:
+    from evalsi.sandbox import ExecResult, Level
+
+EPILOG = """\
+examples:
+  evalsi sandbox probe
+  evalsi sandbox probe --format json
+  evalsi sandbox run -- python3 -c 'print(6 * 7)'
+  evalsi sandbox run --timeout 5 --memory 256 --format json -- sh -c 'echo hi; exit 3'
+  evalsi sandbox run --min-isolation none -- true
+
+The ladder, strongest first: vm (firecracker) > kernel > namespaced (bwrap) > confined
+(landlock) > none. `run` takes the strongest rung that works here and refuses to run at all
+when it is weaker than --min-isolation (default: namespaced): nothing ever runs unconfined
+unless you pass --min-isolation none. `probe` lists every rung and why it is unavailable.
+"""
+
+RUN_EPILOG = """\
+examples:
+  evalsi sandbox run -- python3 -c 'print(6 * 7)'
+  evalsi sandbox run --timeout 5 --memory 256 --format json -- sh -c 'echo hi; exit 3'
+  evalsi sandbox run --min-isolation none -- true
+
+--format json prints {outcome, exit_code, stdout, stderr, duration_ms, isolation: {driver,
+level, enforcement}} (stdout and stderr decoded as UTF-8, invalid bytes replaced); the default
+passes the program's stdout and stderr through and adds one summary line on stderr.
+Exit codes: the program's own where it ran (a signal N gives 128+N, a timeout 124, a resource
+limit or a denial 137); 2 a bad flag; 3 no rung at or above --min-isolation works here
+(SANDBOX_UNAVAILABLE, nothing ran) or the sandbox itself failed.
+"""
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "sandbox",
+        help="probe the isolation ladder, or run a command confined",
+        description="Probe which sandbox rungs work on this machine, or run one command on the "
+        "strongest rung available (never below --min-isolation).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
+    probe = sub.add_parser(
+        "probe",
+        help="each rung: driver, level, available, why not",
+        description="Probe every rung of the ladder (its real profile against `true`).",
+        epilog="examples:\n  evalsi sandbox probe\n  evalsi sandbox probe --format json\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    probe.add_argument("--format", choices=("table", "json"), default="table")
+    probe.set_defaults(handler=probe_command)
+
+    r = sub.add_parser(
+        "run",
+        help="run one command on the strongest rung (fails closed)",
+        description="Run CMD in a fresh sandbox with an empty workspace as its working "
+        "directory, then remove the workspace.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument(
+        "--min-isolation",
+        type=_level,
+        default="namespaced",
+        metavar="LEVEL",
+        help="the weakest rung accepted: vm, kernel, namespaced, confined, none "
+        "(default: namespaced)",
+    )
+    r.add_argument("--timeout", type=_positive(float), metavar="S", help="wall clock, seconds")
+    r.add_argument("--memory", type=_positive(int), metavar="MB", help="memory limit, MiB")
+    r.add_argument("--network", choices=("deny", "loopback"), default="deny", help="default: deny")
+    r.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    r.set_defaults(handler=run_command)
+    p.set_defaults(handler=lambda _args: _usage(p))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _level(text: str) -> Level:
+    from evalsi.sandbox import Level
+
+    try:
+        return Level.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def probe_command(args: argparse.Namespace) -> int:
+    from evalsi.sandbox import default_ladder
+
+    reports = default_ladder().probe_all()
+    if args.format == "json":
+        print_json({"rungs": [r.to_dict() for r in reports]})
+        return 0
+    rows = [
+        (r.driver, str(r.level), "yes" if r.available else "no", r.reason or "-") for r in reports
+    ]
+    print_table(("driver", "level", "available", "why not"), rows, title="sandbox ladder")
+    return 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from evalsi.sandbox import SandboxSpec, run
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        return fail("sandbox run: no command given; put it after --, e.g. -- python3 -V", 2)
+    spec = SandboxSpec(min_isolation=args.min_isolation, network=args.network)
+    if args.timeout is not None:
+        spec = replace(spec, timeout_seconds=args.timeout)
+    if args.memory is not None:
+        spec = replace(spec, resources=replace(spec.resources, memory_mb=args.memory))
+    result = run(cmd, spec)  # SandboxUnavailable → exit 3 through main
+    if result.outcome.is_infra:
+        message = f"sandbox runner failure ({result.isolation.driver}): {result.outcome.detail}"
+        if args.format == "json":
+            print_json(to_dict(result))
+        return fail(message, 3)
+    if args.format == "json":
+        print_json(to_dict(result))
+    else:
+        sys.stdout.buffer.write(result.stdout)
+        sys.stdout.flush()
+        sys.stderr.buffer.write(result.stderr)
+        sys.stderr.flush()
+        iso = result.isolation
+        note(
+            f"sandbox: {describe(result)} · {iso.driver} ({iso.level}, {iso.enforcement}) · "
+            f"{result.duration_ms:.0f} ms"
+        )
+    return exit_code(result)
+
+
+def describe(result: ExecResult) -> str:
+    o = result.outcome
+    if o.kind == "exit":
+        return f"exit {o.code}"
+    return f"{o.kind} ({o.detail})" if o.detail else o.kind
+
+
+def exit_code(result: ExecResult) -> int:
+    """The program's own exit code; signals as a shell reports them; 124 for a timeout."""
+    o = result.outcome
+    if o.kind == "exit" and o.code is not None:
+        return o.code if o.code >= 0 else 128 - o.code
+    if o.kind == "timeout":
+        return 124
+    return 128 + int(signal.SIGKILL)
+
+
+def to_dict(result: ExecResult) -> dict[str, Any]:
+    o = result.outcome
+    return {
+        "outcome": o.kind,
+        "outcome_detail": o.detail,
+        "exit_code": result.exit_code,
+        "stdout": result.stdout.decode("utf-8", "replace"),
+        "stderr": result.stderr.decode("utf-8", "replace"),
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+        "duration_ms": round(result.duration_ms, 3),
+        "isolation": result.isolation.to_dict(),
+    }

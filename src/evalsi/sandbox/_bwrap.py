@@ -1,0 +1,362 @@
+"""The ``namespaced`` rung: bubblewrap with a hardened profile and a seccomp allow-list.
+
+Profile: every namespace unshared (user included, nested user namespaces disabled), a new
+session (no controlling tty, so TIOCSTI has nothing to inject into), a cleared environment,
+no capabilities, uid/gid 65534 inside; the host's ``/usr`` read-only with the merged-usr
+symlinks, a handful of ``/etc`` files the loader needs (no passwd, shadow, /root, /home),
+fresh ``/proc`` and ``/dev``, a sized tmpfs at ``/tmp``, the workspace at ``/workspace``.
+Limits are rlimits (``_rlimits``) under a pool uid (``_uidpool``).
+
+bwrap's own errors and the program's stderr are kept apart: bwrap writes to its own pipe,
+and a tiny ``sh`` shim moves the program's stderr onto fd 2 and closes every other fd just
+before exec. So "bwrap: …" on the launcher pipe is a runner failure the program cannot forge.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+from evalsi.sandbox import _capture, _rlimits, _seccomp, _uidpool
+from evalsi.sandbox._types import (
+    ExecResult,
+    Isolation,
+    Level,
+    Outcome,
+    Resources,
+    RungReport,
+    SandboxSpec,
+)
+
+_SANDBOX_ID = 65534
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "nsswitch.conf",
+    "mime.types",
+)
+_TOP_LEVEL = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
+# Child fd layout: 0 stdin, 1 stdout, 2 bwrap's own stderr, then these.
+_FD_PROG_ERR, _FD_SECCOMP = 3, 4
+_SHIM = f'exec 2>&{_FD_PROG_ERR} {_FD_PROG_ERR}>&- {_FD_SECCOMP}>&-; exec "$@"'
+_MEMORY = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
+_BWRAP_CODE = 1  # bwrap exits 1 on its own setup errors
+_MISSING = ("cgroup",)
+
+
+class BwrapDriver:
+    """Bubblewrap namespaces + seccomp allow-list + rlimits under a pool uid."""
+
+    name = "bwrap"
+    level = Level.NAMESPACED
+
+    def __init__(self, bwrap: str | None = None, *, extra_args: Sequence[str] = ()) -> None:
+        """``bwrap`` overrides the binary; ``extra_args`` are appended to the profile (tests
+        use them to break the profile on purpose)."""
+        self._binary = bwrap
+        self._extra = tuple(extra_args)
+
+    @cached_property
+    def binary(self) -> str | None:
+        return self._binary if self._binary is not None else shutil.which("bwrap")
+
+    @property
+    def isolation(self) -> Isolation:
+        return Isolation(self.name, self.level, "partial", _MISSING)
+
+    def isolation_for(self, spec: SandboxSpec) -> Isolation:
+        """Namespaces and seccomp in full; memory and processes by rlimits only (no cgroup)."""
+        return self.isolation
+
+    def probe(self) -> RungReport:
+        if self.binary is None or not os.access(self.binary, os.X_OK):
+            return RungReport(self.name, self.level, False, "bwrap not found")
+        try:
+            _seccomp.filter_bpf("deny")
+        except _seccomp.SeccompUnavailable as exc:
+            return RungReport(self.name, self.level, False, f"seccomp filter failed: {exc}")
+        spec = SandboxSpec(timeout_seconds=10.0)
+        try:
+            with tempfile.TemporaryDirectory(prefix="evalsi-probe-") as ws:
+                result = self.exec(spec, Path(ws), ["true"])
+        except (OSError, ValueError) as exc:  # e.g. a temp dir sandbox uids cannot reach
+            return RungReport(self.name, self.level, False, f"probe could not run: {exc}")
+        if result.outcome.kind == "exit" and result.outcome.code == 0:
+            return RungReport(self.name, self.level, True)
+        detail = result.outcome.detail or result.stderr.decode(errors="replace").strip()
+        if "namespace" in detail or "uid map" in detail or "setting up uid" in detail:
+            reason = f"user namespaces disabled: {detail}"
+        elif "seccomp" in detail:
+            reason = f"seccomp filter failed to load: {detail}"
+        else:
+            reason = f"profile failed on true: {result.outcome.kind} {detail}".strip()
+        return RungReport(self.name, self.level, False, reason)
+
+    def command(
+        self, spec: SandboxSpec, argv: Sequence[str], *, workspace: str = "/workspace"
+    ) -> list[str]:
+        """The full bwrap command line for ``argv`` (the workspace is bound from
+        ``workspace``; the seccomp program is expected on fd 4)."""
+        if self.binary is None:
+            raise FileNotFoundError("bwrap not found")
+        root = str(spec.root) if spec.root is not None else "/"
+        cmd = [
+            self.binary,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            "--as-pid-1",
+            "--clearenv",
+            "--cap-drop",
+            "ALL",
+            "--uid",
+            str(_SANDBOX_ID),
+            "--gid",
+            str(_SANDBOX_ID),
+            "--hostname",
+            "sandbox",
+            "--ro-bind",
+            os.path.join(root, "usr"),
+            "/usr",
+        ]
+        for name in _TOP_LEVEL:
+            host = os.path.join(root, name)
+            if os.path.islink(host):
+                cmd += ["--symlink", os.readlink(host), f"/{name}"]
+            elif os.path.isdir(host):
+                cmd += ["--ro-bind", host, f"/{name}"]
+        cmd += ["--dir", "/etc"]
+        for name in _ETC:
+            host = os.path.join(root, "etc", name)
+            if os.path.exists(host):
+                cmd += ["--ro-bind", host, f"/etc/{name}"]
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        if spec.resources.disk_mb is not None:
+            cmd += ["--size", str(spec.resources.disk_mb << 20)]
+        cmd += ["--tmpfs", "/tmp"]
+        bind = "--ro-bind" if spec.file_access == "read-only" else "--bind"
+        cmd += [bind, workspace, "/workspace", "--remount-ro", "/", "--chdir", "/workspace"]
+        env = {"PATH": _PATH, "HOME": "/workspace", "LANG": "C.UTF-8", **spec.env}
+        for key, value in env.items():
+            cmd += ["--setenv", key, value]
+        cmd += ["--seccomp", str(_FD_SECCOMP), *self._extra]
+        cmd += ["--", "/bin/sh", "-c", _SHIM, "sh", *argv]
+        return cmd
+
+    def exec(
+        self,
+        spec: SandboxSpec,
+        workspace: Path,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        timeout_seconds: float | None = None,
+    ) -> ExecResult:
+        if not argv:
+            raise ValueError("argv is empty")
+        timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
+        start = time.perf_counter()
+        if self.binary is None:
+            return self._failed(start, "bwrap not found")
+        try:
+            seccomp_fd = _seccomp.filter_fd(spec.network)
+        except (_seccomp.SeccompUnavailable, OSError) as exc:
+            return self._failed(start, f"seccomp: {exc}")
+        try:
+            with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
+                if slot.switch:
+                    _hand_over(workspace, slot.uid, slot.gid)
+                cmd = self.command(spec, argv, workspace=str(workspace.resolve()))
+                return self._run(spec.resources, cmd, slot, seccomp_fd, stdin, timeout, start)
+        except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
+            return self._failed(start, f"sandbox busy: {exc}")
+        finally:
+            os.close(seccomp_fd)
+
+    def _run(
+        self,
+        res: Resources,
+        cmd: list[str],
+        slot: _uidpool.Slot,
+        seccomp_fd: int,
+        stdin: bytes | None,
+        timeout: float,
+        start: float,
+    ) -> ExecResult:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        bw_r, bw_w = os.pipe()
+        in_r, in_w = os.pipe() if stdin is not None else (None, None)
+        limits = _rlimits.limits_for(res)
+        _occupy_low_fds()
+
+        def child_setup() -> None:  # runs in the forked child, before exec
+            high_err = _dup_high(err_w)
+            high_sec = _dup_high(seccomp_fd)
+            os.dup2(high_err, _FD_PROG_ERR)
+            os.dup2(high_sec, _FD_SECCOMP)
+            _rlimits.apply(limits)
+
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=bw_w,
+                pass_fds=(_FD_PROG_ERR, _FD_SECCOMP),
+                preexec_fn=child_setup,
+                start_new_session=True,
+                cwd="/",
+                user=slot.uid if slot.switch else None,
+                group=slot.gid if slot.switch else None,
+                extra_groups=[] if slot.switch else None,
+            )
+        except OSError as exc:
+            for fd in (out_r, out_w, err_r, err_w, bw_r, bw_w, in_r, in_w):
+                if fd is not None:
+                    os.close(fd)
+            return self._failed(start, f"bwrap could not start: {exc}")
+        for fd in (out_w, err_w, bw_w, in_r):
+            if fd is not None:
+                os.close(fd)
+        if in_w is not None:
+            _feed_stdin(in_w, stdin or b"")
+        cap = res.output_bytes
+        try:
+            reap = slot.uid if slot.switch else None
+            got = _capture.collect(proc, {out_r: cap, err_r: cap, bw_r: 1 << 16}, timeout, reap)
+        finally:
+            for fd in (out_r, err_r, bw_r):
+                os.close(fd)
+        out, err, launcher = got.streams[out_r], got.streams[err_r], got.streams[bw_r]
+        outcome = _classify(got, err, launcher, _rlimits.cpu_limit(res))
+        stderr = bytes(err.head)
+        if outcome.kind == "runner_failure":
+            stderr = bytes(launcher.head) + stderr
+        return ExecResult(
+            outcome=outcome,
+            stdout=bytes(out.head),
+            stderr=stderr,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            isolation=self.isolation,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+        )
+
+    def _failed(self, start: float, detail: str) -> ExecResult:
+        return ExecResult(
+            outcome=Outcome("runner_failure", detail=detail),
+            stdout=b"",
+            stderr=b"",
+            duration_ms=(time.perf_counter() - start) * 1000,
+            isolation=self.isolation,
+        )
+
+
+def _classify(
+    got: _capture.Collected,
+    err: _capture.Stream,
+    launcher: _capture.Stream,
+    cpu_limit: float | None,
+) -> Outcome:
+    """Map bwrap's result to an outcome; bwrap reports a child killed by signal N as 128+N.
+
+    Only bwrap's own pipe can carry a runner failure; the program's stderr is never read for
+    one. A SIGKILL counts as the CPU limit when the program's CPU time (from wait4) reached it."""
+    if got.timed_out:
+        return Outcome("timeout")
+    if got.flooded:
+        return Outcome("resource_exceeded", detail="output")
+    rc = got.returncode
+    bw = bytes(launcher.head).decode(errors="replace").strip()
+    if bw.startswith("bwrap:") and rc == _BWRAP_CODE:
+        return Outcome("runner_failure", detail=bw.splitlines()[0])
+    if rc < 0:  # bwrap itself was killed
+        return Outcome("runner_failure", detail=f"bwrap killed by signal {-rc}")
+    if rc > 128:
+        sig = rc - 128
+        if sig == signal.SIGSYS:
+            return Outcome("denied", code=-sig, detail="seccomp")
+        if sig == signal.SIGXCPU:
+            return Outcome("resource_exceeded", code=-sig, detail="cpu")
+        if sig == signal.SIGXFSZ:
+            return Outcome("resource_exceeded", code=-sig, detail="disk")
+        if sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= cpu_limit - 0.05:
+            return Outcome("resource_exceeded", code=-sig, detail="cpu")
+        return Outcome("exit", code=-sig)
+    if rc != 0 and _MEMORY.search(bytes(err.head[-4096:])):
+        return Outcome("resource_exceeded", code=rc, detail="memory")
+    return Outcome("exit", code=rc)
+
+
+def _occupy_low_fds() -> None:
+    """Keep fds 3 and 4 open in this process (a close-on-exec /dev/null where free).
+
+    The child moves its pipes onto 3 and 4 just before exec; if either were free here,
+    subprocess could put its internal exec-error pipe there and the move would clobber it."""
+    for target in (_FD_PROG_ERR, _FD_SECCOMP):
+        try:
+            fcntl.fcntl(target, fcntl.F_GETFD)
+        except OSError:
+            fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            if fd != target:
+                os.dup2(fd, target, inheritable=False)
+                os.close(fd)
+
+
+def _dup_high(fd: int) -> int:
+    return fcntl.fcntl(fd, fcntl.F_DUPFD, 100)
+
+
+def _feed_stdin(fd: int, data: bytes) -> None:
+    """Write stdin: small inputs (within a pipe buffer) directly, large ones from a thread so
+    a child that does not read cannot stall the collector."""
+
+    def pump() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    if len(data) <= 1 << 15:
+        pump()
+    else:
+        threading.Thread(target=pump, daemon=True).start()
+
+
+def _hand_over(workspace: Path, uid: int, gid: int) -> None:
+    """Give the workspace tree to the slot's uid (never following symlinks), and refuse a
+    workspace the slot's uid cannot reach (an ancestor without search permission)."""
+    path = workspace.resolve()
+    for parent in path.parents:
+        st = parent.stat()
+        if not (st.st_mode & 0o001 or st.st_uid == uid):
+            raise ValueError(
+                f"workspace {path} is not reachable by sandbox uids: {parent} is not "
+                "searchable by others (create workspaces under a world-searchable directory)"
+            )
+    os.lchown(path, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, gid)

@@ -1,0 +1,129 @@
+"""Collect a sandboxed child's output without ever blocking, and enforce the wall clock.
+
+Every stream is read non-blocking through one selector; each keeps its first ``cap`` bytes
+and counts the rest (the child is never stalled on a full pipe). A flood far beyond the cap
+(``FLOOD_FACTOR`` times) ends the run early instead of draining until the timeout. At the
+deadline the whole process group is SIGKILLed (bwrap's ``--die-with-parent`` and the pid
+namespace then take every descendant down with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from evalsi.sandbox import _uidpool
+
+FLOOD_FACTOR = 64
+
+
+@dataclass(slots=True)
+class Stream:
+    cap: int
+    head: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+
+@dataclass(slots=True)
+class Collected:
+    streams: dict[int, Stream]
+    timed_out: bool
+    flooded: bool
+    returncode: int
+    cpu_seconds: float  # user + system time of the launcher and everything it reaped
+
+
+def collect(
+    proc: subprocess.Popen[bytes],
+    fds: dict[int, int],
+    timeout_seconds: float,
+    pool_uid: int | None = None,
+) -> Collected:
+    """Read ``fds`` (fd → cap) until all are at EOF and ``proc`` ended, or the deadline.
+
+    ``pool_uid``: the uid the sandbox runs under, owned by nothing else; on a kill every
+    process of it except the launcher is killed first, so the launcher reaps the namespace's
+    pid 1 (killing the launcher first would orphan it to the host's init, which here does
+    not reap: the zombie would keep counting against the uid's RLIMIT_NPROC)."""
+    streams = {fd: Stream(cap) for fd, cap in fds.items()}
+    deadline = time.monotonic() + timeout_seconds
+    timed_out = flooded = False
+    with selectors.DefaultSelector() as sel:
+        for fd in fds:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(min(remaining, 0.5)):
+                fd = int(key.fd)
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    sel.unregister(fd)
+                    continue
+                stream = streams[fd]
+                stream.feed(data)
+                if stream.dropped > FLOOD_FACTOR * max(stream.cap, 1 << 16):
+                    flooded = True
+            if flooded:
+                break
+    if timed_out or flooded:
+        _stop(proc, pool_uid)
+    rc, cpu = _reap(proc, deadline + 1.0)
+    if rc is None:
+        timed_out = True
+        _stop(proc, pool_uid)
+        rc, cpu = _reap(proc, None)
+        assert rc is not None
+    return Collected(streams, timed_out, flooded, rc, cpu)
+
+
+def _reap(proc: subprocess.Popen[bytes], until: float | None) -> tuple[int | None, float]:
+    """wait4 the launcher (its rusage includes the reaped sandboxed program); None if it is
+    still running at ``until`` (monotonic)."""
+    while True:
+        flags = 0 if until is None else os.WNOHANG
+        pid, status, usage = os.wait4(proc.pid, flags)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_utime + usage.ru_stime
+        if until is not None and time.monotonic() > until:
+            return None, 0.0
+        time.sleep(0.0005)
+
+
+def _stop(proc: subprocess.Popen[bytes], pool_uid: int | None) -> None:
+    if pool_uid is not None:
+        _uidpool.kill_leftovers(pool_uid, spare=proc.pid)
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:  # the launcher exits once its child is gone
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+            time.sleep(0.001)
+    kill_group(proc)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the launcher's process group (it was started in a new session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)

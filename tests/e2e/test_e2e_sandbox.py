@@ -1,0 +1,152 @@
+"""``evalsi sandbox probe`` and ``evalsi sandbox run`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+RUNGS = ["firecracker", "bwrap", "landlock", "none"]
+
+
+def _probe(run_evalsi: RunCli, tmp_path: Path) -> dict[str, dict[str, object]]:
+    proc = run_evalsi(tmp_path, "sandbox", "probe", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return {r["driver"]: r for r in json.loads(proc.stdout)["rungs"]}
+
+
+def test_probe_json_lists_every_rung_with_a_reason(run_evalsi: RunCli, tmp_path: Path) -> None:
+    rungs = _probe(run_evalsi, tmp_path)
+    assert list(rungs) == RUNGS
+    assert [r["level"] for r in rungs.values()] == ["vm", "namespaced", "confined", "none"]
+    for rung in rungs.values():
+        assert isinstance(rung["available"], bool)
+        if not rung["available"]:
+            assert rung["reason"], f"{rung['driver']} unavailable without a reason"
+    assert rungs["none"]["available"] is True
+
+
+def test_probe_table(run_evalsi: RunCli, tmp_path: Path) -> None:
+    proc = run_evalsi(tmp_path, "sandbox", "probe")
+    assert proc.returncode == 0, proc.stderr
+    for name in RUNGS:
+        assert name in proc.stdout
+    assert "why not" in proc.stdout
+
+
+def test_run_none_true_exits_0_and_reports_isolation(run_evalsi: RunCli, tmp_path: Path) -> None:
+    proc = run_evalsi(
+        tmp_path,
+        "sandbox",
+        "run",
+        "--min-isolation",
+        "none",
+        "--format",
+        "json",
+        "--",
+        "sh",
+        "-c",
+        "printf 'hi\\377'; echo oops >&2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["outcome"] == "exit"
+    assert out["exit_code"] == 0
+    assert out["stdout"] == "hi\ufffd"
+    assert out["stderr"] == "oops\n"
+    assert out["duration_ms"] >= 0
+    assert set(out["isolation"]) >= {"driver", "level", "enforcement"}
+    plain = run_evalsi(tmp_path, "sandbox", "run", "--min-isolation", "none", "--", "true")
+    assert plain.returncode == 0, plain.stderr
+    assert "sandbox: exit 0" in plain.stderr
+
+
+def test_run_exit_code_follows_the_program_on_the_none_rung(
+    run_evalsi: RunCli, tmp_path: Path
+) -> None:
+    proc = run_evalsi(
+        tmp_path, "sandbox", "run", "--min-isolation", "none", "--", "sh", "-c", "echo out; exit 5"
+    )
+    assert proc.returncode == 5
+    assert proc.stdout == "out\n"
+    slow = run_evalsi(
+        tmp_path,
+        "sandbox",
+        "run",
+        "--min-isolation",
+        "none",
+        "--timeout",
+        "0.5",
+        "--format",
+        "json",
+        "--",
+        "sleep",
+        "30",
+    )
+    assert slow.returncode == 124
+    assert json.loads(slow.stdout)["outcome"] == "timeout"
+
+
+def test_run_on_the_strongest_rung_follows_the_exit_code(
+    run_evalsi: RunCli, tmp_path: Path
+) -> None:
+    if not _probe(run_evalsi, tmp_path)["bwrap"]["available"]:
+        pytest.skip("the bwrap rung is not available here")
+    proc = run_evalsi(tmp_path, "sandbox", "run", "--format", "json", "--", "sh", "-c", "exit 3")
+    assert proc.returncode == 3, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["exit_code"] == 3
+    assert out["isolation"]["level"] in ("namespaced", "kernel", "vm")
+
+
+def test_min_isolation_vm_fails_closed_and_runs_nothing(run_evalsi: RunCli, tmp_path: Path) -> None:
+    if _probe(run_evalsi, tmp_path)["firecracker"]["available"]:
+        pytest.skip("a vm rung works here")
+    marker = tmp_path / "ran"
+    proc = run_evalsi(
+        tmp_path, "sandbox", "run", "--min-isolation", "vm", "--", "sh", "-c", f"touch {marker}"
+    )
+    assert proc.returncode == 3
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: SANDBOX_UNAVAILABLE")
+    assert "Traceback" not in proc.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--min-isolation", "foo", "--", "true"], "--min-isolation"),
+        (["--timeout", "-1", "--", "true"], "--timeout"),
+        (["--memory", "lots", "--", "true"], "--memory"),
+        (["--network", "open", "--", "true"], "--network"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    run_evalsi: RunCli, tmp_path: Path, args: list[str], flag: str
+) -> None:
+    proc = run_evalsi(tmp_path, "sandbox", "run", *args)
+    assert proc.returncode == 2
+    assert flag in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_without_a_command_exits_2(run_evalsi: RunCli, tmp_path: Path) -> None:
+    proc = run_evalsi(tmp_path, "sandbox", "run", "--min-isolation", "none")
+    assert proc.returncode == 2
+    assert "no command given" in proc.stderr
+
+
+def test_help_teaches_with_examples(run_evalsi: RunCli, tmp_path: Path) -> None:
+    proc = run_evalsi(tmp_path, "sandbox", "run", "--help")
+    assert proc.returncode == 0
+    assert "examples:" in proc.stdout
+    assert "--min-isolation" in proc.stdout
+    assert "SANDBOX_UNAVAILABLE" in proc.stdout
