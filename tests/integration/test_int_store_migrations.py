@@ -52,9 +52,9 @@ def test_concurrent_opens_migrate_once(store_url: str) -> None:
         )
         for _ in range(4)
     ]
+    finished = [child.communicate(timeout=60) for child in children]  # every pipe closed
     outcomes = []
-    for child in children:
-        out, err = child.communicate(timeout=60)
+    for child, (out, err) in zip(children, finished, strict=True):
         assert child.returncode == 0, err[-2000:]
         outcomes.append(json.loads(out.strip().splitlines()[-1]))
     every = list(range(1, SCHEMA_VERSION + 1))

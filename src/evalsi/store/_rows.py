@@ -8,6 +8,8 @@ interpreter that imports SQLAlchemy spends ~150 ms doing so). Holds the row layo
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterable
 from itertools import chain, repeat
 from typing import Any
@@ -32,13 +34,29 @@ CHUNK = 4096  # rows per statement: 7 parameters each, under SQLite's 32,766 (an
 
 
 def sqlite_pragmas(conn: Any) -> None:
-    """Per-connection settings: WAL (readers never block the writer), NORMAL sync, waits."""
+    """Per-connection settings: WAL (readers never block the writer), NORMAL sync, waits.
+
+    WAL is a property of the database file: once one connection has set it, the others only
+    read it. Switching needs a moment of exclusive access, so processes opening a new store
+    together retry (SQLite may answer "locked" at once, without its busy handler).
+    """
     cur = conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=10000")
+    for attempt in range(_WAL_ATTEMPTS):
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or attempt == _WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05)
+    cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+_WAL_ATTEMPTS = 100  # x 50 ms: concurrent first opens of one store settle well within this
 
 
 class RowWriter:
