@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -227,7 +226,7 @@ class BwrapDriver:
                 group=slot.gid if slot.switch else None,
                 extra_groups=[] if slot.switch else None,
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec setup
             for fd in (out_r, out_w, err_r, err_w, bw_r, bw_w, in_r, in_w):
                 if fd is not None:
                     os.close(fd)
@@ -236,7 +235,7 @@ class BwrapDriver:
             if fd is not None:
                 os.close(fd)
         if in_w is not None:
-            _feed_stdin(in_w, stdin or b"")
+            _capture.feed_stdin(in_w, stdin or b"")
         cap = res.output_bytes
         try:
             reap = slot.uid if slot.switch else None
@@ -322,27 +321,6 @@ def _occupy_low_fds() -> None:
 
 def _dup_high(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD, 100)
-
-
-def _feed_stdin(fd: int, data: bytes) -> None:
-    """Write stdin: small inputs (within a pipe buffer) directly, large ones from a thread so
-    a child that does not read cannot stall the collector."""
-
-    def pump() -> None:
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    if len(data) <= 1 << 15:
-        pump()
-    else:
-        threading.Thread(target=pump, daemon=True).start()
 
 
 def _hand_over(workspace: Path, uid: int, gid: int) -> None:

@@ -4,7 +4,8 @@ Every stream is read non-blocking through one selector; each keeps its first ``c
 and counts the rest (the child is never stalled on a full pipe). A flood far beyond the cap
 (``FLOOD_FACTOR`` times) ends the run early instead of draining until the timeout. At the
 deadline the whole process group is SIGKILLed (bwrap's ``--die-with-parent`` and the pid
-namespace then take every descendant down with it).
+namespace then take every descendant down with it). A launcher that is the program itself
+(the ``none`` rung) has no namespace to die with: there the group is killed once it exits.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 
 from evalsi.sandbox import _uidpool
 
 FLOOD_FACTOR = 64
+# After the launcher exited and its group was killed: how long pipes may stay open (held by a
+# descendant that left the session) before the rest of the output is given up.
+LINGER_SECONDS = 2.0
 
 
 @dataclass(slots=True)
@@ -53,40 +58,65 @@ def collect(
     fds: dict[int, int],
     timeout_seconds: float,
     pool_uid: int | None = None,
+    *,
+    end_group_on_exit: bool = False,
 ) -> Collected:
     """Read ``fds`` (fd → cap) until all are at EOF and ``proc`` ended, or the deadline.
 
     ``pool_uid``: the uid the sandbox runs under, owned by nothing else; on a kill every
     process of it except the launcher is killed first, so the launcher reaps the namespace's
     pid 1 (killing the launcher first would orphan it to the host's init, which here does
-    not reap: the zombie would keep counting against the uid's RLIMIT_NPROC)."""
+    not reap: the zombie would keep counting against the uid's RLIMIT_NPROC).
+
+    ``end_group_on_exit``: once the launcher exits, its process group is SIGKILLed (again
+    after reaping) and the pipes get ``LINGER_SECONDS`` to close; what it left behind never
+    turns its exit into a timeout."""
     streams = {fd: Stream(cap) for fd, cap in fds.items()}
     deadline = time.monotonic() + timeout_seconds
-    timed_out = flooded = False
-    with selectors.DefaultSelector() as sel:
-        for fd in fds:
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(min(remaining, 0.5)):
-                fd = int(key.fd)
-                try:
-                    data = os.read(fd, 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    sel.unregister(fd)
-                    continue
-                stream = streams[fd]
-                stream.feed(data)
-                if stream.dropped > FLOOD_FACTOR * max(stream.cap, 1 << 16):
-                    flooded = True
-            if flooded:
-                break
+    timed_out = flooded = exited = False
+    # A pidfd wakes the selector when the launcher exits; without one (Linux < 5.3), poll.
+    wake = _pidfd(proc) if end_group_on_exit else None
+    tick = 0.05 if end_group_on_exit and wake is None else 0.5
+    pending = len(fds)
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in fds:
+                os.set_blocking(fd, False)
+                sel.register(fd, selectors.EVENT_READ)
+            if wake is not None:
+                sel.register(wake, selectors.EVENT_READ)
+            while pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = not exited
+                    break
+                for key, _ in sel.select(min(remaining, tick)):
+                    fd = int(key.fd)
+                    if fd == wake:
+                        continue
+                    try:
+                        data = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        sel.unregister(fd)
+                        pending -= 1
+                        continue
+                    stream = streams[fd]
+                    stream.feed(data)
+                    if stream.dropped > FLOOD_FACTOR * max(stream.cap, 1 << 16):
+                        flooded = True
+                if flooded:
+                    break
+                if end_group_on_exit and not exited and _exited(proc):
+                    exited = True
+                    if wake is not None:
+                        sel.unregister(wake)
+                    kill_group(proc)
+                    deadline = min(deadline, time.monotonic() + LINGER_SECONDS)
+    finally:
+        if wake is not None:
+            os.close(wake)
     if timed_out or flooded:
         _stop(proc, pool_uid)
     rc, cpu = _reap(proc, deadline + 1.0)
@@ -95,7 +125,51 @@ def collect(
         _stop(proc, pool_uid)
         rc, cpu = _reap(proc, None)
         assert rc is not None
+    if end_group_on_exit:  # whatever it left running in its session goes with it
+        kill_group(proc)
     return Collected(streams, timed_out, flooded, rc, cpu)
+
+
+def feed_stdin(fd: int, data: bytes) -> None:
+    """Write ``data`` to the child's stdin pipe ``fd`` and close it, never blocking: what the
+    pipe takes at once is written here, the rest from a thread (a child that does not read
+    cannot stall the collector; one that ends early just loses its input)."""
+    try:
+        os.set_blocking(fd, False)
+        sent = os.write(fd, data) if data else 0
+    except BlockingIOError:
+        sent = 0
+    except OSError:  # the child is gone already
+        os.close(fd)
+        return
+    if sent == len(data):
+        os.close(fd)
+        return
+    os.set_blocking(fd, True)
+    threading.Thread(target=_pump, args=(fd, memoryview(data)[sent:]), daemon=True).start()
+
+
+def _pump(fd: int, view: memoryview) -> None:
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass  # the program did not read all its input: its choice
+    finally:
+        os.close(fd)
+
+
+def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
+    try:
+        return os.pidfd_open(proc.pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the launcher has ended (left unreaped: ``_reap`` collects it and its rusage)."""
+    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    return info is not None
 
 
 def _reap(proc: subprocess.Popen[bytes], until: float | None) -> tuple[int | None, float]:

@@ -10,19 +10,15 @@ with what is missing — and the ladder only ever picks it for ``min_isolation: 
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
-import resource
 import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
+from evalsi.sandbox import _capture, _rlimits
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
@@ -67,20 +63,27 @@ class NoneDriver:
         isolation = self.isolation_for(spec)
         timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
         cap = spec.resources.output_bytes
+        # RLIMIT_NPROC would count every process of the host uid: left out. SIGXCPU at the
+        # CPU limit (reported as cpu exceeded), SIGKILL one second later.
+        limits = _rlimits.limits_for(spec.resources, nproc=False, cpu_grace=1)
         start = time.monotonic()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if stdin is not None else (None, None)
         try:
             proc = subprocess.Popen(
                 list(argv),
                 cwd=workspace,
                 env=dict(spec.env),
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
                 close_fds=True,
                 start_new_session=True,
-                preexec_fn=_limiter(spec),  # only setrlimit calls
+                preexec_fn=lambda: _rlimits.apply(limits, clamp=True),  # only setrlimit
             )
         except FileNotFoundError as e:
+            _close(out_r, err_r, in_w)
             # What a shell answers for a missing command: the program's problem, not ours.
             return ExecResult(
                 Outcome("exit", 127),
@@ -90,6 +93,7 @@ class NoneDriver:
                 isolation,
             )
         except OSError as e:
+            _close(out_r, err_r, in_w)
             return ExecResult(
                 Outcome("runner_failure", detail=f"none: spawn failed: {e}"),
                 b"",
@@ -97,26 +101,19 @@ class NoneDriver:
                 _ms(start),
                 isolation,
             )
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        out, err = _Reader(proc.stdout, cap), _Reader(proc.stderr, cap)
-        if stdin is not None:
-            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
-        timed_out = False
+        finally:
+            _close(out_w, err_w, in_r)
+        if in_w is not None:
+            _capture.feed_stdin(in_w, stdin or b"")
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            proc.wait()
-        # Whatever the program left running in its session goes with it.
-        _kill_group(proc.pid)
-        out.join()
-        err.join()
+            got = _capture.collect(proc, {out_r: cap, err_r: cap}, timeout, end_group_on_exit=True)
+        finally:
+            _close(out_r, err_r)
+        out, err = got.streams[out_r], got.streams[err_r]
         return ExecResult(
-            _outcome(proc.returncode, timed_out),
-            out.data(),
-            err.data(),
+            _outcome(got),
+            bytes(out.head),
+            bytes(err.head),
             _ms(start),
             isolation,
             stdout_truncated=out.truncated,
@@ -124,90 +121,23 @@ class NoneDriver:
         )
 
 
-def _limiter(spec: SandboxSpec) -> Callable[[], None]:
-    """rlimits applied in the child before exec (RLIMIT_NPROC is per host uid: not used)."""
-    r = spec.resources
-    limits: list[tuple[int, int, int]] = [(resource.RLIMIT_CORE, 0, 0)]
-    if r.cpu_seconds is not None:
-        # SIGXCPU at the soft limit (reported as cpu exceeded), SIGKILL one second later.
-        cpu = max(1, math.ceil(r.cpu_seconds))
-        limits.append((resource.RLIMIT_CPU, cpu, cpu + 1))
-    if r.memory_mb is not None:
-        limits.append((resource.RLIMIT_AS, r.memory_mb << 20, r.memory_mb << 20))
-    if r.open_files is not None:
-        limits.append((resource.RLIMIT_NOFILE, r.open_files, r.open_files))
-    if r.disk_mb is not None:
-        limits.append((resource.RLIMIT_FSIZE, r.disk_mb << 20, r.disk_mb << 20))
-
-    def apply() -> None:
-        for kind, soft, hard in limits:
-            _, current = resource.getrlimit(kind)
-            if current != resource.RLIM_INFINITY:
-                soft, hard = min(soft, current), min(hard, current)
-            resource.setrlimit(kind, (soft, hard))
-
-    return apply
-
-
-def _outcome(returncode: int, timed_out: bool) -> Outcome:
-    if timed_out:
+def _outcome(got: _capture.Collected) -> Outcome:
+    if got.timed_out:
         return Outcome("timeout")
-    if returncode == -signal.SIGXCPU:
+    if got.flooded:
+        return Outcome("resource_exceeded", detail="output")
+    if got.returncode == -signal.SIGXCPU:
         return Outcome("resource_exceeded", detail="cpu")
-    if returncode == -signal.SIGXFSZ:
+    if got.returncode == -signal.SIGXFSZ:
         return Outcome("resource_exceeded", detail="disk")
-    return Outcome("exit", returncode)
+    return Outcome("exit", got.returncode)
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
-    if pipe is None:
-        return
-    try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError):
-        pass  # the program did not read all its input: its choice
-    finally:
-        with contextlib.suppress(OSError):
-            pipe.close()
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
 
 
 def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
-
-
-class _Reader:
-    """Drains one pipe on a thread, keeping the first ``cap`` bytes (the rest is counted)."""
-
-    def __init__(self, pipe: IO[bytes], cap: int) -> None:
-        self._pipe = pipe
-        self._cap = cap
-        self._chunks: list[bytes] = []
-        self._kept = 0
-        self.truncated = False
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        fd = self._pipe.fileno()
-        while chunk := os.read(fd, 65536):
-            room = self._cap - self._kept
-            if len(chunk) > room:
-                self.truncated = True
-                chunk = chunk[: max(room, 0)]
-            if chunk:
-                self._chunks.append(chunk)
-                self._kept += len(chunk)
-
-    def join(self) -> None:
-        # A descendant that escaped the session may hold the pipe open: do not wait forever.
-        self._thread.join(timeout=2.0)
-        if not self._thread.is_alive():
-            self._pipe.close()
-
-    def data(self) -> bytes:
-        return b"".join(list(self._chunks))

@@ -6,6 +6,9 @@ RLIMIT_NPROC the processes of the host uid the sandbox runs under (see ``_uidpoo
 RLIMIT_CPU each process's CPU seconds (soft = hard: SIGKILL at the limit, because the
 program is its namespace's pid 1, which ignores SIGXCPU),
 RLIMIT_FSIZE the size of any one file written, RLIMIT_NOFILE open fds, RLIMIT_CORE=0.
+The ``none`` rung asks for a variant: no RLIMIT_NPROC (it has no uid of its own, so it would
+count every process of the host user) and a CPU grace (its program is not pid 1, so SIGXCPU
+at the soft limit ends it and says why).
 """
 
 from __future__ import annotations
@@ -19,16 +22,21 @@ from evalsi.sandbox._types import Resources
 LAUNCHER_PROCESSES = 1
 
 
-def limits_for(res: Resources) -> list[tuple[int, int, int]]:
-    """(resource, soft, hard) triples for ``res``; a ``None`` field is left unlimited."""
+def limits_for(
+    res: Resources, *, nproc: bool = True, cpu_grace: int = 0
+) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) triples for ``res``; a ``None`` field is left unlimited.
+
+    ``nproc=False`` leaves RLIMIT_NPROC out; ``cpu_grace`` puts the CPU hard limit (SIGKILL)
+    that many seconds after the soft one (SIGXCPU)."""
     out: list[tuple[int, int, int]] = [(resource.RLIMIT_CORE, 0, 0)]
     if res.cpu_seconds is not None:
         soft = max(1, math.ceil(res.cpu_seconds))
-        out.append((resource.RLIMIT_CPU, soft, soft))
+        out.append((resource.RLIMIT_CPU, soft, soft + cpu_grace))
     if res.memory_mb is not None:
         size = res.memory_mb << 20
         out.append((resource.RLIMIT_AS, size, size))
-    if res.processes is not None:
+    if nproc and res.processes is not None:
         count = res.processes + LAUNCHER_PROCESSES
         out.append((resource.RLIMIT_NPROC, count, count))
     if res.disk_mb is not None:
@@ -39,9 +47,16 @@ def limits_for(res: Resources) -> list[tuple[int, int, int]]:
     return out
 
 
-def apply(limits: list[tuple[int, int, int]]) -> None:
-    """Set the limits in the current process (called in the forked child before exec)."""
+def apply(limits: list[tuple[int, int, int]], *, clamp: bool = False) -> None:
+    """Set the limits in the current process (called in the forked child before exec).
+
+    ``clamp``: never ask for more than the current hard limit (an unprivileged process cannot
+    raise it, and setrlimit would fail instead of limiting)."""
     for which, soft, hard in limits:
+        if clamp:
+            _, current = resource.getrlimit(which)
+            if current != resource.RLIM_INFINITY:
+                soft, hard = min(soft, current), min(hard, current)
         resource.setrlimit(which, (soft, hard))
 
 
