@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from evalsi.core import (
     INFRA_PREFIX,
     PASSED,
@@ -303,6 +305,7 @@ class DatasetRunner:
         self.skip_reasons: Counter[str] = Counter()
         self.error_reasons: Counter[str] = Counter()
         self.seconds = 0.0
+        self._weighted_reduce: Callable[[Any], list[Score] | str] | None = None
 
     @property
     def values(self) -> Sequence[Any]:
@@ -384,8 +387,11 @@ class DatasetRunner:
         )
 
     def weighted_reducer(self) -> Callable[[Any], list[Score] | str]:
-        """Prepare the mapped values once; the returned function reduces them under a vector
-        of weights (bootstrap counts). A string result means ERROR: why."""
+        """Prepare the mapped values once (``finish`` and every bootstrap replicate share
+        them); the returned function reduces them under a vector of weights (bootstrap
+        counts). A string result means ERROR: why."""
+        if self._weighted_reduce is not None:
+            return self._weighted_reduce
         instance = self.bound.instance
         prepared = instance.prepare(self.values)
         name = self.bound.manifest.ref.name
@@ -397,6 +403,7 @@ class DatasetRunner:
                 return _error_reason(e)
             return to_scores(out, name)
 
+        self._weighted_reduce = reduce
         return reduce
 
     def finish(self) -> EvaluationResult:
@@ -411,7 +418,13 @@ class DatasetRunner:
                 reason = f"{reason}: {count} of {reasons.total()} {_why(outcome)}: {top}"
             return EvaluationResult("", self.name, self.ref, outcome, reason=reason)
         started = time.perf_counter()
-        scores = self.reduce()
+        if self.weighted:  # reduce(v) is reduce_weighted(prepare(v), ones): prepare once
+            try:
+                scores = self.weighted_reducer()(np.ones(self.mapped))
+            except Exception as e:  # prepare() refused the values
+                scores = _error_reason(e)
+        else:
+            scores = self.reduce()
         self.seconds += time.perf_counter() - started
         if isinstance(scores, str):
             return EvaluationResult("", self.name, self.ref, _ERROR, reason=scores)
