@@ -22,6 +22,7 @@ from evalsi.evaluators._runner import (
     missing_checker,
     to_scores,
 )
+from evalsi.evaluators._weighted import WeightedReduce
 
 __all__ = [
     "DEFAULT_PACKS",
@@ -39,6 +40,7 @@ __all__ = [
     "Runner",
     "Skip",
     "UsesJudge",
+    "WeightedReduce",
     "current_judges",
     "evaluator",
     "get_judge",

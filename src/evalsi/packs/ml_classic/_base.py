@@ -10,31 +10,21 @@ counts as ``c`` repeats of that value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import OutputSpec, OutputType, ParamError, Score
-from evalsi.evaluators import Evaluator, evaluator
+from evalsi.evaluators import Evaluator, WeightedReduce, evaluator
 
 P = TypeVar("P")
 Floats = npt.NDArray[np.float64]
 AVERAGES = ("binary", "micro", "macro", "weighted")
 
 
-class Weighted(Generic[P]):
+class Weighted(WeightedReduce[P, Score]):
     """A dataset-scope metric computed from prepared arrays and one weight per record."""
-
-    def prepare(self, values: Sequence[Any]) -> P:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def reduce_weighted(self, prepared: P, weights: Floats) -> Score:  # pragma: no cover
-        raise NotImplementedError
-
-    def reduce(self, values: Sequence[Any]) -> Score:
-        return self.reduce_weighted(self.prepare(values), np.ones(len(values)))
 
 
 def check_weights(weights: Floats, n: int) -> Floats:

@@ -77,7 +77,3 @@ def check_range(metric: str, param: str, value: float, low: float, high: float) 
             f"{metric}: param {param!r} must be between {low:g} and {high:g} (exclusive), "
             f"got {value!r}"
         )
-
-
-def ones(values: Sequence[Any]) -> F64:
-    return np.ones(len(values), dtype=np.float64)

@@ -26,14 +26,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from evalsi.core import ParamError, Record, Score
-from evalsi.evaluators import Skip
+from evalsi.evaluators import Skip, WeightedReduce
 from evalsi.packs.ml_monitoring._base import (
     F64,
     Bools,
     Ints,
     check_range,
     count,
-    ones,
     per_name,
     weights_of,
 )
@@ -149,7 +148,7 @@ def numbers_of(raw: list[Any], missing: Bools) -> F64:
     return out
 
 
-class _Binned(DriftBase):
+class _Binned(DriftBase, WeightedReduce[list[_Current], list[Score]]):
     """PSI and JS: the same bins, a different divergence; weighted for the bootstrap."""
 
     bins: int = 10
@@ -196,9 +195,6 @@ class _Binned(DriftBase):
             share[: len(column.categories)] = column.counts / column.counts.sum()
             out.append(_Current(column, codes, missing, invalid, share, labels, None))
         return out
-
-    def reduce(self, values: Sequence[Values]) -> list[Score]:
-        return self.reduce_weighted(self.prepare(values), ones(values))
 
     def reduce_weighted(self, prepared: list[_Current], weights: Any) -> list[Score]:
         n = int(prepared[0].codes.size) if prepared else 0

@@ -27,9 +27,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from evalsi.core import ParamError, Record, Score
-from evalsi.evaluators import Skip
+from evalsi.evaluators import Skip, WeightedReduce
 from evalsi.packs.ml_classic import label_of, read_output, read_truth
-from evalsi.packs.ml_monitoring._base import F64, Bools, Ints, count, ones, per_name, weights_of
+from evalsi.packs.ml_monitoring._base import F64, Bools, Ints, count, per_name, weights_of
 from evalsi.packs.ml_monitoring._fields import category_of, is_missing, lookup
 
 Mapped = tuple[str, str, str | None]
@@ -47,7 +47,7 @@ class Arrays:
     truth: Ints  # -1 where the record has no reference
 
 
-class _Fairness:
+class _Fairness(WeightedReduce[Arrays, list[Score]]):
     metric: ClassVar[str] = ""
 
     def _setup(self, group: str, positive: str | None) -> None:
@@ -84,9 +84,6 @@ class _Fairness:
         return Arrays(
             tuple(str(g) for g in groups), group.astype(np.intp), tuple(labels), pred, truth
         )
-
-    def reduce(self, values: Sequence[Mapped]) -> list[Score]:
-        return self.reduce_weighted(self.prepare(values), ones(values))
 
     def reduce_weighted(self, prepared: Arrays, weights: Any) -> list[Score]:
         raise NotImplementedError

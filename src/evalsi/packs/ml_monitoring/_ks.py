@@ -26,12 +26,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from evalsi.core import ParamError, Score
+from evalsi.evaluators import WeightedReduce
 from evalsi.packs.ml_monitoring._base import (
     Bools,
     Ints,
     check_range,
     count,
-    ones,
     per_name,
     weights_of,
 )
@@ -56,7 +56,7 @@ class Ecdf:
     invalid: Bools
 
 
-class Ks(DriftBase):
+class Ks(DriftBase, WeightedReduce[list[Ecdf], list[Score]]):
     """Two-sample Kolmogorov-Smirnov statistic and p-value per numerical feature."""
 
     metric: ClassVar[str] = "ks"
@@ -99,9 +99,6 @@ class Ks(DriftBase):
             invalid = ~missing & ~ok if column.kind == "numerical" else np.zeros(len(raw), bool)
             out.append(Ecdf(column, below, position, missing, invalid))
         return out
-
-    def reduce(self, values: Sequence[Values]) -> list[Score]:
-        return self.reduce_weighted(self.prepare(values), ones(values))
 
     def reduce_weighted(self, prepared: list[Ecdf], weights: Any) -> list[Score]:
         n = int(prepared[0].position.size) if prepared else 0

@@ -27,12 +27,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from evalsi.core import ParamError, Record, Score
+from evalsi.evaluators import WeightedReduce
 from evalsi.packs.ml_monitoring._base import (
     F64,
     Bools,
     Ints,
     count,
-    ones,
     per_name,
     weights_of,
 )
@@ -67,15 +67,12 @@ def _stack(columns: list[Bools], n: int) -> Bools:
     return np.stack(columns, axis=1) if columns else np.zeros((n, 0), dtype=bool)
 
 
-class _Quality:
+class _Quality(WeightedReduce[Table, list[Score]]):
     metric: ClassVar[str] = ""
     names: list[str] | None = None
 
     def map(self, record: Record) -> Row:
         return read(record, self.names)
-
-    def reduce(self, values: Sequence[Row]) -> list[Score]:
-        return self.reduce_weighted(self.prepare(values), ones(values))
 
     def prepare(self, values: Sequence[Row]) -> Table:
         raise NotImplementedError

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score, UserError
+from evalsi.evaluators import WeightedReduce
 from evalsi.packs.text._inputs import hypothesis, need_module, references
 
 F64 = npt.NDArray[np.float64]
@@ -83,7 +84,7 @@ class SacreStats:
         return str(self._metric.get_signature())
 
 
-class CorpusStats(SacreStats):
+class CorpusStats(SacreStats, WeightedReduce[Stats, Score]):
     """map(): one sentence's sacrebleu statistics; reduce(): the corpus score from their sum."""
 
     def map(self, record: Record) -> Row:
@@ -99,9 +100,6 @@ class CorpusStats(SacreStats):
         """The corpus score of the sentences repeated ``weights`` times (resample counts)."""
         totals = np.asarray(weights, dtype=np.float64) @ prepared.matrix
         return self.describe(self._metric._compute_score_from_stats(totals.tolist()), prepared)
-
-    def reduce(self, values: Sequence[Row]) -> Score:
-        return self.reduce_weighted(self.prepare(values), np.ones(len(values)))
 
     def describe(self, score: Any, prepared: Stats) -> Score:
         raise NotImplementedError
