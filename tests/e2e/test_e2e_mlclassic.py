@@ -3,9 +3,7 @@ numbers (docs/guides/packs/ml-classic.md)."""
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -16,43 +14,25 @@ import pytest
 from sklearn import metrics as skm
 from sklearn.calibration import calibration_curve
 
+from tests.support.guides import guide_commands, load_jsonl, means, run_json
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "packs" / "ml-classic.md"
 
 
-def guide_commands() -> list[list[str]]:
-    """Every ``$ evalsi eval`` line of the guide's console blocks (continuations joined)."""
-    text = GUIDE.read_text().replace("\\\n", " ")
-    return [shlex.split(m)[1:] for m in re.findall(r"^\$ (evalsi eval .*)$", text, re.MULTILINE)]
-
-
 def command(*needles: str) -> list[str]:
-    (args,) = [c for c in guide_commands() if all(n in " ".join(c) for n in needles)]
+    (args,) = [c for c in guide_commands(GUIDE) if all(n in " ".join(c) for n in needles)]
     return args
 
 
 def load(name: str) -> list[dict[str, Any]]:
-    path = ROOT / "examples" / "ml-classic" / name
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return load_jsonl(ROOT / "examples" / "ml-classic" / name)
 
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "examples" / "ml-classic", tmp_path / "examples" / "ml-classic")
     return tmp_path
-
-
-def run_json(run_evalsi: Callable[..., Any], cwd: Path, args: list[str]) -> dict[str, Any]:
-    if "--format" not in args:
-        args = [*args, "--format", "json"]
-    proc = run_evalsi(cwd, *args)
-    assert proc.returncode == 0, proc.stderr
-    out: dict[str, Any] = json.loads(proc.stdout)
-    return out
-
-
-def means(out: dict[str, Any]) -> dict[str, float]:
-    return {m["metric"]: m["mean"] for m in out["metrics"]}
 
 
 def classification() -> dict[str, Any]:
@@ -66,7 +46,7 @@ def classification() -> dict[str, Any]:
 
 
 def test_the_guide_lists_the_commands_this_test_runs() -> None:
-    cmds = [" ".join(c) for c in guide_commands()]
+    cmds = [" ".join(c) for c in guide_commands(GUIDE)]
     assert (
         "eval --data examples/ml-classic/classification.jsonl --evaluators roc-auc,f1,brier "
         "--format json" in cmds

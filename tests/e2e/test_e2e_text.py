@@ -3,10 +3,7 @@ rouge-score's numbers (docs/guides/packs/text.md)."""
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import shlex
 import shutil
 import statistics
 from collections.abc import Callable
@@ -17,19 +14,14 @@ import pytest
 import sacrebleu
 from rouge_score import rouge_scorer
 
+from tests.support.guides import guide_commands, load_jsonl, means, run_json
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "packs" / "text.md"
 
 
-def guide_commands() -> list[list[str]]:
-    """Every ``$ evalsi eval`` line of the guide's console blocks (continuations joined)."""
-    text = GUIDE.read_text().replace("\\\n", " ")
-    return [shlex.split(m)[1:] for m in re.findall(r"^\$ (evalsi eval .*)$", text, re.MULTILINE)]
-
-
 def load(name: str) -> list[dict[str, Any]]:
-    path = ROOT / "examples" / "text" / name
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return load_jsonl(ROOT / "examples" / "text" / name)
 
 
 @pytest.fixture
@@ -38,21 +30,8 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_json(run_evalsi: Callable[..., Any], cwd: Path, args: list[str]) -> dict[str, Any]:
-    if "--format" not in args:
-        args = [*args, "--format", "json"]
-    proc = run_evalsi(cwd, *args)
-    assert proc.returncode == 0, proc.stderr
-    out: dict[str, Any] = json.loads(proc.stdout)
-    return out
-
-
-def means(out: dict[str, Any]) -> dict[str, float]:
-    return {m["metric"]: m["mean"] for m in out["metrics"]}
-
-
 def test_the_guide_lists_the_commands_this_test_runs() -> None:
-    cmds = [" ".join(c) for c in guide_commands()]
+    cmds = [" ".join(c) for c in guide_commands(GUIDE)]
     assert (
         "eval --data examples/text/translations.jsonl --evaluators bleu,chrf,rouge-l --format json"
         in cmds
@@ -63,7 +42,7 @@ def test_the_guide_lists_the_commands_this_test_runs() -> None:
 def test_bleu_chrf_rouge_l_as_the_guide_shows(
     run_evalsi: Callable[..., Any], workdir: Path
 ) -> None:
-    (args,) = [c for c in guide_commands() if "bleu,chrf,rouge-l" in c]
+    (args,) = [c for c in guide_commands(GUIDE) if "bleu,chrf,rouge-l" in c]
     got = means(run_json(run_evalsi, workdir, args))
     rows = load("translations.jsonl")
     hyps, refs = [r["output"] for r in rows], [[r["reference"] for r in rows]]
@@ -80,7 +59,7 @@ def test_bleu_chrf_rouge_l_as_the_guide_shows(
 def test_chrf_plus_plus_ter_and_sentence_bleu(
     run_evalsi: Callable[..., Any], workdir: Path
 ) -> None:
-    (args,) = [c for c in guide_commands() if "bleu,chrf,ter,sentence-bleu" in c]
+    (args,) = [c for c in guide_commands(GUIDE) if "bleu,chrf,ter,sentence-bleu" in c]
     assert run_evalsi(workdir, *args).returncode == 0  # the table, as written
     got = means(run_json(run_evalsi, workdir, args))
     rows = load("translations.jsonl")
@@ -92,7 +71,7 @@ def test_chrf_plus_plus_ter_and_sentence_bleu(
 
 
 def test_rouge_on_the_summaries(run_evalsi: Callable[..., Any], workdir: Path) -> None:
-    (args,) = [c for c in guide_commands() if "summaries.jsonl" in " ".join(c)]
+    (args,) = [c for c in guide_commands(GUIDE) if "summaries.jsonl" in " ".join(c)]
     got = means(run_json(run_evalsi, workdir, args))
     rows = load("summaries.jsonl")
     for name, kind, stem in [
@@ -107,7 +86,7 @@ def test_rouge_on_the_summaries(run_evalsi: Callable[..., Any], workdir: Path) -
 
 
 def test_perplexity_on_the_logprobs_example(run_evalsi: Callable[..., Any], workdir: Path) -> None:
-    (args,) = [c for c in guide_commands() if "perplexity" in c]
+    (args,) = [c for c in guide_commands(GUIDE) if "perplexity" in c]
     out = run_json(run_evalsi, workdir, args)
     (m,) = out["metrics"]
     assert (m["scored"], m["skipped"]) == (4, 1)
@@ -125,7 +104,7 @@ def test_perplexity_on_the_logprobs_example(run_evalsi: Callable[..., Any], work
 def test_a_model_path_that_is_not_a_directory_stops_the_run(
     run_evalsi: Callable[..., Any], workdir: Path
 ) -> None:
-    (args,) = [c for c in guide_commands() if "bertscore" in c]
+    (args,) = [c for c in guide_commands(GUIDE) if "bertscore" in c]
     proc = run_evalsi(workdir, *args)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
