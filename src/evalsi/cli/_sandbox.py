@@ -33,8 +33,10 @@ examples:
   evalsi sandbox run --min-isolation none -- true
 
 --format json prints {outcome, exit_code, stdout, stderr, duration_ms, isolation: {driver,
-level, enforcement}} (stdout and stderr decoded as UTF-8, invalid bytes replaced); the default
-passes the program's stdout and stderr through and adds one summary line on stderr.
+level, enforcement}} (stdout and stderr decoded as UTF-8, invalid bytes replaced) at the end;
+the default streams the program's stdout and stderr through as they are written and adds one
+summary line on stderr. The environment inside is empty but for PATH, HOME, LANG and each
+--env KEY=VALUE.
 Exit codes: the program's own where it ran (a signal N gives 128+N, a timeout 124, a resource
 limit or a denial 137); 2 a bad flag; 3 no rung at or above --min-isolation works here
 (SANDBOX_UNAVAILABLE, nothing ran) or the sandbox itself failed.
@@ -80,6 +82,14 @@ def register(commands: Any) -> None:
     r.add_argument("--timeout", type=_positive(float), metavar="S", help="wall clock, seconds")
     r.add_argument("--memory", type=_positive(int), metavar="MB", help="memory limit, MiB")
     r.add_argument("--network", choices=("deny", "loopback"), default="deny", help="default: deny")
+    r.add_argument(
+        "--env",
+        type=_assignment,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable inside the sandbox (repeatable; the host's are never passed)",
+    )
     r.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...")
     r.set_defaults(handler=run_command)
@@ -98,6 +108,13 @@ def _level(text: str) -> Level:
         return Level.parse(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or "\0" in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 def _positive(kind: type[int] | type[float]) -> Any:
@@ -138,12 +155,14 @@ def run_command(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         return fail("sandbox run: no command given; put it after --, e.g. -- python3 -V", 2)
-    spec = SandboxSpec(min_isolation=args.min_isolation, network=args.network)
+    spec = SandboxSpec(min_isolation=args.min_isolation, network=args.network, env=dict(args.env))
     if args.timeout is not None:
         spec = replace(spec, timeout_seconds=args.timeout)
     if args.memory is not None:
         spec = replace(spec, resources=replace(spec.resources, memory_mb=args.memory))
-    result = run(cmd, spec)  # SandboxUnavailable → exit 3 through main
+    streamed = args.format == "text"
+    # SandboxUnavailable → exit 3 through main
+    result = run(cmd, spec, on_output=_passthrough if streamed else None)
     if result.outcome.is_infra:
         message = f"sandbox runner failure ({result.isolation.driver}): {result.outcome.detail}"
         if args.format == "json":
@@ -152,16 +171,18 @@ def run_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(to_dict(result))
     else:
-        sys.stdout.buffer.write(result.stdout)
-        sys.stdout.flush()
-        sys.stderr.buffer.write(result.stderr)
-        sys.stderr.flush()
         iso = result.isolation
         note(
             f"sandbox: {describe(result)} · {iso.driver} ({iso.level}, {iso.enforcement}) · "
             f"{result.duration_ms:.0f} ms"
         )
     return exit_code(result)
+
+
+def _passthrough(stream: str, chunk: bytes) -> None:
+    out = sys.stdout if stream == "stdout" else sys.stderr
+    out.buffer.write(chunk)
+    out.flush()
 
 
 def describe(result: ExecResult) -> str:

@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from evalsi.core import UserError
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._ladder import Ladder, default_ladder
-from evalsi.sandbox._types import ExecResult, Isolation, SandboxSpec
+from evalsi.sandbox._types import ExecResult, Isolation, OutputCallback, SandboxSpec
 
 DEFAULT_COPY_OUT_BYTES = 16 << 20
 
@@ -63,15 +63,34 @@ class Sandbox:
         return self.driver.isolation_for(self.spec)
 
     def exec(
-        self, argv: Sequence[str], *, stdin: bytes | None = None, timeout: float | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
-        """Run ``argv`` in the workspace; the program's behaviour is an outcome, not an error."""
+        """Run ``argv`` in the workspace; the program's behaviour is an outcome, not an error.
+
+        ``env`` adds variables for this execution over the spec's (the host's are never
+        passed); ``on_output(stream, chunk)`` is called from this thread with ``"stdout"`` or
+        ``"stderr"`` and each chunk as it arrives, before the call returns the whole result.
+        """
         if isinstance(argv, str | bytes) or not argv or not all(isinstance(a, str) for a in argv):
             raise UserError("exec needs a non-empty list of strings, e.g. ['python3', 'main.py']")
         if timeout is not None and timeout <= 0:
             raise UserError(f"timeout must be positive, got {timeout}")
+        if env is not None:
+            _check_env(env)
         result = self.driver.exec(
-            self.spec, self.workspace, list(argv), stdin=stdin, timeout_seconds=timeout
+            self.spec,
+            self.workspace,
+            list(argv),
+            stdin=stdin,
+            timeout_seconds=timeout,
+            env=env,
+            on_output=on_output,
         )
         self._last = result.isolation
         return result
@@ -173,9 +192,26 @@ class AsyncSandbox:
         return self.sync.workspace
 
     async def exec(
-        self, argv: Sequence[str], *, stdin: bytes | None = None, timeout: float | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
-        return await asyncio.to_thread(self.sync.exec, argv, stdin=stdin, timeout=timeout)
+        """As ``Sandbox.exec``; ``on_output`` is called on this event loop's thread."""
+        forward: OutputCallback | None = None
+        if on_output is not None:
+            loop = asyncio.get_running_loop()
+            callback = on_output
+
+            def forward(stream: str, chunk: bytes) -> None:
+                loop.call_soon_threadsafe(callback, stream, chunk)
+
+        return await asyncio.to_thread(
+            self.sync.exec, argv, stdin=stdin, timeout=timeout, env=env, on_output=forward
+        )
 
     async def copy_in(
         self, src: bytes | str | os.PathLike[str], dest: str, *, mode: int = 0o644
@@ -203,12 +239,22 @@ def run(
     timeout: float | None = None,
     files: dict[str, bytes] | None = None,
     ladder: Ladder | None = None,
+    env: Mapping[str, str] | None = None,
+    on_output: OutputCallback | None = None,
 ) -> ExecResult:
     """Create a sandbox, copy ``files`` in, run ``argv`` once, destroy it."""
     with Sandbox.create(spec, ladder=ladder) as sandbox:
         for dest, data in (files or {}).items():
             sandbox.copy_in(data, dest)
-        return sandbox.exec(argv, stdin=stdin, timeout=timeout)
+        return sandbox.exec(argv, stdin=stdin, timeout=timeout, env=env, on_output=on_output)
+
+
+def _check_env(env: Mapping[str, str]) -> None:
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise UserError(f"env: bad variable name {key!r} (non-empty, no '=' or NUL)")
+        if not isinstance(value, str) or "\0" in value:
+            raise UserError(f"env: {key} must be a string without NUL, got {value!r}")
 
 
 def _relative_parts(path: str) -> list[str]:

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from evalsi.sandbox._types import (
     Isolation,
     Level,
     Outcome,
+    OutputCallback,
     Resources,
     RungReport,
     SandboxSpec,
@@ -106,10 +107,15 @@ class BwrapDriver:
         return RungReport(self.name, self.level, False, reason)
 
     def command(
-        self, spec: SandboxSpec, argv: Sequence[str], *, workspace: str = "/workspace"
+        self,
+        spec: SandboxSpec,
+        argv: Sequence[str],
+        *,
+        workspace: str = "/workspace",
+        env: Mapping[str, str] | None = None,
     ) -> list[str]:
         """The full bwrap command line for ``argv`` (the workspace is bound from
-        ``workspace``; the seccomp program is expected on fd 4)."""
+        ``workspace``; the seccomp program is expected on fd 4; ``env`` over ``spec.env``)."""
         if self.binary is None:
             raise FileNotFoundError("bwrap not found")
         root = str(spec.root) if spec.root is not None else "/"
@@ -149,10 +155,12 @@ class BwrapDriver:
         if spec.resources.disk_mb is not None:
             cmd += ["--size", str(spec.resources.disk_mb << 20)]
         cmd += ["--tmpfs", "/tmp"]
+        for extra in spec.read_only_paths:  # after /tmp, so a tool under /tmp is not hidden
+            cmd += ["--ro-bind", str(extra), str(extra)]
         bind = "--ro-bind" if spec.file_access == "read-only" else "--bind"
         cmd += [bind, workspace, "/workspace", "--remount-ro", "/", "--chdir", "/workspace"]
-        env = {"PATH": _PATH, "HOME": "/workspace", "LANG": "C.UTF-8", **spec.env}
-        for key, value in env.items():
+        merged = {"PATH": _PATH, "HOME": "/workspace", "LANG": "C.UTF-8", **spec.env, **(env or {})}
+        for key, value in merged.items():
             cmd += ["--setenv", key, value]
         cmd += ["--seccomp", str(_FD_SECCOMP), *self._extra]
         cmd += ["--", "/bin/sh", "-c", _SHIM, "sh", *argv]
@@ -166,6 +174,8 @@ class BwrapDriver:
         *,
         stdin: bytes | None = None,
         timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
         if not argv:
             raise ValueError("argv is empty")
@@ -181,8 +191,10 @@ class BwrapDriver:
             with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
                 if slot.switch:
                     _hand_over(workspace, slot.uid, slot.gid)
-                cmd = self.command(spec, argv, workspace=str(workspace.resolve()))
-                return self._run(spec.resources, cmd, slot, seccomp_fd, stdin, timeout, start)
+                cmd = self.command(spec, argv, workspace=str(workspace.resolve()), env=env)
+                return self._run(
+                    spec.resources, cmd, slot, seccomp_fd, stdin, timeout, start, on_output
+                )
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
             return self._failed(start, f"sandbox busy: {exc}")
         finally:
@@ -197,6 +209,7 @@ class BwrapDriver:
         stdin: bytes | None,
         timeout: float,
         start: float,
+        on_output: OutputCallback | None,
     ) -> ExecResult:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -239,7 +252,9 @@ class BwrapDriver:
         cap = res.output_bytes
         try:
             reap = slot.uid if slot.switch else None
-            got = _capture.collect(proc, {out_r: cap, err_r: cap, bw_r: 1 << 16}, timeout, reap)
+            fds = {out_r: cap, err_r: cap, bw_r: 1 << 16}
+            stream = _capture.streamer(on_output, {out_r: "stdout", err_r: "stderr"})
+            got = _capture.collect(proc, fds, timeout, reap, on_output=stream)
         finally:
             for fd in (out_r, err_r, bw_r):
                 os.close(fd)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evalsi.sandbox import _uidpool
@@ -33,11 +34,13 @@ class Stream:
     head: bytearray = field(default_factory=bytearray)
     dropped: int = 0
 
-    def feed(self, data: bytes) -> None:
-        room = self.cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-        self.dropped += max(0, len(data) - max(room, 0))
+    def feed(self, data: bytes) -> bytes:
+        """Keep what fits under the cap, count the rest; returns the kept part."""
+        room = max(self.cap - len(self.head), 0)
+        kept = data[:room]
+        self.head += kept
+        self.dropped += len(data) - len(kept)
+        return kept
 
     @property
     def truncated(self) -> bool:
@@ -60,6 +63,7 @@ def collect(
     pool_uid: int | None = None,
     *,
     end_group_on_exit: bool = False,
+    on_output: Callable[[int, bytes], None] | None = None,
 ) -> Collected:
     """Read ``fds`` (fd → cap) until all are at EOF and ``proc`` ended, or the deadline.
 
@@ -70,7 +74,10 @@ def collect(
 
     ``end_group_on_exit``: once the launcher exits, its process group is SIGKILLed (again
     after reaping) and the pipes get ``LINGER_SECONDS`` to close; what it left behind never
-    turns its exit into a timeout."""
+    turns its exit into a timeout.
+
+    ``on_output(fd, chunk)`` sees every kept chunk as it arrives (streaming to a caller); an
+    exception it raises is the caller's bug and propagates after the child is stopped."""
     streams = {fd: Stream(cap) for fd, cap in fds.items()}
     deadline = time.monotonic() + timeout_seconds
     timed_out = flooded = exited = False
@@ -103,7 +110,9 @@ def collect(
                         pending -= 1
                         continue
                     stream = streams[fd]
-                    stream.feed(data)
+                    kept = stream.feed(data)
+                    if kept and on_output is not None:
+                        on_output(fd, kept)
                     if stream.dropped > FLOOD_FACTOR * max(stream.cap, 1 << 16):
                         flooded = True
                 if flooded:
@@ -114,6 +123,10 @@ def collect(
                         sel.unregister(wake)
                     kill_group(proc)
                     deadline = min(deadline, time.monotonic() + LINGER_SECONDS)
+    except BaseException:
+        _stop(proc, pool_uid)
+        _reap(proc, None)
+        raise
     finally:
         if wake is not None:
             os.close(wake)
@@ -128,6 +141,22 @@ def collect(
     if end_group_on_exit:  # whatever it left running in its session goes with it
         kill_group(proc)
     return Collected(streams, timed_out, flooded, rc, cpu)
+
+
+def streamer(
+    on_output: Callable[[str, bytes], None] | None, names: dict[int, str]
+) -> Callable[[int, bytes], None] | None:
+    """Adapt a caller's ``on_output(stream_name, chunk)`` to ``collect``'s fd-keyed one;
+    fds without a name (a launcher's own pipe) are not streamed."""
+    if on_output is None:
+        return None
+
+    def forward(fd: int, chunk: bytes) -> None:
+        name = names.get(fd)
+        if name is not None:
+            on_output(name, chunk)
+
+    return forward
 
 
 def feed_stdin(fd: int, data: bytes) -> None:

@@ -9,11 +9,18 @@ no rung is left).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from evalsi.sandbox._types import ExecResult, Isolation, Level, RungReport, SandboxSpec
+from evalsi.sandbox._types import (
+    ExecResult,
+    Isolation,
+    Level,
+    OutputCallback,
+    RungReport,
+    SandboxSpec,
+)
 
 
 class Driver(Protocol):
@@ -40,9 +47,12 @@ class Driver(Protocol):
         *,
         stdin: bytes | None = None,
         timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
         """Run ``argv`` confined by ``spec`` with ``workspace`` as its writable (or read-only)
         working directory, mounted at ``/workspace`` inside; ``stdin`` or /dev/null; no tty.
+        ``env`` is merged over ``spec.env`` for this execution; ``on_output`` streams output.
 
         Returns the outcome; raises nothing for the program's own behaviour (a crash, a
         denial, a timeout are outcomes). A failure of the sandbox machinery itself is

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evalsi.sandbox._driver import Driver
@@ -21,6 +21,7 @@ from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
     Level,
+    OutputCallback,
     RungReport,
     SandboxSpec,
     SandboxUnavailable,
@@ -51,6 +52,8 @@ class UnavailableDriver:
         *,
         stdin: bytes | None = None,
         timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
         raise SandboxUnavailable(f"SANDBOX_UNAVAILABLE: {self.name}: {self.reason}")
 

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evalsi.sandbox import _capture, _rlimits
@@ -24,6 +24,7 @@ from evalsi.sandbox._types import (
     Isolation,
     Level,
     Outcome,
+    OutputCallback,
     RungReport,
     SandboxSpec,
 )
@@ -59,6 +60,8 @@ class NoneDriver:
         *,
         stdin: bytes | None = None,
         timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
         isolation = self.isolation_for(spec)
         timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
@@ -74,7 +77,7 @@ class NoneDriver:
             proc = subprocess.Popen(
                 list(argv),
                 cwd=workspace,
-                env=dict(spec.env),
+                env={**spec.env, **(env or {})},
                 stdin=in_r if in_r is not None else subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -106,7 +109,10 @@ class NoneDriver:
         if in_w is not None:
             _capture.feed_stdin(in_w, stdin or b"")
         try:
-            got = _capture.collect(proc, {out_r: cap, err_r: cap}, timeout, end_group_on_exit=True)
+            stream = _capture.streamer(on_output, {out_r: "stdout", err_r: "stderr"})
+            got = _capture.collect(
+                proc, {out_r: cap, err_r: cap}, timeout, end_group_on_exit=True, on_output=stream
+            )
         finally:
             _close(out_r, err_r)
         out, err = got.streams[out_r], got.streams[err_r]

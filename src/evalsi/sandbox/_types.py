@@ -10,6 +10,7 @@ accepts; nothing ever runs below it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -60,8 +61,10 @@ class SandboxSpec:
     """What a sandbox may see and use.
 
     ``root`` is None for the host's system directories read-only (``/usr``, ``/lib``, ``/bin``,
-    ``/etc`` minus secrets), or an unpacked image directory. ``env`` is the whole environment
-    inside (the host's is cleared). ``timeout_seconds`` is wall-clock time per ``exec``.
+    ``/etc`` minus secrets), or an unpacked image directory. ``read_only_paths`` are further
+    host paths made visible read-only at the same place (a toolchain, a linter's directory).
+    ``env`` is the whole environment inside (the host's is cleared). ``timeout_seconds`` is
+    wall-clock time per ``exec``.
     """
 
     root: Path | None = None
@@ -71,7 +74,20 @@ class SandboxSpec:
     network: Network = "deny"
     env: dict[str, str] = field(default_factory=dict)
     min_isolation: Level = Level.NAMESPACED
+    read_only_paths: tuple[Path, ...] = ()
 
+    def __post_init__(self) -> None:
+        for path in self.read_only_paths:
+            text = str(path)
+            if not Path(text).is_absolute() or "\0" in text or ".." in Path(text).parts:
+                raise ValueError(
+                    f"read_only_paths: {text!r} must be an absolute host path without '..'"
+                )
+
+
+OutputCallback = Callable[[str, bytes], None]
+"""Streamed output: called with ``"stdout"`` or ``"stderr"`` and each chunk as it arrives
+(only bytes within the output cap)."""
 
 OutcomeKind = Literal["exit", "denied", "timeout", "resource_exceeded", "runner_failure"]
 

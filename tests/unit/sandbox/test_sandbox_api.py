@@ -7,7 +7,8 @@ import asyncio
 import os
 import stat
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from evalsi.sandbox import (
     Level,
     NoneDriver,
     Outcome,
+    OutputCallback,
     Resources,
     RungReport,
     Sandbox,
@@ -55,6 +57,8 @@ class FakeDriver:
         *,
         stdin: bytes | None = None,
         timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
         self.calls.append(
             {
@@ -66,6 +70,8 @@ class FakeDriver:
                 "ws_exists": workspace.is_dir(),
             }
         )
+        if env:
+            self.calls[-1]["env"] = dict(env)
         return ExecResult(
             Outcome("exit", 0),
             " ".join(argv).encode(),
@@ -314,3 +320,67 @@ def test_none_driver_memory_limit_applies(real: Ladder) -> None:
         r = sb.exec(["python3", "-c", "b = bytearray(1 << 30)"])
     assert r.exit_code == 1
     assert b"MemoryError" in r.stderr
+
+
+def test_exec_env_is_merged_over_the_spec_and_checked(real: Ladder) -> None:
+    spec = SandboxSpec(min_isolation=Level.NONE, env={"A": "spec", "B": "spec"})
+    with Sandbox.create(spec, ladder=real) as sb:
+        result = sb.exec(["sh", "-c", 'echo "$A $B $C"'], env={"B": "exec", "C": "exec"})
+        assert result.stdout == b"spec exec exec\n"
+        again = sb.exec(["sh", "-c", 'echo "$A $B ${C:-unset}"'])  # per exec only
+        assert again.stdout == b"spec spec unset\n"
+        for bad in ({"": "x"}, {"A=B": "x"}, {"A": 1}, {"A": "x\0y"}):
+            with pytest.raises(UserError, match="env"):
+                sb.exec(["true"], env=bad)  # type: ignore[arg-type]
+
+
+def test_on_output_streams_chunks_before_the_program_ends(real: Ladder) -> None:
+    """The first line arrives while the program still sleeps, so it is streamed, not buffered."""
+    seen: list[tuple[str, bytes, float]] = []
+    script = (
+        "import sys, time; print('one', flush=True); time.sleep(1.0); print('two', file=sys.stderr)"
+    )
+    with Sandbox.create(NONE, ladder=real) as sb:
+        start = time.monotonic()
+        result = sb.exec(
+            ["python3", "-c", script],
+            on_output=lambda s, c: seen.append((s, c, time.monotonic() - start)),
+        )
+        total = time.monotonic() - start
+    assert result.stdout == b"one\n"
+    assert result.stderr == b"two\n"
+    assert [(s, c) for s, c, _ in seen] == [("stdout", b"one\n"), ("stderr", b"two\n")]
+    assert seen[0][2] < total - 0.5
+
+
+def test_on_output_sees_only_what_fits_under_the_cap(real: Ladder) -> None:
+    spec = SandboxSpec(min_isolation=Level.NONE, resources=Resources(output_bytes=10))
+    chunks: list[bytes] = []
+    with Sandbox.create(spec, ladder=real) as sb:
+        result = sb.exec(
+            ["sh", "-c", "printf 0123456789abcdef"], on_output=lambda s, c: chunks.append(c)
+        )
+    assert b"".join(chunks) == result.stdout == b"0123456789"
+    assert result.stdout_truncated
+
+
+def test_async_on_output_runs_on_the_event_loop_thread(real: Ladder) -> None:
+    threads: list[int] = []
+
+    async def main() -> ExecResult:
+        async with await AsyncSandbox.create(NONE, ladder=real) as sb:
+            return await sb.exec(
+                ["sh", "-c", "echo hi"],
+                on_output=lambda s, c: threads.append(threading.get_ident()),
+            )
+
+    loop_thread = threading.get_ident()
+    result = asyncio.run(main())
+    assert result.stdout == b"hi\n"
+    assert threads == [loop_thread]
+
+
+@pytest.mark.parametrize("bad", ["relative/path", "/a/../b", "/x\0y"])
+def test_read_only_paths_must_be_absolute(bad: str) -> None:
+    with pytest.raises(ValueError, match="read_only_paths"):
+        SandboxSpec(read_only_paths=(Path(bad) if "\0" not in bad else bad,))  # type: ignore[arg-type]

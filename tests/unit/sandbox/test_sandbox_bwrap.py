@@ -252,3 +252,37 @@ def test_unreachable_workspace_is_refused(tmp_path: Path) -> None:
     (hidden / "ws").mkdir()
     with pytest.raises(ValueError, match="not reachable by sandbox uids"):
         DRIVER.exec(SandboxSpec(), hidden / "ws", ["true"])
+
+
+def test_exec_env_merges_over_the_spec_and_output_streams(ws: Path) -> None:
+    spec = SandboxSpec(env={"A": "spec", "B": "spec"})
+    chunks: list[tuple[str, bytes]] = []
+    res = run(
+        ws,
+        "import os, sys; print(os.environ['A'], os.environ['B']); print('e', file=sys.stderr)",
+        spec,
+        env={"B": "exec"},
+        on_output=lambda s, c: chunks.append((s, c)),
+    )
+    assert (res.outcome.kind, res.stdout, res.stderr) == ("exit", b"spec exec\n", b"e\n")
+    assert sorted(chunks) == [("stderr", b"e\n"), ("stdout", b"spec exec\n")]
+
+
+def test_read_only_paths_are_visible_but_not_writable(ws: Path) -> None:
+    tool = Path(tempfile.mkdtemp(prefix="evalsi-test-tool-", dir="/tmp"))
+    try:
+        (tool / "version.txt").write_text("tool 1.0\n")
+        tool.chmod(0o755)
+        (tool / "version.txt").chmod(0o644)
+        code = (
+            f"import pathlib; p = pathlib.Path('{tool}/version.txt')\n"
+            "print(p.read_text(), end='')\n"
+            "try:\n    p.write_text('x'); print('wrote')\nexcept OSError as e: print(e.errno)"
+        )
+        res = run(ws, code, SandboxSpec(read_only_paths=(tool,)))
+        assert res.outcome.kind == "exit", res.stderr
+        assert res.stdout.splitlines() == [b"tool 1.0", b"30"]  # EROFS
+        hidden = run(ws, f"import os; print(os.path.exists('{tool}'))")
+        assert hidden.stdout == b"False\n"
+    finally:
+        shutil.rmtree(tool, ignore_errors=True)
