@@ -150,3 +150,62 @@ def test_help_teaches_with_examples(run_evalsi: RunCli, tmp_path: Path) -> None:
     assert "examples:" in proc.stdout
     assert "--min-isolation" in proc.stdout
     assert "SANDBOX_UNAVAILABLE" in proc.stdout
+
+
+def test_config_turns_rungs_off_and_sets_a_floor(run_evalsi: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "evalsi.yaml").write_text(
+        "sandbox:\n  drivers: [landlock, none]\n  minIsolation: confined\n"
+    )
+    rungs = _probe(run_evalsi, tmp_path)  # ./evalsi.yaml is read by default
+    assert rungs["bwrap"]["reason"] == "turned off (sandbox.drivers)"
+    assert rungs["firecracker"]["reason"] == "turned off (sandbox.drivers)"
+    proc = run_evalsi(tmp_path, "sandbox", "run", "--min-isolation", "none", "--", "true")
+    if rungs["landlock"]["available"]:
+        assert proc.returncode == 0, proc.stderr
+        assert "landlock (confined" in proc.stderr  # the floor lifted none to confined
+    else:
+        assert proc.returncode == 3, proc.stderr
+        assert "at or above confined" in proc.stderr
+
+
+def test_a_bad_config_is_a_user_error(run_evalsi: RunCli, tmp_path: Path) -> None:
+    bad = tmp_path / "other.yaml"
+    bad.write_text("sandbox:\n  drivers: [docker]\n")
+    for sub in (["probe"], ["run"]):
+        tail = ["--", "true"] if sub == ["run"] else []
+        proc = run_evalsi(tmp_path, "sandbox", *sub, "--config", bad, *tail)
+        assert proc.returncode == 2, proc.stderr
+        assert "sandbox.drivers[0]: unknown rung 'docker'" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    missing = run_evalsi(tmp_path, "sandbox", "probe", "--config", tmp_path / "nope.yaml")
+    assert missing.returncode == 2
+    assert "not found" in missing.stderr
+
+
+def test_text_mode_streams_output_before_the_program_ends(tmp_path: Path) -> None:
+    """The first line reaches our pipe while the sandboxed program still sleeps."""
+    import sys
+    import time
+
+    evalsi = Path(sys.executable).with_name("evalsi")
+    args = ["sandbox", "run", "--min-isolation", "none", "--"]
+    script = "import time; print('first', flush=True); time.sleep(3); print('second')"
+    proc = subprocess.Popen(
+        [str(evalsi), *args, "python3", "-c", script],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        start = time.monotonic()
+        first = proc.stdout.readline()
+        waited = time.monotonic() - start
+        assert first == b"first\n"
+        assert proc.poll() is None, "the program had already ended: output was not streamed"
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert rest == b"second\n"
+    assert proc.returncode == 0, err
+    assert waited < 60

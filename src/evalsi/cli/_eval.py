@@ -10,6 +10,7 @@ from typing import Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 from evalsi.core import ParamError, UserError
 
 EPILOG = """\
@@ -168,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
             store="the server stores the run",
             judges="the server's judges are configured in its evalsi.yaml",
         )
+    else:
+        apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
     progress = None if args.quiet else ProgressLine()
     result: ScoreResult
     try:

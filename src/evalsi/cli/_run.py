@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from evalsi.cli._eval import ProgressLine
 from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 
 if TYPE_CHECKING:
     from evalsi.runs import RunResult
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             store="the server stores the run",
             execute_only="runs created over the API are always graded",
         )
+    else:
+        apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
     progress = (
         None if args.quiet or args.dry_run else ProgressLine(unit="tasks", trouble="infra errors")
     )

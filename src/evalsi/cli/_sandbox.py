@@ -61,6 +61,7 @@ def register(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     probe.add_argument("--format", choices=("table", "json"), default="table")
+    add_config_flag(probe)
     probe.set_defaults(handler=probe_command)
 
     r = sub.add_parser(
@@ -91,9 +92,33 @@ def register(commands: Any) -> None:
         help="a variable inside the sandbox (repeatable; the host's are never passed)",
     )
     r.add_argument("--format", choices=("text", "json"), default="text", help="default: text")
+    add_config_flag(r)
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...")
     r.set_defaults(handler=run_command)
     p.set_defaults(handler=lambda _args: _usage(p))
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="evalsi.yaml whose `sandbox` section (drivers, minIsolation, concurrency, "
+        "firecracker) applies (default: ./evalsi.yaml when it exists)",
+    )
+
+
+def apply_config(path: str | None) -> None:
+    """Install the ``sandbox`` section of ``path`` (or ./evalsi.yaml when present) for this
+    process; without a file the defaults stand. A bad section is a SpecError (exit 2)."""
+    from pathlib import Path
+
+    from evalsi.sandbox import configure
+    from evalsi.server._config import load_sandbox_config
+
+    file = Path(path) if path is not None else Path("evalsi.yaml")
+    if path is None and not file.is_file():
+        return
+    configure(load_sandbox_config(file))
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -134,6 +159,7 @@ def _positive(kind: type[int] | type[float]) -> Any:
 def probe_command(args: argparse.Namespace) -> int:
     from evalsi.sandbox import default_ladder
 
+    apply_config(args.config)
     reports = default_ladder().probe_all()
     if args.format == "json":
         print_json({"rungs": [r.to_dict() for r in reports]})
@@ -155,6 +181,7 @@ def run_command(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         return fail("sandbox run: no command given; put it after --, e.g. -- python3 -V", 2)
+    apply_config(args.config)
     spec = SandboxSpec(min_isolation=args.min_isolation, network=args.network, env=dict(args.env))
     if args.timeout is not None:
         spec = replace(spec, timeout_seconds=args.timeout)

@@ -22,6 +22,14 @@ API for asyncio code. ``evalsi sandbox probe`` shows which rungs work on this ma
 """
 
 from evalsi.sandbox._api import AsyncSandbox, Sandbox, SandboxFileError, run
+from evalsi.sandbox._config import (
+    SandboxConfig,
+    SandboxConfigError,
+    configure,
+    current_config,
+    local_concurrency,
+    parse_config,
+)
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._ladder import Ladder, UnavailableDriver, build_default_ladder, default_ladder
 from evalsi.sandbox._none import NoneDriver
@@ -50,11 +58,17 @@ __all__ = [
     "Resources",
     "RungReport",
     "Sandbox",
+    "SandboxConfig",
+    "SandboxConfigError",
     "SandboxFileError",
     "SandboxSpec",
     "SandboxUnavailable",
     "UnavailableDriver",
     "build_default_ladder",
+    "configure",
+    "current_config",
     "default_ladder",
+    "local_concurrency",
+    "parse_config",
     "run",
 ]

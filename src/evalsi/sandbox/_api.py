@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from evalsi.core import UserError
+from evalsi.sandbox._config import current_config
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._ladder import Ladder, default_ladder
 from evalsi.sandbox._types import ExecResult, Isolation, OutputCallback, SandboxSpec
@@ -42,10 +43,12 @@ class Sandbox:
 
     @classmethod
     def create(cls, spec: SandboxSpec | None = None, *, ladder: Ladder | None = None) -> Sandbox:
-        """Choose the strongest rung ≥ ``spec.min_isolation`` (or raise SandboxUnavailable)
-        and make a private (0700) workspace."""
+        """Choose the strongest rung ≥ ``spec.min_isolation`` and the configured floor
+        (``sandbox.minIsolation``), or raise SandboxUnavailable; make a private (0700)
+        workspace."""
         spec = spec or SandboxSpec()
-        driver = (ladder or default_ladder()).choose(spec.min_isolation)
+        floor = max(spec.min_isolation, current_config().min_isolation)
+        driver = (ladder or default_ladder()).choose(floor)
         workspace = Path(tempfile.mkdtemp(prefix="evalsi-sandbox-"))  # mode 0700
         return cls(spec, driver, workspace)
 

@@ -11,11 +11,12 @@ chosen when a spec asks for ``none`` explicitly.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from evalsi.sandbox._config import SandboxConfig, config_generation, current_config
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._types import (
     ExecResult,
@@ -26,8 +27,6 @@ from evalsi.sandbox._types import (
     SandboxSpec,
     SandboxUnavailable,
 )
-
-_LANDLOCK_REASON = "not built yet (the Landlock driver comes in a later slice of issue 7)"
 
 
 class UnavailableDriver:
@@ -111,53 +110,51 @@ def _probe(driver: Driver) -> RungReport:
     return report
 
 
-def firecracker_rung() -> UnavailableDriver:
-    """Not built in this slice; the reason says so and what it would need."""
-    kvm = "usable" if os.access("/dev/kvm", os.R_OK | os.W_OK) else "not usable"
-    reason = (
-        "not built yet (the Firecracker driver comes in a later slice of issue 7); it needs "
-        f"a configured firecracker binary and a usable /dev/kvm (here: {kvm})"
-    )
-    return UnavailableDriver("firecracker", Level.VM, reason)
+_RUNGS: tuple[tuple[str, Level, str, str], ...] = (
+    # name, level, module, factory: each imported lazily (a missing module or a factory that
+    # raises is an unavailable rung, never a crash of the ladder).
+    ("firecracker", Level.VM, "evalsi.sandbox._firecracker", "firecracker_rung"),
+    ("bwrap", Level.NAMESPACED, "evalsi.sandbox._bwrap", "BwrapDriver"),
+    ("landlock", Level.CONFINED, "evalsi.sandbox._landlock", "landlock_rung"),
+    ("none", Level.NONE, "evalsi.sandbox._none", "NoneDriver"),
+)
 
 
-def bwrap_rung() -> Driver:
-    """The bubblewrap driver, imported lazily; a missing module is an unavailable rung."""
+def _rung(name: str, level: Level, module_name: str, factory_name: str, config: Any) -> Driver:
     # importlib rather than a from-import, so type checking passes with or without the module.
     try:
-        module = importlib.import_module("evalsi.sandbox._bwrap")
-        factory = module.BwrapDriver
+        factory = getattr(importlib.import_module(module_name), factory_name)
     except (ImportError, AttributeError):
-        return UnavailableDriver("bwrap", Level.NAMESPACED, "driver not built")
+        return UnavailableDriver(name, level, "driver not built")
     try:
-        driver: Driver = factory()
+        driver: Driver = factory(config) if name == "firecracker" else factory()
     except Exception as e:  # noqa: BLE001 - a driver that cannot start is an unavailable rung
-        return UnavailableDriver("bwrap", Level.NAMESPACED, f"driver could not start: {e}")
+        return UnavailableDriver(name, level, f"driver could not start: {e}")
     return driver
 
 
-def build_default_ladder() -> Ladder:
-    """firecracker (vm) → bwrap (namespaced) → landlock (confined) → none."""
-    from evalsi.sandbox._none import NoneDriver
+def build_default_ladder(config: SandboxConfig | None = None) -> Ladder:
+    """firecracker (vm) → bwrap (namespaced) → landlock (confined) → none, minus the rungs
+    ``config.drivers`` leaves out (reported as turned off). Default: the process's config."""
+    config = config or current_config()
+    drivers: list[Driver] = []
+    for name, level, module_name, factory_name in _RUNGS:
+        if not config.allows(name):
+            drivers.append(UnavailableDriver(name, level, "turned off (sandbox.drivers)"))
+        else:
+            drivers.append(_rung(name, level, module_name, factory_name, config.firecracker))
+    return Ladder(drivers)
 
-    return Ladder(
-        [
-            firecracker_rung(),
-            bwrap_rung(),
-            UnavailableDriver("landlock", Level.CONFINED, _LANDLOCK_REASON),
-            NoneDriver(),
-        ]
-    )
 
-
-_default: Ladder | None = None
+_default: tuple[int, Ladder] | None = None
 _default_lock = threading.Lock()
 
 
 def default_ladder() -> Ladder:
-    """The process-wide ladder: built and probed once, then reused."""
+    """The process-wide ladder: built and probed once per configuration, then reused."""
     global _default
+    generation = config_generation()
     with _default_lock:
-        if _default is None:
-            _default = build_default_ladder()
-        return _default
+        if _default is None or _default[0] != generation:
+            _default = (generation, build_default_ladder())
+        return _default[1]

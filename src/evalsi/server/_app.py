@@ -27,6 +27,7 @@ from evalsi._proto.grpc.health.v1.health_connect import HealthASGIApplication
 from evalsi._proto.grpc.reflection.v1.reflection_connect import ServerReflectionASGIApplication
 from evalsi.connectors import close_shared_session
 from evalsi.datasets import param_files_confined
+from evalsi.sandbox import configure as configure_sandbox
 from evalsi.server._errors import ErrorInterceptor
 from evalsi.server._health import HealthHandler
 from evalsi.server._json_codec import FastJSONCodec
@@ -124,6 +125,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        configure_sandbox(state.config.sandbox)  # this process's ladder, floor, concurrency
         if state.runs is not None:
             await state.runs.start()
         try:
@@ -135,6 +137,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             if state.runs is not None:
                 await state.runs.stop()
             await close_shared_session()  # the judges' HTTP session on the server's loop
+            configure_sandbox(None)
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics

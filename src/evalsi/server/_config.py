@@ -17,6 +17,10 @@
       allowEnv: [OPENAI_API_KEY]              # env: refs a run spec may use (none by default)
     evaluators:
       packs: [core, text, safety]             # packs that may run implicitly (default: [core])
+    sandbox:                                  # where code evaluators run untrusted programs
+      drivers: [bwrap, landlock]              # rungs allowed (default: all)
+      minIsolation: namespaced                # floor for every sandbox (server default: confined)
+      concurrency: 2                          # sandboxes at once (default: CPU count)
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -36,6 +40,7 @@ import yaml
 
 from evalsi.core import SpecError, UserError
 from evalsi.evaluators import DEFAULT_PACKS
+from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
 from evalsi.server._state import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -54,6 +59,7 @@ _TOP = (
     "allowPythonTargets",
     "secrets",
     "evaluators",
+    "sandbox",
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
@@ -169,6 +175,7 @@ def load_config(
     judges = _judges(p, base, shown, top.get("judges"))
     allowed_env = _allowed_env(p, top.get("secrets"))
     packs = _packs(p, top.get("evaluators"))
+    sandbox = _sandbox(p, top.get("sandbox"))
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -205,7 +212,38 @@ def load_config(
         allow_python_targets=allow_python,
         allowed_env_secrets=allowed_env,
         packs=packs,
+        sandbox=sandbox,
     )
+
+
+def load_sandbox_config(path: Path) -> SandboxConfig:
+    """Only the ``sandbox`` section of ``path``, for embedded commands (no server floor: a
+    spec's own ``min_isolation`` stands unless the file sets ``minIsolation``)."""
+    doc = _read(path)
+    if doc is not None and not isinstance(doc, dict):
+        raise SpecError(f"{path}: expected a mapping at the top, got {_show(doc)}")
+    try:
+        return parse_config((doc or {}).get("sandbox"))
+    except SandboxConfigError as e:
+        raise SpecError("\n".join(f"{path}: {where}: {why}" for where, why in e.problems)) from e
+
+
+SERVER_FLOOR = "confined"
+"""A server never runs a program unconfined unless its evalsi.yaml says ``minIsolation: none``."""
+
+
+def _sandbox(p: _Problems, value: Any) -> SandboxConfig:
+    """``sandbox: {drivers, minIsolation, concurrency, firecracker}`` (see evalsi.sandbox)."""
+    if isinstance(value, dict) and "minIsolation" not in value:
+        value = {**value, "minIsolation": SERVER_FLOOR}
+    elif value is None:
+        value = {"minIsolation": SERVER_FLOOR}
+    try:
+        return parse_config(value)
+    except SandboxConfigError as e:
+        for where, why in e.problems:
+            p.bad(where, why)
+        return SandboxConfig()
 
 
 def _packs(p: _Problems, value: Any) -> tuple[str, ...]:

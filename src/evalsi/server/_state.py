@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalsi.evaluators import DEFAULT_PACKS
+from evalsi.sandbox import Level, SandboxConfig
 
 if TYPE_CHECKING:
     from evalsi.evaluators import Registry
@@ -49,6 +50,10 @@ class ServerConfig:
     allowed_env_secrets: tuple[str, ...] = ()
     # `evaluators.packs`: the packs that may run implicitly (online policies); core by default.
     packs: tuple[str, ...] = DEFAULT_PACKS
+    # `sandbox`: the rungs, floor and concurrency for code evaluators (server floor: confined).
+    sandbox: SandboxConfig = field(
+        default_factory=lambda: SandboxConfig(min_isolation=Level.CONFINED)
+    )
 
 
 @dataclass
