@@ -13,13 +13,13 @@ import contextlib
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
 
 from evalsi.core import UserError
+from evalsi.sandbox import _workspace
 from evalsi.sandbox._config import current_config
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._ladder import Ladder, default_ladder
@@ -35,10 +35,15 @@ class SandboxFileError(UserError):
 class Sandbox:
     """One sandbox: create, ``exec`` any number of times, copy files, ``destroy``."""
 
-    def __init__(self, spec: SandboxSpec, driver: Driver, workspace: Path) -> None:
+    def __init__(
+        self, spec: SandboxSpec, driver: Driver, workspace: Path, *, base: Path | None = None
+    ) -> None:
+        """``base``: the directory ``_workspace.create`` made (removed, and unmounted, by
+        ``destroy``); without it ``destroy`` removes ``workspace`` itself."""
         self.spec = spec
         self.driver = driver
         self._workspace: Path | None = workspace
+        self._base = base
         self._last: Isolation | None = None
 
     @classmethod
@@ -49,8 +54,8 @@ class Sandbox:
         spec = spec or SandboxSpec()
         floor = max(spec.min_isolation, current_config().min_isolation)
         driver = (ladder or default_ladder()).choose(floor)
-        workspace = Path(tempfile.mkdtemp(prefix="evalsi-sandbox-"))  # mode 0700
-        return cls(spec, driver, workspace)
+        space = _workspace.create(spec.resources)  # private; bounded by a tmpfs as root
+        return cls(spec, driver, space.path, base=space.base)
 
     @property
     def workspace(self) -> Path:
@@ -158,8 +163,10 @@ class Sandbox:
         """Remove the workspace, even directories the program made read-only. Idempotent."""
         if self._workspace is None:
             return
-        root = self._workspace
-        _remove_tree(root)
+        if self._base is not None:
+            _workspace.remove(self._base)
+        else:
+            _remove_tree(self._workspace)
         self._workspace = None
 
     def __enter__(self) -> Sandbox:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from evalsi.sandbox import _capture, _rlimits, _seccomp, _uidpool
+from evalsi.sandbox import _capture, _rlimits, _seccomp, _uidpool, _workspace
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
@@ -76,7 +76,8 @@ class BwrapDriver:
 
     @property
     def isolation(self) -> Isolation:
-        return Isolation(self.name, self.level, "partial", _MISSING)
+        missing = _MISSING if _workspace.can_bound() else (*_MISSING, "workspace-quota")
+        return Isolation(self.name, self.level, "partial", missing)
 
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
         """Namespaces and seccomp in full; memory and processes by rlimits only (no cgroup)."""
@@ -152,9 +153,13 @@ class BwrapDriver:
             if os.path.exists(host):
                 cmd += ["--ro-bind", host, f"/etc/{name}"]
         cmd += ["--proc", "/proc", "--dev", "/dev"]
-        if spec.resources.disk_mb is not None:
-            cmd += ["--size", str(spec.resources.disk_mb << 20)]
-        cmd += ["--tmpfs", "/tmp"]
+        tmp = _workspace.private_tmp(Path(workspace))
+        if tmp is not None:  # /tmp shares the workspace's bounded tmpfs
+            cmd += ["--bind", str(tmp), "/tmp"]
+        else:
+            if spec.resources.disk_mb is not None:
+                cmd += ["--size", str(spec.resources.disk_mb << 20)]
+            cmd += ["--tmpfs", "/tmp"]
         for extra in spec.read_only_paths:  # after /tmp, so a tool under /tmp is not hidden
             cmd += ["--ro-bind", str(extra), str(extra)]
         bind = "--ro-bind" if spec.file_access == "read-only" else "--bind"
@@ -191,6 +196,9 @@ class BwrapDriver:
             with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
                 if slot.switch:
                     _hand_over(workspace, slot.uid, slot.gid)
+                    tmp = _workspace.private_tmp(workspace)
+                    if tmp is not None:
+                        _hand_over(tmp, slot.uid, slot.gid)
                 cmd = self.command(spec, argv, workspace=str(workspace.resolve()), env=env)
                 return self._run(
                     spec.resources, cmd, slot, seccomp_fd, stdin, timeout, start, on_output

@@ -51,7 +51,8 @@ class Resources:
     cpu_seconds: float | None = 10.0
     memory_mb: int | None = 512
     processes: int | None = 64
-    disk_mb: int | None = 64  # the writable tmpfs (workspace and /tmp)
+    disk_mb: int | None = 64  # the writable space: workspace and /tmp together
+    files: int | None = 10_000  # files and directories in that space (tmpfs inodes)
     output_bytes: int = 1 << 20  # stdout and stderr, each; the rest is cut and reported
     open_files: int | None = 256
 
