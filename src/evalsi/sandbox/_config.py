@@ -88,8 +88,9 @@ def parse_config(value: Any, where: str = "sandbox") -> SandboxConfig:
             firecracker = _firecracker_module().FirecrackerConfig.from_mapping(
                 raw_fc, f"{where}.firecracker"
             )
-        except ValueError as e:
-            problems.append((f"{where}.firecracker", str(e)))
+        except ValueError as e:  # "<where>.firecracker.<key>: <why>"
+            field_name, sep, why = str(e).partition(": ")
+            problems.append((field_name, why) if sep else (f"{where}.firecracker", str(e)))
     if problems:
         raise SandboxConfigError(problems)
     return SandboxConfig(drivers, floor, concurrency, firecracker)

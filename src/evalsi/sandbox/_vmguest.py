@@ -20,6 +20,7 @@ Record lines: ``<nonce> <kind> <seq> <base64 payload>`` with kinds ``S`` (starte
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import json
 import os
@@ -75,27 +76,40 @@ def supervise(
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     oom_before = _oom_kills()
+    # A close-on-exec pipe tells a failed setup (the sandbox's fault) from the program's own
+    # exit codes: it closes empty on a successful exec.
+    setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
             os.dup2(stdin_fd, 0)
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
-            os.closerange(3, 1 << 16)
+            os.dup2(setup_w, 3, inheritable=False)
+            os.closerange(4, 1 << 16)
             child_setup()
+        except BaseException as e:  # noqa: BLE001 - never return into init
+            os.write(3, f"{type(e).__name__}: {e}".encode(errors="replace"))
+            os._exit(125)
+        try:
             argv = [str(a) for a in job["argv"]]
             os.execvpe(argv[0], argv, {str(k): str(v) for k, v in job["env"].items()})
-        except FileNotFoundError:
+        except FileNotFoundError:  # what a shell answers: the program's problem, not ours
             os.write(2, f"{job['argv'][0]}: command not found\n".encode())
             os._exit(127)
         except PermissionError:
             os.write(2, f"{job['argv'][0]}: permission denied\n".encode())
             os._exit(126)
-        except BaseException as e:  # noqa: BLE001 - report anything, never return into init
-            os.write(2, f"evalsi-init: exec failed: {e}\n".encode())
+        except BaseException as e:  # noqa: BLE001 - never return into init
+            os.write(3, f"exec: {type(e).__name__}: {e}".encode(errors="replace"))
             os._exit(125)
     os.close(out_w)
     os.close(err_w)
+    os.close(setup_w)
+    setup_error = b""
+    while chunk := os.read(setup_r, 4096):
+        setup_error += chunk
+    os.close(setup_r)
     kept = {out_r: 0, err_r: 0}
     dropped = {out_r: 0, err_r: 0}
     tail = b""
@@ -104,12 +118,22 @@ def supervise(
     deadline = time.monotonic() + float(job["timeout_seconds"])
     timed_out = flooded = False
     status: int | None = None
-    while open_fds:
+    while True:
+        if status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+                _kill_all(pid)  # what it left behind may hold the pipes open
+                deadline = min(deadline, time.monotonic() + LINGER_SECONDS)
+        if status is not None and not open_fds:
+            break
         now = time.monotonic()
         if now >= deadline:
             timed_out = status is None
             break
-        ready, _, _ = select.select(list(open_fds), [], [], min(deadline - now, 0.1))
+        # With both pipes closed, only the program's end is awaited: poll it briefly.
+        tick = 0.1 if open_fds else 0.02
+        ready, _, _ = select.select(list(open_fds), [], [], min(deadline - now, tick))
         for fd in ready:
             data = os.read(fd, 1 << 16)
             if not data:
@@ -126,12 +150,6 @@ def supervise(
                 flooded = True
         if flooded:
             break
-        if status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = st
-                _kill_all(pid)  # what it left behind may hold the pipes open
-                deadline = min(deadline, time.monotonic() + LINGER_SECONDS)
     _kill_all(pid)
     if status is None:
         _, status = os.waitpid(pid, 0)
@@ -153,21 +171,18 @@ def supervise(
         "nospace": code != 0 and b"No space left on device" in tail,
         "cpu_seconds": round(cpu_used, 3),
         "dropped": [dropped[out_r], dropped[err_r]],
+        "setup_error": setup_error.decode(errors="replace")[:500] or None,
     }
 
 
 def _kill_all(pid: int) -> None:
     """Kill the program's group, then every process but this one (as pid 1 in the guest;
     when exercised on a host as an ordinary process only the group is killed)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     if os.getpid() == 1:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _reap_all() -> None:
@@ -291,6 +306,8 @@ def main() -> None:  # pragma: no cover - runs only as pid 1 inside the microVM
         work = JOB_DIR + "/workspace"
         _give_workspace(work)
         cwd = "/workspace" if os.path.isdir("/workspace") else work
+        if job["env"].get("HOME") == "/workspace":
+            job["env"]["HOME"] = cwd
         _mount(libc, work, cwd, None, _MS_BIND)
         if job["read_only"]:
             flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
@@ -302,6 +319,7 @@ def main() -> None:  # pragma: no cover - runs only as pid 1 inside the microVM
         if job["stdin"]:
             os.unlink(stdin_path)
         report = supervise(job, console, child_setup_for(job, cwd), stdin_fd)
+        os.close(stdin_fd)  # an open file on the job drive would keep it from unmounting
         os.sync()
         for target in dict.fromkeys((cwd, JOB_DIR)):
             libc.umount2(target.encode(), 0)

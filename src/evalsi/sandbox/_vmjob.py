@@ -51,6 +51,7 @@ JOB_DEVICE = "/dev/vdb"  # the second virtio block device: root is vda
 _IMAGE_SLACK_MB = 8  # ext4 metadata, lost+found, the control files
 _MAX_ENTRIES = 100_000
 _MAX_DEPTH = 64
+_NOISE_TAIL = 4096  # console lines kept for a runner failure's diagnostics
 _ENTRY = re.compile(r"^/(\d+)/([0-7]{6})/(\d+)/(\d+)/(.*)/(\d*)/$")
 _RECORD = re.compile(rb"([0-9a-f]{32}) ([SOEXF]) (\d{1,9}) ([A-Za-z0-9+/=]*)\r?$")
 
@@ -59,9 +60,18 @@ class JobImageError(RuntimeError):
     """The job drive could not be built or read back (an infrastructure failure)."""
 
 
+_SBIN = ("/usr/sbin", "/sbin")  # e2fsprogs live there, often off an ordinary user's PATH
+
+
+def tool(name: str) -> str | None:
+    """The path of an e2fsprogs tool: on PATH, else in the sbin directories."""
+    path = os.pathsep.join([os.environ.get("PATH", os.defpath), *_SBIN])
+    return shutil.which(name, path=path)
+
+
 def tools_missing() -> list[str]:
-    """The e2fsprogs tools this rung needs that are not on PATH."""
-    return [t for t in ("mke2fs", "debugfs") if shutil.which(t) is None]
+    """The e2fsprogs tools this rung needs that cannot be found."""
+    return [t for t in ("mke2fs", "debugfs") if tool(t) is None]
 
 
 def guest_init_source() -> bytes:
@@ -79,7 +89,8 @@ def bootstrap(python: str) -> str:
         "import ctypes,os\n"
         "l=ctypes.CDLL(None,use_errno=True)\n"
         "l.mount(b'devtmpfs',b'/dev',b'devtmpfs',0,None)\n"
-        "if l.mount(b'tmpfs',b'/run',b'tmpfs',6,b'mode=755'):raise OSError(ctypes.get_errno(),'/run')\n"
+        "if l.mount(b'tmpfs',b'/run',b'tmpfs',6,b'mode=755'):"
+        "raise OSError(ctypes.get_errno(),'/run')\n"
         "os.mkdir('/run/job')\n"
         f"if l.mount(b'{JOB_DEVICE}',b'/run/job',b'ext4',6,None):"
         "raise OSError(ctypes.get_errno(),'job drive')\n"
@@ -184,6 +195,9 @@ def _copy_workspace(src: Path, dest: Path) -> int:
             elif stat.S_ISREG(st.st_mode):
                 flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
                 fd = os.open(path, flags)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the lstat
+                    os.close(fd)
+                    continue
                 with os.fdopen(fd, "rb") as f_in, open(target_dir / name, "xb") as f_out:
                     shutil.copyfileobj(f_in, f_out)
                     total += f_out.tell()
@@ -192,6 +206,10 @@ def _copy_workspace(src: Path, dest: Path) -> int:
 
 
 def _run_tool(cmd: list[str], name: str, timeout: float = 60.0) -> str:
+    found = tool(cmd[0])
+    if found is None:
+        raise JobImageError(f"{name} not found (install e2fsprogs)")
+    cmd = [found, *cmd[1:]]
     try:
         done = subprocess.run(
             cmd, capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
@@ -227,6 +245,7 @@ class SerialParser:
     stderr: bytearray = field(default_factory=bytearray)
     dropped: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
     panic: str | None = None
+    noise: bytearray = field(default_factory=bytearray)  # the last lines that were no record
     _next_seq: int = 0
     _partial: bytearray = field(default_factory=bytearray)
     _nonce_bytes: bytes = b""
@@ -244,16 +263,24 @@ class SerialParser:
             self._line(line)
 
     def finish(self) -> None:
-        """The console ended: a final line without a newline still counts."""
+        """The console ended. A last line without its newline was cut off (every record ends
+        with one): a record there is lost, never half-read (a cut base64 can still decode)."""
         if self._partial:
-            self._line(bytes(self._partial))
+            line = bytes(self._partial)
             self._partial.clear()
+            if self._nonce_bytes in line and self.exit_report is None and self.corrupt is None:
+                self.corrupt = f"record {self._next_seq} cut off"
+            elif self.panic is None and b"Kernel panic" in line:
+                self.panic = line.decode(errors="replace").strip()[:200]
 
     def _line(self, line: bytes) -> None:
         if self.panic is None and b"Kernel panic" in line:
             self.panic = line.decode(errors="replace").strip()[:200]
         at = line.find(self._nonce_bytes)
-        if at < 0 or self.corrupt is not None or self.exit_report is not None:
+        if at < 0:
+            self.noise = (self.noise + line + b"\n")[-_NOISE_TAIL:]
+            return
+        if self.corrupt is not None or self.exit_report is not None:
             return
         m = _RECORD.fullmatch(line[at:])
         if m is None or m.group(1) != self._nonce_bytes:
@@ -411,7 +438,9 @@ def _dump_files(image: Path, scratch: Path, files: Sequence[tuple[int, Path, int
         return
     blobs = scratch / "blobs"
     blobs.mkdir(mode=0o700)
-    _debugfs(image, scratch, [f"dump <{ino}> {blobs / str(n)}" for n, (ino, _, _) in enumerate(files)])
+    _debugfs(
+        image, scratch, [f"dump <{ino}> {blobs / str(n)}" for n, (ino, _, _) in enumerate(files)]
+    )
     for n, (_, target, mode) in enumerate(files):
         blob = blobs / str(n)
         if not blob.exists():

@@ -160,3 +160,19 @@ def test_server_config_names_bad_sandbox_fields(tmp_path: Path) -> None:
         text = str(info.value)
         assert "sandbox.drivers[1]: unknown rung 'qemu'" in text
         assert "sandbox.minIsolation" in text
+
+
+def test_firecracker_settings_are_validated_by_the_driver() -> None:
+    with pytest.raises(SandboxConfigError) as info:
+        parse_config(
+            {"firecracker": {"binary": "/x/fc", "kernel": "/x/k", "rootfs": "/x/r", "vcpus": 0}}
+        )
+    ((where, why),) = info.value.problems
+    assert where == "sandbox.firecracker.vcpus"
+    assert "1 to 32" in why
+    config = parse_config(
+        {"firecracker": {"binary": "/nope/fc", "kernel": "/nope/k", "rootfs": "/nope/r"}}
+    )
+    report = build_default_ladder(config).probe_all()[0]
+    assert (report.driver, report.available) == ("firecracker", False)
+    assert "/nope/fc" in report.reason
