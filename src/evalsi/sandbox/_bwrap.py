@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from evalsi.sandbox import _capture, _rlimits, _seccomp, _uidpool, _workspace
+from evalsi.sandbox import _capture, _profile, _rlimits, _seccomp, _uidpool, _workspace
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
@@ -39,21 +38,9 @@ from evalsi.sandbox._types import (
 )
 
 _SANDBOX_ID = 65534
-_PATH = "/usr/local/bin:/usr/bin:/bin"
-_ETC = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "alternatives",
-    "localtime",
-    "nsswitch.conf",
-    "mime.types",
-)
-_TOP_LEVEL = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
 # Child fd layout: 0 stdin, 1 stdout, 2 bwrap's own stderr, then these.
 _FD_PROG_ERR, _FD_SECCOMP = 3, 4
 _SHIM = f'exec 2>&{_FD_PROG_ERR} {_FD_PROG_ERR}>&- {_FD_SECCOMP}>&-; exec "$@"'
-_MEMORY = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
 _BWRAP_CODE = 1  # bwrap exits 1 on its own setup errors
 _MISSING = ("cgroup",)
 
@@ -141,14 +128,14 @@ class BwrapDriver:
             os.path.join(root, "usr"),
             "/usr",
         ]
-        for name in _TOP_LEVEL:
+        for name in _profile.TOP_LEVEL:
             host = os.path.join(root, name)
             if os.path.islink(host):
                 cmd += ["--symlink", os.readlink(host), f"/{name}"]
             elif os.path.isdir(host):
                 cmd += ["--ro-bind", host, f"/{name}"]
         cmd += ["--dir", "/etc"]
-        for name in _ETC:
+        for name in _profile.ETC:
             host = os.path.join(root, "etc", name)
             if os.path.exists(host):
                 cmd += ["--ro-bind", host, f"/etc/{name}"]
@@ -164,7 +151,13 @@ class BwrapDriver:
             cmd += ["--ro-bind", str(extra), str(extra)]
         bind = "--ro-bind" if spec.file_access == "read-only" else "--bind"
         cmd += [bind, workspace, "/workspace", "--remount-ro", "/", "--chdir", "/workspace"]
-        merged = {"PATH": _PATH, "HOME": "/workspace", "LANG": "C.UTF-8", **spec.env, **(env or {})}
+        merged = {
+            "PATH": _profile.PATH,
+            "HOME": "/workspace",
+            "LANG": "C.UTF-8",
+            **spec.env,
+            **(env or {}),
+        }
         for key, value in merged.items():
             cmd += ["--setenv", key, value]
         cmd += ["--seccomp", str(_FD_SECCOMP), *self._extra]
@@ -195,10 +188,10 @@ class BwrapDriver:
         try:
             with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
                 if slot.switch:
-                    _hand_over(workspace, slot.uid, slot.gid)
+                    _profile.hand_over(workspace, slot.uid, slot.gid)
                     tmp = _workspace.private_tmp(workspace)
                     if tmp is not None:
-                        _hand_over(tmp, slot.uid, slot.gid)
+                        _profile.hand_over(tmp, slot.uid, slot.gid)
                 cmd = self.command(spec, argv, workspace=str(workspace.resolve()), env=env)
                 return self._run(
                     spec.resources, cmd, slot, seccomp_fd, stdin, timeout, start, on_output
@@ -322,7 +315,7 @@ def _classify(
         if sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= cpu_limit - 0.05:
             return Outcome("resource_exceeded", code=-sig, detail="cpu")
         return Outcome("exit", code=-sig)
-    if rc != 0 and _MEMORY.search(bytes(err.head[-4096:])):
+    if rc != 0 and _profile.MEMORY.search(bytes(err.head[-4096:])):
         return Outcome("resource_exceeded", code=rc, detail="memory")
     return Outcome("exit", code=rc)
 
@@ -344,20 +337,3 @@ def _occupy_low_fds() -> None:
 
 def _dup_high(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD, 100)
-
-
-def _hand_over(workspace: Path, uid: int, gid: int) -> None:
-    """Give the workspace tree to the slot's uid (never following symlinks), and refuse a
-    workspace the slot's uid cannot reach (an ancestor without search permission)."""
-    path = workspace.resolve()
-    for parent in path.parents:
-        st = parent.stat()
-        if not (st.st_mode & 0o001 or st.st_uid == uid):
-            raise ValueError(
-                f"workspace {path} is not reachable by sandbox uids: {parent} is not "
-                "searchable by others (create workspaces under a world-searchable directory)"
-            )
-    os.lchown(path, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, gid)

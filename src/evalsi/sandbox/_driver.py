@@ -51,7 +51,9 @@ class Driver(Protocol):
         on_output: OutputCallback | None = None,
     ) -> ExecResult:
         """Run ``argv`` confined by ``spec`` with ``workspace`` as its writable (or read-only)
-        working directory, mounted at ``/workspace`` inside; ``stdin`` or /dev/null; no tty.
+        working directory, mounted at ``/workspace`` inside (namespaced and vm rungs; the
+        confined rung runs it at its host path, with cwd and ``HOME`` there); ``stdin`` or
+        /dev/null; no tty.
         ``env`` is merged over ``spec.env`` for this execution; ``on_output`` streams output.
 
         Returns the outcome; raises nothing for the program's own behaviour (a crash, a

@@ -124,7 +124,7 @@ def _rung(name: str, level: Level, module_name: str, factory_name: str, config: 
     # importlib rather than a from-import, so type checking passes with or without the module.
     try:
         factory = getattr(importlib.import_module(module_name), factory_name)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, OSError):  # OSError: a ctypes library at import
         return UnavailableDriver(name, level, "driver not built")
     try:
         driver: Driver = factory(config) if name == "firecracker" else factory()

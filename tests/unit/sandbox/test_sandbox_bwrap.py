@@ -164,7 +164,7 @@ def test_cpu_spin_is_bounded_by_rlimit_cpu(ws: Path) -> None:
     spec = SandboxSpec(resources=Resources(cpu_seconds=1))
     res = run(ws, "while True: pass", spec, timeout_seconds=10)
     assert (res.outcome.kind, res.outcome.detail) == ("resource_exceeded", "cpu"), res
-    assert res.duration_ms < 5000
+    assert res.duration_ms < 9000  # well before the 10 s wall clock, even on a loaded machine
 
 
 def test_timeout_leaves_no_process(ws: Path) -> None:

@@ -1,0 +1,439 @@
+"""The ``confined`` rung: Landlock + the seccomp allow-list, on the host's namespaces.
+
+For hosts where bubblewrap cannot run (no unprivileged user namespaces) but the kernel has
+Landlock ABI ≥ 6. There is no mount namespace, so the program sees the host's file tree and
+Landlock decides what it may open (per inode hierarchy):
+
+- read + execute: ``/usr`` and the top-level ``/bin``, ``/lib*``, ``/sbin`` (merged-usr
+  symlinks resolve into ``/usr``), the spec's ``read_only_paths``;
+- read: the same few ``/etc`` files the bwrap rung shows (loader cache and config,
+  ``alternatives``, ``localtime``, ``nsswitch.conf``, ``mime.types``; no passwd, shadow,
+  hosts), ``/dev/{null,zero,full}`` (also write), ``/dev/{random,urandom}``, and the program's
+  own ``/proc/<pid>`` (not its children's; nothing else under ``/proc``);
+- read + write: the workspace (read + execute only for ``file_access: read-only``) at its
+  host path (there is no ``/workspace``: cwd and ``HOME`` point at it), and a private temp
+  dir given as ``TMPDIR`` (``/tmp`` itself is not writable): the sandbox's bounded ``tmp/``
+  beside its workspace (``_workspace``), else a fresh one for this exec;
+- TCP bind/connect denied by Landlock when the network is denied, every other inet socket by
+  the seccomp filter (which also kills ptrace, keyctl, io_uring, unshare, mount and any
+  foreign-architecture call); abstract-unix connects and signals leaving the sandbox are
+  scoped away (ABI 6).
+
+What it does not give compared to bwrap is listed in ``Isolation.missing``. The program runs
+under a pool uid with the same rlimits as bwrap, through ``_landlock_launch`` (a stdlib-only
+launcher that confines a child and execs the program; see there). Every failure before
+exec is a ``runner_failure``; nothing ever runs less confined than reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import marshal
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from evalsi.sandbox import _capture, _profile, _rlimits, _seccomp, _uidpool, _workspace
+from evalsi.sandbox import _landlock_launch as ll
+from evalsi.sandbox._driver import Driver
+from evalsi.sandbox._types import (
+    ExecResult,
+    Isolation,
+    Level,
+    Outcome,
+    OutputCallback,
+    Resources,
+    RungReport,
+    SandboxSpec,
+    SandboxUnavailable,
+)
+
+_RX = ll.FS_READ_FILE | ll.FS_READ_DIR | ll.FS_EXECUTE
+_RW = (
+    _RX
+    | ll.FS_WRITE_FILE
+    | ll.FS_REMOVE_DIR
+    | ll.FS_REMOVE_FILE
+    | ll.FS_MAKE_DIR
+    | ll.FS_MAKE_REG
+    | ll.FS_MAKE_SYM
+    | ll.FS_MAKE_FIFO
+    | ll.FS_MAKE_SOCK
+    | ll.FS_REFER
+    | ll.FS_TRUNCATE
+)
+_MARSHAL_VERSION = 4  # readable by any Python 3.4+ launcher interpreter
+_BACKSTOP = 5.0  # seconds past the deadline before the collector kills the launcher
+_DEV_RW = ("/dev/null", "/dev/zero", "/dev/full")
+_DEV_RO = ("/dev/random", "/dev/urandom")
+# What this rung never gives, whatever the spec (compared with bwrap).
+_ALWAYS_MISSING = (
+    "cgroup",  # memory and processes by rlimits only
+    "pid-namespace",  # host pids can be probed (kill(pid, 0) answers EPERM, not ESRCH)
+    "mount-namespace",  # the workspace at its host path, no /workspace, no fresh /tmp
+    "ipc-namespace",  # SysV IPC and POSIX message queues are the host's
+    "host-metadata",  # stat/readlink of any host path works; only opening is confined
+    "unix-sockets",  # pathname UNIX sockets the uid may open by permission stay reachable
+)
+
+
+class LandlockDriver:
+    """Landlock (ABI ≥ 6) + seccomp allow-list + rlimits under a pool uid."""
+
+    name = "landlock"
+    level = Level.CONFINED
+
+    def __init__(
+        self,
+        *,
+        abi_override: int | None = None,
+        seccomp_override: bytes | None = None,
+        python: str | None = None,
+    ) -> None:
+        """Test hooks only: ``abi_override`` makes the kernel's ABI look lower (the refusals);
+        ``seccomp_override`` replaces the BPF program (a broken one must refuse to run);
+        ``python`` picks the launcher's interpreter."""
+        self._abi_override = abi_override
+        self._bpf_override = seccomp_override
+        self._python = python
+
+    @functools.cached_property
+    def python(self) -> str | None:
+        """An interpreter the pool uids can run (a pyenv under /root is not one)."""
+        if self._python is not None:
+            return self._python
+        root = os.geteuid() == 0
+        for candidate in (os.path.realpath(sys.executable), "/usr/bin/python3"):
+            if _usable_by_others(candidate) if root else os.access(candidate, os.X_OK):
+                return candidate
+        return None
+
+    def probe(self) -> RungReport:
+        try:
+            abi = ll.landlock_abi()
+        except OSError as exc:
+            why = {errno.ENOSYS: "not built in", errno.EOPNOTSUPP: "disabled at boot"}.get(
+                exc.errno or 0, exc.strerror
+            )
+            return self._report(False, f"Landlock not supported/disabled ({why})")
+        if self._abi_override is not None:
+            abi = min(abi, self._abi_override)
+        refusal = ll.abi_refusal(abi)
+        if refusal is not None:
+            return self._report(False, refusal)
+        try:
+            self._bpf("deny")
+        except _seccomp.SeccompUnavailable as exc:
+            return self._report(False, f"seccomp filter failed: {exc}")
+        if self.python is None:
+            return self._report(False, "no Python interpreter the sandbox uids can execute")
+        try:
+            with tempfile.TemporaryDirectory(prefix="evalsi-probe-", dir="/tmp") as ws:
+                result = self.exec(SandboxSpec(min_isolation=self.level), Path(ws), ["true"])
+        except (OSError, ValueError) as exc:
+            return self._report(False, f"probe could not run: {exc}")
+        if result.outcome.kind == "exit" and result.outcome.code == 0:
+            return self._report(True, "")
+        detail = result.outcome.detail or result.stderr.decode(errors="replace").strip()
+        return self._report(False, f"profile failed on true: {result.outcome.kind} {detail}")
+
+    def isolation_for(self, spec: SandboxSpec) -> Isolation:
+        missing = list(_ALWAYS_MISSING)
+        if not _workspace.can_bound():
+            missing.append("workspace-quota")  # no sized tmpfs: only RLIMIT_FSIZE per file
+        if os.geteuid() != 0:
+            missing.append("processes")  # no pool uid: RLIMIT_NPROC left out
+        return Isolation(self.name, self.level, "partial", tuple(missing))
+
+    def exec(
+        self,
+        spec: SandboxSpec,
+        workspace: Path,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        if not argv:
+            raise ValueError("argv is empty")
+        if spec.root is not None:  # never run the host's binaries in place of an image's
+            raise SandboxUnavailable(
+                "SANDBOX_UNAVAILABLE: landlock: an image root (spec.root) needs a mount "
+                "namespace, which the confined rung does not have"
+            )
+        if spec.network == "loopback":  # never a network wider than the spec asked for
+            raise SandboxUnavailable(
+                "SANDBOX_UNAVAILABLE: landlock: network 'loopback' cannot be confined to "
+                "loopback without a network namespace (it would reach the host's whole "
+                "network); the namespaced rung (bwrap) can"
+            )
+        isolation = self.isolation_for(spec)
+        timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
+        start = time.perf_counter()
+        try:
+            bpf = self._bpf(spec.network)
+        except _seccomp.SeccompUnavailable as exc:
+            return _failed(start, isolation, f"seccomp: {exc}")
+        if self.python is None:
+            return _failed(start, isolation, "landlock: no usable Python for the launcher")
+        try:
+            with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
+                if slot.switch:
+                    _profile.hand_over(workspace, slot.uid, slot.gid)
+                # The sandbox's bounded tmp/ beside its workspace when it has one (it then
+                # lasts as long as the sandbox, like bwrap's /tmp); else one for this exec.
+                shared_tmp = _workspace.private_tmp(workspace)
+                tmp = shared_tmp or Path(
+                    tempfile.mkdtemp(prefix="evalsi-landlock-tmp-", dir="/tmp")
+                )
+                try:
+                    if slot.switch:
+                        _profile.hand_over(tmp, slot.uid, slot.gid)
+                    config = self._config(
+                        spec, workspace.resolve(), tmp, argv, env, slot, bpf, timeout
+                    )
+                    return self._run(
+                        self.python, config, spec.resources, slot, stdin, timeout, start,
+                        isolation, on_output,
+                    )  # fmt: skip
+                finally:
+                    if slot.switch:  # anything that outlived the launcher
+                        _uidpool.kill_leftovers(slot.uid)
+                    if shared_tmp is None:
+                        _remove_tree(tmp)
+        except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
+            return _failed(start, isolation, f"sandbox busy: {exc}")
+
+    def _bpf(self, network: _seccomp.NetworkMode) -> bytes:
+        return (
+            self._bpf_override if self._bpf_override is not None else _seccomp.filter_bpf(network)
+        )
+
+    def _config(
+        self,
+        spec: SandboxSpec,
+        workspace: Path,
+        tmp: Path,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        slot: _uidpool.Slot,
+        bpf: bytes,
+        timeout: float,
+    ) -> dict[str, object]:
+        """What the launcher needs: rules as (path, access, required) triples."""
+        rules: list[tuple[str, int, bool]] = []
+        seen: set[str] = set()
+        for name in ("usr", *_profile.TOP_LEVEL):
+            real = os.path.realpath(f"/{name}")
+            if real not in seen and os.path.isdir(real):
+                seen.add(real)
+                rules.append((real, _RX, False))
+        rules += [
+            (f"/etc/{name}", ll.FS_READ_FILE | ll.FS_READ_DIR, False) for name in _profile.ETC
+        ]
+        rules += [
+            (dev, ll.FS_READ_FILE | ll.FS_WRITE_FILE | ll.FS_TRUNCATE, False) for dev in _DEV_RW
+        ]
+        rules += [(dev, ll.FS_READ_FILE, False) for dev in _DEV_RO]
+        rules += [(str(path), _RX, True) for path in spec.read_only_paths]
+        rules.append((str(workspace), _RX if spec.file_access == "read-only" else _RW, True))
+        rules.append((str(tmp), _RW, True))
+        merged = {
+            "PATH": _profile.PATH,
+            "HOME": str(workspace),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(tmp),
+            **spec.env,
+            **(env or {}),
+        }
+        limits = _rlimits.limits_for(spec.resources, nproc=slot.switch, cpu_grace=1)
+        return {
+            "parent": os.getpid(),
+            "argv": list(argv),
+            "env": merged,
+            "cwd": str(workspace),
+            "rules": rules,
+            "handled_fs": ll.FS_ALL,
+            "handled_net": ll.NET_BIND_TCP | ll.NET_CONNECT_TCP if spec.network == "deny" else 0,
+            "scoped": ll.SCOPE_ABSTRACT_UNIX_SOCKET | ll.SCOPE_SIGNAL,
+            "proc_self_access": ll.FS_READ_FILE | ll.FS_READ_DIR,
+            "rlimits": limits,
+            "seccomp": bpf,
+            "abi_override": self._abi_override,
+            "timeout": timeout,
+        }
+
+    def _run(
+        self,
+        python: str,
+        config: dict[str, object],
+        res: Resources,
+        slot: _uidpool.Slot,
+        stdin: bytes | None,
+        timeout: float,
+        start: float,
+        isolation: Isolation,
+        on_output: OutputCallback | None,
+    ) -> ExecResult:
+        cfg_fd = os.memfd_create("evalsi-landlock", os.MFD_CLOEXEC)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        in_r, in_w = os.pipe() if stdin is not None else (None, None)
+        try:
+            data = memoryview(marshal.dumps(config, _MARSHAL_VERSION))
+            while data:
+                data = data[os.write(cfg_fd, data) :]
+            os.lseek(cfg_fd, 0, os.SEEK_SET)
+            cmd = [python, "-I", "-S", "-c", _launcher_source(), str(cfg_fd), str(rep_w)]
+            proc = subprocess.Popen(
+                cmd,
+                stdin=in_r if in_r is not None else subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(cfg_fd, rep_w),
+                start_new_session=True,
+                cwd="/",
+                env={},
+                user=slot.uid if slot.switch else None,
+                group=slot.gid if slot.switch else None,
+                extra_groups=[] if slot.switch else None,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            _close(out_r, err_r, rep_r, in_w)
+            return _failed(start, isolation, f"landlock launcher could not start: {exc}")
+        finally:
+            _close(cfg_fd, out_w, err_w, rep_w, in_r)
+        if in_w is not None:
+            _capture.feed_stdin(in_w, stdin or b"")
+        cap = res.output_bytes
+        try:
+            reap = slot.uid if slot.switch else None
+            fds = {out_r: cap, err_r: cap, rep_r: 1 << 16}
+            stream = _capture.streamer(on_output, {out_r: "stdout", err_r: "stderr"})
+            # The launcher enforces the deadline (and kills its whole domain); the collector's
+            # is the backstop for a launcher that hangs.
+            got = _capture.collect(proc, fds, timeout + _BACKSTOP, reap, on_output=stream)
+        finally:
+            _close(out_r, err_r, rep_r)
+        out, err, rep = got.streams[out_r], got.streams[err_r], got.streams[rep_r]
+        outcome = classify(got, bytes(err.head), bytes(rep.head), _rlimits.cpu_limit(res))
+        stderr = bytes(err.head)
+        if outcome.kind == "runner_failure":
+            stderr = bytes(rep.head) + stderr
+        return ExecResult(
+            outcome=outcome,
+            stdout=bytes(out.head),
+            stderr=stderr,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            isolation=isolation,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+        )
+
+    def _report(self, available: bool, reason: str) -> RungReport:
+        return RungReport(self.name, self.level, available, reason)
+
+
+def classify(
+    got: _capture.Collected, stderr: bytes, report: bytes, cpu_limit: float | None
+) -> Outcome:
+    """Map the launcher's report to an outcome. Only the report pipe (which the program never
+    holds) can carry a runner failure or the program's status."""
+    if got.timed_out:
+        return Outcome("timeout")
+    if got.flooded:
+        return Outcome("resource_exceeded", detail="output")
+    lines = report.decode(errors="replace").splitlines()
+    for line in lines:
+        if line.startswith("error "):
+            return Outcome("runner_failure", detail=f"landlock: {line[len('error ') :]}")
+    status = next((line.split() for line in lines if line.startswith("status ")), None)
+    if status is not None and status[1:2] == ["timeout"]:
+        return Outcome("timeout")
+    if status is None or len(status) != 3 or not status[2].lstrip("-").isdigit():
+        detail = f"landlock launcher ended without a status (exit {got.returncode})"
+        return Outcome("runner_failure", detail=detail)
+    how, number = status[1], int(status[2])
+    if how == "signal":
+        if number == signal.SIGSYS:
+            return Outcome("denied", code=-number, detail="seccomp")
+        if number == signal.SIGXCPU:
+            return Outcome("resource_exceeded", code=-number, detail="cpu")
+        if number == signal.SIGXFSZ:
+            return Outcome("resource_exceeded", code=-number, detail="disk")
+        if (
+            number == signal.SIGKILL
+            and cpu_limit is not None
+            and got.cpu_seconds >= cpu_limit - 0.05
+        ):
+            return Outcome("resource_exceeded", code=-number, detail="cpu")
+        return Outcome("exit", code=-number)
+    if number != 0 and _profile.MEMORY.search(stderr[-4096:]):
+        return Outcome("resource_exceeded", code=number, detail="memory")
+    return Outcome("exit", code=number)
+
+
+def landlock_rung() -> Driver:
+    """The Landlock driver, or an unavailable rung saying why it could not be built."""
+    try:
+        return LandlockDriver()
+    except Exception as exc:  # noqa: BLE001 - a driver that cannot start is an unavailable rung
+        from evalsi.sandbox._ladder import UnavailableDriver
+
+        return UnavailableDriver("landlock", Level.CONFINED, f"driver could not start: {exc}")
+
+
+@functools.cache
+def _launcher_source() -> str:
+    """The launcher runs as ``-c`` source: the pool uid need not reach this package's files."""
+    return Path(ll.__file__).read_text(encoding="utf-8")
+
+
+def _usable_by_others(path: str) -> bool:
+    """Whether a uid with no relation to the file can execute it (every ancestor searchable)."""
+    real = Path(path).resolve()
+    try:
+        if not (real.stat().st_mode & stat.S_IXOTH):
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the per-exec temp dir, including directories the program made read-only."""
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                full = os.path.join(dirpath, name)
+                if not os.path.islink(full):
+                    os.chmod(full, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _failed(start: float, isolation: Isolation, detail: str) -> ExecResult:
+    return ExecResult(
+        outcome=Outcome("runner_failure", detail=detail),
+        stdout=b"",
+        stderr=b"",
+        duration_ms=(time.perf_counter() - start) * 1000,
+        isolation=isolation,
+    )
+
+
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)

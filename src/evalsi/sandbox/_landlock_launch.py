@@ -1,0 +1,385 @@
+"""The ``landlock`` rung's launcher: confines itself and a child, then execs the program.
+
+It runs as ``python -I -S -c <this file's source> CONFIG_FD REPORT_FD`` under the pool uid, so
+it imports the standard library only (no site-packages, no evalsi). ``CONFIG_FD`` holds one
+dict in ``marshal`` format (argv, env, cwd, Landlock rules, rlimits, the seccomp BPF
+program; marshal, not JSON: importing ``json`` pulls in ``re`` and costs ~10 ms); ``REPORT_FD``
+is the launcher's own pipe to the driver: ``error <stage>: <why>`` for a failure before the
+program could start, else ``status exit N`` / ``status signal N`` once it ended. The program
+never holds that pipe (close-on-exec), so it cannot forge either line.
+
+Two processes, two Landlock layers:
+
+- the launcher restricts itself with a signal scope only, becomes the child subreaper and
+  forks; it then waits for the program, kills whatever the program left behind with
+  ``kill(-1, SIGKILL)`` (the scope limits that to its own domain: the program and its
+  descendants, never a host process) and reaps every orphan, so no zombie keeps counting
+  against the pool uid's RLIMIT_NPROC (the host's init here does not reap);
+- the child adds the full layer (file hierarchies, TCP, abstract-unix and signal scopes) in a
+  nested domain, which therefore cannot signal the launcher, then sets the rlimits, closes
+  every fd above 2, loads the seccomp filter and execs the program.
+
+Every step before ``execve`` that fails is reported and ends the child with status 125: a
+failure never falls through to running the program with less confinement.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import marshal
+import os
+import resource
+import signal
+import stat
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: every millisecond of startup counts
+    from typing import Any
+
+# Syscall numbers: Landlock's are the same on every architecture (added after the unified
+# syscall table), 444..446.
+SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
+CREATE_RULESET_VERSION = 1 << 0
+RULE_PATH_BENEATH = 1
+
+# Filesystem rights (ABI 1 unless noted).
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+FS_ALL = (1 << 16) - 1
+# The only rights a rule on a non-directory may carry (the kernel refuses others).
+FS_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+MIN_ABI_TCP, MIN_ABI_SCOPES = 4, 6
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 22, 36, 38
+SECCOMP_MODE_FILTER = 2
+BPF_MAXINSNS = 4096
+SIGKILL = 9
+CHILD_FAILED = 125  # the child's status when it reported an error before exec
+
+
+class LaunchError(Exception):
+    """A confinement step failed; ``stage`` names it in the report."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(f"{stage}: {message}")
+        self.stage = stage
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # packed in the UAPI header: 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.restype = ctypes.c_int
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
+
+
+def _errno_text() -> str:
+    err = ctypes.get_errno()
+    return f"{os.strerror(err)} (errno {err})"
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; raises ``OSError`` when Landlock is missing
+    (ENOSYS: not built in) or disabled (EOPNOTSUPP: not in the ``lsm=`` list)."""
+    abi = _libc.syscall(
+        ctypes.c_long(SYS_CREATE_RULESET),
+        ctypes.c_void_p(None),
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(CREATE_RULESET_VERSION),
+    )
+    if abi < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return int(abi)
+
+
+def abi_refusal(abi: int) -> str | None:
+    """Why ``abi`` is too old for this rung, or None. Nothing is ever enforced partially."""
+    if abi < MIN_ABI_TCP:
+        return f"Landlock ABI {abi} < {MIN_ABI_TCP}: no TCP rules; refused"
+    if abi < MIN_ABI_SCOPES:
+        return f"Landlock ABI {abi} < {MIN_ABI_SCOPES}: no abstract-unix/signal scoping; refused"
+    return None
+
+
+def checked_abi(override: int | None) -> int:
+    """The ABI to build against (``override`` only ever lowers it: tests simulate old
+    kernels), refusing one below what this rung needs."""
+    try:
+        abi = landlock_abi()
+    except OSError as exc:
+        raise LaunchError("landlock", f"Landlock not supported/disabled: {exc.strerror}") from exc
+    if override is not None:
+        abi = min(abi, override)
+    refusal = abi_refusal(abi)
+    if refusal is not None:
+        raise LaunchError("landlock", refusal)
+    return abi
+
+
+def create_ruleset(handled_fs: int, handled_net: int, scoped: int) -> int:
+    attr = _RulesetAttr(handled_fs, handled_net, scoped)
+    fd = _libc.syscall(
+        ctypes.c_long(SYS_CREATE_RULESET),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+        ctypes.c_uint32(0),
+    )
+    if fd < 0:
+        raise LaunchError("landlock", f"create_ruleset failed: {_errno_text()}")
+    return int(fd)
+
+
+def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, required: bool) -> None:
+    """Allow ``access`` beneath ``path`` (only file rights when it is not a directory). A
+    missing optional path (a system dir this host lacks) is skipped; a required one fails."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError as exc:
+        if not required and exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return
+        raise LaunchError("landlock", f"cannot open {path!r}: {exc.strerror}") from exc
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            access &= FS_FILE_RIGHTS
+        attr = _PathBeneathAttr(access & handled_fs, fd)
+        rc = _libc.syscall(
+            ctypes.c_long(SYS_ADD_RULE),
+            ctypes.c_int(ruleset),
+            ctypes.c_int(RULE_PATH_BENEATH),
+            ctypes.byref(attr),
+            ctypes.c_uint32(0),
+        )
+        if rc < 0:
+            raise LaunchError("landlock", f"add_rule {path!r} failed: {_errno_text()}")
+    finally:
+        os.close(fd)
+
+
+def restrict_self(ruleset: int) -> None:
+    rc = _libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    if rc < 0:
+        raise LaunchError("landlock", f"restrict_self failed: {_errno_text()}")
+
+
+def prctl(option: int, arg: int, stage: str) -> None:
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        raise LaunchError(stage, f"prctl({option}) failed: {_errno_text()}")
+
+
+def load_seccomp(bpf: bytes) -> None:
+    """Install ``bpf`` (a ``struct sock_filter[]``, 8 bytes per instruction)."""
+    count, rest = divmod(len(bpf), 8)
+    if rest or not 0 < count <= BPF_MAXINSNS:
+        raise LaunchError("seccomp", f"malformed BPF program ({len(bpf)} bytes)")
+    buf = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = _SockFprog(count, ctypes.cast(buf, ctypes.c_void_p))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
+        raise LaunchError("seccomp", f"loading the filter failed: {_errno_text()}")
+
+
+def _report(fd: int, line: str) -> None:
+    data = (line.replace("\n", " ") + "\n").encode(errors="replace")
+    try:  # noqa: SIM105 - contextlib is not imported: launcher startup time
+        os.write(fd, data)
+    except OSError:
+        pass  # the driver is gone; nothing left to tell
+
+
+def _confine_child(cfg: dict[str, Any], report_fd: int) -> None:
+    """Everything between fork and exec; raises LaunchError on the first failing step."""
+    try:
+        os.chdir(cfg["cwd"])
+    except OSError as exc:
+        raise LaunchError("setup", f"cannot enter {cfg['cwd']!r}: {exc.strerror}") from exc
+    handled_fs = int(cfg["handled_fs"])
+    ruleset = create_ruleset(handled_fs, int(cfg["handled_net"]), int(cfg["scoped"]))
+    for path, access, required in cfg["rules"]:
+        add_path_rule(ruleset, path, int(access), handled_fs, bool(required))
+    if cfg.get("proc_self_access"):
+        # This process's own /proc entry (the pid survives exec); children get none.
+        add_path_rule(
+            ruleset, f"/proc/{os.getpid()}", int(cfg["proc_self_access"]), handled_fs, True
+        )
+    prctl(PR_SET_NO_NEW_PRIVS, 1, "setup")
+    restrict_self(ruleset)
+    os.close(ruleset)
+    os.set_inheritable(report_fd, False)
+    _close_fds_above_2(report_fd)
+    for which, soft, hard in cfg["rlimits"]:
+        try:
+            resource.setrlimit(int(which), (int(soft), int(hard)))
+        except (OSError, ValueError) as exc:
+            raise LaunchError("rlimits", f"setrlimit({which}) failed: {exc}") from exc
+    load_seccomp(bytes(cfg["seccomp"]))
+
+
+def _close_fds_above_2(keep: int) -> None:
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 20)
+
+
+def _exec(argv: list[str], env: dict[str, str]) -> None:
+    """execve with a PATH search in the sandbox's own PATH; returns only on failure, after
+    writing a shell-like message to the program's stderr (the program's outcome: 127/126)."""
+    name = argv[0]
+    dirs = [""] if "/" in name else env.get("PATH", "/usr/bin:/bin").split(":")
+    denied = False
+    for d in dirs:
+        path = os.path.join(d, name) if d else name
+        try:
+            os.execve(path, argv, env)
+        except PermissionError:
+            denied = True
+        except OSError:
+            continue
+    code, why = (126, "permission denied") if denied else (127, "command not found")
+    os.write(2, f"{name}: {why}\n".encode(errors="replace"))
+    os._exit(code)
+
+
+def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:
+    try:
+        # Python ignores these at startup; an ignored signal stays ignored across exec.
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        prctl(PR_SET_PDEATHSIG, SIGKILL, "setup")
+        if os.getppid() != parent:
+            raise LaunchError("setup", "launcher exited before the program started")
+        _confine_child(cfg, report_fd)
+    except LaunchError as exc:
+        _report(report_fd, f"error {exc}")
+        os._exit(CHILD_FAILED)
+    except BaseException as exc:  # noqa: BLE001 - never exec after an unexpected failure
+        _report(report_fd, f"error setup: {type(exc).__name__}: {exc}")
+        os._exit(CHILD_FAILED)
+    _exec(list(cfg["argv"]), dict(cfg["env"]))
+
+
+class _Deadline(Exception):
+    """Raised by the SIGALRM handler: the wall-clock limit is up."""
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise _Deadline
+
+
+def _supervise(child: int, timeout: float) -> str:
+    """Wait for the program (at most ``timeout`` seconds), then kill and reap whatever is
+    left; its status line.
+
+    One ``kill(-1, SIGKILL)`` from inside the signal-scoped domain reaches every process of
+    this domain and nothing else (a process with SIGKILL pending cannot fork). As the
+    subreaper, every descendant is (or becomes, when its parent dies) a child of this
+    process, so ECHILD from waitpid means none is left: no zombie outlives the execution,
+    whichever uid it runs under."""
+    status = None
+    signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, max(timeout, 0.001))
+        while status is None:
+            pid, wstatus = os.waitpid(-1, 0)
+            if pid == child:
+                status = wstatus
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Deadline:
+        pass
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    try:  # noqa: SIM105 - as above
+        os.kill(-1, SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        while True:
+            os.waitpid(-1, 0)
+    except ChildProcessError:
+        pass
+    if status is None:
+        return "status timeout 0"
+    if os.WIFSIGNALED(status):
+        return f"status signal {os.WTERMSIG(status)}"
+    return f"status exit {os.waitstatus_to_exitcode(status)}"
+
+
+def main(args: list[str]) -> int:
+    report_fd = int(args[1])
+    try:
+        cfg_fd = int(args[0])
+        with os.fdopen(cfg_fd, "rb") as f:
+            cfg = marshal.loads(f.read())
+        prctl(PR_SET_PDEATHSIG, SIGKILL, "setup")
+        if os.getppid() != int(cfg["parent"]):  # the driver died before we got here
+            raise LaunchError("setup", "driver exited before the launcher started")
+        checked_abi(cfg.get("abi_override"))
+        prctl(PR_SET_CHILD_SUBREAPER, 1, "setup")
+        prctl(PR_SET_NO_NEW_PRIVS, 1, "setup")
+        # The outer layer: the signal scope, so the program's nested domain cannot signal
+        # this process and this process's kill(-1) stays inside the domain. It must also
+        # handle REFER (granted everywhere): a layer that does not handle it makes the
+        # kernel refuse every rename or link across directories with EXDEV.
+        outer = create_ruleset(FS_REFER, 0, SCOPE_SIGNAL)
+        add_path_rule(outer, "/", FS_REFER, FS_REFER, True)
+        restrict_self(outer)
+        os.close(outer)
+    except LaunchError as exc:
+        _report(report_fd, f"error {exc}")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a broken config is a runner failure
+        _report(report_fd, f"error setup: {type(exc).__name__}: {exc}")
+        return 1
+    launcher = os.getpid()
+    child = os.fork()
+    if child == 0:
+        _child(cfg, launcher, report_fd)
+    # The launcher holds none of the program's pipes: EOF comes when the program's side ends.
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    _report(report_fd, _supervise(child, float(cfg["timeout"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
