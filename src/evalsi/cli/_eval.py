@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.cli._output import FORMATS, note, print_json, print_summary
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 from evalsi.core import ParamError, UserError
@@ -138,7 +138,7 @@ def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
 def run(args: argparse.Namespace) -> int:
     from evalsi._api import evaluate
     from evalsi.datasets import FieldMap
-    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, ScoreResult, gate_rows, metric_rows
+    from evalsi.runs import ScoreResult
 
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
@@ -204,11 +204,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
         return result.exit_code
     title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
-    printer = print_markdown if args.format == "md" else print_table
-    printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
-    if result.gates:
-        print()
-        printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
+    print_summary(args.format, title, result.metrics, result.gates, result.isolation)
     return result.exit_code
 
 

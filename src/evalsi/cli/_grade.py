@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._eval import ProgressLine, parse_params
-from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.cli._output import FORMATS, note, print_json, print_summary
 from evalsi.core import UserError
 
 GRADE_EPILOG = """\
@@ -132,7 +132,6 @@ def _source_of(result: Any) -> str | None:
 
 
 def _show(result: Any, fmt: str, *, extra: dict[str, Any]) -> int:
-    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
 
     if fmt == "json":
         print_json({**result.to_dict(), **extra})
@@ -143,9 +142,5 @@ def _show(result: Any, fmt: str, *, extra: dict[str, Any]) -> int:
         title += f" · {links}"
     if result.stopped_reason:
         title += f" · stopped: {result.stopped_reason}"
-    printer = print_markdown if fmt == "md" else print_table
-    printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
-    if result.gates:
-        print()
-        printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
+    print_summary(fmt, title, result.metrics, result.gates, result.isolation)
     return int(result.exit_code)

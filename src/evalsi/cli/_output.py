@@ -53,3 +53,27 @@ def print_markdown(
     if title:
         print(f"{title}\n")
     print(render_markdown(columns, rows))
+
+
+def print_summary(
+    fmt: str, title: str, metrics: Sequence[Any], gates: Sequence[Any], isolation: Sequence[Any]
+) -> None:
+    """A run's tables as every command prints them: metrics, then sandbox isolation (when
+    anything ran sandboxed), then gates; ``fmt`` ``md`` for Markdown, else plain text."""
+    from evalsi.runs import (
+        GATE_COLUMNS,
+        ISOLATION_COLUMNS,
+        TABLE_COLUMNS,
+        gate_rows,
+        isolation_rows,
+        metric_rows,
+    )
+
+    printer = print_markdown if fmt == "md" else print_table
+    printer(TABLE_COLUMNS, metric_rows(list(metrics)), title=title)
+    if isolation:
+        print()
+        printer(ISOLATION_COLUMNS, isolation_rows(isolation), title="sandbox isolation")
+    if gates:
+        print()
+        printer(GATE_COLUMNS, gate_rows(gates), title="gates")

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._eval import ProgressLine
-from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
+from evalsi.cli._output import FORMATS, print_json, print_summary
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 
@@ -60,7 +60,6 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from evalsi._api import run as run_spec
-    from evalsi.runs import GATE_COLUMNS, TABLE_COLUMNS, gate_rows, metric_rows
 
     server = server_of(args)
     if server is not None:
@@ -107,11 +106,7 @@ def run(args: argparse.Namespace) -> int:
         tasks = ", ".join(f"{k} {v}" for k, v in sorted(result.tasks.items()))
         print(f"{title} · not graded (evalsi grade --from {result.run_id})\ntasks: {tasks}")
         return result.exit_code
-    printer = print_markdown if args.format == "md" else print_table
-    printer(TABLE_COLUMNS, metric_rows(result.metrics), title=title)
-    if result.gates:
-        print()
-        printer(GATE_COLUMNS, gate_rows(result.gates), title="gates")
+    print_summary(args.format, title, result.metrics, result.gates, result.isolation)
     return result.exit_code
 
 

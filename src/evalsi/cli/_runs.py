@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
+from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_summary, print_table
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.core import UserError
 
@@ -101,14 +101,7 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def show_run(args: argparse.Namespace) -> int:
-    from evalsi.runs import (
-        GATE_COLUMNS,
-        TABLE_COLUMNS,
-        gate_rows,
-        metric_rows,
-        open_store,
-        summaries_from_dicts,
-    )
+    from evalsi.runs import isolation_from_dicts, open_store, summaries_from_dicts
 
     server = server_of(args)
     failures: list[dict[str, Any]] = []
@@ -140,6 +133,7 @@ def show_run(args: argparse.Namespace) -> int:
                 "error": run.error,
                 "metrics": summary.get("metrics", []),
                 "gates": summary.get("gates", []),
+                "isolation": summary.get("isolation", []),
                 "dataset": summary.get("dataset"),
                 "bad_records": summary.get("bad_records", 0),
                 "spec": run.spec,
@@ -154,16 +148,13 @@ def show_run(args: argparse.Namespace) -> int:
         f"run {run.id} · {run.kind} · {run.status} · {run.records} records · "
         f"dataset {source} ({dataset.get('version', '-')})"
     )
-    printer = print_markdown if args.format == "md" else print_table
-    printer(TABLE_COLUMNS, metric_rows(metrics), title=title)
-    gates = summary.get("gates") or []
-    if gates:
-        print()
-        printer(GATE_COLUMNS, gate_rows(gates), title="gates")
+    isolation = isolation_from_dicts(summary.get("isolation"))
+    print_summary(args.format, title, metrics, summary.get("gates") or [], isolation)
     if run.error:
         print(f"\nstopped: {run.error}")
     if failures:
         print()
+        printer = print_markdown if args.format == "md" else print_table
         printer(
             ("record", "evaluator", "outcome", "detail"),
             [(f["record_id"], f["evaluator"], f["outcome"], f["detail"]) for f in failures],

@@ -11,7 +11,7 @@ from typing import Any
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
 from evalsi.core import EvaluationResult, Outcome
-from evalsi.runs import RunResult, ScoreResult
+from evalsi.runs import RunResult, ScoreResult, isolation_of_results
 from evalsi.store import RunInfo
 from evalsi.wire import result_from_proto, run_from_proto, struct_from_proto, summary_from_proto
 
@@ -98,6 +98,7 @@ def score_result(
         fetched=results,
         pages=pages,
         dataset_results=[r for r in results if not r.record_id],
+        isolation=isolation_of_results(results),
     )
 
 

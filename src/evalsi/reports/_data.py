@@ -13,9 +13,27 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from evalsi.core import EvaluationResult, Interval, MetricSummary, Outcome, Record, UserError
+from evalsi.core import (
+    EvaluationResult,
+    Interval,
+    IsolationReport,
+    MetricSummary,
+    Outcome,
+    Record,
+    UserError,
+)
 from evalsi.reports._join import RecordJoin, content_text, dataset_source, slice_value
-from evalsi.runs import compare_runs, summaries_from_dicts, uncalibrated_gates
+from evalsi.runs import (
+    IsolationSummary,
+    ReportedIsolation,
+    compare_runs,
+    isolation_from_dicts,
+    isolation_report,
+    scores_isolation,
+    summaries_from_dicts,
+    uncalibrated_gates,
+    weakest,
+)
 from evalsi.stats import t_interval_from_moments, wilson
 from evalsi.store import RunInfo, SqlStore
 
@@ -158,6 +176,7 @@ class Failure:
     input: str | None = None
     output: str | None = None
     reference: str | None = None
+    isolation: IsolationReport | None = None  # the record's provenance: weakest sandbox level
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +229,12 @@ class ReportData:
     records_problem: str | None = None
     comparison: CompareSection | None = None
     gate_warnings: list[str] = field(default_factory=list)  # gates on uncalibrated judges
+    isolation: list[IsolationSummary] = field(default_factory=list)  # sandboxed evaluators
+
+    @property
+    def partial_isolation(self) -> list[IsolationSummary]:
+        """The sandboxed evaluators whose enforcement was partial (a limit was missing)."""
+        return [i for i in self.isolation if i.enforcement == "partial"]
 
     @property
     def cluster_by(self) -> str | None:
@@ -252,6 +277,9 @@ def gather_report(
         failures_total=scan.failures_total,
         failures_limit=failures,
         gate_warnings=uncalibrated_gates(db, run),
+        isolation=isolation_from_dicts(
+            summary.get("isolation", (run.manifest or {}).get("isolation"))
+        ),
     )
     if by is not None:
         if scan.join is not None and scan.join.ok:
@@ -290,6 +318,8 @@ class _Scan:
         self.join: RecordJoin | None = RecordJoin(run) if by is not None else None
         self.record_join: RecordJoin | None = self.join
         self._dataset_scope: set[str] = set()
+        self._iso_seq = -1  # the record whose sandbox isolation is being folded
+        self._iso: ReportedIsolation | None = None
 
     def _dist(self, key: _Key, kind: Kind) -> Distribution:
         dist = self.dists.get(key)
@@ -312,11 +342,18 @@ class _Scan:
                 record = join.at(seq, result.record_id)
                 if record is not None:
                     group = self._group(slice_value(record, by))
+            if seq != self._iso_seq:
+                self._end_record()
+                self._iso_seq = seq
             if result.outcome == Outcome.SCORED:
                 self._add_scores(result, group)
+                found = scores_isolation(result.scores)
+                if found is not None:
+                    self._iso = weakest(self._iso, found)
             failure = self._check_failure(seq, result)
             if failure is not None and record is not None:
                 _attach(failure, record)
+        self._end_record()
         for key in [k for k in self.dists if k[0] in self._dataset_scope]:
             del self.dists[key]
         for key in [k for k, d in self.dists.items() if not d.seen]:
@@ -326,6 +363,13 @@ class _Scan:
         elif self.failures:
             self.record_join = RecordJoin(self.run_info)
         self._fill_failures()
+
+    def _end_record(self) -> None:
+        """The record's results are all read: a listed failure gets its provenance isolation
+        (the weakest level across every evaluator and trial of that record)."""
+        if self._iso is not None and self.failures and self.failures[-1].seq == self._iso_seq:
+            self.failures[-1].isolation = isolation_report(self._iso)
+        self._iso = None
 
     def _group(self, value: str) -> str:
         if value in self.tracked:

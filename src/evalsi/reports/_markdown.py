@@ -17,10 +17,12 @@ from evalsi.reports._render import (
     failures_title,
     format_interval,
     gate_verdict,
+    isolation_warning,
     metric_label,
     metric_mean,
     percent,
     pretty_json,
+    record_isolation_text,
     signed,
     when,
 )
@@ -106,6 +108,8 @@ def render_markdown(data: ReportData) -> str:
     if run.error:
         add(f"> **The run stopped:** {text(run.error)}")
     _metrics(data, add)
+    if data.isolation:
+        _isolation(data, add)
     add("## Distributions\n\n_Charts are in the HTML report (`--format html`)._")
     _distributions(data, add)
     if data.by is not None:
@@ -154,6 +158,32 @@ def _metrics(data: ReportData, add: Callable) -> None:  # type: ignore[type-arg]
     if data.cluster_by:
         method += f", clustered by {code(data.cluster_by)}"
     add(f"n counts scored values only. Intervals: {method}.")
+
+
+def _isolation(data: ReportData, add: Add) -> None:
+    add("## Sandbox isolation")
+    rows = [
+        (
+            text(i.evaluator),
+            text(i.level),
+            text(", ".join(i.drivers) or "-"),
+            f"**{i.enforcement}**" if i.enforcement == "partial" else i.enforcement,
+            text(", ".join(i.missing), _CELL_TEXT) or "-",
+            str(i.sandboxed),
+            str(i.unreported),
+        )
+        for i in data.isolation
+    ]
+    columns = ("evaluator", "level", "drivers", "enforcement", "missing", "sandboxed", "unreported")
+    add(table(columns, rows, numeric=(5, 6)))
+    add(
+        "level is the weakest any scored result ran at (none < confined < namespaced < kernel "
+        "< vm); enforcement is partial when a sandbox limit the evaluator asked for was missing."
+    )
+    for i in data.isolation:
+        warning = isolation_warning(i)
+        if warning:
+            add(f"> **warning:** {text(warning)}")
 
 
 def _distributions(data: ReportData, add: Add) -> None:
@@ -245,6 +275,7 @@ def _failures(data: ReportData, add: Add) -> None:
         return
     if data.records_problem:
         add(f"> **Inputs and outputs are not shown:** {text(data.records_problem)}.")
+    sandboxed = any(f.isolation is not None for f in data.failures)
     rows = []
     for f in data.failures:
         problems = "; ".join(
@@ -253,14 +284,12 @@ def _failures(data: ReportData, add: Add) -> None:
             + (f": {text(p.detail, _CELL_TEXT)}" if p.detail else "")
             for p in f.problems
         )
-        rows.append(
-            (
-                code(f.record_id),
-                problems,
-                *(_cell(v) for v in (f.input, f.output, f.reference)),
-            )
-        )
-    add(table(("record", "problems", "input", "output", "reference"), rows))
+        row = (code(f.record_id), problems, *(_cell(v) for v in (f.input, f.output, f.reference)))
+        if sandboxed:
+            row = (*row, text(record_isolation_text(f.isolation), _CELL_TEXT))
+        rows.append(row)
+    columns = ("record", "problems", "input", "output", "reference")
+    add(table((*columns, "isolation") if sandboxed else columns, rows))
 
 
 def _cell(value: str | None) -> str:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
-from evalsi.core import Interval, MetricSummary, UserError
+from evalsi.core import Interval, IsolationReport, MetricSummary, UserError
 from evalsi.reports._charts import NO_CHARTS, Charts, build_charts
 from evalsi.reports._data import ReportData, gather_report
-from evalsi.runs import format_number, open_store
+from evalsi.runs import IsolationSummary, format_number, open_store
 from evalsi.store import SqlStore
 
 if TYPE_CHECKING:
@@ -131,7 +131,13 @@ def _environment() -> jinja2.Environment:
         pct=percent,
         value=any_value,
     )
-    env.globals.update(duration=duration, failures_title=failures_title, gate_verdict=gate_verdict)
+    env.filters.update(record_isolation=record_isolation_text)
+    env.globals.update(
+        duration=duration,
+        failures_title=failures_title,
+        gate_verdict=gate_verdict,
+        isolation_warning=isolation_warning,
+    )
     return env
 
 
@@ -195,6 +201,35 @@ def failures_title(data: ReportData) -> str:
     if shown == total:
         return f"{total} record(s) failed or errored"
     return f"showing the first {shown} of {total} records that failed or errored"
+
+
+def isolation_warning(i: IsolationSummary) -> str:
+    """Why an evaluator's sandbox isolation needs a look (partial enforcement, unreported
+    results), or "" when it does not."""
+    parts = []
+    if i.enforcement == "partial":
+        gaps = f" (missing: {', '.join(i.missing)})" if i.missing else ""
+        parts.append(
+            f"{i.evaluator} ran with partial sandbox enforcement in {i.partial} of "
+            f"{i.sandboxed} sandboxed results{gaps}"
+        )
+    if i.unreported:
+        parts.append(
+            f"{i.unreported} scored results of {i.evaluator} reported no sandbox isolation; "
+            "a gate on its isolation cannot judge"
+        )
+    return "; ".join(parts)
+
+
+def record_isolation_text(report: IsolationReport | None) -> str:
+    """A record's provenance isolation: ``confined (landlock), enforcement partial: …``."""
+    if report is None:
+        return "-"
+    text = f"{report.level} ({report.driver})" if report.driver else report.level
+    if report.details.get("enforcement") == "partial":
+        missing = report.details.get("missing")
+        text += ", enforcement partial" + (f": missing {missing}" if missing else "")
+    return text
 
 
 def gate_verdict(gate: dict[str, Any]) -> str:

@@ -16,14 +16,33 @@ from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates
 from evalsi.runs._gate_syntax import EvaluatorMetrics
 from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
 from evalsi.runs._grade import grade_run
+from evalsi.runs._isolation import (
+    ISOLATION_KEY,
+    LEVELS,
+    IsolationSummary,
+    RecordIsolation,
+    ReportedIsolation,
+    isolation_report,
+    iter_record_isolation,
+    parse_isolation,
+    record_isolation,
+    scores_isolation,
+    weakest,
+)
+from evalsi.runs._isolation import summaries_from_dicts as isolation_from_dicts
+from evalsi.runs._isolation import (
+    summarize_results as isolation_of_results,
+)
 from evalsi.runs._judges import JUDGE_CONNECTORS, build_judges, judges_manifest, judges_summary
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
 from evalsi.runs._result import (
+    ISOLATION_COLUMNS,
     TABLE_COLUMNS,
     ScoreResult,
     format_ci,
     format_number,
+    isolation_rows,
     metric_rows,
     render_markdown,
     render_plain,
@@ -53,7 +72,10 @@ from evalsi.runs._trials import TrialStats
 
 __all__ = [
     "GATE_COLUMNS",
+    "ISOLATION_COLUMNS",
+    "ISOLATION_KEY",
     "JUDGE_CONNECTORS",
+    "LEVELS",
     "MODEL_CONNECTORS",
     "TABLE_COLUMNS",
     "TARGET_KINDS",
@@ -68,9 +90,12 @@ __all__ = [
     "EvaluatorMetrics",
     "Gate",
     "GateResult",
+    "IsolationSummary",
     "JudgeSpec",
     "MetricComparison",
     "Progress",
+    "RecordIsolation",
+    "ReportedIsolation",
     "RunProgress",
     "RunResult",
     "RunSpec",
@@ -93,6 +118,11 @@ __all__ = [
     "gate_rows",
     "gates_exit_code",
     "grade_run",
+    "isolation_from_dicts",
+    "isolation_of_results",
+    "isolation_report",
+    "isolation_rows",
+    "iter_record_isolation",
     "judges_manifest",
     "judges_summary",
     "load_run_spec",
@@ -100,6 +130,8 @@ __all__ = [
     "open_store",
     "parse_duration",
     "parse_gates",
+    "parse_isolation",
+    "record_isolation",
     "render_markdown",
     "render_plain",
     "rerun_run",
@@ -107,6 +139,7 @@ __all__ = [
     "run_spec_from_yaml",
     "runners_for",
     "score_async",
+    "scores_isolation",
     "stored_spec",
     "summaries_from_dicts",
     "summarize_stored",
@@ -114,4 +147,5 @@ __all__ = [
     "task_seed",
     "uncalibrated_gates",
     "unpinned",
+    "weakest",
 ]

@@ -28,6 +28,7 @@ from evalsi.core import (
     Score,
     ScoreKind,
 )
+from evalsi.runs._isolation import IsolationSummary, IsolationTally
 from evalsi.stats import Moments
 
 _KIND_NAMES: dict[int, ScoreKind] = {1: "number", 2: "passed", 3: "label", 4: "structured"}
@@ -57,6 +58,7 @@ class _Evaluator:
     metrics: dict[str, _Metric] = field(default_factory=dict)
     dataset_n: int | None = None  # records a dataset-scope value summarises
     infra: int = 0  # results lost to infrastructure (counted apart from errors, never in n)
+    isolation: IsolationTally = field(default_factory=IsolationTally)  # sandboxed results
 
 
 class Aggregator:
@@ -142,6 +144,9 @@ class Aggregator:
             if full is not None and outcome[i] == 1:
                 for score in full:
                     self._add_score(metrics, score, records[i])
+                # A score with metadata (an isolation report) is always kept in full, so the
+                # fast path above never skips one.
+                ev.isolation.add(full)
 
     def _add_score(self, metrics: dict[str, _Metric], score: Score, record: Record) -> None:
         metric = metrics.get(score.name)
@@ -175,6 +180,7 @@ class Aggregator:
         ev.counts[2] += skipped
         ev.counts[3] += errors + (0 if reduced else mapped)
         if reduced:
+            ev.isolation.add(result.scores)
             for score in result.scores:
                 metric = ev.metrics.get(score.name) or ev.metrics.setdefault(
                     score.name, self._metric(score.kind)
@@ -187,6 +193,16 @@ class Aggregator:
                     metric.moments.add([1.0 if score.passed else 0.0])
                 elif score.structured is not None:
                     metric.structured = True
+
+    def isolation(self) -> list[IsolationSummary]:
+        """Per evaluator that ran anything sandboxed: how its scored results were isolated."""
+        out: list[IsolationSummary] = []
+        for ev in self._evaluators:
+            scored = 1 if ev.dataset_n is not None else ev.counts[1]  # one reduce per dataset
+            found = ev.isolation.summary(ev.name, scored)
+            if found is not None:
+                out.append(found)
+        return out
 
     def summaries(
         self,

@@ -253,7 +253,7 @@ async def execute_run(
         trials=spec.trials,
         task_counts=counts,
     )
-    gate_results = evaluate_gates(gates, stored.metrics, **rates)
+    gate_results = evaluate_gates(gates, stored.metrics, **rates, isolation=stored.isolation)
     status = "stopped" if executor.stopped_reason else "done"
     if status == "done" and counts.get("infra_error", 0) and not _any_completed(counts):
         # Every task was lost to infrastructure: nothing was judged, so this run could not
@@ -283,8 +283,10 @@ async def execute_run(
         "spend": spend,
         "trials": spec.trials,
         "pass_k_samples": pass_k,
+        "isolation": [i.to_dict() for i in stored.isolation],
         "graded": not execute_only,
     }
+    manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if judges:
         summary["judges"] = judges_summary(judges)
         manifest["judges"] = judges_manifest(judges)
@@ -313,6 +315,7 @@ async def execute_run(
         stopped_reason=executor.stopped_reason,
         spend=spend,
         pass_k_samples=pass_k,
+        isolation=stored.isolation,
     )
 
 

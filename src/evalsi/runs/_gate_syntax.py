@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import UserError
+from evalsi.runs._isolation import LEVELS
 
 if TYPE_CHECKING:
     import cel
@@ -25,7 +26,13 @@ MAX_GATE_LENGTH = 2000
 """Longest accepted expression, in characters (the CEL binding has no cost limit)."""
 MAX_K = 10_000
 
-FIELDS = ("mean", "std", "n", "scored", "skipped", "errors", "cancelled", "infra_errors", "ci")
+FIELDS = (
+    "mean", "std", "n", "scored", "skipped", "errors", "cancelled", "infra_errors", "ci",
+    "isolation", "enforced",
+)  # fmt: skip
+LEVEL_WORDS = tuple(LEVELS)
+"""Isolation level names a gate may use as constants (``none`` = 0 ... ``vm`` = 4), to compare
+with ``metric(...).isolation``."""
 CI_FIELDS = ("low", "high")
 METHODS = ("passAtK", "passHatK")
 FUNCTIONS = ("metric", "has", "size", "int", "uint", "double")
@@ -41,7 +48,8 @@ _LITERAL_WORDS = frozenset({"true", "false", "null", "in"})
 _HELP = (
     "write e.g. metric('exact-match').mean >= 0.8; a metric has "
     + ", ".join(f for f in FIELDS if f != "ci")
-    + ", ci.low, ci.high, passAtK(k), passHatK(k)"
+    + ", ci.low, ci.high, passAtK(k), passHatK(k); isolation compares with the levels "
+    + " < ".join(LEVEL_WORDS)
 )
 
 
@@ -204,11 +212,16 @@ def _check_tokens(
                     raise bad(f"'{name}' is a field of metric(...)", tok.start)
             else:
                 raise bad(f"unknown field '{name}'", tok.start)
-        elif name in _LITERAL_WORDS:
+        elif name in _LITERAL_WORDS or (name in LEVEL_WORDS and not call):
             continue
         elif not call:
             if name == "metric":
                 raise bad("metric needs a name: metric('exact-match')", tok.start)
+            if name == "isolation":
+                raise bad("'isolation' is a field of metric(...)", tok.start)
+            if any(t.text == "isolation" for t in tokens):
+                levels = ", ".join(LEVEL_WORDS)
+                raise bad(f"unknown name '{name}' (the isolation levels are {levels})", tok.start)
             raise bad(f"unknown name '{name}'", tok.start)
         elif name == "metric":
             args, offsets = _metric_args(expr, tokens, i, bad)

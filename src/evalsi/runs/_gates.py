@@ -3,27 +3,34 @@
 A gate reads like ``metric('exact-match').mean >= 0.8``. ``metric('evaluator')`` is that
 evaluator's own metric; ``metric('evaluator', 'metric')`` or ``metric('evaluator/metric')`` a
 named one. A metric has ``mean``, ``std``, ``n``, ``scored``, ``skipped``, ``errors``,
-``cancelled``, ``infra_errors``, ``ci.low``, ``ci.high`` and the methods ``passAtK(k)`` and
-``passHatK(k)``. The CEL binding passes a receiver to a registered function as its first
-argument, so ``.passAtK(3)`` needs no rewriting.
+``cancelled``, ``infra_errors``, ``ci.low``, ``ci.high``, ``isolation`` and the methods
+``passAtK(k)`` and ``passHatK(k)``. ``isolation`` is the weakest sandbox level the evaluator's
+scored results ran at, compared with the level constants ``none`` < ``confined`` <
+``namespaced`` < ``kernel`` < ``vm`` (0 to 4): ``metric('code-exec-tests').isolation >=
+namespaced``; ``enforced`` is true when every one of them had every limit it asked for
+enforced (``&& metric('code-exec-tests').enforced`` refuses partial enforcement). The CEL
+binding passes a receiver to a registered function as its first argument, so ``.passAtK(3)``
+needs no rewriting.
 
 Everything that can be wrong with a gate is found before any data is read (``Gate.parse``):
 syntax, names that are neither a field nor an allowed function, evaluators and metrics the run
-does not have, a result that is not true/false. The expression has no variables, so CEL's
-comprehension macros cannot run and evaluation cost is bounded by the length cap.
+does not have, a result that is not true/false. The expression has no variables but the five
+level constants (and no method outside ``passAtK``/``passHatK``), so CEL's comprehension macros
+cannot run and evaluation cost is bounded by the length cap.
 
 A gate is **inconclusive** (never failed) when a metric it reads lacks eligible data: completion
 ``scored / (scored + skipped + errors + cancelled + infra_errors)`` below
 ``min_completion_rate``, evaluator error rate ``errors / (scored + errors)`` above
 ``max_evaluator_error_rate``, ``n == 0``, or a field it needs is undefined (``ci.low`` without an
-interval, ``passAtK(3)`` without three trials).
+interval, ``passAtK(3)`` without three trials, ``isolation`` or ``enforced`` when the evaluator
+reported no sandbox isolation for some or all of its scored results).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.core import MetricSummary, UserError
@@ -32,6 +39,7 @@ from evalsi.runs._gate_syntax import (
     _ALLOWED_FUNCTIONS,
     _HELP,
     CI_FIELDS,
+    LEVEL_WORDS,
     MAX_GATE_LENGTH,
     EvaluatorMetrics,
     MetricRef,
@@ -47,6 +55,7 @@ from evalsi.runs._gate_syntax import (
     _tokens,
     _where,
 )
+from evalsi.runs._isolation import LEVELS, IsolationSummary, summaries_by_evaluator
 
 if TYPE_CHECKING:
     import cel
@@ -129,9 +138,10 @@ class Gate:
             raise bad("this gate uses syntax evalsi does not support", tokens)
         calls, refs = _check_tokens(expr, tokens, evaluators, bad)
         unknown = sorted(set(program.functions()) - _ALLOWED_FUNCTIONS)
-        if unknown or program.variables():
+        variables = [v for v in program.variables() if v not in LEVEL_WORDS]
+        if unknown or variables:
             # The token check above names these with a position; this is the backstop.
-            names = ", ".join(unknown + list(program.variables()))
+            names = ", ".join(unknown + variables)
             raise bad(f"unknown name(s): {names}")
         gate = cls(expr, index, program, calls, tuple(refs), _simple_side(expr, tokens))
         gate._dry_run(bad, tokens)
@@ -174,7 +184,7 @@ class Gate:
                 raise bad(
                     f"gives {_cel_type(result)}, not true or false",
                     hint="compare it with a threshold, e.g. "
-                    f"{_shorten(self.expr, 50)} >= {30 if isinstance(result, int) else 0.8}",
+                    f"{_shorten(self.expr, 50)} >= {_threshold(self.expr, result)}",
                 )
 
     def evaluate(
@@ -183,9 +193,15 @@ class Gate:
         *,
         min_completion_rate: float = 0.8,
         max_evaluator_error_rate: float = 0.1,
+        isolation: Sequence[IsolationSummary] | None = None,
     ) -> GateResult:
-        """The verdict on ``metrics``: passed, failed, or inconclusive (with the reason)."""
+        """The verdict on ``metrics``: passed, failed, or inconclusive (with the reason).
+
+        ``isolation`` is the run's per-evaluator isolation (``ScoreResult.isolation``); without
+        it, a gate that reads ``.isolation`` is inconclusive.
+        """
         table = {(m.evaluator, m.metric): m for m in metrics}
+        isolated = summaries_by_evaluator(isolation)
         problems: list[str] = []
         found: list[MetricSummary] = []
         for ref in self.refs:
@@ -201,7 +217,7 @@ class Gate:
                 problems.append(f"{ref.text}: {why}")
         if problems:
             return self._inconclusive("; ".join(dict.fromkeys(problems)))
-        values = [dict(_fields(m), __key=i) for i, m in enumerate(found)]
+        values = [dict(_fields(m, isolated.get(m.evaluator)), __key=i) for i, m in enumerate(found)]
         undefined: list[str] = []
 
         def pass_k(i: int, k: int, hat: bool) -> float | None:
@@ -212,7 +228,12 @@ class Gate:
             result = self._program.execute(context)
         except KeyError as e:
             key = str(e.args[0]) if e.args else ""
-            return self._inconclusive(_undefined_field(key, self.refs, found) or f"no key {key!r}")
+            if key in ("isolation", "enforced") and isolation is None:
+                return self._inconclusive(
+                    f"{key} is undefined: this run's sandbox isolation was not collected"
+                )
+            why = _undefined_field(key, self.refs, found, isolated)
+            return self._inconclusive(why or f"no key {key!r}")
         except Exception as e:  # noqa: BLE001 - the CEL engine's errors become the reason
             reason = "; ".join(undefined) or f"could not evaluate: {_explain(e)}"
             return self._inconclusive(reason)
@@ -234,7 +255,35 @@ class Gate:
                     if result
                     else f"{_fmt(observed)}, needs {side.op} {side.other}"
                 )
+                shown = self._isolation_reason(result, isolated)
+                if shown is not None:
+                    reason = shown
         return GateResult(self.expr, verdict, value, reason)
+
+    def _isolation_reason(
+        self, result: bool, isolated: Mapping[str, IsolationSummary]
+    ) -> str | None:
+        """For ``metric(...).isolation OP level``: the level by name, with its driver."""
+        side = self._side
+        if side is None:
+            return None
+        text = "".join(side.text.split())
+        ref = next((r for r in self.refs if text == "".join(r.text.split()) + ".isolation"), None)
+        if ref is None or ref.evaluator not in isolated:
+            return None
+        iso = isolated[ref.evaluator]
+        other = side.other.strip()
+        ran = f"{ref.evaluator} ran at {iso.level} ({iso.driver or 'driver unknown'})"
+        if result:
+            text = f"{ran}, {side.op} {other}"
+        elif side.op in (">=", ">") and other in LEVELS and iso.rank <= LEVELS[other]:
+            text = f"{ran}, {'below' if side.op == '>=' else 'not above'} {other}"
+        else:
+            text = f"{ran}, needs {side.op} {other}"
+        if iso.enforcement == "partial":
+            gaps = f": missing {', '.join(iso.missing)}" if iso.missing else ""
+            text += f"; enforcement partial{gaps}"
+        return text
 
     def _inconclusive(self, reason: str) -> GateResult:
         return GateResult(self.expr, "inconclusive", None, reason)
@@ -264,7 +313,8 @@ class Gate:
             return call
 
         return _cel().Context(
-            functions={"metric": metric, "passAtK": method(False), "passHatK": method(True)}
+            variables=dict(LEVELS),
+            functions={"metric": metric, "passAtK": method(False), "passHatK": method(True)},
         )
 
 
@@ -272,8 +322,12 @@ class Gate:
 # Data
 
 
-def _fields(m: MetricSummary) -> dict[str, Any]:
-    """A metric as CEL sees it; undefined values are left out, so reading one is a KeyError."""
+def _fields(m: MetricSummary, isolation: IsolationSummary | None = None) -> dict[str, Any]:
+    """A metric as CEL sees it; undefined values are left out, so reading one is a KeyError.
+
+    ``isolation`` (the level's rank) is defined only when every scored result of the evaluator
+    reported one: an unreported result may have run anywhere, so no level can be claimed.
+    """
     out: dict[str, Any] = {
         "n": m.n,
         "scored": m.scored,
@@ -291,16 +345,21 @@ def _fields(m: MetricSummary) -> dict[str, Any]:
         if value is not None and math.isfinite(value)
     }
     out["ci"] = ci
+    if isolation is not None and isolation.complete:
+        out["isolation"] = isolation.rank
+        out["enforced"] = isolation.enforcement == "full"
     return out
 
 
 _HIGH: dict[str, Any] = {
     "mean": 0.9, "std": 0.1, "n": 100, "scored": 100, "skipped": 0, "errors": 0, "cancelled": 0,
-    "infra_errors": 0, "ci": {"low": 0.85, "high": 0.95}, "pass": 0.95,
+    "infra_errors": 0, "ci": {"low": 0.85, "high": 0.95}, "pass": 0.95, "isolation": 4,
+    "enforced": True,
 }  # fmt: skip
 _LOW: dict[str, Any] = {
     "mean": 0.1, "std": 0.3, "n": 3, "scored": 3, "skipped": 1, "errors": 1, "cancelled": 0,
-    "infra_errors": 0, "ci": {"low": 0.0, "high": 0.4}, "pass": 0.05,
+    "infra_errors": 0, "ci": {"low": 0.0, "high": 0.4}, "pass": 0.05, "isolation": 0,
+    "enforced": False,
 }  # fmt: skip
 
 
@@ -353,9 +412,25 @@ def _pass_k(
 
 
 def _undefined_field(
-    key: str, refs: Sequence[MetricRef], found: Sequence[MetricSummary]
+    key: str,
+    refs: Sequence[MetricRef],
+    found: Sequence[MetricSummary],
+    isolated: Mapping[str, IsolationSummary],
 ) -> str | None:
     for ref, m in zip(refs, found, strict=True):
+        if key in ("isolation", "enforced"):
+            iso = isolated.get(ref.evaluator)
+            if iso is None:
+                return (
+                    f"{ref.text}.{key} is undefined: no score of {ref.evaluator} reported "
+                    "sandbox isolation (it ran nothing in the sandbox, or did not say how)"
+                )
+            if not iso.complete:
+                return (
+                    f"{ref.text}.{key} is undefined: {iso.unreported} of "
+                    f"{iso.sandboxed + iso.unreported} scored results of {ref.evaluator} "
+                    f"reported no sandbox isolation (the others ran at {iso.describe()})"
+                )
         if key in CI_FIELDS and (m.ci.low if key == "low" else m.ci.high) is None:
             return f"{ref.text}.ci.{key} is undefined (interval method: {m.ci.method})"
         if key in ("mean", "std") and getattr(m, key) is None:
@@ -402,13 +477,17 @@ def evaluate_gates(
     *,
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
+    isolation: Sequence[IsolationSummary] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every gate's verdict as the JSON dict of DESIGN.md §4 (plus ``verdict`` and ``reason``)."""
+    """Every gate's verdict as the JSON dict of DESIGN.md §4 (plus ``verdict`` and ``reason``).
+
+    ``isolation``: the run's per-evaluator sandbox isolation, for gates that read it."""
     return [
         g.evaluate(
             metrics,
             min_completion_rate=min_completion_rate,
             max_evaluator_error_rate=max_evaluator_error_rate,
+            isolation=isolation,
         ).to_dict()
         for g in gates
     ]
@@ -416,6 +495,12 @@ def evaluate_gates(
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers
+
+
+def _threshold(expr: str, result: Any) -> str:
+    if expr.rstrip().endswith(".isolation"):
+        return "namespaced"
+    return "30" if isinstance(result, int) else "0.8"
 
 
 def _pct(x: float) -> str:

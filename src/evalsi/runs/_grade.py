@@ -164,7 +164,7 @@ async def grade_run(
         trials=trials,
         task_counts=counts,
     )
-    gate_results = evaluate_gates(parsed_gates, stored.metrics, **rates)
+    gate_results = evaluate_gates(parsed_gates, stored.metrics, **rates, isolation=stored.isolation)
     pass_k = {
         f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
         for (ev, metric), t in stored.trials.items()
@@ -180,9 +180,11 @@ async def grade_run(
         "spend": spend,
         "trials": trials,
         "pass_k_samples": pass_k,
+        "isolation": [i.to_dict() for i in stored.isolation],
         "source_run": source.id,
     }
     manifest = _manifest(source, bound, dataset.name, version, samples)
+    manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if built:
         summary["judges"] = judges_summary(built)
         manifest["judges"] = judges_manifest(built)
@@ -202,6 +204,7 @@ async def grade_run(
         infra_errors=counts.get("infra_error", 0),
         spend=spend,
         pass_k_samples=pass_k,
+        isolation=stored.isolation,
     )
 
 

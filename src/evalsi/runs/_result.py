@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +10,7 @@ import orjson
 
 from evalsi.core import EvaluationResult, MetricSummary, Outcome
 from evalsi.runs._gate_results import GATE_COLUMNS, gate_rows, gates_exit_code
+from evalsi.runs._isolation import IsolationSummary, RecordIsolation, iter_record_isolation
 
 if TYPE_CHECKING:
     from evalsi.store import SqlStore
@@ -51,6 +52,32 @@ def metric_rows(metrics: list[MetricSummary]) -> list[tuple[str, ...]]:
                 m.ci.method,
                 str(m.skipped),
                 str(m.errors),
+            )
+        )
+    return rows
+
+
+ISOLATION_COLUMNS = ("evaluator", "level", "drivers", "enforcement", "missing", "sandboxed")
+
+
+def isolation_rows(items: Sequence[IsolationSummary]) -> list[tuple[str, ...]]:
+    """One row per sandboxed evaluator; partial enforcement is upper-cased so it stands out."""
+    rows: list[tuple[str, ...]] = []
+    for i in items:
+        sandboxed = str(i.sandboxed)
+        if i.unreported:
+            sandboxed += f" ({i.unreported} unreported)"
+        enforcement = "PARTIAL" if i.enforcement == "partial" else "full"
+        if i.partial:
+            enforcement += f" ({i.partial} of {i.sandboxed})"
+        rows.append(
+            (
+                i.evaluator,
+                i.level,
+                ", ".join(i.drivers) or "-",
+                enforcement,
+                ", ".join(i.missing) or "-",
+                sandboxed,
             )
         )
     return rows
@@ -98,6 +125,10 @@ class ScoreResult:
     dataset_results: list[EvaluationResult] = field(default_factory=list)
     """One result per dataset-scope evaluator (corpus BLEU, a confusion matrix…), with its
     explanation and metadata (a sacrebleu signature, skip reasons)."""
+    isolation: list[IsolationSummary] = field(default_factory=list)
+    """Per evaluator that ran code in the sandbox: the weakest level its scored results ran at,
+    the drivers, the enforcement (partial with what was missing) and how many results reported
+    isolation (``sandboxed``) or did not (``unreported``)."""
 
     @property
     def exit_code(self) -> int:
@@ -135,6 +166,14 @@ class ScoreResult:
         for _seq, _index, result in self.store.iter_results(self.run_id, outcome=outcome):
             yield result
 
+    def iter_record_isolation(self) -> Iterator[RecordIsolation]:
+        """Each record with sandboxed results, in dataset order, with the isolation its
+        provenance gets: the weakest level across its scores (every evaluator and trial), that
+        execution's driver, and details ``enforcement`` (partial if any was) and ``missing``."""
+        if self.store is None:
+            raise RuntimeError("this result is not attached to a store")
+        return iter_record_isolation(self.store, self.run_id)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of DESIGN.md §4, plus the dataset version and bad-record count."""
         return {
@@ -148,6 +187,7 @@ class ScoreResult:
             "bad_records": self.bad_records,
             "evaluators": self.evaluators,
             "dataset_results": [_dataset_result_dict(r) for r in self.dataset_results],
+            "isolation": [i.to_dict() for i in self.isolation],
         }
 
     def to_json(self, *, indent: bool = True) -> str:
@@ -157,6 +197,10 @@ class ScoreResult:
     def table(self) -> str:
         """A plain-text table of n / mean / 95% CI per metric, then the gates if any."""
         table = render_plain(TABLE_COLUMNS, metric_rows(self.metrics))
+        if self.isolation:
+            table += "\n\nsandbox isolation\n" + render_plain(
+                ISOLATION_COLUMNS, isolation_rows(self.isolation)
+            )
         if self.gates:
             table += "\n\ngates\n" + render_plain(GATE_COLUMNS, gate_rows(self.gates))
         return table
@@ -164,6 +208,10 @@ class ScoreResult:
     def markdown(self) -> str:
         """The same tables in Markdown, for CI summaries."""
         table = render_markdown(TABLE_COLUMNS, metric_rows(self.metrics))
+        if self.isolation:
+            table += "\n\n**sandbox isolation**\n\n" + render_markdown(
+                ISOLATION_COLUMNS, isolation_rows(self.isolation)
+            )
         if self.gates:
             table += "\n\n**gates**\n\n" + render_markdown(GATE_COLUMNS, gate_rows(self.gates))
         return f"**run** `{self.run_id}` · {self.records} records\n\n{table}"

@@ -154,7 +154,8 @@ async def score_async(
         metrics = aggregator.summaries(
             bootstrap=bootstrap, seed=seed, dataset_intervals=reduced.intervals
         )
-        gate_results = evaluate_gates(parsed_gates, metrics, **rates)
+        isolation = aggregator.isolation()
+        gate_results = evaluate_gates(parsed_gates, metrics, **rates, isolation=isolation)
     except BaseException as e:  # record why the run stopped, then let the error go on
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
         status = "interrupted" if isinstance(e, stopped) else "failed"
@@ -179,7 +180,9 @@ async def score_async(
         "dataset": {"source": dataset.name, "version": dataset.version},
         "bad_records": dataset.bad_count,
         "bad_examples": [list(b) for b in dataset.bad_records[:10]],
+        "isolation": [i.to_dict() for i in isolation],
     }
+    manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if clients:
         summary["judges"] = judges_summary(clients)
         manifest["judges"] = judges_manifest(clients)
@@ -197,6 +200,7 @@ async def score_async(
         store=db,
         gates=gate_results,
         dataset_results=reduced.results,
+        isolation=isolation,
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from evalsi.core import EvaluationResult, MetricSummary, OutputSpec, Record, ResultBatch
 from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._isolation import IsolationSummary
 from evalsi.runs._trials import TrialStats
 
 if TYPE_CHECKING:
@@ -27,10 +28,12 @@ FLUSH = 2048
 
 @dataclasses.dataclass(slots=True)
 class StoredSummary:
-    """The metrics of a run and, per (evaluator, metric), its trial statistics."""
+    """The metrics of a run, per (evaluator, metric) its trial statistics, and per sandboxed
+    evaluator how its results were isolated."""
 
     metrics: list[MetricSummary]
     trials: dict[tuple[str, str], TrialStats]
+    isolation: list[IsolationSummary] = dataclasses.field(default_factory=list)
 
 
 def summarize_stored(
@@ -105,7 +108,7 @@ def summarize_stored(
                 m.pass_at_k = found.pass_at_k()
                 m.pass_hat_k = found.pass_hat_k()
         out.append(m)
-    return StoredSummary(out, by_name)
+    return StoredSummary(out, by_name, aggregator.isolation())
 
 
 _NO_RECORD = Record(id="")

@@ -336,15 +336,22 @@ class _Grading:
         metrics = self.aggregator.summaries(
             bootstrap=config.bootstrap, seed=config.seed, dataset_intervals=self._intervals
         )
-        gates = evaluate_gates(config.gates, metrics, **config.rates) if config.gates else []
+        isolation = self.aggregator.isolation()
+        gates = (
+            evaluate_gates(config.gates, metrics, **config.rates, isolation=isolation)
+            if config.gates
+            else []
+        )
         summary: dict[str, Any] = {
             "metrics": [m.to_dict() for m in metrics],
             "gates": gates,
+            "isolation": [i.to_dict() for i in isolation],
             "dataset": {"source": DATA_NAME, "version": self.version},
             "bad_records": 0,
             "bad_examples": [],
         }
         manifest = self._manifest()
+        manifest["isolation"] = summary["isolation"]
         if self.judges:
             summary["judges"] = judges_summary(self.judges)
             manifest["judges"] = judges_manifest(self.judges)

@@ -177,10 +177,13 @@ class SqlStore(RunTable):
             query = query.where(results.c.outcome == int(outcome))
         query = query.order_by(results.c.seq, results.c.trial, results.c.evaluator)
         with self.engine.connect() as conn:
-            stream = conn.execution_options(yield_per=batch).execute(query).mappings()
-            for row in stream:
-                spec = specs[row["evaluator"]] if row["evaluator"] < len(specs) else {}
-                yield row["seq"], row["evaluator"], _decode(row, spec)
+            cursor = conn.execution_options(yield_per=batch).execute(query)
+            try:
+                for row in cursor.mappings():
+                    spec = specs[row["evaluator"]] if row["evaluator"] < len(specs) else {}
+                    yield row["seq"], row["evaluator"], _decode(row, spec)
+            finally:  # a caller that stops early must not leave a server-side cursor open
+                cursor.close()
 
     # -- outputs of a Run ------------------------------------------------------------------------
     def write_tasks(

@@ -18,7 +18,7 @@ from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
 from evalsi.core import MetricSummary
-from evalsi.runs import RunResult, gates_exit_code, summaries_from_dicts
+from evalsi.runs import RunResult, gates_exit_code, isolation_from_dicts, summaries_from_dicts
 from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
 from evalsi.wire._results import summary_from_proto, summary_to_proto
 
@@ -169,6 +169,7 @@ def run_from_proto(message: run_service_pb2.Run) -> RunResult:
             for k, v in _dict(details.get("pass_k_samples")).items()
         },
         plan=plan if isinstance(plan, dict) else None,
+        isolation=isolation_from_dicts(details.get("isolation")),
     )
 
 
