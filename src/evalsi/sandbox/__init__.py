@@ -23,6 +23,7 @@ API for asyncio code. ``evalsi sandbox probe`` shows which rungs work on this ma
 
 from evalsi.sandbox._api import AsyncSandbox, Sandbox, SandboxFileError, run
 from evalsi.sandbox._config import (
+    CONCURRENCY_ENV,
     SandboxConfig,
     SandboxConfigError,
     configure,
@@ -46,6 +47,7 @@ from evalsi.sandbox._types import (
 )
 
 __all__ = [
+    "CONCURRENCY_ENV",
     "AsyncSandbox",
     "Driver",
     "ExecResult",

@@ -1,0 +1,178 @@
+"""Running one program in the sandbox for the code pack: the concurrency limit, the spec from
+params, and the mapping of a sandbox outcome to "infrastructure failed" vs "the program did it".
+
+Concurrency: at most ``EVALSI_SANDBOX_CONCURRENCY`` sandboxes (default: the CPU count) run at
+once in this process, whatever the evaluator concurrency above; an evaluator's
+``concurrency`` param picks another process-wide limiter of that size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Literal
+
+from evalsi.core import RunError, UserError
+from evalsi.sandbox import (
+    CONCURRENCY_ENV,
+    ExecResult,
+    Ladder,
+    Level,
+    Resources,
+    SandboxSpec,
+    local_concurrency,
+    run,
+)
+
+IsolationName = Literal["none", "confined", "namespaced", "kernel", "vm"]
+ENV_CONCURRENCY = CONCURRENCY_ENV
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class SandboxRunnerFailure(RunError):
+    """The sandbox machinery broke (an outcome ``runner_failure``): an infrastructure error,
+    reported apart from the evaluator's own errors and never scored."""
+
+    kind = "sandbox_runner_failure"
+
+
+_ladder: ContextVar[Ladder | None] = ContextVar("evalsi_code_ladder", default=None)
+
+
+@contextlib.contextmanager
+def using_ladder(ladder: Ladder) -> Iterator[None]:
+    """Run the code pack's sandboxes on ``ladder`` inside this block (tests use a fake
+    driver); the choice is carried into the worker threads."""
+    token = _ladder.set(ladder)
+    try:
+        yield
+    finally:
+        _ladder.reset(token)
+
+
+def default_concurrency() -> int:
+    """``EVALSI_SANDBOX_CONCURRENCY`` when set, else ``sandbox.concurrency`` from evalsi.yaml,
+    else the CPU count (``evalsi.sandbox.local_concurrency``)."""
+    try:
+        return local_concurrency()
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+_limiters: dict[int, threading.BoundedSemaphore] = {}
+_pools: dict[int, ThreadPoolExecutor] = {}
+_limiters_lock = threading.Lock()
+
+
+def limiter(size: int | None = None) -> threading.BoundedSemaphore:
+    """The process-wide semaphore of ``size`` slots (default ``default_concurrency()``)."""
+    n = size if size is not None else default_concurrency()
+    if n < 1:
+        raise UserError(f"sandbox concurrency must be at least 1, got {n}")
+    with _limiters_lock:
+        sem = _limiters.get(n)
+        if sem is None:
+            sem = _limiters[n] = threading.BoundedSemaphore(n)
+        return sem
+
+
+def _pool(size: int | None) -> ThreadPoolExecutor:
+    n = size if size is not None else default_concurrency()
+    with _limiters_lock:
+        pool = _pools.get(n)
+        if pool is None:
+            pool = _pools[n] = ThreadPoolExecutor(n, thread_name_prefix="evalsi-sandbox")
+        return pool
+
+
+def make_spec(
+    *,
+    min_isolation: str,
+    timeout_seconds: float,
+    memory_mb: int,
+    cpu_seconds: float,
+    read_only_paths: tuple[Path, ...] = (),
+) -> SandboxSpec:
+    """The sandbox spec of the pack's params (network denied, environment cleared)."""
+    try:
+        level = Level.parse(min_isolation)
+    except ValueError as e:
+        raise UserError(f"min_isolation: {e}") from None
+    if timeout_seconds <= 0 or memory_mb < 16:
+        raise UserError(
+            f"timeout_seconds must be positive and memory_mb at least 16, got "
+            f"{timeout_seconds} and {memory_mb}"
+        )
+    return SandboxSpec(
+        resources=Resources(cpu_seconds=cpu_seconds, memory_mb=memory_mb),
+        timeout_seconds=timeout_seconds,
+        env={"PATH": _PATH, "PYTHONDONTWRITEBYTECODE": "1"},
+        min_isolation=level,
+        read_only_paths=read_only_paths,
+    )
+
+
+def run_program(
+    files: dict[str, bytes],
+    argv: list[str],
+    spec: SandboxSpec,
+    *,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+    concurrency: int | None = None,
+) -> ExecResult:
+    """Run ``argv`` once in a fresh sandbox holding ``files``, under the concurrency limit.
+
+    Raises ``SandboxUnavailable`` (no rung ≥ ``min_isolation``) and ``SandboxRunnerFailure``:
+    both are infrastructure, never a score. Anything else the program did is in the result."""
+    with limiter(concurrency):
+        result = run(argv, spec, stdin=stdin, timeout=timeout, files=files, ladder=_ladder.get())
+    if result.outcome.kind == "runner_failure":
+        raise SandboxRunnerFailure(
+            f"the sandbox failed ({result.isolation.driver}): {result.outcome.detail}"
+        )
+    return result
+
+
+async def run_program_async(
+    files: dict[str, bytes],
+    argv: list[str],
+    spec: SandboxSpec,
+    *,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+    concurrency: int | None = None,
+) -> ExecResult:
+    """``run_program`` on a worker thread, so many records' sandboxes overlap (the pool has
+    as many threads as the limit allows sandboxes, so the limit, not the pool, decides)."""
+    call = functools.partial(
+        run_program, files, argv, spec, stdin=stdin, timeout=timeout, concurrency=concurrency
+    )
+    context = contextvars.copy_context()  # carries using_ladder() into the thread
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool(concurrency), context.run, call)
+
+
+def behaviour(result: ExecResult) -> str:
+    """A short account of a non-``exit`` outcome: the program's doing, never infrastructure."""
+    o = result.outcome
+    if o.kind == "timeout":
+        return "the program timed out"
+    if o.kind == "denied":
+        return f"the sandbox denied an action ({o.detail or 'unknown'})"
+    if o.kind == "resource_exceeded":
+        return f"the program exceeded a resource limit ({o.detail or 'unknown'})"
+    return f"the program exited with code {o.code}"
+
+
+def tail(data: bytes, limit: int = 300) -> str:
+    """The last ``limit`` characters of some output, for an explanation."""
+    text = data.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else "…" + text[-limit:]
