@@ -14,6 +14,7 @@ before exec. So "bwrap: …" on the launcher pipe is a runner failure the progra
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from evalsi.sandbox import _capture, _profile, _rlimits, _seccomp, _uidpool, _workspace
+from evalsi.sandbox import _capture, _cgroup, _profile, _rlimits, _seccomp, _uidpool, _workspace
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
@@ -42,7 +43,6 @@ _SANDBOX_ID = 65534
 _FD_PROG_ERR, _FD_SECCOMP = 3, 4
 _SHIM = f'exec 2>&{_FD_PROG_ERR} {_FD_PROG_ERR}>&- {_FD_SECCOMP}>&-; exec "$@"'
 _BWRAP_CODE = 1  # bwrap exits 1 on its own setup errors
-_MISSING = ("cgroup",)
 
 
 class BwrapDriver:
@@ -63,7 +63,9 @@ class BwrapDriver:
 
     @property
     def isolation(self) -> Isolation:
-        missing = _MISSING if _workspace.can_bound() else (*_MISSING, "workspace-quota")
+        missing: tuple[str, ...] = ("cgroup-cpu",) if _cgroup.available() else ("cgroup",)
+        if not _workspace.can_bound():
+            missing += ("workspace-quota",)
         return Isolation(self.name, self.level, "partial", missing)
 
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
@@ -193,11 +195,23 @@ class BwrapDriver:
                     if tmp is not None:
                         _profile.hand_over(tmp, slot.uid, slot.gid)
                 cmd = self.command(spec, argv, workspace=str(workspace.resolve()), env=env)
-                return self._run(
-                    spec.resources, cmd, slot, seccomp_fd, stdin, timeout, start, on_output
-                )
+                limits = _cgroup.limits(slot.uid, spec.resources) if slot.switch else None
+                with limits or contextlib.nullcontext() as group:
+                    return self._run(
+                        spec.resources,
+                        cmd,
+                        slot,
+                        group,
+                        seccomp_fd,
+                        stdin,
+                        timeout,
+                        start,
+                        on_output,
+                    )
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
             return self._failed(start, f"sandbox busy: {exc}")
+        except OSError as exc:  # the cgroup could not be made: never run without it
+            return self._failed(start, f"cgroup: {exc}")
         finally:
             os.close(seccomp_fd)
 
@@ -206,6 +220,7 @@ class BwrapDriver:
         res: Resources,
         cmd: list[str],
         slot: _uidpool.Slot,
+        group: _cgroup.Group | None,
         seccomp_fd: int,
         stdin: bytes | None,
         timeout: float,
@@ -225,6 +240,8 @@ class BwrapDriver:
             os.dup2(high_err, _FD_PROG_ERR)
             os.dup2(high_sec, _FD_SECCOMP)
             _rlimits.apply(limits)
+            if group is not None:  # memory and process totals, before bwrap forks
+                group.join_self()
 
         try:
             proc = subprocess.Popen(
@@ -261,6 +278,11 @@ class BwrapDriver:
                 os.close(fd)
         out, err, launcher = got.streams[out_r], got.streams[err_r], got.streams[bw_r]
         outcome = _classify(got, err, launcher, _rlimits.cpu_limit(res))
+        if group is not None and outcome.kind in ("exit", "denied"):
+            if group.oom_killed():  # the group's total, which no single process exceeded
+                outcome = Outcome("resource_exceeded", code=outcome.code, detail="memory")
+            elif group.pids_hit() and outcome.code != 0:
+                outcome = Outcome("resource_exceeded", code=outcome.code, detail="processes")
         stderr = bytes(err.head)
         if outcome.kind == "runner_failure":
             stderr = bytes(launcher.head) + stderr
@@ -312,7 +334,8 @@ def _classify(
             return Outcome("resource_exceeded", code=-sig, detail="cpu")
         if sig == signal.SIGXFSZ:
             return Outcome("resource_exceeded", code=-sig, detail="disk")
-        if sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= cpu_limit - 0.05:
+        # The kernel kills at the hard limit; rusage as bwrap reaps it can read a little under.
+        if sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= 0.9 * cpu_limit:
             return Outcome("resource_exceeded", code=-sig, detail="cpu")
         return Outcome("exit", code=-sig)
     if rc != 0 and _profile.MEMORY.search(bytes(err.head[-4096:])):
