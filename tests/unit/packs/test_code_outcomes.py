@@ -114,6 +114,35 @@ def test_runner_failure_is_an_infra_error_never_a_score(ev: Any) -> None:
     assert result.outcome is Outcome.ERROR
     assert result.reason.startswith(INFRA_PREFIX + "sandbox_runner_failure)")
     assert "bwrap: setting up uid map" in result.reason
+    assert "3 times" in result.reason
+    assert driver.calls == 3  # retried in fresh sandboxes before giving up
+
+
+class FlakyDriver(FakeDriver):
+    """Breaks on its first ``failures`` executions, then runs the tests like FakeDriver."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__(ExecOutcome("exit", 0))
+        self.failures = failures
+
+    def exec(
+        self, spec: SandboxSpec, workspace: Path, argv: Sequence[str], **kw: Any
+    ) -> ExecResult:
+        if self.calls < self.failures:
+            with self.lock:
+                self.calls += 1
+            broken = ExecOutcome("runner_failure", detail="bwrap: transient")
+            return ExecResult(broken, b"", b"", 1.0, self.isolation_for(spec))
+        return super().exec(spec, workspace, argv, **kw)
+
+
+def test_a_transient_runner_failure_is_retried_and_the_record_scored() -> None:
+    driver = FlakyDriver(failures=2)
+    with using_ladder(Ladder([driver])):
+        result = run_one(code_exec_tests, record())
+    assert result.outcome is Outcome.SCORED, result.reason
+    assert result.scores[0].passed is True
+    assert driver.calls == 3
 
 
 def test_no_rung_at_the_minimum_is_an_infra_error() -> None:

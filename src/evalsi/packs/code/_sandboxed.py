@@ -128,17 +128,27 @@ def run_program(
     timeout: float | None = None,
     concurrency: int | None = None,
 ) -> ExecResult:
-    """Run ``argv`` once in a fresh sandbox holding ``files``, under the concurrency limit.
+    """Run ``argv`` in a fresh sandbox holding ``files``, under the concurrency limit.
 
-    Raises ``SandboxUnavailable`` (no rung ≥ ``min_isolation``) and ``SandboxRunnerFailure``:
-    both are infrastructure, never a score. Anything else the program did is in the result."""
-    with limiter(concurrency):
-        result = run(argv, spec, stdin=stdin, timeout=timeout, files=files, ladder=_ladder.get())
-    if result.outcome.kind == "runner_failure":
-        raise SandboxRunnerFailure(
-            f"the sandbox failed ({result.isolation.driver}): {result.outcome.detail}"
-        )
-    return result
+    A runner failure (the sandbox itself broke) is retried in a new sandbox, up to
+    ``RUNNER_ATTEMPTS`` times in all. Raises ``SandboxUnavailable`` (no rung ≥
+    ``min_isolation``) and ``SandboxRunnerFailure`` (every attempt broke): both are
+    infrastructure, never a score. Anything else the program did is in the result."""
+    for _attempt in range(RUNNER_ATTEMPTS):
+        with limiter(concurrency):
+            result = run(
+                argv, spec, stdin=stdin, timeout=timeout, files=files, ladder=_ladder.get()
+            )
+        if result.outcome.kind != "runner_failure":
+            return result
+    raise SandboxRunnerFailure(
+        f"the sandbox failed ({result.isolation.driver}) {RUNNER_ATTEMPTS} times: "
+        f"{result.outcome.detail}"
+    )
+
+
+RUNNER_ATTEMPTS = 3
+"""Executions of one program before a broken sandbox is reported as an infra error."""
 
 
 async def run_program_async(
