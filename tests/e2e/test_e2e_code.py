@@ -163,3 +163,44 @@ def test_run_trials_give_pass_at_k(run_evalsi: Callable[..., Any], workdir: Path
         want = [pass_at_k(3, sum(v), k) for v in firsts.values()]
         assert metric["pass_at_k"][str(k)] == pytest.approx(sum(want) / len(want)), k
     assert out["isolation"][0]["level"] == "namespaced"
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        "sandbox:\n  drivers: [none]\n",  # no confining rung at all
+        "sandbox:\n  drivers: [landlock, none]\n  minIsolation: namespaced\n",  # floor above
+    ],
+)
+def test_without_a_qualifying_rung_nothing_runs_and_the_run_says_so(
+    tmp_path: Path, run_evalsi: Callable[..., Any], section: str
+) -> None:
+    """Remove the capability (here by config): every record is an infra error
+    (SANDBOX_UNAVAILABLE), exit 3, and the candidate never ran (its marker is absent)."""
+    marker = tmp_path / "ran-unconfined"
+    program = f"open({str(marker)!r}, 'w').write('x')\ndef sq(x):\n    return x * x\n"
+    row = {
+        "id": "r1",
+        "output": program,
+        "reference": "def check(candidate):\n    assert candidate(3) == 9\n",
+        "metadata": {"entry_point": "sq"},
+    }
+    (tmp_path / "data.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "evalsi.yaml").write_text(section)
+    proc = run_evalsi(
+        tmp_path,
+        "eval",
+        "--data",
+        "data.jsonl",
+        "--evaluators",
+        "code-exec-tests",
+        "--param",
+        "code-exec-tests.min_isolation=confined",
+        "--format",
+        "json",
+    )
+    assert proc.returncode == 3, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["metrics"][0]["infra_errors"] == 1
+    assert "SANDBOX_UNAVAILABLE" in proc.stderr or "sandbox_unavailable" in proc.stderr
+    assert not marker.exists()

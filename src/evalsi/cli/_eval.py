@@ -195,11 +195,9 @@ def run(args: argparse.Namespace) -> int:
     if result.bad_records:
         first = "; ".join(f"line {line}: {msg}" for line, msg in result.bad_examples[:3])
         note(f"skipped {result.bad_records} bad record(s): {first}")
-    if result.lost_evaluators:
-        note(
-            f"{', '.join(result.lost_evaluators)} judged nothing: every record failed on "
-            "infrastructure (an unreachable judge?); see infra_errors (exit 3)"
-        )
+    for lost in result.lost_evaluators:
+        why = result.first_infra_reason(lost) or "see infra_errors"
+        note(f"{lost} judged nothing: every record failed on infrastructure; first: {why} (exit 3)")
     if args.format == "json":
         print_json(result.to_dict())
         return result.exit_code

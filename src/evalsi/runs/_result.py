@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from evalsi.core import EvaluationResult, MetricSummary, Outcome
+from evalsi.core import INFRA_PREFIX, EvaluationResult, MetricSummary, Outcome
 from evalsi.runs._gate_results import GATE_COLUMNS, gate_rows, gates_exit_code
 from evalsi.runs._isolation import IsolationSummary, RecordIsolation, iter_record_isolation
 
@@ -144,6 +144,13 @@ class ScoreResult:
             if m.infra_errors and not m.scored:
                 lost[m.evaluator] = None
         return list(lost)
+
+    def first_infra_reason(self, evaluator: str) -> str:
+        """The reason of ``evaluator``'s first infrastructure error ("" when none is stored)."""
+        for result in self.iter_results(outcome=Outcome.ERROR):
+            if result.evaluator == evaluator and result.reason.startswith(INFRA_PREFIX):
+                return str(result.reason)
+        return ""
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricSummary:
         """The summary of one metric (the evaluator's own metric when ``metric`` is omitted)."""
