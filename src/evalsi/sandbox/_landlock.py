@@ -8,16 +8,24 @@ Landlock decides what it may open (per inode hierarchy):
   symlinks resolve into ``/usr``), the spec's ``read_only_paths``;
 - read: the same few ``/etc`` files the bwrap rung shows (loader cache and config,
   ``alternatives``, ``localtime``, ``nsswitch.conf``, ``mime.types``; no passwd, shadow,
-  hosts), ``/dev/{null,zero,full}`` (also write), ``/dev/{random,urandom}``, and the program's
-  own ``/proc/<pid>`` (not its children's; nothing else under ``/proc``);
-- read + write: the workspace (read + execute only for ``file_access: read-only``) at its
-  host path (there is no ``/workspace``: cwd and ``HOME`` point at it), and a private temp
-  dir given as ``TMPDIR`` (``/tmp`` itself is not writable): the sandbox's bounded ``tmp/``
-  beside its workspace (``_workspace``), else a fresh one for this exec;
+  hosts), ``/dev/{null,zero,full}`` (also write), ``/dev/{random,urandom}``, and chosen
+  entries of the program's own ``/proc/<pid>`` (``_PROC_SELF``: stat, status, maps, fd/, ...;
+  not ``net/``, ``mountinfo`` or ``mounts``, which describe the host's namespaces; not its
+  children's; nothing else under ``/proc``);
+- read + write: the workspace at its host path (there is no ``/workspace``: cwd and ``HOME``
+  point at it), and a private temp dir given as ``TMPDIR`` (``/tmp`` itself is not
+  writable): the sandbox's bounded ``tmp/`` beside its workspace (``_workspace``), else a
+  fresh one for this exec. For ``file_access: read-only`` the workspace is read + execute
+  only and owned by root, not the pool uid (Landlock has no right for chmod/chown/utime: only
+  not owning the files stops those);
 - TCP bind/connect denied by Landlock when the network is denied, every other inet socket by
   the seccomp filter (which also kills ptrace, keyctl, io_uring, unshare, mount and any
   foreign-architecture call); abstract-unix connects and signals leaving the sandbox are
-  scoped away (ABI 6).
+  scoped away (ABI 6). With no network or IPC namespace of its own, this rung's filter also
+  answers EPERM to ``socket(AF_UNIX)`` (a host's pathname socket would be reachable by its
+  permissions alone; ``socketpair`` works) and to SysV IPC and POSIX message queues;
+- memory and process totals by the sandbox's own cgroups (``_cgroup``, when root and the
+  controllers exist): the launcher joins them before it forks the program.
 
 What it does not give compared to bwrap is listed in ``Isolation.missing``. The program runs
 under a pool uid with the same rlimits as bwrap, through ``_landlock_launch`` (a stdlib-only
@@ -42,7 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from evalsi.sandbox import _capture, _profile, _rlimits, _seccomp, _uidpool, _workspace
+from evalsi.sandbox import _capture, _cgroup, _profile, _rlimits, _seccomp, _uidpool, _workspace
 from evalsi.sandbox import _landlock_launch as ll
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._types import (
@@ -75,15 +83,30 @@ _MARSHAL_VERSION = 4  # readable by any Python 3.4+ launcher interpreter
 _BACKSTOP = 5.0  # seconds past the deadline before the collector kills the launcher
 _DEV_RW = ("/dev/null", "/dev/zero", "/dev/full")
 _DEV_RO = ("/dev/random", "/dev/urandom")
-# What this rung never gives, whatever the spec (compared with bwrap).
+# What this rung never gives, whatever the spec (compared with bwrap). Pathname unix
+# sockets are no gap: the filter refuses socket(AF_UNIX) here.
 _ALWAYS_MISSING = (
-    "cgroup",  # memory and processes by rlimits only
     "pid-namespace",  # host pids can be probed (kill(pid, 0) answers EPERM, not ESRCH)
     "mount-namespace",  # the workspace at its host path, no /workspace, no fresh /tmp
-    "ipc-namespace",  # SysV IPC and POSIX message queues are the host's
+    "ipc-namespace",  # the host's; the filter refuses SysV IPC and message queues instead
     "host-metadata",  # stat/readlink of any host path works; only opening is confined
-    "unix-sockets",  # pathname UNIX sockets the uid may open by permission stay reachable
 )
+# Entries of the program's own /proc/<pid> it may read: what runtimes and tools read about
+# themselves (ps-like fields, memory maps, limits, open fds). Directories get their listing
+# only through their own rule: a rule on /proc/<pid> itself would also list net/dev_snmp6,
+# whose names are the host's interfaces. Never net/, mountinfo, mounts, mountstats, cgroup,
+# task/ (each thread's dir has net/ and mountinfo again) or the exe/cwd/root magic links
+# (opening those resolves to the target, which its own rules govern).
+_PROC_FILE = ll.FS_READ_FILE
+_PROC_SELF: tuple[tuple[str, int], ...] = (
+    *((name, _PROC_FILE) for name in (
+        "stat", "statm", "status", "cmdline", "comm", "environ", "auxv", "maps", "smaps",
+        "smaps_rollup", "limits", "io", "oom_score", "oom_score_adj", "sched", "schedstat",
+    )),
+    ("fd", ll.FS_READ_DIR),  # listing it: subprocess's close_fds, fd counting
+    ("fdinfo", ll.FS_READ_DIR | ll.FS_READ_FILE),
+)  # fmt: skip
+_OOM_SCORE_ADJ = 1000  # in a memory cgroup: the program dies first, not the launcher
 
 
 class LandlockDriver:
@@ -147,12 +170,8 @@ class LandlockDriver:
         return self._report(False, f"profile failed on true: {result.outcome.kind} {detail}")
 
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
-        missing = list(_ALWAYS_MISSING)
-        if not _workspace.can_bound():
-            missing.append("workspace-quota")  # no sized tmpfs: only RLIMIT_FSIZE per file
-        if os.geteuid() != 0:
-            missing.append("processes")  # no pool uid: RLIMIT_NPROC left out
-        return Isolation(self.name, self.level, "partial", tuple(missing))
+        cgroups = ("cgroup-cpu",) if _cgroup.available() else ("cgroup",)
+        return _isolation(self.name, self.level, spec, cgroups)
 
     def exec(
         self,
@@ -178,7 +197,7 @@ class LandlockDriver:
                 "loopback without a network namespace (it would reach the host's whole "
                 "network); the namespaced rung (bwrap) can"
             )
-        isolation = self.isolation_for(spec)
+        isolation = self.isolation_for(spec)  # until the cgroups are known
         timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
         start = time.perf_counter()
         try:
@@ -189,8 +208,9 @@ class LandlockDriver:
             return _failed(start, isolation, "landlock: no usable Python for the launcher")
         try:
             with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
-                if slot.switch:
-                    _profile.hand_over(workspace, slot.uid, slot.gid)
+                if slot.switch:  # read-only: root keeps the files (no chmod by their owner)
+                    read_only = spec.file_access == "read-only"
+                    _profile.hand_over(workspace, slot.uid, slot.gid, read_only=read_only)
                 # The sandbox's bounded tmp/ beside its workspace when it has one (it then
                 # lasts as long as the sandbox, like bwrap's /tmp); else one for this exec.
                 shared_tmp = _workspace.private_tmp(workspace)
@@ -200,25 +220,38 @@ class LandlockDriver:
                 try:
                     if slot.switch:
                         _profile.hand_over(tmp, slot.uid, slot.gid)
-                    config = self._config(
-                        spec, workspace.resolve(), tmp, argv, env, slot, bpf, timeout
-                    )
-                    return self._run(
-                        self.python, config, spec.resources, slot, stdin, timeout, start,
-                        isolation, on_output,
-                    )  # fmt: skip
+                    with contextlib.ExitStack() as stack:
+                        group = None
+                        if slot.switch:
+                            try:
+                                group = stack.enter_context(
+                                    _cgroup.limits(slot.uid, spec.resources)
+                                )
+                            except OSError as exc:  # never run without the reported totals
+                                return _failed(start, isolation, f"cgroup: {exc}")
+                        isolation = _isolation(self.name, self.level, spec, _cgroup.missing(group))
+                        config = self._config(
+                            spec, workspace.resolve(), tmp, argv, env, slot, bpf, timeout, group
+                        )
+                        try:
+                            return self._run(
+                                self.python, config, spec.resources, slot, group, stdin,
+                                timeout, start, isolation, on_output,
+                            )  # fmt: skip
+                        finally:
+                            if slot.switch:  # anything that outlived the launcher, before
+                                _uidpool.kill_leftovers(slot.uid)  # its cgroups go
                 finally:
-                    if slot.switch:  # anything that outlived the launcher
-                        _uidpool.kill_leftovers(slot.uid)
                     if shared_tmp is None:
                         _remove_tree(tmp)
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
             return _failed(start, isolation, f"sandbox busy: {exc}")
 
     def _bpf(self, network: _seccomp.NetworkMode) -> bytes:
-        return (
-            self._bpf_override if self._bpf_override is not None else _seccomp.filter_bpf(network)
-        )
+        if self._bpf_override is not None:
+            return self._bpf_override
+        # The host's namespaces: no AF_UNIX sockets (host pathname sockets), no SysV IPC.
+        return _seccomp.filter_bpf(network, unix_sockets=False, ipc=False)
 
     def _config(
         self,
@@ -230,6 +263,7 @@ class LandlockDriver:
         slot: _uidpool.Slot,
         bpf: bytes,
         timeout: float,
+        group: _cgroup.Group | None,
     ) -> dict[str, object]:
         """What the launcher needs: rules as (path, access, required) triples."""
         rules: list[tuple[str, int, bool]] = []
@@ -267,7 +301,9 @@ class LandlockDriver:
             "handled_fs": ll.FS_ALL,
             "handled_net": ll.NET_BIND_TCP | ll.NET_CONNECT_TCP if spec.network == "deny" else 0,
             "scoped": ll.SCOPE_ABSTRACT_UNIX_SOCKET | ll.SCOPE_SIGNAL,
-            "proc_self_access": ll.FS_READ_FILE | ll.FS_READ_DIR,
+            "proc_self": [(name, access, False) for name, access in _PROC_SELF],
+            "cgroup_procs": list(group.procs) if group is not None else [],
+            "oom_score_adj": _OOM_SCORE_ADJ if group is not None else None,
             "rlimits": limits,
             "seccomp": bpf,
             "abi_override": self._abi_override,
@@ -280,6 +316,7 @@ class LandlockDriver:
         config: dict[str, object],
         res: Resources,
         slot: _uidpool.Slot,
+        group: _cgroup.Group | None,
         stdin: bytes | None,
         timeout: float,
         start: float,
@@ -328,7 +365,9 @@ class LandlockDriver:
         finally:
             _close(out_r, err_r, rep_r)
         out, err, rep = got.streams[out_r], got.streams[err_r], got.streams[rep_r]
-        outcome = classify(got, bytes(err.head), bytes(rep.head), _rlimits.cpu_limit(res))
+        outcome = classify(
+            got, bytes(err.head), bytes(rep.head), _rlimits.cpu_limit(res), group=group
+        )
         stderr = bytes(err.head)
         if outcome.kind == "runner_failure":
             stderr = bytes(rep.head) + stderr
@@ -347,10 +386,16 @@ class LandlockDriver:
 
 
 def classify(
-    got: _capture.Collected, stderr: bytes, report: bytes, cpu_limit: float | None
+    got: _capture.Collected,
+    stderr: bytes,
+    report: bytes,
+    cpu_limit: float | None,
+    *,
+    group: _cgroup.Group | None = None,
 ) -> Outcome:
     """Map the launcher's report to an outcome. Only the report pipe (which the program never
-    holds) can carry a runner failure or the program's status."""
+    holds) can carry a runner failure or the program's status; ``group`` (the execution's
+    cgroups) says whether the memory or process total struck."""
     if got.timed_out:
         return Outcome("timeout")
     if got.flooded:
@@ -362,27 +407,51 @@ def classify(
     status = next((line.split() for line in lines if line.startswith("status ")), None)
     if status is not None and status[1:2] == ["timeout"]:
         return Outcome("timeout")
+    oom = group is not None and group.oom_killed()  # the group's total, not one process's
     if status is None or len(status) != 3 or not status[2].lstrip("-").isdigit():
+        if oom:  # the OOM killer took the launcher (the program's score is raised, though)
+            return Outcome("resource_exceeded", detail="memory")
         detail = f"landlock launcher ended without a status (exit {got.returncode})"
         return Outcome("runner_failure", detail=detail)
     how, number = status[1], int(status[2])
+    code = -number if how == "signal" else number
     if how == "signal":
         if number == signal.SIGSYS:
-            return Outcome("denied", code=-number, detail="seccomp")
+            return Outcome("denied", code=code, detail="seccomp")
         if number == signal.SIGXCPU:
-            return Outcome("resource_exceeded", code=-number, detail="cpu")
+            return Outcome("resource_exceeded", code=code, detail="cpu")
         if number == signal.SIGXFSZ:
-            return Outcome("resource_exceeded", code=-number, detail="disk")
+            return Outcome("resource_exceeded", code=code, detail="disk")
+    if oom:  # any process of the program was OOM-killed: the sandbox hit its memory limit
+        return Outcome("resource_exceeded", code=code, detail="memory")
+    if how == "signal":
+        # RLIMIT_CPU's hard limit (SIGKILL, for a program that ignores SIGXCPU). The rusage
+        # the collector sees can fall a little short of the limit the kernel counted.
         if (
             number == signal.SIGKILL
             and cpu_limit is not None
-            and got.cpu_seconds >= cpu_limit - 0.05
+            and got.cpu_seconds >= 0.9 * cpu_limit
         ):
-            return Outcome("resource_exceeded", code=-number, detail="cpu")
-        return Outcome("exit", code=-number)
+            return Outcome("resource_exceeded", code=code, detail="cpu")
+        return Outcome("exit", code=code)
     if number != 0 and _profile.MEMORY.search(stderr[-4096:]):
-        return Outcome("resource_exceeded", code=number, detail="memory")
-    return Outcome("exit", code=number)
+        return Outcome("resource_exceeded", code=code, detail="memory")
+    if number != 0 and group is not None and group.pids_hit():  # a fork refused by the total
+        return Outcome("resource_exceeded", code=code, detail="processes")
+    return Outcome("exit", code=code)
+
+
+def _isolation(name: str, level: Level, spec: SandboxSpec, cgroups: Sequence[str]) -> Isolation:
+    """What this rung does not give for ``spec``, ``cgroups`` being ``_cgroup.missing``'s
+    entries for the execution's groups."""
+    missing = [*cgroups, *_ALWAYS_MISSING]
+    if not _workspace.can_bound():
+        missing.append("workspace-quota")  # no sized tmpfs: only RLIMIT_FSIZE per file
+    if os.geteuid() != 0:
+        missing.append("processes")  # no pool uid: RLIMIT_NPROC left out
+        if spec.file_access == "read-only":  # the caller's uid owns the files: chmod works
+            missing.append("read-only-metadata")
+    return Isolation(name, level, "partial", tuple(missing))
 
 
 def landlock_rung() -> Driver:

@@ -10,14 +10,18 @@ never holds that pipe (close-on-exec), so it cannot forge either line.
 
 Two processes, two Landlock layers:
 
-- the launcher restricts itself with a signal scope only, becomes the child subreaper and
-  forks; it then waits for the program, kills whatever the program left behind with
-  ``kill(-1, SIGKILL)`` (the scope limits that to its own domain: the program and its
-  descendants, never a host process) and reaps every orphan, so no zombie keeps counting
-  against the pool uid's RLIMIT_NPROC (the host's init here does not reap);
-- the child adds the full layer (file hierarchies, TCP, abstract-unix and signal scopes) in a
-  nested domain, which therefore cannot signal the launcher, then sets the rlimits, closes
-  every fd above 2, loads the seccomp filter and execs the program.
+- the launcher moves itself into the sandbox's cgroups (when the driver made them; failing
+  to is an error, never a run without them), restricts itself with a signal scope only,
+  becomes the child subreaper and forks; it then waits for the program, kills whatever the
+  program left behind with ``kill(-1, SIGKILL)`` (the scope limits that to its own domain:
+  the program and its descendants, never a host process) and reaps every orphan, so no
+  zombie keeps counting against the pool uid's RLIMIT_NPROC (the host's init here does not
+  reap);
+- the child raises its OOM score (in a memory cgroup the program, not the launcher, is the
+  one to die), adds the full layer (file hierarchies, TCP, abstract-unix and signal scopes,
+  chosen entries of its own ``/proc/<pid>``) in a nested domain, which therefore cannot
+  signal the launcher, then sets the rlimits, closes every fd above 2, loads the seccomp
+  filter and execs the program.
 
 Every step before ``execve`` that fails is reported and ends the child with status 125: a
 failure never falls through to running the program with less confinement.
@@ -219,6 +223,21 @@ def load_seccomp(bpf: bytes) -> None:
         raise LaunchError("seccomp", f"loading the filter failed: {_errno_text()}")
 
 
+def join_cgroups(procs: list[str] | tuple[str, ...]) -> None:
+    """Write this process's pid into each ``cgroup.procs`` file; any failure is fatal (the
+    program never runs without the totals the driver reported)."""
+    pid = str(os.getpid()).encode()
+    for path in procs:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise LaunchError("cgroup", f"cannot join {path!r}: {exc.strerror}") from exc
+
+
 def _report(fd: int, line: str) -> None:
     data = (line.replace("\n", " ") + "\n").encode(errors="replace")
     try:  # noqa: SIM105 - contextlib is not imported: launcher startup time
@@ -229,6 +248,15 @@ def _report(fd: int, line: str) -> None:
 
 def _confine_child(cfg: dict[str, Any], report_fd: int) -> None:
     """Everything between fork and exec; raises LaunchError on the first failing step."""
+    if cfg.get("oom_score_adj") is not None:
+        # In a memory cgroup the OOM killer should pick the program, not the launcher that
+        # reports its status. Raising one's own score needs no privilege; a /proc that does
+        # not allow it costs only that preference (the driver reads the group's OOM count).
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write(str(int(cfg["oom_score_adj"])))
+        except OSError:
+            pass
     try:
         os.chdir(cfg["cwd"])
     except OSError as exc:
@@ -237,11 +265,11 @@ def _confine_child(cfg: dict[str, Any], report_fd: int) -> None:
     ruleset = create_ruleset(handled_fs, int(cfg["handled_net"]), int(cfg["scoped"]))
     for path, access, required in cfg["rules"]:
         add_path_rule(ruleset, path, int(access), handled_fs, bool(required))
-    if cfg.get("proc_self_access"):
-        # This process's own /proc entry (the pid survives exec); children get none.
-        add_path_rule(
-            ruleset, f"/proc/{os.getpid()}", int(cfg["proc_self_access"]), handled_fs, True
-        )
+    # Chosen entries of this process's own /proc/<pid> (the pid survives exec; children get
+    # none): never the whole directory, whose net/ and mountinfo describe the host.
+    proc = f"/proc/{os.getpid()}"
+    for name, access, required in cfg.get("proc_self", ()):
+        add_path_rule(ruleset, f"{proc}/{name}", int(access), handled_fs, bool(required))
     prctl(PR_SET_NO_NEW_PRIVS, 1, "setup")
     restrict_self(ruleset)
     os.close(ruleset)
@@ -281,9 +309,12 @@ def _exec(argv: list[str], env: dict[str, str]) -> None:
 
 def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:
     try:
-        # Python ignores these at startup; an ignored signal stays ignored across exec.
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
+        # An ignored signal stays ignored across exec: Python ignores SIGPIPE and SIGXFSZ
+        # itself, and a harness started in the background or under nohup passes on SIGINT,
+        # SIGQUIT or SIGHUP ignored. The program starts with the defaults.
+        for sig in signal.valid_signals():
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
         prctl(PR_SET_PDEATHSIG, SIGKILL, "setup")
         if os.getppid() != parent:
             raise LaunchError("setup", "launcher exited before the program started")
@@ -352,6 +383,9 @@ def main(args: list[str]) -> int:
         if os.getppid() != int(cfg["parent"]):  # the driver died before we got here
             raise LaunchError("setup", "driver exited before the launcher started")
         checked_abi(cfg.get("abi_override"))
+        # Into the sandbox's cgroups (memory and process totals) before anything forks and
+        # before Landlock: every descendant inherits the membership and cannot leave it.
+        join_cgroups(cfg.get("cgroup_procs", ()))
         prctl(PR_SET_CHILD_SUBREAPER, 1, "setup")
         prctl(PR_SET_NO_NEW_PRIVS, 1, "setup")
         # The outer layer: the signal scope, so the program's nested domain cannot signal

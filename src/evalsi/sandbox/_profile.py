@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -22,9 +23,14 @@ TOP_LEVEL = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
 MEMORY = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
 
 
-def hand_over(workspace: Path, uid: int, gid: int) -> None:
+def hand_over(workspace: Path, uid: int, gid: int, *, read_only: bool = False) -> None:
     """Give the workspace tree to the slot's uid (never following symlinks), and refuse a
-    workspace the slot's uid cannot reach (an ancestor without search permission)."""
+    workspace the slot's uid cannot reach (an ancestor without search permission).
+
+    ``read_only``: the tree goes to root instead, readable (and searchable, executable where
+    the owner may execute) by others and with no setuid/setgid bit, so the slot's uid can
+    read it but, owning nothing, cannot chmod, chown or utime it either (a confined rung
+    without a read-only mount has no other guard on metadata)."""
     path = workspace.resolve()
     for parent in path.parents:
         st = parent.stat()
@@ -33,7 +39,30 @@ def hand_over(workspace: Path, uid: int, gid: int) -> None:
                 f"workspace {path} is not reachable by sandbox uids: {parent} is not "
                 "searchable by others (create workspaces under a world-searchable directory)"
             )
-    os.lchown(path, uid, gid)
+    owner = (0, 0) if read_only else (uid, gid)
+    _give(path, *owner, read_only)
     for dirpath, dirnames, filenames in os.walk(path):
         for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, gid)
+            _give(Path(dirpath, name), *owner, read_only)
+
+
+def _give(path: Path, uid: int, gid: int, read_only: bool) -> None:
+    if not read_only:
+        os.lchown(path, uid, gid)
+        return
+    # Through an O_PATH fd of the very inode: a name swapped for a symlink meanwhile is never
+    # followed (the chmod and chown of /proc/self/fd/N act on the opened inode itself).
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISLNK(st.st_mode):
+            os.lchown(path, uid, gid)  # a link has no mode of its own
+            return
+        inode = f"/proc/self/fd/{fd}"
+        os.chown(inode, uid, gid)  # clears setuid/setgid on files, even when root calls it
+        mode = stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID) | stat.S_IROTH
+        if stat.S_ISDIR(st.st_mode) or mode & stat.S_IXUSR:
+            mode |= stat.S_IXOTH
+        os.chmod(inode, mode)
+    finally:
+        os.close(fd)

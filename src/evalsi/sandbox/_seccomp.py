@@ -11,6 +11,11 @@ glibc then falls back to ``clone``, whose flags are checked). The filter holds t
 architecture only and kills on any other (32-bit ``int 0x80`` calls die; libseccomp's x86_64
 filter also rejects the x32 syscall range). ``socket`` is allowed for AF_UNIX only when the
 network is denied (AF_INET/AF_INET6 → EPERM; the network namespace already has only ``lo``).
+
+The confined rung (no network, mount or IPC namespace) asks for a narrower variant:
+``unix_sockets=False`` answers EPERM to ``socket(AF_UNIX, ...)`` too (pathname sockets of the
+host would be reachable by permission alone; ``socketpair`` stays), ``ipc=False`` answers EPERM
+to SysV IPC and POSIX message queues (the host's segments, semaphores and queues).
 """
 
 from __future__ import annotations
@@ -58,6 +63,14 @@ _ALLOW = (
     "mq_notify", "mq_getsetattr", "shmget", "shmat", "shmdt", "shmctl", "semget", "semop",
     "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
 )
+# fmt: on
+# Left out of the allow-list (EPERM) with ``ipc=False``: they reach the IPC namespace's objects.
+# fmt: off
+_IPC = frozenset((
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget",
+    "msgsnd", "msgrcv", "msgctl",
+))
 # fmt: on
 
 # Killed: only an escape or an attack on the host needs these.
@@ -112,8 +125,11 @@ class SeccompUnavailable(RuntimeError):
 
 
 @functools.cache
-def filter_bpf(network: NetworkMode) -> bytes:
-    """The compiled BPF program for this network mode, built once per process."""
+def filter_bpf(network: NetworkMode, *, unix_sockets: bool = True, ipc: bool = True) -> bytes:
+    """The compiled BPF program for this network mode, built once per variant and process.
+
+    ``unix_sockets=False``: ``socket(AF_UNIX, ...)`` answers EPERM; ``ipc=False``: SysV IPC and
+    POSIX message queues answer EPERM (both for a rung that shares the host's namespaces)."""
     try:
         import pyseccomp as sc  # type: ignore[import-untyped]
     except (ImportError, OSError) as exc:  # OSError: libseccomp.so missing
@@ -124,7 +140,8 @@ def filter_bpf(network: NetworkMode) -> bytes:
         flt = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
         flt.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
         for name in _ALLOW:
-            _add(sc, flt, sc.ALLOW, name)
+            if ipc or name not in _IPC:  # left out: the default action, EPERM
+                _add(sc, flt, sc.ALLOW, name)
         for name in _KILL:
             _add(sc, flt, sc.KILL_PROCESS, name)
         flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
@@ -136,7 +153,7 @@ def filter_bpf(network: NetworkMode) -> bytes:
         for cmd in (TIOCSTI, TIOCLINUX):
             flt.add_rule(sc.KILL_PROCESS, "ioctl", sc.Arg(1, sc.MASKED_EQ, _LOW32, cmd))
         families = (_AF_UNIX,) if network == "deny" else (_AF_UNIX, _AF_INET, _AF_INET6)
-        for family in families:
+        for family in families if unix_sockets else families[1:]:
             flt.add_rule(sc.ALLOW, "socket", sc.Arg(0, sc.MASKED_EQ, _LOW32, family))
         with tempfile.TemporaryFile() as out:
             flt.export_bpf(out)

@@ -6,8 +6,11 @@ test cannot pass just because file permissions already forbade the action."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -19,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from evalsi.sandbox import _capture, _cgroup, _profile, _seccomp, _workspace
 from evalsi.sandbox import _landlock_launch as ll
-from evalsi.sandbox import _seccomp, _workspace
 from evalsi.sandbox._api import Sandbox
 from evalsi.sandbox._ladder import Ladder
-from evalsi.sandbox._landlock import LandlockDriver, landlock_rung
+from evalsi.sandbox._landlock import LandlockDriver, classify, landlock_rung
 from evalsi.sandbox._types import Level, Resources, SandboxSpec, SandboxUnavailable
 
 
@@ -92,8 +95,12 @@ def test_probe_is_available_and_isolation_is_partial() -> None:
     assert iso["driver"] == "landlock"
     assert iso["level"] == "confined"
     assert iso["enforcement"] == "partial"
-    assert {"cgroup", "pid-namespace", "mount-namespace", "unix-sockets"} <= set(iso["missing"])  # type: ignore[arg-type]
-    assert "network" not in iso["missing"]  # type: ignore[operator]
+    missing = set(DRIVER.isolation_for(SandboxSpec()).missing)
+    assert {"pid-namespace", "mount-namespace", "ipc-namespace", "host-metadata"} <= missing
+    # cgroups give the totals where they can be made (root, memory + pids controllers).
+    assert ("cgroup-cpu" if _cgroup.available() else "cgroup") in missing
+    # Refused outright by the filter, so no host socket is reachable through them.
+    assert not missing & {"network", "unix-sockets", "cgroup" if _cgroup.available() else ""}
     assert isinstance(landlock_rung(), LandlockDriver)
 
 
@@ -283,7 +290,7 @@ def test_network_is_denied_by_both_layers(ws: Path) -> None:
         udp.close()
 
 
-def test_abstract_unix_is_scoped_but_pathname_sockets_are_not(ws: Path, outside: Path) -> None:
+def test_unix_sockets_are_refused_but_socketpair_works(ws: Path, outside: Path) -> None:
     name = f"\0evalsi-test-{os.getpid()}"
     abstract = _Listener(socket.AF_UNIX, socket.SOCK_STREAM, name)
     path = str(outside / "sock")
@@ -293,19 +300,151 @@ def test_abstract_unix_is_scoped_but_pathname_sockets_are_not(ws: Path, outside:
         code = (
             "import socket\n"
             f"for addr in ({name!r}, {path!r}):\n"
-            "    s = socket.socket(socket.AF_UNIX)\n"
-            "    try: s.connect(addr); print('connected')\n"
+            "    try: s = socket.socket(socket.AF_UNIX); s.connect(addr); print('connected')\n"
             "    except OSError as e: print(e.errno)\n"
+            "a, b = socket.socketpair(); a.send(b'pair'); print(b.recv(4).decode())\n"
         )
-        res = run(ws, code)
-        assert (res.outcome.kind, res.exit_code) == ("exit", 0), res
-        # EPERM from the scope; the pathname socket is the documented "unix-sockets" gap.
-        assert res.stdout == b"1\nconnected\n"
+        # The control: an unconfined unprivileged uid reaches both by permission alone.
+        control = _as_nobody([PY, "-c", code])
+        assert control.stdout == b"connected\nconnected\npair\n", control
         time.sleep(0.3)
-        assert (abstract.hits, named.hits) == (0, 1)
+        assert (abstract.hits, named.hits) == (1, 1)
+        # The real profile: socket(AF_UNIX) itself answers EPERM; socketpair still works.
+        res = run(ws, code)
+        assert (res.outcome.kind, res.stdout) == ("exit", b"1\n1\npair\n"), res
+        # Landlock alone (bwrap's filter, which allows AF_UNIX): the abstract name is scoped
+        # away (EPERM), but the pathname socket connects -- why this rung's filter refuses it.
+        landlock_only = LandlockDriver(seccomp_override=_seccomp.filter_bpf("deny"))
+        res = landlock_only.exec(SandboxSpec(), ws, [PY, "-c", code])
+        assert (res.outcome.kind, res.stdout) == ("exit", b"1\nconnected\npair\n"), res
+        time.sleep(0.3)
+        assert (abstract.hits, named.hits) == (1, 2)
     finally:
         abstract.close()
         named.close()
+
+
+_IPC_CODE = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    ctypes.set_errno(0)
+    r = getattr(libc, name)(*args)
+    return "ok" if r >= 0 else str(ctypes.get_errno())
+key = int(sys.argv[1])
+print(call("shmget", key, 0, 0), call("semget", key, 0, 0), call("msgget", key, 0, 0),
+      call("mq_open", b"/evalsi-test-none", 0))
+"""
+
+
+def test_sysv_ipc_and_message_queues_are_refused(ws: Path) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x6E000000 + os.getpid() % 0xFFFF
+    ids = [libc.shmget(key, 4096, 0o1666), libc.semget(key, 1, 0o1666), libc.msgget(key, 0o1666)]
+    assert min(ids) >= 0, ctypes.get_errno()  # IPC_CREAT | 0666: any uid may use them
+    try:
+        argv = [PY, "-c", _IPC_CODE, str(key)]
+        control = _as_nobody(argv)  # found by key; the queue name does not exist (ENOENT)
+        assert control.stdout == b"ok ok ok 2\n", control
+        res = DRIVER.exec(SandboxSpec(), ws, argv)
+        assert (res.outcome.kind, res.stdout) == ("exit", b"1 1 1 1\n"), res  # EPERM
+        # Landlock does not cover IPC at all: with bwrap's filter the host's objects are open.
+        res = LandlockDriver(seccomp_override=_seccomp.filter_bpf("deny")).exec(
+            SandboxSpec(), ws, argv
+        )
+        assert (res.outcome.kind, res.stdout) == ("exit", b"ok ok ok 2\n"), res
+    finally:
+        libc.shmctl(ids[0], 0, None)  # IPC_RMID
+        libc.semctl(ids[1], 0, 0)
+        libc.msgctl(ids[2], 0, None)
+
+
+_PROC_CODE = """
+import os, subprocess, sys, threading
+def tryread(p):
+    try:
+        with open(p, "rb") as f: f.read(1)
+        return "ok"
+    except OSError as e:
+        return str(e.errno)
+def trylist(p):
+    try: os.listdir(p); return "ok"
+    except OSError as e: return str(e.errno)
+me = str(os.getpid())
+print(*[tryread("/proc/self/" + n) for n in ("status", "stat", "statm", "cmdline", "maps",
+      "limits", "auxv", "fdinfo/0")], trylist("/proc/self/fd"))
+print(*[tryread(p) for p in ("/proc/self/net/dev", "/proc/net/dev", "/proc/self/mountinfo",
+      "/proc/self/mounts", "/proc/self/cgroup", "/proc/self/task/" + me + "/mountinfo",
+      "/proc/self/task/" + me + "/net/dev")],
+      *[trylist(p) for p in ("/proc/self", "/proc/self/net", "/proc/self/task")])
+"""
+
+
+def test_own_proc_entries_are_chosen_not_wholesale(ws: Path) -> None:
+    # The control: the same uid unconfined reads all of it (its net/ and mountinfo are the
+    # host's: no namespaces on this rung).
+    control = _as_nobody([PY, "-c", _PROC_CODE])
+    assert control.stdout == b"ok ok ok ok ok ok ok ok ok\n" + b"ok " * 9 + b"ok\n", control
+    res = run(ws, _PROC_CODE)
+    assert (res.outcome.kind, res.exit_code) == ("exit", 0), res
+    assert res.stdout == b"ok ok ok ok ok ok ok ok ok\n" + b"13 " * 9 + b"13\n", res
+    # Runtimes still work: threads, and subprocess with close_fds and pass_fds.
+    code = (
+        "import os, subprocess, sys, threading\n"
+        "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "r, w = os.pipe()\n"
+        "out = subprocess.run([sys.executable, '-c', 'import os; os.write(%d, b\"fd\")' % w,],"
+        " pass_fds=(w,), capture_output=True, check=True)\n"
+        "os.close(w); print(os.read(r, 10).decode(), len(os.listdir('/proc/self/fd')))\n"
+        "print(subprocess.check_output(['sh', '-c', 'ls -d . && echo shell'], text=True), end='')\n"
+    )
+    res = run(ws, code)
+    assert (res.outcome.kind, res.stdout) == ("exit", b"thread\nfd 5\n.\nshell\n"), res
+
+
+@pytest.mark.skipif(not ROOT, reason="a pool uid (root) owns the workspace otherwise")
+def test_read_only_workspace_metadata_cannot_change(ws: Path) -> None:
+    (ws / "in.txt").write_text("data")
+    (ws / "in.txt").chmod(0o600)  # root-only: the hand-over must let the pool uid read it
+    (ws / "sub").mkdir(mode=0o700)
+    code = (
+        "import os\n"
+        "print(open('in.txt').read(), os.listdir('sub'))\n"
+        "for name, act in (('chmod', lambda: os.chmod('in.txt', 0o777)),"
+        " ('utime', lambda: os.utime('in.txt', (0, 0))),"
+        " ('chown', lambda: os.chown('in.txt', os.getuid(), -1)),"
+        " ('chmod-dir', lambda: os.chmod('.', 0o777))):\n"
+        "    try: act(); print(name, 'ok')\n"
+        "    except OSError as e: print(name, e.errno)\n"
+    )
+    res = run(ws, code, SandboxSpec(file_access="read-only"))
+    assert (res.outcome.kind, res.stdout) == (
+        "exit",
+        b"data []\nchmod 1\nutime 1\nchown 1\nchmod-dir 1\n",  # EPERM: not the owner
+    ), res
+    st = (ws / "in.txt").stat()
+    assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o604)
+    assert (ws / "sub").stat().st_mode & 0o7777 == 0o705
+    # The control: a writable workspace is the pool uid's, so its program may chmod it.
+    res = run(ws, code)
+    assert res.stdout == b"data []\nchmod ok\nutime ok\nchown ok\nchmod-dir ok\n", res
+
+
+def test_hand_over_read_only_never_follows_links(ws: Path, outside: Path) -> None:
+    if not ROOT:
+        pytest.skip("chown to root needs root")
+    target = outside / "target"
+    target.write_text("host")
+    target.chmod(0o600)
+    tool = ws / "tool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o6750)  # setuid + setgid, owner-executable
+    os.chown(tool, 12345, 12345)
+    (ws / "link").symlink_to(target)
+    _profile.hand_over(ws, 2_000_000_000, 2_000_000_000, read_only=True)
+    assert (tool.stat().st_uid, tool.stat().st_mode & 0o7777) == (0, 0o755)
+    assert target.stat().st_mode & 0o7777 == 0o600  # the link's target is untouched
+    assert os.lstat(ws / "link").st_uid == 0
 
 
 def test_signals_leave_the_sandbox_only_inward(ws: Path) -> None:
@@ -382,8 +521,16 @@ def test_signal_dispositions_are_the_defaults(ws: Path) -> None:
     # The launcher is Python, which ignores SIGPIPE: the program must not inherit that.
     res = DRIVER.exec(SandboxSpec(), ws, ["sh", "-c", "yes | head -n 1"], timeout_seconds=10)
     assert (res.outcome.kind, res.exit_code, res.stdout) == ("exit", 0, b"y\n"), res
-    # The program's own /proc entry is readable (its children's are not).
-    res = DRIVER.exec(SandboxSpec(), ws, ["sh", "-c", "exec grep SigIgn /proc/self/status"])
+    # The program's own /proc entry is readable (its children's are not). A harness that
+    # ignores SIGHUP (nohup) or SIGINT (a background job) does not pass that on either.
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        argv = ["sh", "-c", "exec grep SigIgn /proc/self/status"]
+        control = subprocess.run(argv, capture_output=True)  # inherited through exec
+        res = DRIVER.exec(SandboxSpec(), ws, argv)
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    assert int(control.stdout.split()[1], 16) & (1 << (signal.SIGHUP - 1)), control
     assert (res.outcome.kind, res.stdout) == ("exit", b"SigIgn:\t0000000000000000\n"), res
 
 
@@ -506,7 +653,7 @@ def test_probe_refuses_without_landlock_or_seccomp(monkeypatch: pytest.MonkeyPat
     def no_landlock() -> int:
         raise OSError(38, "Function not implemented")  # ENOSYS: not built in
 
-    def no_seccomp(network: str) -> bytes:
+    def no_seccomp(network: str, **variant: bool) -> bytes:
         raise _seccomp.SeccompUnavailable("pyseccomp is not usable")
 
     with monkeypatch.context() as m:
@@ -556,3 +703,160 @@ def test_through_the_sandbox_api_with_a_bounded_workspace() -> None:
         res = box.exec(["sh", "-c", "echo done > out.txt"])
         assert (res.outcome.kind, res.exit_code) == ("exit", 0), res
         assert box.copy_out("out.txt") == b"done\n"
+
+
+needs_cgroups = pytest.mark.skipif(
+    not ROOT or not _cgroup.available(), reason=f"no cgroups: {_cgroup.unavailable_reason()}"
+)
+_SPREAD = """
+import os, select, signal, sys
+per, count = int(sys.argv[1]), int(sys.argv[2])
+r, w = os.pipe()
+kids = []
+for _ in range(count):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            held = b"x" * (per << 20)
+            os.write(w, b"+")
+        except MemoryError:
+            os.write(w, b"-")
+        signal.pause()  # holding it until killed
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+got = b""
+while len(got) < count and select.select([r], [], [], 1)[0]:
+    got += os.read(r, 10)  # a killed child never writes: one quiet second ends the wait
+print(got.count(b"+"), flush=True)
+for pid in kids:
+    os.kill(pid, 9)
+"""
+
+
+@needs_cgroups
+def test_memory_total_is_bounded_by_the_cgroup(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = SandboxSpec(resources=Resources(memory_mb=256, processes=16))
+    argv = [PY, "-c", _SPREAD, "150", "4"]
+    res = DRIVER.exec(spec, ws, argv, timeout_seconds=30)
+    assert (res.outcome.kind, res.outcome.detail) == ("resource_exceeded", "memory"), res
+    assert int(res.stdout) <= 1, res  # never two 150 MiB children at once under 256 MiB
+    assert "cgroup" not in res.isolation.missing
+    assert "cgroup-cpu" in res.isolation.missing
+
+    @contextlib.contextmanager
+    def no_cgroup(uid: int, res: Resources) -> Iterator[None]:
+        yield None
+
+    # The control: rlimits alone (RLIMIT_AS per process) let all four hold 150 MiB, and the
+    # report then says so.
+    monkeypatch.setattr(_cgroup, "limits", no_cgroup)
+    res = DRIVER.exec(spec, ws, argv, timeout_seconds=30)
+    assert (res.outcome.kind, res.stdout) == ("exit", b"4\n"), res
+    assert "cgroup" in res.isolation.missing
+
+
+@needs_cgroups
+def test_launcher_and_program_are_in_fresh_groups(ws: Path) -> None:
+    seen: list[str] = []
+
+    def look(name: str, chunk: bytes) -> None:  # on the host, while the program runs
+        if name == "stdout" and not seen:
+            seen.append(Path(f"/proc/{int(chunk)}/cgroup").read_text())
+
+    code = "import os, time; print(os.getpid(), flush=True); time.sleep(1)"
+    res = run(ws, code, on_output=look)
+    assert res.outcome.kind == "exit", res
+    lines = dict(line.split(":", 2)[1:] for line in seen[0].splitlines())
+    for controller in ("memory", "pids"):
+        assert lines[controller].startswith("/evalsi/uid-"), lines
+        # Removed after the execution (fresh per execution: nothing charged carries over).
+        assert not Path(f"/sys/fs/cgroup/{controller}{lines[controller]}").exists()
+    # A fork refused by the pids total, then a failing exit: the processes limit struck.
+    code = (
+        "import os, sys, time\n"
+        "try:\n"
+        "    while True:\n"
+        "        if os.fork() == 0: time.sleep(5); os._exit(0)\n"
+        "except OSError: sys.exit(3)\n"
+    )
+    res = run(ws, code, SandboxSpec(resources=Resources(processes=8)), timeout_seconds=20)
+    assert (res.outcome.kind, res.outcome.detail, res.outcome.code) == (
+        "resource_exceeded",
+        "processes",
+        3,
+    ), res
+
+
+@pytest.mark.skipif(not ROOT, reason="cgroups are only used under a pool uid (root)")
+def test_failing_to_join_the_cgroup_is_a_runner_failure(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @contextlib.contextmanager
+    def broken(uid: int, res: Resources) -> Iterator[_cgroup.Group]:
+        nowhere = Path("/nonexistent/evalsi-cgroup")
+        yield _cgroup.Group((str(nowhere / "cgroup.procs"),), nowhere, nowhere, False)
+
+    monkeypatch.setattr(_cgroup, "limits", broken)
+    marker = ws / "marker"
+    res = DRIVER.exec(SandboxSpec(), ws, _marker_argv(marker))
+    assert res.outcome.kind == "runner_failure", res
+    assert res.outcome.detail.startswith("landlock: cgroup: cannot join '/nonexistent/"), res
+    assert not marker.exists()
+
+    @contextlib.contextmanager
+    def refused(uid: int, res: Resources) -> Iterator[None]:
+        raise PermissionError(13, "Permission denied")
+        yield None
+
+    monkeypatch.setattr(_cgroup, "limits", refused)
+    res = DRIVER.exec(SandboxSpec(), ws, _marker_argv(marker))
+    assert (res.outcome.kind, res.outcome.detail) == (
+        "runner_failure",
+        "cgroup: [Errno 13] Permission denied",
+    )
+    assert not marker.exists()
+
+
+class _FakeGroup:
+    def __init__(self, oom: bool, pids: bool = False) -> None:
+        self.oom, self.pids = oom, pids
+
+    def oom_killed(self) -> bool:
+        return self.oom
+
+    def pids_hit(self) -> bool:
+        return self.pids
+
+
+def _collected(cpu: float, returncode: int = 0) -> _capture.Collected:
+    return _capture.Collected({}, False, False, returncode, cpu)
+
+
+@pytest.mark.parametrize(
+    ("report", "cpu", "group", "expected"),
+    [
+        # RLIMIT_CPU's SIGKILL with rusage a little under the 2 s limit: still the CPU limit.
+        (b"status signal 9\n", 1.85, None, ("resource_exceeded", "cpu", -9)),
+        (b"status signal 9\n", 1.0, None, ("exit", "", -9)),  # killed well before it
+        (b"status signal 9\n", 1.95, _FakeGroup(True), ("resource_exceeded", "memory", -9)),
+        (b"status exit 0\n", 0.1, _FakeGroup(True), ("resource_exceeded", "memory", 0)),
+        (b"status exit 0\n", 0.1, _FakeGroup(False), ("exit", "", 0)),
+        (b"status exit 1\n", 0.1, _FakeGroup(False, True), ("resource_exceeded", "processes", 1)),
+        (b"status exit 0\n", 0.1, _FakeGroup(False, True), ("exit", "", 0)),
+        (b"", 0.1, _FakeGroup(True), ("resource_exceeded", "memory", None)),  # launcher OOM
+        (b"", 0.1, _FakeGroup(False), ("runner_failure", None, None)),
+        (
+            b"error cgroup: x\n",
+            0.1,
+            _FakeGroup(True),
+            ("runner_failure", "landlock: cgroup: x", None),
+        ),
+    ],
+)
+def test_classify(report: bytes, cpu: float, group: _FakeGroup | None, expected: tuple) -> None:  # type: ignore[type-arg]
+    out = classify(_collected(cpu, -9), b"", report, 2.0, group=group)  # type: ignore[arg-type]
+    kind, detail, code = expected
+    assert (out.kind, out.code) == (kind, code), out
+    if detail is not None:
+        assert out.detail == detail, out

@@ -42,6 +42,20 @@ def test_filter_is_cached_per_network_variant() -> None:
     assert len(deny) > 8 * 100
 
 
+def test_confined_variants_are_cached_and_leave_the_default_alone() -> None:
+    default = _seccomp.filter_bpf("deny")
+    # bwrap's filter (the defaults) is the same program whether the flags are spelled or not.
+    assert _seccomp.filter_bpf("deny", unix_sockets=True, ipc=True) == default
+    narrow = _seccomp.filter_bpf("deny", unix_sockets=False, ipc=False)
+    assert narrow is _seccomp.filter_bpf("deny", unix_sockets=False, ipc=False)
+    no_unix = _seccomp.filter_bpf("deny", unix_sockets=False)
+    no_ipc = _seccomp.filter_bpf("deny", ipc=False)
+    assert len({default, narrow, no_unix, no_ipc}) == 4
+    # Fewer rules: the IPC calls fall to the default action (EPERM) instead of being listed.
+    assert len(no_ipc) < len(default)
+    assert _seccomp._IPC.issubset(_seccomp._ALLOW)
+
+
 def test_filter_fd_holds_the_program() -> None:
     fd = _seccomp.filter_fd("deny")
     try:
