@@ -166,7 +166,8 @@ def supervise(
         "flooded": flooded,
         "oom": _oom_kills() > oom_before,
         "cpu": code == -signal.SIGXCPU
-        or (code == -signal.SIGKILL and cpu_limit is not None and cpu_used >= cpu_limit - 0.05),
+        # the kernel kills at the hard limit; rusage can read a little under it
+        or (code == -signal.SIGKILL and cpu_limit is not None and cpu_used >= 0.9 * cpu_limit),
         "fsize": code == -signal.SIGXFSZ,
         "nospace": code != 0 and b"No space left on device" in tail,
         "cpu_seconds": round(cpu_used, 3),

@@ -411,7 +411,10 @@ class RunManager:
             else:  # cancelled before it was stored (the server is stopping)
                 fut.set_exception(RunError("the run was stopped before it started"))
 
-        self._loop.call_soon_threadsafe(settle)
+        # The server may have stopped (its loop closed) while this run's thread finished:
+        # nobody awaits the future any more, and the run itself is already stored.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(settle)
 
     def _notify(self, live: _Live) -> None:
         if self._loop is None or self._loop.is_closed():

@@ -78,6 +78,7 @@ def test_cli_params_parse_or_fail_clearly(items: list[str]) -> None:
 
 
 @pytest.mark.parametrize("name", [ev.name for ev in REG])
+@settings(deadline=None)  # binding some evaluators loads a resource once (METEOR's WordNet)
 @given(
     value=st.one_of(
         st.none(),
