@@ -5,6 +5,7 @@ below, and how many sandboxes run at once on this machine.
       drivers: [firecracker, bwrap, landlock]   # rungs allowed, any order (default: all)
       minIsolation: namespaced                  # the floor: a spec asking less gets this
       concurrency: 4                            # sandboxes at once (default: CPU count)
+      cgroups: true                             # a memory cgroup per execution, where possible
       firecracker: {binary: ..., kernel: ..., rootfs: ...}
 
 ``configure`` installs a config for the process: the default ladder is rebuilt from it on next
@@ -26,7 +27,7 @@ from evalsi.sandbox._types import Level
 DRIVERS = ("firecracker", "bwrap", "landlock", "none")
 """Every rung the default ladder knows, strongest first."""
 CONCURRENCY_ENV = "EVALSI_SANDBOX_CONCURRENCY"
-_KEYS = ("drivers", "minIsolation", "concurrency", "firecracker")
+_KEYS = ("drivers", "minIsolation", "concurrency", "cgroups", "firecracker")
 
 
 class SandboxConfigError(ValueError):
@@ -47,6 +48,9 @@ class SandboxConfig:
     min_isolation: Level = Level.NONE
     concurrency: int | None = None
     firecracker: Any = field(default=None)
+    # A memory cgroup per execution bounds the sandbox's total (not only each process's);
+    # it costs a cgroup migration (~5-10 ms) per execution on cgroup v1. False: rlimits only.
+    cgroups: bool = True
 
     def allows(self, driver: str) -> bool:
         return self.drivers is None or driver in self.drivers
@@ -81,6 +85,10 @@ def parse_config(value: Any, where: str = "sandbox") -> SandboxConfig:
             (f"{where}.concurrency", f"expected an integer >= 1, got {_show(concurrency)}")
         )
         concurrency = None
+    cgroups = value.get("cgroups", True)
+    if not isinstance(cgroups, bool):
+        problems.append((f"{where}.cgroups", f"expected true or false, got {_show(cgroups)}"))
+        cgroups = True
     firecracker = None
     raw_fc = value.get("firecracker")
     if raw_fc is not None:
@@ -93,7 +101,7 @@ def parse_config(value: Any, where: str = "sandbox") -> SandboxConfig:
             problems.append((field_name, why) if sep else (f"{where}.firecracker", str(e)))
     if problems:
         raise SandboxConfigError(problems)
-    return SandboxConfig(drivers, floor, concurrency, firecracker)
+    return SandboxConfig(drivers, floor, concurrency, firecracker, cgroups)
 
 
 def _drivers(value: Any, where: str, problems: list[tuple[str, str]]) -> tuple[str, ...] | None:

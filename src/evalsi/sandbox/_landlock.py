@@ -436,8 +436,6 @@ def classify(
         return Outcome("exit", code=code)
     if number != 0 and _profile.MEMORY.search(stderr[-4096:]):
         return Outcome("resource_exceeded", code=code, detail="memory")
-    if number != 0 and group is not None and group.pids_hit():  # a fork refused by the total
-        return Outcome("resource_exceeded", code=code, detail="processes")
     return Outcome("exit", code=code)
 
 
