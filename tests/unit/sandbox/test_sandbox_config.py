@@ -14,6 +14,7 @@ from evalsi.sandbox import (
     Ladder,
     Level,
     NoneDriver,
+    Resources,
     Sandbox,
     SandboxConfig,
     SandboxConfigError,
@@ -65,6 +66,7 @@ def test_a_full_section_parses() -> None:
         ({"concurrency": 0}, "sandbox.concurrency", "integer >= 1"),
         ({"concurrency": True}, "sandbox.concurrency", "integer >= 1"),
         ({"concurrency": "4"}, "sandbox.concurrency", "integer >= 1"),
+        ({"cgroups": "yes"}, "sandbox.cgroups", "true or false"),
     ],
 )
 def test_bad_sections_name_the_field(section: Any, where: str, needle: str) -> None:
@@ -176,3 +178,15 @@ def test_firecracker_settings_are_validated_by_the_driver() -> None:
     report = build_default_ladder(config).probe_all()[0]
     assert (report.driver, report.available) == ("firecracker", False)
     assert "/nope/fc" in report.reason
+
+
+def test_cgroups_can_be_turned_off_and_the_report_says_so() -> None:
+    from evalsi.sandbox import _cgroup
+    from evalsi.sandbox._bwrap import BwrapDriver
+
+    configure(parse_config({"cgroups": False}))
+    assert current_config().cgroups is False
+    assert not _cgroup.available()
+    assert BwrapDriver().isolation.missing[0] == "cgroup"
+    with _cgroup.limits(2_000_000_000, Resources()) as group:
+        assert group is None
