@@ -307,6 +307,25 @@ def _exec(argv: list[str], env: dict[str, str]) -> None:
     os._exit(code)
 
 
+_RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
+
+
+def _reset_reserved_ignored() -> None:
+    """glibc reserves signals 32 and 33, which Python cannot set; one inherited ignored is
+    reset with the raw rt_sigaction syscall (an all-zero action is SIG_DFL on every arch)."""
+    with open("/proc/self/status", "rb") as f:
+        line = next((ln for ln in f if ln.startswith(b"SigIgn:")), b"SigIgn:\t0")
+    ignored = int(line.split()[1], 16)
+    valid = signal.valid_signals()
+    reserved = [s for s in range(1, 65) if ignored >> (s - 1) & 1 and s not in valid]
+    number = _RT_SIGACTION.get(os.uname().machine)
+    if not reserved or number is None:
+        return
+    action = (ctypes.c_ulong * 4)()  # handler SIG_DFL, no flags, no restorer, empty mask
+    for sig in reserved:
+        _libc.syscall(ctypes.c_long(number), ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
+
+
 def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:
     try:
         # An ignored signal stays ignored across exec: Python ignores SIGPIPE and SIGXFSZ
@@ -315,6 +334,7 @@ def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:
         for sig in signal.valid_signals():
             if signal.getsignal(sig) == signal.SIG_IGN:
                 signal.signal(sig, signal.SIG_DFL)
+        _reset_reserved_ignored()
         prctl(PR_SET_PDEATHSIG, SIGKILL, "setup")
         if os.getppid() != parent:
             raise LaunchError("setup", "launcher exited before the program started")

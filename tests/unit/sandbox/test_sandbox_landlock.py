@@ -517,20 +517,35 @@ def test_resource_limits(ws: Path) -> None:
     assert (res.outcome.kind, res.outcome.detail) == ("resource_exceeded", "disk"), res
 
 
+def _raw_sigaction(sig: int, *, handler: int) -> None:
+    import ctypes
+
+    number = {"x86_64": 13, "aarch64": 134}[os.uname().machine]
+    action = (ctypes.c_ulong * 4)(handler, 0, 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.syscall(ctypes.c_long(number), ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
+    assert rc == 0, ctypes.get_errno()
+
+
 def test_signal_dispositions_are_the_defaults(ws: Path) -> None:
     # The launcher is Python, which ignores SIGPIPE: the program must not inherit that.
     res = DRIVER.exec(SandboxSpec(), ws, ["sh", "-c", "yes | head -n 1"], timeout_seconds=10)
     assert (res.outcome.kind, res.exit_code, res.stdout) == ("exit", 0, b"y\n"), res
     # The program's own /proc entry is readable (its children's are not). A harness that
     # ignores SIGHUP (nohup) or SIGINT (a background job) does not pass that on either.
+    # Signal 32 is reserved by glibc (Python cannot set it): set and reset with the syscall.
     old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _raw_sigaction(32, handler=1)  # SIG_IGN
     try:
         argv = ["sh", "-c", "exec grep SigIgn /proc/self/status"]
         control = subprocess.run(argv, capture_output=True)  # inherited through exec
         res = DRIVER.exec(SandboxSpec(), ws, argv)
     finally:
         signal.signal(signal.SIGHUP, old)
-    assert int(control.stdout.split()[1], 16) & (1 << (signal.SIGHUP - 1)), control
+        _raw_sigaction(32, handler=0)
+    ignored = int(control.stdout.split()[1], 16)
+    assert ignored & (1 << (signal.SIGHUP - 1)), control
+    assert ignored & (1 << 31), control
     assert (res.outcome.kind, res.stdout) == ("exit", b"SigIgn:\t0000000000000000\n"), res
 
 
