@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Any
 
 from evalsi.core import UserError
 from evalsi.sandbox import _workspace
@@ -166,7 +164,7 @@ class Sandbox:
         if self._base is not None:
             _workspace.remove(self._base)
         else:
-            _remove_tree(self._workspace)
+            _workspace.remove_tree(self._workspace)
         self._workspace = None
 
     def __enter__(self) -> Sandbox:
@@ -333,27 +331,3 @@ def _read_host_file(path: Path) -> bytes:
     if not stat.S_ISREG(st.st_mode):
         raise SandboxFileError(f"copy_in: {path} is a {_kind(st.st_mode)}, not a regular file")
     return path.read_bytes()
-
-
-def _remove_tree(root: Path) -> None:
-    """``rmtree`` that restores owner permissions the program took away, inside ``root`` only."""
-    prefix = str(root)
-
-    def inside(p: str) -> bool:
-        return p == prefix or p.startswith(prefix + os.sep)
-
-    def retry(func: Callable[..., Any], path: str, _exc: object) -> None:
-        for p in (os.path.dirname(path), path):
-            if inside(p) and not os.path.islink(p):
-                with contextlib.suppress(OSError):
-                    os.chmod(p, 0o700)
-        try:
-            if func in (os.unlink, os.remove, os.rmdir):
-                func(path)
-            elif os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, onerror=retry)
-        except FileNotFoundError:
-            pass  # already gone (removed by an earlier retry)
-
-    if root.exists() or root.is_symlink():
-        shutil.rmtree(root, onerror=retry)

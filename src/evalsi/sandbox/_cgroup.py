@@ -4,8 +4,9 @@ rlimits bound each process on its own: six processes of 200 MB each pass a 256 M
 RLIMIT_AS. A memory cgroup bounds their sum. Each execution gets a fresh group under
 ``evalsi/`` (fresh, so nothing an earlier execution left charged, such as tmpfs pages,
 counts against it) with memory + swap = ``Resources.memory_mb``; its ``cgroup.procs`` is
-handed to the pool uid, so the launcher, already running as that uid, moves itself in before
-it starts the program (everything the program forks stays in). After the execution the
+handed to the pool uid, so a process already running as that uid (bwrap's shim inside the
+sandbox, the Landlock launcher) moves itself in just before the program starts (everything the
+program forks stays in). After the execution the
 group's OOM-kill counter says whether the limit struck, and the group is removed.
 
 Only the memory controller: processes are already bounded per sandbox by RLIMIT_NPROC under
@@ -25,8 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,7 +38,6 @@ from evalsi.sandbox._types import Resources
 
 ROOT = Path("/sys/fs/cgroup")
 _GROUP = "evalsi"
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +47,6 @@ class Group:
     procs: tuple[str, ...]
     memory: Path
     v2: bool
-
-    def join_self(self) -> None:
-        """Move the calling process in (a child before exec, as the pool uid)."""
-        pid = str(os.getpid())
-        for path in self.procs:
-            with open(path, "w") as f:
-                f.write(pid)
 
     def oom_killed(self) -> bool:
         return _oom_kills(self.memory, self.v2) > 0  # a fresh group: any kill is this run's
@@ -102,10 +95,7 @@ def limits(uid: int, res: Resources) -> Iterator[Group | None]:
     layout = _layout()
     assert layout is not None
     v2 = layout == "v2"
-    with _lock:
-        global _serial
-        _serial += 1
-        name = f"uid-{uid}-{os.getpid()}-{_serial}"
+    name = f"uid-{uid}-{os.getpid()}-{next(_serial)}"
     memory = _base(layout) / name
     memory.mkdir()
     try:
@@ -117,7 +107,7 @@ def limits(uid: int, res: Resources) -> Iterator[Group | None]:
         _remove(memory)
 
 
-_serial = 0
+_serial = itertools.count(1)  # next() is atomic under the GIL
 
 
 def _remove(group: Path) -> None:

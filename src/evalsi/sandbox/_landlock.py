@@ -40,7 +40,6 @@ import errno
 import functools
 import marshal
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -243,7 +242,7 @@ class LandlockDriver:
                                 _uidpool.kill_leftovers(slot.uid)  # its cgroups go
                 finally:
                     if shared_tmp is None:
-                        _remove_tree(tmp)
+                        _workspace.remove_tree(tmp)
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
             return _failed(start, isolation, f"sandbox busy: {exc}")
 
@@ -477,17 +476,6 @@ def _usable_by_others(path: str) -> bool:
         return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
     except OSError:
         return False
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove the per-exec temp dir, including directories the program made read-only."""
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            with contextlib.suppress(OSError):
-                full = os.path.join(dirpath, name)
-                if not os.path.islink(full):
-                    os.chmod(full, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _failed(start: float, isolation: Isolation, detail: str) -> ExecResult:

@@ -72,7 +72,7 @@ def remove(base: Path) -> None:
     """Unmount (if mounted) and delete ``base``; idempotent."""
     with contextlib.suppress(OSError):
         _umount(base)
-    _remove_tree(base)
+    remove_tree(base)
     _janitor().unregister(base)
 
 
@@ -104,8 +104,9 @@ def _umount(target: Path) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def _remove_tree(root: Path) -> None:
-    """``rmtree`` that first restores owner write/search permission the program removed."""
+def remove_tree(root: Path) -> None:
+    """``rmtree`` that first restores the owner permissions a program removed (never through
+    a symlink), so directories it made read-only or unsearchable go too."""
     if not root.exists():
         return
     for dirpath, dirnames, _ in os.walk(root):
