@@ -209,3 +209,19 @@ def test_text_mode_streams_output_before_the_program_ends(tmp_path: Path) -> Non
     assert rest == b"second\n"
     assert proc.returncode == 0, err
     assert waited < 60
+
+
+def test_env_flag_passes_variables_and_refuses_a_malformed_one(
+    run_evalsi: RunCli, tmp_path: Path
+) -> None:
+    ok = run_evalsi(
+        tmp_path, "sandbox", "run", "--min-isolation", "none", "--env", "GREETING=hi=there",
+        "--format", "json", "--", "sh", "-c", 'echo "$GREETING"',
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["stdout"] == "hi=there\n"
+    for bad in ("NOEQUALS", "=value"):
+        proc = run_evalsi(tmp_path, "sandbox", "run", "--env", bad, "--", "true")
+        assert proc.returncode == 2, proc.stderr
+        assert f"expected KEY=VALUE, got '{bad}'" in proc.stderr
+        assert "Traceback" not in proc.stderr
