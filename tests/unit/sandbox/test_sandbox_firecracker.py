@@ -518,9 +518,29 @@ def test_guest_child_setup_drops_to_the_sandbox_uid_with_limits(tmp: Path) -> No
         report, p = _run_supervise(job, tmp, _vmguest.child_setup_for(job, str(cwd)))
         assert report["code"] == 0, bytes(p.stderr)
         assert bytes(p.stdout).split() == [b"65534", b"65534", b"NoNewPrivs:", b"1", b"64"]
-        busy = _job(argv=["sh", "-c", "while :; do :; done"], limits={"cpu": 1}, timeout_seconds=60)
-        report, _ = _run_supervise(busy, tmp, _vmguest.child_setup_for(busy, str(cwd)))
-        assert report["cpu"] is True
+        # The supervisor runs as pid 1 in the guest and reads RUSAGE_CHILDREN / reaps every
+        # child: run it in a fresh process here, not inside pytest with its other children.
+        script = (
+            "import json, sys, pathlib\n"
+            "from evalsi.sandbox import _vmguest\n"
+            "from tests.unit.sandbox.test_sandbox_firecracker import _job, _run_supervise\n"
+            "busy = _job(argv=['sh', '-c', 'while :; do :; done'], limits={'cpu': 1},"
+            " timeout_seconds=60)\n"
+            "setup = _vmguest.child_setup_for(busy, sys.argv[2])\n"
+            "report, _ = _run_supervise(busy, pathlib.Path(sys.argv[1]), setup)\n"
+            "print(json.dumps(report))\n"
+        )
+        root = Path(__file__).resolve().parents[3]
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp), str(cwd)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout.splitlines()[-1])
+        assert report["cpu"] is True, report
         assert report["code"] == -9
     finally:
         shutil.rmtree(cwd, ignore_errors=True)
