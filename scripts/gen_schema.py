@@ -68,6 +68,12 @@ SCHEMAS = (
         root="evalsi.v1alpha1.EvalRun",
         kind="EvalRun",
     ),
+    SpecSchema(
+        filename="onlineevalpolicy.schema.json",
+        proto="evalsi/v1alpha1/policy.proto",
+        root="evalsi.v1alpha1.OnlineEvalPolicy",
+        kind="OnlineEvalPolicy",
+    ),
 )
 
 _INT32 = 2**31
@@ -136,6 +142,45 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
     },
     "evalsi.v1alpha1.Budget": {
         "properties": {"tokens": {"minimum": 1}, "usd": {"exclusiveMinimum": 0}},
+    },
+    "evalsi.v1alpha1.OnlineEvalPolicy": {
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": "OnlineEvalPolicy"},
+        },
+    },
+    "evalsi.v1alpha1.OnlineEvalPolicySpec": {
+        "required": ["cascade"],
+        "properties": {
+            "cascade": {"minItems": 1},
+            "alerts": {"maxItems": 100},
+            "selector": {"maxLength": 2000},
+        },
+    },
+    "evalsi.v1alpha1.Sampling": {
+        "properties": {
+            "rate": {"minimum": 0, "maximum": 1},
+            "always": {"items": {"minLength": 1, "maxLength": 2000}, "maxItems": 32},
+        },
+    },
+    "evalsi.v1alpha1.CascadeStep": {
+        "required": ["ref"],
+        "properties": {"ref": {"minLength": 1}, "when": {"maxLength": 2000}},
+    },
+    "evalsi.v1alpha1.Alert": {
+        "required": ["when", "notify"],
+        "properties": {
+            "when": {"minLength": 1, "maxLength": 2000},
+            "notify": {"minLength": 1},
+        },
+    },
+    "evalsi.v1alpha1.Promote": {
+        "required": ["when", "dataset"],
+        "properties": {
+            "when": {"minLength": 1, "maxLength": 2000},
+            "dataset": {"minLength": 1},
+        },
     },
 }
 
@@ -327,9 +372,11 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
 
 
 def _constrain(defs: dict[str, dict[str, Any]]) -> None:
+    """Merge the constraints of the messages this schema holds (``main`` checks that every
+    entry of ``CONSTRAINTS`` is used by some schema)."""
     for full, extra in CONSTRAINTS.items():
         if full not in defs:
-            sys.exit(f"CONSTRAINTS names {full}, which the schema does not contain")
+            continue
         target = defs[full]
         props = target["properties"]
         unknown = [n for n in [*extra.get("required", []), *extra.get("properties", {})]
@@ -381,8 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out.resolve()
 
     stale = []
-    for spec in SCHEMAS:
-        text = render(build(spec))
+    built = [(spec, build(spec)) for spec in SCHEMAS]
+    unused = set(CONSTRAINTS) - {name for _, schema in built for name in schema["$defs"]}
+    if unused:
+        sys.exit(f"CONSTRAINTS names {sorted(unused)}, which no schema contains")
+    for spec, schema in built:
+        text = render(schema)
         path = out / spec.filename
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current == text:

@@ -23,6 +23,8 @@ from evalsi.cli import (
     _runs,
     _sandbox,
     _serve,
+    _traces,
+    _watch,
 )
 from evalsi.cli._output import fail
 from evalsi.core import EvalsiError
@@ -51,6 +53,10 @@ Discover evaluators:
   evalsi catalog show exact-match
 Serve the API (gRPC, gRPC-Web, Connect, REST) on one port:
   evalsi serve [--host H] [--port P] [--config evalsi.yaml]
+Watch live traces (OTLP into evalsi serve) with an online policy, and look at them:
+  evalsi watch -f policy.yaml --server http://127.0.0.1:8080
+  evalsi traces list --server http://127.0.0.1:8080 [--errors] [--since 1h]
+  evalsi traces show TRACE_ID --server http://127.0.0.1:8080
 Run untrusted code on the strongest sandbox rung available (or not at all):
   evalsi sandbox probe
   evalsi sandbox run -- python3 -c 'print(42)'
@@ -75,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     _calibrate.register(commands)
     _serve.register(commands)
     _sandbox.register(commands)
+    _traces.register(commands)
+    _watch.register(commands)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ def show_evaluator(args: argparse.Namespace) -> int:
         from evalsi.packs import builtin_registry
 
         ev = builtin_registry().resolve(args.name)
-        manifest, doc = ev.manifest, (ev.__doc__ or "").strip()
+        manifest, doc = ev.manifest, inspect.cleandoc(ev.__doc__ or "")
     d = _manifest_dict(manifest)
     if args.format == "json":
         print_json(d)

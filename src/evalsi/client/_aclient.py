@@ -18,12 +18,15 @@ from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
 from evalsi._proto.evalsi.v1alpha1 import dataset_service_pb2 as ds_pb
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
+from evalsi._proto.evalsi.v1alpha1 import trace_service_pb2 as tr_pb
 from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceClient
 from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceClient
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClient
+from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceClient
 from evalsi.client import _common as common
 from evalsi.client._errors import translate
+from evalsi.client._policies import AsyncPolicyMixin
 from evalsi.client._requests import (
     DEFAULT_MAX_REQUEST_BYTES,
     evaluate_options,
@@ -50,17 +53,24 @@ from evalsi.client._specs import (
     raw_rows,
     row_chunks,
 )
-from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest
+from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, Feedback, Span
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.runs import Comparison, RunSpec
-from evalsi.store import RunInfo
+from evalsi.store import RunInfo, SessionSummary, TraceSummary
 from evalsi.wire import (
+    StoredTrace,
     comparison_from_proto,
+    feedback_from_proto,
+    feedback_to_proto,
     gate_from_proto,
     manifest_from_proto,
     record_to_proto,
     result_from_proto,
     run_from_proto,
+    session_from_proto,
+    span_from_proto,
+    trace_from_proto,
+    trace_summary_from_proto,
 )
 
 T = TypeVar("T")
@@ -80,7 +90,7 @@ def _register_exit_grace() -> None:
         _exit_grace_registered = True
 
 
-class AsyncClient:
+class AsyncClient(AsyncPolicyMixin):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 
     A result's ``results`` property reads pages with a short-lived sync client, since
@@ -118,6 +128,7 @@ class AsyncClient:
         self._runs = RunServiceClient(self.url, **kw)
         self._catalog = CatalogServiceClient(self.url, **kw)
         self._datasets = DatasetServiceClient(self.url, **kw)
+        self._traces = TraceServiceClient(self.url, **kw)
         # Where a result's sync ``results`` reads pages: a short-lived sync client, unless a
         # ``Client`` runs this one and pages through itself.
         self._pages: ResultPages = self._sync_pages
@@ -474,3 +485,102 @@ class AsyncClient:
         request = ds_pb.ListDatasetVersionsRequest(name=name)
         response = await self._call(self._datasets.list_dataset_versions, request)
         return [common.dataset_info(d) for d in response.versions]
+
+    # -- TraceService -------------------------------------------------------------------------
+    async def _paged(
+        self, method: Callable[..., Any], request: Any, field: str, limit: int
+    ) -> list[Any]:
+        """Up to ``limit`` items of a listing, following its pages."""
+        out: list[Any] = []
+        while len(out) < limit:
+            request.page_size = min(limit - len(out), 1000)
+            page = await self._call(method, request)
+            items = getattr(page, field)
+            out.extend(items)
+            request.page_token = page.next_page_token
+            if not request.page_token or not items:
+                break
+        return out[:limit]
+
+    async def list_traces(
+        self,
+        *,
+        project_id: str = "",
+        limit: int = 50,
+        service: str = "",
+        since: float | None = None,
+        until: float | None = None,
+        session_id: str = "",
+        error: bool | None = None,
+        attributes: Mapping[str, str] | None = None,
+        name: str = "",
+    ) -> list[TraceSummary]:
+        request = tr_pb.ListTracesRequest(
+            project_id=project_id,
+            service=service,
+            session_id=session_id,
+            attributes=[f"{k}={v}" for k, v in (attributes or {}).items()],
+            name=name,
+        )
+        _set_range(request, since, until)
+        if error is not None:
+            request.error = error
+        found = await self._paged(self._traces.list_traces, request, "traces", limit)
+        return [trace_summary_from_proto(t) for t in found]
+
+    async def get_trace(self, trace_id: str, *, project_id: str = "") -> StoredTrace:
+        request = tr_pb.GetTraceRequest(project_id=project_id, trace_id=trace_id)
+        response = await self._call(self._traces.get_trace, request)
+        return trace_from_proto(response.trace, project_id or "default")
+
+    async def list_sessions(
+        self,
+        *,
+        project_id: str = "",
+        limit: int = 50,
+        service: str = "",
+        since: float | None = None,
+        until: float | None = None,
+        user_id: str = "",
+    ) -> list[SessionSummary]:
+        request = tr_pb.ListSessionsRequest(project_id=project_id, service=service, user_id=user_id)
+        _set_range(request, since, until)
+        found = await self._paged(self._traces.list_sessions, request, "sessions", limit)
+        return [session_from_proto(s) for s in found]
+
+    async def list_spans(
+        self,
+        *,
+        project_id: str = "",
+        limit: int = 50,
+        trace_id: str = "",
+        type: str = "",
+        name: str = "",
+        service: str = "",
+        since: float | None = None,
+        until: float | None = None,
+        error: bool | None = None,
+    ) -> list[Span]:
+        request = tr_pb.ListSpansRequest(
+            project_id=project_id, trace_id=trace_id, type=type, name=name, service=service
+        )
+        _set_range(request, since, until)
+        if error is not None:
+            request.error = error
+        found = await self._paged(self._traces.list_spans, request, "spans", limit)
+        return [span_from_proto(s) for s in found]
+
+    async def post_feedback(self, feedback: Feedback, *, project_id: str = "") -> Feedback:
+        request = tr_pb.PostFeedbackRequest(
+            project_id=project_id, feedback=feedback_to_proto(feedback)
+        )
+        response = await self._call(self._traces.post_feedback, request)
+        return feedback_from_proto(response.feedback)
+
+
+def _set_range(request: Any, since: float | None, until: float | None) -> None:
+    """``since``/``until`` are unix seconds."""
+    if since is not None:
+        request.since.FromNanoseconds(round(since * 1e9))
+    if until is not None:
+        request.until.FromNanoseconds(round(until * 1e9))

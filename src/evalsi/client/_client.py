@@ -220,3 +220,36 @@ class Client:
         """One version (the latest by default) and up to ``page_size`` of its rows.""",
     )
     list_dataset_versions = _blocking(AsyncClient.list_dataset_versions)
+
+    # -- TraceService -------------------------------------------------------------------------
+    list_traces = _blocking(
+        AsyncClient.list_traces,
+        """Assembled traces, newest first, at most ``limit`` (``since``/``until`` in unix
+        seconds bound the start time; ``attributes`` match any span's attribute as text).""",
+    )
+    get_trace = _blocking(
+        AsyncClient.get_trace,
+        """One trace: its spans, feedback and (once assembled) its summary and record.""",
+    )
+    list_sessions = _blocking(
+        AsyncClient.list_sessions, """Sessions, the most recently active first."""
+    )
+    list_spans = _blocking(AsyncClient.list_spans, """Spans, newest first, at most ``limit``.""")
+    post_feedback = _blocking(
+        AsyncClient.post_feedback,
+        """Join a thumbs up/down, a label or a score to a trace or a session; returns it as
+        stored.""",
+    )
+
+    # -- PolicyService ------------------------------------------------------------------------
+    apply_policy = _blocking(
+        AsyncClient.apply_policy,
+        """Create or replace an OnlineEvalPolicy (a YAML file, YAML text or a parsed spec).""",
+    )
+    list_policies = _blocking(AsyncClient.list_policies)
+    get_policy = _blocking(AsyncClient.get_policy)
+    delete_policy = _blocking(AsyncClient.delete_policy)
+    policy_stats = _blocking(
+        AsyncClient.policy_stats,
+        """Sampled / evaluated / skipped / errors and the window aggregates of a policy.""",
+    )

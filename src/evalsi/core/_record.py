@@ -7,7 +7,19 @@ from typing import Any, Literal
 
 from evalsi.core._content import Content, JsonValue, ToolCall
 
-StepKind = Literal["llm_call", "tool_call", "retrieval", "message", "agent", "other"]
+StepKind = Literal[
+    "llm_call",
+    "tool_call",
+    "retrieval",
+    "message",
+    "agent",
+    "embedding",
+    "chain",
+    "guardrail",
+    "other",
+]
+"""What a step was. Traces map OTel GenAI / OpenInference span kinds onto these (llm -> llm_call,
+tool -> tool_call, retriever -> retrieval; agent, embedding, chain and guardrail as named)."""
 
 
 @dataclass(slots=True)

@@ -449,3 +449,62 @@ def _compact(value: Any) -> str:
         return orjson.dumps(value, default=str).decode()
     except TypeError:
         return repr(value)
+
+
+def record_to_row(record: Record) -> dict[str, Any]:
+    """The JSON row that ``record_from_dict`` with the default ``FieldMap`` reads back as an
+    equal record (provenance aside): how records from traces become dataset rows (promotion).
+
+    Example:
+        >>> r = Record(id="t1", input=Content.of_text("hi"), metadata={"lang": "en"})
+        >>> record_to_row(r)
+        {'id': 't1', 'input': 'hi', 'metadata': {'lang': 'en'}}
+    """
+    row: dict[str, Any] = {"id": record.id}
+    for key in ("input", "output", "reference"):
+        content = getattr(record, key)
+        if content is not None:
+            row[key] = content.to_value()
+    if record.context:
+        row["context"] = [c.to_value() for c in record.context]
+    if record.trajectory is not None:
+        row["trajectory"] = [_step_row(s) for s in record.trajectory.steps]
+    if record.usage is not None:
+        usage = {
+            f.name: getattr(record.usage, f.name)
+            for f in dataclasses.fields(record.usage)
+            if getattr(record.usage, f.name) is not None
+        }
+        row["usage"] = usage
+    if record.metadata:
+        row["metadata"] = record.metadata
+    return row
+
+
+def _step_row(step: Step) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": step.kind}
+    if step.name:
+        out["name"] = step.name
+    if step.input is not None:
+        out["input"] = step.input
+    if step.output is not None:
+        out["output"] = step.output
+    if step.tool_call is not None:
+        call = step.tool_call
+        out["tool_call"] = {"name": call.name, "arguments": call.arguments}
+        if call.id:
+            out["tool_call"]["id"] = call.id
+    if step.usage is not None:
+        out["usage"] = {
+            f.name: getattr(step.usage, f.name)
+            for f in dataclasses.fields(step.usage)
+            if getattr(step.usage, f.name) is not None
+        }
+    if step.error:
+        out["error"] = step.error
+    for key in ("start_time_unix_nano", "end_time_unix_nano"):
+        if getattr(step, key):
+            out[key] = getattr(step, key)
+    if step.span_id:
+        out["span_id"] = step.span_id
+    return out

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType, ModuleType
 
 from evalsi.evaluators import Pack, Registry
-from evalsi.packs import code, core, judge, ml_classic, ml_monitoring, rag, safety, text
+from evalsi.packs import agent, code, core, judge, ml_classic, ml_monitoring, rag, safety, text
 
 
 def _pack(name: str, module: ModuleType, extra: str = "") -> Pack:
@@ -32,6 +32,7 @@ BUILTIN_PACKS: Mapping[str, Pack] = MappingProxyType(
             _pack("rag", rag),
             _pack("safety", safety),
             _pack("code", code),
+            _pack("agent", agent),
         )
     }
 )

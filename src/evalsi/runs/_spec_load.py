@@ -55,9 +55,9 @@ _PY_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL = re.compile(r"https?://\S+")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|d|h|m|s))+")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
+_UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def load_run_spec(path: str | Path) -> RunSpec:
@@ -518,7 +518,7 @@ class _SpecBuilder:
 
 
 def parse_duration(text: str) -> float | None:
-    """Seconds in a duration such as ``"1h30m"`` (units h, m, s, ms), or None if malformed.
+    """Seconds in a duration such as ``"1h30m"`` (units d, h, m, s, ms), or None if malformed.
 
     Example:
         >>> parse_duration("1h30m"), parse_duration("250ms"), parse_duration("soon")

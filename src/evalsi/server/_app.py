@@ -51,23 +51,40 @@ ServiceBinding = tuple[AppFactory, Any]
 
 
 def default_services(state: ServerState) -> list[ServiceBinding]:
-    """The four API services over ``state``; imported here so building them stays lazy."""
+    """The API services over ``state``; imported here so building them stays lazy.
+
+    Builds the Watch way in onto ``state`` first (trace store, ingest, policy engine), which
+    the Trace and Policy services share with the OTLP endpoints."""
     from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
         EvaluationServiceASGIApplication,
     )
+    from evalsi._proto.evalsi.v1alpha1.policy_service_connect import (
+        PolicyServiceASGIApplication,
+    )
     from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
+    from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
     from evalsi.server._catalog import CatalogHandler
     from evalsi.server._datasets import DatasetHandler
     from evalsi.server._evaluation import EvaluationHandler
+    from evalsi.server._policies import PolicyHandler
     from evalsi.server._runs import RunHandler
+    from evalsi.server._traces import TraceHandler
+    from evalsi.server._watch import Watch
+
+    if state.watch is None:
+        state.watch = Watch(state)
+    policies = PolicyHandler(state, state.policies)
+    state.watch.policy_service = policies  # started with the app: re-applies stored policies
 
     return [
         (EvaluationServiceASGIApplication, EvaluationHandler(state)),
         (CatalogServiceASGIApplication, CatalogHandler(state)),
         (DatasetServiceASGIApplication, DatasetHandler(state)),
         (RunServiceASGIApplication, RunHandler(state)),
+        (TraceServiceASGIApplication, TraceHandler(state)),
+        (PolicyServiceASGIApplication, policies),
     ]
 
 
@@ -115,12 +132,20 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    otlp: list[BaseRoute] = []
+    if state.watch is not None:  # the OTLP endpoints feed the Watch pipeline
+        from evalsi.server._otlp import otlp_mounts
+
+        otlp = otlp_mounts(
+            state.watch.ingest, state.config, interceptors=options["interceptors"], metrics=metrics
+        )
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *(Mount(app.path, app) for app in rpc_apps),
         *rest_routes(handlers, max_body_bytes=state.config.max_body_bytes, metrics=metrics),
+        *otlp,
     ]
 
     @asynccontextmanager
@@ -128,12 +153,16 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         configure_sandbox(state.config.sandbox)  # this process's ladder, floor, concurrency
         if state.runs is not None:
             await state.runs.start()
+        if state.watch is not None:
+            await state.watch.start()
         try:
             # Files named by evaluator params (a drift baseline) come from datasets_dir only.
             with param_files_confined(state.config.datasets_dir):
                 yield
         finally:
             health.shutting_down()
+            if state.watch is not None:
+                await state.watch.stop()
             if state.runs is not None:
                 await state.runs.stop()
             await close_shared_session()  # the judges' HTTP session on the server's loop

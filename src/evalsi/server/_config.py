@@ -1,4 +1,4 @@
-"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig``.
+r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig``.
 
     server:
       host: 127.0.0.1
@@ -21,6 +21,13 @@
       drivers: [bwrap, landlock]              # rungs allowed (default: all)
       minIsolation: namespaced                # floor for every sandbox (server default: confined)
       concurrency: 2                          # sandboxes at once (default: CPU count)
+    traces:                                   # the Watch way in (OTLP on the main port always)
+      otlp: {grpcPort: 4317, httpPort: 4318, maxInflightBytes: 268435456}
+      gracePeriod: 5s                         # a trace completes this long after its root ends
+      maxOpenTraces: 100000
+      retention: 7d                           # or: {default: 7d, projects: {demo: 1d}}; never
+      redaction:                              # regexes applied before anything is stored
+        - {name: email, pattern: '[\w.+-]+@[\w-]+\.[\w.]+', replacement: '[EMAIL]'}
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -40,12 +47,15 @@ import yaml
 
 from evalsi.core import SpecError, UserError
 from evalsi.evaluators import DEFAULT_PACKS
+from evalsi.runs import parse_duration
 from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
 from evalsi.server._state import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PORT,
+    OtlpConfig,
     ServerConfig,
+    TracesConfig,
 )
 
 log = logging.getLogger("evalsi.server")
@@ -60,7 +70,10 @@ _TOP = (
     "secrets",
     "evaluators",
     "sandbox",
+    "traces",
 )
+_TRACES = ("otlp", "gracePeriod", "maxOpenTraces", "retention", "redaction")
+_OTLP = ("grpcPort", "httpPort", "maxInflightBytes")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
 _STORAGE = ("sqlite", "postgres")
@@ -176,6 +189,7 @@ def load_config(
     allowed_env = _allowed_env(p, top.get("secrets"))
     packs = _packs(p, top.get("evaluators"))
     sandbox = _sandbox(p, top.get("sandbox"))
+    traces = _traces(p, top.get("traces"))
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -213,6 +227,7 @@ def load_config(
         allowed_env_secrets=allowed_env,
         packs=packs,
         sandbox=sandbox,
+        traces=traces,
     )
 
 
@@ -244,6 +259,79 @@ def _sandbox(p: _Problems, value: Any) -> SandboxConfig:
         for where, why in e.problems:
             p.bad(where, why)
         return SandboxConfig()
+
+
+def _traces(p: _Problems, value: Any) -> TracesConfig:
+    """``traces: {otlp, gracePeriod, maxOpenTraces, retention, redaction}``."""
+    from evalsi.traces import parse_rules
+
+    top = _mapping(p, "traces", value, _TRACES)
+    otlp = _mapping(p, "traces.otlp", top.get("otlp"), _OTLP)
+    ports = {}
+    for key in ("grpcPort", "httpPort"):
+        raw = otlp.get(key)
+        ports[key] = None if raw is None else _int(p, f"traces.otlp.{key}", raw, 0, 65535, 0)
+    inflight = _int(
+        p,
+        "traces.otlp.maxInflightBytes",
+        otlp.get("maxInflightBytes"),
+        1 << 20,
+        1 << 36,
+        OtlpConfig.max_inflight_bytes,
+    )
+    grace = _duration(p, "traces.gracePeriod", top.get("gracePeriod"), TracesConfig.grace_s)
+    max_open = _int(p, "traces.maxOpenTraces", top.get("maxOpenTraces"), 1, 10_000_000, 100_000)
+    retention: float | None = TracesConfig.retention_s
+    projects: dict[str, float | None] = {}
+    raw_retention = top.get("retention")
+    if isinstance(raw_retention, dict):
+        section = _mapping(p, "traces.retention", raw_retention, ("default", "projects"))
+        if "default" in section:
+            retention = _ttl(p, "traces.retention.default", section["default"])
+        named = section.get("projects") or {}
+        if not isinstance(named, dict):
+            p.bad("traces.retention.projects", f"expected a mapping, got {_show(named)}")
+            named = {}
+        for name, ttl in named.items():
+            projects[str(name)] = _ttl(p, f"traces.retention.projects.{name}", ttl)
+    elif raw_retention is not None:
+        retention = _ttl(p, "traces.retention", raw_retention)
+    try:
+        redaction = parse_rules(top.get("redaction"), "traces.redaction")
+    except UserError as e:
+        p.bad("", e.message)
+        redaction = ()
+    return TracesConfig(
+        otlp=OtlpConfig(ports["grpcPort"], ports["httpPort"], inflight),
+        grace_s=grace,
+        max_open_traces=max_open,
+        retention_s=retention,
+        project_retention_s=projects,
+        redaction=redaction,
+    )
+
+
+def _duration(p: _Problems, at: str, value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    seconds = parse_duration(value) if isinstance(value, str) else None
+    if seconds is None:
+        p.bad(at, f"expected a duration such as 5s, 500ms or 2m, got {_show(value)}")
+        return default
+    return seconds
+
+
+def _ttl(p: _Problems, at: str, value: Any) -> float | None:
+    """A retention: a duration (7d, 12h) or ``never``."""
+    if value == "never":
+        return None
+    seconds = _duration(p, at, value, 0.0)
+    if seconds <= 0:
+        p.bad(at, f"expected a positive duration such as 7d or 12h, or never, got {_show(value)}")
+        return None
+    return seconds
 
 
 def _packs(p: _Problems, value: Any) -> tuple[str, ...]:

@@ -49,6 +49,10 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_StateCollector(state))
+        if getattr(state, "policies", None) is not None:  # online policies: counters, means
+            from evalsi.server._policy_metrics import PolicyCollector
+
+            self.registry.register(PolicyCollector(state.policies))
         self.interceptor = RpcMetricsInterceptor(self)
 
     def observe(self, service: str, method: str, protocol: str, code: str, seconds: float) -> None:

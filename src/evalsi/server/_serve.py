@@ -70,6 +70,15 @@ def serve(config: ServerConfig) -> int:
             store.location,
             config.datasets_dir,
         )
+        otlp = config.traces.otlp
+        log.info(
+            "evalsi serve: OTLP traces on the main port (POST /v1/traces, gRPC TraceService)%s",
+            "".join(
+                f"; {name} on {port}"
+                for name, port in (("OTLP/gRPC", otlp.grpc_port), ("OTLP/HTTP", otlp.http_port))
+                if port is not None
+            ),
+        )
         asyncio.run(_run(app, config))
     finally:
         store.close()
@@ -100,8 +109,11 @@ async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> No
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
+    from evalsi.server._otlp import OtlpOnlyOn, otlp_binds, otlp_ports
+
     hc = Config()
-    hc.bind = [f"{_host_for_url(config.host)}:{config.port}"]
+    # traces.otlp ports (4317/4318) are extra binds of the same app, answering OTLP only.
+    hc.bind = [f"{_host_for_url(config.host)}:{config.port}", *otlp_binds(config)]
     hc.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
     hc.graceful_timeout = GRACEFUL_TIMEOUT_S
     hc.accesslog = None
@@ -118,10 +130,12 @@ async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> No
             draining.append(asyncio.create_task(native.stop(GRACEFUL_TIMEOUT_S)))
 
     try:
-        await hypercorn_serve(app, hc, shutdown_trigger=until_stopped)
+        served: Any = OtlpOnlyOn(app, otlp_ports(config)) if otlp_ports(config) else app
+        await hypercorn_serve(served, hc, shutdown_trigger=until_stopped)
     except OSError as e:
+        ports = ", ".join(str(p) for p in [config.port, *otlp_ports(config)])
         raise UserError(
-            f"cannot listen on {config.host}:{config.port}: {e.strerror or e}",
+            f"cannot listen on {config.host} port(s) {ports}: {e.strerror or e}",
             hint="pick another --port, or stop whatever is using this one",
         ) from e
     finally:

@@ -22,6 +22,36 @@ DEFAULT_PROJECT = "default"
 
 
 @dataclass(frozen=True)
+class OtlpConfig:
+    """`traces.otlp`: where OTLP traces are received besides the main port (which always
+    answers ``POST /v1/traces`` and the gRPC ``TraceService/Export``)."""
+
+    # Extra listeners for collectors and SDKs left at their default endpoints; None: off.
+    grpc_port: int | None = None  # 4317 by convention
+    http_port: int | None = None  # 4318 by convention
+    # Export-request bytes (decoded) being ingested at once; above it senders get 429/503 with
+    # Retry-After (HTTP) or UNAVAILABLE (gRPC) and retry, so nothing accepted is dropped.
+    max_inflight_bytes: int = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TracesConfig:
+    """`traces`: the Watch way in (OTLP ingest, assembly, retention, redaction)."""
+
+    otlp: OtlpConfig = field(default_factory=OtlpConfig)
+    # A trace is complete this long after its root span ended (late spans still join it).
+    grace_s: float = 5.0
+    # Traces still being assembled; above it the oldest are completed early.
+    max_open_traces: int = 100_000
+    # How long traces and spans are kept, in seconds (None: forever), and per project.
+    retention_s: float | None = 7 * 24 * 3600.0
+    project_retention_s: dict[str, float | None] = field(default_factory=dict)
+    # Regex redaction applied to span attributes and events before anything is stored
+    # (``evalsi.traces.RedactionRule``).
+    redaction: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """`evalsi.yaml` after validation (``_config.load_config``); every path is absolute.
 
@@ -54,6 +84,8 @@ class ServerConfig:
     sandbox: SandboxConfig = field(
         default_factory=lambda: SandboxConfig(min_isolation=Level.CONFINED)
     )
+    # `traces`: OTLP listeners, assembly grace period, retention and redaction.
+    traces: TracesConfig = field(default_factory=TracesConfig)
 
 
 @dataclass
@@ -65,3 +97,9 @@ class ServerState:
     registry: Registry
     # The run scheduler (``_run_manager.RunManager``); None until the app starts it.
     runs: Any = None
+    # The Watch way in (``_watch``): the trace store, the ingest pipeline behind the OTLP
+    # endpoints, and the online policy engine. Built by ``build_app``.
+    trace_store: Any = None
+    ingest: Any = None
+    policies: Any = None
+    watch: Any = None

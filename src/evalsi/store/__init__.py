@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     )
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
+    from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary
     from evalsi.store._writer import BackgroundWriter
 
 DEFAULT_STORE = ".evalsi/evalsi.db"
@@ -29,7 +30,10 @@ __all__ = [
     "Calibration",
     "CalibrationKey",
     "RunInfo",
+    "SessionSummary",
     "SqlStore",
+    "TraceStore",
+    "TraceSummary",
     "check_project_id",
     "latest_calibration",
     "list_calibrations",
@@ -48,6 +52,9 @@ _WHERE = {
     "RunInfo": "evalsi.store._runs",
     "check_project_id": "evalsi.store._runs",
     "SqlStore": "evalsi.store._sql",
+    "SessionSummary": "evalsi.store._traces",
+    "TraceStore": "evalsi.store._traces",
+    "TraceSummary": "evalsi.store._traces",
     "new_run_id": "evalsi.store._runs",
 }
 

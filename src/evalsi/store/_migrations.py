@@ -84,6 +84,87 @@ def _calibrations(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
+def _traces(conn: sa.Connection) -> None:
+    # Frozen like _calibrations. Spans are a rowid table (rows carry JSON of a few hundred
+    # bytes, too wide for WITHOUT ROWID); one secondary index each keeps the ingest insert cheap.
+    frozen = sa.MetaData()
+
+    def scope() -> tuple[sa.Column[str], sa.Column[str]]:
+        return (
+            sa.Column("project_id", sa.String(64), nullable=False, server_default="default"),
+            sa.Column("tenant_id", sa.String(64), nullable=False, server_default=""),
+        )
+
+    text, big = sa.Text, sa.BigInteger
+    spans = sa.Table(
+        "spans",
+        frozen,
+        *scope(),
+        sa.Column("trace_id", sa.String(32), nullable=False),
+        sa.Column("span_id", sa.String(16), nullable=False),
+        sa.Column("parent_span_id", sa.String(16), nullable=False),
+        sa.Column("name", text, nullable=False),
+        sa.Column("kind", sa.Integer, nullable=False),
+        sa.Column("type", sa.String(16), nullable=False),
+        sa.Column("service", sa.String(255), nullable=False),
+        sa.Column("start_ns", big, nullable=False),
+        sa.Column("end_ns", big, nullable=False),
+        sa.Column("status", sa.Integer, nullable=False),
+        sa.Column("status_message", text),
+        sa.Column("session_id", text, nullable=False),
+        sa.Column("model", text, nullable=False),
+        sa.Column("view_name", text, nullable=False),
+        sa.Column("scope", text),
+        sa.Column("attributes", text),
+        sa.Column("events", text),
+        sa.Column("resource", text),
+        sa.Column("view", text),
+        sa.PrimaryKeyConstraint("project_id", "trace_id", "span_id"),
+    )
+    traces = sa.Table(
+        "traces",
+        frozen,
+        *scope(),
+        sa.Column("trace_id", sa.String(32), nullable=False),
+        sa.Column("service", sa.String(255), nullable=False),
+        sa.Column("root_name", text, nullable=False),
+        sa.Column("start_ns", big, nullable=False),
+        sa.Column("end_ns", big, nullable=False),
+        sa.Column("duration_ms", sa.Float, nullable=False),
+        sa.Column("span_count", sa.Integer, nullable=False),
+        sa.Column("error", sa.Integer, nullable=False),
+        sa.Column("session_id", text, nullable=False),
+        sa.Column("user_id", text, nullable=False),
+        sa.Column("input_preview", text, nullable=False),
+        sa.Column("output_preview", text, nullable=False),
+        sa.Column("record", text),
+        sa.Column("completed_at", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint("project_id", "trace_id"),
+    )
+    feedback = sa.Table(
+        "trace_feedback",
+        frozen,
+        sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+        *scope(),
+        sa.Column("trace_id", sa.String(32), nullable=False),
+        sa.Column("session_id", text, nullable=False),
+        sa.Column("name", sa.String(256), nullable=False),
+        sa.Column("value", sa.Float),
+        sa.Column("label", text, nullable=False),
+        sa.Column("comment", text, nullable=False),
+        sa.Column("source", sa.String(32), nullable=False),
+        sa.Column("time_ns", big, nullable=False),
+        sa.Column("received_at", sa.Float, nullable=False),
+    )
+    sa.Index("spans_start", spans.c.project_id, spans.c.start_ns)
+    sa.Index("traces_start", traces.c.project_id, traces.c.start_ns, traces.c.trace_id)
+    sa.Index("traces_session", traces.c.project_id, traces.c.session_id, traces.c.start_ns)
+    sa.Index("trace_feedback_trace", feedback.c.project_id, feedback.c.trace_id)
+    sa.Index("trace_feedback_session", feedback.c.project_id, feedback.c.session_id)
+    sa.Index("trace_feedback_received", feedback.c.project_id, feedback.c.received_at)
+    frozen.create_all(conn)
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -94,6 +175,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         2, "project_id and tenant_id on project-scoped rows; run owners", _project_scope_and_owners
     ),
     Migration(3, "judge calibrations", _calibrations),
+    Migration(4, "spans, traces and trace feedback (Watch)", _traces),
 )
 """In order; append only. A migration, once released, is never edited."""
 

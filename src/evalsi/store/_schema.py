@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     Float,
     Index,
@@ -30,7 +31,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -165,3 +166,78 @@ Index(
     calibrations.c.template_hash,
     calibrations.c.params_hash,
 )
+
+spans = Table(
+    "spans",
+    metadata,
+    *_scope(),
+    Column("trace_id", String(32), nullable=False),  # lower-case hex
+    Column("span_id", String(16), nullable=False),
+    Column("parent_span_id", String(16), nullable=False),  # "" on a root span
+    Column("name", Text, nullable=False),
+    Column("kind", Integer, nullable=False),  # OTLP SpanKind
+    Column("type", String(16), nullable=False),  # core.SpanType; "generic" when not mapped
+    Column("service", String(255), nullable=False),  # the resource's service.name
+    Column("start_ns", BigInteger, nullable=False),
+    Column("end_ns", BigInteger, nullable=False),
+    Column("status", Integer, nullable=False),  # OTLP Status.code
+    Column("status_message", Text),
+    Column("session_id", Text, nullable=False),
+    Column("model", Text, nullable=False),  # SpanView.model
+    Column("view_name", Text, nullable=False),  # SpanView.name: the model, tool, agent...
+    Column("scope", Text),  # instrumentation scope "name version"
+    Column("attributes", Text),  # JSON objects as text (orjson); NULL when empty
+    Column("events", Text),
+    Column("resource", Text),
+    Column("view", Text),  # the SpanView (input, output, tool_call, documents, usage...)
+    PrimaryKeyConstraint("project_id", "trace_id", "span_id"),
+)
+"""Spans as received, one row per (project, trace, span id); a re-sent span replaces its row
+(store/_traces.py). Scoped by their own ``project_id`` (no parent row to scope through)."""
+
+traces = Table(
+    "traces",
+    metadata,
+    *_scope(),
+    Column("trace_id", String(32), nullable=False),
+    Column("service", String(255), nullable=False),
+    Column("root_name", Text, nullable=False),
+    Column("start_ns", BigInteger, nullable=False),
+    Column("end_ns", BigInteger, nullable=False),
+    Column("duration_ms", Float, nullable=False),
+    Column("span_count", Integer, nullable=False),
+    Column("error", Integer, nullable=False),  # 0/1: some span has status ERROR
+    Column("session_id", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("input_preview", Text, nullable=False),
+    Column("output_preview", Text, nullable=False),
+    Column("record", Text),  # JSON of the assembled Record
+    Column("completed_at", Float, nullable=False),
+    PrimaryKeyConstraint("project_id", "trace_id"),
+)
+"""One row per assembled trace, written when the assembler completes it; late spans update
+``span_count`` and ``error``."""
+
+trace_feedback = Table(
+    "trace_feedback",
+    metadata,
+    Column("pk", Integer, primary_key=True, autoincrement=True),
+    *_scope(),
+    Column("trace_id", String(32), nullable=False),  # "" for session feedback
+    Column("session_id", Text, nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("value", Float),
+    Column("label", Text, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("source", String(32), nullable=False),  # api | span_event
+    Column("time_ns", BigInteger, nullable=False),
+    Column("received_at", Float, nullable=False),
+)
+"""Late signals (thumbs, labels, scores) joined to a trace or a session."""
+
+Index("spans_start", spans.c.project_id, spans.c.start_ns)
+Index("traces_start", traces.c.project_id, traces.c.start_ns, traces.c.trace_id)
+Index("traces_session", traces.c.project_id, traces.c.session_id, traces.c.start_ns)
+Index("trace_feedback_trace", trace_feedback.c.project_id, trace_feedback.c.trace_id)
+Index("trace_feedback_session", trace_feedback.c.project_id, trace_feedback.c.session_id)
+Index("trace_feedback_received", trace_feedback.c.project_id, trace_feedback.c.received_at)

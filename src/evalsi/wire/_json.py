@@ -30,6 +30,9 @@ _STEP_KIND_TO_PROTO: dict[StepKind, record_pb2.StepKind] = {
     "retrieval": record_pb2.STEP_KIND_RETRIEVAL,
     "message": record_pb2.STEP_KIND_MESSAGE,
     "agent": record_pb2.STEP_KIND_AGENT,
+    "embedding": record_pb2.STEP_KIND_EMBEDDING,
+    "chain": record_pb2.STEP_KIND_CHAIN,
+    "guardrail": record_pb2.STEP_KIND_GUARDRAIL,
     "other": record_pb2.STEP_KIND_OTHER,
 }
 _STEP_KIND_FROM_PROTO: dict[int, StepKind] = {v: k for k, v in _STEP_KIND_TO_PROTO.items()}

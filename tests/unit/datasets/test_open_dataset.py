@@ -33,6 +33,7 @@ def test_the_public_surface() -> None:
         "param_files_confined",
         "parse_hf_uri",
         "record_from_dict",
+        "record_to_row",
     ]
 
 
@@ -179,3 +180,28 @@ def test_a_list_can_be_read_again() -> None:
 def test_sources_that_are_not_datasets(source: object) -> None:
     with pytest.raises(DatasetError):
         open_dataset(source)  # type: ignore[arg-type]
+
+
+def test_record_to_row_round_trips_through_the_default_field_map() -> None:
+    from evalsi.core import Content, Message, Record, Step, ToolCall, Trajectory, Usage
+    from evalsi.datasets import record_from_dict, record_to_row
+
+    record = Record(
+        id="t1",
+        input=Content.of_messages([Message("user", "book a table")]),
+        output=Content.of_text("booked"),
+        reference=Content.of_json({"tool_calls": [{"name": "book"}]}),
+        context=[Content.of_text("doc a"), Content.of_text("doc b")],
+        trajectory=Trajectory(
+            [
+                Step(kind="llm_call", name="gpt", usage=Usage(input_tokens=7), span_id="s1"),
+                Step(kind="tool_call", name="book", tool_call=ToolCall("book", {"n": 2}, "c1")),
+                Step(kind="guardrail", name="pii", error="blocked", start_time_unix_nano=3),
+            ]
+        ),
+        usage=Usage(input_tokens=7, output_tokens=2, latency_ms=12.5),
+        metadata={"session_id": "s", "trace_error": False},
+    )
+    back = record_from_dict(record_to_row(record), FieldMap(), line=1, path="x.jsonl")
+    back.provenance = None
+    assert back == record

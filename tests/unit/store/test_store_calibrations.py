@@ -18,7 +18,7 @@ from evalsi.store import (
 )
 from evalsi.store import _migrations as migrations_module
 from evalsi.store._migrations import MIGRATIONS
-from evalsi.store._schema import calibrations
+from evalsi.store._schema import SCHEMA_VERSION, calibrations
 
 JUDGE = {"name": "default", "connector": "openai-compatible", "model": "qwen", "params": {}}
 
@@ -50,7 +50,7 @@ def test_a_version_2_store_gains_the_calibrations_table(
     assert not sa.inspect(engine).has_table("calibrations")
     store = SqlStore.open(store_url)
     try:
-        assert store.migrations_applied == [3]
+        assert store.migrations_applied == list(range(3, SCHEMA_VERSION + 1))
         inspector = sa.inspect(engine)
         columns = {c["name"] for c in inspector.get_columns("calibrations")}
         assert columns == set(calibrations.columns.keys())  # what the queries expect
@@ -59,7 +59,7 @@ def test_a_version_2_store_gains_the_calibrations_table(
         assert store.get_run(run.id).name == "before"  # nothing already stored is touched
         with engine.connect() as conn:
             top = conn.exec_driver_sql("SELECT max(version) FROM evalsi_schema_migrations")
-            assert top.scalar_one() == 3
+            assert top.scalar_one() == SCHEMA_VERSION
     finally:
         store.close()
 

@@ -17,6 +17,9 @@ class StepKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STEP_KIND_MESSAGE: _ClassVar[StepKind]
     STEP_KIND_AGENT: _ClassVar[StepKind]
     STEP_KIND_OTHER: _ClassVar[StepKind]
+    STEP_KIND_EMBEDDING: _ClassVar[StepKind]
+    STEP_KIND_CHAIN: _ClassVar[StepKind]
+    STEP_KIND_GUARDRAIL: _ClassVar[StepKind]
 
 class ProvenanceSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -31,6 +34,9 @@ STEP_KIND_RETRIEVAL: StepKind
 STEP_KIND_MESSAGE: StepKind
 STEP_KIND_AGENT: StepKind
 STEP_KIND_OTHER: StepKind
+STEP_KIND_EMBEDDING: StepKind
+STEP_KIND_CHAIN: StepKind
+STEP_KIND_GUARDRAIL: StepKind
 PROVENANCE_SOURCE_UNSPECIFIED: ProvenanceSource
 PROVENANCE_SOURCE_DATASET: ProvenanceSource
 PROVENANCE_SOURCE_RUN: ProvenanceSource

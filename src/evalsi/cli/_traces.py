@@ -1,0 +1,367 @@
+"""``evalsi traces list|show``: the traces received over OTLP, from a server (``--server``) or
+read straight from a local store (``--store``, default ``.evalsi/evalsi.db``)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from evalsi.cli._output import note, print_json, print_table
+from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.core import NotFoundError, UserError
+
+if TYPE_CHECKING:
+    from evalsi.core import Feedback, Span, Trace
+    from evalsi.store import TraceSummary
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
+_PREVIEW = 40
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser("traces", help="list and inspect traces received over OTLP")
+    sub = p.add_subparsers(dest="traces_command", metavar="SUBCOMMAND", required=True)
+    ls = sub.add_parser("list", help="assembled traces, newest first")
+    ls.add_argument("--service", help="only traces of this service (the root's service.name)")
+    ls.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="started within this long (30m, 1h, 2d) or since an ISO time",
+    )
+    ls.add_argument("--until", metavar="WHEN", help="started before this (same forms as --since)")
+    ls.add_argument("--session", metavar="ID", help="only traces of this session id")
+    ls.add_argument("--errors", action="store_true", help="only traces with a failed span")
+    ls.add_argument(
+        "--attr",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only traces with a span (or resource) attribute equal to VALUE; repeatable",
+    )
+    ls.add_argument("--name", help="only traces whose root span has this name")
+    ls.add_argument("--limit", type=int, default=20, help="how many (default: 20, at most 1000)")
+    ls.add_argument("--format", choices=("table", "json"), default="table")
+    _common(ls)
+    ls.set_defaults(handler=list_traces)
+    show = sub.add_parser("show", help="one trace: its spans as a tree, feedback and scores")
+    show.add_argument("trace_id", metavar="TRACE_ID")
+    show.add_argument("--format", choices=("table", "json"), default="table")
+    _common(show)
+    show.set_defaults(handler=show_trace)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", default="", help="the project (default: default)")
+    parser.add_argument(
+        "--store", metavar="PATH", help="store to read (default: .evalsi/evalsi.db)"
+    )
+    add_server_flag(parser)
+
+
+# -- list ------------------------------------------------------------------------------------------
+def list_traces(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 1000:
+        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
+    now = time.time()
+    since = parse_when(args.since, "--since", now)
+    until = parse_when(args.until, "--until", now)
+    attributes = dict(_attr(a) for a in args.attr)
+    error = True if args.errors else None
+    server = server_of(args)
+    if server is not None:
+        refuse_local_flags(args, server, store="the server reads its own store")
+        with connect(server) as client:
+            rows = client.list_traces(
+                project_id=args.project,
+                limit=args.limit,
+                service=args.service or "",
+                since=since,
+                until=until,
+                session_id=args.session or "",
+                error=error,
+                attributes=attributes,
+                name=args.name or "",
+            )
+    else:
+        with _local(args) as store:
+            rows, _ = store.list_traces(
+                args.project or "default",
+                service=args.service,
+                since_ns=_ns(since),
+                until_ns=_ns(until),
+                session_id=args.session,
+                error=error,
+                attributes=attributes,
+                name=args.name,
+                limit=args.limit,
+            )
+    if args.format == "json":
+        print_json({"traces": [_summary_json(r) for r in rows]})
+        return 0
+    if not rows:
+        note("no traces")
+        return 0
+    print_table(
+        [
+            "TRACE",
+            "START (UTC)",
+            "SERVICE",
+            "ROOT",
+            "DURATION",
+            "SPANS",
+            "STATUS",
+            "SESSION",
+            "INPUT",
+        ],
+        [
+            [
+                r.trace_id,
+                _when(r.start_time_unix_nano),
+                r.service,
+                r.root_name,
+                _ms(r.duration_ms),
+                str(r.span_count),
+                "error" if r.error else "ok",
+                r.session_id,
+                _cut(r.input_preview),
+            ]
+            for r in rows
+        ],
+    )
+    return 0
+
+
+# -- show ------------------------------------------------------------------------------------------
+def show_trace(args: argparse.Namespace) -> int:
+    trace_id = str(args.trace_id).lower()
+    if not re.fullmatch(r"[0-9a-f]{32}", trace_id):
+        raise UserError(f"TRACE_ID: expected 32 hex digits, got {args.trace_id!r}")
+    server = server_of(args)
+    trace: Trace | None
+    if server is not None:
+        refuse_local_flags(args, server, store="the server reads its own store")
+        with connect(server) as client:
+            stored = client.get_trace(trace_id, project_id=args.project)
+        trace, summary = stored.trace, stored.summary
+    else:
+        project = args.project or "default"
+        with _local(args) as store:
+            trace, summary = (
+                store.get_trace(project, trace_id),
+                store.trace_summary(project, trace_id),
+            )
+        if trace is None and summary is None:
+            raise NotFoundError(f"TRACE_ID: no trace {trace_id} in project {project!r}")
+    spans = trace.spans if trace is not None else []
+    feedback = trace.feedback if trace is not None else []
+    if args.format == "json":
+        print_json(
+            {
+                "trace_id": trace_id,
+                "summary": _summary_json(summary) if summary is not None else None,
+                "record": summary.record if summary is not None else None,
+                "spans": [_span_json(s) for s in spans],
+                "feedback": [_feedback_json(f) for f in feedback],
+                "scores": _scores_json(summary),
+            }
+        )
+        return 0
+    head = f"trace {trace_id}"
+    if summary is not None:
+        status = "error" if summary.error else "ok"
+        head += (
+            f"  service {summary.service or '-'}  {_when(summary.start_time_unix_nano)} UTC  "
+            f"{_ms(summary.duration_ms)}  {summary.span_count} spans  {status}"
+        )
+        if summary.session_id:
+            head += f"  session {summary.session_id}"
+    else:
+        head += f"  (not assembled yet: {len(spans)} spans received)"
+    print(head)
+    for prefix, span in tree(spans):
+        view = span.view
+        label = span.name
+        if view is not None and view.name and view.name != span.name:
+            label += f" ({view.name})"
+        status = "error" if span.error else "ok"
+        if span.error and span.status_message:
+            status += f": {span.status_message}"
+        kind = view.type if view is not None else "generic"
+        print(f"{prefix}{kind}  {label}  {_ms(span.duration_ms)}  {status}")
+    if feedback:
+        print("feedback:")
+        for f in feedback:
+            value = "" if f.value is None else f"{f.value:g}"
+            parts = [f.name, value, f.label, f'"{f.comment}"' if f.comment else ""]
+            print("  " + "  ".join(p for p in parts if p))
+    scores = _scores_json(summary)
+    print("scores: " + (", ".join(f"{s['name']}={s['value']}" for s in scores) or "(none)"))
+    return 0
+
+
+def tree(spans: list[Span]) -> Iterator[tuple[str, Span]]:
+    """Spans depth first, children by start time, each with its tree-drawing prefix. A span
+    whose parent is not in the trace (not received, or expired) is drawn as a root."""
+    ids = {s.span_id for s in spans}
+    children: dict[str, list[Span]] = {}
+    roots = []
+    for s in sorted(spans, key=lambda s: (s.start_time_unix_nano, s.end_time_unix_nano)):
+        if s.parent_span_id and s.parent_span_id in ids and s.parent_span_id != s.span_id:
+            children.setdefault(s.parent_span_id, []).append(s)
+        else:
+            roots.append(s)
+    seen: set[str] = set()
+
+    def walk(span: Span, lead: str, prefix: str) -> Iterator[tuple[str, Span]]:
+        if span.span_id in seen:  # a cycle of parent ids: draw each span once
+            return
+        seen.add(span.span_id)
+        yield prefix, span
+        kids = children.get(span.span_id, [])
+        for i, kid in enumerate(kids):
+            last = i == len(kids) - 1
+            yield from walk(
+                kid, lead + ("   " if last else "│  "), lead + ("└─ " if last else "├─ ")
+            )
+
+    for root in roots:
+        yield from walk(root, "", "")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def parse_when(text: str | None, flag: str, now: float) -> float | None:
+    """``30m``/``1h``/``2d`` ago, or an ISO time (UTC unless it says), as unix seconds."""
+    if text is None:
+        return None
+    match = _DURATION.fullmatch(text.strip())
+    if match:
+        return now - float(match[1]) * _UNITS[match[2]]
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UserError(
+            f"{flag}: expected a duration (30s, 15m, 1h, 2d, 1w) or an ISO time, got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def _attr(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        raise UserError(f"--attr: expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1e9)
+
+
+class _local:
+    """The local store's traces, closed after use."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from evalsi.runs import open_store
+        from evalsi.store import TraceStore
+
+        self.sql = open_store(args.store, create=False)
+        self.traces = TraceStore(self.sql)
+
+    def __enter__(self) -> Any:
+        return self.traces
+
+    def __exit__(self, *exc: object) -> None:
+        self.traces.close()
+        self.sql.close()
+
+
+def _when(ns: int) -> str:
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 10_000 else f"{ms / 1000:.2f} s"
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def _summary_json(s: TraceSummary) -> dict[str, Any]:
+    return {
+        "trace_id": s.trace_id,
+        "service": s.service,
+        "root_name": s.root_name,
+        "start_time_unix_nano": s.start_time_unix_nano,
+        "end_time_unix_nano": s.end_time_unix_nano,
+        "duration_ms": s.duration_ms,
+        "span_count": s.span_count,
+        "error": s.error,
+        "session_id": s.session_id,
+        "user_id": s.user_id,
+        "input_preview": s.input_preview,
+        "output_preview": s.output_preview,
+        "completed_at": s.completed_at,
+        "scores": _scores_json(s),
+    }
+
+
+def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
+    if s is None:
+        return []
+    return [{"name": x.name, "kind": x.kind, "value": x.value} for x in s.scores]
+
+
+def _span_json(s: Span) -> dict[str, Any]:
+    from evalsi.wire._traces import attr_json
+
+    view = s.view
+    return {
+        "span_id": s.span_id,
+        "parent_span_id": s.parent_span_id,
+        "name": s.name,
+        "type": view.type if view is not None else "generic",
+        "service": s.service,
+        "start_time_unix_nano": s.start_time_unix_nano,
+        "end_time_unix_nano": s.end_time_unix_nano,
+        "duration_ms": s.duration_ms,
+        "status_code": s.status_code,
+        "status_message": s.status_message,
+        "attributes": attr_json(s.attributes),
+        "events": [
+            {
+                "name": e.name,
+                "time_unix_nano": e.time_unix_nano,
+                "attributes": attr_json(e.attributes),
+            }
+            for e in s.events
+        ],
+        "view": _view_json(s),
+    }
+
+
+def _view_json(s: Span) -> dict[str, Any] | None:
+    from evalsi.store._trace_rows import view_dict
+    from evalsi.wire._traces import attr_json
+
+    return attr_json(view_dict(s.view)) if s.view is not None else None
+
+
+def _feedback_json(f: Feedback) -> dict[str, Any]:
+    return {
+        "trace_id": f.trace_id,
+        "session_id": f.session_id,
+        "name": f.name,
+        "value": f.value,
+        "label": f.label,
+        "comment": f.comment,
+        "source": f.source,
+        "time_unix_nano": f.time_unix_nano,
+    }

@@ -1,0 +1,29 @@
+"""The agent pack: metrics over an agent's trajectory, from runs and from traces alike.
+
+Process (no model needed): ``tool-call-accuracy`` (names and arguments against reference
+calls), ``trajectory-match`` (strict, unordered, subset or superset), ``loop-detection``
+(repeated identical calls). Efficiency: ``step-efficiency`` (steps, tokens and latency against
+budgets). Outcome (a configured judge): ``session-goal-completion``. Each is
+``builtin/<name>@1.0.0``; the record shape is in ``docs/guides/packs/agent.md``.
+"""
+
+from evalsi.evaluators import Evaluator
+from evalsi.packs.agent._accuracy import tool_call_accuracy
+from evalsi.packs.agent._efficiency import step_efficiency
+from evalsi.packs.agent._goal import GOAL_TEMPLATE, session_goal_completion
+from evalsi.packs.agent._loops import loop_detection
+from evalsi.packs.agent._trajectory import trajectory_match
+
+EVALUATORS: tuple[Evaluator, ...] = (
+    tool_call_accuracy,
+    trajectory_match,
+    loop_detection,
+    step_efficiency,
+    session_goal_completion,
+)
+"""Every evaluator of the agent pack."""
+
+TEMPLATES = (GOAL_TEMPLATE,)
+"""The versioned prompt templates of the judge-based metrics."""
+
+__all__ = ["EVALUATORS", "TEMPLATES"]

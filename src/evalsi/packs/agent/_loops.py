@@ -1,0 +1,94 @@
+"""``loop-detection``: the agent repeating the same call instead of making progress."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from evalsi.core import OutputSpec, ParamError, Record, Score
+from evalsi.evaluators import evaluator
+from evalsi.packs.agent._calls import Call, agent_calls, check_kinds
+
+
+class LoopDetection:
+    """Fail when the agent repeats an identical call: same name, same (canonical) arguments.
+
+    With ``consecutive`` (the default) a loop is a run of at least ``threshold`` identical
+    calls in a row, and a redundant call is one identical to the call just before it. Without
+    it, a loop is a call made at least ``threshold`` times anywhere in the trajectory, and a
+    redundant call is any repeat of an earlier identical call. Emits ``loop-detection``
+    (passed: no loop) and ``redundant-calls`` (the count). A retry after an error counts as a
+    repeat too: retrying identically ``threshold`` times is the loop this looks for. Calls
+    recorded without arguments compare equal by name alone.
+
+    Args:
+        threshold: how many identical calls make a loop (at least 2).
+        consecutive: count only calls in a row (True) or anywhere in the trajectory (False).
+        kinds: the step kinds whose calls are compared.
+    """
+
+    def __init__(
+        self, *, threshold: int = 3, consecutive: bool = True, kinds: list[str] | None = None
+    ) -> None:
+        if threshold < 2:
+            raise ParamError(f"loop-detection: param 'threshold' must be >= 2, got {threshold}")
+        self.threshold = threshold
+        self.consecutive = consecutive
+        self.kinds = check_kinds("loop-detection", kinds or ["tool_call"])
+
+    def __call__(self, record: Record) -> list[Score]:
+        calls = agent_calls(record.trajectory, self.kinds)
+        if self.consecutive:
+            runs = _runs(calls)
+            redundant = sum(len(run) - 1 for run in runs)
+            loops = [run for run in runs if len(run) >= self.threshold]
+            found = [
+                f"{run[0].key} {len(run)} times in a row (steps {run[0].step}-{run[-1].step})"
+                for run in loops
+            ]
+        else:
+            counts = Counter(c.key for c in calls)
+            redundant = sum(n - 1 for n in counts.values())
+            first: dict[str, int] = {}
+            for c in calls:
+                first.setdefault(c.key, c.step)
+            found = [
+                f"{key} {n} times (first at step {first[key]})"
+                for key, n in counts.items()
+                if n >= self.threshold
+            ]
+        if found:
+            explanation = "loop: " + "; ".join(found)
+        else:
+            explanation = f"no call repeated {self.threshold} times" + (
+                " in a row" if self.consecutive else ""
+            )
+        return [
+            Score(passed=not found, explanation=explanation, metadata={"calls": len(calls)}),
+            Score(name="redundant-calls", number=redundant),
+        ]
+
+
+def _runs(calls: list[Call]) -> list[list[Call]]:
+    runs: list[list[Call]] = []
+    for call in calls:
+        if runs and runs[-1][-1].key == call.key:
+            runs[-1].append(call)
+        else:
+            runs.append([call])
+    return runs
+
+
+loop_detection = evaluator(
+    name="builtin/loop-detection",
+    version="1.0.0",
+    pack="agent",
+    requires=("trajectory",),
+    outputs=[
+        OutputSpec("loop-detection", "passed", (0.0, 1.0), True, "no identical call repeated"),
+        OutputSpec("redundant-calls", "number", None, False, "calls repeating an identical one"),
+    ],
+    example=(
+        "evalsi eval --data examples/agent/trips.jsonl --evaluators loop-detection "
+        "--param loop-detection.threshold=2"
+    ),
+)(LoopDetection)

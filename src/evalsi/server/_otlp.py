@@ -1,0 +1,420 @@
+"""The OTLP trace receiver: ``POST /v1/traces`` (OTLP/HTTP, protobuf or JSON) and the gRPC
+``opentelemetry.proto.collector.trace.v1.TraceService/Export``, both handing decoded spans to a
+``SpanSink``.
+
+Answers follow the OTLP specification (opentelemetry-proto ``docs/specification.md``):
+
+* 200 with an ``ExportTraceServiceResponse`` in the request's encoding; ``partial_success``
+  carries the count and reason of spans rejected for unusable ids;
+* 400 (gRPC ``INVALID_ARGUMENT``) for a body that cannot be decoded, with a ``google.rpc.Status``
+  body holding a ``BadRequest``; senders never retry it;
+* 413 for a body over ``max_body_bytes`` before or after decompression, 415 for another content
+  type or encoding;
+* 503 with ``Retry-After`` (gRPC ``UNAVAILABLE`` with a ``RetryInfo``) when the sink raises
+  ``Overloaded`` or when the decompressed bytes of the requests being ingested would pass
+  ``max_inflight_bytes``. A request is taken whole or refused whole, so whatever was answered
+  200 reached the sink and nothing refused was kept. 503 rather than 429: the limit is the
+  server's memory, not a per-client quota.
+
+The gRPC app is built by hand over the opentelemetry-proto message classes with connectrpc, as
+the generated ``*_connect.py`` modules build theirs; connectrpc reads ``grpc-encoding: gzip``
+and caps the decompressed message at ``read_max_bytes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import math
+import time
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
+from connectrpc.code import Code
+from connectrpc.compat import google_protobuf_binary_codec
+from connectrpc.errors import ConnectError, ErrorDetail
+from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
+from connectrpc.request import RequestContext
+from connectrpc.server import ConnectASGIApplication, Endpoint
+from google.protobuf import json_format
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import BadRequest, RetryInfo  # type: ignore[import-untyped]
+from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from protobuf.wkt import Any as WktAny
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from evalsi.core import UserError
+from evalsi.server._errors import OversizeError, http_status, to_connect_error
+from evalsi.server._otlp_decode import (
+    JSON,
+    PROTOBUF,
+    BodyTooLarge,
+    Decoded,
+    UnsupportedMediaType,
+    decode_body,
+    decode_request,
+    inflate,
+    media_type,
+)
+from evalsi.server._rest import read_body
+from evalsi.server._state import DEFAULT_PROJECT, ServerConfig
+from evalsi.store import check_project_id
+from evalsi.traces import Overloaded, SpanSink
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from evalsi.server._metrics import Metrics
+
+log = logging.getLogger("evalsi.server")
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+TRACES_PATH = "/v1/traces"
+PROJECT_HEADER = "x-evalsi-project"
+# The trailer the OpenTelemetry gRPC exporters read their back-off from (besides the
+# RetryInfo in grpc-status-details-bin, which other clients read).
+RETRY_INFO_TRAILER = "google.rpc.retryinfo-bin"
+# Requests up to this size (decompressed) are decoded on the event loop: ~3 ms per 100 kB, so
+# at most ~30 ms of stall; a thread hop costs more than that saves on the usual 512-span batch.
+INLINE_DECODE_BYTES = 1024 * 1024
+# Seconds a sender waits when the in-flight byte budget is full.
+INFLIGHT_RETRY_AFTER_S = 1.0
+_HTTP_PROTOCOL = "otlp_http"
+# google.rpc.Status.code numbers: connectrpc lists the codes in gRPC's order, from CANCELLED=1.
+_GRPC_STATUS = {code: number for number, code in enumerate(Code, start=1)}
+
+
+class InflightBudget:
+    """The decompressed bytes of export requests being ingested now, against a limit.
+
+    One request alone is always admitted (however big, below the body cap), so a limit below
+    the body cap slows senders down but never locks one out. Used from one event loop only.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> bool:
+        if self.used and self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
+
+
+class _Ingest:
+    """What both transports share: project check, byte budget, sink call."""
+
+    def __init__(self, sink: SpanSink, budget: InflightBudget) -> None:
+        self.sink = sink
+        self.budget = budget
+
+    async def run(self, project: str, size: int, decode: Callable[[], Decoded]) -> Decoded:
+        if not self.budget.take(size):
+            raise Overloaded(
+                f"the server is ingesting {self.budget.used} bytes of traces, its limit is "
+                f"{self.budget.limit} (traces.otlp.maxInflightBytes)",
+                retry_after_s=INFLIGHT_RETRY_AFTER_S,
+            )
+        try:
+            # A big request takes long enough to decode to stall every other request on the
+            # loop; it is decoded in a thread (the GIL still serialises the work).
+            decoded = await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
+            if decoded.spans:
+                await self.sink.accept(project, decoded.spans)
+            return decoded
+        finally:
+            self.budget.give_back(size)
+
+
+def project_of(header: str | None) -> str:
+    """The project named by ``x-evalsi-project`` (``default`` without one)."""
+    if header is None or header == "":
+        return DEFAULT_PROJECT
+    try:
+        return check_project_id(header)
+    except UserError as e:
+        raise UserError(f"header {PROJECT_HEADER}: {e.message}", hint=e.hint) from e
+
+
+def export_response(decoded: Decoded) -> ExportTraceServiceResponse:
+    """Full success leaves ``partial_success`` unset, as the spec requires."""
+    if not decoded.rejected:
+        return ExportTraceServiceResponse()
+    return ExportTraceServiceResponse(
+        partial_success=ExportTracePartialSuccess(
+            rejected_spans=decoded.rejected, error_message=decoded.error_message
+        )
+    )
+
+
+# --- OTLP/HTTP -------------------------------------------------------------------------------
+
+
+def otlp_routes(
+    sink: SpanSink,
+    *,
+    max_body_bytes: int,
+    max_inflight_bytes: int,
+    budget: InflightBudget | None = None,
+    metrics: Metrics | None = None,
+) -> list[Route]:
+    """``POST /v1/traces``. Pass ``budget`` to share one byte budget with the gRPC app."""
+    ingest = _Ingest(sink, budget if budget is not None else InflightBudget(max_inflight_bytes))
+
+    async def export(request: Request) -> Response:
+        started = time.perf_counter()
+        kind = media_type(request.headers.get("content-type"))
+        encoding = JSON if kind == JSON else PROTOBUF
+        try:
+            if kind not in (PROTOBUF, JSON):
+                raise UnsupportedMediaType(
+                    f"content-type {request.headers.get('content-type')!r} is not supported",
+                    hint=f"send {PROTOBUF} or {JSON}",
+                )
+            project = project_of(request.headers.get(PROJECT_HEADER))
+            try:
+                body = await read_body(request, max_body_bytes)
+            except OversizeError as e:  # its hint is about evaluation requests
+                raise BodyTooLarge(max_body_bytes, "") from e
+            raw = inflate(body, request.headers.get("content-encoding"), max_body_bytes)
+            del body
+            decoded = await ingest.run(project, len(raw), lambda: decode_body(raw, encoding))
+        except Exception as e:  # noqa: BLE001 - every failure becomes an OTLP status
+            response, code = _http_error(e, encoding)
+        else:
+            response, code = _encode(export_response(decoded), encoding, 200), "ok"
+        if metrics is not None:
+            metrics.observe(SERVICE, "Export", _HTTP_PROTOCOL, code, time.perf_counter() - started)
+        return response
+
+    return [Route(TRACES_PATH, export, methods=["POST"])]
+
+
+def _encode(
+    message: Any, encoding: str, status: int, headers: dict[str, str] | None = None
+) -> Response:
+    if encoding == JSON:
+        body = json_format.MessageToJson(message, indent=None).encode()
+    else:
+        body = message.SerializeToString()
+    return Response(body, status, headers=headers, media_type=encoding)
+
+
+def _http_error(exc: Exception, encoding: str) -> tuple[Response, str]:
+    """The response and metrics code for a failed export."""
+    headers: dict[str, str] = {}
+    details: list[Any] = []
+    if isinstance(exc, UnsupportedMediaType):
+        status, code, message = 415, Code.INVALID_ARGUMENT, _text(exc)
+    elif isinstance(exc, BodyTooLarge):
+        status, code, message = 413, Code.RESOURCE_EXHAUSTED, _text(exc)
+    elif isinstance(exc, Overloaded):
+        status, code, message = 503, Code.UNAVAILABLE, str(exc)
+        headers["retry-after"] = str(max(0, math.ceil(exc.retry_after_s)))
+        details.append(_retry_info(exc.retry_after_s))
+    elif isinstance(exc, UserError):
+        status, code, message = 400, Code.INVALID_ARGUMENT, _text(exc)
+        details.append(
+            BadRequest(
+                field_violations=[BadRequest.FieldViolation(field="body", description=message)]
+            )
+        )
+    else:
+        err = to_connect_error(exc)  # logs what is unexpected; RunError → 503
+        status, code, message = http_status(err.code), err.code, err.message
+    body = Status(code=_GRPC_STATUS[code], message=message)
+    for detail in details:
+        body.details.add().Pack(detail)
+    return _encode(body, encoding, status, headers), code.value
+
+
+def _text(e: UserError) -> str:
+    return e.message if not e.hint else f"{e.message} (hint: {e.hint})"
+
+
+def _retry_info(seconds: float) -> RetryInfo:
+    whole = max(0.0, seconds)
+    return RetryInfo(
+        retry_delay=Duration(seconds=int(whole), nanos=int((whole - int(whole)) * 1e9))
+    )
+
+
+# --- OTLP/gRPC -------------------------------------------------------------------------------
+
+
+class TraceServiceHandler:
+    """``TraceService/Export`` over a sink; errors leave as ``ConnectError``s."""
+
+    def __init__(self, sink: SpanSink, budget: InflightBudget) -> None:
+        self._ingest = _Ingest(sink, budget)
+
+    async def export(
+        self,
+        request: ExportTraceServiceRequest,
+        ctx: RequestContext[ExportTraceServiceRequest, ExportTraceServiceResponse],
+        /,
+    ) -> ExportTraceServiceResponse:
+        try:
+            project = project_of(ctx.request_headers.get(PROJECT_HEADER))
+            decoded = await self._ingest.run(
+                project, request.ByteSize(), lambda: decode_request(request)
+            )
+        except Overloaded as e:
+            info = _retry_info(e.retry_after_s)
+            ctx.response_trailers[RETRY_INFO_TRAILER] = (
+                base64.b64encode(info.SerializeToString()).decode().rstrip("=")
+            )
+            raise ConnectError(Code.UNAVAILABLE, str(e), details=[_detail(info)]) from e
+        except Exception as e:  # mapped once, as on every other service
+            raise to_connect_error(e) from e
+        return export_response(decoded)
+
+
+def _detail(message: Any) -> ErrorDetail:
+    """A google.protobuf message as a connectrpc error detail (which packs its own ``Any``)."""
+    return ErrorDetail(
+        WktAny(
+            type_url=f"type.googleapis.com/{message.DESCRIPTOR.full_name}",
+            value=message.SerializeToString(),
+        )
+    )
+
+
+class TraceServiceASGIApplication(ConnectASGIApplication[TraceServiceHandler]):
+    """The connectrpc app for ``TraceService`` (what protoc-gen-connectrpc-py would write)."""
+
+    def __init__(
+        self,
+        service: TraceServiceHandler,
+        *,
+        interceptors: Iterable[Any] = (),
+        read_max_bytes: int | None,
+        codecs: Iterable[Any] | None = None,
+    ) -> None:
+        method: MethodInfo[ExportTraceServiceRequest, ExportTraceServiceResponse] = MethodInfo(
+            name="Export",
+            service_name=SERVICE,
+            input=ExportTraceServiceRequest,
+            output=ExportTraceServiceResponse,
+            idempotency_level=IdempotencyLevel.UNKNOWN,
+            stream_type=StreamType.UNARY,
+        )
+        super().__init__(
+            service=service,
+            endpoints=lambda svc: {
+                f"/{SERVICE}/Export": Endpoint.unary(method=method, function=svc.export)
+            },
+            interceptors=interceptors,
+            read_max_bytes=read_max_bytes,
+            # OTLP/gRPC is binary protobuf; JSON over Connect is not an OTLP transport.
+            codecs=codecs if codecs is not None else (google_protobuf_binary_codec(),),
+        )
+        # The object answering Export, for the native gRPC port (app.state.handlers).
+        self.handler = service
+
+    @property
+    def path(self) -> str:
+        return f"/{SERVICE}"
+
+
+def trace_service_app(
+    sink: SpanSink,
+    *,
+    max_body_bytes: int,
+    max_inflight_bytes: int,
+    budget: InflightBudget | None = None,
+    interceptors: Iterable[Any] = (),
+) -> TraceServiceASGIApplication:
+    """The gRPC (and gRPC-Web, Connect) ``TraceService`` app, to mount at its ``path``."""
+    shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
+    return TraceServiceASGIApplication(
+        TraceServiceHandler(sink, shared),
+        interceptors=interceptors,
+        read_max_bytes=max_body_bytes,
+    )
+
+
+# --- wiring ----------------------------------------------------------------------------------
+
+
+def otlp_mounts(
+    sink: SpanSink,
+    config: ServerConfig,
+    *,
+    interceptors: Iterable[Any] = (),
+    metrics: Metrics | None = None,
+) -> list[BaseRoute]:
+    """Both OTLP endpoints over one sink and one in-flight byte budget, for ``build_app``."""
+    budget = InflightBudget(config.traces.otlp.max_inflight_bytes)
+    app = trace_service_app(
+        sink,
+        max_body_bytes=config.max_body_bytes,
+        max_inflight_bytes=budget.limit,
+        budget=budget,
+        interceptors=interceptors,
+    )
+    routes: list[BaseRoute] = [Mount(app.path, app)]
+    routes += otlp_routes(
+        sink,
+        max_body_bytes=config.max_body_bytes,
+        max_inflight_bytes=budget.limit,
+        budget=budget,
+        metrics=metrics,
+    )
+    return routes
+
+
+def otlp_ports(config: ServerConfig) -> list[int]:
+    """``traces.otlp.grpcPort`` and ``httpPort`` when set and not the main port."""
+    otlp = config.traces.otlp
+    ports = [p for p in (otlp.grpc_port, otlp.http_port) if p is not None and p != config.port]
+    return list(dict.fromkeys(ports))
+
+
+def otlp_binds(config: ServerConfig) -> list[str]:
+    """The extra hypercorn ``bind`` entries for the OTLP ports (the same app listens there)."""
+    host = config.host
+    host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return [f"{host}:{port}" for port in otlp_ports(config)]
+
+
+def is_otlp_path(path: str) -> bool:
+    return path == TRACES_PATH or path.startswith(f"/{SERVICE}/")
+
+
+class OtlpOnlyOn:
+    """ASGI middleware: on the given ports (the OTLP listeners) only the OTLP endpoints answer;
+    anything else is 404, so opening 4317/4318 to collectors does not expose the API there.
+
+    A port of 0 (pick any) cannot be recognised and is left unrestricted.
+    """
+
+    def __init__(self, app: ASGIApp, ports: Collection[int]) -> None:
+        self.app = app
+        self.ports = frozenset(p for p in ports if p)
+        # build_app's state (metrics, handlers) stays reachable through the wrapper.
+        self.state = getattr(app, "state", None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        server = scope.get("server")
+        if (
+            scope["type"] == "http"
+            and server is not None
+            and server[1] in self.ports
+            and not is_otlp_path(scope["path"])
+        ):
+            await Response("only OTLP is served on this port\n", 404)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

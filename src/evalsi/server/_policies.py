@@ -1,0 +1,211 @@
+"""PolicyService: online evaluation policies applied to the server's trace stream.
+
+A policy arrives as an ``OnlineEvalPolicy`` message or as YAML/JSON text (then errors name its
+lines), is checked exactly as ``evalsi watch -f`` checks the file (``evalsi.traces``), with the
+server's rules on secrets, and handed to the ``PolicyEngine``, which keeps it in the store so a
+restarted server applies it again (``start``). Promoted traces become rows of the server's
+datasets (``DatasetPromoter``: content-addressed versions under ``datasets_dir``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from google.protobuf import json_format, timestamp_pb2
+
+from evalsi._proto.evalsi.v1alpha1 import policy_pb2
+from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
+from evalsi.core import NotFoundError, UserError
+from evalsi.evaluators import PackOptIn
+from evalsi.server._dataset_files import DatasetFiles, file_name
+from evalsi.server._runs import _check_secrets
+from evalsi.server._state import ServerState
+from evalsi.store import DEFAULT_PROJECT, check_project_id
+from evalsi.traces._policy_engine import AppliedPolicy, PolicyEngine, PolicyStats
+from evalsi.traces._policy_spec import PolicySpec, policy_from_dict, policy_from_yaml
+from evalsi.wire import summary_to_proto
+
+SPEC_SOURCE = "policy"
+MAX_POLICY_TEXT = 1 << 20
+
+
+class DatasetPromoter:
+    """Promoted rows appended to a server dataset (created on first use); a row whose id is
+    already in the latest version is not appended again."""
+
+    def __init__(self, files: DatasetFiles) -> None:
+        self.files = files
+        self._lock = asyncio.Lock()
+
+    async def promote(self, project: str, dataset: str, row: dict[str, Any]) -> str | None:
+        async with self._lock:  # one append at a time: each builds on the latest version
+            return await asyncio.to_thread(self._append, dataset, row)
+
+    def _append(self, dataset: str, row: dict[str, Any]) -> str | None:
+        try:
+            latest = self.files.get(dataset)
+        except NotFoundError:
+            return self.files.create(dataset, [row]).version
+        path = self.files.root / dataset / file_name(latest.version)
+        wanted = row.get("id")
+        with path.open("rb") as f:
+            for line in f:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    if orjson.loads(line).get("id") == wanted:
+                        return None
+        return self.files.append(dataset, [row], latest.version).version
+
+
+def default_engine(state: ServerState) -> PolicyEngine:
+    """The engine a server runs: its registry, store, packs and judges; promotion into its
+    datasets."""
+    return PolicyEngine(
+        registry=state.registry,
+        store=state.store,
+        packs=PackOptIn(state.config.packs),
+        judges=state.config.judges,
+        promoter=DatasetPromoter(DatasetFiles(state.config.datasets_dir)),
+    )
+
+
+class PolicyHandler:
+    """Implements the generated ``PolicyService`` protocol over a ``PolicyEngine``."""
+
+    def __init__(self, state: ServerState, engine: PolicyEngine | None = None) -> None:
+        self.state = state
+        self.engine = engine if engine is not None else default_engine(state)
+        self._started = False
+        self._start_lock = asyncio.Lock()
+
+    async def start(self) -> int:
+        """Apply the policies kept in the store (once); how many. Called by the app on start,
+        and by the first request if the app did not."""
+        async with self._start_lock:
+            if self._started:
+                return 0
+            self._started = True
+            return await self.engine.restore()
+
+    async def stop(self) -> None:
+        await self.engine.close()
+
+    # -- RPCs -----------------------------------------------------------------------------------
+    async def apply_policy(
+        self, request: pb.ApplyPolicyRequest, ctx: Any, /
+    ) -> pb.ApplyPolicyResponse:
+        await self.start()
+        project = _project(request.project_id)
+        spec = self._spec(request, project)
+        applied = await self.engine.apply(spec)
+        return pb.ApplyPolicyResponse(policy=_policy(applied), changed=applied.changed)
+
+    async def list_policies(
+        self, request: pb.ListPoliciesRequest, ctx: Any, /
+    ) -> pb.ListPoliciesResponse:
+        await self.start()
+        project = _project(request.project_id) if request.project_id else None
+        found = self.engine.policies(project)
+        return pb.ListPoliciesResponse(policies=[_policy(p) for p in found])
+
+    async def get_policy(self, request: pb.GetPolicyRequest, ctx: Any, /) -> pb.GetPolicyResponse:
+        await self.start()
+        applied = self.engine.get(_name(request.name), _project(request.project_id))
+        return pb.GetPolicyResponse(policy=_policy(applied))
+
+    async def delete_policy(
+        self, request: pb.DeletePolicyRequest, ctx: Any, /
+    ) -> pb.DeletePolicyResponse:
+        await self.start()
+        await self.engine.delete(_name(request.name), _project(request.project_id))
+        return pb.DeletePolicyResponse()
+
+    async def get_policy_stats(
+        self, request: pb.GetPolicyStatsRequest, ctx: Any, /
+    ) -> pb.GetPolicyStatsResponse:
+        await self.start()
+        stats = self.engine.stats(_name(request.name), _project(request.project_id))
+        return pb.GetPolicyStatsResponse(stats=stats_to_proto(stats))
+
+    # -- specs ----------------------------------------------------------------------------------
+    def _spec(self, request: pb.ApplyPolicyRequest, project: str) -> PolicySpec:
+        has_message = request.HasField("policy")
+        if has_message == bool(request.yaml):
+            raise UserError(
+                "set exactly one of policy (the message) and yaml (the policy as YAML or JSON text)"
+            )
+        engine = self.engine
+        if request.yaml:
+            if len(request.yaml) > MAX_POLICY_TEXT:
+                raise UserError(f"yaml: the policy is larger than {MAX_POLICY_TEXT} bytes")
+            spec = policy_from_yaml(
+                request.yaml,
+                source=SPEC_SOURCE,
+                registry=engine.registry,
+                packs=engine.packs,
+                project=project,
+            )
+        else:
+            doc = json_format.MessageToDict(request.policy)
+            spec = policy_from_dict(
+                doc, source=SPEC_SOURCE, registry=engine.registry, packs=engine.packs,
+                project=project,
+            )  # fmt: skip
+        _check_secrets(spec.raw.get("spec", {}), self.state.config.allowed_env_secrets)
+        return spec
+
+
+def _project(project_id: str) -> str:
+    return check_project_id(project_id) if project_id else DEFAULT_PROJECT
+
+
+def _name(name: str) -> str:
+    if not name:
+        raise UserError("name: the policy's name is required")
+    return name
+
+
+def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromNanoseconds(int(seconds * 1e9))
+    return out
+
+
+def policy_to_proto(doc: Mapping[str, Any]) -> policy_pb2.OnlineEvalPolicy:
+    message = policy_pb2.OnlineEvalPolicy()
+    json_format.ParseDict(dict(doc), message)
+    return message
+
+
+def _policy(applied: AppliedPolicy) -> pb.Policy:
+    spec = applied.spec
+    return pb.Policy(
+        name=spec.name,
+        project_id=spec.project,
+        run_id=applied.run_id,
+        apply_time=_timestamp(applied.applied_at),
+        spec=policy_to_proto(spec.raw),
+        spec_hash=spec.spec_hash,
+    )
+
+
+def stats_to_proto(stats: PolicyStats) -> pb.PolicyStats:
+    return pb.PolicyStats(
+        name=stats.name,
+        project_id=stats.project,
+        selected=stats.selected,
+        sampled=stats.sampled,
+        evaluated=stats.evaluated,
+        skipped=stats.skipped,
+        errors=stats.errors,
+        alerts_fired=stats.alerts_fired,
+        alert_failures=stats.alert_failures,
+        promoted=stats.promoted,
+        window=[summary_to_proto(m) for m in stats.window],
+        window_seconds=stats.window_seconds,
+        firing=stats.firing,
+        outcomes=stats.outcomes,
+    )

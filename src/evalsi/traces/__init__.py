@@ -1,0 +1,34 @@
+"""The Watch way in: semantic-convention mappers, trace assembly, redaction, online policies.
+
+Spans arrive decoded (the OTLP receiver at the server's edge builds ``evalsi.core.Span``);
+everything here is plain Python over those objects.
+"""
+
+from __future__ import annotations
+
+from evalsi.traces._assembler import Assembler, Completed
+from evalsi.traces._feedback import check_feedback, feedback_from_events
+from evalsi.traces._ingest import Ingest, IngestStats, summarize
+from evalsi.traces._mappers import CONVENTIONS, normalize, normalize_all
+from evalsi.traces._records import trace_to_record
+from evalsi.traces._redact import RedactionRule, Redactor, parse_rules
+from evalsi.traces._sink import Overloaded, SpanSink
+
+__all__ = [
+    "CONVENTIONS",
+    "Assembler",
+    "Completed",
+    "Ingest",
+    "IngestStats",
+    "Overloaded",
+    "RedactionRule",
+    "Redactor",
+    "SpanSink",
+    "check_feedback",
+    "feedback_from_events",
+    "normalize",
+    "normalize_all",
+    "parse_rules",
+    "summarize",
+    "trace_to_record",
+]

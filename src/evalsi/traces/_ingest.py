@@ -1,0 +1,257 @@
+"""The ingest pipeline behind the OTLP receiver: redact, normalise, store, assemble, hand over.
+
+``accept`` (the receiver's ``SpanSink``) redacts the spans, lets the mappers read them, and
+waits until a writer thread has committed them, so an OTLP 200 means the spans survive a crash.
+The writer drains whatever requests are queued into one transaction (group commit), which is
+what keeps the store from being the bottleneck when many exporters send at once; it runs in
+its own thread so that SQLite's work overlaps the event loop's decoding.
+
+A ticker completes traces (``Assembler``), turns each into a ``Record``, stores the trace row
+and calls ``on_trace`` (the online policy engine). Feedback (late signals) joins its trace or
+session: stored at once, attached to an open trace, or handed to ``on_feedback`` with the
+stored trace when that trace already completed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from evalsi.core import Feedback, Record, Span, Trace
+from evalsi.datasets import record_to_row
+from evalsi.store import TraceStore, TraceSummary
+from evalsi.traces._assembler import Assembler, Completed
+from evalsi.traces._feedback import feedback_from_events
+from evalsi.traces._mappers import normalize_all
+from evalsi.traces._records import trace_to_record
+from evalsi.traces._redact import Redactor
+from evalsi.traces._sink import Overloaded
+
+log = logging.getLogger("evalsi.traces")
+
+OnTrace = Callable[[Trace, Record], Awaitable[None]]
+OnFeedback = Callable[[Trace, Record, Feedback], Awaitable[None]]
+
+
+@dataclass
+class IngestStats:
+    requests: int = 0
+    spans: int = 0
+    late_spans: int = 0
+    traces: int = 0
+    refused: int = 0
+    feedback: int = 0
+
+
+_Job = tuple[str, Sequence[Span], asyncio.Future[None]]
+
+
+class Ingest:
+    """Implements ``SpanSink``. Start it on the loop that will call ``accept``."""
+
+    def __init__(
+        self,
+        writer: TraceStore,
+        *,
+        redactor: Redactor | None = None,
+        grace_s: float = 5.0,
+        orphan_s: float = 60.0,
+        max_open: int = 100_000,
+        max_pending_spans: int = 200_000,
+        on_trace: OnTrace | None = None,
+        on_feedback: OnFeedback | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.writer = writer
+        self.redactor = redactor or Redactor(())
+        self.assembler = Assembler(
+            grace_s=grace_s, orphan_s=max(orphan_s, grace_s), max_open=max_open
+        )
+        self.max_pending_spans = max_pending_spans
+        self.on_trace = on_trace
+        self.on_feedback = on_feedback
+        self.clock = clock
+        self.stats = IngestStats()
+        self._pending = 0
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._thread = threading.Thread(
+            target=self._write_loop, name="evalsi-span-writer", daemon=True
+        )
+        self._thread.start()
+        self._ticker = asyncio.create_task(self._tick_loop(), name="evalsi-trace-assembler")
+
+    async def stop(self) -> None:
+        """Completes every open trace (their spans are stored already) and stops the writer."""
+        if self._ticker is not None:
+            # A flag, not cancel(): wait_for can swallow a cancellation that races its
+            # inner wait completing (the wake-up accept just gave), and the loop would go on.
+            self._stopping = True
+            self._wake.set()
+            await self._ticker
+            self._ticker = None
+        for done in self.assembler.flush(self.clock()):
+            await self._finish(done)
+        if self._thread is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+
+    # -- SpanSink ----------------------------------------------------------------------------
+
+    async def accept(self, project: str, spans: Sequence[Span]) -> None:
+        if not spans:
+            return
+        if self._loop is None:
+            raise Overloaded("trace ingest is not running yet", retry_after_s=1.0)
+        if self._pending + len(spans) > self.max_pending_spans:
+            self.stats.refused += 1
+            raise Overloaded(
+                f"trace ingest has {self._pending} spans waiting to be stored; retry later",
+                retry_after_s=1.0,
+            )
+        self.redactor.spans(spans)
+        normalize_all(spans)
+        self._pending += len(spans)
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._jobs.put((project, spans, done))
+        try:
+            await done
+        finally:
+            self._pending -= len(spans)
+        self.stats.requests += 1
+        self.stats.spans += len(spans)
+        late = self.assembler.add(project, spans, self.clock())
+        if late:
+            self.stats.late_spans += len(late)
+            await self._join_late(project, late)
+        for span in spans:
+            if span.events:
+                for fb in feedback_from_events(span):
+                    await self.feedback(project, fb)
+        self._wake.set()
+
+    # -- late signals ------------------------------------------------------------------------
+
+    async def feedback(self, project: str, feedback: Feedback) -> None:
+        """Stores a late signal and joins it to its trace (open or completed)."""
+        await asyncio.to_thread(self.writer.add_feedback, project, feedback)
+        self.stats.feedback += 1
+        if not feedback.trace_id:
+            return  # a session-level signal: stored, read by queries and session evaluators
+        open_trace = self.assembler.get(project, feedback.trace_id)
+        if open_trace is not None:
+            open_trace.feedback.append(feedback)  # graded with the trace when it completes
+            return
+        if self.on_feedback is None:
+            return
+        trace = await asyncio.to_thread(self.writer.get_trace, project, feedback.trace_id)
+        if trace is None:
+            return
+        await self.on_feedback(trace, trace_to_record(trace), feedback)
+
+    async def _join_late(self, project: str, late: list[Span]) -> None:
+        by_trace = {s.trace_id for s in late}
+        for trace_id in by_trace:
+            trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+            if trace is not None:
+                await asyncio.to_thread(
+                    self.writer.upsert_trace, project, summarize(trace, trace_to_record(trace))
+                )
+
+    # -- assembly ----------------------------------------------------------------------------
+
+    async def _tick_loop(self) -> None:
+        while not self._stopping:
+            now = self.clock()
+            for done in self.assembler.due(now):
+                try:
+                    await self._finish(done)
+                except Exception:  # one bad trace must not stop assembly
+                    log.exception("completing trace %s failed", done.trace.trace_id)
+            deadline = self.assembler.next_deadline()
+            wait = 1.0 if deadline is None else min(1.0, max(0.01, deadline - self.clock()))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+
+    async def _finish(self, done: Completed) -> None:
+        trace = done.trace
+        record = trace_to_record(trace)
+        await asyncio.to_thread(self.writer.upsert_trace, trace.project, summarize(trace, record))
+        self.stats.traces += 1
+        if self.on_trace is not None:
+            await self.on_trace(trace, record)
+
+    # -- the writer thread -------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            first = self._jobs.get()
+            if first is None:
+                return
+            jobs = [first]
+            while True:  # group commit: everything queued meanwhile goes in too
+                try:
+                    more = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._jobs.put(None)
+                    break
+                jobs.append(more)
+            by_project: dict[str, list[Span]] = {}
+            for project, spans, _ in jobs:
+                by_project.setdefault(project, []).extend(spans)
+            error: BaseException | None = None
+            try:
+                for project, spans in by_project.items():
+                    self.writer.write_spans(project, spans)
+            except Exception as e:
+                log.exception("storing %d spans failed", sum(len(s) for s in by_project.values()))
+                error = e
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(_settle, [job[2] for job in jobs], error)
+
+
+def _settle(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for future in futures:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(
+                Overloaded(
+                    f"the trace store could not take the spans ({type(error).__name__}); retry"
+                )
+            )
+
+
+def summarize(trace: Trace, record: Record) -> TraceSummary:
+    """The trace's row: its summary, previews and the assembled record (as a dataset row)."""
+    user = record.metadata.get("user_id", "")
+    return TraceSummary.of(
+        trace,
+        record=record_to_row(record),
+        user_id=user if isinstance(user, str) else "",
+        input_preview=record.input.as_text() if record.input is not None else "",
+        output_preview=record.output.as_text() if record.output is not None else "",
+    )

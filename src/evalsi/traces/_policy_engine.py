@@ -1,0 +1,468 @@
+"""The online policy engine: every completed trace through every applied policy.
+
+For each policy whose selector matches a trace: the sampling decision (rate by trace id, or an
+``always`` rule), the cascade (``_policy_live``), the scores stored under the policy's ``watch``
+run (``_policy_store``), the window updated, the alerts checked (webhooks sent in the
+background), and the record promoted to a dataset when ``promote.when`` holds. Late feedback
+(``on_feedback``) runs the policy's ``onFeedback`` steps, and grades a trace the rate passed
+over when the policy has the ``feedback.negative`` rule.
+
+Nothing a trace or a webhook does stops the engine: a failing condition counts as false, an
+evaluator's exception is that trace's ERROR, a store or promotion failure is counted and logged.
+Memory is bounded: windows prune by time (and a cap), latency estimates are five numbers, the
+recently graded trace ids are an LRU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.core import (
+    Feedback,
+    MetricSummary,
+    NotFoundError,
+    Record,
+    ResultBatch,
+    Trace,
+    UserError,
+)
+from evalsi.evaluators import JudgeClient, PackOptIn, Registry, judges_needed, use_judges
+from evalsi.runs import JudgeSpec
+from evalsi.store import SqlStore
+from evalsi.traces._alerts import AlertState, Notifier, WebhookNotifier
+from evalsi.traces._policy_cel import ConditionError, evaluate
+from evalsi.traces._policy_live import LivePolicy, feedback_view, score_functions, trace_view
+from evalsi.traces._policy_spec import PolicySpec, policy_from_dict
+from evalsi.traces._policy_store import PolicyRuns, run_id_for
+from evalsi.traces._promote import Promoter, record_to_row
+
+log = logging.getLogger("evalsi.traces")
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPolicy:
+    """A policy as applied: its spec, the run holding its scores, when it was applied."""
+
+    spec: PolicySpec
+    run_id: str
+    applied_at: float
+    changed: bool = True
+
+
+@dataclass(slots=True)
+class PolicyStats:
+    """Counts since the policy was applied in this process, and the window's aggregates."""
+
+    name: str
+    project: str
+    selected: int
+    sampled: int
+    evaluated: int
+    skipped: dict[str, int]
+    errors: int
+    alerts_fired: int
+    alert_failures: int
+    promoted: int
+    window: list[MetricSummary]
+    window_seconds: float
+    firing: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "project": self.project,
+            "selected": self.selected,
+            "sampled": self.sampled,
+            "evaluated": self.evaluated,
+            "skipped": dict(self.skipped),
+            "errors": self.errors,
+            "alerts_fired": self.alerts_fired,
+            "alert_failures": self.alert_failures,
+            "promoted": self.promoted,
+            "window_seconds": self.window_seconds,
+            "window": [m.to_dict() for m in self.window],
+            "firing": list(self.firing),
+            "outcomes": dict(self.outcomes),
+        }
+
+
+DEFAULT_MAX_PENDING = 1024
+"""Traces ``submit`` lets wait for grading before it sheds load (counted as ``overloaded``)."""
+DEFAULT_CONCURRENCY = 16
+"""Traces graded at once by ``submit`` (a judge call takes seconds; checks take microseconds)."""
+
+JudgeFactory = Callable[[PolicySpec], Mapping[str, JudgeClient]]
+"""Builds the judge clients a policy's evaluators ask for (``default_judges`` by default)."""
+
+
+class PolicyEngine:
+    """Applied policies and the work they do on each trace.
+
+    Args:
+        registry: where cascade refs resolve (built-ins and entry points by default).
+        store: keeps policies (re-applied by ``restore``) and their scores; None keeps nothing.
+        packs: the project's ``evaluators.packs`` (cascade refs are explicit, so always allowed).
+        judges: judge specs for names a policy's own ``spec.judges`` does not give (the
+            server's configured judges).
+        judge_factory: replaces how judge clients are built (tests pass fixed judges).
+        promoter: where promoted rows go; None ignores ``promote``.
+        notifier: delivers alerts (webhooks by default).
+        clock: seconds, for windows and cooldowns (monotonic by default).
+        concurrency: traces graded at once by ``submit``.
+        max_pending: traces ``submit`` holds before shedding (never ``on_trace``).
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: Registry | None = None,
+        store: SqlStore | None = None,
+        packs: PackOptIn | None = None,
+        judges: Mapping[str, JudgeSpec] | None = None,
+        judge_factory: JudgeFactory | None = None,
+        promoter: Promoter | None = None,
+        notifier: Notifier | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        max_pending: int = DEFAULT_MAX_PENDING,
+    ) -> None:
+        if registry is None:
+            from evalsi.packs import builtin_registry
+
+            registry = builtin_registry()
+        self.registry = registry
+        self.store = store
+        self.runs = PolicyRuns(store) if store is not None else None
+        self.packs = packs or PackOptIn()
+        self.server_judges = dict(judges or {})
+        self.judge_factory = judge_factory or self.default_judges
+        self.promoter = promoter
+        self.notifier = notifier or WebhookNotifier()
+        self.clock = clock
+        self._policies: dict[tuple[str, str], LivePolicy] = {}
+        self._judges: dict[tuple[str, str], Mapping[str, JudgeClient]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._grading: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(concurrency)
+        self.max_pending = max_pending
+        self.overloaded = 0
+        self._lock = asyncio.Lock()
+
+    # -- policies -------------------------------------------------------------------------------
+    def load(self, doc: Mapping[str, Any], *, project: str = "", source: str = "") -> PolicySpec:
+        """Check a policy document against this engine's registry and packs."""
+        return policy_from_dict(
+            doc, source=source, registry=self.registry, packs=self.packs, project=project
+        )
+
+    async def apply(self, spec: PolicySpec) -> AppliedPolicy:
+        """Create the policy or replace the one of the same name in its project; applying the
+        same spec again keeps its counts and window (``changed`` is False)."""
+        key = (spec.project, spec.name)
+        judges = self.judge_factory(spec)  # a missing judge fails here, before anything changes
+        async with self._lock:
+            current = self._policies.get(key)
+            if current is not None and current.spec.spec_hash == spec.spec_hash:
+                return AppliedPolicy(current.spec, current.run_id, current.applied_at, False)
+            run_id = run_id_for(spec.spec_hash)
+            if self.runs is not None:
+                info = await self.runs.save(
+                    project=spec.project,
+                    name=spec.name,
+                    spec_hash=spec.spec_hash,
+                    doc=spec.raw,
+                    evaluators=[s.bound.spec() for s in spec.steps],
+                    replaces=current.run_id if current is not None else None,
+                )
+                run_id = info.id
+            live = LivePolicy(spec, run_id, time.time(), self.clock)
+            self._policies[key] = live
+            self._judges[key] = judges
+        return AppliedPolicy(spec, run_id, live.applied_at, True)
+
+    async def delete(self, name: str, project: str = "default") -> None:
+        async with self._lock:
+            live = self._policies.pop((project, name), None)
+            self._judges.pop((project, name), None)
+        if live is None:
+            raise NotFoundError(
+                f"name: no policy {name!r} in project {project!r}",
+                hint="ListPolicies (or `evalsi watch`) shows the policies applied",
+            )
+        if self.runs is not None:
+            await self.runs.delete(live.run_id)
+
+    def get(self, name: str, project: str = "default") -> AppliedPolicy:
+        live = self._live(name, project)
+        return AppliedPolicy(live.spec, live.run_id, live.applied_at)
+
+    def policies(self, project: str | None = None) -> list[AppliedPolicy]:
+        return [
+            AppliedPolicy(p.spec, p.run_id, p.applied_at)
+            for (proj, _), p in sorted(self._policies.items())
+            if project is None or proj == project
+        ]
+
+    def _live(self, name: str, project: str) -> LivePolicy:
+        live = self._policies.get((project, name))
+        if live is None:
+            raise NotFoundError(
+                f"name: no policy {name!r} in project {project!r}",
+                hint="ListPolicies (or `evalsi watch`) shows the policies applied",
+            )
+        return live
+
+    async def restore(self) -> int:
+        """Apply again the policies kept in the store (a restarted server); how many. A stored
+        policy that no longer loads (an evaluator uninstalled) is logged and left out."""
+        if self.runs is None:
+            return 0
+        restored = 0
+        for stored in await self.runs.live():
+            try:
+                spec = self.load(stored.doc, project=stored.project, source=stored.run_id)
+                await self.apply(spec)
+            except UserError as e:
+                log.error("policy %s/%s not restored: %s", stored.project, stored.name, e)
+                continue
+            restored += 1
+        return restored
+
+    def default_judges(self, spec: PolicySpec) -> Mapping[str, JudgeClient]:
+        """Store-backed judge clients (cached answers) for the judges the policy's evaluators
+        ask for: the policy's own ``spec.judges``, else the engine's (the server's)."""
+        needed = judges_needed([s.bound for s in spec.steps])
+        if not needed:
+            return {}
+        specs = {**self.server_judges, **spec.judges}
+        missing = {name: users for name, users in needed.items() if name not in specs}
+        if missing:
+            name, users = next(iter(missing.items()))
+            raise UserError(
+                f"spec.cascade: {', '.join(users)} needs a judge named {name!r}, and none is "
+                "configured (evalsi has no default judge)",
+                hint=f"add spec.judges.{name} {{connector, baseUrl, model}} to the policy, or "
+                "configure it in the server's evalsi.yaml",
+            )
+        if self.store is None:
+            raise UserError("judges need a store for their answer cache; give the engine one")
+        from evalsi.runs import build_judges
+
+        return build_judges(
+            {n: specs[n] for n in needed}, self.store, [s.bound for s in spec.steps]
+        )
+
+    # -- traces ---------------------------------------------------------------------------------
+    async def submit(self, trace: Trace, record: Record) -> None:
+        """``on_trace`` in the background, for a caller that must not wait for judges (trace
+        assembly): at most ``concurrency`` traces graded at once, and beyond ``max_pending``
+        waiting, traces are not graded (``overloaded`` counts them)."""
+        if len(self._grading) >= self.max_pending:
+            self.overloaded += 1
+            return
+
+        async def grade() -> None:
+            async with self._slots:
+                await self.on_trace(trace, record)
+
+        task = asyncio.create_task(grade())
+        self._grading.add(task)
+        task.add_done_callback(self._graded)
+
+    def _graded(self, task: asyncio.Task[None]) -> None:
+        self._grading.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("grading a trace failed", exc_info=task.exception())
+
+    async def on_trace(self, trace: Trace, record: Record) -> None:
+        """Grade a completed trace under every policy that selects and samples it."""
+        view = trace_view(trace)
+        for key, live in list(self._policies.items()):
+            if not live.selects(trace, view):
+                live.counts.skipped["not_selected"] += 1
+                continue
+            live.counts.selected += 1
+            if not live.samples(trace, view):
+                live.counts.skipped["not_sampled"] += 1
+                continue
+            live.counts.sampled += 1
+            steps = range(len(live.spec.cascade))
+            await self._grade(key, live, trace, record, steps, view, trace.feedback, None)
+
+    async def on_feedback(self, trace: Trace, record: Record, feedback: Feedback) -> None:
+        """Feedback arrived for a completed trace: run the ``onFeedback`` steps of the policies
+        that graded it, and grade it now under a ``feedback.negative`` policy that had passed
+        it over."""
+        view = trace_view(trace)
+        signals = [*trace.feedback, feedback] if feedback not in trace.feedback else trace.feedback
+        for key, live in list(self._policies.items()):
+            if not live.selects(trace, view):
+                continue
+            known = live.recent.get(trace.trace_id)
+            cascade = len(live.spec.cascade)
+            feedback_steps = list(range(cascade, len(live.spec.steps)))
+            if known is None and feedback.negative and live.spec.feedback_forces:
+                # Passed over when it completed (counted not_sampled then), graded now.
+                live.counts.sampled += 1
+                if live.counts.skipped["not_sampled"] > 0:
+                    live.counts.skipped["not_sampled"] -= 1
+                steps = [*range(cascade), *feedback_steps]
+                await self._grade(key, live, trace, record, steps, view, signals, None)
+            elif known is not None and feedback_steps:
+                await self._grade(key, live, trace, record, feedback_steps, view, signals, known)
+
+    async def _grade(
+        self,
+        key: tuple[str, str],
+        live: LivePolicy,
+        trace: Trace,
+        record: Record,
+        steps: Any,
+        view: dict[str, Any],
+        feedback: Any,
+        known: list[dict[str, Any]] | None,
+    ) -> None:
+        first = known is None
+        try:
+            with use_judges(self._judges.get(key, {})):
+                rows, scores = await live.grade(trace, record, list(steps), view, feedback, known)
+        except Exception:  # our own bug must cost one trace, not the engine
+            log.exception("policy %s: grading trace %s failed", live.spec.name, trace.trace_id)
+            live.counts.errors += 1
+            return
+        if first:
+            live.counts.evaluated += 1
+            live.window.add_trace()
+            if record.metadata.get("content_captured") is False and any(
+                (b.text[0] or "").startswith("no content") for _, _, b in rows
+            ):
+                live.counts.skipped["no_content"] += 1
+        live.remember(trace.trace_id, scores)
+        for _, _, batch in rows:
+            live.window.add(batch)
+        await self._store(live, rows)
+        self._check_alerts(live)
+        if live.spec.promote is not None and self.promoter is not None:
+            await self._promote(live, trace, record, view, scores)
+
+    async def _store(self, live: LivePolicy, rows: list[tuple[int, int, ResultBatch]]) -> None:
+        if self.runs is None or not rows:
+            return
+        try:
+            await self.runs.write(live.run_id, rows)
+        except Exception:
+            log.exception("policy %s: cannot store results", live.spec.name)
+            live.counts.errors += 1
+
+    async def _promote(
+        self,
+        live: LivePolicy,
+        trace: Trace,
+        record: Record,
+        view: dict[str, Any],
+        scores: list[dict[str, Any]],
+    ) -> None:
+        promote = live.spec.promote
+        assert promote is not None
+        assert promote.program is not None
+        context = {**view, "scores": scores, "feedback": feedback_view(trace.feedback)}
+        try:
+            holds = evaluate(promote.program, context, score_functions(scores))
+        except ConditionError:
+            return
+        if not holds:
+            return
+        if record.id != trace.trace_id:
+            record = dataclasses.replace(record, id=trace.trace_id)
+        row = record_to_row(record, trace_id=trace.trace_id, promoted_by=live.spec.name)
+        try:
+            assert self.promoter is not None
+            version = await self.promoter.promote(live.spec.project, promote.dataset, row)
+        except Exception:
+            log.exception("policy %s: cannot promote trace %s", live.spec.name, trace.trace_id)
+            live.counts.errors += 1
+            return
+        if version is not None:
+            live.counts.promoted += 1
+
+    # -- alerts ---------------------------------------------------------------------------------
+    def _check_alerts(self, live: LivePolicy) -> None:
+        if not live.spec.alerts:
+            return
+        functions = live.window.functions()
+        variables = {"n": live.window.n}
+        now = self.clock()
+        for alert in live.spec.alerts:
+            assert alert.program is not None
+            try:
+                holds = evaluate(alert.program, variables, functions)
+            except ConditionError:
+                holds = False  # not decidable on this window (no data yet): not true
+            state = live.alert_states.setdefault(alert.name, AlertState())
+            if state.update(holds, now, alert.cooldown_s):
+                live.counts.alerts_fired += 1
+                payload = self._payload(live, alert.name, alert.when)
+                task = asyncio.create_task(self._deliver(live, alert.notify, payload))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def _payload(self, live: LivePolicy, name: str, when: str) -> dict[str, Any]:
+        return {
+            "kind": "evalsi.alert",
+            "policy": live.spec.name,
+            "project": live.spec.project,
+            "alert": name,
+            "when": when,
+            "fired_at": time.time(),
+            "run_id": live.run_id,
+            "window_seconds": live.spec.window_s,
+            "n": live.window.n,
+            "metrics": [m.to_dict() for m in live.window.summaries()],
+        }
+
+    async def _deliver(self, live: LivePolicy, url: str, payload: dict[str, Any]) -> None:
+        try:
+            delivered = await self.notifier.send(url, payload)
+        except Exception:
+            log.exception("policy %s: alert delivery failed", live.spec.name)
+            delivered = False
+        if not delivered:
+            live.counts.alert_failures += 1
+
+    # -- reading --------------------------------------------------------------------------------
+    def stats(self, name: str, project: str = "default") -> PolicyStats:
+        live = self._live(name, project)
+        c = live.counts
+        return PolicyStats(
+            name=live.spec.name,
+            project=live.spec.project,
+            selected=c.selected,
+            sampled=c.sampled,
+            evaluated=c.evaluated,
+            skipped={k: v for k, v in c.skipped.items() if v},
+            errors=c.errors,
+            alerts_fired=c.alerts_fired,
+            alert_failures=c.alert_failures,
+            promoted=c.promoted,
+            window=live.window.summaries(),
+            window_seconds=live.spec.window_s,
+            firing=sorted(n for n, s in live.alert_states.items() if s.firing),
+            outcomes=dict(c.outcomes),
+        )
+
+    async def drain(self) -> None:
+        """Wait for the traces ``submit`` took and the alerts being delivered."""
+        while self._grading or self._tasks:
+            await asyncio.gather(*self._grading, *self._tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Finish deliveries and close the webhook session (the server's shutdown)."""
+        await self.drain()
+        await self.notifier.close()

@@ -1,0 +1,289 @@
+"""One applied policy at work: selection, sampling, the cascade, and its running counts.
+
+Grading goes through ``RecordRunner``, the runner every offline run uses, so the skip and error
+rules are the same online (a record lacking a required field is SKIPPED, an evaluator that
+raises is an ERROR for that trace, never a crash). Two skip reasons are added here, before the
+runner: a cascade step whose ``when`` is false (``cascade: ...``), and a record whose trace was
+recorded without content (``metadata["content_captured"] is False``) for an evaluator that reads
+input, output, reference or context (``no content ...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.core import (
+    LABEL,
+    PASSED,
+    Feedback,
+    Outcome,
+    Record,
+    ResultBatch,
+    Trace,
+)
+from evalsi.evaluators import RecordRunner
+from evalsi.traces._policy_cel import ConditionError, evaluate
+from evalsi.traces._policy_spec import PolicySpec, Step
+from evalsi.traces._sampling import P2Quantile, result_key, sampled
+from evalsi.traces._windows import Window
+
+CONTENT_FIELDS = frozenset({"input", "output", "reference", "context"})
+MIN_LATENCY_OBSERVATIONS = 20
+"""Traces seen before ``latency > pN`` may fire: an estimate from a handful is noise."""
+REMEMBERED_TRACES = 10_000
+"""Recently graded traces whose scores feedback steps may read (and that feedback does not
+grade a second time)."""
+_OUTCOME_WORDS = {
+    int(Outcome.SCORED): "scored",
+    int(Outcome.SKIPPED): "skipped",
+    int(Outcome.ERROR): "error",
+    int(Outcome.CANCELLED): "cancelled",
+}
+
+
+@dataclass(slots=True)
+class Counts:
+    """What a policy has done since it was applied in this process."""
+
+    selected: int = 0
+    sampled: int = 0
+    evaluated: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+    alerts_fired: int = 0
+    alert_failures: int = 0
+    promoted: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+def trace_view(trace: Trace) -> dict[str, Any]:
+    """``resource``, ``span`` and ``trace`` as the policy's CEL sees them."""
+    root = trace.root
+    span: dict[str, Any] = {}
+    resource: dict[str, Any] = {}
+    if root is not None:
+        resource = dict(root.resource)
+        span = {
+            "name": root.name,
+            "type": root.view.type if root.view is not None else "generic",
+            "attributes": dict(root.attributes),
+            "service": root.service,
+            "error": root.error,
+            "duration_ms": root.duration_ms,
+        }
+    view = {
+        "error": trace.error,
+        "duration_ms": trace.duration_ms,
+        "span_count": len(trace.spans),
+        "service": trace.service,
+        "session_id": trace.session_id,
+    }
+    return {"resource": resource, "span": span, "trace": view}
+
+
+def feedback_view(feedback: Sequence[Feedback]) -> dict[str, Any]:
+    last = feedback[-1] if feedback else None
+    return {
+        "name": last.name if last else "",
+        "value": last.value if last else None,
+        "label": last.label if last else "",
+        "negative": any(f.negative for f in feedback),
+    }
+
+
+class LivePolicy:
+    """A ``PolicySpec`` with its run, window, latency estimates and counts."""
+
+    def __init__(
+        self, spec: PolicySpec, run_id: str, applied_at: float, clock: Callable[[], float]
+    ):
+        self.spec = spec
+        self.run_id = run_id
+        self.applied_at = applied_at
+        self.clock = clock
+        self.counts = Counts()
+        self.window = Window(spec.window_s, clock=clock)
+        self.runners = [RecordRunner(step.bound) for step in spec.steps]
+        for runner in self.runners:
+            self.window.declare(runner.name, runner.metric)
+        self.latency = {
+            rule.quantile: P2Quantile(rule.quantile)
+            for rule in spec.always
+            if rule.kind == "latency"
+        }
+        self.alert_states: dict[str, Any] = {}
+        self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    # -- deciding -------------------------------------------------------------------------------
+    def selects(self, trace: Trace, view: Mapping[str, Any]) -> bool:
+        if trace.project != self.spec.project:
+            return False
+        program = self.spec.selector_program
+        if program is None:
+            return True
+        try:
+            return evaluate(program, view, {})
+        except ConditionError:
+            return False  # a trace without the attribute the selector reads is not selected
+
+    def samples(self, trace: Trace, view: Mapping[str, Any]) -> bool:
+        """The rate's verdict, or an ``always`` rule's; feeds the latency estimates."""
+        chosen = sampled(trace.trace_id, self.spec.rate)
+        duration = trace.duration_ms
+        for rule in self.spec.always:
+            if chosen:
+                break
+            if rule.kind == "feedback":
+                chosen = any(f.negative for f in trace.feedback)
+            elif rule.kind == "latency":
+                estimate = self.latency[rule.quantile]
+                value = estimate.value()
+                chosen = (
+                    value is not None
+                    and estimate.count >= MIN_LATENCY_OBSERVATIONS
+                    and duration > value
+                )
+            elif rule.program is not None:
+                try:
+                    chosen = evaluate(rule.program, view, {})
+                except ConditionError:
+                    chosen = False
+        for estimate in self.latency.values():
+            estimate.add(duration)
+        return chosen
+
+    # -- grading --------------------------------------------------------------------------------
+    async def grade(
+        self,
+        trace: Trace,
+        record: Record,
+        steps: Sequence[int],
+        view: dict[str, Any],
+        feedback: Sequence[Feedback],
+        scores: list[dict[str, Any]] | None = None,
+    ) -> tuple[list[tuple[int, int, ResultBatch]], list[dict[str, Any]]]:
+        """Run the steps (indexes into ``spec.steps``) in order; the rows to store and the
+        scores of this trace (``scores`` are those already known, for feedback steps)."""
+        if record.id != trace.trace_id:
+            record = dataclasses.replace(record, id=trace.trace_id)
+        seq, trial = result_key(trace.trace_id)
+        no_content = record.metadata.get("content_captured") is False
+        known = list(scores or [])
+        rows: list[tuple[int, int, ResultBatch]] = []
+        context = {**view, "feedback": feedback_view(feedback)}
+        for index in steps:
+            step, runner = self.spec.steps[index], self.runners[index]
+            reason = self._gate(step, runner, context, known, no_content)
+            if reason is not None:
+                batch = ResultBatch(
+                    runner.name, runner.ref, runner.metric, [record.id], trial=trial
+                )
+                batch.set_outcome(0, Outcome.SKIPPED, reason)
+            elif runner.is_async:
+                batch = await runner.run_async([record], trial=trial)
+            else:
+                batch = runner.run([record], trial=trial)
+            rows.append((index, seq, batch))
+            known.extend(score_views(batch))
+            self.counts.outcomes[f"{runner.name}:{_OUTCOME_WORDS.get(batch.outcome[0], '?')}"] += 1
+            if batch.outcome[0] == int(Outcome.ERROR):
+                self.counts.errors += 1
+        return rows, known
+
+    def _gate(
+        self,
+        step: Step,
+        runner: RecordRunner,
+        context: Mapping[str, Any],
+        known: list[dict[str, Any]],
+        no_content: bool,
+    ) -> str | None:
+        """Why the step does not run on this trace, or None when it does."""
+        if step.program is not None:
+            try:
+                holds = evaluate(step.program, {**context, "scores": known}, score_functions(known))
+            except ConditionError as e:
+                return f"cascade: `when` could not be decided ({e})"
+            if not holds:
+                return f"cascade: `when` is false ({step.when})"
+        if no_content:
+            lacking = sorted(CONTENT_FIELDS.intersection(runner.bound.manifest.requires))
+            if lacking:
+                return (
+                    f"no content captured for this trace (the instrumentation recorded no "
+                    f"{'/'.join(lacking)}; enable content capture to grade it)"
+                )
+        return None
+
+    def remember(self, trace_id: str, scores: list[dict[str, Any]]) -> None:
+        self.recent[trace_id] = scores
+        self.recent.move_to_end(trace_id)
+        while len(self.recent) > REMEMBERED_TRACES:
+            self.recent.popitem(last=False)
+
+
+def score_views(batch: ResultBatch) -> list[dict[str, Any]]:
+    """The scored entries of a one-record batch as the CEL ``scores`` list sees them.
+
+    ``passed`` is the verdict of a pass/fail score and true for a score without one (a number,
+    a label): ``scores.all(s, s.passed)`` reads "no check failed so far".
+    """
+    if batch.outcome[0] != int(Outcome.SCORED):
+        return []
+    out = []
+    for score in batch.score_list(0):
+        kind = PASSED if score.passed is not None else LABEL if score.label is not None else 0
+        value: float | None
+        if score.passed is not None:
+            value = 1.0 if score.passed else 0.0
+        elif score.number is not None:
+            value = float(score.number)
+        else:
+            value = None
+        out.append(
+            {
+                "evaluator": batch.evaluator,
+                "metric": score.name or batch.metric,
+                "own": batch.metric,
+                "value": value,
+                "passed": bool(score.passed) if kind == PASSED else True,
+                "verdict": kind == PASSED,
+                "label": score.label or "",
+                "outcome": "scored",
+            }
+        )
+    return out
+
+
+def score_functions(known: list[dict[str, Any]]) -> dict[str, Callable[..., Any]]:
+    """``score('x')`` (the value of x's own metric, or of ``x/metric``) and ``passed('x')``
+    (its verdict); null when x has no such score on this trace."""
+
+    def find(args: tuple[Any, ...], verdict: bool) -> dict[str, Any] | None:
+        name = str(args[0]) if args else ""
+        metric = str(args[1]) if len(args) > 1 else None
+        if metric is None and "/" in name and not any(s["evaluator"] == name for s in known):
+            name, metric = name.split("/", 1)
+        mine = [s for s in known if s["evaluator"] == name]
+        if verdict:
+            mine = [s for s in mine if s["verdict"]]
+        if metric is not None:
+            mine = [s for s in mine if s["metric"] == metric]
+        else:
+            own = [s for s in mine if s["metric"] == s["own"]]
+            mine = own or mine
+        return mine[0] if mine else None
+
+    def score(*args: Any) -> float | None:
+        found = find(args, False)
+        return None if found is None else found["value"]
+
+    def passed(*args: Any) -> bool | None:
+        found = find(args, True)
+        return None if found is None else bool(found["passed"])
+
+    return {"score": score, "passed": passed}

@@ -1,0 +1,439 @@
+"""Load an ``OnlineEvalPolicy`` spec into a ``PolicySpec``: parse, validate, check, bind.
+
+The same three steps as an ``EvalRun`` (``evalsi.runs._spec_load``, whose helpers this reuses),
+with every problem reported at once as ``policy.yaml:12: spec.cascade[2].when: ...``:
+
+1. the YAML is parsed with the line of every key (``runs._spec_yaml``);
+2. the document is validated against ``schemas/onlineevalpolicy.schema.json``, generated from
+   ``proto/evalsi/v1alpha1/policy.proto`` (unknown fields are named, with the closest known);
+3. what a schema cannot say is checked here: the CEL conditions (``_policy_cel``), durations,
+   webhook URLs, the dataset name, the project label, and the cascade's evaluators, which are
+   resolved in the registry and bound with their params (record scope only: a cascade grades
+   one trace at a time), so a policy that loads is a policy that runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from jsonschema import Draft202012Validator
+
+from evalsi.core import Scope, SpecError, UserError, content_hash
+from evalsi.evaluators import BoundEvaluator, PackOptIn, Registry
+from evalsi.runs import JudgeSpec, parse_duration
+from evalsi.runs._spec_load import (
+    _NAME,
+    MAX_REPORTED,
+    MAX_SPEC_BYTES,
+    _explain,
+    _Problem,
+    _show,
+    _SpecBuilder,
+)
+from evalsi.runs._spec_yaml import KeyPath, check_plain, line_of, parse_yaml, where
+from evalsi.store import DEFAULT_PROJECT, check_project_id
+from evalsi.traces._policy_cel import (
+    ConditionError,
+    compile_condition,
+    scores_vocabulary,
+    trace_vocabulary,
+    window_vocabulary,
+)
+
+if TYPE_CHECKING:
+    import cel
+
+KIND = "OnlineEvalPolicy"
+PROJECT_LABEL = "evals.si/project"
+DEFAULT_WINDOW_S = 300.0
+MAX_WINDOW_S = 24 * 3600.0
+MIN_WINDOW_S = 1.0
+DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
+_URL = re.compile(r"https?://[^\s/]+\S*")
+_LATENCY = re.compile(r"\s*latency\s*>\s*p(\d+(?:\.\d+)?)\s*")
+FEEDBACK_NEGATIVE = "feedback.negative"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One evaluator of a cascade: bound, with its optional ``when`` compiled."""
+
+    ref: str
+    name: str
+    params: dict[str, Any]
+    when: str
+    bound: BoundEvaluator = field(compare=False, repr=False)
+    program: cel.Program | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class AlwaysRule:
+    """An ``always`` rule: feedback, a latency percentile, or a CEL condition."""
+
+    text: str
+    kind: Literal["feedback", "latency", "cel"]
+    quantile: float = 0.0  # latency: 0.99 for p99
+    program: cel.Program | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    name: str
+    when: str
+    notify: str
+    cooldown_s: float = 0.0
+    program: cel.Program | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PromoteSpec:
+    when: str
+    dataset: str
+    program: cel.Program | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A loaded, checked policy. ``raw`` is the document as given (proto3 JSON form) and
+    ``spec_hash`` its content hash with the project: the identity of this version."""
+
+    name: str
+    project: str
+    selector: str
+    rate: float
+    always: tuple[AlwaysRule, ...]
+    cascade: tuple[Step, ...]
+    on_feedback: tuple[Step, ...]
+    window_s: float
+    alerts: tuple[AlertSpec, ...]
+    promote: PromoteSpec | None
+    judges: dict[str, JudgeSpec]
+    labels: dict[str, str]
+    raw: dict[str, Any] = field(compare=False, repr=False)
+    spec_hash: str = ""
+    selector_program: cel.Program | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Every evaluator instance: the cascade, then the feedback steps (store order)."""
+        return (*self.cascade, *self.on_feedback)
+
+    @property
+    def feedback_forces(self) -> bool:
+        return any(r.kind == "feedback" for r in self.always)
+
+
+# -- entry points ---------------------------------------------------------------------------------
+
+
+def load_policy(
+    path: str | Path,
+    *,
+    registry: Registry | None = None,
+    packs: PackOptIn | None = None,
+    project: str = "",
+) -> PolicySpec:
+    """Read and check an ``OnlineEvalPolicy`` YAML file.
+
+    Example:
+        >>> load_policy("no/such/policy.yaml")
+        Traceback (most recent call last):
+        ...
+        evalsi.core._errors.SpecError: no/such/policy.yaml: cannot read the policy file (not found)
+    """
+    shown = str(path)
+    try:
+        with Path(path).open("rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except FileNotFoundError as e:
+        raise SpecError(f"{shown}: cannot read the policy file (not found)") from e
+    except OSError as e:
+        raise SpecError(f"{shown}: cannot read the policy file ({e.strerror or e})") from e
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"{shown}: the policy file is larger than {MAX_SPEC_BYTES} bytes")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{shown}: not UTF-8 text (byte {e.start})") from e
+    return policy_from_yaml(text, source=shown, registry=registry, packs=packs, project=project)
+
+
+def policy_from_yaml(
+    text: str,
+    *,
+    source: str = "",
+    registry: Registry | None = None,
+    packs: PackOptIn | None = None,
+    project: str = "",
+) -> PolicySpec:
+    """Like ``load_policy`` for YAML (or JSON) text; ``source`` names it in errors."""
+    shown = source or "<policy>"
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"{shown}: the policy is larger than {MAX_SPEC_BYTES} bytes")
+    doc, lines = parse_yaml(text, shown)
+    return _build(doc, lines, shown, registry, packs, project)
+
+
+def policy_from_dict(
+    doc: Mapping[str, Any],
+    *,
+    source: str = "",
+    registry: Registry | None = None,
+    packs: PackOptIn | None = None,
+    project: str = "",
+) -> PolicySpec:
+    """Check a policy given as data (the YAML document as Python values, proto3 JSON form).
+
+    ``project`` applies when the policy's labels name none.
+    """
+    shown = source or "<policy>"
+    check_plain(doc, (), shown, {})
+    return _build(copy.deepcopy(dict(doc)), {}, shown, registry, packs, project)
+
+
+# -- checking -------------------------------------------------------------------------------------
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    text = (
+        resources.files("evalsi.runs")
+        .joinpath("schemas/onlineevalpolicy.schema.json")
+        .read_text("utf-8")
+    )
+    return Draft202012Validator(json.loads(text))
+
+
+def _build(
+    doc: Any,
+    lines: dict[KeyPath, int],
+    shown: str,
+    registry: Registry | None,
+    packs: PackOptIn | None,
+    project: str,
+) -> PolicySpec:
+    if isinstance(doc, Mapping) and doc.get("kind") not in (None, KIND):
+        raise SpecError(
+            where(shown, lines, ("kind",)) + f"expected {KIND!r}, got {_show(doc.get('kind'))}",
+            hint="`evalsi watch` applies OnlineEvalPolicy specs; `evalsi run` takes EvalRun",
+        )
+    problems = [p for e in _validator().iter_errors(doc) for p in _explain(e, lines)]
+    if not problems:
+        if registry is None:
+            from evalsi.packs import builtin_registry
+
+            registry = builtin_registry()
+        builder = _PolicyBuilder(doc, lines, registry, packs or PackOptIn(), project)
+        spec = builder.build()
+        if spec is not None:
+            return spec
+        problems = builder.problems
+    unique = sorted(set(problems), key=lambda p: (p.line, tuple(map(str, p.path)), p.message))
+    rendered = [where(shown, lines, p.path, p.line) + p.message for p in unique]
+    if len(rendered) > MAX_REPORTED:
+        rendered = [*rendered[:MAX_REPORTED], f"... and {len(rendered) - MAX_REPORTED} more"]
+    raise SpecError("\n".join(rendered))
+
+
+class _PolicyBuilder:
+    """Turns a schema-valid document into a ``PolicySpec``, collecting what is still wrong."""
+
+    def __init__(
+        self,
+        doc: dict[str, Any],
+        lines: Mapping[KeyPath, int],
+        registry: Registry,
+        packs: PackOptIn,
+        project: str,
+    ) -> None:
+        self.doc = doc
+        self.lines = lines
+        self.registry = registry
+        self.packs = packs
+        self.project = project
+        self.problems: list[_Problem] = []
+
+    def bad(self, path: KeyPath, message: str) -> None:
+        self.problems.append(_Problem(line_of(self.lines, path), path, message))
+
+    def build(self) -> PolicySpec | None:
+        meta, spec = self.doc["metadata"], self.doc["spec"]
+        name = meta["name"]
+        if not _NAME.fullmatch(name):
+            self.bad(
+                ("metadata", "name"),
+                "expected a DNS-1123 name (lower-case letters, digits, '-' and '.', starting "
+                f"and ending with a letter or digit), got {_show(name)}",
+            )
+        labels = dict(meta.get("labels", {}))
+        project = labels.get(PROJECT_LABEL) or self.project or DEFAULT_PROJECT
+        try:
+            check_project_id(project)
+        except UserError as e:
+            self.bad(("metadata", "labels", PROJECT_LABEL), e.message)
+        selector = spec.get("selector", "")
+        selector_program = self.condition(("spec", "selector"), selector, trace_vocabulary())
+        sampling = spec.get("sampling", {})
+        rate = float(sampling.get("rate", 1.0))
+        always = tuple(
+            r
+            for i, text in enumerate(sampling.get("always", []))
+            if (r := self.always(("spec", "sampling", "always", i), text)) is not None
+        )
+        cascade = self.steps("cascade", spec["cascade"], [])
+        on_feedback = self.steps(
+            "onFeedback", spec.get("onFeedback", []), [s.name for s in cascade]
+        )
+        self.unique_names([*cascade, *on_feedback])
+        names = [s.name for s in (*cascade, *on_feedback)]
+        window_s = self.duration(("spec", "window"), spec.get("window", ""), DEFAULT_WINDOW_S)
+        if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
+            self.bad(("spec", "window"), "expected a window from 1s to 24h")
+        alerts = tuple(
+            a
+            for i, alert in enumerate(spec.get("alerts", []))
+            if (a := self.alert(i, alert, names)) is not None
+        )
+        promote = self.promote(spec["promote"], names) if "promote" in spec else None
+        judges = {}
+        judge_builder = _SpecBuilder(self.doc, self.lines, Path.cwd())
+        for judge_name, j in sorted(spec.get("judges", {}).items()):
+            judges[judge_name] = judge_builder.judge(judge_name, j)
+        self.problems.extend(judge_builder.problems)
+        if self.problems:
+            return None
+        return PolicySpec(
+            name=name,
+            project=project,
+            selector=selector,
+            rate=rate,
+            always=always,
+            cascade=tuple(cascade),
+            on_feedback=tuple(on_feedback),
+            window_s=window_s,
+            alerts=alerts,
+            promote=promote,
+            judges=judges,
+            labels=labels,
+            raw=self.doc,
+            spec_hash=content_hash({"project": project, "policy": self.doc}),
+            selector_program=selector_program,
+        )
+
+    def condition(
+        self, at: KeyPath, expr: str, vocabulary: Any, names: Sequence[str] = ()
+    ) -> cel.Program | None:
+        if not expr:
+            return None
+        try:
+            return compile_condition(expr, vocabulary, names)
+        except ConditionError as e:
+            self.bad(at, str(e))
+            return None
+
+    def always(self, at: KeyPath, text: str) -> AlwaysRule | None:
+        if text.strip() == FEEDBACK_NEGATIVE:
+            return AlwaysRule(text, "feedback")
+        m = _LATENCY.fullmatch(text)
+        if m is not None:
+            percentile = float(m[1])
+            if not 0 < percentile < 100:
+                self.bad(at, f"expected a percentile between p1 and p99.9, got p{m[1]}")
+                return None
+            return AlwaysRule(text, "latency", quantile=percentile / 100)
+        program = self.condition(at, text, trace_vocabulary())
+        if program is None:
+            if not any(p.path == at for p in self.problems):
+                self.bad(at, "expected a condition")
+            return None
+        return AlwaysRule(text, "cel", program=program)
+
+    def steps(self, key: str, items: list[dict[str, Any]], before: list[str]) -> list[Step]:
+        out: list[Step] = []
+        seen = list(before)
+        for i, item in enumerate(items):
+            at: KeyPath = ("spec", key, i)
+            step = self.step(at, item, seen)
+            if step is not None:
+                out.append(step)
+                seen.append(step.name)
+        return out
+
+    def step(self, at: KeyPath, item: dict[str, Any], before: list[str]) -> Step | None:
+        ref, params = item["ref"], dict(item.get("params", {}))
+        try:
+            ev = self.registry.resolve(ref)
+            self.packs.check(ev, explicit=True, where=f"{'.'.join(map(str, at))}.ref")
+            bound = ev.bind(params, alias=item.get("name") or ev.name)
+        except UserError as e:
+            field_at = (*at, "params") if "param" in type(e).__name__.lower() else (*at, "ref")
+            hint = f" ({e.hint})" if e.hint else ""
+            self.bad(field_at, f"{e.message}{hint}")
+            return None
+        if bound.scope is not Scope.RECORD:
+            self.bad(
+                (*at, "ref"),
+                f"{ev.name} is a {bound.scope.value}-scope evaluator; a cascade grades one trace "
+                "at a time (record scope only)",
+            )
+            return None
+        when = item.get("when", "")
+        program = self.condition((*at, "when"), when, scores_vocabulary(), before)
+        return Step(ref, bound.name, params, when, bound, program)
+
+    def unique_names(self, steps: list[Step]) -> None:
+        seen: set[str] = set()
+        for step in steps:
+            if step.name in seen:
+                self.bad(
+                    ("spec",),
+                    f"evaluator instance {step.name!r} appears twice; give one a distinct name",
+                )
+            seen.add(step.name)
+
+    def duration(self, at: KeyPath, text: str, default: float) -> float:
+        if not text:
+            return default
+        seconds = parse_duration(text)
+        if not seconds:
+            self.bad(at, f"expected a duration such as 5m, 1h or 90s, got {_show(text)}")
+            return default
+        return seconds
+
+    def alert(self, i: int, alert: dict[str, Any], names: list[str]) -> AlertSpec | None:
+        at: KeyPath = ("spec", "alerts", i)
+        notify = alert["notify"]
+        if not _URL.fullmatch(notify):
+            self.bad(
+                (*at, "notify"),
+                f"expected an http:// or https:// webhook URL, got {_show(notify)} (for Slack, "
+                "use its incoming-webhook https URL)",
+            )
+        cooldown = self.duration((*at, "cooldown"), alert.get("cooldown", ""), 0.0)
+        program = self.condition((*at, "when"), alert["when"], window_vocabulary(), names)
+        if program is None:
+            return None
+        name = alert.get("name") or f"alert-{i}"
+        return AlertSpec(name, alert["when"], notify, cooldown, program)
+
+    def promote(self, promote: dict[str, Any], names: list[str]) -> PromoteSpec | None:
+        at: KeyPath = ("spec", "promote")
+        dataset = promote["dataset"]
+        if not DATASET_NAME.fullmatch(dataset):
+            self.bad(
+                (*at, "dataset"),
+                f"expected a dataset name (1-128 lower-case letters, digits, '.', '_' or '-'), "
+                f"got {_show(dataset)}",
+            )
+        program = self.condition((*at, "when"), promote["when"], scores_vocabulary(), names)
+        if program is None:
+            return None
+        return PromoteSpec(promote["when"], dataset, program)

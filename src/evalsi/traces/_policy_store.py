@@ -1,0 +1,137 @@
+"""Where applied policies and their scores are kept: the store's ``runs`` and ``results``.
+
+Each applied *version* of a policy is one run of kind ``watch``, named after the policy, whose
+``spec`` holds the policy document (``{"policy": doc, "project", "spec_hash", "evaluators"}``;
+``evaluators`` lists the cascade then the feedback steps, so stored results decode as any run's
+do). Its id is derived from the spec hash, so applying the same spec again reuses the run.
+While applied the run is ``running`` (owned by this process, kept alive by the store's
+heartbeat); replaced by a new version it becomes ``stopped``, deleted ``cancelled``. A restarted
+server re-applies the newest live-or-interrupted version of each (project, name).
+
+Results are upserted with ``record_id`` = the trace id under the key ``result_key(trace_id)``,
+so grading a trace again (a re-delivery, a feedback re-run) replaces its rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evalsi.core import NotFoundError, ResultBatch
+from evalsi.store import RunInfo, SqlStore
+
+RUN_KIND = "watch"
+_LIVE = ("running", "queued", "interrupted")
+
+
+def run_id_for(spec_hash: str) -> str:
+    """The run holding one policy version's scores: ``watch-`` + 20 hex digits of its hash."""
+    return "watch-" + spec_hash.removeprefix("sha256:")[:20]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPolicy:
+    """A policy version found in the store."""
+
+    run_id: str
+    project: str
+    name: str
+    doc: dict[str, Any]
+    created_at: float
+
+
+class PolicyRuns:
+    """Policy versions as ``watch`` runs, and their results. Store calls run on a worker thread
+    (except on an in-memory SQLite store, whose one connection belongs to its thread); the
+    writes of this object are serialised, since the store shares one connection for them."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.store.any_thread:
+            return await asyncio.to_thread(self._locked, fn, *args, **kwargs)
+        return self._locked(fn, *args, **kwargs)
+
+    def _locked(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return fn(*args, **kwargs)
+
+    async def save(
+        self,
+        *,
+        project: str,
+        name: str,
+        spec_hash: str,
+        doc: dict[str, Any],
+        evaluators: list[dict[str, Any]],
+        replaces: str | None,
+    ) -> RunInfo:
+        """Make ``run_id_for(spec_hash)`` the live run of this policy (created or reopened);
+        the run it replaces (another version) is stopped."""
+        return await self._call(self._save, project, name, spec_hash, doc, evaluators, replaces)  # type: ignore[no-any-return]
+
+    def _save(
+        self,
+        project: str,
+        name: str,
+        spec_hash: str,
+        doc: dict[str, Any],
+        evaluators: list[dict[str, Any]],
+        replaces: str | None,
+    ) -> RunInfo:
+        run_id = run_id_for(spec_hash)
+        try:
+            info = self.store.get_run(run_id)
+        except NotFoundError:
+            spec = {
+                "policy": doc,
+                "project": project,
+                "spec_hash": spec_hash,
+                "evaluators": evaluators,
+            }
+            info = self.store.create_run(
+                kind=RUN_KIND, spec=spec, name=name, run_id=run_id, project_id=project
+            )
+        else:
+            if info.status != "running":
+                info = self.store.mark_status(run_id, "running")
+        if replaces and replaces != run_id:
+            self._end(replaces, "stopped")
+        return info
+
+    async def delete(self, run_id: str) -> None:
+        await self._call(self._end, run_id, "cancelled")
+
+    def _end(self, run_id: str, status: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self.store.mark_status(run_id, status)
+
+    async def live(self) -> list[StoredPolicy]:
+        """The newest live or interrupted version of each (project, policy name)."""
+        return await self._call(self._live)  # type: ignore[no-any-return]
+
+    def _live(self) -> list[StoredPolicy]:
+        newest: dict[tuple[str, str], StoredPolicy] = {}
+        stale: list[str] = []
+        for info in self.store.list_runs(10_000, kind=RUN_KIND):  # newest first
+            if info.status not in _LIVE or not isinstance(info.spec.get("policy"), dict):
+                continue
+            key = (info.project_id, info.name)
+            if key in newest:
+                stale.append(info.id)  # an older live version (a crash between two writes)
+                continue
+            newest[key] = StoredPolicy(
+                info.id, info.project_id, info.name, info.spec["policy"], info.created_at
+            )
+        for run_id in stale:
+            self._end(run_id, "stopped")
+        return list(newest.values())
+
+    async def write(self, run_id: str, rows: Sequence[tuple[int, int, ResultBatch]]) -> None:
+        await self._call(self.store.write_batches, run_id, rows)

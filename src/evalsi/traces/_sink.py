@@ -1,0 +1,33 @@
+"""What the OTLP receiver hands decoded spans to, and how it is told to slow down."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from evalsi.core import EvalsiError, Span
+
+
+class Overloaded(EvalsiError):
+    """Ingest is at its memory limit: the sender should retry after ``retry_after_s``.
+
+    Receivers answer it as the OTLP spec says for retryable throttling (HTTP 429 or 503 with
+    ``Retry-After``; gRPC ``UNAVAILABLE`` with a retry delay), so nothing accepted is dropped:
+    a request is either taken whole or refused whole.
+    """
+
+    exit_code = 3
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class SpanSink(Protocol):
+    """Takes the spans of one export request (already decoded, not yet redacted or mapped).
+
+    ``accept`` returns once the spans are durably stored (so a 200 means they survive a crash),
+    or raises ``Overloaded`` having stored none of them.
+    """
+
+    async def accept(self, project: str, spans: Sequence[Span]) -> None: ...

@@ -1,0 +1,298 @@
+"""Spans, traces, sessions and feedback to and from the TraceService messages (``trace.proto``).
+
+Span attributes are OTLP values: bytes and 64-bit integers do not fit JSON (``Struct``), so
+bytes travel as base64 strings and integers beyond 2**53 as decimal strings; the other
+direction reads them as those strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+
+from evalsi._proto.evalsi.v1alpha1 import trace_pb2
+from evalsi.core import Feedback, JsonValue, Span, SpanEvent, SpanView, Trace
+from evalsi.core._trace import SPAN_TYPES
+from evalsi.store import SessionSummary, TraceSummary
+from evalsi.wire._json import (
+    _EXACT_INT_LIMIT,
+    _set_struct,
+    _set_value,
+    struct_from_proto,
+    value_from_proto,
+)
+from evalsi.wire._records import (
+    _set_tool_call,
+    _set_usage,
+    _tool_call_from_proto,
+    _usage_from_proto,
+)
+from evalsi.wire._results import score_from_proto, score_to_proto
+
+NS = 1_000_000_000
+
+
+@dataclass(slots=True)
+class StoredTrace:
+    """A trace as GetTrace returns it: the spans and feedback, and the summary row once the
+    assembler wrote it (``summary.record`` is the Record evaluators saw)."""
+
+    trace: Trace
+    summary: TraceSummary | None = None
+
+
+# -- times ----------------------------------------------------------------------------------------
+def set_ns(out: timestamp_pb2.Timestamp, ns: int) -> None:
+    out.seconds, out.nanos = divmod(int(ns), NS)
+
+
+def ns_of(message: timestamp_pb2.Timestamp) -> int:
+    return int(message.seconds) * NS + int(message.nanos)
+
+
+def _opt_ns(message: Any, name: str) -> int | None:
+    return ns_of(getattr(message, name)) if message.HasField(name) else None
+
+
+# -- attributes -----------------------------------------------------------------------------------
+def attr_json(value: Any) -> JsonValue:
+    """An OTLP attribute value as JSON (bytes as base64, huge integers as strings)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value) if abs(int(value)) <= _EXACT_INT_LIMIT else str(int(value))
+    if isinstance(value, Mapping):
+        return {str(k): attr_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [attr_json(v) for v in value]
+    return str(value)
+
+
+def _set_attrs(out: Any, attrs: Mapping[str, Any]) -> None:
+    if attrs:
+        _set_struct(out, {str(k): attr_json(v) for k, v in attrs.items()})
+
+
+# -- spans ----------------------------------------------------------------------------------------
+def span_to_proto(span: Span) -> trace_pb2.Span:
+    out = trace_pb2.Span(
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        name=span.name,
+        kind=span.kind,
+        type=span.view.type if span.view is not None else "generic",
+        service=span.service,
+        duration_ms=span.duration_ms,
+        status_code=span.status_code,
+        status_message=span.status_message,
+        scope_name=span.scope_name,
+        scope_version=span.scope_version,
+    )
+    set_ns(out.start_time, span.start_time_unix_nano)
+    set_ns(out.end_time, span.end_time_unix_nano)
+    _set_attrs(out.attributes, span.attributes)
+    _set_attrs(out.resource, span.resource)
+    for event in span.events:
+        e = out.events.add(name=event.name)
+        set_ns(e.time, event.time_unix_nano)
+        _set_attrs(e.attributes, event.attributes)
+    if span.view is not None:
+        _set_view(out.view, span.view)
+    return out
+
+
+def _set_view(out: trace_pb2.SpanView, view: SpanView) -> None:
+    out.SetInParent()
+    out.type, out.convention, out.name, out.model = (
+        view.type,
+        view.convention,
+        view.name,
+        view.model,
+    )
+    out.session_id, out.user_id = view.session_id, view.user_id
+    if view.input is not None:
+        _set_value(out.input, attr_json(view.input))
+    if view.output is not None:
+        _set_value(out.output, attr_json(view.output))
+    if view.tool_call is not None:
+        _set_tool_call(out.tool_call, view.tool_call)
+    out.documents.extend(view.documents)
+    if view.usage is not None:
+        _set_usage(out.usage, view.usage)
+
+
+def span_from_proto(message: trace_pb2.Span) -> Span:
+    view = None
+    if message.HasField("view"):
+        v = message.view
+        view = SpanView(
+            type=v.type if v.type in SPAN_TYPES else "generic",
+            convention=str(v.convention),
+            name=str(v.name),
+            model=str(v.model),
+            input=value_from_proto(v.input) if v.HasField("input") else None,
+            output=value_from_proto(v.output) if v.HasField("output") else None,
+            tool_call=_tool_call_from_proto(v.tool_call) if v.HasField("tool_call") else None,
+            documents=[str(d) for d in v.documents],
+            usage=_usage_from_proto(v.usage) if v.HasField("usage") else None,
+            session_id=str(v.session_id),
+            user_id=str(v.user_id),
+        )
+    return Span(
+        trace_id=str(message.trace_id),
+        span_id=str(message.span_id),
+        parent_span_id=str(message.parent_span_id),
+        name=str(message.name),
+        kind=int(message.kind),
+        start_time_unix_nano=ns_of(message.start_time),
+        end_time_unix_nano=ns_of(message.end_time),
+        status_code=int(message.status_code),
+        status_message=str(message.status_message),
+        attributes=struct_from_proto(message.attributes),
+        events=[
+            SpanEvent(str(e.name), ns_of(e.time), struct_from_proto(e.attributes))
+            for e in message.events
+        ],
+        resource=struct_from_proto(message.resource),
+        scope_name=str(message.scope_name),
+        scope_version=str(message.scope_version),
+        view=view,
+    )
+
+
+# -- traces ---------------------------------------------------------------------------------------
+def trace_summary_to_proto(summary: TraceSummary) -> trace_pb2.TraceSummary:
+    s = summary
+    out = trace_pb2.TraceSummary(
+        trace_id=s.trace_id,
+        service=s.service,
+        root_name=s.root_name,
+        duration_ms=s.duration_ms,
+        span_count=s.span_count,
+        error=s.error,
+        session_id=s.session_id,
+        user_id=s.user_id,
+        input_preview=s.input_preview,
+        output_preview=s.output_preview,
+    )
+    set_ns(out.start_time, s.start_time_unix_nano)
+    set_ns(out.end_time, s.end_time_unix_nano)
+    # whole seconds and the fraction apart, so that 1700000000.25 does not come back ...249999
+    whole = math.floor(s.completed_at)
+    set_ns(out.complete_time, whole * NS + round((s.completed_at - whole) * NS))
+    out.scores.extend(score_to_proto(score) for score in s.scores)
+    return out
+
+
+def trace_summary_from_proto(
+    message: trace_pb2.TraceSummary, record: dict[str, Any] | None = None
+) -> TraceSummary:
+    m = message
+    return TraceSummary(
+        trace_id=str(m.trace_id),
+        service=str(m.service),
+        root_name=str(m.root_name),
+        start_time_unix_nano=ns_of(m.start_time),
+        end_time_unix_nano=ns_of(m.end_time),
+        duration_ms=float(m.duration_ms),
+        span_count=int(m.span_count),
+        error=bool(m.error),
+        session_id=str(m.session_id),
+        user_id=str(m.user_id),
+        input_preview=str(m.input_preview),
+        output_preview=str(m.output_preview),
+        record=record,
+        completed_at=m.complete_time.seconds + m.complete_time.nanos / NS,
+        scores=[score_from_proto(s) for s in m.scores],
+    )
+
+
+def trace_to_proto(trace: Trace, summary: TraceSummary | None = None) -> trace_pb2.Trace:
+    out = trace_pb2.Trace(trace_id=trace.trace_id)
+    out.spans.extend(span_to_proto(s) for s in trace.spans)
+    out.feedback.extend(feedback_to_proto(f) for f in trace.feedback)
+    if summary is not None:
+        out.summary.CopyFrom(trace_summary_to_proto(summary))
+        if summary.record is not None:
+            _set_struct(out.record, {str(k): attr_json(v) for k, v in summary.record.items()})
+    return out
+
+
+def trace_from_proto(message: trace_pb2.Trace, project: str = "default") -> StoredTrace:
+    trace = Trace(
+        trace_id=str(message.trace_id),
+        project=project,
+        spans=[span_from_proto(s) for s in message.spans],
+        feedback=[feedback_from_proto(f) for f in message.feedback],
+    )
+    summary = None
+    if message.HasField("summary"):
+        record = struct_from_proto(message.record) if message.HasField("record") else None
+        summary = trace_summary_from_proto(message.summary, record)
+    return StoredTrace(trace, summary)
+
+
+# -- feedback and sessions ------------------------------------------------------------------------
+def feedback_to_proto(feedback: Feedback) -> trace_pb2.Feedback:
+    f = feedback
+    out = trace_pb2.Feedback(
+        trace_id=f.trace_id,
+        session_id=f.session_id,
+        name=f.name,
+        label=f.label,
+        comment=f.comment,
+        source=f.source,
+    )
+    if f.value is not None:
+        out.value = f.value
+    if f.time_unix_nano:
+        set_ns(out.time, f.time_unix_nano)
+    return out
+
+
+def feedback_from_proto(message: trace_pb2.Feedback) -> Feedback:
+    m = message
+    return Feedback(
+        trace_id=str(m.trace_id),
+        session_id=str(m.session_id),
+        name=str(m.name),
+        value=float(m.value) if m.HasField("value") else None,
+        label=str(m.label),
+        comment=str(m.comment),
+        source=str(m.source) or "api",
+        time_unix_nano=_opt_ns(m, "time") or 0,
+    )
+
+
+def session_to_proto(session: SessionSummary) -> trace_pb2.Session:
+    s = session
+    out = trace_pb2.Session(
+        session_id=s.session_id,
+        trace_count=s.trace_count,
+        error_count=s.error_count,
+        user_id=s.user_id,
+    )
+    set_ns(out.first_start_time, s.first_start_unix_nano)
+    set_ns(out.last_end_time, s.last_end_unix_nano)
+    return out
+
+
+def session_from_proto(message: trace_pb2.Session) -> SessionSummary:
+    m = message
+    return SessionSummary(
+        session_id=str(m.session_id),
+        trace_count=int(m.trace_count),
+        error_count=int(m.error_count),
+        first_start_unix_nano=ns_of(m.first_start_time),
+        last_end_unix_nano=ns_of(m.last_end_time),
+        user_id=str(m.user_id),
+    )

@@ -1,0 +1,180 @@
+"""``evalsi traces list|show`` as a user runs them: against a server (``--server``) and on a
+local store (``--store``), tables and JSON, and bad input refused with exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
+from evalsi.core import STATUS_ERROR, Feedback, Span, SpanView, Trace
+from evalsi.server._traces import TraceHandler
+from evalsi.store import SqlStore, TraceStore, TraceSummary
+from tests.e2e.conftest import check_user_error, parse_json_stdout
+from tests.support.server_state import server_state, serving
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+S = 1_000_000_000
+T0 = 1_700_000_000 * S  # 2023-11-14 22:13:20 UTC
+
+
+def tid(n: int) -> str:
+    return f"{n:032x}"
+
+
+def sid(n: int) -> str:
+    return f"{n:016x}"
+
+
+def seed(path: str) -> None:
+    """Traces 1..3 in project "default" (3 newest; 2 failed, service "pay"), one in "other"."""
+    sql = SqlStore.open(path)
+    store = TraceStore(sql)
+    for project, numbers in (("default", (1, 2, 3)), ("other", (7,))):
+        for n in numbers:
+            start = T0 + n * 60 * S
+            resource = {"service.name": "pay" if n == 2 else "shop"}
+            spans = [
+                Span(
+                    tid(n),
+                    sid(1),
+                    name="handle order",
+                    start_time_unix_nano=start,
+                    end_time_unix_nano=start + 2 * S,
+                    attributes={"customer.tier": "gold" if n == 3 else "free"},
+                    resource=resource,
+                    view=SpanView("agent", name="order-agent", session_id=f"s{n % 2}"),
+                ),
+                Span(
+                    tid(n),
+                    sid(2),
+                    parent_span_id=sid(1),
+                    name="chat",
+                    start_time_unix_nano=start + S // 10,
+                    end_time_unix_nano=start + S,
+                    resource=resource,
+                    view=SpanView("llm", name="gpt-4o", model="gpt-4o"),
+                ),
+                Span(
+                    tid(n),
+                    sid(3),
+                    parent_span_id=sid(2),
+                    name="execute_tool refund",
+                    start_time_unix_nano=start + S // 2,
+                    end_time_unix_nano=start + S // 2 + S // 4,
+                    status_code=STATUS_ERROR if n == 2 else 1,
+                    status_message="card declined" if n == 2 else "",
+                    resource=resource,
+                    view=SpanView("tool", name="refund"),
+                ),
+            ]
+            store.write_spans(project, spans)
+            summary = TraceSummary.of(
+                Trace(tid(n), spans=spans), input_preview=f"order {n}", completed_at=1.0
+            )
+            store.upsert_trace(project, summary)
+    store.add_feedback(
+        "default", Feedback(trace_id=tid(3), name="thumbs", value=-1, comment="slow")
+    )
+    store.close()
+    sql.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("traces-server")
+    seed(str(tmp / "s.db"))
+    state = server_state(tmp, runs=False)
+    with serving(state, [(TraceServiceASGIApplication, TraceHandler(state))]) as s:
+        yield s.url
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    path = str(tmp_path / "local.db")
+    seed(path)
+    return path
+
+
+def test_list_against_a_server(cli: Cli, server: str) -> None:
+    doc = parse_json_stdout(cli("traces", "list", "--server", server, "--format", "json"))
+    assert [t["trace_id"] for t in doc["traces"]] == [tid(3), tid(2), tid(1)]
+    top = doc["traces"][0]
+    assert (top["service"], top["root_name"], top["span_count"]) == ("shop", "handle order", 3)
+    assert (top["duration_ms"], top["error"], top["session_id"]) == (2000.0, False, "s1")
+
+    def ids(*flags: str) -> list[str]:
+        out = cli("traces", "list", "--server", server, "--format", "json", *flags)
+        return [t["trace_id"] for t in parse_json_stdout(out)["traces"]]
+
+    assert ids("--errors") == [tid(2)]
+    assert ids("--service", "shop") == [tid(3), tid(1)]
+    assert ids("--session", "s1") == [tid(3), tid(1)]
+    assert ids("--attr", "customer.tier=gold") == [tid(3)]
+    assert ids("--attr", "service.name=pay", "--attr", "customer.tier=free") == [tid(2)]
+    assert ids("--since", "2023-11-14T22:15:00", "--until", "2023-11-14T22:16:00") == [tid(2)]
+    assert ids("--since", "1h") == []  # all of them are years old
+    assert ids("--limit", "1") == [tid(3)]
+    assert ids("--project", "other") == [tid(7)]
+    table = cli("traces", "list", "--server", server)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert "TRACE" in lines[0]
+    assert "SERVICE" in lines[0]
+    rows = [line.split("  ") for line in lines if line.startswith(tid(0)[:8])]
+    assert [r[0] for r in rows] == [tid(3), tid(2), tid(1)]
+    second = [cell.strip() for cell in rows[1] if cell.strip()]
+    assert second[1:] == [
+        "2023-11-14 22:15:20",
+        "pay",
+        "handle order",
+        "2000.0 ms",
+        "3",
+        "error",
+        "s0",
+        "order 2",
+    ]
+
+
+def test_show_against_a_server(cli: Cli, server: str) -> None:
+    out = cli("traces", "show", tid(3), "--server", server)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"trace {tid(3)}  service shop  2023-11-14 22:16:20 UTC")
+    assert "3 spans  ok" in lines[0]
+    assert lines[1:4] == [
+        "agent  handle order (order-agent)  2000.0 ms  ok",
+        "└─ llm  chat (gpt-4o)  900.0 ms  ok",
+        "   └─ tool  execute_tool refund (refund)  250.0 ms  ok",
+    ]
+    assert lines[4:] == ["feedback:", '  thumbs  -1  "slow"', "scores: (none)"]
+    failed = cli("traces", "show", tid(2), "--server", server)
+    assert "tool  execute_tool refund (refund)  250.0 ms  error: card declined" in failed.stdout
+    doc = parse_json_stdout(cli("traces", "show", tid(3), "--server", server, "--format", "json"))
+    assert [s["type"] for s in doc["spans"]] == ["agent", "llm", "tool"]
+    assert doc["spans"][1]["view"] == {"type": "llm", "name": "gpt-4o", "model": "gpt-4o"}
+    assert doc["feedback"][0]["value"] == -1.0
+    assert doc["summary"]["span_count"] == 3
+    assert doc["scores"] == []
+
+
+def test_the_same_on_a_local_store(cli: Cli, store: str) -> None:
+    doc = parse_json_stdout(cli("traces", "list", "--store", store, "--format", "json"))
+    assert [t["trace_id"] for t in doc["traces"]] == [tid(3), tid(2), tid(1)]
+    out = cli("traces", "show", tid(2), "--store", store)
+    assert out.returncode == 0, out.stderr
+    assert "error: card declined" in out.stdout
+
+
+def test_bad_input(cli: Cli, server: str, store: str) -> None:
+    check_user_error(cli("traces", "list", "--server", server, "--since", "yesterday"), "--since")
+    check_user_error(cli("traces", "list", "--server", server, "--attr", "novalue"), "--attr")
+    check_user_error(cli("traces", "list", "--server", server, "--limit", "0"), "--limit")
+    check_user_error(cli("traces", "show", "xyz", "--server", server), "TRACE_ID")
+    check_user_error(cli("traces", "show", tid(99), "--server", server), tid(99))
+    check_user_error(cli("traces", "show", tid(7), "--store", store), tid(7))  # another project
+    check_user_error(cli("traces", "list", "--server", server, "--project", "a b"), "project_id")
+    check_user_error(cli("traces", "list", "--server", server, "--store", store), "--store")

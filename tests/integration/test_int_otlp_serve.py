@@ -1,0 +1,172 @@
+"""The OTLP endpoints wired as ``evalsi serve`` is to wire them: on the full app (beside the API,
+sharing its metrics and error interceptors) and on the extra OTLP ports (``traces.otlp``),
+which hypercorn binds beside the main port and where only OTLP answers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+import pytest
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from evalsi._proto.grpc.health.v1 import health_pb2
+from evalsi.server._app import build_app
+from evalsi.server._errors import ErrorInterceptor
+from evalsi.server._otlp import OtlpOnlyOn, otlp_binds, otlp_mounts, otlp_ports
+from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from tests.integration.test_int_otlp_sdk import assert_arrived, sdk_spans
+from tests.integration.test_int_srvfw_fakes import fake_services, fake_state
+from tests.support.otlp_fixtures import RecordingSink
+from tests.support.server_state import free_port
+
+
+class MultiBind:
+    """Hypercorn in a thread, bound to every address ``bind`` lists (as ``run_servers`` would
+    be with the OTLP binds added)."""
+
+    def __init__(self, app: Any, bind: list[str]) -> None:
+        self.app, self.bind = app, bind
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+
+    def __enter__(self) -> MultiBind:
+        self._thread.start()
+        assert self._ready.wait(15)
+        for address in self.bind:  # poll each port until it accepts (as AsgiServer does)
+            host, port = address.rsplit(":", 1)
+            for _ in range(500):
+                try:
+                    socket.create_connection((host, int(port)), timeout=5).close()
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                raise RuntimeError(f"nothing listens on {address}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(15)
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        config = Config()
+        config.bind = self.bind
+        config.keep_alive_max_requests = 1_000_000_000
+        config.accesslog = config.errorlog = None
+        task = asyncio.create_task(serve(self.app, config, shutdown_trigger=self._stop.wait))
+        self._ready.set()
+        await task
+
+
+@pytest.fixture
+def wired(tmp_path: Path) -> Iterator[tuple[RecordingSink, ServerConfig]]:
+    sink = RecordingSink()
+    state = fake_state(tmp_path)
+    config = ServerConfig(
+        port=free_port(),
+        traces=TracesConfig(otlp=OtlpConfig(grpc_port=free_port(), http_port=free_port())),
+    )
+    app = build_app(state, fake_services())
+    # The lines build_app is to gain: the OTLP routes beside the API, same interceptors.
+    metrics = app.state.metrics
+    app.router.routes.extend(
+        otlp_mounts(
+            sink, config, interceptors=(metrics.interceptor, ErrorInterceptor()), metrics=metrics
+        )
+    )
+    # And run_servers: the extra binds, with the API kept off the OTLP ports.
+    bind = [f"127.0.0.1:{config.port}", *otlp_binds(config)]
+    with MultiBind(OtlpOnlyOn(app, otlp_ports(config)), bind):
+        yield sink, config
+    state.store.close()
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_sdk_exports_reach_the_extra_ports(wired: tuple[RecordingSink, ServerConfig]) -> None:
+    sink, config = wired
+    otlp = config.traces.otlp
+    spans = sdk_spans()
+    http_exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{otlp.http_port}/v1/traces")
+    grpc_exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{otlp.grpc_port}", insecure=True)
+    try:
+        assert http_exporter.export(spans) is SpanExportResult.SUCCESS
+        assert grpc_exporter.export(spans) is SpanExportResult.SUCCESS
+    finally:
+        http_exporter.shutdown()  # type: ignore[no-untyped-call]
+        grpc_exporter.shutdown()
+    assert len(sink.batches) == 2
+    assert_arrived(spans, sink.batches[0][1])
+    assert_arrived(spans, sink.batches[1][1])
+
+
+def test_the_main_port_serves_otlp_and_the_api(wired: tuple[RecordingSink, ServerConfig]) -> None:
+    sink, config = wired
+    spans = sdk_spans()
+    exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{config.port}/v1/traces")
+    try:
+        assert exporter.export(spans) is SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()  # type: ignore[no-untyped-call]
+    assert_arrived(spans, sink.spans)
+    assert _get(config.port, "/healthz")[0] == 200
+    status, text = _get(config.port, "/metrics")
+    assert status == 200
+    assert (
+        'evalsi_requests_total{code="ok",method="Export",protocol="otlp_http",'
+        'service="opentelemetry.proto.collector.trace.v1.TraceService"} 1.0'
+    ) in text
+
+
+def test_the_api_is_not_served_on_the_otlp_ports(
+    wired: tuple[RecordingSink, ServerConfig],
+) -> None:
+    _, config = wired
+    otlp = config.traces.otlp
+    assert otlp.http_port is not None
+    assert otlp.grpc_port is not None
+    assert _get(otlp.http_port, "/healthz")[0] == 404
+    assert _get(otlp.http_port, "/metrics")[0] == 404
+    with grpc.insecure_channel(f"127.0.0.1:{otlp.grpc_port}") as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        with pytest.raises(grpc.RpcError):
+            check(health_pb2.HealthCheckRequest(), timeout=10)
+        with grpc.insecure_channel(f"127.0.0.1:{config.port}") as main:
+            answer = main.unary_unary(
+                "/grpc.health.v1.Health/Check",
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            )(health_pb2.HealthCheckRequest(), timeout=10)
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING

@@ -1,0 +1,203 @@
+"""The ingest pipeline over a real SQLite store: spans stored before accept returns, traces
+completed after root + grace with a record handed to the policy hook, late spans joined,
+feedback (API and span events) joined, back-pressure, and a failing store refused whole."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalsi.core import Feedback, Record, Span, SpanEvent, Trace
+from evalsi.store import SqlStore, TraceStore
+from evalsi.traces import Ingest, Overloaded, Redactor, parse_rules
+
+TID = "4bf92f3577b34da6a3ce929d0e0e4736"
+ROOT, CHILD, LATE = "00f067aa0ba902b7", "00f067aa0ba902b8", "00f067aa0ba902b9"
+
+
+def _spans() -> list[Span]:
+    resource = {"service.name": "support-agent"}
+    return [
+        Span(
+            TID,
+            CHILD,
+            ROOT,
+            name="chat gpt-4o",
+            start_time_unix_nano=2_000,
+            end_time_unix_nano=3_000,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 12,
+                "gen_ai.usage.output_tokens": 3,
+                "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text",'
+                '"content":"mail bob@example.com"}]}]',
+            },
+            resource=resource,
+        ),
+        Span(
+            TID,
+            ROOT,
+            name="invoke_agent support",
+            start_time_unix_nano=1_000,
+            end_time_unix_nano=4_000,
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+            resource=resource,
+        ),
+    ]
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> Any:
+    store = SqlStore.open(str(tmp_path / "e.db"))
+    yield TraceStore(store)
+    store.close()
+
+
+def run(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """A test body run on its own event loop (fixtures pass through)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+class Hook:
+    def __init__(self) -> None:
+        self.traces: list[tuple[Trace, Record]] = []
+        self.feedback: list[tuple[Trace, Feedback]] = []
+        self.event = asyncio.Event()
+
+    async def on_trace(self, trace: Trace, record: Record) -> None:
+        self.traces.append((trace, record))
+        self.event.set()
+
+    async def on_feedback(self, trace: Trace, record: Record, fb: Feedback) -> None:
+        self.feedback.append((trace, fb))
+        self.event.set()
+
+
+async def _wait(hook: Hook, n: int) -> None:
+    async with asyncio.timeout(10):
+        while len(hook.traces) < n:
+            hook.event.clear()
+            await hook.event.wait()
+
+
+@run
+async def test_spans_are_stored_redacted_and_the_trace_completes(traces: TraceStore) -> None:
+    hook = Hook()
+    rules = parse_rules([{"pattern": r"[\w.]+@[\w.]+", "replacement": "[EMAIL]"}])
+    ingest = Ingest(traces, redactor=Redactor(rules), grace_s=0.05, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+        # stored before accept returned, redacted, mapped
+        stored = traces.get_trace("default", TID)
+        assert stored is not None
+        assert len(stored.spans) == 2
+        (llm,) = [s for s in stored.spans if s.span_id == CHILD]
+        assert "bob@example.com" not in str(llm.attributes)
+        assert llm.view is not None
+        assert llm.view.type == "llm"
+        assert llm.view.model == "gpt-4o"
+        await _wait(hook, 1)
+    finally:
+        await ingest.stop()
+    _trace, record = hook.traces[0]
+    assert record.id == TID
+    assert record.provenance is not None
+    assert record.usage is not None
+    assert (record.usage.input_tokens, record.usage.output_tokens) == (
+        12,
+        3,
+    )
+    assert [s.kind for s in record.trajectory.steps] == ["agent", "llm_call"]  # type: ignore[union-attr]
+    (summary,), _ = traces.list_traces("default")
+    assert (summary.trace_id, summary.service, summary.span_count) == (TID, "support-agent", 2)
+    assert ingest.stats.spans == 2
+    assert ingest.stats.traces == 1
+
+
+@run
+async def test_late_spans_join_the_stored_trace(traces: TraceStore) -> None:
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=0.01, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+        await _wait(hook, 1)
+        await ingest.accept("default", [Span(TID, LATE, ROOT, name="tool", end_time_unix_nano=5)])
+    finally:
+        await ingest.stop()
+    assert ingest.stats.late_spans == 1
+    assert len(hook.traces) == 1
+    (summary,), _ = traces.list_traces("default")
+    assert summary.span_count == 3
+
+
+@run
+async def test_feedback_joins_open_and_completed_traces(traces: TraceStore) -> None:
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=0.2, on_trace=hook.on_trace, on_feedback=hook.on_feedback)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+        # while open: attached to the trace that will be graded
+        await ingest.feedback("default", Feedback(trace_id=TID, value=-1.0))
+        await _wait(hook, 1)
+        assert hook.traces[0][1].metadata["feedback_negative"] is True
+        # once completed: handed to the policy hook with the stored trace
+        event = SpanEvent("evalsi.feedback", 9, {"feedback.value": "up"})
+        await ingest.accept("default", [Span(TID, LATE, ROOT, name="thumbs", events=[event])])
+    finally:
+        await ingest.stop()
+    assert [(t.trace_id, f.value, f.source) for t, f in hook.feedback] == [(TID, 1.0, "span_event")]
+    assert {f.value for f in traces.feedback_for("default", trace_id=TID)} == {-1.0, 1.0}
+
+
+@run
+async def test_over_the_pending_limit_a_request_is_refused_whole(traces: TraceStore) -> None:
+    ingest = Ingest(traces, max_pending_spans=1)
+    await ingest.start()
+    try:
+        with pytest.raises(Overloaded):
+            await ingest.accept("default", _spans())
+    finally:
+        await ingest.stop()
+    assert traces.get_trace("default", TID) is None
+
+
+@run
+async def test_a_failing_store_refuses_the_request_with_a_retryable_error(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(project: str, spans: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(traces, "write_spans", broken)
+    ingest = Ingest(traces)
+    await ingest.start()
+    try:
+        with pytest.raises(Overloaded, match="could not take the spans"):
+            await ingest.accept("default", _spans())
+    finally:
+        await ingest.stop()
+    assert ingest.assembler.open_traces == 0  # nothing half-accepted
+
+
+@run
+async def test_stop_completes_open_traces(traces: TraceStore) -> None:
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=3600, on_trace=hook.on_trace)
+    await ingest.start()
+    await ingest.accept("default", _spans())
+    await ingest.stop()
+    assert [t.trace_id for t, _ in hook.traces] == [TID]

@@ -1,0 +1,453 @@
+"""The policy engine on hand-built traces and records: cascade, content, alerts, promotion,
+feedback, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalsi.core import Content, Feedback, Outcome, Record, Span, SpanView, Trace
+from evalsi.datasets import open_dataset
+from evalsi.evaluators import JudgeReply, Registry, evaluator
+from evalsi.packs import builtin_registry
+from evalsi.store import SqlStore
+from evalsi.traces._policy_engine import PolicyEngine
+from evalsi.traces._policy_spec import PolicySpec, policy_from_yaml
+from evalsi.traces._policy_store import run_id_for
+from evalsi.traces._sampling import result_key, sampled
+
+CALLS: dict[str, int] = {}
+
+
+def sync(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test on a fresh event loop (the suite has no async plugin)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+@evaluator(name="test/cheap", requires=("output",))
+def cheap(record: Record) -> bool:
+    CALLS["cheap"] = CALLS.get("cheap", 0) + 1
+    return "ok" in (record.output.as_text() if record.output else "")
+
+
+@evaluator(name="test/expensive", requires=("output",))
+async def expensive(record: Record) -> float:
+    CALLS["expensive"] = CALLS.get("expensive", 0) + 1
+    await asyncio.sleep(0)
+    return float(record.metadata.get("quality", 0.5))
+
+
+@evaluator(name="test/steps", requires=())
+def steps(record: Record) -> float:
+    return float(len(record.metadata.get("spans", [])))
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls() -> None:
+    CALLS.clear()
+
+
+@pytest.fixture
+def registry() -> Registry:
+    r = builtin_registry()
+    for ev in (cheap, expensive, steps):
+        r.register(ev)
+    return r
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Recorder:
+    """A notifier that keeps what it was asked to send."""
+
+    def __init__(self, ok: bool = True) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.ok = ok
+
+    async def send(self, url: str, payload: dict[str, Any]) -> bool:
+        self.sent.append((url, payload))
+        return self.ok
+
+    async def close(self) -> None:
+        pass
+
+
+class ListPromoter:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def promote(self, project: str, dataset: str, row: dict[str, Any]) -> str | None:
+        if any(r[2]["id"] == row["id"] for r in self.rows):
+            return None
+        self.rows.append((project, dataset, row))
+        return f"v{len(self.rows)}"
+
+
+HEAD = """\
+apiVersion: evals.si/v1alpha1
+kind: OnlineEvalPolicy
+metadata: {name: p}
+spec:
+"""
+
+
+def policy(body: str, registry: Registry) -> PolicySpec:
+    return policy_from_yaml(HEAD + body, registry=registry)
+
+
+def make(
+    i: int,
+    output: str | None = "ok",
+    *,
+    service: str = "svc",
+    ms: float = 100.0,
+    error: bool = False,
+    captured: bool = True,
+    **metadata: Any,
+) -> tuple[Trace, Record]:
+    tid = f"{i:032x}"
+    root = Span(
+        trace_id=tid,
+        span_id="1" * 16,
+        name="agent",
+        start_time_unix_nano=0,
+        end_time_unix_nano=int(ms * 1e6),
+        status_code=2 if error else 0,
+        resource={"service.name": service},
+        view=SpanView(type="agent"),
+    )
+    record = Record(
+        id=tid,
+        input=Content.of_text("q") if captured else None,
+        output=Content.of_text(output) if captured and output is not None else None,
+        metadata={"content_captured": captured, **metadata},
+    )
+    return Trace(tid, spans=[root]), record
+
+
+async def feed(engine: PolicyEngine, items: Sequence[tuple[Trace, Record]]) -> None:
+    for trace, record in items:
+        await engine.on_trace(trace, record)
+    await engine.drain()
+
+
+CASCADE = """\
+  cascade:
+    - {ref: test/cheap}
+    - {ref: test/expensive, when: "scores.all(s, s.passed)"}
+"""
+
+
+@sync
+async def test_the_cascade_runs_the_expensive_step_only_when_the_cheap_one_passed(
+    registry: Registry,
+) -> None:
+    engine = PolicyEngine(registry=registry, notifier=Recorder())
+    await engine.apply(policy(CASCADE, registry))
+    await feed(engine, [make(1, "ok"), make(2, "bad"), make(3, "ok fine"), make(4, "nope")])
+    assert CALLS == {"cheap": 4, "expensive": 2}
+    st = engine.stats("p")
+    assert (st.selected, st.sampled, st.evaluated) == (4, 4, 4)
+    assert st.outcomes == {"cheap:scored": 4, "expensive:scored": 2, "expensive:skipped": 2}
+    judged = next(m for m in st.window if m.evaluator == "expensive")
+    assert (judged.n, judged.skipped) == (2, 2)
+
+
+@sync
+async def test_a_judge_is_asked_through_the_judge_context(registry: Registry) -> None:
+    asked: list[str] = []
+
+    class Judge:
+        async def complete(self, messages: Any, *, seed: Any = None, template: str = "") -> Any:
+            asked.append(messages[-1].content)
+            return JudgeReply('{"score": 0.25, "reasoning": "terse"}')
+
+        def identity(self) -> dict[str, Any]:
+            return {"model": "fixed"}
+
+    engine = PolicyEngine(registry=registry, judge_factory=lambda spec: {"default": Judge()})
+    body = (
+        "  cascade:\n    - {ref: test/cheap}\n"
+        "    - {ref: llm-judge, params: {rubric: 'polite?'}, when: \"passed('cheap')\"}\n"
+    )
+    await engine.apply(policy(body, registry))
+    await feed(engine, [make(1, "ok thanks"), make(2, "go away")])
+    assert len(asked) == 1
+    assert "ok thanks" in asked[0]
+    m = next(m for m in engine.stats("p").window if m.evaluator == "llm-judge")
+    assert (m.n, m.mean) == (1, 0.25)
+
+
+@sync
+async def test_a_missing_judge_is_refused_when_applied(registry: Registry) -> None:
+    engine = PolicyEngine(registry=registry)
+    spec = policy("  cascade: [{ref: llm-judge, params: {rubric: x}}]\n", registry)
+    with pytest.raises(Exception, match="needs a judge named 'default'"):
+        await engine.apply(spec)
+    assert engine.policies() == []
+
+
+@sync
+async def test_selector_and_project_choose_the_traces(registry: Registry) -> None:
+    engine = PolicyEngine(registry=registry)
+    await engine.apply(
+        policy('  selector: \'resource["service.name"] == "svc"\'\n' + CASCADE, registry)
+    )
+    other_project = make(3)
+    other_project[0].project = "elsewhere"
+    await feed(engine, [make(1), make(2, service="other"), other_project])
+    st = engine.stats("p")
+    assert (st.selected, st.evaluated, st.skipped) == (1, 1, {"not_selected": 2})
+
+
+@sync
+async def test_rate_sampling_follows_the_trace_id(registry: Registry) -> None:
+    engine = PolicyEngine(registry=registry)
+    await engine.apply(policy("  sampling: {rate: 0.3}\n" + CASCADE, registry))
+    items = [make(i) for i in range(200)]
+    await feed(engine, items)
+    expected = sum(sampled(t.trace_id, 0.3) for t, _ in items)
+    st = engine.stats("p")
+    assert st.sampled == expected == st.evaluated
+    assert st.skipped["not_sampled"] == 200 - expected
+
+
+@sync
+async def test_always_rules_grade_errors_and_slow_traces_at_rate_zero(registry: Registry) -> None:
+    engine = PolicyEngine(registry=registry)
+    body = "  sampling: {rate: 0, always: ['trace.error', 'latency > p95']}\n" + CASCADE
+    await engine.apply(policy(body, registry))
+    await feed(engine, [make(1000, ms=9000.0)])  # slow, but no estimate yet: not graded
+    await feed(engine, [make(i, ms=100.0) for i in range(100)])
+    assert engine.stats("p").sampled == 0  # none is above the p95 of equal durations
+    await feed(engine, [make(500, ms=5000.0), make(501, error=True)])
+    assert engine.stats("p").sampled == 2
+
+
+@sync
+async def test_a_trace_without_content_skips_content_evaluators_with_the_reason(
+    registry: Registry, tmp_path: Path
+) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    engine = PolicyEngine(registry=registry, store=store)
+    applied = await engine.apply(
+        policy("  cascade:\n    - {ref: test/cheap}\n    - {ref: test/steps}\n", registry)
+    )
+    await feed(engine, [make(1, captured=False, spans=["a", "b"])])
+    st = engine.stats("p")
+    assert st.skipped == {"no_content": 1}
+    assert st.outcomes["cheap:skipped"] == 1
+    assert st.outcomes["steps:scored"] == 1  # needs no content: still graded
+    got = [(i, r.outcome, r.reason) for _, i, r in store.iter_results(applied.run_id)]
+    assert got[0][1] is Outcome.SKIPPED
+    assert got[0][2].startswith("no content")
+    assert got[1][1] is Outcome.SCORED
+    store.close()
+
+
+@sync
+async def test_scores_are_stored_under_the_trace_id_and_regrading_is_idempotent(
+    registry: Registry, tmp_path: Path
+) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    engine = PolicyEngine(registry=registry, store=store)
+    applied = await engine.apply(policy(CASCADE, registry))
+    assert applied.run_id == run_id_for(applied.spec.spec_hash)
+    trace, record = make(7, "ok")
+    for _ in range(3):
+        await engine.on_trace(trace, record)
+    rows = list(store.iter_results(applied.run_id))
+    assert len(rows) == 2
+    assert store.count_results(applied.run_id) == 2
+    assert {r.record_id for _, _, r in rows} == {trace.trace_id}
+    assert {seq for seq, _, _ in rows} == {result_key(trace.trace_id)[0]}
+    info = store.get_run(applied.run_id)
+    assert (info.kind, info.name, info.status) == ("watch", "p", "running")
+    assert [e["name"] for e in info.evaluators] == ["cheap", "expensive"]
+    store.close()
+
+
+@sync
+async def test_policies_survive_a_restart_and_a_replaced_version_is_stopped(
+    registry: Registry, tmp_path: Path
+) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    first = PolicyEngine(registry=registry, store=store)
+    old = await first.apply(policy(CASCADE, registry))
+    again = await first.apply(policy(CASCADE, registry))
+    assert not again.changed
+    assert again.run_id == old.run_id
+    new = await first.apply(policy("  sampling: {rate: 0.5}\n" + CASCADE, registry))
+    assert new.run_id != old.run_id
+    assert store.get_run(old.run_id).status == "stopped"
+    second = PolicyEngine(registry=registry, store=store)
+    assert await second.restore() == 1
+    assert [p.run_id for p in second.policies()] == [new.run_id]
+    assert second.get("p").spec.rate == 0.5
+    await second.delete("p")
+    assert store.get_run(new.run_id).status == "cancelled"
+    third = PolicyEngine(registry=registry, store=store)
+    assert await third.restore() == 0
+    store.close()
+
+
+@sync
+async def test_an_alert_fires_once_on_the_transition_and_re_arms(registry: Registry) -> None:
+    clock = Clock()
+    notifier = Recorder()
+    engine = PolicyEngine(registry=registry, notifier=notifier, clock=clock)
+    body = (
+        "  cascade: [{ref: test/expensive}]\n"
+        "  window: 60s\n"
+        "  alerts:\n"
+        "    - {name: low, when: \"mean('expensive') < 0.5\", notify: 'https://hooks.test/a'}\n"
+    )
+    await engine.apply(policy(body, registry))
+    await feed(engine, [make(1, quality=0.9), make(2, quality=0.8)])
+    assert notifier.sent == []
+    await feed(engine, [make(i, quality=0.0) for i in range(3, 9)])  # mean drops below 0.5
+    assert len(notifier.sent) == 1  # once, not once per trace
+    url, payload = notifier.sent[0]
+    assert url == "https://hooks.test/a"
+    assert payload["alert"] == "low"
+    assert payload["policy"] == "p"
+    assert payload["metrics"][0]["evaluator"] == "expensive"
+    assert engine.stats("p").firing == ["low"]
+    clock.now += 120  # the low scores leave the window
+    await feed(engine, [make(20, quality=1.0)])
+    assert engine.stats("p").firing == []
+    assert len(notifier.sent) == 1
+    await feed(engine, [make(i, quality=0.0) for i in range(30, 33)])
+    assert len(notifier.sent) == 2
+    assert engine.stats("p").alerts_fired == 2
+
+
+@sync
+async def test_cooldown_keeps_a_flapping_alert_quiet(registry: Registry) -> None:
+    clock = Clock()
+    notifier = Recorder(ok=False)
+    engine = PolicyEngine(registry=registry, notifier=notifier, clock=clock)
+    body = (
+        "  cascade: [{ref: test/expensive}]\n"
+        "  window: 10s\n"
+        "  alerts:\n"
+        "    - {when: \"mean('expensive') < 0.5\", notify: 'https://h.test/', cooldown: 1h}\n"
+    )
+    await engine.apply(policy(body, registry))
+    for i in range(4):
+        await feed(engine, [make(i, quality=0.0)])
+        clock.now += 20
+        await feed(engine, [make(100 + i, quality=1.0)])
+        clock.now += 20
+    st = engine.stats("p")
+    assert len(notifier.sent) == 1
+    assert st.alerts_fired == 1
+    assert st.alert_failures == 1
+
+
+@sync
+async def test_promote_appends_rows_open_dataset_reads_back(
+    registry: Registry, tmp_path: Path
+) -> None:
+    promoter = ListPromoter()
+    engine = PolicyEngine(registry=registry, promoter=promoter)
+    body = CASCADE + "  promote: {when: \"passed('cheap') == false\", dataset: regressions}\n"
+    await engine.apply(policy(body, registry))
+    await feed(engine, [make(1, "ok"), make(2, "wrong answer"), make(2, "wrong answer")])
+    assert engine.stats("p").promoted == 1
+    [(project, dataset, row)] = promoter.rows
+    assert (project, dataset, row["id"]) == ("default", "regressions", f"{2:032x}")
+    path = tmp_path / "promoted.jsonl"
+    import orjson
+
+    path.write_bytes(orjson.dumps(row) + b"\n")
+    [back] = list(open_dataset(str(path)))
+    assert back.id == f"{2:032x}"
+    assert back.output is not None
+    assert back.output.as_text() == "wrong answer"
+    assert back.metadata["promoted_by"] == "p"
+
+
+@sync
+async def test_negative_feedback_forces_grading_and_runs_feedback_steps(
+    registry: Registry,
+) -> None:
+    engine = PolicyEngine(registry=registry)
+    body = (
+        "  sampling: {rate: 0, always: [feedback.negative]}\n"
+        "  cascade: [{ref: test/cheap}]\n"
+        "  onFeedback:\n"
+        "    - {ref: test/expensive, when: 'feedback.negative'}\n"
+    )
+    await engine.apply(policy(body, registry))
+    trace, record = make(1, "ok")
+    await engine.on_trace(trace, record)
+    assert engine.stats("p").evaluated == 0
+    await engine.on_feedback(trace, record, Feedback(trace_id=trace.trace_id, value=1.0))
+    assert engine.stats("p").evaluated == 0  # positive feedback forces nothing
+    await engine.on_feedback(trace, record, Feedback(trace_id=trace.trace_id, value=-1.0))
+    st = engine.stats("p")
+    assert st.evaluated == 1
+    assert CALLS == {"cheap": 1, "expensive": 1}
+    await engine.on_feedback(trace, record, Feedback(trace_id=trace.trace_id, value=-1.0))
+    assert engine.stats("p").evaluated == 1
+    assert CALLS == {"cheap": 1, "expensive": 2}
+
+
+@sync
+async def test_an_evaluator_that_raises_is_an_error_for_that_trace_only(
+    registry: Registry,
+) -> None:
+    @evaluator(name="test/broken", requires=("output",))
+    def broken(record: Record) -> bool:
+        raise RuntimeError("boom")
+
+    registry.register(broken)
+    engine = PolicyEngine(registry=registry)
+    await engine.apply(policy("  cascade: [{ref: test/broken}, {ref: test/cheap}]\n", registry))
+    await feed(engine, [make(1), make(2)])
+    st = engine.stats("p")
+    assert st.evaluated == 2
+    assert st.errors == 2
+    assert st.outcomes["cheap:scored"] == 2
+
+
+@sync
+async def test_unknown_policies_are_not_found(registry: Registry) -> None:
+    from evalsi.core import NotFoundError
+
+    engine = PolicyEngine(registry=registry)
+    with pytest.raises(NotFoundError, match="no policy 'nope'"):
+        engine.stats("nope")
+    with pytest.raises(NotFoundError):
+        await engine.delete("nope")
+
+
+@sync
+async def test_submit_grades_in_the_background_and_sheds_beyond_the_bound(
+    registry: Registry,
+) -> None:
+    engine = PolicyEngine(registry=registry, concurrency=2, max_pending=5)
+    await engine.apply(policy(CASCADE, registry))
+    for i in range(8):
+        await engine.submit(*make(i))  # returns at once; nothing graded yet
+    assert engine.stats("p").evaluated == 0
+    await engine.drain()
+    assert engine.stats("p").evaluated == 5
+    assert engine.overloaded == 3

@@ -1,0 +1,121 @@
+"""The policy window: intervals as statsmodels/scipy compute them, pruning by time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
+
+from evalsi.core import PASSED as PASSED_KIND
+from evalsi.core import Outcome, ResultBatch, Score
+from evalsi.traces._windows import Window
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def one(evaluator: str, *, passed: bool | None = None, number: float | None = None) -> ResultBatch:
+    b = ResultBatch(evaluator, f"builtin/{evaluator}", evaluator, ["t"])
+    if passed is not None:
+        b.kind[0], b.value[0] = PASSED_KIND, 1.0 if passed else 0.0
+    elif number is not None:
+        b.set_scores(0, [Score(name=evaluator, number=number)])
+    return b
+
+
+def test_pass_fail_gets_the_wilson_interval() -> None:
+    w = Window(300, clock=Clock())
+    verdicts = [True] * 13 + [False] * 7
+    for v in verdicts:
+        w.add(one("check", passed=v))
+    m = w.find("check")
+    assert m is not None
+    assert (m.n, m.kind, m.ci.method) == (20, "passed", "wilson")
+    lo, hi = proportion_confint(13, 20, alpha=0.05, method="wilson")
+    assert m.mean == pytest.approx(0.65)
+    assert m.ci.low == pytest.approx(lo, abs=1e-12)
+    assert m.ci.high == pytest.approx(hi, abs=1e-12)
+
+
+def test_numbers_get_the_t_interval() -> None:
+    w = Window(300, clock=Clock())
+    values = [0.2, 0.9, 0.55, 0.7, 0.31, 0.8, 0.64]
+    for v in values:
+        w.add(one("judge", number=v))
+    m = w.find("judge")
+    assert m is not None
+    assert m.ci.method == "t"
+    mean, sem = np.mean(values), stats.sem(values)
+    lo, hi = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=sem)
+    assert m.mean == pytest.approx(mean)
+    assert m.std == pytest.approx(np.std(values, ddof=1))
+    assert m.ci.low == pytest.approx(lo)
+    assert m.ci.high == pytest.approx(hi)
+
+
+def test_old_entries_leave_the_window() -> None:
+    clock = Clock()
+    w = Window(60, clock=clock)
+    w.add(one("judge", number=0.0))
+    w.add_trace()
+    clock.now += 30
+    w.add(one("judge", number=1.0))
+    w.add_trace()
+    assert w.n == 2
+    assert w.functions()["mean"]("judge") == pytest.approx(0.5)
+    clock.now += 45  # the first pair is now 75 s old
+    assert w.n == 1
+    assert w.functions()["mean"]("judge") == pytest.approx(1.0)
+    clock.now += 60
+    assert w.n == 0
+    assert w.summaries() == []
+    assert w.functions()["mean"]("judge") is None
+    assert w.functions()["count"]("judge") == 0
+
+
+def test_skips_and_errors_are_counted_apart_from_n() -> None:
+    w = Window(300, clock=Clock())
+    w.add(one("judge", number=0.5))
+    skipped = one("judge")
+    skipped.set_outcome(0, Outcome.SKIPPED, "cascade: `when` is false")
+    w.add(skipped)
+    failed = one("judge")
+    failed.set_outcome(0, Outcome.ERROR, "ValueError: x")
+    w.add(failed)
+    lost = one("judge")
+    lost.set_outcome(0, Outcome.ERROR, "infra_error(timeout): judge")
+    w.add(lost)
+    m = w.find("judge")
+    assert m is not None
+    assert (m.n, m.scored, m.skipped, m.errors, m.infra_errors) == (1, 1, 1, 1, 1)
+
+
+def test_rate_is_only_for_pass_fail_and_names_may_carry_a_metric() -> None:
+    w = Window(300, clock=Clock())
+    w.declare("pii", "pii-leakage")
+    b = ResultBatch("pii", "builtin/pii-leakage", "pii-leakage", ["t"])
+    b.set_scores(0, [Score(name="pii-leakage", passed=False), Score(name="pii-count", number=3.0)])
+    w.add(b)
+    w.add(one("judge", number=0.4))
+    f = w.functions()
+    assert f["rate"]("pii") == 0.0
+    assert f["mean"]("pii/pii-count") == 3.0
+    assert f["mean"]("pii", "pii-count") == 3.0
+    assert f["rate"]("judge") is None
+
+
+def test_memory_is_capped_per_metric() -> None:
+    w = Window(300, clock=Clock(), max_entries=10)
+    for i in range(25):
+        w.add(one("judge", number=float(i)))
+    m = w.find("judge")
+    assert m is not None
+    assert m.n == 10
+    assert m.mean == pytest.approx(np.mean(range(15, 25)))
+    assert w.dropped == 15

@@ -1,0 +1,85 @@
+"""Redaction at ingest: rules, key globs, nested values, shared resources, config errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalsi.core import Span, SpanEvent, UserError
+from evalsi.traces import Redactor, parse_rules
+
+EMAIL = r"[\w.+-]+@[\w-]+\.[\w.]+"
+
+
+def rules(*items: dict[str, object]) -> Redactor:
+    return Redactor(parse_rules(list(items)))
+
+
+def test_replaces_matches_in_attributes_events_resource_and_status() -> None:
+    resource = {"service.name": "svc", "owner": "ops@example.com"}
+    s = Span(
+        trace_id="1" * 32,
+        span_id="2" * 16,
+        attributes={"input.value": "mail bob@example.com now", "n": 3},
+        events=[SpanEvent("gen_ai.user.message", 0, {"content": "a@b.io and c@d.io"})],
+        resource=resource,
+        status_message="failed for x@y.org",
+    )
+    rules({"pattern": EMAIL, "replacement": "[EMAIL]"}).spans([s])
+    assert s.attributes == {"input.value": "mail [EMAIL] now", "n": 3}
+    assert s.events[0].attributes["content"] == "[EMAIL] and [EMAIL]"
+    assert resource["owner"] == "[EMAIL]"
+    assert s.status_message == "failed for [EMAIL]"
+
+
+def test_nested_lists_and_maps_are_redacted() -> None:
+    s = Span(
+        trace_id="1" * 32,
+        span_id="2" * 16,
+        attributes={"msgs": ["hi", {"content": "key sk-abcdef0123456789abcd"}]},
+    )
+    rules({"pattern": r"sk-[A-Za-z0-9]{20,}", "replacement": "[KEY]"}).spans([s])
+    assert s.attributes["msgs"] == ["hi", {"content": "key [KEY]"}]
+
+
+def test_key_globs_limit_a_rule() -> None:
+    s = Span(
+        trace_id="1" * 32,
+        span_id="2" * 16,
+        attributes={"gen_ai.prompt": "4111 1111", "http.url": "4111 1111"},
+    )
+    rules({"pattern": r"\d{4} \d{4}", "keys": ["gen_ai.*"]}).spans([s])
+    assert s.attributes == {"gen_ai.prompt": "[REDACTED]", "http.url": "4111 1111"}
+
+
+def test_rules_apply_in_order() -> None:
+    s = Span(trace_id="1" * 32, span_id="2" * 16, attributes={"a": "secret"})
+    rules({"pattern": "secret", "replacement": "XX"}, {"pattern": "XX", "replacement": "Y"}).spans(
+        [s]
+    )
+    assert s.attributes["a"] == "Y"
+
+
+def test_no_rules_changes_nothing_and_is_falsy() -> None:
+    r = Redactor(())
+    attrs = {"a": "bob@example.com"}
+    r.spans([Span(trace_id="1" * 32, span_id="2" * 16, attributes=attrs)])
+    assert not r
+    assert attrs == {"a": "bob@example.com"}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("x", "expected a list of rules"),
+        ([3], "traces.redaction[0]: expected a mapping"),
+        ([{"pattern": "("}], "traces.redaction[0].pattern: not a valid regex"),
+        ([{"pattern": ""}], "traces.redaction[0].pattern: expected a regex"),
+        ([{"pattern": "a", "colour": 1}], "unknown field(s) colour"),
+        ([{"pattern": "a", "keys": "x"}], "traces.redaction[0].keys"),
+        ([{"pattern": "a", "replacement": 1}], "traces.redaction[0].replacement"),
+    ],
+)
+def test_bad_rules_name_the_place(value: object, message: str) -> None:
+    with pytest.raises(UserError, match=None) as e:
+        parse_rules(value)
+    assert message in str(e.value)
