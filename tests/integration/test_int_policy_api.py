@@ -252,14 +252,14 @@ def test_results_on_postgres(pg_url: str) -> None:
 
 
 def test_the_python_client_calls(served: tuple[PolicyServiceClientSync, Served]) -> None:
-    from evalsi.client._policies import AsyncPolicyClient
+    from evalsi.client import AsyncClient
     from evalsi.core import NotFoundError, UserError
 
     _, srv = served
     doc = policy_from_yaml(POLICY).raw
 
     async def main() -> None:
-        async with AsyncPolicyClient(srv.server.url) as client:
+        async with AsyncClient(srv.server.url) as client:
             applied = await client.apply_policy(doc)
             assert (applied.name, applied.project_id, applied.changed) == (
                 "support",

@@ -89,9 +89,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 async def _follow(args: argparse.Namespace, server: str) -> int:
-    from evalsi.client._policies import AsyncPolicyClient
+    from evalsi.client import AsyncClient
 
-    async with AsyncPolicyClient(server) as client:
+    async with AsyncClient(server) as client:
         applied = await client.apply_policy(args.file, project_id=args.project)
         if args.format != "json":
             what = "applied" if applied.changed else "already applied (unchanged)"

@@ -14,9 +14,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from connectrpc.errors import ConnectError
 from google.protobuf import json_format
 from pyqwest import Client as HTTPClient
 from pyqwest import HTTPTransport
@@ -25,8 +24,7 @@ from evalsi._proto.evalsi.v1alpha1 import policy_pb2
 from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceClient
 from evalsi.client import _common as common
-from evalsi.client._errors import translate
-from evalsi.core import EvalsiError, UserError
+from evalsi.core import UserError
 from evalsi.traces._policy_engine import PolicyStats
 from evalsi.wire import summary_from_proto
 
@@ -164,38 +162,3 @@ class AsyncPolicyMixin:
         request = pb.GetPolicyStatsRequest(name=name, project_id=project_id)
         response = await self._call(self._policies.get_policy_stats, request)
         return stats_from_proto(response.stats)
-
-
-class AsyncPolicyClient(AsyncPolicyMixin):
-    """Only the policy calls, for a command that needs nothing else."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        protocol: Literal["connect", "grpc", "grpc-web"] = "connect",
-        timeout: float | None = common.DEFAULT_TIMEOUT,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        self.settings = common.settings(url, protocol, timeout, headers)
-        self.url = self.settings.url
-        self._transport = HTTPTransport()
-
-    async def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        try:
-            return await method(
-                request, headers=self.settings.headers, timeout_ms=self.settings.timeout_ms
-            )
-        except EvalsiError:
-            raise
-        except (ConnectError, OSError, RuntimeError, ValueError) as e:
-            raise translate(e, self.url) from e
-
-    async def close(self) -> None:
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> AsyncPolicyClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

@@ -60,6 +60,25 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
 _UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
+def read_spec_text(path: Path, shown: str, what: str = "spec") -> str:
+    """A spec file's text (UTF-8, at most ``MAX_SPEC_BYTES``), or a ``SpecError`` naming it."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except FileNotFoundError as e:
+        raise SpecError(f"{shown}: cannot read the {what} file (not found)") from e
+    except IsADirectoryError as e:
+        raise SpecError(f"{shown}: cannot read the {what} file (it is a directory)") from e
+    except OSError as e:
+        raise SpecError(f"{shown}: cannot read the {what} file ({e.strerror or e})") from e
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"{shown}: the {what} file is larger than {MAX_SPEC_BYTES} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{shown}: not UTF-8 text (byte {e.start})") from e
+
+
 def load_run_spec(path: str | Path) -> RunSpec:
     """Read, validate and resolve an ``EvalRun`` YAML file.
 
@@ -74,21 +93,7 @@ def load_run_spec(path: str | Path) -> RunSpec:
     """
     shown = str(path)
     file = Path(path)
-    try:
-        with file.open("rb") as f:
-            data = f.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError as e:
-        raise SpecError(f"{shown}: cannot read the spec file (not found)") from e
-    except IsADirectoryError as e:
-        raise SpecError(f"{shown}: cannot read the spec file (it is a directory)") from e
-    except OSError as e:
-        raise SpecError(f"{shown}: cannot read the spec file ({e.strerror or e})") from e
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(f"{shown}: the spec file is larger than {MAX_SPEC_BYTES} bytes")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{shown}: not UTF-8 text (byte {e.start})") from e
+    text = read_spec_text(file, shown)
     resolved = file.resolve()
     doc, lines = parse_yaml(text, shown)
     return _build(doc, lines, shown, resolved.parent, str(resolved))

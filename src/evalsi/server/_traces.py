@@ -1,13 +1,15 @@
 """TraceService: reading back the traces received over OTLP, and posting feedback.
 
 Every request names its project (empty: ``default``) and sees only that project's rows. The
-store's queries are blocking, so they run in a worker thread. Scores from online policies are
-not filled in yet (``TraceSummary.scores`` stays empty).
+store's queries are blocking, so they run in a worker thread. Each returned trace carries what
+the project's online policies gave it (``TraceSummary.scores``): one more query per page, keyed
+by the trace ids' result keys (``store.trace_scores``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import re
 import time
@@ -19,7 +21,8 @@ from evalsi._proto.evalsi.v1alpha1 import trace_service_pb2 as pb
 from evalsi.core import NotFoundError, Trace, UserError
 from evalsi.core._trace import SPAN_TYPES
 from evalsi.server._state import ServerState
-from evalsi.store import DEFAULT_PROJECT, TraceStore, check_project_id
+from evalsi.store import DEFAULT_PROJECT, TraceScore, TraceStore, check_project_id, trace_scores
+from evalsi.traces._sampling import result_key
 from evalsi.wire import (
     feedback_from_proto,
     feedback_to_proto,
@@ -58,9 +61,10 @@ class TraceHandler:
         self, request: pb.ListTracesRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ListTracesResponse:
         since, until = _range(request)
-        rows, token = await asyncio.to_thread(
+        project = _project(request.project_id)
+        query = functools.partial(
             self.traces.list_traces,
-            _project(request.project_id),
+            project,
             service=request.service or None,
             since_ns=since,
             until_ns=until,
@@ -71,9 +75,15 @@ class TraceHandler:
             limit=_page_size(request.page_size),
             page_token=request.page_token,
         )
-        out = pb.ListTracesResponse(next_page_token=token)
-        out.traces.extend(trace_summary_to_proto(r) for r in rows)
-        return out
+
+        def read() -> pb.ListTracesResponse:
+            rows, token = query()
+            scores = self._scores(project, [r.trace_id for r in rows])
+            out = pb.ListTracesResponse(next_page_token=token)
+            out.traces.extend(trace_summary_to_proto(r, scores.get(r.trace_id, ())) for r in rows)
+            return out
+
+        return await asyncio.to_thread(read)
 
     async def get_trace(
         self, request: pb.GetTraceRequest, ctx: RequestContext[Any, Any], /
@@ -92,9 +102,14 @@ class TraceHandler:
                 )
             if trace is None:  # its spans expired before its summary
                 trace = Trace(trace_id, project, feedback=store.feedback_for(project, trace_id))
-            return pb.GetTraceResponse(trace=trace_to_proto(trace, summary))
+            scores = self._scores(project, [trace_id]).get(trace_id, [])
+            return pb.GetTraceResponse(trace=trace_to_proto(trace, summary, scores))
 
         return await asyncio.to_thread(read)
+
+    def _scores(self, project: str, trace_ids: list[str]) -> dict[str, list[TraceScore]]:
+        """The policy results of these traces (blocking: call from the worker thread)."""
+        return trace_scores(self.state.store, project, {t: result_key(t) for t in trace_ids})
 
     async def list_sessions(
         self, request: pb.ListSessionsRequest, ctx: RequestContext[Any, Any], /

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     )
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
+    from evalsi.store._trace_scores import TraceScore, trace_scores
     from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary
     from evalsi.store._writer import BackgroundWriter
 
@@ -32,6 +33,7 @@ __all__ = [
     "RunInfo",
     "SessionSummary",
     "SqlStore",
+    "TraceScore",
     "TraceStore",
     "TraceSummary",
     "check_project_id",
@@ -39,6 +41,7 @@ __all__ = [
     "list_calibrations",
     "new_run_id",
     "save_calibration",
+    "trace_scores",
 ]
 
 _WHERE = {
@@ -56,6 +59,8 @@ _WHERE = {
     "TraceStore": "evalsi.store._traces",
     "TraceSummary": "evalsi.store._traces",
     "new_run_id": "evalsi.store._runs",
+    "TraceScore": "evalsi.store._trace_scores",
+    "trace_scores": "evalsi.store._trace_scores",
 }
 
 

@@ -37,6 +37,7 @@ from evalsi.runs._spec_load import (
     _Problem,
     _show,
     _SpecBuilder,
+    read_spec_text,
 )
 from evalsi.runs._spec_yaml import KeyPath, check_plain, line_of, parse_yaml, where
 from evalsi.store import DEFAULT_PROJECT, check_project_id
@@ -150,19 +151,7 @@ def load_policy(
         evalsi.core._errors.SpecError: no/such/policy.yaml: cannot read the policy file (not found)
     """
     shown = str(path)
-    try:
-        with Path(path).open("rb") as f:
-            data = f.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError as e:
-        raise SpecError(f"{shown}: cannot read the policy file (not found)") from e
-    except OSError as e:
-        raise SpecError(f"{shown}: cannot read the policy file ({e.strerror or e})") from e
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(f"{shown}: the policy file is larger than {MAX_SPEC_BYTES} bytes")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{shown}: not UTF-8 text (byte {e.start})") from e
+    text = read_spec_text(Path(path), shown, "policy")
     return policy_from_yaml(text, source=shown, registry=registry, packs=packs, project=project)
 
 

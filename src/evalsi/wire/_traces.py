@@ -8,18 +8,19 @@ direction reads them as those strings.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import trace_pb2
-from evalsi.core import Feedback, JsonValue, Span, SpanEvent, SpanView, Trace
+from evalsi.core import Feedback, JsonValue, Outcome, Score, Span, SpanEvent, SpanView, Trace
 from evalsi.core._trace import SPAN_TYPES
-from evalsi.store import SessionSummary, TraceSummary
+from evalsi.store import SessionSummary, TraceScore, TraceSummary
 from evalsi.wire._json import (
     _EXACT_INT_LIMIT,
     _set_struct,
@@ -33,18 +34,20 @@ from evalsi.wire._records import (
     _tool_call_from_proto,
     _usage_from_proto,
 )
-from evalsi.wire._results import score_from_proto, score_to_proto
+from evalsi.wire._results import result_from_proto, result_to_proto
 
 NS = 1_000_000_000
 
 
 @dataclass(slots=True)
 class StoredTrace:
-    """A trace as GetTrace returns it: the spans and feedback, and the summary row once the
-    assembler wrote it (``summary.record`` is the Record evaluators saw)."""
+    """A trace as GetTrace returns it: the spans and feedback, the summary row once the
+    assembler wrote it (``summary.record`` is the Record evaluators saw), and what online
+    policies gave it (``summary.scores`` holds the same scores, flattened)."""
 
     trace: Trace
     summary: TraceSummary | None = None
+    scores: list[TraceScore] = field(default_factory=list)
 
 
 # -- times ----------------------------------------------------------------------------------------
@@ -170,7 +173,35 @@ def span_from_proto(message: trace_pb2.Span) -> Span:
 
 
 # -- traces ---------------------------------------------------------------------------------------
-def trace_summary_to_proto(summary: TraceSummary) -> trace_pb2.TraceSummary:
+def trace_score_to_proto(score: TraceScore) -> trace_pb2.TraceScore:
+    out = trace_pb2.TraceScore(policy=score.policy, run_id=score.run_id)
+    out.result.CopyFrom(result_to_proto(score.result))
+    out.result.ClearField("duration")  # not kept for online results
+    return out
+
+
+def trace_score_from_proto(message: trace_pb2.TraceScore) -> TraceScore:
+    return TraceScore(str(message.policy), str(message.run_id), result_from_proto(message.result))
+
+
+def flat_scores(scores: Sequence[TraceScore]) -> list[Score]:
+    """The scores of the SCORED results, each tagged with ``metadata`` ``policy``,
+    ``evaluator`` and ``run_id`` (``TraceSummary.scores`` on the client side)."""
+    out: list[Score] = []
+    for s in scores:
+        if s.result.outcome is not Outcome.SCORED:
+            continue
+        for score in s.result.scores:
+            tags = {"policy": s.policy, "evaluator": s.result.evaluator, "run_id": s.run_id}
+            out.append(dataclasses.replace(score, metadata={**score.metadata, **tags}))
+    return out
+
+
+def trace_summary_to_proto(
+    summary: TraceSummary, scores: Sequence[TraceScore] = ()
+) -> trace_pb2.TraceSummary:
+    """The summary message; ``scores`` are the policy results read for it
+    (``store.trace_scores``)."""
     s = summary
     out = trace_pb2.TraceSummary(
         trace_id=s.trace_id,
@@ -189,7 +220,7 @@ def trace_summary_to_proto(summary: TraceSummary) -> trace_pb2.TraceSummary:
     # whole seconds and the fraction apart, so that 1700000000.25 does not come back ...249999
     whole = math.floor(s.completed_at)
     set_ns(out.complete_time, whole * NS + round((s.completed_at - whole) * NS))
-    out.scores.extend(score_to_proto(score) for score in s.scores)
+    out.scores.extend(trace_score_to_proto(score) for score in scores)
     return out
 
 
@@ -212,16 +243,18 @@ def trace_summary_from_proto(
         output_preview=str(m.output_preview),
         record=record,
         completed_at=m.complete_time.seconds + m.complete_time.nanos / NS,
-        scores=[score_from_proto(s) for s in m.scores],
+        scores=flat_scores([trace_score_from_proto(s) for s in m.scores]),
     )
 
 
-def trace_to_proto(trace: Trace, summary: TraceSummary | None = None) -> trace_pb2.Trace:
+def trace_to_proto(
+    trace: Trace, summary: TraceSummary | None = None, scores: Sequence[TraceScore] = ()
+) -> trace_pb2.Trace:
     out = trace_pb2.Trace(trace_id=trace.trace_id)
     out.spans.extend(span_to_proto(s) for s in trace.spans)
     out.feedback.extend(feedback_to_proto(f) for f in trace.feedback)
     if summary is not None:
-        out.summary.CopyFrom(trace_summary_to_proto(summary))
+        out.summary.CopyFrom(trace_summary_to_proto(summary, scores))
         if summary.record is not None:
             _set_struct(out.record, {str(k): attr_json(v) for k, v in summary.record.items()})
     return out
@@ -235,10 +268,12 @@ def trace_from_proto(message: trace_pb2.Trace, project: str = "default") -> Stor
         feedback=[feedback_from_proto(f) for f in message.feedback],
     )
     summary = None
+    scores: list[TraceScore] = []
     if message.HasField("summary"):
         record = struct_from_proto(message.record) if message.HasField("record") else None
         summary = trace_summary_from_proto(message.summary, record)
-    return StoredTrace(trace, summary)
+        scores = [trace_score_from_proto(s) for s in message.summary.scores]
+    return StoredTrace(trace, summary, scores)
 
 
 # -- feedback and sessions ------------------------------------------------------------------------

@@ -234,7 +234,8 @@ def test_durations() -> None:
     assert parse_duration("1h30m") == 5400.0
     assert parse_duration("1.5s") == 1.5
     assert parse_duration("250ms") == 0.25
-    for bad in ("", "30", "m", "1d", "30 m", "-5s", "1h 30m"):
+    assert parse_duration("7d") == 7 * 86400.0
+    for bad in ("", "30", "m", "1w", "30 m", "-5s", "1h 30m"):
         assert parse_duration(bad) is None, bad
 
 

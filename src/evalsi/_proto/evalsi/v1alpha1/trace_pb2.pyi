@@ -117,8 +117,18 @@ class TraceSummary(_message.Message):
     input_preview: str
     output_preview: str
     complete_time: _timestamp_pb2.Timestamp
-    scores: _containers.RepeatedCompositeFieldContainer[_score_pb2.Score]
-    def __init__(self, trace_id: _Optional[str] = ..., service: _Optional[str] = ..., root_name: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration_ms: _Optional[float] = ..., span_count: _Optional[int] = ..., error: _Optional[bool] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., input_preview: _Optional[str] = ..., output_preview: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scores: _Optional[_Iterable[_Union[_score_pb2.Score, _Mapping]]] = ...) -> None: ...
+    scores: _containers.RepeatedCompositeFieldContainer[TraceScore]
+    def __init__(self, trace_id: _Optional[str] = ..., service: _Optional[str] = ..., root_name: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration_ms: _Optional[float] = ..., span_count: _Optional[int] = ..., error: _Optional[bool] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., input_preview: _Optional[str] = ..., output_preview: _Optional[str] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scores: _Optional[_Iterable[_Union[TraceScore, _Mapping]]] = ...) -> None: ...
+
+class TraceScore(_message.Message):
+    __slots__ = ("policy", "run_id", "result")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    run_id: str
+    result: _score_pb2.EvaluationResult
+    def __init__(self, policy: _Optional[str] = ..., run_id: _Optional[str] = ..., result: _Optional[_Union[_score_pb2.EvaluationResult, _Mapping]] = ...) -> None: ...
 
 class Trace(_message.Message):
     __slots__ = ("trace_id", "summary", "spans", "feedback", "record")
