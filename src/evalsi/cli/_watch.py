@@ -28,8 +28,13 @@ def register(commands: Any) -> None:
     p = commands.add_parser(
         "watch",
         help="apply an online evaluation policy (OnlineEvalPolicy) and follow its scores",
-        description="Apply an OnlineEvalPolicy to an evalsi server and print what it grades: "
-        "counts, and per metric the window's n, mean and 95%% interval.",
+        description="Apply an OnlineEvalPolicy to an evalsi server and print what it grades:\n"
+        "counts, and per metric the window's n, mean and 95% interval.\n\n"
+        "  evalsi watch -f policy.yaml --server http://127.0.0.1:8080          # follow\n"
+        "  evalsi watch -f policy.yaml --server http://127.0.0.1:8080 --once   # apply, print\n"
+        "  evalsi watch -f policy.yaml --check                                 # validate only\n\n"
+        "Traces reach the server over OTLP (see docs/guides/watch.md).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-f", "--file", required=True, metavar="POLICY", help="the policy YAML file")
     p.add_argument("--project", default="", help="project when the policy's labels name none")

@@ -9,6 +9,7 @@ queries are in ``_runs.py``.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -95,6 +96,9 @@ class SqlStore(RunTable):
             raise
         self._mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         self._raw: Any = None
+        # The raw connection serves write_batches and write_tasks from any thread (the
+        # scheduler, the server's handlers, the policy engine): one writer at a time.
+        self._raw_lock = threading.RLock()
         self._cache_conn: Any = None
         self._rows: RowWriter | None = None
 
@@ -142,7 +146,8 @@ class SqlStore(RunTable):
         Entry ``i`` of a batch is the record at position ``first_seq + i``.
         """
         try:
-            return self._writer(run_id).write(batches)
+            with self._raw_lock:
+                return self._writer(run_id).write(batches)
         except StoreError:
             raise
         except Exception as e:
@@ -208,6 +213,18 @@ class SqlStore(RunTable):
             f"({', '.join([m] * len(COLUMNS))}) ON CONFLICT (run, seq, trial, evaluator) "
             "DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS[4:])
         )
+        with self._raw_lock:
+            self._write_tasks(pk, scope, out_sql, res_sql, rows, graded)
+
+    def _write_tasks(
+        self,
+        pk: int,
+        scope: Sequence[Any],
+        out_sql: str,
+        res_sql: str,
+        rows: Sequence[OutputRow],
+        graded: Iterable[TaskResults],
+    ) -> None:
         conn = self._raw_connection()
         try:
             cur = conn.cursor()

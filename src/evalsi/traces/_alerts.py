@@ -39,9 +39,11 @@ class AlertState:
             return False
         if self.firing:
             return False
-        self.firing = True
+        # Within the cooldown the alert stays armed (not firing), so a condition that is
+        # still true once the cooldown is over fires then.
         if self.last_fired is not None and now - self.last_fired < cooldown_s:
             return False
+        self.firing = True
         self.last_fired = now
         self.fired += 1
         return True

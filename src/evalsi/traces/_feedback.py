@@ -17,6 +17,7 @@ from evalsi.core import Feedback, Span, UserError
 EVENT_NAMES = frozenset({"evalsi.feedback", "feedback"})
 _THUMBS = {"up": 1.0, "down": -1.0, "+1": 1.0, "-1": -1.0, "positive": 1.0, "negative": -1.0}
 MAX_TEXT = 4096
+MAX_NAME = 256  # the store's column
 
 
 def feedback_from_events(span: Span) -> list[Feedback]:
@@ -34,7 +35,7 @@ def feedback_from_events(span: Span) -> list[Feedback]:
             Feedback(
                 trace_id=span.trace_id,
                 session_id=_text(attrs.get("feedback.session_id")),
-                name=_text(attrs.get("feedback.name")) or "feedback",
+                name=_text(attrs.get("feedback.name"))[:MAX_NAME] or "feedback",
                 value=value,
                 label=label,
                 comment=_text(attrs.get("feedback.comment")),
@@ -62,7 +63,9 @@ def check_feedback(feedback: Feedback) -> Feedback:
         raise UserError("feedback.value: expected a finite number")
     if feedback.value is None and not feedback.label:
         raise UserError("feedback: give a value (e.g. 1 / -1 for thumbs up / down) or a label")
-    for name in ("session_id", "name", "label", "comment"):
+    if len(feedback.name) > MAX_NAME:
+        raise UserError(f"feedback.name: longer than {MAX_NAME} characters")
+    for name in ("session_id", "label", "comment"):
         if len(getattr(feedback, name)) > MAX_TEXT:
             raise UserError(f"feedback.{name}: longer than {MAX_TEXT} characters")
     return feedback

@@ -79,19 +79,13 @@ class Redactor:
 
     def __init__(self, rules: Sequence[RedactionRule]) -> None:
         self.rules = tuple(rules)
-        # One combined search first: most values match nothing, and one scan is cheaper than
-        # one per rule.
-        self._any = (
-            re.compile("|".join(f"(?:{r.pattern.pattern})" for r in self.rules))
-            if self.rules
-            else None
-        )
+        self._any = _prefilter(self.rules)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
     def spans(self, spans: Iterable[Span]) -> None:
-        if self._any is None:
+        if not self.rules:
             return
         seen_resources: set[int] = set()
         for span in spans:
@@ -122,10 +116,22 @@ class Redactor:
         return value
 
     def _text(self, key: str, text: str) -> str:
-        assert self._any is not None
-        if self._any.search(text) is None:
+        if self._any is not None and self._any.search(text) is None:
             return text
         for rule in self.rules:
             if rule.applies_to(key):
                 text = rule.pattern.sub(rule.replacement, text)
         return text
+
+
+def _prefilter(rules: Sequence[RedactionRule]) -> re.Pattern[str] | None:
+    """One regex matching wherever any rule matches: most values match nothing, and one scan
+    is cheaper than one per rule. Only for rules that combine without changing meaning (no
+    groups, whose numbers and names would shift or clash; no inline flags, which must lead a
+    pattern); otherwise None and every rule searches on its own."""
+    if not rules or any(r.pattern.groups or r.pattern.flags != re.UNICODE for r in rules):
+        return None
+    try:
+        return re.compile("|".join(f"(?:{r.pattern.pattern})" for r in rules))
+    except re.error:
+        return None

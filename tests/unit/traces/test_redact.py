@@ -83,3 +83,20 @@ def test_bad_rules_name_the_place(value: object, message: str) -> None:
     with pytest.raises(UserError, match=None) as e:
         parse_rules(value)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        # a backreference: combined with the rule before it, its group number would shift
+        [{"pattern": "zzz"}, {"pattern": r"(['\"])sk-\w+\1"}],
+        # inline flags must lead a pattern: joining them mid-pattern is an error
+        [{"pattern": "zzz"}, {"pattern": r"(?i)SK-\w+"}],
+        # the same group name in two rules cannot share one pattern
+        [{"pattern": r"(?P<k>tok)-\d+"}, {"pattern": r"(?P<k>'sk)-\w+'"}],
+    ],
+)
+def test_rules_that_cannot_be_combined_still_redact(items: list[dict[str, object]]) -> None:
+    s = Span(trace_id="1" * 32, span_id="2" * 16, attributes={"a": "x='sk-secret123' y"})
+    rules(*items).spans([s])
+    assert "secret123" not in s.attributes["a"]
