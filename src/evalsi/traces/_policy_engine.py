@@ -19,11 +19,12 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from evalsi.core import (
+    EvaluationResult,
     Feedback,
     MetricSummary,
     NotFoundError,
@@ -41,6 +42,7 @@ from evalsi.traces._policy_live import LivePolicy, feedback_view, score_function
 from evalsi.traces._policy_spec import PolicySpec, policy_from_dict
 from evalsi.traces._policy_store import PolicyRuns, run_id_for
 from evalsi.traces._promote import Promoter, record_to_row
+from evalsi.traces._sampling import sampled
 
 log = logging.getLogger("evalsi.traces")
 
@@ -102,6 +104,23 @@ JudgeFactory = Callable[[PolicySpec], Mapping[str, JudgeClient]]
 """Builds the judge clients a policy's evaluators ask for (``default_judges`` by default)."""
 
 
+class ScoresHook(Protocol):
+    """Told each trace's results as a policy stores them (``evalsi.sinks.OtelScoreExporter``
+    sends them to OpenTelemetry). Called on the engine's event loop, so it must only queue:
+    grading never waits for a network."""
+
+    def __call__(
+        self,
+        *,
+        project: str,
+        policy: str,
+        run_id: str,
+        trace_id: str,
+        span_id: str,
+        results: Sequence[EvaluationResult],
+    ) -> None: ...
+
+
 class PolicyEngine:
     """Applied policies and the work they do on each trace.
 
@@ -117,6 +136,8 @@ class PolicyEngine:
         clock: seconds, for windows and cooldowns (monotonic by default).
         concurrency: traces graded at once by ``submit``.
         max_pending: traces ``submit`` holds before shedding (never ``on_trace``).
+        on_scores: told the results of each graded trace (the span: the record's, else the
+            root); its failures are logged and counted as ``errors``, never raised.
     """
 
     def __init__(
@@ -132,6 +153,7 @@ class PolicyEngine:
         clock: Callable[[], float] = time.monotonic,
         concurrency: int = DEFAULT_CONCURRENCY,
         max_pending: int = DEFAULT_MAX_PENDING,
+        on_scores: ScoresHook | None = None,
     ) -> None:
         if registry is None:
             from evalsi.packs import builtin_registry
@@ -151,8 +173,12 @@ class PolicyEngine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._grading: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
+        # (project, trace id) -> its grading under submit, so feedback arriving meanwhile
+        # waits for it rather than taking the trace for one no policy graded yet.
+        self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.max_pending = max_pending
         self.overloaded = 0
+        self.on_scores = on_scores
         self._lock = asyncio.Lock()
 
     # -- policies -------------------------------------------------------------------------------
@@ -264,20 +290,33 @@ class PolicyEngine:
         """``on_trace`` in the background, for a caller that must not wait for judges (trace
         assembly): at most ``concurrency`` traces graded at once, and beyond ``max_pending``
         waiting, traces are not graded (``overloaded`` counts them)."""
+        self._background((trace.project, trace.trace_id), self.on_trace(trace, record))
+
+    async def submit_feedback(self, trace: Trace, record: Record, feedback: Feedback) -> None:
+        """``on_feedback`` in the background (the request that carried the feedback does not
+        wait for the judges it may start), under the same bounds as ``submit``."""
+        self._background(None, self.on_feedback(trace, record, feedback))
+
+    def _background(self, key: tuple[str, str] | None, work: Any) -> None:
         if len(self._grading) >= self.max_pending:
+            work.close()
             self.overloaded += 1
             return
 
-        async def grade() -> None:
+        async def run() -> None:
             async with self._slots:
-                await self.on_trace(trace, record)
+                await work
 
-        task = asyncio.create_task(grade())
+        task = asyncio.create_task(run())
         self._grading.add(task)
-        task.add_done_callback(self._graded)
+        if key is not None:
+            self._in_flight[key] = task
+        task.add_done_callback(lambda t: self._graded(t, key))
 
-    def _graded(self, task: asyncio.Task[None]) -> None:
+    def _graded(self, task: asyncio.Task[None], key: tuple[str, str] | None) -> None:
         self._grading.discard(task)
+        if key is not None and self._in_flight.get(key) is task:
+            del self._in_flight[key]
         if not task.cancelled() and task.exception() is not None:
             log.error("grading a trace failed", exc_info=task.exception())
 
@@ -300,6 +339,9 @@ class PolicyEngine:
         """Feedback arrived for a completed trace: run the ``onFeedback`` steps of the policies
         that graded it, and grade it now under a ``feedback.negative`` policy that had passed
         it over."""
+        grading = self._in_flight.get((trace.project, trace.trace_id))
+        if grading is not None:  # still being graded: join its scores once they are known
+            await asyncio.gather(grading, return_exceptions=True)
         view = trace_view(trace)
         signals = [*trace.feedback, feedback] if feedback not in trace.feedback else trace.feedback
         for key, live in list(self._policies.items()):
@@ -308,6 +350,10 @@ class PolicyEngine:
             known = live.recent.get(trace.trace_id)
             cascade = len(live.spec.cascade)
             feedback_steps = list(range(cascade, len(live.spec.steps)))
+            if known is None and sampled(trace.trace_id, live.spec.rate):
+                # Graded when it completed, its scores no longer remembered here (a restart,
+                # or pushed out of the recent ones): only the feedback steps run.
+                known = []
             if known is None and feedback.negative and live.spec.feedback_forces:
                 # Passed over when it completed (counted not_sampled then), graded now.
                 live.counts.sampled += 1
@@ -348,6 +394,8 @@ class PolicyEngine:
         for _, _, batch in rows:
             live.window.add(batch)
         await self._store(live, rows)
+        if self.on_scores is not None and rows:
+            self._tell(self.on_scores, live, trace, record, rows)
         self._check_alerts(live)
         if live.spec.promote is not None and self.promoter is not None:
             await self._promote(live, trace, record, view, scores)
@@ -359,6 +407,32 @@ class PolicyEngine:
             await self.runs.write(live.run_id, rows)
         except Exception:
             log.exception("policy %s: cannot store results", live.spec.name)
+            live.counts.errors += 1
+
+    def _tell(
+        self,
+        hook: ScoresHook,
+        live: LivePolicy,
+        trace: Trace,
+        record: Record,
+        rows: list[tuple[int, int, ResultBatch]],
+    ) -> None:
+        span_id = record.provenance.span_id if record.provenance is not None else ""
+        if not span_id and trace.root is not None:
+            span_id = trace.root.span_id
+        try:
+            hook(
+                project=live.spec.project,
+                policy=live.spec.name,
+                run_id=live.run_id,
+                trace_id=trace.trace_id,
+                span_id=span_id,
+                results=[result for _, _, batch in rows for result in batch],
+            )
+        except Exception:
+            log.exception(
+                "policy %s: exporting the scores of %s failed", live.spec.name, trace.trace_id
+            )
             live.counts.errors += 1
 
     async def _promote(
@@ -457,10 +531,20 @@ class PolicyEngine:
             outcomes=dict(c.outcomes),
         )
 
-    async def drain(self) -> None:
-        """Wait for the traces ``submit`` took and the alerts being delivered."""
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Wait for the traces ``submit`` took and the alerts being delivered; past
+        ``timeout_s`` (a server shutting down) what is left is cancelled and logged."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while self._grading or self._tasks:
-            await asyncio.gather(*self._grading, *self._tasks, return_exceptions=True)
+            pending = {*self._grading, *self._tasks}
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                log.warning("stopping with %d trace gradings unfinished", len(pending))
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                return
+            await asyncio.wait(pending, timeout=left)
 
     async def close(self) -> None:
         """Finish deliveries and close the webhook session (the server's shutdown)."""

@@ -451,3 +451,55 @@ async def test_submit_grades_in_the_background_and_sheds_beyond_the_bound(
     await engine.drain()
     assert engine.stats("p").evaluated == 5
     assert engine.overloaded == 3
+
+
+@sync
+async def test_feedback_during_grading_waits_for_it_instead_of_grading_again(
+    registry: Registry,
+) -> None:
+    gate = asyncio.Event()
+
+    @evaluator(name="test/slow", requires=("output",))
+    async def slow(record: Record) -> float:
+        CALLS["slow"] = CALLS.get("slow", 0) + 1
+        await gate.wait()  # a judge call in flight
+        return 1.0
+
+    registry.register(slow)
+    engine = PolicyEngine(registry=registry)
+    await engine.apply(
+        policy(
+            "  sampling: {rate: 0.0, always: [trace.error, feedback.negative]}\n"
+            "  cascade: [{ref: test/slow}]\n",
+            registry,
+        )
+    )
+    trace, record = make(1, error=True)  # sampled by its error, not by the rate
+    await engine.submit(trace, record)
+    await asyncio.sleep(0)  # grading has started and waits on the judge
+    feedback = asyncio.create_task(
+        engine.submit_feedback(trace, record, Feedback(trace_id=trace.trace_id, value=-1.0))
+    )
+    await asyncio.sleep(0.01)
+    gate.set()
+    await feedback
+    await engine.drain()
+    stats = engine.stats("p")
+    assert CALLS["slow"] == 1
+    assert (stats.sampled, stats.evaluated) == (1, 1)
+
+
+@sync
+async def test_drain_with_a_timeout_cancels_what_is_left(registry: Registry) -> None:
+    @evaluator(name="test/hang", requires=("output",))
+    async def hang(record: Record) -> float:
+        await asyncio.Event().wait()
+        return 1.0
+
+    registry.register(hang)
+    engine = PolicyEngine(registry=registry)
+    await engine.apply(policy("  cascade: [{ref: test/hang}]\n", registry))
+    await engine.submit(*make(1))
+    await asyncio.sleep(0)
+    await asyncio.wait_for(engine.drain(timeout_s=0.05), 5)
+    assert engine.stats("p").evaluated == 0
