@@ -1,8 +1,10 @@
-"""``evalsi traces list|show`` as a user runs them: against a server (``--server``) and on a
-local store (``--store``), tables and JSON, and bad input refused with exit 2."""
+"""``evalsi traces list|show|sessions`` as a user runs them: against a server (``--server``)
+and on a local store (``--store``), tables and JSON, the scores an online policy gave the
+traces, and bad input refused with exit 2."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
-from evalsi.core import STATUS_ERROR, Feedback, Span, SpanView, Trace
+from evalsi.core import STATUS_ERROR, Content, Feedback, Record, Span, SpanView, Trace
 from evalsi.server._traces import TraceHandler
 from evalsi.store import SqlStore, TraceStore, TraceSummary
+from evalsi.traces._policy_engine import PolicyEngine
+from evalsi.traces._policy_spec import policy_from_yaml
 from tests.e2e.conftest import check_user_error, parse_json_stdout
 from tests.support.server_state import server_state, serving
 
@@ -29,10 +33,25 @@ def sid(n: int) -> str:
     return f"{n:016x}"
 
 
+POLICY = """\
+apiVersion: evals.si/v1alpha1
+kind: OnlineEvalPolicy
+metadata: {name: quality}
+spec:
+  cascade:
+    - {ref: contains, params: {values: [refund]}}
+    - {ref: length, when: "scores.all(s, s.passed)"}
+"""
+OUTPUTS = {1: "refund issued", 2: "declined"}  # trace 3: not graded
+
+
 def seed(path: str) -> None:
-    """Traces 1..3 in project "default" (3 newest; 2 failed, service "pay"), one in "other"."""
+    """Traces 1..3 in project "default" (3 newest; 2 failed, service "pay"), one in "other";
+    policy "quality" graded traces 1 (contains: pass, length 13) and 2 (contains: fail,
+    length skipped)."""
     sql = SqlStore.open(path)
     store = TraceStore(sql)
+    graded: list[Trace] = []
     for project, numbers in (("default", (1, 2, 3)), ("other", (7,))):
         for n in numbers:
             start = T0 + n * 60 * S
@@ -76,10 +95,23 @@ def seed(path: str) -> None:
                 Trace(tid(n), spans=spans), input_preview=f"order {n}", completed_at=1.0
             )
             store.upsert_trace(project, summary)
+            if project == "default" and n in OUTPUTS:
+                graded.append(Trace(tid(n), project=project, spans=spans))
     store.add_feedback(
         "default", Feedback(trace_id=tid(3), name="thumbs", value=-1, comment="slow")
     )
     store.close()
+
+    async def grade() -> None:
+        engine = PolicyEngine(store=sql)
+        await engine.apply(policy_from_yaml(POLICY))
+        for trace in graded:
+            n = int(trace.trace_id, 16)
+            await engine.on_trace(
+                trace, Record(id=trace.trace_id, output=Content.of_text(OUTPUTS[n]))
+            )
+
+    asyncio.run(grade())
     sql.close()
 
 
@@ -134,8 +166,39 @@ def test_list_against_a_server(cli: Cli, server: str) -> None:
         "2000.0 ms",
         "3",
         "error",
+        "fail 1/1",
         "s0",
         "order 2",
+    ]
+    first = [cell.strip() for cell in rows[2] if cell.strip()]
+    assert first[6:8] == ["ok", "pass 1/1"]  # contains passed; length is no pass/fail
+    assert [cell.strip() for cell in rows[0] if cell.strip()][6:8] == ["ok", "-"]
+    assert [t["scores"] for t in doc["traces"]][1:] == [
+        [
+            {
+                "policy": "quality",
+                "evaluator": "contains",
+                "name": "contains",
+                "kind": "passed",
+                "value": False,
+            }
+        ],
+        [
+            {
+                "policy": "quality",
+                "evaluator": "contains",
+                "name": "contains",
+                "kind": "passed",
+                "value": True,
+            },
+            {
+                "policy": "quality",
+                "evaluator": "length",
+                "name": "length",
+                "kind": "number",
+                "value": 13.0,
+            },
+        ],
     ]
 
 
@@ -161,12 +224,84 @@ def test_show_against_a_server(cli: Cli, server: str) -> None:
     assert doc["scores"] == []
 
 
+def test_show_prints_the_policy_scores(cli: Cli, server: str) -> None:
+    out = cli("traces", "show", tid(1), "--server", server)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    at = lines.index("scores:")
+    table = [line.split() for line in lines[at + 1 :]]
+    assert table[0] == ["POLICY", "EVALUATOR", "METRIC", "OUTCOME", "VALUE", "WHY"]
+    assert table[2:] == [  # under the header and its rule
+        ["quality", "contains", "contains", "scored", "pass"],
+        ["quality", "length", "length", "scored", "13"],  # len("refund issued")
+    ]
+    doc = parse_json_stdout(cli("traces", "show", tid(2), "--server", server, "--format", "json"))
+    contains, length = doc["scores"]
+    assert {
+        k: contains[k] for k in ("policy", "evaluator", "metric", "outcome", "kind", "value")
+    } == {
+        "policy": "quality",
+        "evaluator": "contains",
+        "metric": "contains",
+        "outcome": "scored",
+        "kind": "passed",
+        "value": False,
+    }
+    assert contains["explanation"] == "'refund' not found"
+    assert contains["run_id"].startswith("watch-")
+    assert contains["evaluator_ref"] == "builtin/contains@1.0.0"
+    assert (length["evaluator"], length["outcome"], length["value"]) == ("length", "skipped", None)
+    assert "scores.all(s, s.passed)" in length["reason"]
+    shown = cli("traces", "show", tid(2), "--server", server).stdout.splitlines()
+    rows = [line.split() for line in shown[shown.index("scores:") + 3 :]]
+    assert rows[0] == [
+        "quality",
+        "contains",
+        "contains",
+        "scored",
+        "fail",
+        "'refund'",
+        "not",
+        "found",
+    ]
+    assert rows[1][:5] == ["quality", "length", "-", "skipped", "-"]
+
+
+def test_sessions(cli: Cli, server: str, store: str) -> None:
+    for where in (("--server", server), ("--store", store)):
+        doc = parse_json_stdout(cli("traces", "sessions", *where, "--format", "json"))
+        assert [(s["session_id"], s["trace_count"], s["error_count"]) for s in doc["sessions"]] == [
+            ("s1", 2, 0),
+            ("s0", 1, 1),
+        ]  # s1: traces 1 and 3 (3 newest); s0: trace 2 failed
+        assert doc["sessions"][0]["first_start_unix_nano"] == T0 + 60 * S
+    out = cli("traces", "sessions", "--server", server)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["SESSION", "TRACES", "ERRORS"]
+    assert [line.split()[:3] for line in lines[2:]] == [["s1", "2", "0"], ["s0", "1", "1"]]
+    other = parse_json_stdout(
+        cli("traces", "sessions", "--server", server, "--project", "other", "--format", "json")
+    )
+    assert [s["session_id"] for s in other["sessions"]] == ["s1"]  # trace 7
+
+
 def test_the_same_on_a_local_store(cli: Cli, store: str) -> None:
     doc = parse_json_stdout(cli("traces", "list", "--store", store, "--format", "json"))
     assert [t["trace_id"] for t in doc["traces"]] == [tid(3), tid(2), tid(1)]
+    assert [len(t["scores"]) for t in doc["traces"]] == [0, 1, 2]
     out = cli("traces", "show", tid(2), "--store", store)
     assert out.returncode == 0, out.stderr
     assert "error: card declined" in out.stdout
+    shown = parse_json_stdout(cli("traces", "show", tid(1), "--store", store, "--format", "json"))
+    assert [(s["evaluator"], s["value"]) for s in shown["scores"]] == [
+        ("contains", True),
+        ("length", 13.0),
+    ]
+    other = parse_json_stdout(
+        cli("traces", "show", tid(7), "--store", store, "--project", "other", "--format", "json")
+    )
+    assert other["scores"] == []
 
 
 def test_bad_input(cli: Cli, server: str, store: str) -> None:
@@ -178,3 +313,5 @@ def test_bad_input(cli: Cli, server: str, store: str) -> None:
     check_user_error(cli("traces", "show", tid(7), "--store", store), tid(7))  # another project
     check_user_error(cli("traces", "list", "--server", server, "--project", "a b"), "project_id")
     check_user_error(cli("traces", "list", "--server", server, "--store", store), "--store")
+    check_user_error(cli("traces", "sessions", "--server", server, "--limit", "0"), "--limit")
+    check_user_error(cli("traces", "sessions", "--store", store, "--since", "soon"), "--since")

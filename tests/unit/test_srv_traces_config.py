@@ -70,3 +70,74 @@ def test_bad_fields_are_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(SpecError) as e:
         _load(tmp_path, text)
     assert message in str(e.value)
+
+
+# -- traces.export: policy scores to an OTLP logs endpoint ----------------------------------------
+def test_no_export_by_default(tmp_path: Path) -> None:
+    assert _load(tmp_path, "{}").export is None
+    assert _load(tmp_path, "traces: {export: {}}").export is None
+
+
+def test_export_endpoint_headers_and_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVALSI_TEST_COLLECTOR_KEY", "s3cret")
+    export = _load(
+        tmp_path,
+        """
+traces:
+  export:
+    otlp:
+      endpoint: https://collector.example:4318/custom/logs
+      headers: {x-api-key: env:EVALSI_TEST_COLLECTOR_KEY, X-Scope-OrgID: tenant-1}
+      timeout: 2500ms
+""",
+    ).export
+    assert export is not None
+    assert export.endpoint == "https://collector.example:4318/custom/logs"
+    assert export.headers == {"x-api-key": "s3cret", "X-Scope-OrgID": "tenant-1"}
+    assert export.timeout_s == 2.5
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "expected"),
+    [
+        ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/logs"),
+        ("http://collector:4318/", "http://collector:4318/v1/logs"),
+        ("http://collector/otlp/v1/logs", "http://collector/otlp/v1/logs"),
+    ],
+)
+def test_a_base_url_gets_the_logs_path(tmp_path: Path, endpoint: str, expected: str) -> None:
+    export = _load(tmp_path, f"traces: {{export: {{otlp: {{endpoint: '{endpoint}'}}}}}}").export
+    assert export is not None
+    assert (export.endpoint, export.headers, export.timeout_s) == (expected, {}, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("otlp", "message"),
+    [
+        ("{}", "traces.export.otlp.endpoint: required"),
+        ("{endpoint: collector:4318}", "traces.export.otlp.endpoint: expected an http(s) URL"),
+        ("{endpoint: 'ftp://c/v1/logs'}", "traces.export.otlp.endpoint: expected an http(s)"),
+        ("{endpoint: 'http://c:99999'}", "traces.export.otlp.endpoint: expected a port"),
+        ("{endpoint: 4318}", "traces.export.otlp.endpoint: expected an http(s) URL such"),
+        ("{endpoint: 'http://c', headers: [a]}", "traces.export.otlp.headers: expected a mapping"),
+        ("{endpoint: 'http://c', headers: {'a b': x}}", "headers.a b: expected an HTTP header"),
+        ("{endpoint: 'http://c', headers: {k: 1}}", "headers.k: expected a string"),
+        (
+            "{endpoint: 'http://c', headers: {k: 'env:EVALSI_TEST_SURELY_UNSET'}}",
+            "headers.k: environment variable 'EVALSI_TEST_SURELY_UNSET' is not set",
+        ),
+        ("{endpoint: 'http://c', timeout: 0}", "traces.export.otlp.timeout: expected a positive"),
+        ("{endpoint: 'http://c', retries: 3}", "traces.export.otlp.retries: unknown field"),
+    ],
+)
+def test_bad_export_fields_are_named(tmp_path: Path, otlp: str, message: str) -> None:
+    with pytest.raises(SpecError) as e:
+        _load(tmp_path, f"traces: {{export: {{otlp: {otlp}}}}}")
+    assert message in str(e.value)
+
+
+def test_export_must_name_a_sink(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"traces.export.kafka: unknown field"):
+        _load(tmp_path, "traces: {export: {kafka: {}}}")

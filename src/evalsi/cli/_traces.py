@@ -1,9 +1,11 @@
-"""``evalsi traces list|show``: the traces received over OTLP, from a server (``--server``) or
-read straight from a local store (``--store``, default ``.evalsi/evalsi.db``)."""
+"""``evalsi traces list|show|sessions``: the traces received over OTLP and the scores online
+policies gave them, from a server (``--server``) or read straight from a local store
+(``--store``, default ``.evalsi/evalsi.db``)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import re
 import time
@@ -15,8 +17,8 @@ from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, ser
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
-    from evalsi.core import Feedback, Span, Trace
-    from evalsi.store import TraceSummary
+    from evalsi.core import Feedback, Score, Span, Trace
+    from evalsi.store import SessionSummary, TraceScore, TraceSummary
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
@@ -53,6 +55,15 @@ def register(commands: Any) -> None:
     show.add_argument("--format", choices=("table", "json"), default="table")
     _common(show)
     show.set_defaults(handler=show_trace)
+    sessions = sub.add_parser("sessions", help="sessions (traces sharing a session id)")
+    sessions.add_argument("--service", help="only traces of this service")
+    sessions.add_argument("--since", metavar="WHEN", help="as for traces list")
+    sessions.add_argument("--until", metavar="WHEN", help="as for traces list")
+    sessions.add_argument("--user", metavar="ID", help="only sessions of this user id")
+    sessions.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
+    sessions.add_argument("--format", choices=("table", "json"), default="table")
+    _common(sessions)
+    sessions.set_defaults(handler=list_sessions)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -88,9 +99,10 @@ def list_traces(args: argparse.Namespace) -> int:
                 name=args.name or "",
             )
     else:
+        project = args.project or "default"
         with _local(args) as store:
             rows, _ = store.list_traces(
-                args.project or "default",
+                project,
                 service=args.service,
                 since_ns=_ns(since),
                 until_ns=_ns(until),
@@ -100,6 +112,8 @@ def list_traces(args: argparse.Namespace) -> int:
                 name=args.name,
                 limit=args.limit,
             )
+            found = _local_scores(store, project, [r.trace_id for r in rows])
+        rows = [_with_scores(r, found.get(r.trace_id, [])) for r in rows]
     if args.format == "json":
         print_json({"traces": [_summary_json(r) for r in rows]})
         return 0
@@ -115,6 +129,7 @@ def list_traces(args: argparse.Namespace) -> int:
             "DURATION",
             "SPANS",
             "STATUS",
+            "SCORES",
             "SESSION",
             "INPUT",
         ],
@@ -127,6 +142,7 @@ def list_traces(args: argparse.Namespace) -> int:
                 _ms(r.duration_ms),
                 str(r.span_count),
                 "error" if r.error else "ok",
+                pass_fail(r.scores),
                 r.session_id,
                 _cut(r.input_preview),
             ]
@@ -147,7 +163,7 @@ def show_trace(args: argparse.Namespace) -> int:
         refuse_local_flags(args, server, store="the server reads its own store")
         with connect(server) as client:
             stored = client.get_trace(trace_id, project_id=args.project)
-        trace, summary = stored.trace, stored.summary
+        trace, summary, scores = stored.trace, stored.summary, stored.scores
     else:
         project = args.project or "default"
         with _local(args) as store:
@@ -155,6 +171,7 @@ def show_trace(args: argparse.Namespace) -> int:
                 store.get_trace(project, trace_id),
                 store.trace_summary(project, trace_id),
             )
+            scores = _local_scores(store, project, [trace_id]).get(trace_id, [])
         if trace is None and summary is None:
             raise NotFoundError(f"TRACE_ID: no trace {trace_id} in project {project!r}")
     spans = trace.spans if trace is not None else []
@@ -167,7 +184,7 @@ def show_trace(args: argparse.Namespace) -> int:
                 "record": summary.record if summary is not None else None,
                 "spans": [_span_json(s) for s in spans],
                 "feedback": [_feedback_json(f) for f in feedback],
-                "scores": _scores_json(summary),
+                "scores": [row for s in scores for row in trace_score_rows(s)],
             }
         )
         return 0
@@ -199,8 +216,78 @@ def show_trace(args: argparse.Namespace) -> int:
             value = "" if f.value is None else f"{f.value:g}"
             parts = [f.name, value, f.label, f'"{f.comment}"' if f.comment else ""]
             print("  " + "  ".join(p for p in parts if p))
-    scores = _scores_json(summary)
-    print("scores: " + (", ".join(f"{s['name']}={s['value']}" for s in scores) or "(none)"))
+    if not scores:
+        print("scores: (none)")
+        return 0
+    print("scores:")
+    print_table(
+        ["POLICY", "EVALUATOR", "METRIC", "OUTCOME", "VALUE", "WHY"],
+        [
+            [
+                row["policy"],
+                row["evaluator"],
+                row["metric"] or "-",
+                row["outcome"],
+                _value_text(row["value"]),
+                _cut(row["explanation"] or row["reason"]),
+            ]
+            for s in scores
+            for row in trace_score_rows(s)
+        ],
+    )
+    return 0
+
+
+# -- sessions --------------------------------------------------------------------------------------
+def list_sessions(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 1000:
+        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
+    now = time.time()
+    since = parse_when(args.since, "--since", now)
+    until = parse_when(args.until, "--until", now)
+    server = server_of(args)
+    rows: list[SessionSummary]
+    if server is not None:
+        refuse_local_flags(args, server, store="the server reads its own store")
+        with connect(server) as client:
+            rows = client.list_sessions(
+                project_id=args.project,
+                limit=args.limit,
+                service=args.service or "",
+                since=since,
+                until=until,
+                user_id=args.user or "",
+            )
+    else:
+        with _local(args) as store:
+            rows, _ = store.list_sessions(
+                args.project or "default",
+                service=args.service,
+                since_ns=_ns(since),
+                until_ns=_ns(until),
+                user_id=args.user,
+                limit=args.limit,
+            )
+    if args.format == "json":
+        print_json({"sessions": [_session_json(r) for r in rows]})
+        return 0
+    if not rows:
+        note("no sessions")
+        return 0
+    print_table(
+        ["SESSION", "TRACES", "ERRORS", "FIRST START (UTC)", "LAST END (UTC)", "USER"],
+        [
+            [
+                r.session_id,
+                str(r.trace_count),
+                str(r.error_count),
+                _when(r.first_start_unix_nano),
+                _when(r.last_end_unix_nano),
+                r.user_id,
+            ]
+            for r in rows
+        ],
+    )
     return 0
 
 
@@ -259,6 +346,74 @@ def _attr(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _local_scores(store: Any, project: str, trace_ids: list[str]) -> dict[str, list[TraceScore]]:
+    from evalsi.store import trace_scores
+    from evalsi.traces._sampling import result_key
+
+    return trace_scores(store.store, project, {t: result_key(t) for t in trace_ids})
+
+
+def _with_scores(summary: TraceSummary, scores: list[TraceScore]) -> TraceSummary:
+    """The summary with the policy scores the server would have sent (flattened)."""
+    from evalsi.wire._traces import flat_scores
+
+    return dataclasses.replace(summary, scores=flat_scores(scores))
+
+
+def pass_fail(scores: list[Score]) -> str:
+    """The list's compact score column: ``pass 3/3``, ``fail 1/3`` (failed of the pass/fail
+    scores), ``3 scores`` when none is pass/fail, ``-`` when no policy scored the trace."""
+    verdicts = [s.passed for s in scores if s.passed is not None]
+    if not verdicts:
+        return f"{len(scores)} scores" if scores else "-"
+    failed = verdicts.count(False)
+    return f"fail {failed}/{len(verdicts)}" if failed else f"pass {len(verdicts)}/{len(verdicts)}"
+
+
+def trace_score_rows(s: TraceScore) -> list[dict[str, Any]]:
+    """One JSON row per score of a policy result (one row, no value, when not scored)."""
+    r = s.result
+    base = {
+        "policy": s.policy,
+        "run_id": s.run_id,
+        "evaluator": r.evaluator,
+        "evaluator_ref": r.evaluator_ref,
+        "outcome": r.outcome.name.lower(),
+    }
+    if not r.scores:
+        return [
+            {
+                **base,
+                "metric": "",
+                "kind": None,
+                "value": None,
+                "explanation": "",
+                "reason": r.reason,
+            }
+        ]
+    return [
+        {
+            **base,
+            "metric": x.name or r.evaluator,
+            "kind": x.kind,
+            "value": x.value,
+            "explanation": x.explanation,
+            "reason": r.reason,
+        }
+        for x in r.scores
+    ]
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "pass" if value else "fail"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 def _ns(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1e9)
 
@@ -314,9 +469,30 @@ def _summary_json(s: TraceSummary) -> dict[str, Any]:
 
 
 def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
+    """The summary's (flattened, scored) policy scores."""
     if s is None:
         return []
-    return [{"name": x.name, "kind": x.kind, "value": x.value} for x in s.scores]
+    return [
+        {
+            "policy": x.metadata.get("policy", ""),
+            "evaluator": x.metadata.get("evaluator", ""),
+            "name": x.name,
+            "kind": x.kind,
+            "value": x.value,
+        }
+        for x in s.scores
+    ]
+
+
+def _session_json(s: SessionSummary) -> dict[str, Any]:
+    return {
+        "session_id": s.session_id,
+        "trace_count": s.trace_count,
+        "error_count": s.error_count,
+        "first_start_unix_nano": s.first_start_unix_nano,
+        "last_end_unix_nano": s.last_end_unix_nano,
+        "user_id": s.user_id,
+    }
 
 
 def _span_json(s: Span) -> dict[str, Any]:

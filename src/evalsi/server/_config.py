@@ -28,6 +28,11 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       retention: 7d                           # or: {default: 7d, projects: {demo: 1d}}; never
       redaction:                              # regexes applied before anything is stored
         - {name: email, pattern: '[\w.+-]+@[\w-]+\.[\w.]+', replacement: '[EMAIL]'}
+      export:                                 # policy scores as gen_ai.evaluation.result events
+        otlp:
+          endpoint: http://collector:4318     # OTLP/HTTP; /v1/logs added when no path is given
+          headers: {x-api-key: env:COLLECTOR_KEY}   # env:NAME reads the server's environment
+          timeout: 10s
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -39,7 +44,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +61,7 @@ from evalsi.server._state import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PORT,
     OtlpConfig,
+    ScoreExportConfig,
     ServerConfig,
     TracesConfig,
 )
@@ -72,7 +80,9 @@ _TOP = (
     "sandbox",
     "traces",
 )
-_TRACES = ("otlp", "gracePeriod", "maxOpenTraces", "retention", "redaction")
+_TRACES = ("otlp", "gracePeriod", "maxOpenTraces", "retention", "redaction", "export")
+_EXPORT_OTLP = ("endpoint", "headers", "timeout")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 _OTLP = ("grpcPort", "httpPort", "maxInflightBytes")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
@@ -262,7 +272,7 @@ def _sandbox(p: _Problems, value: Any) -> SandboxConfig:
 
 
 def _traces(p: _Problems, value: Any) -> TracesConfig:
-    """``traces: {otlp, gracePeriod, maxOpenTraces, retention, redaction}``."""
+    """``traces: {otlp, gracePeriod, maxOpenTraces, retention, redaction, export}``."""
     from evalsi.traces import parse_rules
 
     top = _mapping(p, "traces", value, _TRACES)
@@ -308,7 +318,69 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         retention_s=retention,
         project_retention_s=projects,
         redaction=redaction,
+        export=_export(p, top.get("export")),
     )
+
+
+def _export(p: _Problems, value: Any) -> ScoreExportConfig | None:
+    """``traces.export: {otlp: {endpoint, headers, timeout}}``; None when absent."""
+    section = _mapping(p, "traces.export", value, ("otlp",))
+    if section.get("otlp") is None:
+        return None
+    at = "traces.export.otlp"
+    otlp = _mapping(p, at, section["otlp"], _EXPORT_OTLP)
+    endpoint = _endpoint(p, f"{at}.endpoint", otlp.get("endpoint"))
+    headers: dict[str, str] = {}
+    raw_headers = otlp.get("headers")
+    if raw_headers is not None and not isinstance(raw_headers, dict):
+        p.bad(
+            f"{at}.headers",
+            f"expected a mapping of header names to values, got {_show(raw_headers)}",
+        )
+        raw_headers = None
+    for name, raw in (raw_headers or {}).items():
+        where = f"{at}.headers.{name}"
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            p.bad(where, "expected an HTTP header name (letters, digits, -)")
+            continue
+        if not isinstance(raw, str):
+            p.bad(where, f"expected a string (quote numbers), got {_show(raw)}")
+            continue
+        if raw.startswith("env:"):
+            var = raw.removeprefix("env:")
+            if not _ENV_NAME.fullmatch(var) or var not in os.environ:
+                p.bad(where, f"environment variable {var!r} is not set")
+                continue
+            raw = os.environ[var]
+        if "\n" in raw or "\r" in raw:
+            p.bad(where, "expected a single-line value")
+            continue
+        headers[name] = raw
+    timeout = _duration(p, f"{at}.timeout", otlp.get("timeout"), ScoreExportConfig.timeout_s)
+    if timeout <= 0:
+        p.bad(f"{at}.timeout", "expected a positive duration such as 10s")
+    if endpoint is None:
+        return None
+    return ScoreExportConfig(endpoint=endpoint, headers=headers, timeout_s=timeout)
+
+
+def _endpoint(p: _Problems, at: str, value: Any) -> str | None:
+    """An http(s) URL; ``/v1/logs`` is added when it has no path (a collector's base URL)."""
+    if value is None:
+        p.bad(at, "required: the collector's OTLP/HTTP URL, e.g. http://collector:4318")
+        return None
+    url = urllib.parse.urlsplit(value) if isinstance(value, str) else None
+    if url is None or url.scheme not in ("http", "https") or not url.hostname:
+        p.bad(at, f"expected an http(s) URL such as http://collector:4318, got {_show(value)}")
+        return None
+    try:
+        url.port  # noqa: B018 (parses it)
+    except ValueError:
+        p.bad(at, f"expected a port 1-65535, got {_show(value)}")
+        return None
+    if url.path in ("", "/"):
+        url = url._replace(path="/v1/logs")
+    return urllib.parse.urlunsplit(url)
 
 
 def _duration(p: _Problems, at: str, value: Any, default: float) -> float:

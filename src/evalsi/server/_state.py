@@ -13,6 +13,7 @@ from evalsi.sandbox import Level, SandboxConfig
 if TYPE_CHECKING:
     from evalsi.evaluators import Registry
     from evalsi.runs import JudgeSpec
+    from evalsi.sinks import OtelScoreExporter
     from evalsi.store import SqlStore
 
 DEFAULT_HOST = "127.0.0.1"
@@ -35,6 +36,22 @@ class OtlpConfig:
 
 
 @dataclass(frozen=True)
+class ScoreExportConfig:
+    """`traces.export.otlp`: online policy scores sent on as OpenTelemetry
+    ``gen_ai.evaluation.result`` log events (``evalsi.sinks.OtelScoreExporter``)."""
+
+    endpoint: str  # the OTLP/HTTP logs URL, ``.../v1/logs``
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. an API key header
+    timeout_s: float = 10.0  # per export request
+
+    def exporter(self) -> OtelScoreExporter:
+        """The exporter (its batching thread starts now); the caller closes it."""
+        from evalsi.sinks import OtelScoreExporter
+
+        return OtelScoreExporter(self.endpoint, headers=self.headers, timeout_s=self.timeout_s)
+
+
+@dataclass(frozen=True)
 class TracesConfig:
     """`traces`: the Watch way in (OTLP ingest, assembly, retention, redaction)."""
 
@@ -49,6 +66,8 @@ class TracesConfig:
     # Regex redaction applied to span attributes and events before anything is stored
     # (``evalsi.traces.RedactionRule``).
     redaction: tuple[Any, ...] = ()
+    # Where policy scores are exported besides the store; None: nowhere.
+    export: ScoreExportConfig | None = None
 
 
 @dataclass(frozen=True)
