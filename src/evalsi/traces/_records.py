@@ -159,8 +159,11 @@ def _usage(
     ]
     # Outer spans first, so an inner span sees whether an ancestor was already counted.
     llm.sort(key=lambda sv: depth.get(sv[0].span_id, 0))
+    # covered[x]: x or one of its ancestors was counted. Spans are taken outermost first, so
+    # a node's entry is settled before any span below it is counted (each chain walked once).
+    covered: dict[str, bool] = {}
     for span, u in llm:
-        if _has_counted_ancestor(span.parent_span_id, parent, counted):
+        if _covered(span.parent_span_id, parent, counted, covered):
             continue
         counted.add(span.span_id)
         total.input_tokens = _add(total.input_tokens, u.input_tokens)
@@ -171,14 +174,26 @@ def _usage(
     return total
 
 
-def _has_counted_ancestor(span_id: str, parent: dict[str, str], counted: set[str]) -> bool:
-    seen = 0
-    while span_id and seen < len(parent):  # bounded: a parent cycle in bad data ends here
-        if span_id in counted:
-            return True
-        span_id = parent.get(span_id, "")
-        seen += 1
-    return False
+def _covered(
+    span_id: str, parent: dict[str, str], counted: set[str], memo: dict[str, bool]
+) -> bool:
+    """Whether ``span_id`` or an ancestor of it was counted (memoised; cycle-safe)."""
+    path: list[str] = []
+    cur, answer = span_id, False
+    while cur:
+        if cur in memo:
+            answer = memo[cur]
+            break
+        if cur in counted:
+            answer = True
+            break
+        if len(path) > len(parent):  # a parent cycle in bad data ends here
+            break
+        path.append(cur)
+        cur = parent.get(cur, "")
+    for node in path:
+        memo[node] = answer
+    return answer
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -188,15 +203,22 @@ def _add(a: int | None, b: int | None) -> int | None:
 
 
 def _depths(spans: list[Span]) -> dict[str, int]:
-    """How far each span sits below its trace's root (spans whose parent is missing: 0)."""
+    """How far each span sits below its trace's root (spans whose parent is missing: 0).
+    Each chain is walked once (memoised), so a deep trace costs linear time; spans on a
+    parent cycle get the length of the walk that found it."""
     parent = {s.span_id: s.parent_span_id for s in spans}
     depth: dict[str, int] = {}
     for s in spans:
-        d, cur = 0, s.parent_span_id
-        while cur in parent and d < len(parent):
-            d += 1
+        path: list[str] = []
+        cur = s.span_id
+        on_path: set[str] = set()
+        while cur in parent and cur not in depth and cur not in on_path:
+            path.append(cur)
+            on_path.add(cur)
             cur = parent[cur]
-        depth[s.span_id] = d
+        base = depth[cur] + 1 if cur in depth else 0
+        for i, node in enumerate(reversed(path)):
+            depth[node] = base + i
     return depth
 
 

@@ -226,3 +226,28 @@ def test_to_content_kinds() -> None:
     # A list that looks like messages but is not usable as such stays JSON.
     odd = [{"role": "user", "tool_calls": ["not a call"]}]
     assert to_content(odd) == Content.of_json(odd)
+
+
+def test_a_deep_chain_of_nested_llm_spans_counts_the_outermost_once() -> None:
+    """5,000 LLM spans each wrapping the next (a pathological but legal trace): tokens are the
+    outermost span's, and building the record stays linear (it used to walk every chain)."""
+    from evalsi.core import Span, SpanView, Trace, Usage
+    from evalsi.traces import trace_to_record
+
+    n = 5000
+    spans = [
+        Span(
+            "ab" * 16,
+            f"{i + 1:016x}",
+            f"{i:016x}" if i else "",
+            name=f"llm-{i}",
+            start_time_unix_nano=i,
+            end_time_unix_nano=2 * n - i,
+            view=SpanView(type="llm", usage=Usage(input_tokens=10 + i, output_tokens=1)),
+        )
+        for i in range(n)
+    ]
+    record = trace_to_record(Trace("ab" * 16, spans=spans[::-1]))
+    assert record.usage is not None
+    assert (record.usage.input_tokens, record.usage.output_tokens) == (10, 1)
+    assert len(record.trajectory.steps) == n  # type: ignore[union-attr]

@@ -79,15 +79,19 @@ def as_str(value: Any) -> str:
 
 
 def as_count(value: Any) -> int | None:
-    """A non-negative token count, or ``None`` (bools, negatives, junk strings, NaN)."""
+    """A non-negative token count, or ``None`` (bools, negatives, junk strings, NaN, and
+    counts of 2**53 or more, which no model produces and a 64-bit column cannot hold)."""
     t = type(value)
     if t is int:
-        return value if value >= 0 else None
+        return value if 0 <= value < MAX_COUNT else None
     if t is float:
-        return int(value) if value >= 0 and value.is_integer() else None
-    if t is str and value.isascii() and value.isdigit() and len(value) < 19:
+        return int(value) if 0 <= value < MAX_COUNT and value.is_integer() else None
+    if t is str and value.isascii() and value.isdigit() and len(value) < 16:
         return int(value)
     return None
+
+
+MAX_COUNT = 2**53
 
 
 def usage_of(
