@@ -10,6 +10,7 @@ object is encoded once per batch. Bytes values (OTLP ``bytes_value``) are kept a
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -193,39 +194,64 @@ class RowsWriter:
             )
             conn.commit()
 
-    def write(self, rows: Sequence[Sequence[Any]]) -> None:
+    def write(self, rows: Sequence[Sequence[Any]], traces: Sequence[Sequence[Any]] = ()) -> None:
+        """Span rows (``SPAN_COLUMNS``) and trace rows (``TRACE_COLUMNS``), one transaction."""
         try:
-            self._write(rows)
+            self._write(rows, traces)
         except Exception as e:
             if not (self.pg and "NUL" in str(e)):
                 raise
             # PostgreSQL text cannot hold NUL characters (JSON escapes them; plain columns do
             # not): rare enough to be handled by a second try rather than by every row
-            self._write([_strip_nul(r) for r in rows])
+            self._write([_strip_nul(r) for r in rows], [_strip_nul(r) for r in traces])
 
-    def _write(self, rows: Sequence[Sequence[Any]]) -> None:
+    def _write(self, rows: Sequence[Sequence[Any]], traces: Sequence[Sequence[Any]]) -> None:
         conn = self.conn
         try:
             cur = conn.cursor()
-            if self.pg:
-                with cur.copy(_COPY) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                cur.execute(_FROM_STAGE)
-            else:
-                for start in range(0, len(rows), CHUNK):
-                    chunk = rows[start : start + CHUNK]
-                    cur.execute(self._upsert(len(chunk)), list(chain.from_iterable(chunk)))
-            ids = sorted({r[1] for r in rows})
-            m = self.mark
-            cur.execute(
-                _TOUCH + f"WHERE project_id = {m} AND trace_id IN ({', '.join([m] * len(ids))})",
-                [rows[0][0], *ids],
-            )
+            if rows:
+                if self.pg:
+                    with cur.copy(_COPY) as copy:
+                        for row in rows:
+                            copy.write_row(row)
+                    cur.execute(_FROM_STAGE)
+                else:
+                    for start in range(0, len(rows), CHUNK):
+                        chunk = rows[start : start + CHUNK]
+                        cur.execute(self._upsert(len(chunk)), list(chain.from_iterable(chunk)))
+                # summarised traces of these spans: their count and error flag, for late spans
+                self._per_trace(cur, _TOUCH, rows)
+            if traces:
+                # multi-row statements: each step releases and retakes the GIL once, where
+                # executemany would do it per row, and every retake waits for the event loop
+                for start in range(0, len(traces), TRACE_CHUNK):
+                    chunk = traces[start : start + TRACE_CHUNK]
+                    cur.execute(
+                        trace_upsert_sql(len(chunk), self.mark),
+                        list(chain.from_iterable(chunk)),
+                    )
+                # at least the spans already stored (the assembler may not have seen them all)
+                self._per_trace(cur, _COUNT_PG if self.pg else _COUNT, traces)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
+
+    def _per_trace(self, cur: Any, update: str, rows: Sequence[Sequence[Any]]) -> None:
+        """``update`` on the trace rows of (project id, trace id) in ``rows``' first columns."""
+        by_project: dict[str, set[str]] = {}
+        for r in rows:
+            by_project.setdefault(r[0], set()).add(r[1])
+        m = self.mark
+        for project, found in by_project.items():
+            ids = sorted(found)
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start : start + CHUNK]
+                cur.execute(
+                    update
+                    + f"WHERE project_id = {m} AND trace_id IN ({', '.join([m] * len(chunk))})",
+                    [project, *chunk],
+                )
 
     def _upsert(self, n: int) -> str:
         sql = self._statements.get(n)
@@ -253,6 +279,47 @@ _TOUCH = (
     "s.project_id = traces.project_id AND s.trace_id = traces.trace_id "
     "AND s.status = 2) THEN 1 ELSE 0 END "
 )
+
+
+_COUNT = (
+    "UPDATE traces SET span_count = MAX(span_count, (SELECT COUNT(*) FROM spans s WHERE "
+    "s.project_id = traces.project_id AND s.trace_id = traces.trace_id)) "
+)
+_COUNT_PG = _COUNT.replace("MAX(", "GREATEST(")
+
+TRACE_COLUMNS = (
+    "project_id",
+    "trace_id",
+    "service",
+    "root_name",
+    "start_ns",
+    "end_ns",
+    "duration_ms",
+    "span_count",
+    "error",
+    "session_id",
+    "user_id",
+    "input_preview",
+    "output_preview",
+    "record",
+    "completed_at",
+)
+"""A trace row's columns, in the order ``trace_row`` gives them."""
+
+
+TRACE_CHUNK = 1024  # rows per statement: 15 parameters each
+
+
+@functools.lru_cache(maxsize=64)
+def trace_upsert_sql(rows: int, mark: str) -> str:
+    values = "(" + ", ".join([mark] * len(TRACE_COLUMNS)) + ")"
+    return (
+        f"INSERT INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES "
+        + ", ".join([values] * rows)
+        + " "
+        "ON CONFLICT (project_id, trace_id) DO UPDATE SET "
+        + ", ".join(f"{c}=excluded.{c}" for c in TRACE_COLUMNS[2:])
+    )
 
 
 def _strip_nul(row: Sequence[Any]) -> tuple[Any, ...]:

@@ -1,10 +1,12 @@
 """Spans, assembled traces and feedback in the SQL store (the Watch way in).
 
-``write_spans`` is the ingest hot path: rows built with orjson and written on the DB-API
-connection (``_trace_rows.RowsWriter``: multi-row upserts on SQLite, COPY on PostgreSQL), one
-transaction per call, keyed by (project, trace id, span id) so a re-sent export never
-duplicates a span. Everything else (the per-trace summary row, the queries, feedback,
-retention) goes through SQLAlchemy Core. Every query is scoped by ``project_id``; a query in
+``write`` is the ingest hot path: span rows and per-trace summary rows built with orjson and
+written on one DB-API connection (``_trace_rows.RowsWriter``: multi-row upserts on SQLite, COPY
+on PostgreSQL), one transaction per call, keyed by (project, trace id, span id) so a re-sent
+export never duplicates a span. (A summary row through SQLAlchemy cost ~1 ms, its own
+transaction and a turn at SQLite's write lock: trace completion fell behind ingest and the
+open traces piled up.) Everything else (the queries, feedback, retention) goes through
+SQLAlchemy Core. Every query is scoped by ``project_id``; a query in
 one project never sees another's rows.
 
 Measured on the 2-core development machine, 512-span batches of ~12-attribute spans:
@@ -27,7 +29,7 @@ import sqlalchemy as sa
 
 from evalsi.core import Feedback, Span, StoreError, UserError
 from evalsi.store._runs import check_project_id
-from evalsi.store._schema import spans, trace_feedback, traces
+from evalsi.store._schema import trace_feedback
 from evalsi.store._trace_queries import (
     MAX_PAGE,
     PREVIEW_CHARS,
@@ -79,61 +81,41 @@ class TraceStore(TraceQueries):
     def write_spans(self, project: str, batch: Sequence[Span]) -> None:
         """Upsert the spans (a re-sent span replaces its row) and commit. Traces already
         summarised get their ``span_count`` and ``error`` updated for late spans."""
-        check_project_id(project)
-        rows = span_rows(project, batch)
-        if not rows:
+        self.write({project: batch})
+
+    def upsert_trace(self, project: str, summary: TraceSummary) -> None:
+        """Write (or replace) a trace's summary row. ``span_count`` is at least the number of
+        its spans already stored, so spans that landed after the assembler's snapshot count."""
+        self.write({}, {project: [summary]})
+
+    def write(
+        self,
+        spans_of: Mapping[str, Sequence[Span]],
+        traces_of: Mapping[str, Sequence[TraceSummary]] | None = None,
+    ) -> None:
+        """Spans and trace summary rows of any projects in ONE transaction: ingest's group
+        commit (span rows first, so a trace row counts the spans stored with it)."""
+        rows: list[tuple[Any, ...]] = []
+        for project, batch in spans_of.items():
+            check_project_id(project)
+            rows += span_rows(project, batch)
+        # one row per trace, the last one winning: a multi-row upsert may not touch a row twice
+        latest: dict[tuple[str, str], TraceSummary] = {}
+        for project, summaries in (traces_of or {}).items():
+            check_project_id(project)
+            latest.update(((project, s.trace_id), s) for s in summaries)
+        trace_rows = [trace_row(project, s) for (project, _), s in latest.items()]
+        if not rows and not trace_rows:
             return
         with self._lock:
             if self._writer is None:
                 conn = self.engine.raw_connection()
                 self._writer = RowsWriter(conn, pg=self._pg)
             try:
-                self._writer.write(rows)
+                self._writer.write(rows, trace_rows)
             except Exception as e:
-                raise StoreError(f"cannot write spans to {self.store.location}: {e}") from e
-
-    def upsert_trace(self, project: str, summary: TraceSummary) -> None:
-        """Write (or replace) a trace's summary row. ``span_count`` is at least the number of
-        its spans already stored, so spans that landed after the assembler's snapshot count."""
-        check_project_id(project)
-        s = summary
-        row = {
-            "project_id": project,
-            "trace_id": s.trace_id,
-            "service": s.service,
-            "root_name": s.root_name,
-            "start_ns": s.start_time_unix_nano,
-            "end_ns": s.end_time_unix_nano,
-            "duration_ms": s.duration_ms,
-            "span_count": s.span_count,
-            "error": int(s.error),
-            "session_id": s.session_id,
-            "user_id": s.user_id,
-            "input_preview": preview(s.input_preview),
-            "output_preview": preview(s.output_preview),
-            "record": dumps(s.record) if s.record is not None else None,
-            "completed_at": s.completed_at,
-        }
-        insert: Any
-        if self._pg:
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stored = (
-            sa.select(sa.func.count())
-            .where(spans.c.project_id == project)
-            .where(spans.c.trace_id == s.trace_id)
-        )
-        try:
-            with self.engine.begin() as conn:
-                row["span_count"] = max(s.span_count, int(conn.execute(stored).scalar_one()))
-                statement = insert(traces).values(row)
-                update = {k: statement.excluded[k] for k in row if k not in _TRACE_KEY}
-                conn.execute(
-                    statement.on_conflict_do_update(index_elements=_TRACE_KEY, set_=update)
-                )
-        except sa.exc.SQLAlchemyError as e:
-            raise StoreError(f"cannot write a trace to {self.store.location}: {e}") from e
+                what = "spans" if rows else "a trace"
+                raise StoreError(f"cannot write {what} to {self.store.location}: {e}") from e
 
     # -- feedback ----------------------------------------------------------------------------------
     def add_feedback(self, project: str, feedback: Feedback) -> None:
@@ -232,4 +214,22 @@ class TraceStore(TraceQueries):
                 self._writer = None
 
 
-_TRACE_KEY = ("project_id", "trace_id")
+def trace_row(project: str, s: TraceSummary) -> tuple[Any, ...]:
+    """A summary as a row of ``TRACE_COLUMNS`` (previews cut, the record as JSON text)."""
+    return (
+        project,
+        s.trace_id,
+        s.service,
+        s.root_name,
+        s.start_time_unix_nano,
+        s.end_time_unix_nano,
+        s.duration_ms,
+        s.span_count,
+        int(s.error),
+        s.session_id,
+        s.user_id,
+        preview(s.input_preview),
+        preview(s.output_preview),
+        dumps(s.record) if s.record is not None else None,
+        s.completed_at,
+    )

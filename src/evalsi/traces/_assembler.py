@@ -5,8 +5,9 @@ Spans arrive out of order and from several services. A trace is complete ``grace
 root span was received (the server's clock, not the sender's, so clock skew cannot stall it),
 or, without a root, ``orphan_s`` after its last span arrived. Spans of a trace completed in the
 last ``late_s`` are reported as late: they are stored and joined to the trace, but do not start
-a second assembly. When more than ``max_open`` traces are open, the oldest complete early, so
-memory stays bounded whatever the senders do.
+a second assembly. When more than ``max_open`` traces are open, or their spans number more
+than ``max_spans``, the oldest complete early, so memory stays bounded whatever the senders do
+(ingest also drops the raw attributes of a stored non-root span; see ``Ingest.accept``).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ class Assembler:
     orphan_s: float = 60.0
     late_s: float = 600.0
     max_open: int = 100_000
+    max_spans: int = 100_000
     max_recent: int = 200_000
+    # In first-seen order (insertion order; ``now`` never goes back): the oldest comes first.
     _open: dict[Key, _Open] = field(default_factory=dict)
+    _spans: int = 0
     # (deadline, seq, key): stale entries (deadline moved) are skipped when popped.
     _heap: list[tuple[float, int, Key]] = field(default_factory=list)
     _seq: int = 0
@@ -55,6 +59,11 @@ class Assembler:
     @property
     def open_traces(self) -> int:
         return len(self._open)
+
+    @property
+    def held_spans(self) -> int:
+        """Spans of the open traces (what ``max_spans`` bounds)."""
+        return self._spans
 
     def get(self, project: str, trace_id: str) -> Trace | None:
         """The open trace with this id, if it is still being assembled."""
@@ -75,6 +84,7 @@ class Assembler:
                 self._open[key] = entry
                 self._push(entry.deadline, key)
             entry.trace.spans.append(span)
+            self._spans += 1
             entry.last_seen = now
             if span.is_root and not entry.has_root:
                 entry.has_root = True
@@ -87,7 +97,7 @@ class Assembler:
 
     def due(self, now: float) -> list[Completed]:
         """Traces whose time has come, oldest deadline first (and the oldest open ones while
-        more than ``max_open`` are open)."""
+        more than ``max_open`` are open or they hold more than ``max_spans`` spans)."""
         done: list[Completed] = []
         while self._heap and self._heap[0][0] <= now:
             _, _, key = heapq.heappop(self._heap)
@@ -98,10 +108,8 @@ class Assembler:
                 self._push(entry.deadline, key)
                 continue
             done.append(self._complete(key, "root+grace" if entry.has_root else "orphan", now))
-        if len(self._open) > self.max_open:
-            oldest = sorted(self._open.items(), key=lambda kv: kv[1].first_seen)
-            for key, _ in oldest[: len(self._open) - self.max_open]:
-                done.append(self._complete(key, "evicted", now))
+        while self._open and (len(self._open) > self.max_open or self._spans > self.max_spans):
+            done.append(self._complete(next(iter(self._open)), "evicted", now))
         return done
 
     def flush(self, now: float) -> list[Completed]:
@@ -113,6 +121,7 @@ class Assembler:
 
     def _complete(self, key: Key, reason: str, now: float) -> Completed:
         entry = self._open.pop(key)
+        self._spans -= len(entry.trace.spans)
         self._recent[key] = now
         self._recent.move_to_end(key)
         while self._recent and (

@@ -6,10 +6,15 @@ The writer drains whatever requests are queued into one transaction (group commi
 what keeps the store from being the bottleneck when many exporters send at once; it runs in
 its own thread so that SQLite's work overlaps the event loop's decoding.
 
-A ticker completes traces (``Assembler``), turns each into a ``Record``, stores the trace row
-and calls ``on_trace`` (the online policy engine). Feedback (late signals) joins its trace or
-session: stored at once, attached to an open trace, or handed to ``on_feedback`` with the
-stored trace when that trace already completed.
+A ticker completes traces (``Assembler``), turns each into a ``Record``, stores the trace rows
+through the same writer (one transaction per group, never a connection of their own: two
+SQLite writers would take turns at the file lock) and calls ``on_trace`` (the online policy
+engine). Once a span is stored, an open trace keeps only what its record and the policies
+read: a root span whole, the other spans without their raw attributes and events (their
+views stay), so memory is bounded by ``max_open_spans`` views, not by raw payloads.
+
+Feedback (late signals) joins its trace or session: stored at once, attached to an open
+trace, or handed to ``on_feedback`` with the stored trace when that trace already completed.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ from evalsi.traces._sink import Overloaded
 
 log = logging.getLogger("evalsi.traces")
 
+FINISH_BATCH = 256
+"""Completed traces turned into records per turn of the ticker: the event loop serves
+requests between turns (the turn awaits the writer's commit), so a burst of due traces
+never stalls ingest for long."""
+
 OnTrace = Callable[[Trace, Record], Awaitable[None]]
 OnFeedback = Callable[[Trace, Record, Feedback], Awaitable[None]]
 
@@ -49,7 +59,8 @@ class IngestStats:
     feedback: int = 0
 
 
-_Job = tuple[str, Sequence[Span], asyncio.Future[None]]
+# (project, spans to store, trace rows to store, settled once they are committed)
+_Job = tuple[str, Sequence[Span], Sequence[TraceSummary], asyncio.Future[None]]
 
 
 class Ingest:
@@ -63,6 +74,7 @@ class Ingest:
         grace_s: float = 5.0,
         orphan_s: float = 60.0,
         max_open: int = 100_000,
+        max_open_spans: int = 100_000,
         max_pending_spans: int = 200_000,
         on_trace: OnTrace | None = None,
         on_feedback: OnFeedback | None = None,
@@ -71,7 +83,10 @@ class Ingest:
         self.writer = writer
         self.redactor = redactor or Redactor(())
         self.assembler = Assembler(
-            grace_s=grace_s, orphan_s=max(orphan_s, grace_s), max_open=max_open
+            grace_s=grace_s,
+            orphan_s=max(orphan_s, grace_s),
+            max_open=max_open,
+            max_spans=max_open_spans,
         )
         self.max_pending_spans = max_pending_spans
         self.on_trace = on_trace
@@ -85,6 +100,7 @@ class Ingest:
         self._ticker: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
+        self._handing: set[asyncio.Task[None]] = set()
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -107,8 +123,11 @@ class Ingest:
             self._wake.set()
             await self._ticker
             self._ticker = None
-        for done in self.assembler.flush(self.clock()):
-            await self._finish(done)
+        done = self.assembler.flush(self.clock())
+        for start in range(0, len(done), FINISH_BATCH):
+            await self._finish(done[start : start + FINISH_BATCH])
+        while self._handing:  # every completed trace reaches on_trace before the writer stops
+            await asyncio.gather(*self._handing)
         if self._thread is not None:
             self._jobs.put(None)
             await asyncio.to_thread(self._thread.join)
@@ -130,23 +149,36 @@ class Ingest:
         self.redactor.spans(spans)
         normalize_all(spans)
         self._pending += len(spans)
-        done: asyncio.Future[None] = self._loop.create_future()
-        self._jobs.put((project, spans, done))
         try:
-            await done
+            await self._store(project, spans, ())
         finally:
             self._pending -= len(spans)
         self.stats.requests += 1
         self.stats.spans += len(spans)
         late = self.assembler.add(project, spans, self.clock())
-        if late:
-            self.stats.late_spans += len(late)
-            await self._join_late(project, late)
         for span in spans:
             if span.events:
                 for fb in feedback_from_events(span):
                     await self.feedback(project, fb)
+        # Stored now: the open trace keeps what its record and the policies read (views, ids,
+        # times, status; a root span whole), not every span's raw attributes and events.
+        for span in spans:
+            if span.parent_span_id:
+                span.attributes = {}
+                span.events = []
+        if late:
+            self.stats.late_spans += len(late)
+            await self._join_late(project, late)
         self._wake.set()
+
+    def _store(
+        self, project: str, spans: Sequence[Span], summaries: Sequence[TraceSummary]
+    ) -> asyncio.Future[None]:
+        """Hands rows to the writer thread; the future settles once they are committed."""
+        assert self._loop is not None
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._jobs.put((project, spans, summaries, done))
+        return done
 
     # -- late signals ------------------------------------------------------------------------
 
@@ -180,25 +212,54 @@ class Ingest:
 
     async def _tick_loop(self) -> None:
         while not self._stopping:
-            now = self.clock()
-            for done in self.assembler.due(now):
-                try:
-                    await self._finish(done)
-                except Exception:  # one bad trace must not stop assembly
-                    log.exception("completing trace %s failed", done.trace.trace_id)
+            done = self.assembler.due(self.clock())
+            for start in range(0, len(done), FINISH_BATCH):
+                await self._finish(done[start : start + FINISH_BATCH])
             deadline = self.assembler.next_deadline()
             wait = 1.0 if deadline is None else min(1.0, max(0.01, deadline - self.clock()))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
-    async def _finish(self, done: Completed) -> None:
-        trace = done.trace
-        record = trace_to_record(trace)
-        await asyncio.to_thread(self.writer.upsert_trace, trace.project, summarize(trace, record))
-        self.stats.traces += 1
-        if self.on_trace is not None:
-            await self.on_trace(trace, record)
+    async def _finish(self, completed: Sequence[Completed]) -> None:
+        """Records and trace rows of the completed traces (the rows in one transaction), then
+        the policy hook, trace by trace."""
+        ready: dict[str, list[tuple[Trace, Record, TraceSummary]]] = {}
+        for done in completed:
+            trace = done.trace
+            try:  # one bad trace must not stop assembly
+                record = trace_to_record(trace)
+                summary = summarize(trace, record)
+            except Exception:
+                log.exception("completing trace %s failed", trace.trace_id)
+                continue
+            ready.setdefault(trace.project, []).append((trace, record, summary))
+        for project, items in ready.items():
+            # Not awaited here: the ticker goes on completing (and evicting) while the writer
+            # commits, or a busy writer would hold the open traces past their bound.
+            stored = self._store(project, (), [summary for _, _, summary in items])
+            task = asyncio.create_task(self._hand_over(stored, items))
+            self._handing.add(task)
+            task.add_done_callback(self._handing.discard)
+        await asyncio.sleep(0)  # let requests in between batches
+
+    async def _hand_over(
+        self, stored: asyncio.Future[None], items: list[tuple[Trace, Record, TraceSummary]]
+    ) -> None:
+        """Once the trace rows are committed: the policy hook, trace by trace."""
+        try:
+            await stored
+        except Exception:
+            log.exception("storing %d completed traces failed", len(items))
+            return
+        self.stats.traces += len(items)
+        if self.on_trace is None:
+            return
+        for trace, record, _ in items:
+            try:
+                await self.on_trace(trace, record)
+            except Exception:
+                log.exception("handing trace %s to the policies failed", trace.trace_id)
 
     # -- the writer thread -------------------------------------------------------------------
 
@@ -217,18 +278,25 @@ class Ingest:
                     self._jobs.put(None)
                     break
                 jobs.append(more)
-            by_project: dict[str, list[Span]] = {}
-            for project, spans, _ in jobs:
-                by_project.setdefault(project, []).extend(spans)
+            spans_of: dict[str, list[Span]] = {}
+            traces_of: dict[str, list[TraceSummary]] = {}
+            for project, spans, summaries, _ in jobs:
+                if spans:
+                    spans_of.setdefault(project, []).extend(spans)
+                if summaries:
+                    traces_of.setdefault(project, []).extend(summaries)
             error: BaseException | None = None
             try:
-                for project, spans in by_project.items():
-                    self.writer.write_spans(project, spans)
+                self.writer.write(spans_of, traces_of)
             except Exception as e:
-                log.exception("storing %d spans failed", sum(len(s) for s in by_project.values()))
+                log.exception(
+                    "storing %d spans and %d traces failed",
+                    sum(len(s) for s in spans_of.values()),
+                    sum(len(t) for t in traces_of.values()),
+                )
                 error = e
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(_settle, [job[2] for job in jobs], error)
+            self._loop.call_soon_threadsafe(_settle, [job[3] for job in jobs], error)
 
 
 def _settle(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:

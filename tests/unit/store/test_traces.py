@@ -291,6 +291,36 @@ def test_trace_summary_keeps_the_record_and_counts_late_spans(ts: TraceStore) ->
     assert (got.span_count, got.error) == (3, True)
 
 
+def test_one_write_stores_spans_and_trace_rows_of_several_projects(ts: TraceStore) -> None:
+    """Ingest's group commit: spans and summaries of two projects in one call; a summary
+    counts the spans stored with it; of two summaries of one trace the last one wins; a
+    summary that saw more spans than are stored keeps its own count."""
+    a1, a2 = span(1, 1), span(1, 2, parent=1)
+    b1 = span(2, 3)
+    first = summary([a1], output_preview="first")
+    last = summary([a1], output_preview="last")
+    ts.write(
+        {"default": [a1, a2], "other": [b1]},
+        {"default": [first, last], "other": [summary([b1, span(2, 4, parent=3)])]},
+    )
+    got = ts.trace_summary("default", tid(1))
+    assert got is not None
+    assert (got.span_count, got.output_preview) == (2, "last")
+    other = ts.trace_summary("other", tid(2))
+    assert other is not None
+    assert other.span_count == 2  # its own count: one of its two spans is stored
+    assert ts.trace_summary("other", tid(1)) is None
+    assert ts.trace_summary("default", tid(2)) is None
+
+
+def test_a_batch_of_summaries_larger_than_one_statement(ts: TraceStore) -> None:
+    n = trace_rows.TRACE_CHUNK + 5
+    ts.write({}, {"default": [summary([span(i, i)]) for i in range(1, n + 1)]})
+    found, _ = ts.list_traces("default", limit=1000)
+    assert len(found) == 1000
+    assert ts.trace_summary("default", tid(n)) is not None
+
+
 def test_list_sessions(ts: TraceStore) -> None:
     _seed_traces(ts)
     rows, token = ts.list_sessions("default")

@@ -79,6 +79,38 @@ def test_more_than_max_open_evicts_the_oldest_first() -> None:
     assert a.open_traces == 2
 
 
+def test_more_spans_than_max_spans_completes_the_oldest_traces_early() -> None:
+    a = Assembler(grace_s=100.0, max_spans=5)
+    a.add("p", [span(T1, "1"), span(T1, "2", "1" * 16), span(T1, "3", "1" * 16)], now=0.0)
+    a.add("p", [span(T2, "4"), span(T2, "5", "4" * 16)], now=1.0)
+    assert a.held_spans == 5
+    assert a.due(2.0) == []  # at the bound, not over it
+    a.add("p", [span("3" * 32, "6")], now=2.0)  # six spans: the oldest trace goes
+    done = a.due(2.0)
+    assert [(d.trace.trace_id, d.reason, len(d.trace.spans)) for d in done] == [(T1, "evicted", 3)]
+    assert (a.held_spans, a.open_traces) == (3, 2)
+
+
+def test_held_spans_stay_bounded_however_many_traces_arrive() -> None:
+    """Memory is bounded by spans held, not by trace count: 2,000 five-span traces through an
+    assembler bounded at 100 spans never hold more than 100 after a tick, and every span
+    comes out exactly once."""
+    a = Assembler(grace_s=3600.0, orphan_s=3600.0, max_spans=100)
+    out = 0
+    peak = 0
+    for i in range(2000):
+        trace = f"{i + 1:032x}"
+        root = f"{i + 1:016x}"
+        spans = [span(trace, root)] + [span(trace, f"{j:04x}{i + 1:012x}", root) for j in range(4)]
+        a.add("p", spans, now=float(i))
+        out += sum(len(d.trace.spans) for d in a.due(float(i)))
+        peak = max(peak, a.held_spans)
+    assert peak <= 100
+    flushed = sum(len(d.trace.spans) for d in a.flush(2000.0))
+    assert out + flushed == 2000 * 5
+    assert a.held_spans == 0
+
+
 def test_flush_completes_everything() -> None:
     a = Assembler()
     a.add("p", [span(T1, "a"), span(T2, "b", "c" * 16)], now=0.0)

@@ -179,10 +179,10 @@ async def test_over_the_pending_limit_a_request_is_refused_whole(traces: TraceSt
 async def test_a_failing_store_refuses_the_request_with_a_retryable_error(
     traces: TraceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(project: str, spans: Any) -> None:
+    def broken(spans: Any, summaries: Any = None) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(traces, "write_spans", broken)
+    monkeypatch.setattr(traces, "write", broken)  # the writer thread's one entry point
     ingest = Ingest(traces)
     await ingest.start()
     try:
@@ -201,3 +201,53 @@ async def test_stop_completes_open_traces(traces: TraceStore) -> None:
     await ingest.accept("default", _spans())
     await ingest.stop()
     assert [t.trace_id for t, _ in hook.traces] == [TID]
+
+
+@run
+async def test_open_traces_keep_views_not_raw_attributes_of_stored_child_spans(
+    traces: TraceStore,
+) -> None:
+    """After the spans are stored, an open trace holds the root whole and, of the other spans,
+    what the record needs (the view): the raw attributes stay in the store only."""
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=3600, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+        held = ingest.assembler.get("default", TID)
+        assert held is not None
+        by_id = {s.span_id: s for s in held.spans}
+        assert by_id[CHILD].attributes == {}
+        view = by_id[CHILD].view
+        assert view is not None
+        assert view.model == "gpt-4o"
+        assert by_id[ROOT].attributes["gen_ai.agent.name"] == "support"
+        stored = traces.get_trace("default", TID)
+        assert stored is not None
+        (child,) = [s for s in stored.spans if s.span_id == CHILD]
+        assert child.attributes["gen_ai.request.model"] == "gpt-4o"
+    finally:
+        await ingest.stop()
+    ((_, record),) = hook.traces
+    assert record.usage is not None
+    assert record.usage.input_tokens == 12  # read from the view, not the dropped attributes
+
+
+@run
+async def test_more_spans_than_the_bound_complete_the_oldest_trace_early(
+    traces: TraceStore,
+) -> None:
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=3600, max_open_spans=3, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())  # 2 spans held
+        other = "5" * 32
+        await ingest.accept("default", [Span(other, "1" * 16), Span(other, "2" * 16, "1" * 16)])
+        await _wait(hook, 1)  # 4 > 3: the oldest trace completes without waiting for grace
+        assert [t.trace_id for t, _ in hook.traces] == [TID]
+        assert ingest.assembler.held_spans == 2
+    finally:
+        await ingest.stop()
+    summaries, _ = traces.list_traces("default")
+    assert {s.trace_id for s in summaries} == {TID, other}
