@@ -63,16 +63,12 @@ class Collector:
 
 
 def exporting_state(tmp: Path, collector_url: str) -> tuple[ServerState, OtelScoreExporter]:
-    """A server state whose Watch exports scores to the collector. ``_watch.Watch`` builds the
-    exporter from ``traces.export``; until it does, this wires it the same way."""
+    """A server state whose Watch exports scores to the collector (``traces.export``)."""
     export = ScoreExportConfig(endpoint=collector_url + "/v1/logs", timeout_s=5.0)
     state = server_state(tmp, runs=False, traces=TracesConfig(grace_s=0.05, export=export))
     state.watch = Watch(state)
-    exporter = getattr(state.watch, "exporter", None)
-    if exporter is None:
-        exporter = export.exporter()
-        state.policies.on_scores = exporter
-    assert state.policies.on_scores is exporter
+    exporter = state.watch.exporter
+    assert exporter is not None and state.policies.on_scores is exporter
     return state, exporter
 
 

@@ -24,7 +24,7 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
     traces:                                   # the Watch way in (OTLP on the main port always)
       otlp: {grpcPort: 4317, httpPort: 4318, maxInflightBytes: 268435456}
       gracePeriod: 5s                         # a trace completes this long after its root ends
-      maxOpenTraces: 100000
+      maxOpenTraces: 20000                    # and maxOpenSpans: 100000 (memory bound)
       retention: 7d                           # or: {default: 7d, projects: {demo: 1d}}; never
       redaction:                              # regexes applied before anything is stored
         - {name: email, pattern: '[\w.+-]+@[\w-]+\.[\w.]+', replacement: '[EMAIL]'}
@@ -80,7 +80,15 @@ _TOP = (
     "sandbox",
     "traces",
 )
-_TRACES = ("otlp", "gracePeriod", "maxOpenTraces", "retention", "redaction", "export")
+_TRACES = (
+    "otlp",
+    "gracePeriod",
+    "maxOpenTraces",
+    "maxOpenSpans",
+    "retention",
+    "redaction",
+    "export",
+)
 _EXPORT_OTLP = ("endpoint", "headers", "timeout")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 _OTLP = ("grpcPort", "httpPort", "maxInflightBytes")
@@ -290,7 +298,22 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         OtlpConfig.max_inflight_bytes,
     )
     grace = _duration(p, "traces.gracePeriod", top.get("gracePeriod"), TracesConfig.grace_s)
-    max_open = _int(p, "traces.maxOpenTraces", top.get("maxOpenTraces"), 1, 10_000_000, 100_000)
+    max_open = _int(
+        p,
+        "traces.maxOpenTraces",
+        top.get("maxOpenTraces"),
+        1,
+        10_000_000,
+        TracesConfig.max_open_traces,
+    )
+    max_spans = _int(
+        p,
+        "traces.maxOpenSpans",
+        top.get("maxOpenSpans"),
+        100,
+        100_000_000,
+        TracesConfig.max_open_spans,
+    )
     retention: float | None = TracesConfig.retention_s
     projects: dict[str, float | None] = {}
     raw_retention = top.get("retention")
@@ -315,6 +338,7 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         otlp=OtlpConfig(ports["grpcPort"], ports["httpPort"], inflight),
         grace_s=grace,
         max_open_traces=max_open,
+        max_open_spans=max_spans,
         retention_s=retention,
         project_retention_s=projects,
         redaction=redaction,

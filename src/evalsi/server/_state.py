@@ -58,8 +58,10 @@ class TracesConfig:
     otlp: OtlpConfig = field(default_factory=OtlpConfig)
     # A trace is complete this long after its root span ended (late spans still join it).
     grace_s: float = 5.0
-    # Traces still being assembled; above it the oldest are completed early.
-    max_open_traces: int = 100_000
+    # Traces, and spans, still being assembled; above either the oldest traces complete early
+    # (memory stays bounded whatever senders do).
+    max_open_traces: int = 20_000
+    max_open_spans: int = 100_000
     # How long traces and spans are kept, in seconds (None: forever), and per project.
     retention_s: float | None = 7 * 24 * 3600.0
     project_retention_s: dict[str, float | None] = field(default_factory=dict)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from typing import Any
@@ -22,11 +21,8 @@ from evalsi.traces import Ingest, Redactor
 log = logging.getLogger("evalsi.server")
 
 RETENTION_EVERY_S = 300.0
-# Ingest allocates a dict or list per attribute of every span, and the open traces keep many
-# of them alive: under CPython's default thresholds (700, 10, 10) the collector ran so often,
-# over so many live objects, that it took a third of the loop's time at 20k spans/s (measured
-# with the OTLP ingest bench). Fewer, larger young collections; the old generation rarely.
-GC_THRESHOLDS = (20_000, 50, 100)
+# Seconds the policies get, at shutdown, to finish grading what ingest handed them.
+DRAIN_TIMEOUT_S = 10.0
 
 
 class Watch:
@@ -45,9 +41,14 @@ class Watch:
             redactor=Redactor(cfg.redaction),
             grace_s=cfg.grace_s,
             max_open=cfg.max_open_traces,
+            max_open_spans=cfg.max_open_spans,
             on_trace=engine.submit,
-            on_feedback=engine.on_feedback,
+            on_feedback=engine.submit_feedback,
         )
+        # traces.export.otlp: every stored score out as a gen_ai.evaluation.result event.
+        self.exporter = cfg.export.exporter() if cfg.export is not None else None
+        if self.exporter is not None:
+            engine.on_scores = self.exporter
         state.ingest = self.ingest
         # The PolicyService handler (``_policies.PolicyHandler``), set by default_services:
         # starting it re-applies the policies kept in the store, once.
@@ -56,10 +57,6 @@ class Watch:
         self._stop = asyncio.Event()
 
     async def start(self) -> None:
-        # What the server built at start-up lives as long as it does: out of the collector's
-        # sight, so full collections only walk what ingest keeps.
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
         await self.ingest.start()
         if self.policy_service is not None:
             await self.policy_service.start()
@@ -68,11 +65,17 @@ class Watch:
 
     async def stop(self) -> None:
         self._stop.set()
-        if self._retention is not None:
-            await self._retention
-        await self.ingest.stop()  # completes open traces: they reach the engine first
-        await self.state.policies.drain()
-        await self.state.policies.close()
+        try:
+            if self._retention is not None:
+                await self._retention
+            await self.ingest.stop()  # completes open traces: they reach the engine first
+        finally:
+            try:
+                await self.state.policies.drain(timeout_s=DRAIN_TIMEOUT_S)
+                await self.state.policies.close()
+            finally:
+                if self.exporter is not None:
+                    await asyncio.to_thread(self.exporter.close)  # sends what is queued
 
     async def _retain(self) -> None:
         cfg = self.state.config.traces
