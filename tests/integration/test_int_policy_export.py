@@ -68,7 +68,8 @@ def exporting_state(tmp: Path, collector_url: str) -> tuple[ServerState, OtelSco
     state = server_state(tmp, runs=False, traces=TracesConfig(grace_s=0.05, export=export))
     state.watch = Watch(state)
     exporter = state.watch.exporter
-    assert exporter is not None and state.policies.on_scores is exporter
+    assert exporter is not None
+    assert state.policies.on_scores is exporter
     return state, exporter
 
 

@@ -156,13 +156,18 @@ def test_nul_characters_in_text_are_dropped_on_postgresql(pg_url: str) -> None:
     ts = TraceStore(store)
     bad = batch(1, 2)
     bad[1].name = "st\x00ep"
-    bad[1].attributes["k\x00"] = "v\x00"  # JSON escapes these: kept
+    # JSON escapes NUL, and PostgreSQL stores the escape, but its jsonb casts (attribute
+    # filters) refuse it: dropped too, so one such span cannot break a project's queries
+    bad[1].attributes["k\x00"] = "v\x00"
     ts.write_spans("default", bad)
     got = ts.get_trace("default", bad[0].trace_id)
     assert got is not None
     assert [s.name for s in got.spans] == ["step", "step"]
-    assert got.spans[1].attributes["k\x00"] == "v\x00"
+    assert got.spans[1].attributes["k"] == "v"
     ts.upsert_trace("default", TraceSummary.of(got, completed_at=1.0))
     assert ts.list_traces("default")[0][0].span_count == 2
+    assert [t.trace_id for t in ts.list_traces("default", attributes={"k": "v"})[0]] == [
+        bad[0].trace_id
+    ]
     ts.close()
     store.close()

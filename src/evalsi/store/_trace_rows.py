@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import re
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -54,6 +55,10 @@ def _default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     raise TypeError(f"{type(value).__name__} is not a span attribute value")
+
+
+MAX_SERVICE = 255
+"""The ``service`` columns' width: a longer ``service.name`` is cut (the resource keeps it)."""
 
 
 def dumps(value: Any) -> str:
@@ -132,7 +137,7 @@ def span_rows(project: str, spans: Iterable[Span]) -> list[tuple[Any, ...]]:
     for s in spans:
         res = resources.get(id(s.resource))
         if res is None:
-            res = resources[id(s.resource)] = (_json_or_none(s.resource), s.service)
+            res = resources[id(s.resource)] = (_json_or_none(s.resource), s.service[:MAX_SERVICE])
         view = s.view
         scope = f"{s.scope_name}\t{s.scope_version}" if s.scope_name or s.scope_version else None
         rows[(s.trace_id, s.span_id)] = (
@@ -196,6 +201,9 @@ class RowsWriter:
 
     def write(self, rows: Sequence[Sequence[Any]], traces: Sequence[Sequence[Any]] = ()) -> None:
         """Span rows (``SPAN_COLUMNS``) and trace rows (``TRACE_COLUMNS``), one transaction."""
+        if self.pg:  # a JSON "\u0000" stores, but the jsonb casts of attribute filters refuse it
+            rows = [_strip_json_nul(r) for r in rows]
+            traces = [_strip_json_nul(r) for r in traces]
         try:
             self._write(rows, traces)
         except Exception as e:
@@ -324,6 +332,19 @@ def trace_upsert_sql(rows: int, mark: str) -> str:
 
 def _strip_nul(row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(v.replace("\x00", "") if isinstance(v, str) else v for v in row)
+
+
+# A JSON escape of NUL: "\u0000" after an even number of backslashes (an odd number means the
+# backslash before "u0000" is itself escaped, and the text is a literal "\u0000").
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _strip_json_nul(row: Sequence[Any]) -> Sequence[Any]:
+    if not any(isinstance(v, str) and "\\u0000" in v for v in row):
+        return row
+    return tuple(
+        _JSON_NUL.sub(r"\1", v) if isinstance(v, str) and "\\u0000" in v else v for v in row
+    )
 
 
 READ_COLUMNS = SPAN_COLUMNS[1:]

@@ -38,7 +38,7 @@ from evalsi.store._trace_queries import (
     TraceSummary,
     preview,
 )
-from evalsi.store._trace_rows import RowsWriter, dumps, span_rows
+from evalsi.store._trace_rows import MAX_SERVICE, RowsWriter, dumps, span_rows
 
 if TYPE_CHECKING:
     from evalsi.store._sql import SqlStore
@@ -219,7 +219,7 @@ def trace_row(project: str, s: TraceSummary) -> tuple[Any, ...]:
     return (
         project,
         s.trace_id,
-        s.service,
+        s.service[:MAX_SERVICE],
         s.root_name,
         s.start_time_unix_nano,
         s.end_time_unix_nano,

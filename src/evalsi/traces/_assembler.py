@@ -29,6 +29,9 @@ class _Open:
     last_seen: float
     deadline: float  # when it completes; moves with root arrival and new spans (orphans)
     has_root: bool = False
+    # span id -> its place in trace.spans: a re-sent span (an exporter retrying a request
+    # whose answer it did not see) replaces the first copy instead of counting twice
+    index: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -83,8 +86,13 @@ class Assembler:
                 entry = _Open(Trace(span.trace_id, project), now, now, now + self.orphan_s)
                 self._open[key] = entry
                 self._push(entry.deadline, key)
-            entry.trace.spans.append(span)
-            self._spans += 1
+            at = entry.index.get(span.span_id)
+            if at is not None:
+                entry.trace.spans[at] = span
+            else:
+                entry.index[span.span_id] = len(entry.trace.spans)
+                entry.trace.spans.append(span)
+                self._spans += 1
             entry.last_seen = now
             if span.is_root and not entry.has_root:
                 entry.has_root = True

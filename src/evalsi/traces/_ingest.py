@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from evalsi.core import Feedback, Record, Span, Trace
+from evalsi.core import Feedback, Record, Span, Trace, UserError
 from evalsi.datasets import record_to_row
 from evalsi.store import TraceStore, TraceSummary
 from evalsi.traces._assembler import Assembler, Completed
@@ -101,6 +101,7 @@ class Ingest:
         self._wake = asyncio.Event()
         self._stopping = False
         self._handing: set[asyncio.Task[None]] = set()
+        self._accepting = False
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -112,10 +113,15 @@ class Ingest:
             target=self._write_loop, name="evalsi-span-writer", daemon=True
         )
         self._thread.start()
+        self._accepting = True
         self._ticker = asyncio.create_task(self._tick_loop(), name="evalsi-trace-assembler")
 
     async def stop(self) -> None:
-        """Completes every open trace (their spans are stored already) and stops the writer."""
+        """Refuses new requests, lets those in flight commit, completes every open trace
+        (their spans are stored already), hands them over, and stops the writer."""
+        self._accepting = False
+        while self._pending:  # requests whose spans are queued for the writer
+            await asyncio.sleep(0.01)
         if self._ticker is not None:
             # A flag, not cancel(): wait_for can swallow a cancellation that races its
             # inner wait completing (the wake-up accept just gave), and the loop would go on.
@@ -132,15 +138,18 @@ class Ingest:
             self._jobs.put(None)
             await asyncio.to_thread(self._thread.join)
             self._thread = None
+        self._loop = None
 
     # -- SpanSink ----------------------------------------------------------------------------
 
     async def accept(self, project: str, spans: Sequence[Span]) -> None:
         if not spans:
             return
-        if self._loop is None:
-            raise Overloaded("trace ingest is not running yet", retry_after_s=1.0)
-        if self._pending + len(spans) > self.max_pending_spans:
+        if self._loop is None or not self._accepting:
+            raise Overloaded("trace ingest is not running (starting or stopping)", 1.0)
+        # One request alone is always let through, however large (the receiver's byte budget
+        # bounds it); beside others it waits its turn.
+        if self._pending and self._pending + len(spans) > self.max_pending_spans:
             self.stats.refused += 1
             raise Overloaded(
                 f"trace ingest has {self._pending} spans waiting to be stored; retry later",
@@ -149,10 +158,29 @@ class Ingest:
         self.redactor.spans(spans)
         normalize_all(spans)
         self._pending += len(spans)
+        stored = self._store(project, spans, ())
         try:
-            await self._store(project, spans, ())
+            # Shielded: a request cancelled once its spans are queued (a gRPC deadline, the
+            # server's graceful timeout) must still see them assembled once they commit.
+            await asyncio.shield(stored)
+        except asyncio.CancelledError:
+            stored.add_done_callback(lambda f: self._after_cancel(f, project, spans))
+            raise
         finally:
             self._pending -= len(spans)
+        await self._committed(project, spans)
+
+    def _after_cancel(
+        self, stored: asyncio.Future[None], project: str, spans: Sequence[Span]
+    ) -> None:
+        if stored.cancelled() or stored.exception() is not None:
+            return  # not stored: the sender retries the whole request
+        task = asyncio.ensure_future(self._committed(project, spans))
+        self._handing.add(task)
+        task.add_done_callback(self._handing.discard)
+
+    async def _committed(self, project: str, spans: Sequence[Span]) -> None:
+        """What follows a commit: assembly, feedback events, late spans."""
         self.stats.requests += 1
         self.stats.spans += len(spans)
         late = self.assembler.add(project, spans, self.clock())
@@ -285,32 +313,66 @@ class Ingest:
                     spans_of.setdefault(project, []).extend(spans)
                 if summaries:
                     traces_of.setdefault(project, []).extend(summaries)
-            error: BaseException | None = None
             try:
                 self.writer.write(spans_of, traces_of)
-            except Exception as e:
-                log.exception(
-                    "storing %d spans and %d traces failed",
-                    sum(len(s) for s in spans_of.values()),
-                    sum(len(t) for t in traces_of.values()),
+                outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = [
+                    (job[3], None) for job in jobs
+                ]
+            except Exception as e:  # noqa: BLE001 - settled on each request's future
+                # One request's bad rows must not fail the others grouped with it (nor make
+                # their retries fail forever): each job again, on its own.
+                outcomes = (
+                    [(job[3], e) for job in jobs] if len(jobs) == 1 else self._one_by_one(jobs)
                 )
-                error = e
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(_settle, [job[3] for job in jobs], error)
+            self._loop.call_soon_threadsafe(_settle, outcomes)
+
+    def _one_by_one(
+        self, jobs: list[_Job]
+    ) -> list[tuple[asyncio.Future[None], BaseException | None]]:
+        outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = []
+        for project, spans, summaries, done in jobs:
+            try:
+                self.writer.write(
+                    {project: list(spans)} if spans else {},
+                    {project: list(summaries)} if summaries else {},
+                )
+                outcomes.append((done, None))
+            except Exception as e:  # noqa: BLE001 - settled on this request's future
+                outcomes.append((done, e))
+        return outcomes
 
 
-def _settle(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
-    for future in futures:
+def _settle(outcomes: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:
+    for future, error in outcomes:
         if future.done():
             continue
         if error is None:
             future.set_result(None)
+        elif _bad_data(error):  # retrying the same spans cannot succeed: a 400, not a 503
+            log.warning("the store refused a request's spans: %s", error)
+            future.set_exception(
+                UserError(f"the store refused these spans ({type(error).__name__}: {error})")
+            )
         else:
+            log.error("storing spans failed: %s: %s", type(error).__name__, error)
             future.set_exception(
                 Overloaded(
                     f"the trace store could not take the spans ({type(error).__name__}); retry"
                 )
             )
+
+
+def _bad_data(error: BaseException) -> bool:
+    """Whether the rows themselves were refused (a value out of range, text the encoder or
+    the column cannot hold), as opposed to the store being unavailable."""
+    if isinstance(error, TypeError | ValueError | OverflowError | UnicodeError):
+        return True
+    names = {cls.__name__ for cls in type(error).__mro__}
+    cause = getattr(error, "orig", None)  # SQLAlchemy wraps the driver's error
+    if cause is not None:
+        names |= {cls.__name__ for cls in type(cause).__mro__}
+    return bool(names & {"DataError", "IntegrityError"})
 
 
 def summarize(trace: Trace, record: Record) -> TraceSummary:

@@ -101,7 +101,9 @@ def test_held_spans_stay_bounded_however_many_traces_arrive() -> None:
     for i in range(2000):
         trace = f"{i + 1:032x}"
         root = f"{i + 1:016x}"
-        spans = [span(trace, root)] + [span(trace, f"{j:04x}{i + 1:012x}", root) for j in range(4)]
+        spans = [span(trace, root)] + [
+            span(trace, f"{j + 1:04x}{i + 1:012x}", root) for j in range(4)
+        ]
         a.add("p", spans, now=float(i))
         out += sum(len(d.trace.spans) for d in a.due(float(i)))
         peak = max(peak, a.held_spans)
@@ -142,3 +144,12 @@ def test_every_span_is_delivered_exactly_once(arrivals: list[tuple[int, bool, fl
         seen += [x.span_id for d in a.due(now) for x in d.trace.spans]
     seen += [x.span_id for d in a.flush(now + 1000) for x in d.trace.spans]
     assert sorted(seen + late) == [f"{n + 1:016x}" for n in range(len(arrivals))]
+
+
+def test_a_resent_span_replaces_its_first_copy() -> None:
+    a = Assembler(grace_s=1.0)
+    a.add("p", [span(T1, "a"), span(T1, "b", "a" * 16)], now=0.0)
+    a.add("p", [span(T1, "b", "a" * 16)], now=0.5)  # the same request again
+    assert a.held_spans == 2
+    (done,) = a.due(1.0)
+    assert sorted(s.span_id for s in done.trace.spans) == ["a" * 16, "b" * 16]

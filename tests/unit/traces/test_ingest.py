@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evalsi.core import Feedback, Record, Span, SpanEvent, Trace
+from evalsi.core import Feedback, Record, Span, SpanEvent, Trace, UserError
 from evalsi.store import SqlStore, TraceStore
 from evalsi.traces import Ingest, Overloaded, Redactor, parse_rules
 
@@ -164,15 +165,93 @@ async def test_feedback_joins_open_and_completed_traces(traces: TraceStore) -> N
 
 
 @run
-async def test_over_the_pending_limit_a_request_is_refused_whole(traces: TraceStore) -> None:
+async def test_over_the_pending_limit_a_request_is_refused_whole(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    real_write = traces.write
+
+    def slow_write(*args: Any, **kwargs: Any) -> None:
+        release.wait(10)  # the store is busy with the first request
+        real_write(*args, **kwargs)
+
+    monkeypatch.setattr(traces, "write", slow_write)
     ingest = Ingest(traces, max_pending_spans=1)
     await ingest.start()
     try:
-        with pytest.raises(Overloaded):
-            await ingest.accept("default", _spans())
+        # alone, a request larger than the limit is let through (it waits for the store)
+        first = asyncio.create_task(ingest.accept("default", _spans()))
+        await asyncio.sleep(0.05)
+        other = [Span("ab" * 16, "cd" * 8, name="x")]
+        with pytest.raises(Overloaded):  # beside it, another is refused, whole
+            await ingest.accept("default", other)
+        release.set()
+        await first
+    finally:
+        release.set()
+        await ingest.stop()
+    assert traces.get_trace("default", TID) is not None
+    assert traces.get_trace("default", "ab" * 16) is None
+
+
+@run
+async def test_one_bad_request_does_not_fail_the_requests_grouped_with_it(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit writes queued requests together; rows the store refuses fail only their
+    own request (a 400: retrying cannot help), the others commit."""
+    release = threading.Event()
+    real_write = traces.write
+
+    def write(spans_of: Any, traces_of: Any = None) -> None:
+        release.wait(10)
+        if any(s.name == "poison" for spans in spans_of.values() for s in spans):
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
+        real_write(spans_of, traces_of)
+
+    monkeypatch.setattr(traces, "write", write)
+    ingest = Ingest(traces)
+    await ingest.start()
+    try:
+        good = asyncio.create_task(ingest.accept("default", _spans()))
+        bad = asyncio.create_task(
+            ingest.accept("other", [Span("ef" * 16, "cd" * 8, name="poison")])
+        )
+        await asyncio.sleep(0.05)
+        release.set()
+        await good
+        with pytest.raises(UserError, match="refused"):
+            await bad
+    finally:
+        release.set()
+        await ingest.stop()
+    assert traces.get_trace("default", TID) is not None
+
+
+@run
+async def test_a_retried_request_is_assembled_once(traces: TraceStore) -> None:
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=0.05, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+        await ingest.accept("default", _spans())  # the exporter resends after a timeout
+        await _wait(hook, 1)
     finally:
         await ingest.stop()
-    assert traces.get_trace("default", TID) is None
+    trace, record = hook.traces[0]
+    assert len(trace.spans) == 2
+    assert record.usage is not None
+    assert record.usage.input_tokens == 12
+
+
+@run
+async def test_after_stop_requests_are_refused_not_left_hanging(traces: TraceStore) -> None:
+    ingest = Ingest(traces)
+    await ingest.start()
+    await ingest.stop()
+    with pytest.raises(Overloaded):
+        await asyncio.wait_for(ingest.accept("default", _spans()), 5)
 
 
 @run

@@ -3,6 +3,8 @@ lose a firing to the cooldown (a condition still true after it fires then)."""
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,7 +31,8 @@ def test_a_condition_true_through_the_cooldown_fires_when_it_ends() -> None:
     assert not a.firing
     assert not a.update(True, 50.0, 100.0)
     assert a.update(True, 100.0, 100.0)  # cooldown over, still true: fires now
-    assert a.fired == 2 and a.firing
+    assert a.fired == 2
+    assert a.firing
 
 
 @given(st.lists(st.tuples(st.booleans(), st.floats(0, 10)), max_size=60), st.floats(0, 30))
@@ -42,5 +45,5 @@ def test_firings_are_cooldown_apart_and_only_when_true(
         if a.update(holds, now, cooldown):
             assert holds
             fired_at.append(now)
-    assert all(b - x >= cooldown for x, b in zip(fired_at, fired_at[1:], strict=False))
+    assert all(b - x >= cooldown for x, b in itertools.pairwise(fired_at))
     assert a.fired == len(fired_at)
