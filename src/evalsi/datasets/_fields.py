@@ -470,12 +470,7 @@ def record_to_row(record: Record) -> dict[str, Any]:
     if record.trajectory is not None:
         row["trajectory"] = [_step_row(s) for s in record.trajectory.steps]
     if record.usage is not None:
-        usage = {
-            f.name: getattr(record.usage, f.name)
-            for f in dataclasses.fields(record.usage)
-            if getattr(record.usage, f.name) is not None
-        }
-        row["usage"] = usage
+        row["usage"] = _usage_row(record.usage)
     if record.metadata:
         row["metadata"] = record.metadata
     return row
@@ -495,11 +490,7 @@ def _step_row(step: Step) -> dict[str, Any]:
         if call.id:
             out["tool_call"]["id"] = call.id
     if step.usage is not None:
-        out["usage"] = {
-            f.name: getattr(step.usage, f.name)
-            for f in dataclasses.fields(step.usage)
-            if getattr(step.usage, f.name) is not None
-        }
+        out["usage"] = _usage_row(step.usage)
     if step.error:
         out["error"] = step.error
     for key in ("start_time_unix_nano", "end_time_unix_nano"):
@@ -508,3 +499,12 @@ def _step_row(step: Step) -> dict[str, Any]:
     if step.span_id:
         out["span_id"] = step.span_id
     return out
+
+
+_USAGE_NAMES: Final = tuple(f.name for f in dataclasses.fields(Usage))
+
+
+def _usage_row(usage: Usage) -> dict[str, Any]:
+    """The known fields of a usage (``dataclasses.fields`` per call was a hot spot when every
+    completed trace becomes a row)."""
+    return {n: v for n in _USAGE_NAMES if (v := getattr(usage, n)) is not None}
