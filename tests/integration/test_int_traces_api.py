@@ -278,6 +278,8 @@ def test_rest_routes(server: AsgiServer) -> None:
         ("/v1alpha1/traces?projectId=no%20spaces", None, "project_id"),
         ("/v1alpha1/sessions?since=2024-01-02T00:00:00Z&until=2024-01-01T00:00:00Z", None, "until"),
         ("/v1alpha1/spans?type=bogus", None, "type"),
+        ("/v1alpha1/spans?since=9999-01-01T00:00:00Z", None, "since"),
+        ("/v1alpha1/traces?until=1900-01-01T00:00:00Z", None, "until"),
         ("/v1alpha1/spans?traceId=123", None, "trace_id"),
         ("/v1alpha1/feedback", {}, "feedback"),
         ("/v1alpha1/feedback", {"feedback": {"name": "x"}}, "trace_id or a session_id"),

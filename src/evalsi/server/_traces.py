@@ -201,12 +201,28 @@ def _page_size(value: int) -> int:
     return min(value or DEFAULT_PAGE, MAX_PAGE)
 
 
+# Span times are unix nanoseconds in signed 64-bit columns.
+_MAX_NS = 2**63 - 1
+
+
 def _range(request: Any) -> tuple[int | None, int | None]:
-    since = int(request.since.ToNanoseconds()) if request.HasField("since") else None
-    until = int(request.until.ToNanoseconds()) if request.HasField("until") else None
+    since = _nanos(request, "since")
+    until = _nanos(request, "until")
     if since is not None and until is not None and until <= since:
         raise UserError("until: must be after since")
     return since, until
+
+
+def _nanos(request: Any, name: str) -> int | None:
+    if not request.HasField(name):
+        return None
+    nanos = int(getattr(request, name).ToNanoseconds())
+    if not 0 <= nanos <= _MAX_NS:
+        raise UserError(
+            f"{name}: expected a time between 1970-01-01 and 2262-04-11 (unix nanoseconds fit "
+            "a signed 64-bit integer)"
+        )
+    return nanos
 
 
 def _attributes(items: Any) -> dict[str, str]:
