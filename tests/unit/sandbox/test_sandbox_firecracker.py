@@ -514,21 +514,23 @@ def test_guest_child_setup_drops_to_the_sandbox_uid_with_limits(tmp: Path) -> No
     cwd = Path(tempfile.mkdtemp(prefix="evalsi-fc-cwd-", dir="/tmp"))
     try:
         cwd.chmod(0o755)
-        job = _job(argv=["sh", "-c", "id -u; id -G; grep NoNewPrivs /proc/self/status; ulimit -n"])
-        report, p = _run_supervise(job, tmp, _vmguest.child_setup_for(job, str(cwd)))
-        assert report["code"] == 0, bytes(p.stderr)
-        assert bytes(p.stdout).split() == [b"65534", b"65534", b"NoNewPrivs:", b"1", b"64"]
-        # The supervisor runs as pid 1 in the guest and reads RUSAGE_CHILDREN / reaps every
-        # child: run it in a fresh process here, not inside pytest with its other children.
+        # The supervisor forks its child and, as pid 1 in the guest, reads RUSAGE_CHILDREN and
+        # reaps every child: run it in a fresh process, not inside pytest (its other children,
+        # and libraries other tests loaded, such as grpcio whose fork handlers abort a child
+        # forked from a process with its poller threads).
         script = (
             "import json, sys, pathlib\n"
             "from evalsi.sandbox import _vmguest\n"
             "from tests.unit.sandbox.test_sandbox_firecracker import _job, _run_supervise\n"
+            "tmp, cwd = pathlib.Path(sys.argv[1]), sys.argv[2]\n"
+            "who = _job(argv=['sh', '-c',"
+            " 'id -u; id -G; grep NoNewPrivs /proc/self/status; ulimit -n'])\n"
+            "first, p = _run_supervise(who, tmp, _vmguest.child_setup_for(who, cwd))\n"
             "busy = _job(argv=['sh', '-c', 'while :; do :; done'], limits={'cpu': 1},"
             " timeout_seconds=60)\n"
-            "setup = _vmguest.child_setup_for(busy, sys.argv[2])\n"
-            "report, _ = _run_supervise(busy, pathlib.Path(sys.argv[1]), setup)\n"
-            "print(json.dumps(report))\n"
+            "report, _ = _run_supervise(busy, tmp, _vmguest.child_setup_for(busy, cwd))\n"
+            "print(json.dumps({'first': first, 'stdout': bytes(p.stdout).decode(),"
+            " 'stderr': bytes(p.stderr).decode(), 'busy': report}))\n"
         )
         root = Path(__file__).resolve().parents[3]
         done = subprocess.run(
@@ -539,7 +541,10 @@ def test_guest_child_setup_drops_to_the_sandbox_uid_with_limits(tmp: Path) -> No
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
-        report = json.loads(done.stdout.splitlines()[-1])
+        out = json.loads(done.stdout.splitlines()[-1])
+        assert out["first"]["code"] == 0, out["stderr"]
+        assert out["stdout"].split() == ["65534", "65534", "NoNewPrivs:", "1", "64"]
+        report = out["busy"]
         assert report["cpu"] is True, report
         assert report["code"] == -9
     finally:
