@@ -184,16 +184,17 @@ class Ingest:
         self.stats.requests += 1
         self.stats.spans += len(spans)
         late = self.assembler.add(project, spans, self.clock())
+        signals: list[Feedback] = []
         for span in spans:
             if span.events:
-                for fb in feedback_from_events(span):
-                    await self.feedback(project, fb)
-        # Stored now: the open trace keeps what its record and the policies read (views, ids,
-        # times, status; a root span whole), not every span's raw attributes and events.
-        for span in spans:
+                signals += feedback_from_events(span)
+            # Stored now: the open trace keeps what its record and the policies read (views,
+            # ids, times, status; a root span whole), not every span's raw attributes and events.
             if span.parent_span_id:
                 span.attributes = {}
                 span.events = []
+        for fb in signals:
+            await self.feedback(project, fb)
         if late:
             self.stats.late_spans += len(late)
             await self._join_late(project, late)
@@ -231,10 +232,8 @@ class Ingest:
         by_trace = {s.trace_id for s in late}
         for trace_id in by_trace:
             trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
-            if trace is not None:
-                await asyncio.to_thread(
-                    self.writer.upsert_trace, project, summarize(trace, trace_to_record(trace))
-                )
+            if trace is not None:  # its row again, through the writer like every other
+                await self._store(project, (), [summarize(trace, trace_to_record(trace))])
 
     # -- assembly ----------------------------------------------------------------------------
 

@@ -46,8 +46,9 @@ class StoredPolicy:
 
 class PolicyRuns:
     """Policy versions as ``watch`` runs, and their results. Store calls run on a worker thread
-    (except on an in-memory SQLite store, whose one connection belongs to its thread); the
-    writes of this object are serialised, since the store shares one connection for them."""
+    (except on an in-memory SQLite store, whose one connection belongs to its thread); they
+    are serialised, so that saving a version (read the run, then create or reopen it) is never
+    interleaved with another save or end of the same policy."""
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
