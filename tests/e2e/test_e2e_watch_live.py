@@ -80,7 +80,13 @@ def test_traces_are_scored_alerted_promoted_and_graded_offline(
         ids = shop_agent.run(url, 20)
         ids += shop_agent.run(f"http://127.0.0.1:{grpc_port}", 10, protocol="grpc")
         with Client(url) as client:
-            _until(lambda: client.policy_stats("shop-leaks").evaluated >= 30, "30 traces scored")
+            # a trace counts as evaluated before its promotion is written: wait for both
+            _until(
+                lambda: (
+                    (s := client.policy_stats("shop-leaks")).evaluated >= 30 and s.promoted >= 6
+                ),
+                "30 traces scored and 6 promoted",
+            )
             stats = client.policy_stats("shop-leaks")
             listed = client.list_traces(limit=100)
             shown = client.get_trace(ids[4])
