@@ -174,6 +174,10 @@ def show_trace(args: argparse.Namespace) -> int:
             scores = _local_scores(store, project, [trace_id]).get(trace_id, [])
         if trace is None and summary is None:
             raise NotFoundError(f"TRACE_ID: no trace {trace_id} in project {project!r}")
+        if trace is not None and summary is not None and summary.record is None:
+            from evalsi.traces import record_row
+
+            summary.record = record_row(trace)
     spans = trace.spans if trace is not None else []
     feedback = trace.feedback if trace is not None else []
     if args.format == "json":

@@ -136,8 +136,13 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     if state.watch is not None:  # the OTLP endpoints feed the Watch pipeline
         from evalsi.server._otlp import otlp_mounts
 
+        watch = state.watch
         otlp = otlp_mounts(
-            state.watch.ingest, state.config, interceptors=options["interceptors"], metrics=metrics
+            watch.ingest,
+            state.config,
+            interceptors=options["interceptors"],
+            metrics=metrics,
+            workers=(watch.pool, watch.ingest) if watch.pool is not None else None,
         )
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),

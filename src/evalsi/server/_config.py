@@ -25,6 +25,7 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       otlp: {grpcPort: 4317, httpPort: 4318, maxInflightBytes: 268435456}
       gracePeriod: 5s                         # a trace completes this long after its root ends
       maxOpenTraces: 20000                    # and maxOpenSpans: 100000 (memory bound)
+      ingestWorkers: auto                     # processes decoding+storing spans (0: in-process)
       retention: 7d                           # or: {default: 7d, projects: {demo: 1d}}; never
       redaction:                              # regexes applied before anything is stored
         - {name: email, pattern: '[\w.+-]+@[\w-]+\.[\w.]+', replacement: '[EMAIL]'}
@@ -85,6 +86,7 @@ _TRACES = (
     "gracePeriod",
     "maxOpenTraces",
     "maxOpenSpans",
+    "ingestWorkers",
     "retention",
     "redaction",
     "export",
@@ -314,6 +316,14 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         100_000_000,
         TracesConfig.max_open_spans,
     )
+    raw_workers = top.get("ingestWorkers", "auto")
+    workers: int | None = None
+    if raw_workers != "auto":
+        if isinstance(raw_workers, bool) or not isinstance(raw_workers, int):
+            got = _show(raw_workers)
+            p.bad("traces.ingestWorkers", f"expected auto or an integer 0-64, got {got}")
+        else:
+            workers = _int(p, "traces.ingestWorkers", raw_workers, 0, 64, 0)
     retention: float | None = TracesConfig.retention_s
     projects: dict[str, float | None] = {}
     raw_retention = top.get("retention")
@@ -339,6 +349,7 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         grace_s=grace,
         max_open_traces=max_open,
         max_open_spans=max_spans,
+        ingest_workers=workers,
         retention_s=retention,
         project_retention_s=projects,
         redaction=redaction,

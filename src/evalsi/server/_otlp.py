@@ -67,12 +67,16 @@ from evalsi.server._otlp_decode import (
 from evalsi.server._rest import read_body
 from evalsi.server._state import DEFAULT_PROJECT, ServerConfig
 from evalsi.store import check_project_id
-from evalsi.traces import Overloaded, SpanSink
+from evalsi.traces import BatchSink, Overloaded, SpanSink
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from evalsi.server._ingest_pool import IngestPool
     from evalsi.server._metrics import Metrics
+
+# Ingest worker processes and the sink their stored batches go to.
+Workers = tuple["IngestPool", BatchSink]
 
 log = logging.getLogger("evalsi.server")
 
@@ -114,13 +118,23 @@ class InflightBudget:
 
 
 class _Ingest:
-    """What both transports share: project check, byte budget, sink call."""
+    """What both transports share: project check, byte budget, then the sink (or, with
+    ingest workers, a worker that decodes and stores and the sink that assembles)."""
 
-    def __init__(self, sink: SpanSink, budget: InflightBudget) -> None:
+    def __init__(
+        self, sink: SpanSink, budget: InflightBudget, workers: Workers | None = None
+    ) -> None:
         self.sink = sink
         self.budget = budget
+        self.workers = workers
 
-    async def run(self, project: str, size: int, decode: Callable[[], Decoded]) -> Decoded:
+    async def run(
+        self,
+        project: str,
+        size: int,
+        decode: Callable[[], Decoded],
+        body: Callable[[], tuple[bytes, str]],
+    ) -> Decoded:
         if not self.budget.take(size):
             raise Overloaded(
                 f"the server is ingesting {self.budget.used} bytes of traces, its limit is "
@@ -128,6 +142,12 @@ class _Ingest:
                 retry_after_s=INFLIGHT_RETRY_AFTER_S,
             )
         try:
+            if self.workers is not None and size:
+                pool, batches = self.workers
+                raw, kind = body()
+                batch = await pool.prepare(project, raw, kind)  # decoded and stored there
+                await batches.accept_batch(project, batch)
+                return Decoded([], batch.rejected, batch.error_message)
             # A big request takes long enough to decode to stall every other request on the
             # loop; it is decoded in a thread (the GIL still serialises the work).
             decoded = await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
@@ -169,9 +189,11 @@ def otlp_routes(
     max_inflight_bytes: int,
     budget: InflightBudget | None = None,
     metrics: Metrics | None = None,
+    workers: Workers | None = None,
 ) -> list[Route]:
     """``POST /v1/traces``. Pass ``budget`` to share one byte budget with the gRPC app."""
-    ingest = _Ingest(sink, budget if budget is not None else InflightBudget(max_inflight_bytes))
+    shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
+    ingest = _Ingest(sink, shared, workers)
 
     async def export(request: Request) -> Response:
         started = time.perf_counter()
@@ -190,7 +212,9 @@ def otlp_routes(
                 raise BodyTooLarge(max_body_bytes, "") from e
             raw = inflate(body, request.headers.get("content-encoding"), max_body_bytes)
             del body
-            decoded = await ingest.run(project, len(raw), lambda: decode_body(raw, encoding))
+            decoded = await ingest.run(
+                project, len(raw), lambda: decode_body(raw, encoding), lambda: (raw, encoding)
+            )
         except Exception as e:  # noqa: BLE001 - every failure becomes an OTLP status
             response, code = _http_error(e, encoding)
         else:
@@ -257,8 +281,10 @@ def _retry_info(seconds: float) -> RetryInfo:
 class TraceServiceHandler:
     """``TraceService/Export`` over a sink; errors leave as ``ConnectError``s."""
 
-    def __init__(self, sink: SpanSink, budget: InflightBudget) -> None:
-        self._ingest = _Ingest(sink, budget)
+    def __init__(
+        self, sink: SpanSink, budget: InflightBudget, workers: Workers | None = None
+    ) -> None:
+        self._ingest = _Ingest(sink, budget, workers)
 
     async def export(
         self,
@@ -269,7 +295,10 @@ class TraceServiceHandler:
         try:
             project = project_of(ctx.request_headers.get(PROJECT_HEADER))
             decoded = await self._ingest.run(
-                project, request.ByteSize(), lambda: decode_request(request)
+                project,
+                request.ByteSize(),
+                lambda: decode_request(request),
+                lambda: (request.SerializeToString(), PROTOBUF),
             )
         except Overloaded as e:
             info = _retry_info(e.retry_after_s)
@@ -336,11 +365,12 @@ def trace_service_app(
     max_inflight_bytes: int,
     budget: InflightBudget | None = None,
     interceptors: Iterable[Any] = (),
+    workers: Workers | None = None,
 ) -> TraceServiceASGIApplication:
     """The gRPC (and gRPC-Web, Connect) ``TraceService`` app, to mount at its ``path``."""
     shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
     return TraceServiceASGIApplication(
-        TraceServiceHandler(sink, shared),
+        TraceServiceHandler(sink, shared, workers),
         interceptors=interceptors,
         read_max_bytes=max_body_bytes,
     )
@@ -355,8 +385,10 @@ def otlp_mounts(
     *,
     interceptors: Iterable[Any] = (),
     metrics: Metrics | None = None,
+    workers: Workers | None = None,
 ) -> list[BaseRoute]:
-    """Both OTLP endpoints over one sink and one in-flight byte budget, for ``build_app``."""
+    """Both OTLP endpoints over one sink and one in-flight byte budget, for ``build_app``.
+    ``workers``: an ingest pool and the sink its stored batches go to (``Watch``)."""
     budget = InflightBudget(config.traces.otlp.max_inflight_bytes)
     app = trace_service_app(
         sink,
@@ -364,6 +396,7 @@ def otlp_mounts(
         max_inflight_bytes=budget.limit,
         budget=budget,
         interceptors=interceptors,
+        workers=workers,
     )
     routes: list[BaseRoute] = [Mount(app.path, app)]
     routes += otlp_routes(
@@ -372,6 +405,7 @@ def otlp_mounts(
         max_inflight_bytes=budget.limit,
         budget=budget,
         metrics=metrics,
+        workers=workers,
     )
     return routes
 

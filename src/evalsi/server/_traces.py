@@ -22,6 +22,7 @@ from evalsi.core import NotFoundError, Trace, UserError
 from evalsi.core._trace import SPAN_TYPES
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, TraceScore, TraceStore, check_project_id, trace_scores
+from evalsi.traces import record_row
 from evalsi.traces._sampling import result_key
 from evalsi.wire import (
     feedback_from_proto,
@@ -102,6 +103,8 @@ class TraceHandler:
                 )
             if trace is None:  # its spans expired before its summary
                 trace = Trace(trace_id, project, feedback=store.feedback_for(project, trace_id))
+            elif summary is not None and summary.record is None:
+                summary.record = record_row(trace)
             scores = self._scores(project, [trace_id]).get(trace_id, [])
             return pb.GetTraceResponse(trace=trace_to_proto(trace, summary, scores))
 

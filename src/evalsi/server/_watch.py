@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Any
 
+from evalsi.server._ingest_pool import IngestPool, worker_count
 from evalsi.server._policies import default_engine
 from evalsi.server._state import ServerState
 from evalsi.store import TraceStore
@@ -44,7 +45,12 @@ class Watch:
             max_open_spans=cfg.max_open_spans,
             on_trace=engine.submit,
             on_feedback=engine.submit_feedback,
+            wants_traces=engine.active,
         )
+        # traces.ingestWorkers: processes that decode and store OTLP requests (started on the
+        # first request); None: on the event loop.
+        workers = worker_count(cfg.ingest_workers, state.store)
+        self.pool = IngestPool(workers, state.store, cfg.redaction) if workers else None
         # traces.export.otlp: every stored score out as a gen_ai.evaluation.result event.
         self.exporter = cfg.export.exporter() if cfg.export is not None else None
         if self.exporter is not None:
@@ -69,6 +75,8 @@ class Watch:
             if self._retention is not None:
                 await self._retention
             await self.ingest.stop()  # completes open traces: they reach the engine first
+            if self.pool is not None:
+                await asyncio.to_thread(self.pool.close)
         finally:
             try:
                 await self.state.policies.drain(timeout_s=DRAIN_TIMEOUT_S)

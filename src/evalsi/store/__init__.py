@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     )
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
+    from evalsi.store._trace_rows import span_rows
     from evalsi.store._trace_scores import TraceScore, trace_scores
-    from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary
+    from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary, preview
     from evalsi.store._writer import BackgroundWriter
 
 DEFAULT_STORE = ".evalsi/evalsi.db"
@@ -40,7 +41,9 @@ __all__ = [
     "latest_calibration",
     "list_calibrations",
     "new_run_id",
+    "preview",
     "save_calibration",
+    "span_rows",
     "trace_scores",
 ]
 
@@ -58,6 +61,8 @@ _WHERE = {
     "SessionSummary": "evalsi.store._traces",
     "TraceStore": "evalsi.store._traces",
     "TraceSummary": "evalsi.store._traces",
+    "preview": "evalsi.store._traces",
+    "span_rows": "evalsi.store._trace_rows",
     "new_run_id": "evalsi.store._runs",
     "TraceScore": "evalsi.store._trace_scores",
     "trace_scores": "evalsi.store._trace_scores",

@@ -167,6 +167,9 @@ def span_rows(project: str, spans: Iterable[Span]) -> list[tuple[Any, ...]]:
     return list(rows.values())
 
 
+SQLITE_CACHE_KIB = 64 * 1024
+
+
 def upsert_sql(rows: int, mark: str) -> str:
     values = "(" + ", ".join([mark] * len(SPAN_COLUMNS)) + ")"
     return (
@@ -198,6 +201,11 @@ class RowsWriter:
                 "(LIKE spans INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
             )
             conn.commit()
+        else:
+            # A span row is ~2 kB and the primary key is random (trace ids): with SQLite's
+            # default 2 MB page cache a batch re-reads index pages; 64 MB took ~20% off the
+            # CPU cost of a stored span (measured on 200k-span runs).
+            conn.cursor().execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
 
     def write(self, rows: Sequence[Sequence[Any]], traces: Sequence[Sequence[Any]] = ()) -> None:
         """Span rows (``SPAN_COLUMNS``) and trace rows (``TRACE_COLUMNS``), one transaction."""

@@ -99,6 +99,15 @@ class TraceStore(TraceQueries):
         for project, batch in spans_of.items():
             check_project_id(project)
             rows += span_rows(project, batch)
+        self.write_rows(rows, traces_of)
+
+    def write_rows(
+        self,
+        rows: Sequence[Sequence[Any]],
+        traces_of: Mapping[str, Sequence[TraceSummary]] | None = None,
+    ) -> None:
+        """``write`` for span rows already encoded (``span_rows``; ingest encodes them where
+        it prepares the spans, possibly in another process)."""
         # one row per trace, the last one winning: a multi-row upsert may not touch a row twice
         latest: dict[tuple[str, str], TraceSummary] = {}
         for project, summaries in (traces_of or {}).items():

@@ -8,27 +8,37 @@ from __future__ import annotations
 
 from evalsi.traces._assembler import Assembler, Completed
 from evalsi.traces._feedback import check_feedback, feedback_from_events
-from evalsi.traces._ingest import Ingest, IngestStats, summarize
+from evalsi.traces._ingest import Ingest, IngestStats, record_row, store_failure, summarize
 from evalsi.traces._mappers import CONVENTIONS, normalize, normalize_all
+from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import RedactionRule, Redactor, parse_rules
-from evalsi.traces._sink import Overloaded, SpanSink
+from evalsi.traces._refs import SpanRef, ref_of, summarize_refs
+from evalsi.traces._sink import BatchSink, Overloaded, SpanSink
 
 __all__ = [
     "CONVENTIONS",
     "Assembler",
+    "Batch",
+    "BatchSink",
     "Completed",
     "Ingest",
     "IngestStats",
     "Overloaded",
     "RedactionRule",
     "Redactor",
+    "SpanRef",
     "SpanSink",
     "check_feedback",
     "feedback_from_events",
     "normalize",
     "normalize_all",
     "parse_rules",
+    "prepare",
+    "record_row",
+    "ref_of",
+    "store_failure",
     "summarize",
+    "summarize_refs",
     "trace_to_record",
 ]

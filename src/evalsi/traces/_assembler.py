@@ -7,7 +7,7 @@ or, without a root, ``orphan_s`` after its last span arrived. Spans of a trace c
 last ``late_s`` are reported as late: they are stored and joined to the trace, but do not start
 a second assembly. When more than ``max_open`` traces are open, or their spans number more
 than ``max_spans``, the oldest complete early, so memory stays bounded whatever the senders do
-(ingest also drops the raw attributes of a stored non-root span; see ``Ingest.accept``).
+(ingest holds ``SpanRef``s, not spans: see ``traces._refs``).
 """
 
 from __future__ import annotations
@@ -16,15 +16,37 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-from evalsi.core import Span, Trace
+from typing import Generic, Protocol, TypeVar
 
 Key = tuple[str, str]  # (project, trace id)
 
 
+class Piece(Protocol):
+    """What the assembler reads of a span: a ``Span`` or (in ingest) a ``SpanRef``."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def is_root(self) -> bool: ...
+
+
+P = TypeVar("P", bound=Piece)
+
+
 @dataclass(slots=True)
-class _Open:
-    trace: Trace
+class Pending(Generic[P]):
+    """The spans of one trace held by the assembler."""
+
+    trace_id: str
+    project: str
+    spans: list[P] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Open(Generic[P]):
+    trace: Pending[P]
     first_seen: float
     last_seen: float
     deadline: float  # when it completes; moves with root arrival and new spans (orphans)
@@ -35,15 +57,15 @@ class _Open:
 
 
 @dataclass(slots=True)
-class Completed:
+class Completed(Generic[P]):
     """A trace the assembler let go of, and why."""
 
-    trace: Trace
+    trace: Pending[P]
     reason: str  # "root+grace" | "orphan" | "evicted" | "flushed"
 
 
 @dataclass
-class Assembler:
+class Assembler(Generic[P]):
     grace_s: float = 5.0
     orphan_s: float = 60.0
     late_s: float = 600.0
@@ -51,7 +73,7 @@ class Assembler:
     max_spans: int = 100_000
     max_recent: int = 200_000
     # In first-seen order (insertion order; ``now`` never goes back): the oldest comes first.
-    _open: dict[Key, _Open] = field(default_factory=dict)
+    _open: dict[Key, _Open[P]] = field(default_factory=dict)
     _spans: int = 0
     # (deadline, seq, key): stale entries (deadline moved) are skipped when popped.
     _heap: list[tuple[float, int, Key]] = field(default_factory=list)
@@ -68,14 +90,14 @@ class Assembler:
         """Spans of the open traces (what ``max_spans`` bounds)."""
         return self._spans
 
-    def get(self, project: str, trace_id: str) -> Trace | None:
+    def get(self, project: str, trace_id: str) -> Pending[P] | None:
         """The open trace with this id, if it is still being assembled."""
         entry = self._open.get((project, trace_id))
         return None if entry is None else entry.trace
 
-    def add(self, project: str, spans: Iterable[Span], now: float) -> list[Span]:
+    def add(self, project: str, spans: Iterable[P], now: float) -> list[P]:
         """Buffers spans; returns the late ones (their trace already completed)."""
-        late: list[Span] = []
+        late: list[P] = []
         for span in spans:
             key = (project, span.trace_id)
             entry = self._open.get(key)
@@ -83,7 +105,7 @@ class Assembler:
                 if key in self._recent:
                     late.append(span)
                     continue
-                entry = _Open(Trace(span.trace_id, project), now, now, now + self.orphan_s)
+                entry = _Open(Pending(span.trace_id, project), now, now, now + self.orphan_s)
                 self._open[key] = entry
                 self._push(entry.deadline, key)
             at = entry.index.get(span.span_id)
@@ -103,10 +125,10 @@ class Assembler:
                 # pushed lazily: the stale heap entry re-pushes itself when popped
         return late
 
-    def due(self, now: float) -> list[Completed]:
+    def due(self, now: float) -> list[Completed[P]]:
         """Traces whose time has come, oldest deadline first (and the oldest open ones while
         more than ``max_open`` are open or they hold more than ``max_spans`` spans)."""
-        done: list[Completed] = []
+        done: list[Completed[P]] = []
         while self._heap and self._heap[0][0] <= now:
             _, _, key = heapq.heappop(self._heap)
             entry = self._open.get(key)
@@ -120,14 +142,14 @@ class Assembler:
             done.append(self._complete(next(iter(self._open)), "evicted", now))
         return done
 
-    def flush(self, now: float) -> list[Completed]:
+    def flush(self, now: float) -> list[Completed[P]]:
         """Completes every open trace (shutdown)."""
         return [self._complete(key, "flushed", now) for key in list(self._open)]
 
     def next_deadline(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
-    def _complete(self, key: Key, reason: str, now: float) -> Completed:
+    def _complete(self, key: Key, reason: str, now: float) -> Completed[P]:
         entry = self._open.pop(key)
         self._spans -= len(entry.trace.spans)
         self._recent[key] = now

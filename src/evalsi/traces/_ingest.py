@@ -1,20 +1,22 @@
-"""The ingest pipeline behind the OTLP receiver: redact, normalise, store, assemble, hand over.
+"""The ingest pipeline behind the OTLP receiver: prepare, store, assemble, hand over.
 
-``accept`` (the receiver's ``SpanSink``) redacts the spans, lets the mappers read them, and
-waits until a writer thread has committed them, so an OTLP 200 means the spans survive a crash.
-The writer drains whatever requests are queued into one transaction (group commit), which is
-what keeps the store from being the bottleneck when many exporters send at once; it runs in
-its own thread so that SQLite's work overlaps the event loop's decoding.
+``accept`` (the receiver's ``SpanSink``) prepares a request's spans (``traces._prepare``:
+redacted, normalised, encoded as rows, with the ``SpanRef``s assembly keeps) and hands the
+``Batch`` to ``accept_batch``, as an ingest worker process's batch is handed. When the rows
+are still to be stored it waits until a writer thread has committed them, so an OTLP 200
+means the spans survive a crash; the writer drains whatever requests are queued into one
+transaction (group commit) and runs in its own thread so SQLite's work overlaps the event
+loop. A batch an ingest worker process already stored (``rows`` None) goes straight on.
 
-A ticker completes traces (``Assembler``), turns each into a ``Record``, stores the trace rows
-through the same writer (one transaction per group, never a connection of their own: two
-SQLite writers would take turns at the file lock) and calls ``on_trace`` (the online policy
-engine). Once a span is stored, an open trace keeps only what its record and the policies
-read: a root span whole, the other spans without their raw attributes and events (their
-views stay), so memory is bounded by ``max_open_spans`` views, not by raw payloads.
+A ticker completes traces (``Assembler`` over refs), summarises each from its refs, stores the
+trace rows through the same writer (never a connection of their own: two SQLite writers in
+one process would take turns at the file lock) and, when the policies want traces, reads the
+committed trace back from the store, builds its ``Record`` and calls ``on_trace``. Assembly
+holds refs only, so memory is bounded by ``max_open_spans`` small tuples, not raw payloads.
 
-Feedback (late signals) joins its trace or session: stored at once, attached to an open
-trace, or handed to ``on_feedback`` with the stored trace when that trace already completed.
+Feedback (late signals) joins its trace or session: stored at once (an open trace is graded
+with it when it completes, as it is read back with its feedback), or handed to
+``on_feedback`` with the stored trace when that trace already completed.
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from evalsi.core import Feedback, Record, Span, Trace, UserError
 from evalsi.datasets import record_to_row
 from evalsi.store import TraceStore, TraceSummary
 from evalsi.traces._assembler import Assembler, Completed
-from evalsi.traces._feedback import feedback_from_events
-from evalsi.traces._mappers import normalize_all
+from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import Redactor
+from evalsi.traces._refs import SpanRef, ref_of, summarize_refs
 from evalsi.traces._sink import Overloaded
 
 log = logging.getLogger("evalsi.traces")
@@ -59,8 +62,8 @@ class IngestStats:
     feedback: int = 0
 
 
-# (project, spans to store, trace rows to store, settled once they are committed)
-_Job = tuple[str, Sequence[Span], Sequence[TraceSummary], asyncio.Future[None]]
+# (project, span rows to store, trace rows to store, settled once they are committed)
+_Job = tuple[str, Sequence[tuple[Any, ...]], Sequence[TraceSummary], asyncio.Future[None]]
 
 
 class Ingest:
@@ -78,11 +81,12 @@ class Ingest:
         max_pending_spans: int = 200_000,
         on_trace: OnTrace | None = None,
         on_feedback: OnFeedback | None = None,
+        wants_traces: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.writer = writer
         self.redactor = redactor or Redactor(())
-        self.assembler = Assembler(
+        self.assembler: Assembler[SpanRef] = Assembler(
             grace_s=grace_s,
             orphan_s=max(orphan_s, grace_s),
             max_open=max_open,
@@ -91,6 +95,9 @@ class Ingest:
         self.max_pending_spans = max_pending_spans
         self.on_trace = on_trace
         self.on_feedback = on_feedback
+        # Whether a project's completed traces are read back for ``on_trace`` (the policy
+        # engine answers False while no policy is applied there: nothing is read back).
+        self.wants_traces = wants_traces or (lambda project: True)
         self.clock = clock
         self.stats = IngestStats()
         self._pending = 0
@@ -143,57 +150,57 @@ class Ingest:
     # -- SpanSink ----------------------------------------------------------------------------
 
     async def accept(self, project: str, spans: Sequence[Span]) -> None:
-        if not spans:
+        """Prepares ``spans`` here (redaction, mappers, rows) and accepts them."""
+        if spans:
+            await self.accept_batch(project, prepare(project, spans, self.redactor))
+
+    async def accept_batch(self, project: str, batch: Batch) -> None:
+        """Accepts a prepared batch: stores its rows unless a worker already did, then
+        assembles. Raises ``Overloaded`` having stored none of it, when ingest is full."""
+        if not batch.refs:
             return
         if self._loop is None or not self._accepting:
             raise Overloaded("trace ingest is not running (starting or stopping)", 1.0)
+        if batch.rows is not None:
+            await self._store_batch(project, batch)
+        await self._committed(project, batch)
+
+    async def _store_batch(self, project: str, batch: Batch) -> None:
+        assert batch.rows is not None
+        n = len(batch.refs)
         # One request alone is always let through, however large (the receiver's byte budget
         # bounds it); beside others it waits its turn.
-        if self._pending and self._pending + len(spans) > self.max_pending_spans:
+        if self._pending and self._pending + n > self.max_pending_spans:
             self.stats.refused += 1
             raise Overloaded(
                 f"trace ingest has {self._pending} spans waiting to be stored; retry later",
                 retry_after_s=1.0,
             )
-        self.redactor.spans(spans)
-        normalize_all(spans)
-        self._pending += len(spans)
-        stored = self._store(project, spans, ())
+        self._pending += n
+        stored = self._store(project, batch.rows, ())
         try:
             # Shielded: a request cancelled once its spans are queued (a gRPC deadline, the
             # server's graceful timeout) must still see them assembled once they commit.
             await asyncio.shield(stored)
         except asyncio.CancelledError:
-            stored.add_done_callback(lambda f: self._after_cancel(f, project, spans))
+            stored.add_done_callback(lambda f: self._after_cancel(f, project, batch))
             raise
         finally:
-            self._pending -= len(spans)
-        await self._committed(project, spans)
+            self._pending -= n
 
-    def _after_cancel(
-        self, stored: asyncio.Future[None], project: str, spans: Sequence[Span]
-    ) -> None:
+    def _after_cancel(self, stored: asyncio.Future[None], project: str, batch: Batch) -> None:
         if stored.cancelled() or stored.exception() is not None:
             return  # not stored: the sender retries the whole request
-        task = asyncio.ensure_future(self._committed(project, spans))
+        task = asyncio.ensure_future(self._committed(project, batch))
         self._handing.add(task)
         task.add_done_callback(self._handing.discard)
 
-    async def _committed(self, project: str, spans: Sequence[Span]) -> None:
+    async def _committed(self, project: str, batch: Batch) -> None:
         """What follows a commit: assembly, feedback events, late spans."""
         self.stats.requests += 1
-        self.stats.spans += len(spans)
-        late = self.assembler.add(project, spans, self.clock())
-        signals: list[Feedback] = []
-        for span in spans:
-            if span.events:
-                signals += feedback_from_events(span)
-            # Stored now: the open trace keeps what its record and the policies read (views,
-            # ids, times, status; a root span whole), not every span's raw attributes and events.
-            if span.parent_span_id:
-                span.attributes = {}
-                span.events = []
-        for fb in signals:
+        self.stats.spans += len(batch.refs)
+        late = self.assembler.add(project, batch.refs, self.clock())
+        for fb in batch.feedback:
             await self.feedback(project, fb)
         if late:
             self.stats.late_spans += len(late)
@@ -201,12 +208,12 @@ class Ingest:
         self._wake.set()
 
     def _store(
-        self, project: str, spans: Sequence[Span], summaries: Sequence[TraceSummary]
+        self, project: str, rows: Sequence[tuple[Any, ...]], summaries: Sequence[TraceSummary]
     ) -> asyncio.Future[None]:
         """Hands rows to the writer thread; the future settles once they are committed."""
         assert self._loop is not None
         done: asyncio.Future[None] = self._loop.create_future()
-        self._jobs.put((project, spans, summaries, done))
+        self._jobs.put((project, rows, summaries, done))
         return done
 
     # -- late signals ------------------------------------------------------------------------
@@ -217,10 +224,8 @@ class Ingest:
         self.stats.feedback += 1
         if not feedback.trace_id:
             return  # a session-level signal: stored, read by queries and session evaluators
-        open_trace = self.assembler.get(project, feedback.trace_id)
-        if open_trace is not None:
-            open_trace.feedback.append(feedback)  # graded with the trace when it completes
-            return
+        if self.assembler.get(project, feedback.trace_id) is not None:
+            return  # graded with the trace when it completes (read back with its feedback)
         if self.on_feedback is None:
             return
         trace = await asyncio.to_thread(self.writer.get_trace, project, feedback.trace_id)
@@ -228,12 +233,12 @@ class Ingest:
             return
         await self.on_feedback(trace, trace_to_record(trace), feedback)
 
-    async def _join_late(self, project: str, late: list[Span]) -> None:
+    async def _join_late(self, project: str, late: list[SpanRef]) -> None:
         by_trace = {s.trace_id for s in late}
         for trace_id in by_trace:
             trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
             if trace is not None:  # its row again, through the writer like every other
-                await self._store(project, (), [summarize(trace, trace_to_record(trace))])
+                await self._store(project, (), [summarize(trace)])
 
     # -- assembly ----------------------------------------------------------------------------
 
@@ -248,45 +253,47 @@ class Ingest:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
-    async def _finish(self, completed: Sequence[Completed]) -> None:
-        """Records and trace rows of the completed traces (the rows in one transaction), then
-        the policy hook, trace by trace."""
-        ready: dict[str, list[tuple[Trace, Record, TraceSummary]]] = {}
+    async def _finish(self, completed: Sequence[Completed[SpanRef]]) -> None:
+        """Trace rows of the completed traces (one transaction per project), then the policy
+        hook, trace by trace."""
+        ready: dict[str, list[TraceSummary]] = {}
         for done in completed:
-            trace = done.trace
+            pending = done.trace
             try:  # one bad trace must not stop assembly
-                record = trace_to_record(trace)
-                summary = summarize(trace, record)
+                summary = summarize_refs(pending.project, pending.trace_id, pending.spans)
             except Exception:
-                log.exception("completing trace %s failed", trace.trace_id)
+                log.exception("completing trace %s failed", pending.trace_id)
                 continue
-            ready.setdefault(trace.project, []).append((trace, record, summary))
-        for project, items in ready.items():
+            ready.setdefault(pending.project, []).append(summary)
+        for project, summaries in ready.items():
             # Not awaited here: the ticker goes on completing (and evicting) while the writer
             # commits, or a busy writer would hold the open traces past their bound.
-            stored = self._store(project, (), [summary for _, _, summary in items])
-            task = asyncio.create_task(self._hand_over(stored, items))
+            stored = self._store(project, (), summaries)
+            task = asyncio.create_task(self._hand_over(stored, project, summaries))
             self._handing.add(task)
             task.add_done_callback(self._handing.discard)
         await asyncio.sleep(0)  # let requests in between batches
 
     async def _hand_over(
-        self, stored: asyncio.Future[None], items: list[tuple[Trace, Record, TraceSummary]]
+        self, stored: asyncio.Future[None], project: str, summaries: list[TraceSummary]
     ) -> None:
-        """Once the trace rows are committed: the policy hook, trace by trace."""
+        """Once the trace rows are committed: each trace read back, then the policy hook."""
         try:
             await stored
         except Exception:
-            log.exception("storing %d completed traces failed", len(items))
+            log.exception("storing %d completed traces failed", len(summaries))
             return
-        self.stats.traces += len(items)
-        if self.on_trace is None:
+        self.stats.traces += len(summaries)
+        if self.on_trace is None or not self.wants_traces(project):
             return
-        for trace, record, _ in items:
+        for summary in summaries:
             try:
-                await self.on_trace(trace, record)
+                trace = await asyncio.to_thread(self.writer.get_trace, project, summary.trace_id)
+                if trace is None:  # deleted meanwhile (retention)
+                    continue
+                await self.on_trace(trace, trace_to_record(trace))
             except Exception:
-                log.exception("handing trace %s to the policies failed", trace.trace_id)
+                log.exception("handing trace %s to the policies failed", summary.trace_id)
 
     # -- the writer thread -------------------------------------------------------------------
 
@@ -305,15 +312,14 @@ class Ingest:
                     self._jobs.put(None)
                     break
                 jobs.append(more)
-            spans_of: dict[str, list[Span]] = {}
+            rows: list[tuple[Any, ...]] = []
             traces_of: dict[str, list[TraceSummary]] = {}
-            for project, spans, summaries, _ in jobs:
-                if spans:
-                    spans_of.setdefault(project, []).extend(spans)
+            for project, span_rows, summaries, _ in jobs:
+                rows += span_rows
                 if summaries:
                     traces_of.setdefault(project, []).extend(summaries)
             try:
-                self.writer.write(spans_of, traces_of)
+                self.writer.write_rows(rows, traces_of)
                 outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = [
                     (job[3], None) for job in jobs
                 ]
@@ -330,12 +336,9 @@ class Ingest:
         self, jobs: list[_Job]
     ) -> list[tuple[asyncio.Future[None], BaseException | None]]:
         outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = []
-        for project, spans, summaries, done in jobs:
+        for project, rows, summaries, done in jobs:
             try:
-                self.writer.write(
-                    {project: list(spans)} if spans else {},
-                    {project: list(summaries)} if summaries else {},
-                )
+                self.writer.write_rows(rows, {project: list(summaries)} if summaries else {})
                 outcomes.append((done, None))
             except Exception as e:  # noqa: BLE001 - settled on this request's future
                 outcomes.append((done, e))
@@ -348,39 +351,43 @@ def _settle(outcomes: list[tuple[asyncio.Future[None], BaseException | None]]) -
             continue
         if error is None:
             future.set_result(None)
-        elif _bad_data(error):  # retrying the same spans cannot succeed: a 400, not a 503
-            log.warning("the store refused a request's spans: %s", error)
-            future.set_exception(
-                UserError(f"the store refused these spans ({type(error).__name__}: {error})")
-            )
         else:
-            log.error("storing spans failed: %s: %s", type(error).__name__, error)
-            future.set_exception(
-                Overloaded(
-                    f"the trace store could not take the spans ({type(error).__name__}); retry"
-                )
-            )
+            future.set_exception(store_failure(error))
+
+
+def store_failure(error: BaseException) -> UserError | Overloaded:
+    """What a sender is told when storing its spans failed: a 400 when the rows themselves
+    were refused (retrying the same spans cannot succeed), else a 503 to retry later."""
+    if _bad_data(error):
+        log.warning("the store refused a request's spans: %s", error)
+        return UserError(f"the store refused these spans ({type(error).__name__}: {error})")
+    log.error("storing spans failed: %s: %s", type(error).__name__, error)
+    return Overloaded(f"the trace store could not take the spans ({type(error).__name__}); retry")
 
 
 def _bad_data(error: BaseException) -> bool:
     """Whether the rows themselves were refused (a value out of range, text the encoder or
     the column cannot hold), as opposed to the store being unavailable."""
-    if isinstance(error, TypeError | ValueError | OverflowError | UnicodeError):
-        return True
-    names = {cls.__name__ for cls in type(error).__mro__}
-    cause = getattr(error, "orig", None)  # SQLAlchemy wraps the driver's error
-    if cause is not None:
-        names |= {cls.__name__ for cls in type(cause).__mro__}
-    return bool(names & {"DataError", "IntegrityError"})
+    for cause in (error, error.__cause__, getattr(error, "orig", None)):
+        if cause is None:
+            continue
+        if isinstance(cause, TypeError | ValueError | OverflowError | UnicodeError):
+            return True
+        names = {cls.__name__ for cls in type(cause).__mro__}
+        orig = getattr(cause, "orig", None)  # SQLAlchemy wraps the driver's error
+        if orig is not None:
+            names |= {cls.__name__ for cls in type(orig).__mro__}
+        if names & {"DataError", "IntegrityError"}:
+            return True
+    return False
 
 
-def summarize(trace: Trace, record: Record) -> TraceSummary:
-    """The trace's row: its summary, previews and the assembled record (as a dataset row)."""
-    user = record.metadata.get("user_id", "")
-    return TraceSummary.of(
-        trace,
-        record=record_to_row(record),
-        user_id=user if isinstance(user, str) else "",
-        input_preview=record.input.as_text() if record.input is not None else "",
-        output_preview=record.output.as_text() if record.output is not None else "",
-    )
+def record_row(trace: Trace) -> dict[str, Any]:
+    """The record evaluators see for this trace, as a dataset row: built from the stored
+    spans when read (trace rows do not store it; summaries keep previews only)."""
+    return record_to_row(trace_to_record(trace))
+
+
+def summarize(trace: Trace) -> TraceSummary:
+    """The trace's row, from its spans (as assembly builds it from their refs)."""
+    return summarize_refs(trace.project, trace.trace_id, [ref_of(s) for s in trace.spans])

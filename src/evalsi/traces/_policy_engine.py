@@ -236,6 +236,10 @@ class PolicyEngine:
             if project is None or proj == project
         ]
 
+    def active(self, project: str) -> bool:
+        """Whether a policy is applied in ``project`` (ingest reads its traces back only then)."""
+        return any(p == project for p, _ in self._policies)
+
     def _live(self, name: str, project: str) -> LivePolicy:
         live = self._policies.get((project, name))
         if live is None:

@@ -8,7 +8,8 @@ documents become the context; token usage is summed over LLM calls.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any, Final, Protocol
 
 from evalsi.core import (
     Content,
@@ -60,7 +61,7 @@ def trace_to_record(trace: Trace) -> Record:
     spans = trace.ordered()
     views = [view_of(s) for s in spans]
     root = trace.root
-    depth = _depths(spans)
+    depth = depths(spans)
 
     # The outermost typed spans that speak for the whole request: the root, then agents and
     # chains nearest the root.
@@ -202,7 +203,16 @@ def _add(a: int | None, b: int | None) -> int | None:
     return b if a is None else a + b
 
 
-def _depths(spans: list[Span]) -> dict[str, int]:
+class Linked(Protocol):
+    """A span or a ``SpanRef``: what depth needs of it."""
+
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def parent_span_id(self) -> str: ...
+
+
+def depths(spans: Sequence[Linked]) -> dict[str, int]:
     """How far each span sits below its trace's root (spans whose parent is missing: 0).
     Each chain is walked once (memoised), so a deep trace costs linear time; spans on a
     parent cycle get the length of the walk that found it."""

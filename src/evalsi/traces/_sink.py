@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalsi.core import EvalsiError, Span
+
+if TYPE_CHECKING:
+    from evalsi.traces._prepare import Batch
 
 
 class Overloaded(EvalsiError):
@@ -31,3 +34,10 @@ class SpanSink(Protocol):
     """
 
     async def accept(self, project: str, spans: Sequence[Span]) -> None: ...
+
+
+class BatchSink(Protocol):
+    """Takes a request an ingest worker already decoded, prepared and stored (``Batch.rows``
+    None), or one prepared but not stored; returns once it is stored and handed to assembly."""
+
+    async def accept_batch(self, project: str, batch: Batch) -> None: ...

@@ -15,7 +15,7 @@ import pytest
 
 from evalsi.core import Feedback, Record, Span, SpanEvent, Trace, UserError
 from evalsi.store import SqlStore, TraceStore
-from evalsi.traces import Ingest, Overloaded, Redactor, parse_rules
+from evalsi.traces import Ingest, Overloaded, Redactor, SpanRef, parse_rules
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT, CHILD, LATE = "00f067aa0ba902b7", "00f067aa0ba902b8", "00f067aa0ba902b9"
@@ -169,13 +169,13 @@ async def test_over_the_pending_limit_a_request_is_refused_whole(
     traces: TraceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
-    real_write = traces.write
+    real_write = traces.write_rows
 
     def slow_write(*args: Any, **kwargs: Any) -> None:
         release.wait(10)  # the store is busy with the first request
         real_write(*args, **kwargs)
 
-    monkeypatch.setattr(traces, "write", slow_write)
+    monkeypatch.setattr(traces, "write_rows", slow_write)
     ingest = Ingest(traces, max_pending_spans=1)
     await ingest.start()
     try:
@@ -201,15 +201,15 @@ async def test_one_bad_request_does_not_fail_the_requests_grouped_with_it(
     """Group commit writes queued requests together; rows the store refuses fail only their
     own request (a 400: retrying cannot help), the others commit."""
     release = threading.Event()
-    real_write = traces.write
+    real_write = traces.write_rows
 
-    def write(spans_of: Any, traces_of: Any = None) -> None:
+    def write(rows: Any, traces_of: Any = None) -> None:
         release.wait(10)
-        if any(s.name == "poison" for spans in spans_of.values() for s in spans):
+        if any("poison" in row for row in rows):  # the span's name is a column
             raise OverflowError("Python int too large to convert to SQLite INTEGER")
-        real_write(spans_of, traces_of)
+        real_write(rows, traces_of)
 
-    monkeypatch.setattr(traces, "write", write)
+    monkeypatch.setattr(traces, "write_rows", write)
     ingest = Ingest(traces)
     await ingest.start()
     try:
@@ -261,7 +261,7 @@ async def test_a_failing_store_refuses_the_request_with_a_retryable_error(
     def broken(spans: Any, summaries: Any = None) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(traces, "write", broken)  # the writer thread's one entry point
+    monkeypatch.setattr(traces, "write_rows", broken)  # the writer thread's one entry point
     ingest = Ingest(traces)
     await ingest.start()
     try:
@@ -283,11 +283,11 @@ async def test_stop_completes_open_traces(traces: TraceStore) -> None:
 
 
 @run
-async def test_open_traces_keep_views_not_raw_attributes_of_stored_child_spans(
+async def test_open_traces_hold_refs_and_policies_get_the_stored_trace_whole(
     traces: TraceStore,
 ) -> None:
-    """After the spans are stored, an open trace holds the root whole and, of the other spans,
-    what the record needs (the view): the raw attributes stay in the store only."""
+    """After the spans are stored, an open trace holds compact refs only (no raw attributes,
+    no content); the trace handed to the policies is read back from the store, whole."""
     hook = Hook()
     ingest = Ingest(traces, grace_s=3600, on_trace=hook.on_trace)
     await ingest.start()
@@ -296,20 +296,40 @@ async def test_open_traces_keep_views_not_raw_attributes_of_stored_child_spans(
         held = ingest.assembler.get("default", TID)
         assert held is not None
         by_id = {s.span_id: s for s in held.spans}
-        assert by_id[CHILD].attributes == {}
-        view = by_id[CHILD].view
-        assert view is not None
-        assert view.model == "gpt-4o"
-        assert by_id[ROOT].attributes["gen_ai.agent.name"] == "support"
-        stored = traces.get_trace("default", TID)
-        assert stored is not None
-        (child,) = [s for s in stored.spans if s.span_id == CHILD]
-        assert child.attributes["gen_ai.request.model"] == "gpt-4o"
+        assert isinstance(by_id[CHILD], SpanRef)
+        assert not hasattr(by_id[CHILD], "attributes")
+        assert by_id[CHILD].type == "llm"
     finally:
         await ingest.stop()
-    ((_, record),) = hook.traces
+    ((trace, record),) = hook.traces
+    (root,) = [s for s in trace.spans if s.span_id == ROOT]
+    assert root.attributes["gen_ai.agent.name"] == "support"
+    (child,) = [s for s in trace.spans if s.span_id == CHILD]
+    assert child.attributes["gen_ai.request.model"] == "gpt-4o"
     assert record.usage is not None
-    assert record.usage.input_tokens == 12  # read from the view, not the dropped attributes
+    assert record.usage.input_tokens == 12
+
+
+@run
+async def test_without_policies_completed_traces_are_not_read_back(traces: TraceStore) -> None:
+    hook = Hook()
+    asked: list[str] = []
+
+    def wants(project: str) -> bool:
+        asked.append(project)
+        return False
+
+    ingest = Ingest(traces, grace_s=0, on_trace=hook.on_trace, wants_traces=wants)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+    finally:
+        await ingest.stop()
+    assert asked == ["default"]
+    assert hook.traces == []
+    (summary,), _ = traces.list_traces("default")
+    assert summary.trace_id == TID
+    assert summary.span_count == 2
 
 
 @run
