@@ -319,11 +319,12 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
     raw_workers = top.get("ingestWorkers", "auto")
     workers: int | None = None
     if raw_workers != "auto":
-        if isinstance(raw_workers, bool) or not isinstance(raw_workers, int):
+        ok = isinstance(raw_workers, int) and not isinstance(raw_workers, bool)
+        if ok and 0 <= raw_workers <= 64:
+            workers = raw_workers
+        else:
             got = _show(raw_workers)
             p.bad("traces.ingestWorkers", f"expected auto or an integer 0-64, got {got}")
-        else:
-            workers = _int(p, "traces.ingestWorkers", raw_workers, 0, 64, 0)
     retention: float | None = TracesConfig.retention_s
     projects: dict[str, float | None] = {}
     raw_retention = top.get("retention")

@@ -1,0 +1,161 @@
+"""OTLP ingest through worker processes (``traces.ingestWorkers``) on a real hypercorn server
+and a SQLite file: spans are decoded and stored in the workers, assembled in the server;
+partial success, bad bodies, a dead worker and the configuration answer as in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.applications import Starlette
+
+from evalsi.core import SpecError, UserError
+from evalsi.server._config import load_config
+from evalsi.server._ingest_pool import IngestPool, worker_count
+from evalsi.server._otlp import otlp_mounts
+from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from evalsi.store import SqlStore, TraceStore
+from evalsi.traces import Ingest, parse_rules
+from tests.support.asgi_server import AsgiServer
+from tests.support.otlp_fixtures import genai_request
+
+PB = "application/x-protobuf"
+
+
+class _Lifespan:
+    """Starts the ingest on the server's loop (as the app's lifespan does)."""
+
+    def __init__(self, ingest: Ingest, pool: IngestPool) -> None:
+        self.ingest, self.pool = ingest, pool
+
+    def app(self) -> Starlette:
+        from contextlib import asynccontextmanager
+
+        @asynccontextmanager
+        async def lifespan(app: Starlette) -> Any:
+            await self.ingest.start()
+            try:
+                yield
+            finally:
+                await self.ingest.stop()
+                await asyncio.to_thread(self.pool.close)
+
+        config = ServerConfig(traces=TracesConfig(otlp=OtlpConfig()))
+        routes = otlp_mounts(self.ingest, config, workers=(self.pool, self.ingest))
+        return Starlette(routes=routes, lifespan=lifespan)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[AsgiServer, TraceStore, IngestPool]]:
+    store = SqlStore.open(tmp_path / "evalsi.db")
+    traces = TraceStore(store)
+    rules = parse_rules(
+        [{"name": "key", "pattern": r"chatcmpl-\d+", "replacement": "[ID]"}], "traces.redaction"
+    )
+    pool = IngestPool(2, store, rules)
+    ingest = Ingest(traces, grace_s=0.05)
+    with AsgiServer(_Lifespan(ingest, pool).app()) as server:
+        yield server, traces, pool
+
+
+def _post(server: AsgiServer, body: bytes) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    try:
+        conn.request("POST", "/v1/traces", body=body, headers={"content-type": PB})
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()
+
+
+def _wait_traces(traces: TraceStore, n: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows, _ = traces.list_traces("default", limit=500)
+        if len(rows) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} traces were assembled")
+
+
+def test_workers_store_redacted_spans_and_the_server_assembles_them(
+    served: tuple[AsgiServer, TraceStore, IngestPool],
+) -> None:
+    server, traces, _ = served
+    request = genai_request(64, seed=3)
+    bad = request.resource_spans[0].scope_spans[0].spans.add()
+    bad.trace_id, bad.span_id = b"\x01" * 3, b"\x02" * 8  # rejected: not 16 bytes
+    status, body = _post(server, request.SerializeToString())
+    assert status == 200
+    answer = ExportTraceServiceResponse.FromString(body)
+    assert answer.partial_success.rejected_spans == 1
+    _wait_traces(traces, 8)  # 64 spans in traces of 8
+    rows, _ = traces.list_traces("default", limit=500)
+    assert sorted(r.span_count for r in rows) == [8] * 8
+    spans, _ = traces.list_spans("default", limit=500)
+    assert len(spans) == 64
+    ids = {s.attributes["gen_ai.response.id"] for s in spans}
+    assert ids == {"[ID]"}  # the redaction rules reached the workers
+
+
+def test_a_body_a_worker_cannot_decode_is_400(
+    served: tuple[AsgiServer, TraceStore, IngestPool],
+) -> None:
+    server, traces, _ = served
+    status, body = _post(server, b"\xff\x00 not protobuf")
+    assert status == 400
+    assert b"ExportTraceServiceRequest" in body
+    spans, _ = traces.list_spans("default")
+    assert spans == []
+
+
+def test_a_dead_worker_fails_its_request_with_503_and_the_pool_restarts(
+    served: tuple[AsgiServer, TraceStore, IngestPool],
+) -> None:
+    server, traces, pool = served
+    assert _post(server, genai_request(8, seed=1).SerializeToString())[0] == 200
+    executor = pool._pool
+    assert executor is not None
+    for pid in list(executor._processes):  # kill the workers between requests
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    status, _ = _post(server, genai_request(8, seed=2).SerializeToString())
+    assert status == 503  # the sender retries...
+    status, _ = _post(server, genai_request(8, seed=2).SerializeToString())
+    assert status == 200  # ...and a fresh pool takes it
+    _wait_traces(traces, 2)
+
+
+def test_worker_count_and_its_configuration(tmp_path: Path) -> None:
+    memory = SqlStore.open(":memory:")
+    assert worker_count(None, memory) == 0  # auto: another process cannot open it
+    assert worker_count(None, SqlStore.open(tmp_path / "a.db")) == min(os.cpu_count() or 1, 8)
+    assert worker_count(0, SqlStore.open(tmp_path / "b.db")) == 0
+    with pytest.raises(UserError, match="needs a store other processes can open"):
+        worker_count(2, memory)
+    cfg = tmp_path / "evalsi.yaml"
+    cfg.write_text("traces: {ingestWorkers: 3}\n")
+    assert load_config(cfg).traces.ingest_workers == 3
+    for bad in ("many", "-1", "true", "65"):
+        cfg.write_text(f"traces: {{ingestWorkers: {bad}}}\n")
+        with pytest.raises(SpecError, match=r"traces\.ingestWorkers: expected auto or an integer"):
+            load_config(cfg)
+
+
+def test_an_empty_request_never_starts_the_pool(
+    served: tuple[AsgiServer, TraceStore, IngestPool],
+) -> None:
+    server, _, pool = served
+    assert _post(server, ExportTraceServiceRequest().SerializeToString())[0] == 200
+    assert pool._pool is None
