@@ -8,8 +8,8 @@ documents become the context; token usage is summed over LLM calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Protocol, TypeVar
 
 from evalsi.core import (
     Content,
@@ -63,22 +63,9 @@ def trace_to_record(trace: Trace) -> Record:
     root = trace.root
     depth = depths(spans)
 
-    # The outermost typed spans that speak for the whole request: the root, then agents and
-    # chains nearest the root.
-    speakers = sorted(
-        (
-            (depth.get(s.span_id, 0), i)
-            for i, (s, v) in enumerate(zip(spans, views, strict=True))
-            if s is root or v.type in ("agent", "chain")
-        ),
+    inp, out = request_io(
+        spans, [v.type for v in views], [v.input for v in views], [v.output for v in views], root
     )
-    llm = [v for v in views if v.type == "llm"]
-    inp = _first(views[i].input for _, i in speakers)
-    if inp is None:
-        inp = _first(v.input for v in llm)
-    out = _first(views[i].output for _, i in speakers)
-    if out is None:
-        out = _first(v.output for v in reversed(llm))
 
     metadata: dict[str, Any] = {
         "session_id": trace.session_id,
@@ -102,6 +89,35 @@ def trace_to_record(trace: Trace) -> Record:
             source="trace", trace_id=trace.trace_id, span_id=root.span_id if root else ""
         ),
     )
+
+
+T = TypeVar("T")
+
+
+def request_io(
+    spans: Sequence[Linked],
+    types: Sequence[str],
+    inputs: Sequence[T | None],
+    outputs: Sequence[T | None],
+    root: object,
+) -> tuple[T | None, T | None]:
+    """What went into and came out of the whole request: the outermost typed spans that speak
+    for it (the root, then agents and chains nearest the root), else the first LLM call's
+    input and the last one's output. ``spans`` in start order, the others beside them."""
+    depth = depths(spans)
+    speakers = sorted(
+        (depth.get(s.span_id, 0), i)
+        for i, s in enumerate(spans)
+        if s is root or types[i] in ("agent", "chain")
+    )
+    llm = [i for i, t in enumerate(types) if t == "llm"]
+    inp = _first(inputs[i] for _, i in speakers)
+    if inp is None:
+        inp = _first(inputs[i] for i in llm)
+    out = _first(outputs[i] for _, i in speakers)
+    if out is None:
+        out = _first(outputs[i] for i in reversed(llm))
+    return inp, out
 
 
 def to_content(value: JsonValue) -> Content | None:
@@ -232,5 +248,5 @@ def depths(spans: Sequence[Linked]) -> dict[str, int]:
     return depth
 
 
-def _first(values: Any) -> JsonValue:
+def _first(values: Iterable[T | None]) -> T | None:
     return next((v for v in values if v is not None), None)

@@ -11,12 +11,12 @@ cheaply (an ingest worker sends them back after committing the spans).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from evalsi.core import JsonValue, Span, SpanType
 from evalsi.store import TraceSummary, preview
-from evalsi.traces._records import depths, to_content, view_of
+from evalsi.traces._records import request_io, to_content, view_of
 
 # The span types whose input and output may speak for the whole request (besides the root).
 _SPEAKERS = frozenset(("agent", "chain"))
@@ -80,19 +80,13 @@ def summarize_refs(
     ordered = sorted(refs, key=lambda r: (r.start_time_unix_nano, r.end_time_unix_nano))
     roots = [r for r in refs if r.is_root]
     root = min(roots, key=lambda r: r.start_time_unix_nano) if roots else None
-    depth = depths(ordered)
-    speakers = sorted(
-        (depth.get(r.span_id, 0), i)
-        for i, r in enumerate(ordered)
-        if r is root or r.type in _SPEAKERS
+    inp, out = request_io(
+        ordered,
+        [r.type for r in ordered],
+        [r.input_preview for r in ordered],
+        [r.output_preview for r in ordered],
+        root,
     )
-    llm = [r for r in ordered if r.type == "llm"]
-    inp = _first(ordered[i].input_preview for _, i in speakers)
-    if inp is None:
-        inp = _first(r.input_preview for r in llm)
-    out = _first(ordered[i].output_preview for _, i in speakers)
-    if out is None:
-        out = _first(r.output_preview for r in reversed(llm))
     start = min((r.start_time_unix_nano for r in refs), default=0)
     end = max((r.end_time_unix_nano for r in refs), default=0)
     service = root.service if root is not None and root.service else ""
@@ -113,7 +107,3 @@ def summarize_refs(
         output_preview=out or "",
         completed_at=time.time() if completed_at is None else completed_at,
     )
-
-
-def _first(values: Iterable[str | None]) -> str | None:
-    return next((v for v in values if v is not None), None)
