@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
-from evalsi.core import STATUS_ERROR, Content, Feedback, Record, Span, SpanView, Trace
+from evalsi.core import STATUS_ERROR, Content, Feedback, Record, Span, Trace
 from evalsi.server._traces import TraceHandler
 from evalsi.store import SqlStore, TraceStore, TraceSummary
+from evalsi.traces import normalize_all
 from evalsi.traces._policy_engine import PolicyEngine
 from evalsi.traces._policy_spec import policy_from_yaml
 from tests.e2e.conftest import check_user_error, parse_json_stdout
@@ -63,9 +64,13 @@ def seed(path: str) -> None:
                     name="handle order",
                     start_time_unix_nano=start,
                     end_time_unix_nano=start + 2 * S,
-                    attributes={"customer.tier": "gold" if n == 3 else "free"},
+                    attributes={
+                        "customer.tier": "gold" if n == 3 else "free",
+                        "openinference.span.kind": "AGENT",
+                        "agent.name": "order-agent",
+                        "session.id": f"s{n % 2}",
+                    },
                     resource=resource,
-                    view=SpanView("agent", name="order-agent", session_id=f"s{n % 2}"),
                 ),
                 Span(
                     tid(n),
@@ -74,8 +79,8 @@ def seed(path: str) -> None:
                     name="chat",
                     start_time_unix_nano=start + S // 10,
                     end_time_unix_nano=start + S,
+                    attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"},
                     resource=resource,
-                    view=SpanView("llm", name="gpt-4o", model="gpt-4o"),
                 ),
                 Span(
                     tid(n),
@@ -86,10 +91,14 @@ def seed(path: str) -> None:
                     end_time_unix_nano=start + S // 2 + S // 4,
                     status_code=STATUS_ERROR if n == 2 else 1,
                     status_message="card declined" if n == 2 else "",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "refund",
+                    },
                     resource=resource,
-                    view=SpanView("tool", name="refund"),
                 ),
             ]
+            normalize_all(spans)  # as ingest does: the store keeps attributes, not views
             store.write_spans(project, spans)
             summary = TraceSummary.of(
                 Trace(tid(n), spans=spans), input_preview=f"order {n}", completed_at=1.0
@@ -218,7 +227,12 @@ def test_show_against_a_server(cli: Cli, server: str) -> None:
     assert "tool  execute_tool refund (refund)  250.0 ms  error: card declined" in failed.stdout
     doc = parse_json_stdout(cli("traces", "show", tid(3), "--server", server, "--format", "json"))
     assert [s["type"] for s in doc["spans"]] == ["agent", "llm", "tool"]
-    assert doc["spans"][1]["view"] == {"type": "llm", "name": "gpt-4o", "model": "gpt-4o"}
+    assert doc["spans"][1]["view"] == {
+        "type": "llm",
+        "convention": "otel-genai/1.27",
+        "name": "gpt-4o",
+        "model": "gpt-4o",
+    }
     assert doc["feedback"][0]["value"] == -1.0
     assert doc["summary"]["span_count"] == 3
     assert doc["scores"] == []

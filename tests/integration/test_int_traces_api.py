@@ -23,19 +23,20 @@ from evalsi.core import (
     NotFoundError,
     Span,
     SpanEvent,
-    SpanView,
-    ToolCall,
     Trace,
-    Usage,
 )
 from evalsi.server._traces import TraceHandler
 from evalsi.store import TraceStore, TraceSummary
+from evalsi.traces import normalize_all
 from tests.support.asgi_server import AsgiServer
 from tests.support.server_state import server_state, serving
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
 RESOURCE = {"service.name": "bot", "deployment.environment": "prod"}
+
+
+ASKED = '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]'
 
 
 def tid(n: int) -> str:
@@ -56,9 +57,16 @@ def trace_spans(n: int, *, service: str = "bot", failed: bool = False) -> list[S
         kind=2,
         start_time_unix_nano=start,
         end_time_unix_nano=start + S,
-        attributes={"tier": "gold" if n % 2 else "free", "big": 2**60, "raw": b"\x01\x02"},
+        attributes={
+            "openinference.span.kind": "AGENT",
+            "agent.name": "planner",
+            "session.id": f"sess{n % 2}",
+            "user.id": "u1",
+            "tier": "gold" if n % 2 else "free",
+            "big": 2**60,
+            "raw": b"\x01\x02",
+        },
         resource=resource,
-        view=SpanView("agent", name="planner", session_id=f"sess{n % 2}", user_id="u1"),
     )
     llm = Span(
         tid(n),
@@ -70,20 +78,17 @@ def trace_spans(n: int, *, service: str = "bot", failed: bool = False) -> list[S
         end_time_unix_nano=start + S // 2,
         status_code=STATUS_ERROR if failed else 1,
         status_message="boom" if failed else "",
-        attributes={"gen_ai.request.model": "gpt"},
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt",
+            "gen_ai.input.messages": ASKED,
+            "gen_ai.usage.input_tokens": 3,
+            "gen_ai.usage.output_tokens": 2,
+        },
         events=[SpanEvent("gen_ai.choice", start + 20, {"index": 0})],
         resource=resource,
         scope_name="openai",
         scope_version="1.0",
-        view=SpanView(
-            "llm",
-            convention="otel-genai/1.37",
-            name="gpt",
-            model="gpt",
-            input=[{"role": "user", "content": "hi"}],
-            output="hello",
-            usage=Usage(input_tokens=3, output_tokens=2),
-        ),
     )
     tool = Span(
         tid(n),
@@ -92,10 +97,17 @@ def trace_spans(n: int, *, service: str = "bot", failed: bool = False) -> list[S
         name="execute_tool search",
         start_time_unix_nano=start + S // 2,
         end_time_unix_nano=start + S - 1,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.arguments": '{"q": "x"}',
+            "gen_ai.tool.call.id": "c1",
+        },
         resource=resource,
-        view=SpanView("tool", name="search", tool_call=ToolCall("search", {"q": "x"}, "c1")),
     )
-    return [root, llm, tool]
+    spans = [root, llm, tool]
+    normalize_all(spans)  # as ingest does; the store keeps the attributes, not the views
+    return spans
 
 
 @pytest.fixture(scope="module")

@@ -428,9 +428,10 @@ class _local:
     def __init__(self, args: argparse.Namespace) -> None:
         from evalsi.runs import open_store
         from evalsi.store import TraceStore
+        from evalsi.traces import normalize
 
         self.sql = open_store(args.store, create=False)
-        self.traces = TraceStore(self.sql)
+        self.traces = TraceStore(self.sql, views=normalize)
 
     def __enter__(self) -> Any:
         return self.traces

@@ -16,6 +16,7 @@ as on the event loop; a worker that dies fails its request with 503 and the pool
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import multiprocessing
 import os
@@ -125,8 +126,14 @@ _WORKER: tuple[TraceStore, Redactor] | None = None
 
 
 def _start_worker(location: str, rules: tuple[RedactionRule, ...]) -> None:
+    from evalsi.server._serve import GC_THRESHOLDS  # not at import: _serve imports this module
+
     global _WORKER
     _WORKER = (TraceStore(SqlStore.open(location)), Redactor(rules))
+    # As in the server: what start-up built is out of the collector's sight, and a request's
+    # thousands of short-lived objects do not trigger a collection every few hundred.
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _work(project: str, raw: bytes, kind: str) -> _Answer:

@@ -22,7 +22,7 @@ from evalsi.core import NotFoundError, Trace, UserError
 from evalsi.core._trace import SPAN_TYPES
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, TraceScore, TraceStore, check_project_id, trace_scores
-from evalsi.traces import record_row
+from evalsi.traces import normalize, record_row
 from evalsi.traces._sampling import result_key
 from evalsi.wire import (
     feedback_from_proto,
@@ -55,7 +55,7 @@ class TraceHandler:
         if isinstance(shared, TraceStore):
             return shared
         if self._own is None:
-            self._own = TraceStore(self.state.store)
+            self._own = TraceStore(self.state.store, views=normalize)
         return self._own
 
     async def list_traces(

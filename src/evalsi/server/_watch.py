@@ -17,7 +17,7 @@ from evalsi.server._ingest_pool import IngestPool, worker_count
 from evalsi.server._policies import default_engine
 from evalsi.server._state import ServerState
 from evalsi.store import TraceStore
-from evalsi.traces import Ingest, Redactor
+from evalsi.traces import Ingest, Redactor, normalize
 
 log = logging.getLogger("evalsi.server")
 
@@ -33,7 +33,7 @@ class Watch:
         cfg = state.config.traces
         self.state = state
         if state.trace_store is None:
-            state.trace_store = TraceStore(state.store)
+            state.trace_store = TraceStore(state.store, views=normalize)
         if state.policies is None:
             state.policies = default_engine(state)
         engine = state.policies

@@ -12,14 +12,14 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import sqlalchemy as sa
 
-from evalsi.core import Feedback, Score, Span, Trace, UserError
+from evalsi.core import Feedback, Score, Span, SpanView, Trace, UserError
 from evalsi.store._schema import spans, trace_feedback, traces
 from evalsi.store._trace_rows import READ_COLUMNS, span_from_row
 
@@ -101,10 +101,17 @@ def preview(text: str) -> str:
 
 
 class TraceQueries:
-    """The queries of ``TraceStore`` (which sets ``engine`` and ``_pg``)."""
+    """The queries of ``TraceStore`` (which sets ``engine``, ``_pg`` and ``views``)."""
 
     engine: sa.Engine
     _pg: bool
+    views: Callable[[Span], SpanView] | None
+
+    def _span(self, row: Any) -> Span:
+        span = span_from_row(row)
+        if span.view is None and self.views is not None:
+            span.view = self.views(span)
+        return span
 
     def list_traces(
         self,
@@ -179,7 +186,7 @@ class TraceQueries:
             .where(spans.c.trace_id == trace_id)
         )
         with self.engine.connect() as conn:
-            found = [span_from_row(row) for row in conn.execute(query)]
+            found = [self._span(row) for row in conn.execute(query)]
         if not found:
             return None
         # sorted here: an ORDER BY would tempt SQLite into the (project, start) index instead
@@ -228,7 +235,7 @@ class TraceQueries:
         order = (start.desc(), s.trace_id.desc(), s.span_id.desc())
         query = query.order_by(*order).limit(limit + 1)
         with self.engine.connect() as conn:
-            found = [span_from_row(row) for row in conn.execute(query)]
+            found = [self._span(row) for row in conn.execute(query)]
         token = ""
         if len(found) > limit:
             found = found[:limit]

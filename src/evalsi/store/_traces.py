@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from evalsi.core import Feedback, Span, StoreError, UserError
+from evalsi.core import Feedback, Span, SpanView, StoreError, UserError
 from evalsi.store._runs import check_project_id
 from evalsi.store._schema import trace_feedback
 from evalsi.store._trace_queries import (
@@ -70,8 +70,11 @@ class TraceStore(TraceQueries):
         ['chat']
     """
 
-    def __init__(self, store: SqlStore) -> None:
+    def __init__(self, store: SqlStore, *, views: Callable[[Span], SpanView] | None = None) -> None:
+        """``views``: how a read span gets its view (``evalsi.traces.normalize``); views are
+        not stored, so without it read spans have none."""
         self.store = store
+        self.views = views
         self.engine = store.engine
         self._pg = self.engine.dialect.name == "postgresql"
         self._writer: RowsWriter | None = None

@@ -15,7 +15,7 @@ import pytest
 
 from evalsi.core import Feedback, Record, Span, SpanEvent, Trace, UserError
 from evalsi.store import SqlStore, TraceStore
-from evalsi.traces import Ingest, Overloaded, Redactor, SpanRef, parse_rules
+from evalsi.traces import Ingest, Overloaded, Redactor, SpanRef, normalize, parse_rules
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT, CHILD, LATE = "00f067aa0ba902b7", "00f067aa0ba902b8", "00f067aa0ba902b9"
@@ -56,7 +56,7 @@ def _spans() -> list[Span]:
 @pytest.fixture
 def traces(tmp_path: Path) -> Any:
     store = SqlStore.open(str(tmp_path / "e.db"))
-    yield TraceStore(store)
+    yield TraceStore(store, views=normalize)  # as the server builds it
     store.close()
 
 
