@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from evalsi.core import JsonValue, Span, SpanType
 from evalsi.store import TraceSummary, preview
@@ -66,8 +66,38 @@ def ref_of(span: Span) -> SpanRef:
 
 
 def _preview(value: JsonValue) -> str | None:
+    """``preview(to_content(value).as_text())``, without building the messages when they are
+    well-formed chat messages: the common case, and most of the cost of a ref otherwise."""
+    if value is None:
+        return None
+    if type(value) is str:
+        return preview(value)
+    messages: Any = value
+    if isinstance(value, dict) and len(value) == 1:
+        messages = value.get("messages")
+    if type(messages) is list and messages and _plain(messages):
+        said = next((m for m in reversed(messages) if str(m["role"]) == "assistant"), None)
+        return preview((said or messages[-1]).get("content") or "")
     content = to_content(value)
     return None if content is None else preview(content.as_text())
+
+
+def _plain(messages: list[Any]) -> bool:
+    """Chat messages ``message_from_dict`` reads: a role, text (or no) content, well-formed
+    tool calls if any."""
+    for m in messages:
+        if type(m) is not dict or "role" not in m:
+            return False
+        content = m.get("content")
+        if content is not None and type(content) is not str:
+            return False
+        calls = m.get("tool_calls")
+        if calls and not (
+            type(calls) is list
+            and all(type(c) is dict and type(c.get("function", c)) is dict for c in calls)
+        ):
+            return False
+    return True
 
 
 def summarize_refs(

@@ -15,6 +15,8 @@ from evalsi.core import STATUS_ERROR, Span, Trace
 from evalsi.store import TraceSummary, preview
 from evalsi.traces import SpanRef, ref_of, summarize_refs, trace_to_record
 from evalsi.traces._mappers import normalize_all
+from evalsi.traces._records import to_content
+from evalsi.traces._refs import _preview
 from tests.unit.traces.golden_support import fixture_files, load_cases, trace_of
 
 CASES = [
@@ -116,3 +118,37 @@ def test_any_trace_summarises_from_refs_as_from_spans(trace: Trace) -> None:
     normalize_all(trace.spans)
     refs = [ref_of(s) for s in trace.spans]
     assert _got(summarize_refs("p", trace.trace_id, refs)) == _expected(trace)
+
+
+_MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system", "tool", 7])},
+    optional={
+        "content": st.one_of(
+            st.none(), st.text(max_size=400), st.integers(0, 9), st.lists(st.text())
+        ),
+        "tool_calls": st.sampled_from(
+            [[], [{"function": {"name": "f", "arguments": "{}"}}], ["x"]]
+        ),
+        "name": st.text(max_size=3),
+    },
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=300),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=2)
+    ),
+    max_leaves=8,
+)
+_VALUES = st.one_of(
+    _JSON,
+    st.lists(_MESSAGE, max_size=4),
+    st.lists(_MESSAGE, max_size=4).map(lambda m: {"messages": m}),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_VALUES)
+def test_the_preview_shortcut_says_what_the_content_says(value: Any) -> None:
+    content = to_content(value)
+    expected = None if content is None else preview(content.as_text())
+    assert _preview(value) == expected
