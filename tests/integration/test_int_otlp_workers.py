@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc  # type: ignore[import-untyped]
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -23,7 +24,7 @@ from starlette.applications import Starlette
 from evalsi.core import SpecError, UserError
 from evalsi.server._config import load_config
 from evalsi.server._ingest_pool import IngestPool, worker_count
-from evalsi.server._otlp import otlp_mounts
+from evalsi.server._otlp import SERVICE, otlp_mounts
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
 from evalsi.store import SqlStore, TraceStore
 from evalsi.traces import Ingest, parse_rules
@@ -159,3 +160,28 @@ def test_an_empty_request_never_starts_the_pool(
     server, _, pool = served
     assert _post(server, ExportTraceServiceRequest().SerializeToString())[0] == 200
     assert pool._pool is None
+
+
+def test_grpc_requests_reach_the_workers_as_bytes(
+    served: tuple[AsgiServer, TraceStore, IngestPool],
+) -> None:
+    """The Export request is not parsed on the event loop: its bytes go to a worker, which
+    parses, stores and counts partial success; garbage is INVALID_ARGUMENT from the worker."""
+    server, traces, pool = served
+    request = genai_request(16, seed=5)
+    bad = request.resource_spans[0].scope_spans[0].spans.add()
+    bad.trace_id, bad.span_id = b"\x00" * 16, b"\x02" * 8  # rejected: an all-zero trace id
+    with grpc.insecure_channel(f"{server.host}:{server.port}") as channel:
+        export = channel.unary_unary(
+            f"/{SERVICE}/Export",
+            request_serializer=lambda raw: raw,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
+        answer = export(request.SerializeToString(), timeout=60)
+        assert answer.partial_success.rejected_spans == 1
+        assert pool._pool is not None  # a worker took it
+        with pytest.raises(grpc.RpcError) as refused:
+            export(b"\xff\x00 not protobuf", timeout=60)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ExportTraceServiceRequest" in (refused.value.details() or "")
+    _wait_traces(traces, 2)

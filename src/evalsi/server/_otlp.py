@@ -32,7 +32,6 @@ from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from connectrpc.code import Code
-from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.errors import ConnectError, ErrorDetail
 from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.request import RequestContext
@@ -63,6 +62,7 @@ from evalsi.server._otlp_decode import (
     decode_request,
     inflate,
     media_type,
+    parse_protobuf,
 )
 from evalsi.server._rest import read_body
 from evalsi.server._state import DEFAULT_PROJECT, ServerConfig
@@ -278,6 +278,34 @@ def _retry_info(seconds: float) -> RetryInfo:
 # --- OTLP/gRPC -------------------------------------------------------------------------------
 
 
+class RawExport:
+    """An Export request's bytes as received (``_ExportCodec``): an ingest worker parses them,
+    so the event loop never parses a request only to serialise it again."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def parsed(self) -> ExportTraceServiceRequest:
+        return parse_protobuf(self.data)
+
+
+class _ExportCodec:
+    """connectrpc's binary protobuf codec, except that Export requests stay bytes."""
+
+    def name(self) -> str:
+        return "proto"
+
+    def encode(self, message: Any) -> bytes:
+        return bytes(message.SerializeToString())
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        if message_class is ExportTraceServiceRequest:
+            return RawExport(bytes(data))
+        return message_class.FromString(data)
+
+
 class TraceServiceHandler:
     """``TraceService/Export`` over a sink; errors leave as ``ConnectError``s."""
 
@@ -288,18 +316,28 @@ class TraceServiceHandler:
 
     async def export(
         self,
-        request: ExportTraceServiceRequest,
-        ctx: RequestContext[ExportTraceServiceRequest, ExportTraceServiceResponse],
+        request: ExportTraceServiceRequest | RawExport,
+        ctx: RequestContext[Any, ExportTraceServiceResponse],
         /,
     ) -> ExportTraceServiceResponse:
         try:
             project = project_of(ctx.request_headers.get(PROJECT_HEADER))
-            decoded = await self._ingest.run(
-                project,
-                request.ByteSize(),
-                lambda: decode_request(request),
-                lambda: (request.SerializeToString(), PROTOBUF),
-            )
+            if isinstance(request, RawExport):
+                raw = request
+                decoded = await self._ingest.run(
+                    project,
+                    len(raw.data),
+                    lambda: decode_request(raw.parsed()),
+                    lambda: (raw.data, PROTOBUF),
+                )
+            else:  # a parsed message (the native gRPC port, tests)
+                message = request
+                decoded = await self._ingest.run(
+                    project,
+                    message.ByteSize(),
+                    lambda: decode_request(message),
+                    lambda: (message.SerializeToString(), PROTOBUF),
+                )
         except Overloaded as e:
             info = _retry_info(e.retry_after_s)
             ctx.response_trailers[RETRY_INFO_TRAILER] = (
@@ -348,7 +386,7 @@ class TraceServiceASGIApplication(ConnectASGIApplication[TraceServiceHandler]):
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
             # OTLP/gRPC is binary protobuf; JSON over Connect is not an OTLP transport.
-            codecs=codecs if codecs is not None else (google_protobuf_binary_codec(),),
+            codecs=codecs if codecs is not None else (_ExportCodec(),),
         )
         # The object answering Export, for the native gRPC port (app.state.handlers).
         self.handler = service
