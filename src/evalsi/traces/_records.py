@@ -104,17 +104,15 @@ def request_io(
     """What went into and came out of the whole request: the outermost typed spans that speak
     for it (the root, then agents and chains nearest the root), else the first LLM call's
     input and the last one's output. ``spans`` in start order, the others beside them."""
-    depth = depths(spans)
-    speakers = sorted(
-        (depth.get(s.span_id, 0), i)
-        for i, s in enumerate(spans)
-        if s is root or types[i] in ("agent", "chain")
-    )
+    speakers = [i for i, s in enumerate(spans) if s is root or types[i] in ("agent", "chain")]
+    if len(speakers) > 1:  # nearest the root first (the depths are only needed then)
+        depth = depths(spans)
+        speakers.sort(key=lambda i: depth.get(spans[i].span_id, 0))
     llm = [i for i, t in enumerate(types) if t == "llm"]
-    inp = _first(inputs[i] for _, i in speakers)
+    inp = _first(inputs[i] for i in speakers)
     if inp is None:
         inp = _first(inputs[i] for i in llm)
-    out = _first(outputs[i] for _, i in speakers)
+    out = _first(outputs[i] for i in speakers)
     if out is None:
         out = _first(outputs[i] for i in reversed(llm))
     return inp, out

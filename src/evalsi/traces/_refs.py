@@ -10,6 +10,7 @@ cheaply (an ingest worker sends them back after committing the spans).
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -18,6 +19,8 @@ from evalsi.core import JsonValue, Span, SpanType
 from evalsi.store import TraceSummary, preview
 from evalsi.traces._records import request_io, to_content, view_of
 
+_START = operator.itemgetter(3)  # SpanRef.start_time_unix_nano
+_START_END = operator.itemgetter(3, 4)
 # The span types whose input and output may speak for the whole request (besides the root).
 _SPEAKERS = frozenset(("agent", "chain"))
 
@@ -107,9 +110,9 @@ def summarize_refs(
     earliest parentless span; input and output come from the root or the agent/chain spans
     nearest it, else from the first LLM call's input and the last one's output."""
     del project  # rows are keyed by project where they are written
-    ordered = sorted(refs, key=lambda r: (r.start_time_unix_nano, r.end_time_unix_nano))
-    roots = [r for r in refs if r.is_root]
-    root = min(roots, key=lambda r: r.start_time_unix_nano) if roots else None
+    ordered = sorted(refs, key=_START_END)
+    roots = [r for r in refs if not r.parent_span_id]
+    root = min(roots, key=_START) if roots else None
     inp, out = request_io(
         ordered,
         [r.type for r in ordered],
