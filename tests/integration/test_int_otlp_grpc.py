@@ -172,3 +172,62 @@ def test_retry_info_trailer_is_base64_without_padding() -> None:
     info.retry_delay.seconds = 1
     encoded = base64.b64encode(info.SerializeToString()).decode().rstrip("=")
     assert "=" not in encoded
+
+
+def test_the_native_otlp_port_answers_overload_with_retry_info() -> None:
+    """traces.otlp.grpcPort is grpcio's: Export gets the request's bytes, and an Overloaded
+    answer carries the retry delay in both trailers, as on the main port."""
+    import asyncio
+    import threading
+
+    from evalsi.server._grpc_port import GrpcPort
+    from evalsi.server._otlp import InflightBudget, RawExport, TraceServiceHandler
+
+    sink = OverloadedSink(refusals=1, retry_after_s=2.25)
+    handler = TraceServiceHandler(sink, InflightBudget(1 << 26))
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    natives: list[GrpcPort] = []
+    ports: list[int] = []
+
+    async def start() -> None:  # grpc.aio servers belong to the loop they are built on
+        native = GrpcPort(
+            {SERVICE: handler}, None, max_body_bytes=1 << 22, raw={f"{SERVICE}/Export": RawExport}
+        )
+        ports.append(native.bind("127.0.0.1", 0, "traces.otlp.grpcPort"))
+        await native.start()
+        natives.append(native)
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{ports[0]}") as channel:
+            stub = stub_for(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Export(genai_request(3), timeout=10)
+            assert stub.Export(genai_request(3), timeout=10) == ExportTraceServiceResponse()
+            with pytest.raises(grpc.RpcError) as garbage:
+                channel.unary_unary(f"/{SERVICE}/Export")(b"\xff\x00 not protobuf", timeout=10)
+    finally:
+        asyncio.run_coroutine_threadsafe(natives[0].stop(None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+    error = refused.value
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    trailers = dict(error.trailing_metadata())
+    info = RetryInfo.FromString(trailers[RETRY_INFO_TRAILER])
+    assert (info.retry_delay.seconds, info.retry_delay.nanos) == (2, 250_000_000)
+    status = Status.FromString(trailers["grpc-status-details-bin"])
+    from_details = RetryInfo()
+    assert status.details[0].Unpack(from_details)
+    assert from_details == info
+    assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [len(batch) for _, batch in sink.batches] == [3]

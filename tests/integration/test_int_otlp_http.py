@@ -32,6 +32,7 @@ from evalsi.server._otlp import (
     INLINE_DECODE_BYTES,
     SERVICE,
     OtlpOnlyOn,
+    native_grpc_port,
     otlp_binds,
     otlp_ports,
 )
@@ -387,14 +388,17 @@ def test_extra_listener_binds() -> None:
         return ServerConfig(host=host, port=port, traces=TracesConfig(otlp=OtlpConfig(**otlp)))
 
     assert otlp_binds(config()) == []
-    assert otlp_binds(config(grpc_port=4317, http_port=4318)) == [
-        "127.0.0.1:4317",
-        "127.0.0.1:4318",
-    ]
-    assert otlp_binds(config("::1", grpc_port=4317)) == ["[::1]:4317"]
-    assert otlp_binds(config(port=4318, grpc_port=4317, http_port=4318)) == ["127.0.0.1:4317"]
+    # a gRPC port of its own is grpcio's; hypercorn binds the HTTP port
+    assert otlp_binds(config(grpc_port=4317, http_port=4318)) == ["127.0.0.1:4318"]
+    assert native_grpc_port(config(grpc_port=4317, http_port=4318)) == 4317
+    assert otlp_binds(config("::1", http_port=4318)) == ["[::1]:4318"]
+    assert otlp_binds(config("::1", grpc_port=4317)) == []
+    assert otlp_binds(config(port=4318, grpc_port=4317, http_port=4318)) == []
+    # one port for both: hypercorn serves it (HTTP/1.1 and HTTP/2)
     assert otlp_binds(config(grpc_port=4317, http_port=4317)) == ["127.0.0.1:4317"]
-    assert otlp_ports(config(grpc_port=4317, http_port=4318)) == [4317, 4318]
+    assert native_grpc_port(config(grpc_port=4317, http_port=4317)) is None
+    assert native_grpc_port(config(port=4317, grpc_port=4317)) is None
+    assert otlp_ports(config(grpc_port=4317, http_port=4318)) == [4318]
 
 
 def test_a_big_request_is_decoded_off_the_loop_and_arrives_whole() -> None:

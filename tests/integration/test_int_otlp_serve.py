@@ -1,6 +1,7 @@
-"""The OTLP endpoints wired as ``evalsi serve`` is to wire them: on the full app (beside the API,
-sharing its metrics and error interceptors) and on the extra OTLP ports (``traces.otlp``),
-which hypercorn binds beside the main port and where only OTLP answers."""
+"""The OTLP endpoints wired as ``evalsi serve`` wires them (``run_servers``): on the full app
+(beside the API, sharing its metrics and error interceptors) and on the extra OTLP ports
+(``traces.otlp``): HTTP on a hypercorn bind beside the main port, gRPC on grpcio; only OTLP
+answers there."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
-from hypercorn.asyncio import serve
-from hypercorn.config import Config
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
 )
@@ -25,11 +24,13 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
     OTLPSpanExporter as HttpSpanExporter,
 )
 from opentelemetry.sdk.trace.export import SpanExportResult
+from starlette.routing import Mount
 
 from evalsi._proto.grpc.health.v1 import health_pb2
 from evalsi.server._app import build_app
 from evalsi.server._errors import ErrorInterceptor
-from evalsi.server._otlp import OtlpOnlyOn, otlp_binds, otlp_mounts, otlp_ports
+from evalsi.server._otlp import otlp_mounts
+from evalsi.server._serve import run_servers
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
 from tests.integration.test_int_otlp_sdk import assert_arrived, sdk_spans
 from tests.integration.test_int_srvfw_fakes import fake_services, fake_state
@@ -37,30 +38,28 @@ from tests.support.otlp_fixtures import RecordingSink
 from tests.support.server_state import free_port
 
 
-class MultiBind:
-    """Hypercorn in a thread, bound to every address ``bind`` lists (as ``run_servers`` would
-    be with the OTLP binds added)."""
+class Serving:
+    """``run_servers`` (what ``evalsi serve`` runs) in a thread, until the context exits."""
 
-    def __init__(self, app: Any, bind: list[str]) -> None:
-        self.app, self.bind = app, bind
-        self._ready = threading.Event()
+    def __init__(self, app: Any, config: ServerConfig) -> None:
+        self.app, self.config = app, config
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
 
-    def __enter__(self) -> MultiBind:
+    def __enter__(self) -> Serving:
         self._thread.start()
-        assert self._ready.wait(15)
-        for address in self.bind:  # poll each port until it accepts (as AsgiServer does)
-            host, port = address.rsplit(":", 1)
-            for _ in range(500):
+        otlp = self.config.traces.otlp
+        for port in (self.config.port, otlp.grpc_port, otlp.http_port):
+            assert port is not None
+            for _ in range(500):  # poll each port until it accepts (as AsgiServer does)
                 try:
-                    socket.create_connection((host, int(port)), timeout=5).close()
+                    socket.create_connection(("127.0.0.1", port), timeout=5).close()
                     break
                 except OSError:
                     time.sleep(0.02)
             else:
-                raise RuntimeError(f"nothing listens on {address}")
+                raise RuntimeError(f"nothing listens on port {port}")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -71,13 +70,7 @@ class MultiBind:
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        config = Config()
-        config.bind = self.bind
-        config.keep_alive_max_requests = 1_000_000_000
-        config.accesslog = config.errorlog = None
-        task = asyncio.create_task(serve(self.app, config, shutdown_trigger=self._stop.wait))
-        self._ready.set()
-        await task
+        await run_servers(self.app, self.config, self._stop)
 
 
 @pytest.fixture
@@ -85,20 +78,19 @@ def wired(tmp_path: Path) -> Iterator[tuple[RecordingSink, ServerConfig]]:
     sink = RecordingSink()
     state = fake_state(tmp_path)
     config = ServerConfig(
+        host="127.0.0.1",
         port=free_port(),
         traces=TracesConfig(otlp=OtlpConfig(grpc_port=free_port(), http_port=free_port())),
     )
     app = build_app(state, fake_services())
     # The lines build_app is to gain: the OTLP routes beside the API, same interceptors.
     metrics = app.state.metrics
-    app.router.routes.extend(
-        otlp_mounts(
-            sink, config, interceptors=(metrics.interceptor, ErrorInterceptor()), metrics=metrics
-        )
+    routes = otlp_mounts(
+        sink, config, interceptors=(metrics.interceptor, ErrorInterceptor()), metrics=metrics
     )
-    # And run_servers: the extra binds, with the API kept off the OTLP ports.
-    bind = [f"127.0.0.1:{config.port}", *otlp_binds(config)]
-    with MultiBind(OtlpOnlyOn(app, otlp_ports(config)), bind):
+    app.router.routes.extend(routes)
+    app.state.otlp_handler = next(r.app.handler for r in routes if isinstance(r, Mount))
+    with Serving(app, config):
         yield sink, config
     state.store.close()
 

@@ -176,6 +176,10 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics
     app.state.health = health
+    # The OTLP TraceService handler, for grpcio on traces.otlp.grpcPort (_serve).
+    app.state.otlp_handler = next(
+        (getattr(r.app, "handler", None) for r in otlp if isinstance(r, Mount)), None
+    )
     # Every service name and the object answering it: the native gRPC port (_grpc_port)
     # serves these same objects.
     app.state.handlers = {

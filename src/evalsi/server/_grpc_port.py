@@ -9,13 +9,17 @@ main app mounts (``app.state.handlers``), in the same event loop, with the same 
 here.
 
 Handlers get a connectrpc ``RequestContext`` built from the gRPC metadata (method, headers,
-deadline, peer). Response headers or trailers a handler sets on it are not sent on this port;
-no handler sets any.
+deadline, peer). Trailers a handler sets on it are sent with an error status (the OTLP
+receiver's retry delay); response headers are not sent on this port.
+
+The same class serves ``traces.otlp.grpcPort`` with the OTLP ``TraceService`` alone
+(``raw``: the Export request stays bytes, parsed where it is ingested).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -28,6 +32,7 @@ from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.request import Headers, RequestContext
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
+from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 
 from evalsi.core import UserError
 from evalsi.server._errors import to_connect_error
@@ -73,7 +78,10 @@ class GrpcPort:
         *,
         max_body_bytes: int,
         pool: Any = None,
+        raw: Mapping[str, Callable[[bytes], Any]] | None = None,
     ) -> None:
+        """``raw``: for ``"service/Method"``, what the request bytes become instead of the
+        parsed input message."""
         pool = pool if pool is not None else descriptor_pool.Default()
         self._server = grpc.aio.server(
             options=[
@@ -86,14 +94,18 @@ class GrpcPort:
         self._server.add_generic_rpc_handlers(
             [
                 _service_handler(
-                    name, handler, pool.FindServiceByName(_SAME_AS.get(name, name)), metrics
+                    name,
+                    handler,
+                    pool.FindServiceByName(_SAME_AS.get(name, name)),
+                    metrics,
+                    raw or {},
                 )
                 for name, handler in handlers.items()
             ]
         )
         self.port = 0
 
-    def bind(self, host: str, port: int) -> int:
+    def bind(self, host: str, port: int, setting: str = "--grpc-port (server.grpcPort)") -> int:
         """Listen on ``host:port`` (0: any free port); returns the port bound."""
         address = (
             f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
@@ -101,9 +113,9 @@ class GrpcPort:
         try:
             bound = int(self._server.add_insecure_port(address))
         except RuntimeError as e:  # grpcio raises RuntimeError("Failed to bind to address ...")
-            raise _bind_error(host, port, str(e)) from e
+            raise _bind_error(host, port, str(e), setting) from e
         if bound == 0:
-            raise _bind_error(host, port, "the address is in use or not available")
+            raise _bind_error(host, port, "the address is in use or not available", setting)
         self.port = bound
         return bound
 
@@ -114,14 +126,20 @@ class GrpcPort:
         await self._server.stop(grace)
 
 
-def _bind_error(host: str, port: int, why: str) -> UserError:
+def _bind_error(host: str, port: int, why: str, setting: str) -> UserError:
     return UserError(
         f"cannot listen for native gRPC on {host}:{port}: {why}",
-        hint="pick another --grpc-port (server.grpcPort), or stop whatever is using this one",
+        hint=f"pick another {setting}, or stop whatever is using this one",
     )
 
 
-def _service_handler(name: str, handler: Any, service: Any, metrics: Metrics | None) -> Any:
+def _service_handler(
+    name: str,
+    handler: Any,
+    service: Any,
+    metrics: Metrics | None,
+    raw: Mapping[str, Callable[[bytes], Any]],
+) -> Any:
     methods: dict[str, Any] = {}
     for method in service.methods:
         client_streaming = bool(method.client_streaming)
@@ -134,7 +152,12 @@ def _service_handler(name: str, handler: Any, service: Any, metrics: Metrics | N
             idempotency_level=IdempotencyLevel.UNKNOWN,
             stream_type=_STREAM_TYPE[(client_streaming, server_streaming)],
         )
-        call = _Call(info, getattr(handler, handler_attr(method.name)), metrics)
+        call = _Call(
+            info,
+            getattr(handler, handler_attr(method.name)),
+            metrics,
+            raw.get(f"{name}/{method.name}"),
+        )
         make = _METHOD_HANDLER[(client_streaming, server_streaming)]
         behaviour = call.stream if server_streaming else call.answer
         # No request deserializer: _Call parses, so malformed bytes read INVALID_ARGUMENT
@@ -147,9 +170,14 @@ class _Call:
     """One RPC: parses, calls the handler, maps errors, records metrics."""
 
     def __init__(
-        self, info: MethodInfo[Any, Any], function: Callable[..., Any], metrics: Metrics | None
+        self,
+        info: MethodInfo[Any, Any],
+        function: Callable[..., Any],
+        metrics: Metrics | None,
+        raw: Callable[[bytes], Any] | None = None,
     ) -> None:
         self._info = info
+        self._raw = raw
         self._function = function
         self._metrics = metrics
         self._client_streaming = info.stream_type in (
@@ -160,8 +188,9 @@ class _Call:
     async def answer(self, request: Any, context: Any) -> Any:
         """A unary or client-stream call: one response or an error status."""
         started = time.perf_counter()
+        ctx = self._context(context)
         try:
-            response = await self._function(self._input(request), self._context(context))
+            response = await self._function(self._input(request), ctx)
         except asyncio.CancelledError:  # the client went away or its deadline passed
             self._done(started, _CANCELED)
             raise
@@ -171,6 +200,9 @@ class _Call:
             self._done(started, None)
             return response
         self._done(started, error)
+        trailers = _trailers(ctx, error)
+        if trailers:
+            context.set_trailing_metadata(trailers)
         await context.abort(_STATUS[error.code], error.message)  # raises
         return None
 
@@ -198,6 +230,8 @@ class _Call:
         await context.abort(_STATUS[error.code], error.message)
 
     def _input(self, request: Any) -> Any:
+        if self._raw is not None:
+            return self._raw(request)
         return self._parse_all(request) if self._client_streaming else self._parse(request)
 
     def _parse(self, raw: bytes) -> Any:
@@ -234,3 +268,22 @@ class _Call:
                 code_of(error),
                 time.perf_counter() - started,
             )
+
+
+def _trailers(ctx: RequestContext[Any, Any], error: ConnectError) -> list[tuple[str, Any]]:
+    """The trailers a handler set, as grpcio metadata (``-bin`` values are base64 there), and
+    the error's details as the standard rich status (``grpc-status-details-bin``)."""
+    out: list[tuple[str, Any]] = []
+    for key, value in ctx.response_trailers.items():
+        if key.endswith("-bin"):
+            out.append((key, base64.b64decode(value + "=" * (-len(value) % 4))))
+        else:
+            out.append((key, value))
+    if error.details:
+        status = Status(code=_STATUS[error.code].value[0], message=error.message)
+        for detail in error.details:
+            status.details.add(
+                type_url=f"type.googleapis.com/{detail.type_name}", value=detail.message_bytes
+            )
+        out.append(("grpc-status-details-bin", status.SerializeToString()))
+    return out

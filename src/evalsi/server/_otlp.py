@@ -449,10 +449,27 @@ def otlp_mounts(
 
 
 def otlp_ports(config: ServerConfig) -> list[int]:
-    """``traces.otlp.grpcPort`` and ``httpPort`` when set and not the main port."""
+    """The extra ports the main app (hypercorn) answers OTLP on: ``traces.otlp.httpPort``, and
+    ``grpcPort`` when it shares a port with HTTP (else grpcio serves it: ``native_grpc_port``);
+    never the main port."""
     otlp = config.traces.otlp
-    ports = [p for p in (otlp.grpc_port, otlp.http_port) if p is not None and p != config.port]
+    native = native_grpc_port(config)
+    ports = [
+        p
+        for p in (otlp.grpc_port, otlp.http_port)
+        if p is not None and p != config.port and p != native
+    ]
     return list(dict.fromkeys(ports))
+
+
+def native_grpc_port(config: ServerConfig) -> int | None:
+    """``traces.otlp.grpcPort`` when it is a port of its own: grpcio's C core serves OTLP/gRPC
+    there (hypercorn's pure-Python HTTP/2 cost more than the ingest itself per request)."""
+    otlp = config.traces.otlp
+    port = otlp.grpc_port
+    if port is None or port == config.port or port == otlp.http_port:
+        return None
+    return port
 
 
 def otlp_binds(config: ServerConfig) -> list[str]:

@@ -128,15 +128,17 @@ async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> No
     hc.graceful_timeout = GRACEFUL_TIMEOUT_S
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
-    native = _grpc_port(app, config)  # bound now, so a busy port fails before anything runs
+    # grpcio listeners, bound now so a busy port fails before anything runs: server.grpcPort
+    # and traces.otlp.grpcPort
+    natives = [n for n in (_grpc_port(app, config), _otlp_grpc_port(app, config)) if n]
     draining: list[asyncio.Task[None]] = []
 
     async def until_stopped() -> None:
         # hypercorn awaits this once the lifespan has started and its port listens.
-        if native is not None:
+        for native in natives:
             await native.start()
         await stop.wait()
-        if native is not None:
+        for native in natives:
             draining.append(asyncio.create_task(native.stop(GRACEFUL_TIMEOUT_S)))
 
     try:
@@ -149,8 +151,32 @@ async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> No
             hint="pick another --port, or stop whatever is using this one",
         ) from e
     finally:
-        if native is not None:
-            await (draining[0] if draining else native.stop(None))
+        if draining:
+            await asyncio.gather(*draining)
+        else:
+            for native in natives:
+                await native.stop(None)
+
+
+def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
+    """grpcio answering OTLP/gRPC on ``traces.otlp.grpcPort`` (when it is a port of its own)."""
+    from evalsi.server._otlp import SERVICE, RawExport, native_grpc_port
+
+    port = native_grpc_port(config)
+    handler = getattr(app.state, "otlp_handler", None)
+    if port is None or handler is None:
+        return None
+    from evalsi.server._grpc_port import GrpcPort
+
+    native = GrpcPort(
+        {SERVICE: handler},
+        app.state.metrics,
+        max_body_bytes=config.max_body_bytes,
+        raw={f"{SERVICE}/Export": RawExport},
+    )
+    bound = native.bind(config.host, port, "traces.otlp.grpcPort")
+    log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", _host_for_url(config.host), bound)
+    return native
 
 
 def _grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
