@@ -57,17 +57,30 @@ class _Lifespan:
         return Starlette(routes=routes, lifespan=lifespan)
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[AsgiServer, TraceStore, IngestPool]]:
-    store = SqlStore.open(tmp_path / "evalsi.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[AsgiServer, TraceStore, IngestPool]]:
+    """The workers open the store themselves: a SQLite file, or PostgreSQL by its URL (with
+    its password and options, here a test schema's search_path)."""
+    url = (
+        str(tmp_path / "evalsi.db")
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    store = SqlStore.open(url)
     traces = TraceStore(store)
     rules = parse_rules(
         [{"name": "key", "pattern": r"chatcmpl-\d+", "replacement": "[ID]"}], "traces.redaction"
     )
     pool = IngestPool(2, store, rules)
     ingest = Ingest(traces, grace_s=0.05)
-    with AsgiServer(_Lifespan(ingest, pool).app()) as server:
-        yield server, traces, pool
+    try:
+        with AsgiServer(_Lifespan(ingest, pool).app()) as server:
+            yield server, traces, pool
+    finally:
+        traces.close()
+        store.close()
 
 
 def _post(server: AsgiServer, body: bytes) -> tuple[int, bytes]:
