@@ -108,18 +108,21 @@ def test_overloaded_is_unavailable_with_retry_info(channel_to: Any) -> None:
         with pytest.raises(grpc.RpcError) as refused:
             stub.Export(genai_request(3), timeout=10)
         assert stub.Export(genai_request(3), timeout=10) == ExportTraceServiceResponse()
-    error = refused.value
+    assert_retry_in(refused.value, (2, 250_000_000))
+    assert [len(batch) for _, batch in sink.batches] == [3]
+
+
+def assert_retry_in(error: Any, delay: tuple[int, int]) -> None:
+    """UNAVAILABLE with the retry delay where the OpenTelemetry exporters read their back-off
+    from, and in the standard rich status other gRPC clients read."""
     assert error.code() == grpc.StatusCode.UNAVAILABLE
     trailers = dict(error.trailing_metadata())
-    # What the OpenTelemetry exporters read their back-off from ...
     info = RetryInfo.FromString(trailers[RETRY_INFO_TRAILER])
-    assert (info.retry_delay.seconds, info.retry_delay.nanos) == (2, 250_000_000)
-    # ... and the standard rich status other gRPC clients read.
+    assert (info.retry_delay.seconds, info.retry_delay.nanos) == delay
     status = Status.FromString(trailers["grpc-status-details-bin"])
     from_details = RetryInfo()
     assert status.details[0].Unpack(from_details)
     assert from_details == info
-    assert [len(batch) for _, batch in sink.batches] == [3]
 
 
 def test_inflight_limit_is_unavailable_and_shared_with_http(channel_to: Any) -> None:
@@ -220,14 +223,6 @@ def test_the_native_otlp_port_answers_overload_with_retry_info() -> None:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
-    error = refused.value
-    assert error.code() == grpc.StatusCode.UNAVAILABLE
-    trailers = dict(error.trailing_metadata())
-    info = RetryInfo.FromString(trailers[RETRY_INFO_TRAILER])
-    assert (info.retry_delay.seconds, info.retry_delay.nanos) == (2, 250_000_000)
-    status = Status.FromString(trailers["grpc-status-details-bin"])
-    from_details = RetryInfo()
-    assert status.details[0].Unpack(from_details)
-    assert from_details == info
+    assert_retry_in(refused.value, (2, 250_000_000))
     assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert [len(batch) for _, batch in sink.batches] == [3]
