@@ -198,3 +198,72 @@ def test_grpc_requests_reach_the_workers_as_bytes(
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "ExportTraceServiceRequest" in (refused.value.details() or "")
     _wait_traces(traces, 2)
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
+    """A server killed with SIGKILL leaves no ingest worker behind (each watches its parent);
+    what was answered 200 is in the store."""
+    import subprocess
+    import sys
+
+    from tests.support.server_state import free_port
+
+    port = free_port()
+    config = tmp_path / "evalsi.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: {port}}}\n"
+        f"storage: {{sqlite: {{path: {tmp_path / 'e.db'}}}}}\n"
+        "traces: {ingestWorkers: 1}\n"
+    )
+    cmd = [sys.executable, "-c", "import sys; from evalsi.cli import main; sys.exit(main())"]
+    server = subprocess.Popen(
+        [*cmd, "serve", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        status = 0
+        while time.monotonic() < deadline:
+            try:
+                status = _post(_At("127.0.0.1", port), genai_request(16).SerializeToString())[0]
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert status == 200
+        workers = _children(server.pid)
+        assert workers, "no ingest worker was started"
+    finally:
+        server.kill()
+        server.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
+    store = SqlStore.open(tmp_path / "e.db")
+    try:
+        spans, _ = TraceStore(store).list_spans("default", limit=100)
+        assert len(spans) == 16
+    finally:
+        store.close()
+
+
+class _At:
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port

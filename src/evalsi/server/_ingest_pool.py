@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -34,6 +35,7 @@ from evalsi.traces import Batch, Overloaded, RedactionRule, Redactor, prepare, s
 log = logging.getLogger("evalsi.server")
 
 MAX_AUTO_WORKERS = 8
+ORPHAN_CHECK_S = 1.0  # how often a worker checks that the server is still its parent
 WORKER_RETRY_AFTER_S = 1.0
 
 # A worker's answer: ("ok", Batch) | ("undecodable" | "refused", message, hint) | ("busy", message).
@@ -79,7 +81,7 @@ class IngestPool:
                     self.workers,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start_worker,
-                    initargs=(self._location, self._rules),
+                    initargs=(self._location, self._rules, os.getpid()),
                 )
             return self._pool
 
@@ -125,15 +127,26 @@ class IngestPool:
 _WORKER: tuple[TraceStore, Redactor] | None = None
 
 
-def _start_worker(location: str, rules: tuple[RedactionRule, ...]) -> None:
+def _start_worker(location: str, rules: tuple[RedactionRule, ...], server: int) -> None:
     from evalsi.server._serve import GC_THRESHOLDS  # not at import: _serve imports this module
 
     global _WORKER
+    # A worker holds its own end of the task pipe, so it would wait forever for tasks from a
+    # server killed with SIGKILL: it watches for that instead.
+    watch = threading.Thread(target=_exit_with, args=(server,), name="evalsi-orphan-watch")
+    watch.daemon = True
+    watch.start()
     _WORKER = (TraceStore(SqlStore.open(location)), Redactor(rules))
     # As in the server: what start-up built is out of the collector's sight, and a request's
     # thousands of short-lived objects do not trigger a collection every few hundred.
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def _exit_with(server: int) -> None:
+    while os.getppid() == server:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(0)  # the server is gone: nothing will read this worker's answers
 
 
 def _work(project: str, raw: bytes, kind: str) -> _Answer:
