@@ -35,6 +35,7 @@ from evalsi.traces import Batch, Overloaded, RedactionRule, Redactor, prepare, s
 log = logging.getLogger("evalsi.server")
 
 MAX_AUTO_WORKERS = 8
+RESPAWN_AFTER_S = 2.0  # after a worker died (or could not start): 503s, then a new pool
 ORPHAN_CHECK_S = 1.0  # how often a worker checks that the server is still its parent
 WORKER_RETRY_AFTER_S = 1.0
 
@@ -54,7 +55,15 @@ def worker_count(configured: int | None, store: SqlStore) -> int:
                 hint="set traces.ingestWorkers: 0, or use a file store",
             )
         return configured
-    return min(os.cpu_count() or 1, MAX_AUTO_WORKERS) if shared else 0
+    return min(_cpus(), MAX_AUTO_WORKERS) if shared else 0
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a container's cpuset sets it)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class IngestPool:
@@ -73,10 +82,19 @@ class IngestPool:
         self._rules = tuple(redaction)
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._closed = False
+        self._broken_until = 0.0  # after a worker died: no new pool before then
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise Overloaded("the server is stopping; retry", WORKER_RETRY_AFTER_S)
             if self._pool is None:
+                wait = self._broken_until - time.monotonic()
+                if wait > 0:  # a pool that cannot start must not be respawned per request
+                    raise Overloaded(
+                        "the ingest workers failed; retrying them shortly", max(wait, 1.0)
+                    )
                 self._pool = ProcessPoolExecutor(
                     self.workers,
                     mp_context=multiprocessing.get_context("spawn"),
@@ -95,10 +113,14 @@ class IngestPool:
                 pool, _work, project, raw, kind
             )
         except BrokenProcessPool as e:
+            # Every request in the workers fails with it (CPython stops the pool): the senders
+            # retry, and spans a worker had committed are upserted again, not doubled.
             self._reset(pool)
             raise Overloaded(
                 f"an ingest worker process died ({e}); retry", WORKER_RETRY_AFTER_S
             ) from e
+        except RuntimeError as e:  # submitted as the pool shut down (the server stopping)
+            raise Overloaded(f"the ingest workers are stopping ({e}); retry") from e
         if answer[0] == "ok":
             batch: Batch = answer[1]
             return batch
@@ -112,11 +134,15 @@ class IngestPool:
         with self._lock:
             if self._pool is broken:
                 self._pool = None
+                self._broken_until = time.monotonic() + RESPAWN_AFTER_S
+                log.error("an ingest worker died; a new pool starts in %.0f s", RESPAWN_AFTER_S)
         broken.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
-        """Waits for the requests in the workers, then stops them (blocking)."""
+        """Waits for the requests in the workers, then stops them (blocking); later
+        requests are refused with ``Overloaded``."""
         with self._lock:
+            self._closed = True
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
@@ -156,20 +182,20 @@ def _work(project: str, raw: bytes, kind: str) -> _Answer:
         decoded = decode_body(raw, kind)
     except UserError as e:  # exceptions cross back as plain tuples (their pickling drops hints)
         return ("undecodable", e.message, e.hint or "")
-    batch = prepare(
-        project,
-        decoded.spans,
-        redactor,
-        rejected=decoded.rejected,
-        error_message=decoded.error_message,
-    )
-    if batch.rows:
-        try:
+    try:  # failures answered as in-process ingest answers them
+        batch = prepare(
+            project,
+            decoded.spans,
+            redactor,
+            rejected=decoded.rejected,
+            error_message=decoded.error_message,
+        )
+        if batch.rows:
             store.write_rows(batch.rows)
-        except Exception as e:  # noqa: BLE001 - answered as the in-process writer would
-            failure = store_failure(e)
-            if isinstance(failure, UserError):
-                return ("refused", failure.message, failure.hint or "")
-            return ("busy", str(failure))
+    except Exception as e:  # noqa: BLE001 - a row the encoder or the store refuses, or a store down
+        failure = store_failure(e)
+        if isinstance(failure, UserError):
+            return ("refused", failure.message, failure.hint or "")
+        return ("busy", str(failure))
     batch.rows = None  # stored: only the refs go back
     return ("ok", batch)

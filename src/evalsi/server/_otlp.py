@@ -141,12 +141,18 @@ class _Ingest:
                 f"{self.budget.limit} (traces.otlp.maxInflightBytes)",
                 retry_after_s=INFLIGHT_RETRY_AFTER_S,
             )
+        held = True  # the budget is given back once the request's bytes are done with
         try:
             if self.workers is not None and size:
                 pool, batches = self.workers
                 raw, kind = body()
-                batch = await pool.prepare(project, raw, kind)  # decoded and stored there
-                await batches.accept_batch(project, batch)
+                # Decoded and stored in a worker, then assembled; that goes on if this
+                # request is cancelled (the spans may be committed already), and the bytes
+                # count against the budget until it is over.
+                arrival = batches.accept_stored(project, lambda: pool.prepare(project, raw, kind))
+                arrival.add_done_callback(lambda _: self.budget.give_back(size))
+                held = False
+                batch = await asyncio.shield(arrival)
                 return Decoded([], batch.rejected, batch.error_message)
             # A big request takes long enough to decode to stall every other request on the
             # loop; it is decoded in a thread (the GIL still serialises the work).
@@ -155,7 +161,8 @@ class _Ingest:
                 await self.sink.accept(project, decoded.spans)
             return decoded
         finally:
-            self.budget.give_back(size)
+            if held:
+                self.budget.give_back(size)
 
 
 def project_of(header: str | None) -> str:

@@ -20,6 +20,7 @@ second core to decoding and online evaluation.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -126,6 +127,10 @@ class TraceStore(TraceQueries):
             try:
                 self._writer.write(rows, trace_rows)
             except Exception as e:
+                # A fresh connection next time: after a database restart this one is dead.
+                with contextlib.suppress(Exception):
+                    self._writer.close()
+                self._writer = None
                 what = "spans" if rows else "a trace"
                 raise StoreError(f"cannot write {what} to {self.store.location}: {e}") from e
 

@@ -48,6 +48,10 @@ FINISH_BATCH = 256
 requests between turns (the turn awaits the writer's commit), so a burst of due traces
 never stalls ingest for long."""
 
+MAX_HANDING = 64
+"""Batches of completed traces being stored and handed to the policies at once; past it the
+ticker waits (traces then complete later, or early through the open-trace bounds)."""
+
 OnTrace = Callable[[Trace, Record], Awaitable[None]]
 OnFeedback = Callable[[Trace, Record, Feedback], Awaitable[None]]
 
@@ -108,6 +112,9 @@ class Ingest:
         self._wake = asyncio.Event()
         self._stopping = False
         self._handing: set[asyncio.Task[None]] = set()
+        # Requests in ingest workers: their batches are assembled even when the request is
+        # cancelled meanwhile, and ``stop`` waits for them.
+        self._arriving: set[asyncio.Task[Batch]] = set()
         self._accepting = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -129,6 +136,8 @@ class Ingest:
         self._accepting = False
         while self._pending:  # requests whose spans are queued for the writer
             await asyncio.sleep(0.01)
+        while self._arriving:  # requests in ingest workers: stored, then assembled
+            await asyncio.gather(*self._arriving, return_exceptions=True)
         if self._ticker is not None:
             # A flag, not cancel(): wait_for can swallow a cancellation that races its
             # inner wait completing (the wake-up accept just gave), and the loop would go on.
@@ -151,31 +160,64 @@ class Ingest:
 
     async def accept(self, project: str, spans: Sequence[Span]) -> None:
         """Prepares ``spans`` here (redaction, mappers, rows) and accepts them."""
-        if spans:
-            await self.accept_batch(project, prepare(project, spans, self.redactor))
+        if not spans:
+            return
+        self._admit(len(spans))  # before the work: a refused request costs nothing
+        try:
+            batch = prepare(project, spans, self.redactor)
+        except Exception as e:  # a span the row encoder refuses (say, nesting past its limit)
+            raise store_failure(e) from e
+        await self.accept_batch(project, batch)
 
     async def accept_batch(self, project: str, batch: Batch) -> None:
-        """Accepts a prepared batch: stores its rows unless a worker already did, then
-        assembles. Raises ``Overloaded`` having stored none of it, when ingest is full."""
+        """Accepts a prepared batch: stores its rows, then assembles. Raises ``Overloaded``
+        having stored none of it, when ingest is full or not running."""
         if not batch.refs:
             return
-        if self._loop is None or not self._accepting:
-            raise Overloaded("trace ingest is not running (starting or stopping)", 1.0)
+        self._admit(len(batch.refs))
         if batch.rows is not None:
             await self._store_batch(project, batch)
         await self._committed(project, batch)
 
-    async def _store_batch(self, project: str, batch: Batch) -> None:
-        assert batch.rows is not None
-        n = len(batch.refs)
+    def accept_stored(
+        self, project: str, store: Callable[[], Awaitable[Batch]]
+    ) -> asyncio.Future[Batch]:
+        """Admits a request that ``store`` (an ingest worker) decodes, prepares and stores;
+        its batch then joins assembly. The returned future settles after both; cancelling
+        the caller does not stop them (the spans may be committed already), and ``stop``
+        waits for them. Raises ``Overloaded`` at once when ingest is not running."""
+        self._admit(0)
+
+        async def arrive() -> Batch:
+            batch = await store()
+            await self._committed(project, batch)
+            return batch
+
+        task = asyncio.ensure_future(arrive())
+        self._arriving.add(task)
+        task.add_done_callback(self._arrived)
+        return task
+
+    def _arrived(self, task: asyncio.Task[Batch]) -> None:
+        self._arriving.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a request that went away still had it answered
+
+    def _admit(self, spans: int) -> None:
+        if self._loop is None or not self._accepting:
+            raise Overloaded("trace ingest is not running (starting or stopping)", 1.0)
         # One request alone is always let through, however large (the receiver's byte budget
         # bounds it); beside others it waits its turn.
-        if self._pending and self._pending + n > self.max_pending_spans:
+        if self._pending and self._pending + spans > self.max_pending_spans:
             self.stats.refused += 1
             raise Overloaded(
                 f"trace ingest has {self._pending} spans waiting to be stored; retry later",
                 retry_after_s=1.0,
             )
+
+    async def _store_batch(self, project: str, batch: Batch) -> None:
+        assert batch.rows is not None
+        n = len(batch.refs)
         self._pending += n
         stored = self._store(project, batch.rows, ())
         try:
@@ -267,7 +309,10 @@ class Ingest:
             ready.setdefault(pending.project, []).append(summary)
         for project, summaries in ready.items():
             # Not awaited here: the ticker goes on completing (and evicting) while the writer
-            # commits, or a busy writer would hold the open traces past their bound.
+            # commits, or a busy writer would hold the open traces past their bound. But
+            # bounded: reading traces back for the policies must not pile up without limit.
+            while len(self._handing) >= MAX_HANDING:
+                await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
             stored = self._store(project, (), summaries)
             task = asyncio.create_task(self._hand_over(stored, project, summaries))
             self._handing.add(task)

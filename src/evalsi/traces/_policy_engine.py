@@ -328,6 +328,8 @@ class PolicyEngine:
         """Grade a completed trace under every policy that selects and samples it."""
         view = trace_view(trace)
         for key, live in list(self._policies.items()):
+            if key[0] != trace.project:  # another project's policy never sees this trace
+                continue
             if not live.selects(trace, view):
                 live.counts.skipped["not_selected"] += 1
                 continue
@@ -349,7 +351,7 @@ class PolicyEngine:
         view = trace_view(trace)
         signals = [*trace.feedback, feedback] if feedback not in trace.feedback else trace.feedback
         for key, live in list(self._policies.items()):
-            if not live.selects(trace, view):
+            if key[0] != trace.project or not live.selects(trace, view):
                 continue
             known = live.recent.get(trace.trace_id)
             cascade = len(live.spec.cascade)

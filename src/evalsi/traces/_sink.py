@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from evalsi.core import EvalsiError, Span
@@ -37,7 +38,8 @@ class SpanSink(Protocol):
 
 
 class BatchSink(Protocol):
-    """Takes a request an ingest worker already decoded, prepared and stored (``Batch.rows``
-    None), or one prepared but not stored; returns once it is stored and handed to assembly."""
+    """Takes requests an ingest worker decodes, prepares and stores (``Ingest``)."""
 
-    async def accept_batch(self, project: str, batch: Batch) -> None: ...
+    def accept_stored(
+        self, project: str, store: Callable[[], Awaitable[Batch]]
+    ) -> asyncio.Future[Batch]: ...

@@ -15,7 +15,16 @@ import pytest
 
 from evalsi.core import Feedback, Record, Span, SpanEvent, Trace, UserError
 from evalsi.store import SqlStore, TraceStore
-from evalsi.traces import Ingest, Overloaded, Redactor, SpanRef, normalize, parse_rules
+from evalsi.traces import (
+    Batch,
+    Ingest,
+    Overloaded,
+    Redactor,
+    SpanRef,
+    normalize,
+    parse_rules,
+    prepare,
+)
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT, CHILD, LATE = "00f067aa0ba902b7", "00f067aa0ba902b8", "00f067aa0ba902b9"
@@ -350,3 +359,77 @@ async def test_more_spans_than_the_bound_complete_the_oldest_trace_early(
         await ingest.stop()
     summaries, _ = traces.list_traces("default")
     assert {s.trace_id for s in summaries} == {TID, other}
+
+
+def _worker_like(traces: TraceStore, release: asyncio.Event) -> Callable[[], Any]:
+    """What an ingest worker does for a request (prepare, store, hand back the refs), held
+    until ``release`` is set."""
+
+    async def store() -> Batch:
+        await release.wait()
+        batch = prepare("default", _spans(), Redactor(()))
+        assert batch.rows is not None
+        traces.write_rows(batch.rows)
+        batch.rows = None
+        return batch
+
+    return store
+
+
+@run
+async def test_a_request_in_a_worker_is_assembled_even_when_ingest_stops_meanwhile(
+    traces: TraceStore,
+) -> None:
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=3600, on_trace=hook.on_trace)
+    await ingest.start()
+    release = asyncio.Event()
+    arrival = ingest.accept_stored("default", _worker_like(traces, release))
+    stopping = asyncio.create_task(ingest.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done()  # stop waits for the request in the worker
+    with pytest.raises(Overloaded):  # while new requests are refused
+        ingest.accept_stored("default", _worker_like(traces, release))
+    release.set()
+    batch = await arrival
+    await stopping
+    assert batch.spans == 2
+    assert [t.trace_id for t, _ in hook.traces] == [TID]  # flushed at stop, graded
+    (summary,), _ = traces.list_traces("default")
+    assert summary.span_count == 2
+
+
+@run
+async def test_a_cancelled_request_in_a_worker_still_reaches_assembly(traces: TraceStore) -> None:
+    """A sender that gives up (a gRPC deadline) does not undo a commit: the batch joins its
+    trace, which is summarised and graded."""
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=0.05, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        release = asyncio.Event()
+        arrival = ingest.accept_stored("default", _worker_like(traces, release))
+        request = asyncio.ensure_future(asyncio.shield(arrival))
+        await asyncio.sleep(0.01)
+        request.cancel()
+        release.set()
+        await _wait(hook, 1)
+    finally:
+        await ingest.stop()
+    (summary,), _ = traces.list_traces("default")
+    assert summary.trace_id == TID
+
+
+@run
+async def test_spans_the_row_encoder_refuses_are_a_user_error(traces: TraceStore) -> None:
+    nested: Any = "leaf"
+    for _ in range(300):  # past the JSON encoder's nesting limit
+        nested = [nested]
+    ingest = Ingest(traces)
+    await ingest.start()
+    try:
+        with pytest.raises(UserError, match="refused these spans"):
+            await ingest.accept("default", [Span(TID, ROOT, name="deep", attributes={"x": nested})])
+        assert traces.get_trace("default", TID) is None
+    finally:
+        await ingest.stop()
