@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -432,6 +433,37 @@ def test_parser_notes_a_kernel_panic_and_an_init_failure() -> None:
 
 
 def _supervise(argv: list[str], tmp: Path, **over: Any) -> tuple[dict[str, Any], Any]:
+    """The supervisor run in a fresh process: it forks, and a child forked inside pytest
+    inherits what other tests loaded (grpcio's fork handlers wrote their poller's errors to
+    the child's stderr once a test had run a gRPC server)."""
+    script = (
+        "import json, sys, pathlib\n"
+        "from tests.unit.sandbox.test_sandbox_firecracker import _supervise_here\n"
+        "report, p = _supervise_here(json.loads(sys.argv[1]), pathlib.Path(sys.argv[2]),"
+        " **json.loads(sys.argv[3]))\n"
+        "print(json.dumps({'report': report, 'stdout': bytes(p.stdout).hex(),"
+        " 'stderr': bytes(p.stderr).hex(), 'corrupt': p.corrupt,"
+        " 'exit_report': p.exit_report}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(argv), str(tmp), json.dumps(over)],
+        cwd=Path(__file__).resolve().parents[3],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    parsed = SimpleNamespace(
+        stdout=bytes.fromhex(out["stdout"]),
+        stderr=bytes.fromhex(out["stderr"]),
+        corrupt=out["corrupt"],
+        exit_report=out["exit_report"],
+    )
+    return out["report"], parsed
+
+
+def _supervise_here(argv: list[str], tmp: Path, **over: Any) -> tuple[dict[str, Any], Any]:
     job = _job(argv=argv, **over)
 
     def setup() -> None:
