@@ -1,12 +1,11 @@
 """The ingest pipeline behind the OTLP receiver: prepare, store, assemble, hand over.
 
 ``accept`` (the receiver's ``SpanSink``) prepares a request's spans (``traces._prepare``:
-redacted, normalised, encoded as rows, with the ``SpanRef``s assembly keeps) and hands the
-``Batch`` to ``accept_batch``, as an ingest worker process's batch is handed. When the rows
-are still to be stored it waits until a writer thread has committed them, so an OTLP 200
-means the spans survive a crash; the writer drains whatever requests are queued into one
-transaction (group commit) and runs in its own thread so SQLite's work overlaps the event
-loop. A batch an ingest worker process already stored (``rows`` None) goes straight on.
+redacted, normalised, encoded as rows, with the ``SpanRef``s assembly keeps) and waits until a
+writer thread has committed the rows, so an OTLP 200 means the spans survive a crash; the
+writer drains whatever requests are queued into one transaction (group commit) and runs in
+its own thread so SQLite's work overlaps the event loop. ``accept_stored`` takes a request an
+ingest worker process prepares and stores itself; its batch joins assembly the same way.
 
 A ticker completes traces (``Assembler`` over refs), summarises each from its refs, stores the
 trace rows through the same writer (never a connection of their own: two SQLite writers in
@@ -167,16 +166,7 @@ class Ingest:
             batch = prepare(project, spans, self.redactor)
         except Exception as e:  # a span the row encoder refuses (say, nesting past its limit)
             raise store_failure(e) from e
-        await self.accept_batch(project, batch)
-
-    async def accept_batch(self, project: str, batch: Batch) -> None:
-        """Accepts a prepared batch: stores its rows, then assembles. Raises ``Overloaded``
-        having stored none of it, when ingest is full or not running."""
-        if not batch.refs:
-            return
-        self._admit(len(batch.refs))
-        if batch.rows is not None:
-            await self._store_batch(project, batch)
+        await self._store_batch(project, batch)
         await self._committed(project, batch)
 
     def accept_stored(
