@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from evalsi.core import Span, SpanView
+from evalsi.core import Feedback, Span, SpanView
 from evalsi.store import SqlStore, TraceStore, TraceSummary
 from evalsi.store import _migrations as migrations_module
 from evalsi.store._migrations import MIGRATIONS
@@ -56,7 +56,7 @@ def test_a_version_3_store_gains_the_trace_tables(
         old.close()
     store = SqlStore.open(url)
     try:
-        assert store.migrations_applied == [4]
+        assert store.migrations_applied == [4, 5]
         inspector = sa.inspect(store.engine)
         for table in (spans, traces, trace_feedback):
             columns = {c["name"] for c in inspector.get_columns(table.name)}
@@ -68,6 +68,39 @@ def test_a_version_3_store_gains_the_trace_tables(
         got = ts.get_trace("default", f"{1:016x}{0:016x}")
         assert got is not None
         assert len(got.spans) == 8
+        ts.close()
+    finally:
+        store.close()
+
+
+def test_a_version_4_store_keeps_its_feedback_and_gains_the_key(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thumbs = Feedback(trace_id="ab" * 16, name="thumbs", value=-1, time_unix_nano=7)
+    with monkeypatch.context() as m:  # the evalsi before this migration: no key, no dedup
+        m.setattr(migrations_module, "SCHEMA_VERSION", 4)
+        m.setattr(migrations_module, "MIGRATIONS", MIGRATIONS[:4])
+        old = SqlStore.open(url)
+        with old.engine.begin() as conn:
+            for _ in range(2):  # what a retry left behind before schema 5
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO trace_feedback (project_id, tenant_id, trace_id, "
+                        "session_id, name, value, label, comment, source, time_ns, "
+                        "received_at) VALUES ('default', '', :t, '', 'thumbs', -1, '', '', "
+                        "'api', 7, 1.0)"
+                    ),
+                    {"t": thumbs.trace_id},
+                )
+        old.close()
+    store = SqlStore.open(url)
+    try:
+        assert store.migrations_applied == [5]
+        ts = TraceStore(store)
+        assert len(ts.feedback_for("default", trace_id=thumbs.trace_id)) == 2  # kept as they were
+        assert ts.add_feedback("default", thumbs) is True  # old rows have keys of their own
+        assert ts.add_feedback("default", thumbs) is False
+        assert len(ts.feedback_for("default", trace_id=thumbs.trace_id)) == 3
         ts.close()
     finally:
         store.close()

@@ -204,6 +204,7 @@ def test_feedback_round_trip(client: evalsi.Client) -> None:
     stored = client.post_feedback(Feedback(trace_id=tid(1), name="thumbs", value=-1, comment="no"))
     assert (stored.source, stored.value) == ("api", -1.0)
     assert stored.time_unix_nano > 0
+    client.post_feedback(stored)  # a retry of the same signal is stored once
     client.post_feedback(Feedback(session_id="sess1", name="csat", label="happy"))
     got = client.get_trace(tid(1))
     assert [(f.name, f.value, f.comment) for f in got.trace.feedback] == [("thumbs", -1.0, "no")]

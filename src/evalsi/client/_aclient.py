@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -571,6 +572,10 @@ class AsyncClient(AsyncPolicyMixin):
         return [span_from_proto(s) for s in found]
 
     async def post_feedback(self, feedback: Feedback, *, project_id: str = "") -> Feedback:
+        """Attach a late signal to a trace or a session. Stamped with the time now when it has
+        none, so the retries of this call are one signal to the server (stored once)."""
+        if not feedback.time_unix_nano:
+            feedback = dataclasses.replace(feedback, time_unix_nano=time.time_ns())
         request = tr_pb.PostFeedbackRequest(
             project_id=project_id, feedback=feedback_to_proto(feedback)
         )

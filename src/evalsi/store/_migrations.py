@@ -165,6 +165,16 @@ def _traces(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
+def _feedback_key(conn: sa.Connection) -> None:
+    # Feedback re-sent (an exporter retrying a span with a feedback event, a client retrying
+    # PostFeedback) is stored once: rows get a key, unique per project.
+    _add(conn, "trace_feedback", "key VARCHAR(64)")
+    conn.exec_driver_sql("UPDATE trace_feedback SET key = 'pk:' || CAST(pk AS VARCHAR(20))")
+    conn.exec_driver_sql(
+        "CREATE UNIQUE INDEX trace_feedback_key ON trace_feedback (project_id, key)"
+    )
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -176,6 +186,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(3, "judge calibrations", _calibrations),
     Migration(4, "spans, traces and trace feedback (Watch)", _traces),
+    Migration(5, "a key on trace feedback, so a re-sent signal is stored once", _feedback_key),
 )
 """In order; append only. A migration, once released, is never edited."""
 

@@ -31,7 +31,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -232,6 +232,9 @@ trace_feedback = Table(
     Column("source", String(32), nullable=False),  # api | span_event
     Column("time_ns", BigInteger, nullable=False),
     Column("received_at", Float, nullable=False),
+    # what makes a re-sent signal the same one (a hash of its fields, see store/_traces.py);
+    # rows from before schema 5 have "pk:<pk>"
+    Column("key", String(64)),
 )
 """Late signals (thumbs, labels, scores) joined to a trace or a session."""
 
@@ -241,3 +244,4 @@ Index("traces_session", traces.c.project_id, traces.c.session_id, traces.c.start
 Index("trace_feedback_trace", trace_feedback.c.project_id, trace_feedback.c.trace_id)
 Index("trace_feedback_session", trace_feedback.c.project_id, trace_feedback.c.session_id)
 Index("trace_feedback_received", trace_feedback.c.project_id, trace_feedback.c.received_at)
+Index("trace_feedback_key", trace_feedback.c.project_id, trace_feedback.c.key, unique=True)

@@ -21,16 +21,18 @@ second core to decoding and online evaluation.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import sqlalchemy as sa
 
 from evalsi.core import Feedback, Span, SpanView, StoreError, UserError
 from evalsi.store._runs import check_project_id
-from evalsi.store._schema import trace_feedback
+from evalsi.store._schema import runs, trace_feedback
 from evalsi.store._trace_queries import (
     MAX_PAGE,
     PREVIEW_CHARS,
@@ -53,6 +55,14 @@ __all__ = [
     "TraceSummary",
     "preview",
 ]
+
+
+def feedback_key(feedback: Feedback, time_ns: int) -> str:
+    """What identifies a signal: 32 hex digits of a hash of all it says."""
+    f = feedback
+    fields = (f.trace_id, f.session_id, f.name, f.value, f.label, f.comment, f.source, time_ns)
+    return hashlib.sha256(orjson.dumps(fields)).hexdigest()[:32]
+
 
 DELETE_BATCH = 5000
 """Rows per retention delete: each batch is its own short transaction, so ingest waits at most
@@ -135,14 +145,20 @@ class TraceStore(TraceQueries):
                 raise StoreError(f"cannot write {what} to {self.store.location}: {e}") from e
 
     # -- feedback ----------------------------------------------------------------------------------
-    def add_feedback(self, project: str, feedback: Feedback) -> None:
-        """Store a late signal for a trace or a session (at least one id is needed)."""
+    def add_feedback(self, project: str, feedback: Feedback) -> bool:
+        """Store a late signal for a trace or a session (at least one id is needed).
+
+        Idempotent: the same signal sent again (same ids, name, value, label, comment, source
+        and time) is stored once. Returns whether it was new. Set ``time_unix_nano`` to make
+        retries of one signal the same; without it the time received is used.
+        """
         check_project_id(project)
         f = feedback
         if not f.trace_id and not f.session_id:
             raise UserError("feedback: give a trace_id or a session_id to attach it to")
         if not f.name:
             raise UserError("feedback.name: must not be empty")
+        time_ns = f.time_unix_nano or time.time_ns()
         row = {
             "project_id": project,
             "trace_id": f.trace_id,
@@ -152,12 +168,24 @@ class TraceStore(TraceQueries):
             "label": f.label,
             "comment": f.comment,
             "source": f.source,
-            "time_ns": f.time_unix_nano or time.time_ns(),
+            "time_ns": time_ns,
             "received_at": time.time(),
+            "key": feedback_key(f, time_ns),
         }
+        insert: Any
+        if self._pg:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        statement = (
+            insert(trace_feedback)
+            .values(row)
+            .on_conflict_do_nothing()
+            .returning(trace_feedback.c.pk)  # a row back only when it was inserted
+        )
         try:
             with self.engine.begin() as conn:
-                conn.execute(trace_feedback.insert().values(row))
+                return conn.execute(statement).first() is not None
         except sa.exc.SQLAlchemyError as e:
             raise StoreError(f"cannot write feedback to {self.store.location}: {e}") from e
 
@@ -190,7 +218,51 @@ class TraceStore(TraceQueries):
             deleted += self._delete_batches(
                 "trace_feedback", "project_id = :p AND received_at < :c", project, cutoff_s
             )
+            deleted += self._delete_scores_of_gone_traces(project)
         return deleted
+
+    def _delete_scores_of_gone_traces(self, project: str) -> int:
+        """The rows online policies stored for traces no longer kept: a ``watch`` run's
+        results are keyed by a hash of the trace id, and ``record_id`` is the trace id.
+        One pass over each run in key order, a batch per transaction."""
+        with self.engine.connect() as conn:
+            watch_runs = conn.execute(
+                sa.select(runs.c.pk).where(runs.c.project_id == project, runs.c.kind == "watch")
+            ).scalars()
+            run_pks = list(watch_runs)
+        gone = (
+            "SELECT seq, trial, evaluator FROM results r WHERE r.run = :run {after}"
+            "AND NOT EXISTS (SELECT 1 FROM traces t "
+            "WHERE t.project_id = :p AND t.trace_id = r.record_id) "
+            f"ORDER BY r.seq, r.trial, r.evaluator LIMIT {DELETE_BATCH}"
+        )
+        first = sa.text(gone.format(after=""))
+        then = sa.text(gone.format(after="AND (r.seq, r.trial, r.evaluator) > (:s, :t, :e) "))
+        delete = sa.text(
+            "DELETE FROM results WHERE run = :run AND seq = :s AND trial = :t AND evaluator = :e"
+        )
+        total = 0
+        try:
+            for run in run_pks:
+                params: dict[str, Any] = {"run": run, "p": project}
+                query = first
+                while True:
+                    with self.engine.begin() as conn:
+                        keys = conn.execute(query, params).fetchall()
+                        if keys:
+                            conn.execute(
+                                delete, [{"run": run, "s": s, "t": t, "e": e} for s, t, e in keys]
+                            )
+                    total += len(keys)
+                    if len(keys) < DELETE_BATCH:
+                        break
+                    params.update(zip("ste", keys[-1], strict=True))
+                    query = then
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(
+                f"cannot delete the scores of expired traces in {self.store.location}: {e}"
+            ) from e
+        return total
 
     def _delete_batches(self, table: str, where: str, project: str, cutoff: float) -> int:
         row = "ctid" if self._pg else "rowid"  # ours, not user data

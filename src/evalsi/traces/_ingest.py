@@ -251,8 +251,10 @@ class Ingest:
     # -- late signals ------------------------------------------------------------------------
 
     async def feedback(self, project: str, feedback: Feedback) -> None:
-        """Stores a late signal and joins it to its trace (open or completed)."""
-        await asyncio.to_thread(self.writer.add_feedback, project, feedback)
+        """Stores a late signal and joins it to its trace (open or completed). A signal
+        already stored (re-sent) is not counted or joined again."""
+        if not await asyncio.to_thread(self.writer.add_feedback, project, feedback):
+            return
         self.stats.feedback += 1
         if not feedback.trace_id:
             return  # a session-level signal: stored, read by queries and session evaluators

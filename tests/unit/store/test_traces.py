@@ -13,6 +13,8 @@ from evalsi.core import (
     STATUS_ERROR,
     STATUS_OK,
     Feedback,
+    Outcome,
+    ResultBatch,
     Span,
     SpanEvent,
     SpanView,
@@ -24,6 +26,7 @@ from evalsi.core import (
 from evalsi.store import SqlStore, TraceStore, TraceSummary
 from evalsi.store import _trace_rows as trace_rows
 from evalsi.store import _traces as traces_module
+from evalsi.traces._sampling import result_key
 
 S = 1_000_000_000  # ns per second
 T0 = 1_700_000_000 * S
@@ -397,6 +400,23 @@ def test_feedback_on_traces_and_sessions(ts: TraceStore) -> None:
         ts.add_feedback("default", Feedback(trace_id=tid(1), name=""))
 
 
+def test_feedback_sent_again_is_stored_once(ts: TraceStore) -> None:
+    thumbs = Feedback(trace_id=tid(1), name="thumbs", value=-1, time_unix_nano=5)
+    assert ts.add_feedback("default", thumbs) is True
+    assert ts.add_feedback("default", Feedback(**vars_of(thumbs))) is False  # a retry
+    assert ts.add_feedback("other", thumbs) is True  # another project's signal
+    # anything that differs makes it another signal
+    assert ts.add_feedback("default", Feedback(**{**vars_of(thumbs), "time_unix_nano": 6}))
+    assert ts.add_feedback("default", Feedback(**{**vars_of(thumbs), "value": 1}))
+    assert ts.add_feedback("default", Feedback(**{**vars_of(thumbs), "source": "span_event"}))
+    assert len(ts.feedback_for("default", trace_id=tid(1))) == 4
+    assert len(ts.feedback_for("other", trace_id=tid(1))) == 1
+
+
+def vars_of(feedback: Feedback) -> dict[str, object]:
+    return {f.name: getattr(feedback, f.name) for f in dataclasses.fields(feedback)}
+
+
 def test_delete_expired_by_project_ttl(ts: TraceStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(traces_module, "DELETE_BATCH", 2)  # several batches per table
     for project in ("a", "b", "c"):
@@ -416,6 +436,41 @@ def test_delete_expired_by_project_ttl(ts: TraceStore, monkeypatch: pytest.Monke
     assert ts.list_traces("c")[0] == []
     assert ts.delete_expired(now_s, 60.0, {"b": None, "c": 10.0}) == 0
     assert ts.delete_expired(now_s, None) == 0  # no TTL: nothing goes
+
+
+def test_expired_traces_take_their_policy_scores_with_them(
+    ts: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(traces_module, "DELETE_BATCH", 2)  # several batches, resumed by key
+    store = ts.store
+    old = [tid(1), tid(3), tid(4)]  # end at T0 + 10 s
+    for project in ("a", "b"):
+        for n in (1, 2, 3, 4):
+            start = 0 if tid(n) in old else 100
+            ts.write_spans(project, [span(n, 1, start_s=start, dur_s=10)])
+            ts.upsert_trace(project, summary([span(n, 1, start_s=start, dur_s=10)]))
+    watch = {p: store.create_run(kind="watch", spec={}, project_id=p).id for p in ("a", "b")}
+    graded = store.create_run(kind="score", spec={}, project_id="a").id  # not a policy's
+
+    def scores(run_id: str, trace_ids: list[str]) -> None:
+        rows = []
+        for index in range(2):  # two evaluators
+            for trace_id in trace_ids:
+                seq, trial = result_key(trace_id)
+                batch = ResultBatch(f"e{index}", f"e{index}", "m", [trace_id], trial=trial)
+                batch.set_outcome(0, Outcome.SKIPPED, "x")
+                rows.append((index, seq, batch))
+        store.write_batches(run_id, rows)
+
+    everything = [tid(n) for n in (1, 2, 3, 4)]
+    for run_id in (*watch.values(), graded):
+        scores(run_id, everything)
+    deleted = ts.delete_expired(T0 / S + 150, 60.0, {"b": None})
+    assert deleted == 3 + 3 + 3 * 2  # a's old spans and traces, then 2 scores of each
+    assert {r.record_id for _, _, r in store.iter_results(watch["a"])} == {tid(2)}
+    assert store.count_results(watch["b"]) == 8  # b keeps everything
+    assert store.count_results(graded) == 8  # an offline run's rows are not retention's
+    assert ts.delete_expired(T0 / S + 150, 60.0, {"b": None}) == 0
 
 
 def test_feedback_expires_by_when_it_was_received(ts: TraceStore) -> None:
