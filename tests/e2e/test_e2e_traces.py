@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
-from evalsi.core import STATUS_ERROR, Content, Feedback, Record, Span, Trace
+from evalsi.core import STATUS_ERROR, Content, Feedback, Record, Span, SpanLink, Trace
 from evalsi.server._traces import TraceHandler
 from evalsi.store import SqlStore, TraceStore, TraceSummary
 from evalsi.traces import normalize_all
@@ -96,6 +96,7 @@ def seed(path: str) -> None:
                         "gen_ai.tool.name": "refund",
                     },
                     resource=resource,
+                    links=[SpanLink(tid(n + 50), sid(9), {"why": "approval"})] if n == 3 else [],
                 ),
             ]
             normalize_all(spans)  # as ingest does: the store keeps attributes, not views
@@ -220,13 +221,16 @@ def test_show_against_a_server(cli: Cli, server: str) -> None:
     assert lines[1:4] == [
         "agent  handle order (order-agent)  2000.0 ms  ok",
         "└─ llm  chat (gpt-4o)  900.0 ms  ok",
-        "   └─ tool  execute_tool refund (refund)  250.0 ms  ok",
+        f"   └─ tool  execute_tool refund (refund)  250.0 ms  ok  linked to {tid(53)}/{sid(9)}",
     ]
     assert lines[4:] == ["feedback:", '  thumbs  -1  "slow"', "scores: (none)"]
     failed = cli("traces", "show", tid(2), "--server", server)
     assert "tool  execute_tool refund (refund)  250.0 ms  error: card declined" in failed.stdout
     doc = parse_json_stdout(cli("traces", "show", tid(3), "--server", server, "--format", "json"))
     assert [s["type"] for s in doc["spans"]] == ["agent", "llm", "tool"]
+    assert doc["spans"][2]["links"] == [
+        {"trace_id": tid(53), "span_id": sid(9), "attributes": {"why": "approval"}}
+    ]
     assert doc["spans"][1]["view"] == {
         "type": "llm",
         "convention": "otel-genai/1.27",

@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
+from opentelemetry import trace as trace_api
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
 )
@@ -66,13 +67,22 @@ def sdk_spans() -> Sequence[ReadableSpan]:
         ) as llm:
             llm.add_event("gen_ai.user.message", {"content": "hi", "index": 0})
             llm.set_status(Status(StatusCode.OK))
-        with tracer.start_as_current_span("execute_tool search") as tool:
+        planner = trace_api.SpanContext(
+            trace_id=0x5B8EFFF798038103D269B633813FC60C,
+            span_id=0xEEE19B7EC3C1B174,
+            is_remote=True,
+            trace_flags=trace_api.TraceFlags(1),
+        )
+        with tracer.start_as_current_span(
+            "execute_tool search", links=[trace_api.Link(planner, {"handoff": "planner"})]
+        ) as tool:
             tool.set_attribute("gen_ai.tool.name", "search")
             tool.record_exception(ValueError("no results"))
             tool.set_status(Status(StatusCode.ERROR, "tool failed"))
     provider.shutdown()
     spans = memory.get_finished_spans()
     assert len(spans) == 3
+    assert [len(s.links) for s in spans] == [0, 1, 0]  # the tool span carries one
     return spans
 
 
@@ -101,6 +111,14 @@ def assert_arrived(sent: Sequence[ReadableSpan], got: list[Span]) -> None:
         assert [(e.name, e.time_unix_nano, e.attributes) for e in received.events] == [
             (e.name, e.timestamp, {k: _plain(v) for k, v in (e.attributes or {}).items()})
             for e in span.events
+        ]
+        assert [(k.trace_id, k.span_id, k.attributes) for k in received.links] == [
+            (
+                format(k.context.trace_id, "032x"),
+                format(k.context.span_id, "016x"),
+                dict(k.attributes or {}),
+            )
+            for k in span.links
         ]
         assert received.resource == dict(span.resource.attributes)
         scope = span.instrumentation_scope

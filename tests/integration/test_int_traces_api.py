@@ -23,6 +23,7 @@ from evalsi.core import (
     NotFoundError,
     Span,
     SpanEvent,
+    SpanLink,
     Trace,
 )
 from evalsi.server._traces import TraceHandler
@@ -89,6 +90,7 @@ def trace_spans(n: int, *, service: str = "bot", failed: bool = False) -> list[S
         resource=resource,
         scope_name="openai",
         scope_version="1.0",
+        links=[SpanLink(tid(n + 100), sid(7), {"handoff": "planner"})],
     )
     tool = Span(
         tid(n),

@@ -213,7 +213,8 @@ def show_trace(args: argparse.Namespace) -> int:
         if span.error and span.status_message:
             status += f": {span.status_message}"
         kind = view.type if view is not None else "generic"
-        print(f"{prefix}{kind}  {label}  {_ms(span.duration_ms)}  {status}")
+        links = "".join(f"  linked to {k.trace_id}/{k.span_id}" for k in span.links)
+        print(f"{prefix}{kind}  {label}  {_ms(span.duration_ms)}  {status}{links}")
     if feedback:
         print("feedback:")
         for f in feedback:
@@ -523,6 +524,10 @@ def _span_json(s: Span) -> dict[str, Any]:
                 "attributes": attr_json(e.attributes),
             }
             for e in s.events
+        ],
+        "links": [
+            {"trace_id": k.trace_id, "span_id": k.span_id, "attributes": attr_json(k.attributes)}
+            for k in s.links
         ],
         "view": _view_json(s),
     }

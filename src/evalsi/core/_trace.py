@@ -49,6 +49,16 @@ class SpanEvent:
 
 
 @dataclass(slots=True)
+class SpanLink:
+    """A link from a span to another span, maybe of another trace (OTLP ``Span.Link``): the
+    requests a batch step served, the run an agent handed work over from."""
+
+    trace_id: str
+    span_id: str
+    attributes: dict[str, AttrValue] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class SpanView:
     """What a mapper read from one span, in canonical terms.
 
@@ -96,6 +106,7 @@ class Span:
     scope_version: str = ""
     # Set by ``normalize`` at ingest (after redaction), before anything is stored.
     view: SpanView | None = None
+    links: list[SpanLink] = field(default_factory=list)
 
     @property
     def is_root(self) -> bool:

@@ -27,7 +27,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from evalsi.core import Span, SpanEvent, UserError
+from evalsi.core import Span, SpanEvent, SpanLink, UserError
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -251,7 +251,12 @@ def _json_request(doc: dict[str, Any]) -> Decoded:
                     scope_name=scope_name,
                     scope_version=scope_version,
                 )
+                links = [_json_link(k) for k in _list(span.get("links"))]
+                if links:
+                    decoded.links = [SpanLink(t.hex(), i.hex(), a) for t, i, a in links]
                 problem = _bad_ids(trace_id, span_id, parent)
+                if not problem and links and _bad_links([(t, i) for t, i, _ in links]):
+                    problem = _BAD_LINK
                 if problem:
                     reasons[problem] = reasons.get(problem, 0) + 1
                 else:
@@ -265,6 +270,15 @@ def _json_event(event: Any) -> SpanEvent:
         _str(event.get("name")),
         _int(_field(event, "timeUnixNano", "time_unix_nano"), _UINT64),
         _json_attrs(event.get("attributes")),
+    )
+
+
+def _json_link(link: Any) -> tuple[bytes, bytes, dict[str, Any]]:
+    link = _obj(link, "links[]")
+    return (
+        _hex(_field(link, "traceId", "trace_id")),
+        _hex(_field(link, "spanId", "span_id")),
+        _json_attrs(link.get("attributes")),
     )
 
 
@@ -416,6 +430,10 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
                 if problem:
                     reasons[problem] = reasons.get(problem, 0) + 1
                     continue
+                links = span.links
+                if links and _bad_links([(k.trace_id, k.span_id) for k in links]):
+                    reasons[_BAD_LINK] = reasons.get(_BAD_LINK, 0) + 1
+                    continue
                 status = span.status
                 events = span.events
                 append(
@@ -438,6 +456,12 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
                         resource=resource,
                         scope_name=scope_name,
                         scope_version=scope_version,
+                        links=[
+                            SpanLink(k.trace_id.hex(), k.span_id.hex(), attrs(k.attributes))
+                            for k in links
+                        ]
+                        if links
+                        else [],
                     )
                 )
     return _decoded(spans, reasons)
@@ -452,6 +476,13 @@ def _bad_ids(trace_id: bytes, span_id: bytes, parent: bytes) -> str:
     if parent and len(parent) != 8:
         return "with a parent span id that is not 8 bytes"
     return ""
+
+
+_BAD_LINK = "with a link whose trace id is not 16 bytes or span id not 8 bytes (or all zero)"
+
+
+def _bad_links(ids: list[tuple[bytes, bytes]]) -> bool:
+    return any(len(t) != 16 or t == _ZERO_TRACE or len(s) != 8 or s == _ZERO_SPAN for t, s in ids)
 
 
 def _attrs(key_values: Any) -> dict[str, Any]:

@@ -165,7 +165,8 @@ def _traces(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
-def _feedback_key(conn: sa.Connection) -> None:
+def _feedback_key_and_links(conn: sa.Connection) -> None:
+    _add(conn, "spans", "links TEXT")  # OTLP span links, kept as received
     # Feedback re-sent (an exporter retrying a span with a feedback event, a client retrying
     # PostFeedback) is stored once: rows get a key, unique per project.
     _add(conn, "trace_feedback", "key VARCHAR(64)")
@@ -186,7 +187,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(3, "judge calibrations", _calibrations),
     Migration(4, "spans, traces and trace feedback (Watch)", _traces),
-    Migration(5, "a key on trace feedback, so a re-sent signal is stored once", _feedback_key),
+    Migration(
+        5,
+        "span links; a key on trace feedback, so a re-sent signal is stored once",
+        _feedback_key_and_links,
+    ),
 )
 """In order; append only. A migration, once released, is never edited."""
 

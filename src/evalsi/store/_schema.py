@@ -189,7 +189,9 @@ spans = Table(
     Column("attributes", Text),  # JSON objects as text (orjson); NULL when empty
     Column("events", Text),
     Column("resource", Text),
-    Column("view", Text),  # the SpanView (input, output, tool_call, documents, usage...)
+    # the SpanView as stored before schema 5 (now NULL: views are rebuilt on read)
+    Column("view", Text),
+    Column("links", Text),  # JSON [[trace id, span id, attributes], ...]; NULL without links
     PrimaryKeyConstraint("project_id", "trace_id", "span_id"),
 )
 """Spans as received, one row per (project, trace, span id); a re-sent span replaces its row

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from evalsi.core import Span, SpanEvent, SpanView, ToolCall, Usage
+from evalsi.core import Span, SpanEvent, SpanLink, SpanView, ToolCall, Usage
 from evalsi.core._trace import SPAN_TYPES
 
 SPAN_COLUMNS = (
@@ -42,8 +42,9 @@ SPAN_COLUMNS = (
     "events",
     "resource",
     "view",
+    "links",
 )
-CHUNK = 1024  # rows per statement: 20 parameters each, under SQLite's 32,766 (PG: 65,535)
+CHUNK = 1024  # rows per statement: 21 parameters each, under SQLite's 32,766 (PG: 65,535)
 
 _B64 = "$b64"
 _USAGE = ("input_tokens", "output_tokens", "total_tokens", "cost_usd", "latency_ms")
@@ -166,6 +167,7 @@ def span_rows(project: str, spans: Iterable[Span]) -> list[tuple[Any, ...]]:
             # attributes when a span is read (``TraceStore(views=...)``). Stored, its content
             # doubled the row and cost ~40% of SQLite's work per span (measured).
             None,
+            dumps([[k.trace_id, k.span_id, k.attributes] for k in s.links]) if s.links else None,
         )
     return list(rows.values())
 
@@ -383,6 +385,7 @@ def span_from_row(row: Sequence[Any]) -> Span:
         events,
         resource,
         view,
+        links,
     ) = row
     scope_name, _, scope_version = (scope or "").partition("\t")
     return Span(
@@ -401,4 +404,5 @@ def span_from_row(row: Sequence[Any]) -> Span:
         scope_name=scope_name,
         scope_version=scope_version,
         view=view_from_dict(loads(view, {})) if view is not None else None,
+        links=[SpanLink(t, i, a) for t, i, a in loads(links, [])],
     )

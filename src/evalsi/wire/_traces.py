@@ -18,7 +18,17 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import trace_pb2
-from evalsi.core import Feedback, JsonValue, Outcome, Score, Span, SpanEvent, SpanView, Trace
+from evalsi.core import (
+    Feedback,
+    JsonValue,
+    Outcome,
+    Score,
+    Span,
+    SpanEvent,
+    SpanLink,
+    SpanView,
+    Trace,
+)
 from evalsi.core._trace import SPAN_TYPES
 from evalsi.store import SessionSummary, TraceScore, TraceSummary
 from evalsi.wire._json import (
@@ -108,6 +118,9 @@ def span_to_proto(span: Span) -> trace_pb2.Span:
         e = out.events.add(name=event.name)
         set_ns(e.time, event.time_unix_nano)
         _set_attrs(e.attributes, event.attributes)
+    for link in span.links:
+        k = out.links.add(trace_id=link.trace_id, span_id=link.span_id)
+        _set_attrs(k.attributes, link.attributes)
     if span.view is not None:
         _set_view(out.view, span.view)
     return out
@@ -169,6 +182,10 @@ def span_from_proto(message: trace_pb2.Span) -> Span:
         scope_name=str(message.scope_name),
         scope_version=str(message.scope_version),
         view=view,
+        links=[
+            SpanLink(str(k.trace_id), str(k.span_id), struct_from_proto(k.attributes))
+            for k in message.links
+        ],
     )
 
 

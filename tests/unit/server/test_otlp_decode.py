@@ -151,6 +151,40 @@ def test_a_span_with_bad_ids_is_rejected_alone(fields: dict[str, bytes], why: st
     assert f"1 span(s) with a {why}" in decoded.error_message
 
 
+def test_links_arrive_with_their_attributes() -> None:
+    request = one_span_request()
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    other_trace = bytes(range(20, 36))
+    link = span.links.add(trace_id=other_trace, span_id=PARENT)
+    link.attributes.append(kv("handoff", "planner"))
+    span.links.add(trace_id=TRACE, span_id=PARENT)
+
+    [got] = decode(request.SerializeToString()).spans
+
+    assert [(k.trace_id, k.span_id, k.attributes) for k in got.links] == [
+        (other_trace.hex(), PARENT.hex(), {"handoff": "planner"}),
+        (TRACE.hex(), PARENT.hex(), {}),
+    ]
+    [plain] = decode(one_span_request().SerializeToString()).spans
+    assert plain.links == []
+
+
+@pytest.mark.parametrize(
+    "link", [{"trace_id": TRACE[:8], "span_id": PARENT}, {"trace_id": TRACE, "span_id": bytes(8)}]
+)
+def test_a_span_with_a_bad_link_is_rejected_alone(link: dict[str, bytes]) -> None:
+    request = one_span_request()
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans[0].links.add(**link)
+    spans.add(trace_id=TRACE, span_id=PARENT, name="kept")
+
+    decoded = decode(request.SerializeToString())
+
+    assert [s.name for s in decoded.spans] == ["kept"]
+    assert decoded.rejected == 1
+    assert "1 span(s) with a link whose trace id is not 16 bytes" in decoded.error_message
+
+
 def test_rejections_are_counted_by_reason() -> None:
     request = one_span_request(trace_id=b"")
     spans = request.resource_spans[0].scope_spans[0].spans
@@ -249,6 +283,27 @@ def test_otlp_json_with_hex_ids() -> None:
     assert [(e.name, e.time_unix_nano) for e in span.events] == [("ev", 1544712660500000000)]
     assert span.resource == {"service.name": "svc"}
     assert (span.scope_name, span.scope_version) == ("lib", "2")
+
+
+def test_otlp_json_links() -> None:
+    doc = json.loads(json.dumps(JSON_DOC))
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    link = {"traceId": TRACE.hex(), "spanId": SPAN.hex(), "attributes": [kv_json("k", "v")]}
+    spans[0]["links"] = [link]
+    spans.append({**spans[0], "spanId": PARENT.hex(), "links": [{**link, "spanId": "00" * 8}]})
+
+    decoded = decode(json.dumps(doc).encode(), "application/json")
+
+    [span] = decoded.spans
+    assert [(k.trace_id, k.span_id, k.attributes) for k in span.links] == [
+        (TRACE.hex(), SPAN.hex(), {"k": "v"})
+    ]
+    assert decoded.rejected == 1
+    assert "link" in decoded.error_message
+
+
+def kv_json(key: str, text: str) -> dict[str, object]:
+    return {"key": key, "value": {"stringValue": text}}
 
 
 def test_otlp_json_leniency_enum_names_and_snake_case() -> None:

@@ -157,6 +157,14 @@ span_fields = st.fixed_dictionaries(
         "events": st.lists(
             st.tuples(st.text(max_size=5), st.integers(0, 2**64 - 1), attributes), max_size=2
         ),
+        "links": st.lists(
+            st.tuples(
+                st.sampled_from([bytes(range(1, 17)), b"\x02" * 4]),
+                st.binary(min_size=8, max_size=8),
+                attributes,
+            ),
+            max_size=2,
+        ),
     }
 )
 
@@ -183,6 +191,9 @@ def build_request(resources: list[tuple[dict[str, Any], list[dict[str, Any]]]]) 
             for name, at, event_attributes in fields["events"]:
                 event = span.events.add(name=name, time_unix_nano=at)
                 event.attributes.extend(kv(k, v) for k, v in event_attributes.items())
+            for trace_id, span_id, link_attributes in fields["links"]:
+                link = span.links.add(trace_id=trace_id, span_id=span_id)
+                link.attributes.extend(kv(k, v) for k, v in link_attributes.items())
     return request
 
 

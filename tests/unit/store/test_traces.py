@@ -17,6 +17,7 @@ from evalsi.core import (
     ResultBatch,
     Span,
     SpanEvent,
+    SpanLink,
     SpanView,
     ToolCall,
     Trace,
@@ -127,6 +128,10 @@ def test_spans_round_trip_with_views_events_bytes_and_resource(ts: TraceStore) -
         start_time_unix_nano=T0 + 1000,
         end_time_unix_nano=T0 + 2000,
         resource=resource,
+        links=[
+            SpanLink(tid(9), sid(5), {"why": "handoff", "raw": b"\x02"}),
+            SpanLink(tid(1), sid(2)),
+        ],
         view=SpanView(
             type="tool",
             name="search",

@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Span(_message.Message):
-    __slots__ = ("trace_id", "span_id", "parent_span_id", "name", "kind", "type", "service", "start_time", "end_time", "duration_ms", "status_code", "status_message", "attributes", "events", "resource", "scope_name", "scope_version", "view")
+    __slots__ = ("trace_id", "span_id", "parent_span_id", "name", "kind", "type", "service", "start_time", "end_time", "duration_ms", "status_code", "status_message", "attributes", "events", "resource", "scope_name", "scope_version", "view", "links")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     SPAN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class Span(_message.Message):
     SCOPE_NAME_FIELD_NUMBER: _ClassVar[int]
     SCOPE_VERSION_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     span_id: str
     parent_span_id: str
@@ -50,7 +51,18 @@ class Span(_message.Message):
     scope_name: str
     scope_version: str
     view: SpanView
-    def __init__(self, trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., parent_span_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[int] = ..., type: _Optional[str] = ..., service: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration_ms: _Optional[float] = ..., status_code: _Optional[int] = ..., status_message: _Optional[str] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., events: _Optional[_Iterable[_Union[SpanEvent, _Mapping]]] = ..., resource: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scope_name: _Optional[str] = ..., scope_version: _Optional[str] = ..., view: _Optional[_Union[SpanView, _Mapping]] = ...) -> None: ...
+    links: _containers.RepeatedCompositeFieldContainer[SpanLink]
+    def __init__(self, trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., parent_span_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[int] = ..., type: _Optional[str] = ..., service: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration_ms: _Optional[float] = ..., status_code: _Optional[int] = ..., status_message: _Optional[str] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., events: _Optional[_Iterable[_Union[SpanEvent, _Mapping]]] = ..., resource: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scope_name: _Optional[str] = ..., scope_version: _Optional[str] = ..., view: _Optional[_Union[SpanView, _Mapping]] = ..., links: _Optional[_Iterable[_Union[SpanLink, _Mapping]]] = ...) -> None: ...
+
+class SpanLink(_message.Message):
+    __slots__ = ("trace_id", "span_id", "attributes")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    span_id: str
+    attributes: _struct_pb2.Struct
+    def __init__(self, trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SpanEvent(_message.Message):
     __slots__ = ("name", "time", "attributes")
