@@ -333,3 +333,11 @@ def test_bad_input(cli: Cli, server: str, store: str) -> None:
     check_user_error(cli("traces", "list", "--server", server, "--store", store), "--store")
     check_user_error(cli("traces", "sessions", "--server", server, "--limit", "0"), "--limit")
     check_user_error(cli("traces", "sessions", "--store", store, "--since", "soon"), "--since")
+    # Outside 1970..2262 the unix nanoseconds overflow int64 (SQLite, the wire); 400 digits
+    # of days is even inf.
+    expected = "expected a time between 1970-01-01 and 2262-04-11"
+    for where in (("--store", store), ("--server", server)):
+        for when in ("0001-01-01", "9999-12-31", "99999999999999d", "9" * 400 + "d"):
+            check_user_error(cli("traces", "list", *where, "--since", when), "--since", expected)
+        out = cli("traces", "sessions", *where, "--until", "9999-12-31")
+        check_user_error(out, "--until", expected)

@@ -99,6 +99,29 @@ def test_a_bad_policy_exits_2_naming_file_line_and_field(
     user_error(proc, "typo.yaml:9: spec.windw: unknown field 'windw' (did you mean window?)")
 
 
+def test_a_binary_policy_file_is_named_on_both_paths(
+    server: Server, cli: Callable[..., Any], user_error: Callable[..., str], tmp_path: Path
+) -> None:
+    (tmp_path / "binary.yaml").write_bytes(b"\x00\xff\xfe binary")
+    expected = "binary.yaml: not UTF-8 text (byte 1)"
+    user_error(cli("watch", "-f", "binary.yaml", "--check"), expected)
+    user_error(cli("watch", "-f", "binary.yaml", "--server", server.url, "--once"), expected)
+    missing = "missing.yaml: cannot read the policy file (not found)"
+    user_error(cli("watch", "-f", "missing.yaml", "--server", server.url, "--once"), missing)
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf", "-inf", "0", "-1"])
+def test_watch_needs_a_finite_positive_interval(
+    cli: Callable[..., Any], user_error: Callable[..., str], interval: str
+) -> None:
+    # nan passed a `<= 0` check, then asyncio.sleep(nan) hung after the first print.
+    # `--interval=X`: argparse would read a bare `-inf` as an option.
+    proc = cli(
+        "watch", "-f", "policy.yaml", "--server", "http://127.0.0.1:9", f"--interval={interval}"
+    )
+    user_error(proc, "--interval: expected a finite positive number of seconds")
+
+
 def test_watch_needs_a_server_unless_it_only_checks(
     cli: Callable[..., Any], user_error: Callable[..., str], json_out: Callable[..., Any],
     tmp_path: Path,

@@ -25,6 +25,7 @@ from evalsi.core import (
     SpanEvent,
     SpanLink,
     Trace,
+    UserError,
 )
 from evalsi.server._traces import TraceHandler
 from evalsi.store import TraceStore, TraceSummary
@@ -214,6 +215,13 @@ def test_feedback_round_trip(client: evalsi.Client) -> None:
     assert other.trace.feedback == []
 
 
+@pytest.mark.parametrize("when", [2**63, -S])
+def test_feedback_time_out_of_range_is_a_user_error(client: evalsi.Client, when: int) -> None:
+    # Unix nanoseconds past 2262 (or before 1970) do not fit the signed 64-bit columns.
+    with pytest.raises(UserError, match=r"feedback\.time: expected a time between 1970"):
+        client.post_feedback(Feedback(trace_id=tid(1), name="thumbs", time_unix_nano=when))
+
+
 def test_sessions_and_spans(client: evalsi.Client) -> None:
     sessions = client.list_sessions()
     # sess1: traces 1, 3, 5 (latest 5); sess0: 2, 4 (2 failed)
@@ -300,6 +308,17 @@ def test_rest_routes(server: AsgiServer) -> None:
         ("/v1alpha1/feedback", {"feedback": {"name": "x"}}, "trace_id or a session_id"),
         ("/v1alpha1/feedback", {"feedback": {"traceId": tid(1)}}, "feedback.name"),
         ("/v1alpha1/feedback", {"feedback": {"traceId": "zz", "name": "x"}}, "feedback.trace_id"),
+        # Past 2262 or before 1970 the unix nanoseconds overflow a signed 64-bit integer.
+        (
+            "/v1alpha1/feedback",
+            {"feedback": {"traceId": tid(1), "name": "x", "time": "9999-12-31T00:00:00Z"}},
+            "feedback.time: expected a time between 1970-01-01 and 2262-04-11",
+        ),
+        (
+            "/v1alpha1/feedback",
+            {"feedback": {"traceId": tid(1), "name": "x", "time": "1900-01-01T00:00:00Z"}},
+            "feedback.time: expected a time between 1970-01-01 and 2262-04-11",
+        ),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
 _PREVIEW = 40
+# The last whole second whose unix nanoseconds fit a signed 64-bit integer (2262-04-11).
+_MAX_SECONDS = (2**63 - 1) // 1_000_000_000
 
 
 def register(commands: Any) -> None:
@@ -332,16 +334,25 @@ def parse_when(text: str | None, flag: str, now: float) -> float | None:
         return None
     match = _DURATION.fullmatch(text.strip())
     if match:
-        return now - float(match[1]) * _UNITS[match[2]]
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+        seconds = now - float(match[1]) * _UNITS[match[2]]
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text.strip())
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=dt.UTC)
+            seconds = when.timestamp()
+        except (ValueError, OverflowError):
+            raise UserError(
+                f"{flag}: expected a duration (30s, 15m, 1h, 2d, 1w) or an ISO time, got {text!r}"
+            ) from None
+    # Span times are unix nanoseconds in signed 64-bit columns (and on the wire): anything
+    # outside overflows the store's query or the request (a huge duration is even inf).
+    if not 0 <= seconds <= _MAX_SECONDS:
         raise UserError(
-            f"{flag}: expected a duration (30s, 15m, 1h, 2d, 1w) or an ISO time, got {text!r}"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
+            f"{flag}: expected a time between 1970-01-01 and 2262-04-11 (unix nanoseconds fit "
+            f"a signed 64-bit integer), got {text!r}"
+        )
+    return seconds
 
 
 def _attr(text: str) -> tuple[str, str]:

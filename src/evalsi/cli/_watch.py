@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from typing import Any
 
@@ -57,8 +58,11 @@ def register(commands: Any) -> None:
 
 
 def watch(args: argparse.Namespace) -> int:
-    if args.interval <= 0:
-        raise UserError(f"--interval: expected a positive number of seconds, got {args.interval}")
+    # Not just > 0: nan passes that, and asyncio.sleep(nan) or sleep(inf) never returns.
+    if not (math.isfinite(args.interval) and args.interval > 0):
+        raise UserError(
+            f"--interval: expected a finite positive number of seconds, got {args.interval}"
+        )
     if args.check:
         return _check(args)
     server = server_of(args)
@@ -122,8 +126,11 @@ async def _follow(args: argparse.Namespace, server: str) -> int:
 
 def _print_stats(stats: dict[str, Any]) -> None:
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(stats["skipped"].items())) or "0"
+    forced = stats.get("forced_by_feedback", 0)
     print(
-        f"{stats['name']}: selected {stats['selected']}, sampled {stats['sampled']}, "
+        f"{stats['name']}: selected {stats['selected']}, sampled {stats['sampled']}"
+        + (f" ({forced} on feedback)" if forced else "")
+        + ", "
         f"evaluated {stats['evaluated']}, skipped ({skipped}), errors {stats['errors']}, "
         f"alerts {stats['alerts_fired']}, promoted {stats['promoted']}"
         + (f"; firing: {', '.join(stats['firing'])}" if stats["firing"] else "")

@@ -25,6 +25,7 @@ from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceClient
 from evalsi.client import _common as common
 from evalsi.core import UserError
+from evalsi.runs._spec_load import read_spec_text
 from evalsi.traces._policy_engine import PolicyStats
 from evalsi.wire import summary_from_proto
 
@@ -83,6 +84,7 @@ def stats_from_proto(message: pb.PolicyStats) -> PolicyStats:
         window_seconds=message.window_seconds,
         firing=list(message.firing),
         outcomes=dict(message.outcomes),
+        forced_by_feedback=message.forced_by_feedback,
     )
 
 
@@ -133,10 +135,8 @@ class AsyncPolicyMixin:
             request.policy.CopyFrom(message)
         elif isinstance(policy, os.PathLike) or not ("\n" in policy or policy.lstrip()[:1] == "{"):
             shown = str(policy)
-            try:
-                request.yaml = Path(policy).read_text("utf-8-sig")
-            except OSError as e:
-                raise UserError(f"{shown}: cannot read the policy file ({e.strerror or e})") from e
+            # As ``--check`` reads it: a missing, unreadable, binary or huge file is a SpecError.
+            request.yaml = read_spec_text(Path(policy), shown, "policy")
         else:
             request.yaml = policy
         try:

@@ -208,4 +208,5 @@ def stats_to_proto(stats: PolicyStats) -> pb.PolicyStats:
         window_seconds=stats.window_seconds,
         firing=stats.firing,
         outcomes=stats.outcomes,
+        forced_by_feedback=stats.forced_by_feedback,
     )

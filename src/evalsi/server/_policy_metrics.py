@@ -26,6 +26,7 @@ _COUNTERS = (
     ("alerts_fired", "Alerts an online policy fired."),
     ("alert_failures", "Alert deliveries that failed after retries."),
     ("promoted", "Traces an online policy promoted to a dataset."),
+    ("forced_by_feedback", "Traces an online policy graded late, on negative feedback."),
 )
 
 

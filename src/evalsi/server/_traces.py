@@ -161,6 +161,8 @@ class TraceHandler:
         project = _project(request.project_id)
         if not request.HasField("feedback"):
             raise UserError("feedback: required (trace_id or session_id, name, value or label)")
+        # Checked before use: an out-of-range time overflows the int64 columns and key hashing.
+        _nanos(request.feedback, "time", "feedback.time")
         feedback = feedback_from_proto(request.feedback)
         if not feedback.trace_id and not feedback.session_id:
             raise UserError("feedback: give a trace_id or a session_id to attach it to")
@@ -216,14 +218,14 @@ def _range(request: Any) -> tuple[int | None, int | None]:
     return since, until
 
 
-def _nanos(request: Any, name: str) -> int | None:
+def _nanos(request: Any, name: str, field: str = "") -> int | None:
     if not request.HasField(name):
         return None
     nanos = int(getattr(request, name).ToNanoseconds())
     if not 0 <= nanos <= _MAX_NS:
         raise UserError(
-            f"{name}: expected a time between 1970-01-01 and 2262-04-11 (unix nanoseconds fit "
-            "a signed 64-bit integer)"
+            f"{field or name}: expected a time between 1970-01-01 and 2262-04-11 (unix "
+            "nanoseconds fit a signed 64-bit integer)"
         )
     return nanos
 

@@ -305,6 +305,17 @@ class SqlStore(RunTable):
         with self.engine.connect() as conn:
             return {(int(s), int(t)): str(rid) for s, t, rid in conn.execute(query)}
 
+    def has_results(self, run_id: str, seq: int, trial: int) -> bool:
+        """Whether any evaluator's result for task ``(seq, trial)`` of the run is stored."""
+        query = (
+            sa.select(results.c.seq)
+            .where(results.c.run == self._run_pk(run_id))
+            .where(results.c.seq == seq, results.c.trial == trial)
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(query).first() is not None
+
     def count_results(self, run_id: str) -> int:
         with self.engine.connect() as conn:
             query = sa.select(sa.func.count()).where(results.c.run == self._run_pk(run_id))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -111,6 +112,8 @@ class Ingest:
         self._wake = asyncio.Event()
         self._stopping = False
         self._handing: set[asyncio.Task[None]] = set()
+        # completed traces whose hand-over to the policies is under way -> its task
+        self._finishing: dict[tuple[str, str], asyncio.Task[None]] = {}
         # Requests in ingest workers: their batches are assembled even when the request is
         # cancelled meanwhile, and ``stop`` waits for them.
         self._arriving: set[asyncio.Task[Batch]] = set()
@@ -262,6 +265,11 @@ class Ingest:
             return  # graded with the trace when it completes (read back with its feedback)
         if self.on_feedback is None:
             return
+        finishing = self._finishing.get((project, feedback.trace_id))
+        if finishing is not None:
+            # Completed, not yet with the policies (its row being written, or read back): once
+            # handed over, the engine sees whether it graded it (with this signal or not).
+            await asyncio.wait({finishing})
         trace = await asyncio.to_thread(self.writer.get_trace, project, feedback.trace_id)
         if trace is None:
             return
@@ -309,7 +317,16 @@ class Ingest:
             task = asyncio.create_task(self._hand_over(stored, project, summaries))
             self._handing.add(task)
             task.add_done_callback(self._handing.discard)
+            keys = [(project, s.trace_id) for s in summaries]
+            for key in keys:  # neither open nor with the policies yet: feedback waits
+                self._finishing[key] = task
+            task.add_done_callback(functools.partial(self._finished, keys))
         await asyncio.sleep(0)  # let requests in between batches
+
+    def _finished(self, keys: list[tuple[str, str]], task: asyncio.Task[None]) -> None:
+        for key in keys:
+            if self._finishing.get(key) is task:
+                del self._finishing[key]
 
     async def _hand_over(
         self, stored: asyncio.Future[None], project: str, summaries: list[TraceSummary]

@@ -75,6 +75,8 @@ class PolicyStats:
     window_seconds: float
     firing: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
+    # of ``sampled``: passed over when they completed, graded on negative feedback later
+    forced_by_feedback: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +94,7 @@ class PolicyStats:
             "window": [m.to_dict() for m in self.window],
             "firing": list(self.firing),
             "outcomes": dict(self.outcomes),
+            "forced_by_feedback": self.forced_by_feedback,
         }
 
 
@@ -99,6 +102,8 @@ DEFAULT_MAX_PENDING = 1024
 """Traces ``submit`` lets wait for grading before it sheds load (counted as ``overloaded``)."""
 DEFAULT_CONCURRENCY = 16
 """Traces graded at once by ``submit`` (a judge call takes seconds; checks take microseconds)."""
+ALERT_CHECK_S = 1.0
+"""How often alerts are checked besides after each graded trace."""
 
 JudgeFactory = Callable[[PolicySpec], Mapping[str, JudgeClient]]
 """Builds the judge clients a policy's evaluators ask for (``default_judges`` by default)."""
@@ -180,6 +185,7 @@ class PolicyEngine:
         self.overloaded = 0
         self.on_scores = on_scores
         self._lock = asyncio.Lock()
+        self._alert_ticker: asyncio.Task[None] | None = None
 
     # -- policies -------------------------------------------------------------------------------
     def load(self, doc: Mapping[str, Any], *, project: str = "", source: str = "") -> PolicySpec:
@@ -211,6 +217,10 @@ class PolicyEngine:
             live = LivePolicy(spec, run_id, time.time(), self.clock)
             self._policies[key] = live
             self._judges[key] = judges
+            if spec.alerts and (self._alert_ticker is None or self._alert_ticker.done()):
+                self._alert_ticker = asyncio.create_task(
+                    self._alert_loop(), name="evalsi-policy-alerts"
+                )
         return AppliedPolicy(spec, run_id, live.applied_at, True)
 
     async def delete(self, name: str, project: str = "default") -> None:
@@ -356,19 +366,30 @@ class PolicyEngine:
             known = live.recent.get(trace.trace_id)
             cascade = len(live.spec.cascade)
             feedback_steps = list(range(cascade, len(live.spec.steps)))
-            if known is None and sampled(trace.trace_id, live.spec.rate):
+            if known is None and await self._graded_before(live, trace.trace_id):
                 # Graded when it completed, its scores no longer remembered here (a restart,
                 # or pushed out of the recent ones): only the feedback steps run.
                 known = []
             if known is None and feedback.negative and live.spec.feedback_forces:
-                # Passed over when it completed (counted not_sampled then), graded now.
+                # Passed over when it completed (counted not_sampled then), graded now: also
+                # counted sampled (counters only go up; Prometheus reads a drop as a reset).
                 live.counts.sampled += 1
-                if live.counts.skipped["not_sampled"] > 0:
-                    live.counts.skipped["not_sampled"] -= 1
+                live.counts.forced_by_feedback += 1
                 steps = [*range(cascade), *feedback_steps]
                 await self._grade(key, live, trace, record, steps, view, signals, None)
             elif known is not None and feedback_steps:
                 await self._grade(key, live, trace, record, feedback_steps, view, signals, known)
+
+    async def _graded_before(self, live: LivePolicy, trace_id: str) -> bool:
+        """Whether the policy stored results for this trace (or, without a store, whether its
+        rate sampled it: an ``always`` rule's choice is then not known)."""
+        if self.runs is None:
+            return sampled(trace_id, live.spec.rate)
+        try:
+            return await self.runs.graded(live.run_id, trace_id)
+        except Exception:  # the store unavailable: the rate's answer rather than no answer
+            log.exception("policy %s: cannot read its results", live.spec.name)
+            return sampled(trace_id, live.spec.rate)
 
     async def _grade(
         self,
@@ -389,6 +410,8 @@ class PolicyEngine:
             log.exception("policy %s: grading trace %s failed", live.spec.name, trace.trace_id)
             live.counts.errors += 1
             return
+        if self._policies.get(key) is not live:
+            return  # deleted or replaced while its evaluators ran: no scores, alerts, promotion
         if first:
             live.counts.evaluated += 1
             live.window.add_trace()
@@ -397,8 +420,10 @@ class PolicyEngine:
             ):
                 live.counts.skipped["no_content"] += 1
         live.remember(trace.trace_id, scores)
-        for _, _, batch in rows:
-            live.window.add(batch)
+        cascade = len(live.spec.cascade)
+        for index, _, batch in rows:
+            # an onFeedback step runs again on each new signal: its latest result counts
+            live.window.add(batch, key=trace.trace_id if index >= cascade else None)
         await self._store(live, rows)
         if self.on_scores is not None and rows:
             self._tell(self.on_scores, live, trace, record, rows)
@@ -473,6 +498,17 @@ class PolicyEngine:
             live.counts.promoted += 1
 
     # -- alerts ---------------------------------------------------------------------------------
+    async def _alert_loop(self) -> None:
+        """Alerts are checked after each graded trace, and on this clock too: a window
+        emptying (traffic stopped) can make an alert true or false with no trace arriving."""
+        while True:
+            await asyncio.sleep(ALERT_CHECK_S)
+            for live in list(self._policies.values()):
+                try:
+                    self._check_alerts(live)
+                except Exception:  # must not stop the loop for the other policies
+                    log.exception("policy %s: checking its alerts failed", live.spec.name)
+
     def _check_alerts(self, live: LivePolicy) -> None:
         if not live.spec.alerts:
             return
@@ -519,6 +555,7 @@ class PolicyEngine:
     # -- reading --------------------------------------------------------------------------------
     def stats(self, name: str, project: str = "default") -> PolicyStats:
         live = self._live(name, project)
+        self._check_alerts(live)  # as of now: the window may have emptied since the last trace
         c = live.counts
         return PolicyStats(
             name=live.spec.name,
@@ -535,6 +572,7 @@ class PolicyEngine:
             window_seconds=live.spec.window_s,
             firing=sorted(n for n, s in live.alert_states.items() if s.firing),
             outcomes=dict(c.outcomes),
+            forced_by_feedback=c.forced_by_feedback,
         )
 
     async def drain(self, timeout_s: float | None = None) -> None:
@@ -554,5 +592,9 @@ class PolicyEngine:
 
     async def close(self) -> None:
         """Finish deliveries and close the webhook session (the server's shutdown)."""
+        if self._alert_ticker is not None:
+            self._alert_ticker.cancel()
+            await asyncio.gather(self._alert_ticker, return_exceptions=True)
+            self._alert_ticker = None
         await self.drain()
         await self.notifier.close()

@@ -57,6 +57,7 @@ class Counts:
     alerts_fired: int = 0
     alert_failures: int = 0
     promoted: int = 0
+    forced_by_feedback: int = 0  # passed over when completed, graded on negative feedback
     outcomes: Counter[str] = field(default_factory=Counter)
 
 
@@ -172,7 +173,8 @@ class LivePolicy:
             record = dataclasses.replace(record, id=trace.trace_id)
         seq, trial = result_key(trace.trace_id)
         no_content = record.metadata.get("content_captured") is False
-        known = list(scores or [])
+        rerun = {self.runners[i].name for i in steps}  # their earlier scores are replaced
+        known = [s for s in scores or () if s["evaluator"] not in rerun]
         rows: list[tuple[int, int, ResultBatch]] = []
         context = {**view, "feedback": feedback_view(feedback)}
         for index in steps:

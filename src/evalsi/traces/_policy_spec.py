@@ -291,6 +291,15 @@ class _PolicyBuilder:
             for i, alert in enumerate(spec.get("alerts", []))
             if (a := self.alert(i, alert, names)) is not None
         )
+        taken: set[str] = set()
+        for i, alert_spec in enumerate(alerts):  # an alert's state (firing, cooldown) is by name
+            if alert_spec.name in taken:
+                self.bad(
+                    ("spec", "alerts", i, "name"),
+                    f"alert name {alert_spec.name!r} is used twice (unnamed alerts are "
+                    f"alert-<index>); give each alert a distinct name",
+                )
+            taken.add(alert_spec.name)
         promote = self.promote(spec["promote"], names) if "promote" in spec else None
         judges = {}
         judge_builder = _SpecBuilder(self.doc, self.lines, Path.cwd())

@@ -23,6 +23,7 @@ from typing import Any
 
 from evalsi.core import NotFoundError, ResultBatch
 from evalsi.store import RunInfo, SqlStore
+from evalsi.traces._sampling import result_key
 
 RUN_KIND = "watch"
 _LIVE = ("running", "queued", "interrupted")
@@ -133,6 +134,11 @@ class PolicyRuns:
         for run_id in stale:
             self._end(run_id, "stopped")
         return list(newest.values())
+
+    async def graded(self, run_id: str, trace_id: str) -> bool:
+        """Whether the run holds results for this trace."""
+        seq, trial = result_key(trace_id)
+        return await self._call(self.store.has_results, run_id, seq, trial)  # type: ignore[no-any-return]
 
     async def write(self, run_id: str, rows: Sequence[tuple[int, int, ResultBatch]]) -> None:
         await self._call(self.store.write_batches, run_id, rows)

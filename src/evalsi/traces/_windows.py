@@ -40,13 +40,54 @@ class _Entry:
     kind: int | None
     value: float | None
     label: str | None
+    gone: bool = False  # superseded (a feedback step graded the trace again): not counted
 
 
 @dataclass(slots=True)
 class _Series:
+    """One metric's entries in time order, with running totals of them, so a summary costs
+    the same at 10 entries and at 100,000 (alerts read it after every trace)."""
+
     evaluator: str
     metric: str
     entries: deque[_Entry] = field(default_factory=deque)
+    outcomes: Counter[int] = field(default_factory=Counter)
+    kinds: Counter[int] = field(default_factory=Counter)  # of the scored entries
+    # kind -> [sum, sum of squares] of the values as exact integers (value * 2**1074): adding
+    # and taking out entries for hours leaves no rounding behind
+    sums: dict[int, list[int]] = field(default_factory=dict)
+    labels: Counter[str] = field(default_factory=Counter)
+    live: int = 0  # entries not gone
+
+    def push(self, entry: _Entry) -> None:
+        self.entries.append(entry)
+        self._count(entry, 1)
+
+    def pop(self) -> _Entry:
+        entry = self.entries.popleft()
+        if not entry.gone:
+            self._count(entry, -1)
+        return entry
+
+    def retire(self, entry: _Entry) -> None:
+        if not entry.gone:
+            entry.gone = True
+            self._count(entry, -1)
+
+    def _count(self, e: _Entry, sign: int) -> None:
+        self.live += sign
+        self.outcomes[e.outcome] += sign
+        if e.outcome != _SCORED or e.kind is None:
+            return
+        self.kinds[e.kind] += sign
+        if e.kind == LABEL:
+            if e.label is not None:
+                self.labels[e.label] += sign
+        elif e.value is not None:
+            exact = _exact(e.value)
+            totals = self.sums.setdefault(e.kind, [0, 0])
+            totals[0] += sign * exact
+            totals[1] += sign * exact * exact
 
 
 class Window:
@@ -66,6 +107,8 @@ class Window:
         self._series: dict[tuple[str, str], _Series] = {}
         self._traces: deque[float] = deque()
         self._own: dict[str, str] = {}
+        # (key, evaluator, metric) -> the entry a later ``add(..., key=)`` supersedes
+        self._keyed: dict[tuple[str, str, str], _Entry] = {}
 
     def declare(self, evaluator: str, own_metric: str) -> None:
         """Name an instance's own metric: what ``mean('instance')`` reads."""
@@ -80,29 +123,42 @@ class Window:
             self._traces.popleft()
         self._prune(now)
 
-    def add(self, batch: ResultBatch, i: int = 0) -> None:
-        """Entry ``i`` of ``batch``: every score it holds, or its skip/error outcome."""
+    def add(self, batch: ResultBatch, i: int = 0, *, key: str | None = None) -> None:
+        """Entry ``i`` of ``batch``: every score it holds, or its skip/error outcome. With
+        ``key`` (a trace id), an earlier entry of the same key and metric still in the window
+        no longer counts: a step graded again replaces its result rather than adding one."""
         now = self.clock()
         outcome = batch.outcome[i]
         if outcome == _ERROR and (batch.text[i] or "").startswith(INFRA_PREFIX):
             outcome = _INFRA
         if outcome != _SCORED:
-            self._put(now, batch.evaluator, batch.metric, _Entry(now, outcome, None, None, None))
+            entry = _Entry(now, outcome, None, None, None)
+            self._put(batch.evaluator, batch.metric, entry, key)
         else:
             for score in batch.score_list(i):
                 kind, value, label = _columns(score)
                 entry = _Entry(now, outcome, kind, value, label)
-                self._put(now, batch.evaluator, score.name or batch.metric, entry)
+                self._put(batch.evaluator, score.name or batch.metric, entry, key)
         self._prune(now)
 
-    def _put(self, now: float, evaluator: str, metric: str, entry: _Entry) -> None:
+    def _put(self, evaluator: str, metric: str, entry: _Entry, key: str | None) -> None:
         series = self._series.get((evaluator, metric))
         if series is None:
             series = self._series[(evaluator, metric)] = _Series(evaluator, metric)
-        series.entries.append(entry)
+        if key is not None:
+            earlier = self._keyed.get((key, evaluator, metric))
+            if earlier is not None:
+                series.retire(earlier)
+            self._keyed[(key, evaluator, metric)] = entry
+        series.push(entry)
         if len(series.entries) > self.max_entries:
-            series.entries.popleft()
+            self._forget(series.pop())
             self.dropped += 1
+
+    def _forget(self, entry: _Entry) -> None:
+        if self._keyed:
+            for k in [k for k, e in self._keyed.items() if e is entry]:
+                del self._keyed[k]
 
     def _prune(self, now: float) -> None:
         horizon = now - self.seconds
@@ -111,7 +167,9 @@ class Window:
         for series in self._series.values():
             entries = series.entries
             while entries and entries[0].at < horizon:
-                entries.popleft()
+                gone = series.pop()
+                if self._keyed:
+                    self._forget(gone)
 
     # -- reading --------------------------------------------------------------------------------
     @property
@@ -124,9 +182,9 @@ class Window:
         """One summary per (evaluator, metric) with anything in the window."""
         self._prune(self.clock())
         out = []
-        for (evaluator, metric), series in sorted(self._series.items()):
-            if series.entries:
-                out.append(_summarize(evaluator, metric, series.entries))
+        for _, series in sorted(self._series.items()):
+            if series.live:
+                out.append(_summarize(series))
         return out
 
     def find(self, name: str, metric: str | None = None) -> MetricSummary | None:
@@ -144,9 +202,9 @@ class Window:
                 mine = [k for k in self._series if k[0] == evaluator]
                 metric = mine[0][1] if len(mine) == 1 else metric
         series = self._series.get((evaluator, metric or ""))
-        if series is None or not series.entries:
+        if series is None or not series.live:
             return None
-        return _summarize(evaluator, metric or "", series.entries)
+        return _summarize(series)
 
     def functions(self) -> dict[str, Callable[..., Any]]:
         """``mean``, ``rate`` and ``count`` for an alert's CEL; undefined values are None (a
@@ -182,46 +240,46 @@ def _columns(score: Any) -> tuple[int | None, float | None, str | None]:
     return None, None, None
 
 
-def _summarize(evaluator: str, metric: str, entries: deque[_Entry]) -> MetricSummary:
-    outcomes = Counter(e.outcome for e in entries)
-    scored = [e for e in entries if e.outcome == _SCORED]
-    kinds = Counter(e.kind for e in scored if e.kind is not None)
+_SCALE = 1074  # 2**-1074 is the smallest double: every finite double times 2**1074 is an int
+
+
+def _exact(value: float) -> int:
+    numerator, denominator = value.as_integer_ratio()  # the denominator is a power of two
+    return numerator << (_SCALE - denominator.bit_length() + 1)
+
+
+def _summarize(series: _Series) -> MetricSummary:
+    """The summary of a series from its running totals (the kind most scores have wins)."""
+    kinds = +series.kinds  # the counts above zero
     kind_code = kinds.most_common(1)[0][0] if kinds else NUMBER
     kind = _KIND_NAMES.get(kind_code, "number")
-    values = [e.value for e in scored if e.kind == kind_code and e.value is not None]
-    labels = Counter(e.label for e in scored if e.kind == LABEL and e.label is not None)
-    n = len(values) if kind != "label" else sum(labels.values())
+    n = kinds.get(kind_code, 0) if kind != "label" else sum((+series.labels).values())
     mean: float | None = None
     std: float | None = None
     ci = Interval(None, None, "wilson" if kind == "passed" else "t")
-    if kind == "passed" and values:
-        successes = sum(1 for v in values if v >= 0.5)
-        mean = successes / len(values)
-        ci = wilson(successes, len(values))
-        std = _std(values, mean)
-    elif kind == "number" and values:
-        mean = math.fsum(values) / len(values)
-        std = _std(values, mean)
-        ci = t_interval_from_moments(len(values), mean, std if std is not None else 0.0)
-    elif kind == "label":
+    total, squares = series.sums.get(kind_code, (0, 0))
+    if kind in ("passed", "number") and n:
+        mean = total / (n << _SCALE)  # int / int: correctly rounded
+        if n > 1:  # (n * sum of squares - sum**2) / (n (n - 1)), exact until the division
+            std = math.sqrt((n * squares - total * total) / ((n * (n - 1)) << (2 * _SCALE)))
+        if kind == "passed":
+            ci = wilson(total >> _SCALE, n)  # the values are 1.0 and 0.0: a count
+        else:
+            ci = t_interval_from_moments(n, mean, std if std is not None else 0.0)
+    if kind == "label":
         ci = Interval(None, None, "none")
+    outcomes = series.outcomes
     return MetricSummary(
-        evaluator=evaluator,
-        metric=metric,
+        evaluator=series.evaluator,
+        metric=series.metric,
         kind=kind,  # type: ignore[arg-type]
         n=n,
         mean=mean,
         std=std,
         ci=ci,
-        scored=len(scored),
+        scored=outcomes.get(_SCORED, 0),
         skipped=outcomes.get(_SKIPPED, 0),
         errors=outcomes.get(_ERROR, 0),
         infra_errors=outcomes.get(_INFRA, 0),
-        labels=dict(labels),
+        labels=dict(+series.labels),
     )
-
-
-def _std(values: list[float], mean: float) -> float | None:
-    if len(values) < 2:
-        return None
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))

@@ -436,3 +436,37 @@ async def test_spans_the_row_encoder_refuses_are_a_user_error(traces: TraceStore
         assert traces.get_trace("default", TID) is None
     finally:
         await ingest.stop()
+
+
+@run
+async def test_feedback_while_a_completed_trace_is_handed_over_waits_for_it(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trace is no longer open, and not yet with the policies (its read-back is slow):
+    feedback waits for the hand-over, so the trace reaches each hook once."""
+    hook = Hook()
+    read = traces.get_trace
+    slow = threading.Event()
+
+    def slow_read(project: str, trace_id: str) -> Trace | None:
+        if not slow.is_set():
+            slow.set()
+            import time
+
+            time.sleep(0.3)  # a busy store
+        return read(project, trace_id)
+
+    monkeypatch.setattr(traces, "get_trace", slow_read)
+    ingest = Ingest(traces, grace_s=0.05, on_trace=hook.on_trace, on_feedback=hook.on_feedback)
+    await ingest.start()
+    try:
+        await ingest.accept("default", _spans())
+        while not slow.is_set():  # completed, its read-back under way
+            await asyncio.sleep(0.005)
+        assert ingest.assembler.get("default", TID) is None
+        await ingest.feedback("default", Feedback(trace_id=TID, value=-1.0, time_unix_nano=1))
+        assert len(hook.traces) == 1  # handed over before the feedback went on
+    finally:
+        await ingest.stop()
+    assert [t.trace_id for t, _ in hook.traces] == [TID]
+    assert [(t.trace_id, f.value) for t, f in hook.feedback] == [(TID, -1.0)]

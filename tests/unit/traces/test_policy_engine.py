@@ -504,3 +504,158 @@ async def test_drain_with_a_timeout_cancels_what_is_left(registry: Registry) -> 
     await asyncio.sleep(0)
     await asyncio.wait_for(engine.drain(timeout_s=0.05), 5)
     assert engine.stats("p").evaluated == 0
+
+
+@sync
+async def test_a_condition_failing_on_the_data_is_decided_false_not_a_crash(
+    registry: Registry,
+) -> None:
+    engine = PolicyEngine(registry=registry, notifier=Recorder())
+    # scores[0] does not exist when the first step skipped; x / 0 on a 1-span trace
+    await engine.apply(
+        policy(
+            "  cascade:\n    - {ref: test/cheap}\n"
+            '    - {ref: test/steps, when: "scores[0].passed"}\n',
+            registry,
+        )
+    )
+    other = policy_from_yaml(
+        HEAD.replace("name: p", "name: q")
+        + "  selector: 'trace.span_count / (trace.span_count - 1) >= 1'\n"
+        + "  cascade: [{ref: test/cheap}]\n",
+        registry=registry,
+    )
+    await engine.apply(other)
+    third = policy_from_yaml(
+        HEAD.replace("name: p", "name: r") + "  cascade: [{ref: test/cheap}]\n", registry=registry
+    )
+    await engine.apply(third)
+    await feed(engine, [make(1, None)])  # no output: cheap is skipped, scores stays empty
+    st = engine.stats("p")
+    assert (st.evaluated, st.errors) == (1, 0)
+    assert st.outcomes == {"cheap:skipped": 1, "steps:skipped": 1}
+    assert engine.stats("q").skipped == {"not_selected": 1}  # 1 / 0: not selected
+    assert engine.stats("r").evaluated == 1  # the policies after it still see the trace
+
+
+@sync
+async def test_a_policy_deleted_while_grading_leaves_no_trace(
+    registry: Registry, tmp_path: Path
+) -> None:
+    gate = asyncio.Event()
+
+    @evaluator(name="test/judged", requires=("output",))
+    async def judged(record: Record) -> float:
+        await gate.wait()  # a judge call in flight
+        return 0.0
+
+    registry.register(judged)
+    store = SqlStore.open(tmp_path / "s.db")
+    notifier, promoter = Recorder(), ListPromoter()
+    engine = PolicyEngine(registry=registry, store=store, notifier=notifier, promoter=promoter)
+    applied = await engine.apply(
+        policy(
+            "  cascade: [{ref: test/judged}]\n"
+            "  alerts: [{when: \"mean('judged') < 0.5\", notify: 'https://h.example/x'}]\n"
+            "  promote: {when: \"score('judged') < 0.5\", dataset: low}\n",
+            registry,
+        )
+    )
+    await engine.submit(*make(1))
+    await asyncio.sleep(0.01)  # grading waits on the judge
+    await engine.delete("p")
+    gate.set()
+    await engine.drain()
+    assert notifier.sent == []
+    assert promoter.rows == []
+    assert store.count_results(applied.run_id) == 0
+    assert store.get_run(applied.run_id).status == "cancelled"
+    await engine.close()
+
+
+@sync
+async def test_feedback_steps_graded_again_replace_their_scores(registry: Registry) -> None:
+    signals: list[int] = []
+
+    @evaluator(name="test/fbcount", requires=())
+    def fbcount(record: Record) -> float:
+        signals.append(1)
+        return float(len(signals))  # 1.0, then 2.0, then 3.0
+
+    registry.register(fbcount)
+    promoter = ListPromoter()
+    engine = PolicyEngine(registry=registry, promoter=promoter)
+    await engine.apply(
+        policy(
+            "  cascade: [{ref: test/cheap}]\n"
+            "  onFeedback: [{ref: test/fbcount}]\n"
+            "  promote: {when: \"score('fbcount') >= 3.0\", dataset: noisy}\n",
+            registry,
+        )
+    )
+    trace, record = make(1, "ok")
+    await engine.on_trace(trace, record)
+    for t in range(3):
+        signal = Feedback(trace_id=trace.trace_id, value=-1.0, time_unix_nano=t + 1)
+        trace.feedback.append(signal)
+        await engine.on_feedback(trace, record, signal)
+    st = engine.stats("p")
+    counted = next(m for m in st.window if m.evaluator == "fbcount")
+    assert (counted.n, counted.mean) == (1, 3.0)  # one trace, its latest score
+    assert len(promoter.rows) == 1  # score('fbcount') read the latest, not the first
+
+
+@sync
+async def test_feedback_forcing_a_grade_counts_up_and_grades_once(
+    registry: Registry, tmp_path: Path
+) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    engine = PolicyEngine(registry=registry, store=store)
+    await engine.apply(
+        policy(
+            "  sampling: {rate: 0, always: [feedback.negative]}\n  cascade: [{ref: test/cheap}]\n",
+            registry,
+        )
+    )
+    trace, record = make(1, "ok")
+    await engine.on_trace(trace, record)
+    for t in range(2):
+        signal = Feedback(trace_id=trace.trace_id, value=-1.0, time_unix_nano=t + 1)
+        await engine.on_feedback(trace, record, signal)
+        engine._policies[("default", "p")].recent.clear()  # as after 10,000 traces or a restart
+    st = engine.stats("p")
+    assert st.skipped == {"not_sampled": 1}  # never decremented (a counter only goes up)
+    assert (st.selected, st.sampled, st.evaluated) == (1, 1, 1)  # the store knew it was graded
+    assert st.forced_by_feedback == 1
+    assert CALLS == {"cheap": 1}
+    await engine.close()
+
+
+@sync
+async def test_alerts_follow_the_window_without_traffic(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalsi.traces import _policy_engine
+
+    monkeypatch.setattr(_policy_engine, "ALERT_CHECK_S", 0.01)
+    clock, notifier = Clock(), Recorder()
+    engine = PolicyEngine(registry=registry, notifier=notifier, clock=clock)
+    await engine.apply(
+        policy(
+            "  cascade: [{ref: test/cheap}]\n  window: 10s\n"
+            "  alerts: [{name: quiet, when: 'n < 1', notify: 'https://h.example/x'}]\n",
+            registry,
+        )
+    )
+    await feed(engine, [make(1, "ok")])
+    await asyncio.sleep(0.05)
+    assert notifier.sent == []
+    assert engine.stats("p").firing == []
+    clock.now = 60.0  # a minute without a trace: the window is empty
+    for _ in range(100):
+        if notifier.sent:
+            break
+        await asyncio.sleep(0.01)
+    assert [p["alert"] for _, p in notifier.sent] == ["quiet"]  # no trace needed to notice
+    assert engine.stats("p").firing == ["quiet"]
+    await engine.close()

@@ -131,6 +131,24 @@ def test_alerts_check_their_url_condition_and_names() -> None:
     assert "spec.alerts[2].when: gives float, not true or false" in text
 
 
+def test_alert_names_are_distinct() -> None:
+    text = bad(
+        "  cascade: [{ref: contains}]\n"
+        "  alerts:\n"
+        "    - {name: alert-1, when: 'n > 1', notify: 'https://hooks.example/x'}\n"
+        "    - {when: 'n > 2', notify: 'https://hooks.example/x'}\n"  # alert-1 by default
+        "    - {name: low, when: 'n > 3', notify: 'https://hooks.example/x'}\n"
+        "    - {name: low, when: 'n > 4', notify: 'https://hooks.example/x'}\n"
+    )
+    assert "spec.alerts[1].name: alert name 'alert-1' is used twice" in text
+    assert "spec.alerts[3].name: alert name 'low' is used twice" in text
+    # a CEL error that only the data can raise (x / 0 at n = 0) is decided per window
+    policy_from_yaml(
+        HEAD + "  cascade: [{ref: contains}]\n"
+        "  alerts: [{when: \"count('contains') * 100 / n < 50\", notify: 'https://h.example/x'}]\n"
+    )
+
+
 def test_promote_checks_the_dataset_name() -> None:
     text = bad(
         "  cascade: [{ref: contains}]\n"

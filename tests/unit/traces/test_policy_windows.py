@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
@@ -119,3 +123,98 @@ def test_memory_is_capped_per_metric() -> None:
     assert m.n == 10
     assert m.mean == pytest.approx(np.mean(range(15, 25)))
     assert w.dropped == 15
+
+
+def test_a_keyed_entry_replaces_the_earlier_one_of_its_key() -> None:
+    w = Window(300, clock=Clock())
+    w.add(one("fb", number=1.0), key="trace-a")
+    w.add(one("fb", number=2.0), key="trace-a")  # graded again on new feedback
+    w.add(one("fb", number=3.0), key="trace-a")
+    w.add(one("fb", number=10.0), key="trace-b")
+    m = w.find("fb")
+    assert m is not None
+    assert (m.n, m.mean) == (2, pytest.approx(6.5))  # 3.0 for a, 10.0 for b
+
+
+# One step of a window's life: advance the clock, then add a score (or a skip) under a key.
+_steps = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.0, 1.0, 7.0, 40.0]),  # seconds the clock moves first
+        st.one_of(
+            st.booleans(),
+            st.floats(-1e6, 1e6, allow_nan=False),
+            st.just(None),  # skipped
+        ),
+        st.one_of(st.none(), st.sampled_from(["a", "b", "c"])),  # key
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_steps, st.booleans())
+def test_running_totals_match_the_reference_statistics(steps: list[Any], numbers: bool) -> None:
+    """Whatever was added, superseded and expired, the summary equals numpy/scipy/statsmodels
+    on the entries still in the window (computed here from scratch)."""
+    clock = Clock()
+    w = Window(60, clock=clock, max_entries=25)
+    for wait, value, key in steps:
+        clock.now += wait
+        if isinstance(value, bool) and numbers:
+            value = float(value)
+        if isinstance(value, float) and not numbers:
+            value = value > 0
+        batch = one("m")
+        if value is None:
+            batch.set_outcome(0, Outcome.SKIPPED, "no output")
+        elif isinstance(value, bool):
+            batch = one("m", passed=value)
+        else:
+            batch = one("m", number=value)
+        w.add(batch, key=key)
+    # the cap keeps the newest 25 entries added (superseded ones included)
+    m = w.find("m")
+    added = _alive_after_cap(steps, numbers, clock.now)
+    values = [v for _, v, _ in added if v is not None]
+    if m is None:
+        assert added == []
+        return
+    assert m.skipped == sum(1 for _, v, _ in added if v is None)
+    assert m.n == len(values)
+    if not values:
+        return
+    if not numbers:
+        successes = sum(values)
+        assert m.mean == pytest.approx(successes / len(values))
+        lo, hi = proportion_confint(successes, len(values), alpha=0.05, method="wilson")
+        assert (m.ci.low, m.ci.high) == (pytest.approx(lo), pytest.approx(hi))
+    else:
+        scale = max(1.0, max(abs(v) for v in values))
+        assert m.mean == pytest.approx(np.mean(values), rel=1e-12, abs=1e-12 * scale)
+        if len(values) > 1:
+            assert m.std == pytest.approx(np.std(values, ddof=1), rel=1e-9, abs=1e-9 * scale)
+        else:
+            assert m.std is None
+
+
+def _alive_after_cap(steps: list[Any], numbers: bool, now: float) -> list[Any]:
+    """The reference: every add in order, the cap of 25 dropping the oldest add, a key's
+    newer add superseding its older one, then the window's 60 s."""
+    clock = 1000.0
+    added: list[list[Any]] = []  # [time, value, key, superseded]
+    for wait, value, key in steps:
+        clock += wait
+        if isinstance(value, bool) and numbers:
+            value = float(value)
+        if isinstance(value, float) and not numbers:
+            value = value > 0
+        # expiry happens on every add: older than 60 s goes first
+        added = [a for a in added if a[0] >= clock - 60]
+        if key is not None:
+            for a in added:
+                if a[2] == key:
+                    a[3] = True
+        added.append([clock, value, key, False])
+        if len(added) > 25:
+            added.pop(0)
+    return [(t, v, k) for t, v, k, gone in added if not gone and t >= now - 60]
