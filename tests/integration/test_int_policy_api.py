@@ -213,6 +213,24 @@ def test_policies_are_applied_again_after_a_restart(tmp_path: Path) -> None:
         assert again.store.get_run(run_id).status == "running"
 
 
+def test_a_restart_does_not_restore_a_secret_the_server_no_longer_allows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    judged = POLICY + (
+        "  judges:\n    default: {connector: openai-compatible, baseUrl: 'http://127.0.0.1:1/v1',"
+        " model: m, secretRef: 'env:JUDGE_KEY'}\n"
+    )
+    state = server_state(tmp_path, runs=False, allowed_env_secrets=("JUDGE_KEY",))
+    _, ctx = serve(state)
+    with ctx as server, PolicyServiceClientSync(server.url) as client:
+        client.apply_policy(pb.ApplyPolicyRequest(yaml=judged))
+    narrowed = server_state(tmp_path, runs=False, allowed_env_secrets=())
+    _, ctx = serve(narrowed)
+    with ctx as server, PolicyServiceClientSync(server.url) as client:
+        assert list(client.list_policies(pb.ListPoliciesRequest()).policies) == []
+    assert "policy team-a/support not restored: spec.judges.default.secretRef" in caplog.text
+
+
 def test_prometheus_families_per_policy(tmp_path: Path) -> None:
     async def main() -> bytes:
         engine = PolicyEngine(store=SqlStore.open(tmp_path / "s.db"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from evalsi.connectors import Anthropic, OpenAICompatible, Resilience, resolve_secret
 from evalsi.core import Message, Usage, UserError, content_hash, message_to_dict
@@ -20,6 +20,8 @@ from evalsi.evaluators import BoundEvaluator, JudgeReply, judges_needed
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._runspec import JudgeSpec
 from evalsi.store import SqlStore
+
+_T = TypeVar("_T")
 
 JUDGE_CONNECTORS = ("openai-compatible", "anthropic")
 _JUDGE_FIELDS = {
@@ -109,7 +111,7 @@ class StoreJudge:
         self, messages: list[Message], *, seed: int | None = None, template: str = ""
     ) -> JudgeReply:
         key = self.cache_key(messages, seed=seed, template=template)
-        hit = self.store.judge_cache_get(key)
+        hit = await self._cache(self.store.judge_cache_get, key)
         if hit is not None:
             self.account.cached += 1
             zero = Usage(input_tokens=0, output_tokens=0, total_tokens=0, cost_usd=0.0)
@@ -123,8 +125,16 @@ class StoreJudge:
             usage.cost_usd = price
         self._account(usage, price)
         known = {k: v for k in usage.__slots__ if (v := getattr(usage, k)) is not None}
-        self.store.judge_cache_put(key, completion.text, known)
+        await self._cache(self.store.judge_cache_put, key, completion.text, known)
         return JudgeReply(completion.text, usage, cached=False)
+
+    async def _cache(self, call: Callable[..., _T], *args: Any) -> _T:
+        """A judge-cache read or write, in a thread for a store other processes share: on a
+        busy SQLite file (ingest committing) it may wait for the lock, and this runs on a
+        server's event loop. An in-memory store's one connection stays on its own thread."""
+        if self.store.is_sqlite_file or self.store.engine.dialect.name == "postgresql":
+            return await asyncio.to_thread(call, *args)
+        return call(*args)
 
     def _account(self, usage: Usage, price: float | None) -> None:
         account = self.account

@@ -88,7 +88,9 @@ class PolicyHandler:
             if self._started:
                 return 0
             self._started = True
-            return await self.engine.restore()
+            # the server's rules of today: a policy applied under a wider secrets.allowEnv
+            # does not keep a secret the configuration no longer allows
+            return await self.engine.restore(check=self._check_secrets)
 
     async def stop(self) -> None:
         await self.engine.close()
@@ -154,8 +156,11 @@ class PolicyHandler:
                 doc, source=SPEC_SOURCE, registry=engine.registry, packs=engine.packs,
                 project=project,
             )  # fmt: skip
-        _check_secrets(spec.raw.get("spec", {}), self.state.config.allowed_env_secrets)
+        self._check_secrets(spec)
         return spec
+
+    def _check_secrets(self, spec: PolicySpec) -> None:
+        _check_secrets(spec.raw.get("spec", {}), self.state.config.allowed_env_secrets)
 
 
 def _project(project_id: str) -> str:

@@ -259,15 +259,18 @@ class PolicyEngine:
             )
         return live
 
-    async def restore(self) -> int:
+    async def restore(self, check: Callable[[PolicySpec], None] | None = None) -> int:
         """Apply again the policies kept in the store (a restarted server); how many. A stored
-        policy that no longer loads (an evaluator uninstalled) is logged and left out."""
+        policy that no longer loads (an evaluator uninstalled), or that ``check`` refuses with
+        a ``UserError`` (a secret the server no longer allows), is logged and left out."""
         if self.runs is None:
             return 0
         restored = 0
         for stored in await self.runs.live():
             try:
                 spec = self.load(stored.doc, project=stored.project, source=stored.run_id)
+                if check is not None:
+                    check(spec)
                 await self.apply(spec)
             except UserError as e:
                 log.error("policy %s/%s not restored: %s", stored.project, stored.name, e)

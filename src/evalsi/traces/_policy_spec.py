@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -59,6 +60,15 @@ MAX_WINDOW_S = 24 * 3600.0
 MIN_WINDOW_S = 1.0
 DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 _URL = re.compile(r"https?://[^\s/]+\S*")
+def _host_and_port_ok(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError past 65535 or when not a number
+    except ValueError:
+        return False
+    return bool(parts.hostname)
+
+
 _LATENCY = re.compile(r"\s*latency\s*>\s*p(\d+(?:\.\d+)?)\s*")
 FEEDBACK_NEGATIVE = "feedback.negative"
 
@@ -409,7 +419,7 @@ class _PolicyBuilder:
     def alert(self, i: int, alert: dict[str, Any], names: list[str]) -> AlertSpec | None:
         at: KeyPath = ("spec", "alerts", i)
         notify = alert["notify"]
-        if not _URL.fullmatch(notify):
+        if not _URL.fullmatch(notify) or not _host_and_port_ok(notify):
             self.bad(
                 (*at, "notify"),
                 f"expected an http:// or https:// webhook URL, got {_show(notify)} (for Slack, "

@@ -125,10 +125,14 @@ def test_alerts_check_their_url_condition_and_names() -> None:
         "    - {when: \"mean('contains') < 0.5\", notify: 'slack://oncall'}\n"
         "    - {when: \"rate('judge') < 0.5\", notify: 'https://hooks.example/x'}\n"
         "    - {when: \"mean('contains')\", notify: 'https://hooks.example/x'}\n"
+        "    - {when: 'n > 1', notify: 'http://hooks.example:99999999/x'}\n"
+        "    - {when: 'n > 1', notify: 'https://:443/x'}\n"
     )
     assert "spec.alerts[0].notify: expected an http:// or https:// webhook URL" in text
     assert "spec.alerts[1].when: rate('judge'): no evaluator 'judge'" in text
     assert "spec.alerts[2].when: gives float, not true or false" in text
+    assert "spec.alerts[3].notify: expected an http:// or https:// webhook URL" in text
+    assert "spec.alerts[4].notify: expected an http:// or https:// webhook URL" in text
 
 
 def test_alert_names_are_distinct() -> None:
