@@ -227,7 +227,8 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
 def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
     """A server killed with SIGKILL leaves no ingest worker behind (each watches its parent);
-    what was answered 200 is in the store."""
+    what was answered 200 is in the store, and the next server completes the trace the
+    killed one left open."""
     import subprocess
     import sys
 
@@ -238,7 +239,7 @@ def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
     config.write_text(
         f"server: {{host: 127.0.0.1, port: {port}}}\n"
         f"storage: {{sqlite: {{path: {tmp_path / 'e.db'}}}}}\n"
-        "traces: {ingestWorkers: 1}\n"
+        "traces: {ingestWorkers: 1, gracePeriod: 60s}\n"  # still open when killed
     )
     cmd = [sys.executable, "-c", "import sys; from evalsi.cli import main; sys.exit(main())"]
     server = subprocess.Popen(
@@ -269,7 +270,26 @@ def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
     try:
         spans, _ = TraceStore(store).list_spans("default", limit=100)
         assert len(spans) == 16
+        assert TraceStore(store).list_traces("default")[0] == []  # never completed
     finally:
+        store.close()
+    config.write_text(config.read_text().replace("gracePeriod: 60s", "gracePeriod: 100ms"))
+    log = tmp_path / "again.log"
+    with log.open("wb") as err:
+        again = subprocess.Popen(
+            [*cmd, "serve", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=err
+        )
+    store = SqlStore.open(tmp_path / "e.db")
+    try:
+        deadline = time.monotonic() + 60
+        found: list[Any] = []
+        while time.monotonic() < deadline and not found:
+            found = TraceStore(store).list_traces("default")[0]
+            time.sleep(0.2)
+        assert [t.span_count for t in found] == [8, 8], log.read_text()[-3000:]
+    finally:
+        again.terminate()
+        again.wait(30)
         store.close()
 
 

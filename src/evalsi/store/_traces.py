@@ -283,6 +283,32 @@ class TraceStore(TraceQueries):
             if n < DELETE_BATCH:
                 return total
 
+    def unfinished_traces(self, within_s: float, limit: int) -> list[tuple[str, str]]:
+        """``(project, trace id)`` of traces with spans stored and no trace row: left open by
+        a server that stopped without completing them (a crash, a kill). Per project, among
+        the spans that started within ``within_s`` of its newest one; at most ``limit``."""
+        found: list[tuple[str, str]] = []
+        sql = sa.text(
+            "SELECT DISTINCT s.trace_id FROM spans s WHERE s.project_id = :p "
+            "AND s.start_ns >= (SELECT MAX(start_ns) FROM spans WHERE project_id = :p) - :w "
+            "AND NOT EXISTS (SELECT 1 FROM traces t "
+            "WHERE t.project_id = s.project_id AND t.trace_id = s.trace_id) LIMIT :n"
+        )
+        try:
+            for project in self._projects():
+                if len(found) >= limit:
+                    break
+                with self.engine.connect() as conn:
+                    rows = conn.execute(
+                        sql, {"p": project, "w": int(within_s * 1e9), "n": limit - len(found)}
+                    )
+                    found += [(project, str(r[0])) for r in rows]
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(
+                f"cannot look for unfinished traces in {self.store.location}: {e}"
+            ) from e
+        return found
+
     def _projects(self) -> list[str]:
         """The projects with rows, by a loose index scan (one index probe per project)."""
         found: set[str] = set()

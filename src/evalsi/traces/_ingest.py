@@ -64,6 +64,12 @@ class IngestStats:
     traces: int = 0
     refused: int = 0
     feedback: int = 0
+    recovered: int = 0  # traces a previous server left open, assembled again at start
+
+
+RECOVER_WITHIN_S = 3600.0
+"""At start, traces with spans and no trace row are assembled again (a crash left them open)
+if they started within this long of the project's newest span."""
 
 
 # (project, span rows to store, trace rows to store, settled once they are committed)
@@ -109,6 +115,7 @@ class Ingest:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._recovery: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
         self._handing: set[asyncio.Task[None]] = set()
@@ -131,11 +138,15 @@ class Ingest:
         self._thread.start()
         self._accepting = True
         self._ticker = asyncio.create_task(self._tick_loop(), name="evalsi-trace-assembler")
+        self._recovery = asyncio.create_task(self._recover(), name="evalsi-trace-recovery")
 
     async def stop(self) -> None:
         """Refuses new requests, lets those in flight commit, completes every open trace
         (their spans are stored already), hands them over, and stops the writer."""
         self._accepting = False
+        if self._recovery is not None:
+            await asyncio.gather(self._recovery, return_exceptions=True)
+            self._recovery = None
         while self._pending:  # requests whose spans are queued for the writer
             await asyncio.sleep(0.01)
         while self._arriving:  # requests in ingest workers: stored, then assembled
@@ -283,6 +294,39 @@ class Ingest:
                 await self._store(project, (), [summarize(trace)])
 
     # -- assembly ----------------------------------------------------------------------------
+
+    async def _recover(self) -> None:
+        """Traces whose spans were stored (and acknowledged) but which a stopped server never
+        completed: assembled again from the store, so they get a trace row and are graded
+        after the grace period like any other. Runs beside ingest, not before it."""
+        try:
+            found = await asyncio.to_thread(
+                self.writer.unfinished_traces, RECOVER_WITHIN_S, self.assembler.max_open
+            )
+            for project, trace_id in found:
+                if self._stopping:
+                    return
+                if (
+                    self.assembler.get(project, trace_id) is not None
+                    or (project, trace_id) in self._finishing
+                ):
+                    continue  # arriving now: this server assembles it anyway
+                # (one that completed since the query is "late" to the assembler: its row
+                # is refreshed, it is not graded again)
+                trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+                if trace is None or not trace.spans:
+                    continue
+                refs = [ref_of(s) for s in trace.spans]
+                late = self.assembler.add(project, refs, self.clock())
+                if late:  # completed meanwhile by spans arriving now: its row is refreshed
+                    await self._join_late(project, late)
+                self.stats.recovered += 1
+        except Exception:  # recovery must not stop the server
+            log.exception("recovering the traces a previous server left open failed")
+            return
+        if found:
+            log.warning("assembling again %d trace(s) left open by a previous server", len(found))
+            self._wake.set()
 
     async def _tick_loop(self) -> None:
         while not self._stopping:

@@ -470,3 +470,32 @@ async def test_feedback_while_a_completed_trace_is_handed_over_waits_for_it(
         await ingest.stop()
     assert [t.trace_id for t, _ in hook.traces] == [TID]
     assert [(t.trace_id, f.value) for t, f in hook.feedback] == [(TID, -1.0)]
+
+
+@run
+async def test_traces_a_crash_left_open_are_assembled_at_start(traces: TraceStore) -> None:
+    """Spans stored and acknowledged, the server killed before the trace completed: the next
+    server completes (and grades) it. A trace that has its row is not touched again."""
+    traces.write_spans("default", _spans())  # what the killed server had stored
+    done = Span("a" * 32, ROOT, name="done", start_time_unix_nano=1, end_time_unix_nano=2)
+    traces.write_spans("team-b", [done])
+    first = Ingest(traces, grace_s=0.05)
+    await first.start()  # the done one: completed and its row written by this "first" server
+    await first.stop()
+    assert first.stats.recovered == 2
+    hook = Hook()
+    orphan = Span("b" * 32, LATE, ROOT, name="no root", start_time_unix_nano=3_000)
+    traces.write_spans("team-b", [orphan])  # stored, then the server died
+    ingest = Ingest(traces, grace_s=0.05, orphan_s=0.1, on_trace=hook.on_trace)
+    await ingest.start()
+    try:
+        await _wait(hook, 1)
+        async with asyncio.timeout(10):
+            while ingest.stats.traces < 1:
+                await asyncio.sleep(0.01)
+    finally:
+        await ingest.stop()
+    assert ingest.stats.recovered == 1  # only the trace without a row
+    assert [t.trace_id for t, _ in hook.traces] == ["b" * 32]
+    assert {r.trace_id for r in traces.list_traces("team-b")[0]} == {"a" * 32, "b" * 32}
+    assert [r.trace_id for r in traces.list_traces("default")[0]] == [TID]
