@@ -60,6 +60,8 @@ MAX_WINDOW_S = 24 * 3600.0
 MIN_WINDOW_S = 1.0
 DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 _URL = re.compile(r"https?://[^\s/]+\S*")
+
+
 def _host_and_port_ok(url: str) -> bool:
     try:
         parts = urllib.parse.urlsplit(url)
