@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from evalsi.core import Span
+from evalsi.core import Outcome, ResultBatch, Span, Trace
 from evalsi.server._state import TracesConfig
-from evalsi.store import SqlStore, TraceStore
+from evalsi.store import SqlStore, TraceStore, TraceSummary
+from evalsi.traces._sampling import result_key
 from tests.support.server_state import server_state, serving
 
 DAY_NS = 86_400 * 10**9
@@ -27,6 +28,19 @@ def test_the_server_deletes_what_outlived_its_ttl(tmp_path: Path) -> None:
     store = TraceStore(seed)
     store.write_spans("default", [_span(old, now_ns - 2 * DAY_NS), _span(fresh, now_ns)])
     store.write_spans("audit", [_span(old, now_ns - 2 * DAY_NS)])
+    for trace_id, end in ((old, now_ns - 2 * DAY_NS), (fresh, now_ns)):
+        store.upsert_trace(
+            "default", TraceSummary.of(Trace(trace_id, spans=[_span(trace_id, end)]))
+        )
+    # a policy's scores of both traces, where the server's policies keep them
+    watch = seed.create_run(kind="watch", spec={}, project_id="default").id
+    rows = []
+    for trace_id in (old, fresh):
+        seq, trial = result_key(trace_id)
+        batch = ResultBatch("check", "check", "check", [trace_id], trial=trial)
+        batch.set_outcome(0, Outcome.SKIPPED, "x")
+        rows.append((0, seq, batch))
+    seed.write_batches(watch, rows)
     seed.close()
 
     config = TracesConfig(retention_s=86_400.0, project_retention_s={"audit": None})
@@ -38,4 +52,7 @@ def test_the_server_deletes_what_outlived_its_ttl(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "retention did not run"
             time.sleep(0.1)
         assert traces.get_trace("default", fresh) is not None  # within the TTL
+        while [r.record_id for _, _, r in state.store.iter_results(watch)] != [fresh]:
+            assert time.monotonic() < deadline, "the expired trace's score was kept"
+            time.sleep(0.1)  # it goes with its trace row, in the same retention pass
         assert traces.get_trace("audit", old) is not None  # audit keeps forever

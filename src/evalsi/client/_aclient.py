@@ -572,8 +572,10 @@ class AsyncClient(AsyncPolicyMixin):
         return [span_from_proto(s) for s in found]
 
     async def post_feedback(self, feedback: Feedback, *, project_id: str = "") -> Feedback:
-        """Attach a late signal to a trace or a session. Stamped with the time now when it has
-        none, so the retries of this call are one signal to the server (stored once)."""
+        """Attach a late signal to a trace or a session (the server stores a signal once: the
+        same fields and time again are the same signal). Without ``time_unix_nano`` it is
+        stamped with the time now; to retry a call that may have reached the server, give a
+        time, or send the same stamped feedback again, so the retry is not a second signal."""
         if not feedback.time_unix_nano:
             feedback = dataclasses.replace(feedback, time_unix_nano=time.time_ns())
         request = tr_pb.PostFeedbackRequest(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from typing import Any
@@ -18,6 +19,7 @@ from evalsi.server._policies import default_engine
 from evalsi.server._state import ServerState
 from evalsi.store import TraceStore
 from evalsi.traces import Ingest, Redactor, normalize
+from evalsi.traces._sampling import result_key
 
 log = logging.getLogger("evalsi.server")
 
@@ -92,10 +94,13 @@ class Watch:
         while not self._stop.is_set():
             try:
                 deleted = await asyncio.to_thread(
-                    self.state.trace_store.delete_expired,
-                    time.time(),
-                    cfg.retention_s,
-                    cfg.project_retention_s,
+                    functools.partial(
+                        self.state.trace_store.delete_expired,
+                        time.time(),
+                        cfg.retention_s,
+                        cfg.project_retention_s,
+                        score_key=result_key,  # the policies' scores of deleted traces go too
+                    )
                 )
                 if deleted:
                     log.info("trace retention: deleted %d expired rows", deleted)

@@ -195,10 +195,14 @@ class TraceStore(TraceQueries):
         now_s: float,
         default_ttl_s: float | None,
         project_ttls: Mapping[str, float | None] | None = None,
+        *,
+        score_key: Callable[[str], tuple[int, int]] | None = None,
     ) -> int:
         """Delete spans and traces that ended, and feedback received, more than their project's
         TTL before ``now_s`` (``project_ttls`` overrides ``default_ttl_s``; ``None`` keeps
-        forever). Returns the rows deleted. Deletes in short batches, each committed."""
+        forever), and with ``score_key`` (where a policy's ``watch`` run keeps a trace's
+        results: ``evalsi.traces`` passes it) the scores of the traces deleted. Returns the
+        rows deleted. Deletes in short batches, each committed."""
         ttls = dict(project_ttls or {})
         deleted = 0
         for project in self._projects():
@@ -212,57 +216,61 @@ class TraceStore(TraceQueries):
             deleted += self._delete_batches(
                 "spans", "project_id = :p AND start_ns < :c AND end_ns < :c", project, cutoff_ns
             )
-            deleted += self._delete_batches(
-                "traces", "project_id = :p AND start_ns < :c AND end_ns < :c", project, cutoff_ns
-            )
+            deleted += self._delete_traces(project, cutoff_ns, score_key)
             deleted += self._delete_batches(
                 "trace_feedback", "project_id = :p AND received_at < :c", project, cutoff_s
             )
-            deleted += self._delete_scores_of_gone_traces(project)
         return deleted
 
-    def _delete_scores_of_gone_traces(self, project: str) -> int:
-        """The rows online policies stored for traces no longer kept: a ``watch`` run's
-        results are keyed by a hash of the trace id, and ``record_id`` is the trace id.
-        One pass over each run in key order, a batch per transaction."""
-        with self.engine.connect() as conn:
-            watch_runs = conn.execute(
-                sa.select(runs.c.pk).where(runs.c.project_id == project, runs.c.kind == "watch")
-            ).scalars()
-            run_pks = list(watch_runs)
-        gone = (
-            "SELECT seq, trial, evaluator FROM results r WHERE r.run = :run {after}"
-            "AND NOT EXISTS (SELECT 1 FROM traces t "
-            "WHERE t.project_id = :p AND t.trace_id = r.record_id) "
-            f"ORDER BY r.seq, r.trial, r.evaluator LIMIT {DELETE_BATCH}"
-        )
-        first = sa.text(gone.format(after=""))
-        then = sa.text(gone.format(after="AND (r.seq, r.trial, r.evaluator) > (:s, :t, :e) "))
-        delete = sa.text(
-            "DELETE FROM results WHERE run = :run AND seq = :s AND trial = :t AND evaluator = :e"
+    def _delete_traces(
+        self, project: str, cutoff_ns: int, score_key: Callable[[str], tuple[int, int]] | None
+    ) -> int:
+        """Expired trace rows, a batch per transaction, with the results online policies
+        stored for them: a ``watch`` run keeps a trace's results at ``score_key(trace id)``."""
+        runs_of: list[int] = []
+        if score_key is not None:
+            with self.engine.connect() as conn:
+                found = conn.execute(
+                    sa.select(runs.c.pk).where(runs.c.project_id == project, runs.c.kind == "watch")
+                ).scalars()
+                runs_of = list(found)
+        pick = sa.text(
+            "SELECT trace_id FROM traces WHERE project_id = :p AND start_ns < :c AND end_ns < :c "
+            f"LIMIT {DELETE_BATCH}"
         )
         total = 0
         try:
-            for run in run_pks:
-                params: dict[str, Any] = {"run": run, "p": project}
-                query = first
-                while True:
-                    with self.engine.begin() as conn:
-                        keys = conn.execute(query, params).fetchall()
-                        if keys:
-                            conn.execute(
-                                delete, [{"run": run, "s": s, "t": t, "e": e} for s, t, e in keys]
-                            )
-                    total += len(keys)
-                    if len(keys) < DELETE_BATCH:
-                        break
-                    params.update(zip("ste", keys[-1], strict=True))
-                    query = then
+            while True:
+                with self.engine.begin() as conn:
+                    ids = [str(r[0]) for r in conn.execute(pick, {"p": project, "c": cutoff_ns})]
+                    if not ids:
+                        return total
+                    marks = ", ".join(f":t{i}" for i in range(len(ids)))
+                    params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(ids)}
+                    total += conn.execute(
+                        sa.text(
+                            f"DELETE FROM traces WHERE project_id = :p AND trace_id IN ({marks})"
+                        ),
+                        {"p": project, **params},
+                    ).rowcount
+                    if runs_of and score_key is not None:
+                        keys = {score_key(t) for t in ids}
+                        pairs = ", ".join(f"(:s{i}, :k{i})" for i in range(len(keys)))
+                        where = ", ".join(f":r{i}" for i in range(len(runs_of)))
+                        args: dict[str, Any] = {f"r{i}": r for i, r in enumerate(runs_of)}
+                        for i, (seq, trial) in enumerate(keys):
+                            args[f"s{i}"], args[f"k{i}"] = seq, trial
+                        total += conn.execute(
+                            sa.text(
+                                f"DELETE FROM results WHERE run IN ({where}) "
+                                f"AND (seq, trial) IN (VALUES {pairs})"
+                            ),
+                            args,
+                        ).rowcount
+                if len(ids) < DELETE_BATCH:
+                    return total
         except sa.exc.SQLAlchemyError as e:
-            raise StoreError(
-                f"cannot delete the scores of expired traces in {self.store.location}: {e}"
-            ) from e
-        return total
+            raise StoreError(f"cannot delete expired traces in {self.store.location}: {e}") from e
 
     def _delete_batches(self, table: str, where: str, project: str, cutoff: float) -> int:
         row = "ctid" if self._pg else "rowid"  # ours, not user data

@@ -120,7 +120,9 @@ class Ingest:
         self._stopping = False
         self._handing: set[asyncio.Task[None]] = set()
         # completed traces whose hand-over to the policies is under way -> its task
-        self._finishing: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._finishing: dict[tuple[str, str], asyncio.Future[None]] = {}
+        # feedback being stored and joined: done even if its request is cancelled meanwhile
+        self._joining: set[asyncio.Task[None]] = set()
         # Requests in ingest workers: their batches are assembled even when the request is
         # cancelled meanwhile, and ``stop`` waits for them.
         self._arriving: set[asyncio.Task[Batch]] = set()
@@ -144,7 +146,8 @@ class Ingest:
         """Refuses new requests, lets those in flight commit, completes every open trace
         (their spans are stored already), hands them over, and stops the writer."""
         self._accepting = False
-        if self._recovery is not None:
+        if self._recovery is not None:  # what it has not reached is found again next start
+            self._recovery.cancel()
             await asyncio.gather(self._recovery, return_exceptions=True)
             self._recovery = None
         while self._pending:  # requests whose spans are queued for the writer
@@ -158,11 +161,9 @@ class Ingest:
             self._wake.set()
             await self._ticker
             self._ticker = None
-        done = self.assembler.flush(self.clock())
-        for start in range(0, len(done), FINISH_BATCH):
-            await self._finish(done[start : start + FINISH_BATCH])
-        while self._handing:  # every completed trace reaches on_trace before the writer stops
-            await asyncio.gather(*self._handing)
+        await self._finish_all(self.assembler.flush(self.clock()))
+        while self._handing or self._joining:  # completed traces and feedback reach the hooks
+            await asyncio.gather(*self._handing, *self._joining, return_exceptions=True)
         if self._thread is not None:
             self._jobs.put(None)
             await asyncio.to_thread(self._thread.join)
@@ -266,7 +267,14 @@ class Ingest:
 
     async def feedback(self, project: str, feedback: Feedback) -> None:
         """Stores a late signal and joins it to its trace (open or completed). A signal
-        already stored (re-sent) is not counted or joined again."""
+        already stored (re-sent) is not counted or joined again, so the joining goes on even
+        if the caller is cancelled once it is stored (its retry would find it stored)."""
+        task = asyncio.ensure_future(self._feedback(project, feedback))
+        self._joining.add(task)
+        task.add_done_callback(self._joining.discard)
+        await asyncio.shield(task)
+
+    async def _feedback(self, project: str, feedback: Feedback) -> None:
         if not await asyncio.to_thread(self.writer.add_feedback, project, feedback):
             return
         self.stats.feedback += 1
@@ -300,12 +308,10 @@ class Ingest:
         completed: assembled again from the store, so they get a trace row and are graded
         after the grace period like any other. Runs beside ingest, not before it."""
         try:
-            found = await asyncio.to_thread(
-                self.writer.unfinished_traces, RECOVER_WITHIN_S, self.assembler.max_open
-            )
+            # at most a quarter of the open-trace bound: live traffic keeps its room
+            limit = max(1, self.assembler.max_open // 4)
+            found = await asyncio.to_thread(self.writer.unfinished_traces, RECOVER_WITHIN_S, limit)
             for project, trace_id in found:
-                if self._stopping:
-                    return
                 if (
                     self.assembler.get(project, trace_id) is not None
                     or (project, trace_id) in self._finishing
@@ -324,24 +330,49 @@ class Ingest:
         except Exception:  # recovery must not stop the server
             log.exception("recovering the traces a previous server left open failed")
             return
-        if found:
-            log.warning("assembling again %d trace(s) left open by a previous server", len(found))
+        if self.stats.recovered:
+            log.warning(
+                "assembling again %d trace(s) left open by a previous server",
+                self.stats.recovered,
+            )
             self._wake.set()
 
     async def _tick_loop(self) -> None:
         while not self._stopping:
-            done = self.assembler.due(self.clock())
-            for start in range(0, len(done), FINISH_BATCH):
-                await self._finish(done[start : start + FINISH_BATCH])
+            await self._finish_all(self.assembler.due(self.clock()))
             deadline = self.assembler.next_deadline()
             wait = 1.0 if deadline is None else min(1.0, max(0.01, deadline - self.clock()))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
-    async def _finish(self, completed: Sequence[Completed[SpanRef]]) -> None:
+    async def _finish_all(self, completed: Sequence[Completed[SpanRef]]) -> None:
+        """The completed traces, a batch at a time; every one of them marked as finishing
+        first (no longer open, not yet with the policies: feedback on them waits)."""
+        assert self._loop is not None
+        batches = []
+        for start in range(0, len(completed), FINISH_BATCH):
+            batch = completed[start : start + FINISH_BATCH]
+            handed: asyncio.Future[None] = self._loop.create_future()
+            keys = [(c.trace.project, c.trace.trace_id) for c in batch]
+            for key in keys:
+                self._finishing[key] = handed
+            handed.add_done_callback(functools.partial(self._finished, keys))
+            batches.append((batch, handed))
+        reached = 0
+        try:
+            for batch, handed in batches:
+                reached += 1
+                await self._finish(batch, handed)  # settles ``handed``, whatever happens
+        finally:
+            for _, handed in batches[reached:]:  # never reached (cancelled): nothing to wait
+                handed.set_result(None)
+
+    async def _finish(
+        self, completed: Sequence[Completed[SpanRef]], handed: asyncio.Future[None]
+    ) -> None:
         """Trace rows of the completed traces (one transaction per project), then the policy
-        hook, trace by trace."""
+        hook, trace by trace; ``handed`` is settled once every hand-over is over."""
         ready: dict[str, list[TraceSummary]] = {}
         for done in completed:
             pending = done.trace
@@ -351,25 +382,30 @@ class Ingest:
                 log.exception("completing trace %s failed", pending.trace_id)
                 continue
             ready.setdefault(pending.project, []).append(summary)
-        for project, summaries in ready.items():
-            # Not awaited here: the ticker goes on completing (and evicting) while the writer
-            # commits, or a busy writer would hold the open traces past their bound. But
-            # bounded: reading traces back for the policies must not pile up without limit.
-            while len(self._handing) >= MAX_HANDING:
-                await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
-            stored = self._store(project, (), summaries)
-            task = asyncio.create_task(self._hand_over(stored, project, summaries))
-            self._handing.add(task)
-            task.add_done_callback(self._handing.discard)
-            keys = [(project, s.trace_id) for s in summaries]
-            for key in keys:  # neither open nor with the policies yet: feedback waits
-                self._finishing[key] = task
-            task.add_done_callback(functools.partial(self._finished, keys))
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            for project, summaries in ready.items():
+                # Not awaited here: the ticker goes on completing (and evicting) while the
+                # writer commits, or a busy writer would hold the open traces past their
+                # bound. But bounded: reading traces back for the policies must not pile up.
+                while len(self._handing) >= MAX_HANDING:
+                    await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
+                stored = self._store(project, (), summaries)
+                task = asyncio.create_task(self._hand_over(stored, project, summaries))
+                self._handing.add(task)
+                task.add_done_callback(self._handing.discard)
+                tasks.append(task)
+        finally:
+            if tasks:
+                together = asyncio.gather(*tasks, return_exceptions=True)
+                together.add_done_callback(functools.partial(_settle_once, handed))
+            else:
+                handed.set_result(None)
         await asyncio.sleep(0)  # let requests in between batches
 
-    def _finished(self, keys: list[tuple[str, str]], task: asyncio.Task[None]) -> None:
+    def _finished(self, keys: list[tuple[str, str]], handed: asyncio.Future[None]) -> None:
         for key in keys:
-            if self._finishing.get(key) is task:
+            if self._finishing.get(key) is handed:
                 del self._finishing[key]
 
     async def _hand_over(
@@ -441,6 +477,11 @@ class Ingest:
             except Exception as e:  # noqa: BLE001 - settled on this request's future
                 outcomes.append((done, e))
         return outcomes
+
+
+def _settle_once(future: asyncio.Future[None], _: object) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _settle(outcomes: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:

@@ -428,6 +428,8 @@ class PolicyEngine:
             # an onFeedback step runs again on each new signal: its latest result counts
             live.window.add(batch, key=trace.trace_id if index >= cascade else None)
         await self._store(live, rows)
+        if self._policies.get(key) is not live:
+            return  # deleted or replaced while its rows were written: no alert, no promotion
         if self.on_scores is not None and rows:
             self._tell(self.on_scores, live, trace, record, rows)
         self._check_alerts(live)
@@ -508,9 +510,16 @@ class PolicyEngine:
             await asyncio.sleep(ALERT_CHECK_S)
             for live in list(self._policies.values()):
                 try:
-                    self._check_alerts(live)
+                    self._check_alerts_if_warm(live)
                 except Exception:  # must not stop the loop for the other policies
                     log.exception("policy %s: checking its alerts failed", live.spec.name)
+
+    def _check_alerts_if_warm(self, live: LivePolicy) -> None:
+        """Alerts checked with no trace graded: only once the policy has been applied for a
+        whole window, or a window that is empty because the server just started (not because
+        traffic stopped) would fire ``n < 100``."""
+        if self.clock() - live.started >= live.spec.window_s:
+            self._check_alerts(live)
 
     def _check_alerts(self, live: LivePolicy) -> None:
         if not live.spec.alerts:
@@ -558,7 +567,7 @@ class PolicyEngine:
     # -- reading --------------------------------------------------------------------------------
     def stats(self, name: str, project: str = "default") -> PolicyStats:
         live = self._live(name, project)
-        self._check_alerts(live)  # as of now: the window may have emptied since the last trace
+        self._check_alerts_if_warm(live)  # as of now: the window may have emptied meanwhile
         c = live.counts
         return PolicyStats(
             name=live.spec.name,

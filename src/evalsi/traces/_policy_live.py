@@ -106,6 +106,7 @@ class LivePolicy:
         self.run_id = run_id
         self.applied_at = applied_at
         self.clock = clock
+        self.started = clock()  # on the engine's clock (windows and alerts use it)
         self.counts = Counts()
         self.window = Window(spec.window_s, clock=clock)
         self.runners = [RecordRunner(step.bound) for step in spec.steps]

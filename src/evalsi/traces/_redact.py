@@ -92,6 +92,8 @@ class Redactor:
             self._dict(span.attributes)
             for event in span.events:
                 self._dict(event.attributes)
+            for link in span.links:
+                self._dict(link.attributes)
             if id(span.resource) not in seen_resources:  # shared by the spans of one request
                 seen_resources.add(id(span.resource))
                 self._dict(span.resource)

@@ -41,6 +41,7 @@ class _Entry:
     value: float | None
     label: str | None
     gone: bool = False  # superseded (a feedback step graded the trace again): not counted
+    key: tuple[str, str] | None = None  # (trace id, evaluator) when added with a key
 
 
 @dataclass(slots=True)
@@ -107,8 +108,9 @@ class Window:
         self._series: dict[tuple[str, str], _Series] = {}
         self._traces: deque[float] = deque()
         self._own: dict[str, str] = {}
-        # (key, evaluator, metric) -> the entry a later ``add(..., key=)`` supersedes
-        self._keyed: dict[tuple[str, str, str], _Entry] = {}
+        # (key, evaluator) -> its entries (and their series) a later ``add(..., key=)``
+        # supersedes, whichever metrics they are under
+        self._keyed: dict[tuple[str, str], list[tuple[_Entry, _Series]]] = {}
 
     def declare(self, evaluator: str, own_metric: str) -> None:
         """Name an instance's own metric: what ``mean('instance')`` reads."""
@@ -125,40 +127,47 @@ class Window:
 
     def add(self, batch: ResultBatch, i: int = 0, *, key: str | None = None) -> None:
         """Entry ``i`` of ``batch``: every score it holds, or its skip/error outcome. With
-        ``key`` (a trace id), an earlier entry of the same key and metric still in the window
-        no longer counts: a step graded again replaces its result rather than adding one."""
+        ``key`` (a trace id), what the same evaluator added earlier under that key and is
+        still in the window no longer counts, under whichever metrics: a step graded again
+        replaces its results rather than adding to them."""
         now = self.clock()
+        evaluator = batch.evaluator
+        tag = None if key is None else (key, evaluator)
+        if tag is not None:
+            for entry, series in self._keyed.pop(tag, ()):
+                series.retire(entry)
         outcome = batch.outcome[i]
         if outcome == _ERROR and (batch.text[i] or "").startswith(INFRA_PREFIX):
             outcome = _INFRA
         if outcome != _SCORED:
-            entry = _Entry(now, outcome, None, None, None)
-            self._put(batch.evaluator, batch.metric, entry, key)
+            self._put(evaluator, batch.metric, _Entry(now, outcome, None, None, None, key=tag))
         else:
             for score in batch.score_list(i):
                 kind, value, label = _columns(score)
-                entry = _Entry(now, outcome, kind, value, label)
-                self._put(batch.evaluator, score.name or batch.metric, entry, key)
+                entry = _Entry(now, outcome, kind, value, label, key=tag)
+                self._put(evaluator, score.name or batch.metric, entry)
         self._prune(now)
 
-    def _put(self, evaluator: str, metric: str, entry: _Entry, key: str | None) -> None:
+    def _put(self, evaluator: str, metric: str, entry: _Entry) -> None:
         series = self._series.get((evaluator, metric))
         if series is None:
             series = self._series[(evaluator, metric)] = _Series(evaluator, metric)
-        if key is not None:
-            earlier = self._keyed.get((key, evaluator, metric))
-            if earlier is not None:
-                series.retire(earlier)
-            self._keyed[(key, evaluator, metric)] = entry
+        if entry.key is not None:
+            self._keyed.setdefault(entry.key, []).append((entry, series))
         series.push(entry)
         if len(series.entries) > self.max_entries:
             self._forget(series.pop())
             self.dropped += 1
 
     def _forget(self, entry: _Entry) -> None:
-        if self._keyed:
-            for k in [k for k, e in self._keyed.items() if e is entry]:
-                del self._keyed[k]
+        """An entry leaving the window: out of its key's list (a few entries long)."""
+        if entry.key is None:
+            return
+        kept = [(e, s) for e, s in self._keyed.get(entry.key, ()) if e is not entry]
+        if kept:
+            self._keyed[entry.key] = kept
+        else:
+            self._keyed.pop(entry.key, None)
 
     def _prune(self, now: float) -> None:
         horizon = now - self.seconds
@@ -167,9 +176,7 @@ class Window:
         for series in self._series.values():
             entries = series.entries
             while entries and entries[0].at < horizon:
-                gone = series.pop()
-                if self._keyed:
-                    self._forget(gone)
+                self._forget(series.pop())
 
     # -- reading --------------------------------------------------------------------------------
     @property

@@ -470,12 +470,13 @@ def test_expired_traces_take_their_policy_scores_with_them(
     everything = [tid(n) for n in (1, 2, 3, 4)]
     for run_id in (*watch.values(), graded):
         scores(run_id, everything)
-    deleted = ts.delete_expired(T0 / S + 150, 60.0, {"b": None})
+    assert ts.delete_expired(T0 / S + 150, 60.0, {"a": None, "b": None}) == 0
+    deleted = ts.delete_expired(T0 / S + 150, 60.0, {"b": None}, score_key=result_key)
     assert deleted == 3 + 3 + 3 * 2  # a's old spans and traces, then 2 scores of each
     assert {r.record_id for _, _, r in store.iter_results(watch["a"])} == {tid(2)}
     assert store.count_results(watch["b"]) == 8  # b keeps everything
     assert store.count_results(graded) == 8  # an offline run's rows are not retention's
-    assert ts.delete_expired(T0 / S + 150, 60.0, {"b": None}) == 0
+    assert ts.delete_expired(T0 / S + 150, 60.0, {"b": None}, score_key=result_key) == 0
 
 
 def test_feedback_expires_by_when_it_was_received(ts: TraceStore) -> None:

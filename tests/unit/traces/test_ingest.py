@@ -481,8 +481,10 @@ async def test_traces_a_crash_left_open_are_assembled_at_start(traces: TraceStor
     traces.write_spans("team-b", [done])
     first = Ingest(traces, grace_s=0.05)
     await first.start()  # the done one: completed and its row written by this "first" server
+    async with asyncio.timeout(10):
+        while first.stats.recovered < 2:
+            await asyncio.sleep(0.01)
     await first.stop()
-    assert first.stats.recovered == 2
     hook = Hook()
     orphan = Span("b" * 32, LATE, ROOT, name="no root", start_time_unix_nano=3_000)
     traces.write_spans("team-b", [orphan])  # stored, then the server died
@@ -499,3 +501,39 @@ async def test_traces_a_crash_left_open_are_assembled_at_start(traces: TraceStor
     assert [t.trace_id for t, _ in hook.traces] == ["b" * 32]
     assert {r.trace_id for r in traces.list_traces("team-b")[0]} == {"a" * 32, "b" * 32}
     assert [r.trace_id for r in traces.list_traces("default")[0]] == [TID]
+
+
+@run
+async def test_every_completed_trace_is_marked_before_the_first_is_handed_over(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Completed traces go to the policies a batch at a time; feedback on one of a later batch
+    must still find it (open or finishing), never in between."""
+    from evalsi.traces import _ingest
+
+    monkeypatch.setattr(_ingest, "FINISH_BATCH", 1)
+    ingest = Ingest(traces, grace_s=0.05)
+    seen: list[bool] = []
+    finish = ingest._finish
+
+    async def spy(batch: Any, handed: Any) -> None:
+        for c in batch:
+            key = (c.trace.project, c.trace.trace_id)
+            seen.append(ingest.assembler.get(*key) is not None or key in ingest._finishing)
+        await finish(batch, handed)
+
+    monkeypatch.setattr(ingest, "_finish", spy)
+    await ingest.start()
+    try:
+        spans = [
+            Span(f"{n:032x}", "1" * 16, name="t", start_time_unix_nano=1, end_time_unix_nano=2)
+            for n in (1, 2, 3)
+        ]
+        await ingest.accept("default", spans)
+        async with asyncio.timeout(10):
+            while ingest.stats.traces < 3:
+                await asyncio.sleep(0.01)
+    finally:
+        await ingest.stop()
+    assert seen == [True, True, True]
+    assert ingest._finishing == {}

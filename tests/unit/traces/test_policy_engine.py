@@ -659,3 +659,39 @@ async def test_alerts_follow_the_window_without_traffic(
     assert [p["alert"] for _, p in notifier.sent] == ["quiet"]  # no trace needed to notice
     assert engine.stats("p").firing == ["quiet"]
     await engine.close()
+
+
+@sync
+async def test_a_policy_deleted_while_its_rows_are_written_alerts_nothing(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notifier, promoter = Recorder(), ListPromoter()
+    engine = PolicyEngine(
+        registry=registry, store=SqlStore.open(tmp_path / "s.db"), notifier=notifier,
+        promoter=promoter,
+    )  # fmt: skip
+    await engine.apply(
+        policy(
+            "  cascade: [{ref: test/cheap}]\n"
+            "  alerts: [{when: 'n >= 1', notify: 'https://h.example/x'}]\n"
+            "  promote: {when: 'true', dataset: low}\n",
+            registry,
+        )
+    )
+    gate = asyncio.Event()
+    assert engine.runs is not None
+    write = engine.runs.write
+
+    async def slow_write(run_id: str, rows: Any) -> None:
+        await gate.wait()  # a busy store
+        await write(run_id, rows)
+
+    monkeypatch.setattr(engine.runs, "write", slow_write)
+    await engine.submit(*make(1, "ok"))
+    await asyncio.sleep(0.05)
+    await engine.delete("p")
+    gate.set()
+    await engine.drain()
+    assert notifier.sent == []
+    assert promoter.rows == []
+    await engine.close()

@@ -218,3 +218,30 @@ def _alive_after_cap(steps: list[Any], numbers: bool, now: float) -> list[Any]:
         if len(added) > 25:
             added.pop(0)
     return [(t, v, k) for t, v, k, gone in added if not gone and t >= now - 60]
+
+
+def test_a_step_graded_again_replaces_all_its_metrics() -> None:
+    w = Window(300, clock=Clock())
+    first = ResultBatch("rubric", "builtin/rubric", "rubric", ["t"])
+    first.set_scores(0, [Score(name="helpful", number=0.1), Score(name="safe", number=0.2)])
+    w.add(first, key="trace-a")
+    again = ResultBatch("rubric", "builtin/rubric", "rubric", ["t"])
+    again.set_outcome(0, Outcome.ERROR, "judge failed")
+    w.add(again, key="trace-a")
+    by_metric = {m.metric: m for m in w.summaries()}
+    assert set(by_metric) == {"rubric"}  # helpful and safe no longer count
+    assert (by_metric["rubric"].n, by_metric["rubric"].errors) == (0, 1)
+
+
+def test_keyed_entries_leave_the_window_in_linear_time() -> None:
+    clock = Clock()
+    w = Window(60, clock=clock)
+    for i in range(20_000):
+        w.add(one("fb", number=float(i)), key=f"trace-{i}")
+    clock.now += 61
+    import time
+
+    started = time.perf_counter()
+    assert w.find("fb") is None  # all 20,000 expire in one prune
+    assert time.perf_counter() - started < 2.0  # a scan per entry took ~60 s at 100k
+    assert w._keyed == {}

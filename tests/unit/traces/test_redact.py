@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalsi.core import Span, SpanEvent, UserError
+from evalsi.core import Span, SpanEvent, SpanLink, UserError
 from evalsi.traces import Redactor, parse_rules
 
 EMAIL = r"[\w.+-]+@[\w-]+\.[\w.]+"
@@ -14,7 +14,7 @@ def rules(*items: dict[str, object]) -> Redactor:
     return Redactor(parse_rules(list(items)))
 
 
-def test_replaces_matches_in_attributes_events_resource_and_status() -> None:
+def test_replaces_matches_in_attributes_events_links_resource_and_status() -> None:
     resource = {"service.name": "svc", "owner": "ops@example.com"}
     s = Span(
         trace_id="1" * 32,
@@ -23,8 +23,10 @@ def test_replaces_matches_in_attributes_events_resource_and_status() -> None:
         events=[SpanEvent("gen_ai.user.message", 0, {"content": "a@b.io and c@d.io"})],
         resource=resource,
         status_message="failed for x@y.org",
+        links=[SpanLink("3" * 32, "4" * 16, {"from": "me@example.com"})],
     )
     rules({"pattern": EMAIL, "replacement": "[EMAIL]"}).spans([s])
+    assert s.links[0].attributes == {"from": "[EMAIL]"}
     assert s.attributes == {"input.value": "mail [EMAIL] now", "n": 3}
     assert s.events[0].attributes["content"] == "[EMAIL] and [EMAIL]"
     assert resource["owner"] == "[EMAIL]"
