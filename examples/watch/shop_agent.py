@@ -4,7 +4,8 @@ It exports OTLP to evalsi serve, which assembles, stores and grades the traces.
 
     python examples/watch/shop_agent.py --endpoint http://127.0.0.1:8080 --requests 20
 
-Every fifth answer leaks a customer's e-mail address (what the example policy catches).
+Every fifth answer leaks a customer's e-mail address (what the example policy catches), and
+its user gives it a thumbs down, sent as an `evalsi.feedback` event on the root span.
 Needs the OpenTelemetry SDK and its OTLP exporters (pip install opentelemetry-sdk
 opentelemetry-exporter-otlp-proto-http opentelemetry-exporter-otlp-proto-grpc).
 """
@@ -81,6 +82,12 @@ def run(
                 if i % 7 == 6:
                     tool.set_status(Status(StatusCode.ERROR, "order service timed out"))
             root.set_attribute("output.value", reply)
+            if i % 5 == 4:  # the user saw someone else's address: a late signal on the trace
+                root.add_event(
+                    "evalsi.feedback",
+                    {"feedback.name": "thumbs", "feedback.value": "down",
+                     "feedback.comment": "shows another customer's e-mail"},
+                )  # fmt: skip
             trace_ids.append(format(root.get_span_context().trace_id, "032x"))
     provider.force_flush()
     provider.shutdown()

@@ -113,6 +113,10 @@ def test_traces_are_scored_alerted_promoted_and_graded_offline(
     ]
     record = shown.summary.record
     assert record["output"].startswith("Your order ships to jane.doe4@example.com")
+    # the user's thumbs down, sent as a span event, joined the trace (once)
+    assert [(f.name, f.value, f.source) for f in shown.trace.feedback] == [
+        ("thumbs", -1.0, "span_event")
+    ]
     # the alert
     (alert,) = [a for a in received if a.get("alert") == "pii-leaks"][:1]
     assert alert["policy"] == "shop-leaks"
