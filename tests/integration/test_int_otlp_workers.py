@@ -239,7 +239,7 @@ def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
     config.write_text(
         f"server: {{host: 127.0.0.1, port: {port}}}\n"
         f"storage: {{sqlite: {{path: {tmp_path / 'e.db'}}}}}\n"
-        "traces: {ingestWorkers: 1, gracePeriod: 60s}\n"  # still open when killed
+        "traces: {ingestWorkers: 1, gracePeriod: 60s, retention: never}\n"  # open when killed
     )
     cmd = [sys.executable, "-c", "import sys; from evalsi.cli import main; sys.exit(main())"]
     server = subprocess.Popen(

@@ -291,6 +291,26 @@ class TraceStore(TraceQueries):
             if n < DELETE_BATCH:
                 return total
 
+    def summarized(self, project: str, trace_ids: Sequence[str]) -> set[str]:
+        """Which of these traces already have a trace row."""
+        found: set[str] = set()
+        try:
+            with self.engine.connect() as conn:
+                for start in range(0, len(trace_ids), MAX_PAGE):
+                    chunk = list(trace_ids[start : start + MAX_PAGE])
+                    marks = ", ".join(f":t{i}" for i in range(len(chunk)))
+                    rows = conn.execute(
+                        sa.text(
+                            "SELECT trace_id FROM traces WHERE project_id = :p "
+                            f"AND trace_id IN ({marks})"
+                        ),
+                        {"p": project, **{f"t{i}": t for i, t in enumerate(chunk)}},
+                    )
+                    found.update(str(r[0]) for r in rows)
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(f"cannot read trace rows in {self.store.location}: {e}") from e
+        return found
+
     def unfinished_traces(self, within_s: float, limit: int) -> list[tuple[str, str]]:
         """``(project, trace id)`` of traces with spans stored and no trace row: left open by
         a server that stopped without completing them (a crash, a kill). Per project, among

@@ -170,6 +170,12 @@ class Ingest:
             self._thread = None
         self._loop = None
 
+    async def recovered(self) -> int:
+        """Waits until the traces a previous server left open are back in assembly; how many."""
+        if self._recovery is not None:
+            await asyncio.wait({self._recovery})
+        return self.stats.recovered
+
     # -- SpanSink ----------------------------------------------------------------------------
 
     async def accept(self, project: str, spans: Sequence[Span]) -> None:
@@ -312,13 +318,9 @@ class Ingest:
             limit = max(1, self.assembler.max_open // 4)
             found = await asyncio.to_thread(self.writer.unfinished_traces, RECOVER_WITHIN_S, limit)
             for project, trace_id in found:
-                if (
-                    self.assembler.get(project, trace_id) is not None
-                    or (project, trace_id) in self._finishing
-                ):
-                    continue  # arriving now: this server assembles it anyway
-                # (one that completed since the query is "late" to the assembler: its row
-                # is refreshed, it is not graded again)
+                # Also when spans of it arrived since: the stored ones join them (a re-sent
+                # span replaces its copy). One completed meanwhile is "late" to the assembler:
+                # its row is rebuilt from the store, it is not graded again.
                 trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
                 if trace is None or not trace.spans:
                     continue
@@ -390,8 +392,7 @@ class Ingest:
                 # bound. But bounded: reading traces back for the policies must not pile up.
                 while len(self._handing) >= MAX_HANDING:
                     await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
-                stored = self._store(project, (), summaries)
-                task = asyncio.create_task(self._hand_over(stored, project, summaries))
+                task = asyncio.create_task(self._hand_over(project, summaries))
                 self._handing.add(task)
                 task.add_done_callback(self._handing.discard)
                 tasks.append(task)
@@ -408,19 +409,34 @@ class Ingest:
             if self._finishing.get(key) is handed:
                 del self._finishing[key]
 
-    async def _hand_over(
-        self, stored: asyncio.Future[None], project: str, summaries: list[TraceSummary]
-    ) -> None:
-        """Once the trace rows are committed: each trace read back, then the policy hook."""
+    async def _hand_over(self, project: str, summaries: list[TraceSummary]) -> None:
+        """The trace rows written; once committed, each trace read back, then the policy hook.
+
+        A trace that has a row already was completed before (by a server since restarted, or
+        more than ``late_s`` ago): these spans are late ones. Its row is rebuilt from all its
+        stored spans, not from these alone, and it is not graded again."""
+        fresh = summaries
         try:
-            await stored
+            known = await asyncio.to_thread(
+                self.writer.summarized, project, [s.trace_id for s in summaries]
+            )
+            if known:
+                fresh = [s for s in summaries if s.trace_id not in known]
+                again = []
+                for trace_id in known:
+                    trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+                    if trace is not None:
+                        again.append(summarize(trace))
+                self.stats.late_spans += len(known)
+                summaries = [*fresh, *again]
+            await self._store(project, (), summaries)
         except Exception:
             log.exception("storing %d completed traces failed", len(summaries))
             return
-        self.stats.traces += len(summaries)
+        self.stats.traces += len(fresh)
         if self.on_trace is None or not self.wants_traces(project):
             return
-        for summary in summaries:
+        for summary in fresh:
             try:
                 trace = await asyncio.to_thread(self.writer.get_trace, project, summary.trace_id)
                 if trace is None:  # deleted meanwhile (retention)

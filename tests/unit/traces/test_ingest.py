@@ -459,6 +459,7 @@ async def test_feedback_while_a_completed_trace_is_handed_over_waits_for_it(
     monkeypatch.setattr(traces, "get_trace", slow_read)
     ingest = Ingest(traces, grace_s=0.05, on_trace=hook.on_trace, on_feedback=hook.on_feedback)
     await ingest.start()
+    assert await ingest.recovered() == 0  # nothing left open before: no read back for it
     try:
         await ingest.accept("default", _spans())
         while not slow.is_set():  # completed, its read-back under way
@@ -481,9 +482,7 @@ async def test_traces_a_crash_left_open_are_assembled_at_start(traces: TraceStor
     traces.write_spans("team-b", [done])
     first = Ingest(traces, grace_s=0.05)
     await first.start()  # the done one: completed and its row written by this "first" server
-    async with asyncio.timeout(10):
-        while first.stats.recovered < 2:
-            await asyncio.sleep(0.01)
+    assert await first.recovered() == 2
     await first.stop()
     hook = Hook()
     orphan = Span("b" * 32, LATE, ROOT, name="no root", start_time_unix_nano=3_000)
@@ -537,3 +536,27 @@ async def test_every_completed_trace_is_marked_before_the_first_is_handed_over(
         await ingest.stop()
     assert seen == [True, True, True]
     assert ingest._finishing == {}
+
+
+@run
+async def test_a_late_span_after_a_restart_neither_regrades_nor_shrinks_its_trace(
+    traces: TraceStore,
+) -> None:
+    first = Ingest(traces, grace_s=0.05)
+    await first.start()
+    await first.accept("default", _spans())
+    await first.stop()  # completed: its row says 2 spans, root "invoke_agent support"
+    hook = Hook()
+    ingest = Ingest(traces, grace_s=0.05, orphan_s=0.1, on_trace=hook.on_trace)
+    await ingest.start()  # a new server: it has not seen the trace
+    try:
+        await ingest.accept("default", [Span(TID, LATE, ROOT, name="late tool call")])
+        async with asyncio.timeout(10):
+            while ingest.stats.late_spans < 1:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+    finally:
+        await ingest.stop()
+    assert hook.traces == []  # graded by the server that completed it, not again
+    (row,), _ = traces.list_traces("default")
+    assert (row.span_count, row.root_name) == (3, "invoke_agent support")  # from all 3 spans
