@@ -427,7 +427,7 @@ class Ingest:
                     trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
                     if trace is not None:
                         again.append(summarize(trace))
-                self.stats.late_spans += len(known)
+                self.stats.late_spans += sum(s.span_count for s in summaries if s.trace_id in known)
                 summaries = [*fresh, *again]
             await self._store(project, (), summaries)
         except Exception:
