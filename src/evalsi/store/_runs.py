@@ -338,6 +338,11 @@ class RunTable:
             self._start_heartbeat()
         return self._fetch(run_id)
 
+    def set_summary(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Replace a run's summary (a live run's state, such as an online policy's counts)."""
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(summary=summary))
+
     def set_progress(self, run_id: str, records: int) -> None:
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(records=records))

@@ -104,6 +104,8 @@ DEFAULT_CONCURRENCY = 16
 """Traces graded at once by ``submit`` (a judge call takes seconds; checks take microseconds)."""
 ALERT_CHECK_S = 1.0
 """How often alerts are checked besides after each graded trace."""
+PERSIST_EVERY_S = 10.0
+"""How often each policy's counts and alert states are kept in the store (and at close)."""
 
 JudgeFactory = Callable[[PolicySpec], Mapping[str, JudgeClient]]
 """Builds the judge clients a policy's evaluators ask for (``default_judges`` by default)."""
@@ -185,7 +187,7 @@ class PolicyEngine:
         self.overloaded = 0
         self.on_scores = on_scores
         self._lock = asyncio.Lock()
-        self._alert_ticker: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
 
     # -- policies -------------------------------------------------------------------------------
     def load(self, doc: Mapping[str, Any], *, project: str = "", source: str = "") -> PolicySpec:
@@ -217,10 +219,8 @@ class PolicyEngine:
             live = LivePolicy(spec, run_id, time.time(), self.clock)
             self._policies[key] = live
             self._judges[key] = judges
-            if spec.alerts and (self._alert_ticker is None or self._alert_ticker.done()):
-                self._alert_ticker = asyncio.create_task(
-                    self._alert_loop(), name="evalsi-policy-alerts"
-                )
+            if self._ticker is None or self._ticker.done():
+                self._ticker = asyncio.create_task(self._tick(), name="evalsi-policy-ticker")
         return AppliedPolicy(spec, run_id, live.applied_at, True)
 
     async def delete(self, name: str, project: str = "default") -> None:
@@ -272,6 +272,9 @@ class PolicyEngine:
                 if check is not None:
                     check(spec)
                 await self.apply(spec)
+                live = self._policies.get((spec.project, spec.name))
+                if live is not None and stored.state is not None:
+                    live.restore_state(stored.state, time.time())
             except UserError as e:
                 log.error("policy %s/%s not restored: %s", stored.project, stored.name, e)
                 continue
@@ -503,9 +506,11 @@ class PolicyEngine:
             live.counts.promoted += 1
 
     # -- alerts ---------------------------------------------------------------------------------
-    async def _alert_loop(self) -> None:
-        """Alerts are checked after each graded trace, and on this clock too: a window
-        emptying (traffic stopped) can make an alert true or false with no trace arriving."""
+    async def _tick(self) -> None:
+        """Every second, the alerts (checked after each graded trace too: a window emptying,
+        traffic stopped, makes an alert true with no trace arriving); every
+        ``PERSIST_EVERY_S``, each policy's counts and alert states, kept with its run."""
+        saved_at = time.monotonic()
         while True:
             await asyncio.sleep(ALERT_CHECK_S)
             for live in list(self._policies.values()):
@@ -513,6 +518,25 @@ class PolicyEngine:
                     self._check_alerts_if_warm(live)
                 except Exception:  # must not stop the loop for the other policies
                     log.exception("policy %s: checking its alerts failed", live.spec.name)
+            if time.monotonic() - saved_at >= PERSIST_EVERY_S:
+                saved_at = time.monotonic()
+                await self._persist()
+
+    async def _persist(self) -> None:
+        """Keep what changed of each policy's counts and alert states in the store."""
+        if self.runs is None:
+            return
+        wall = time.time()
+        for live in list(self._policies.values()):
+            state = live.state(wall)
+            mark = (state["counts"], {n: (a.firing, a.fired) for n, a in live.alert_states.items()})
+            if mark == live.saved:
+                continue
+            try:
+                await self.runs.save_state(live.run_id, state)
+                live.saved = mark
+            except Exception:  # the next round tries again
+                log.exception("policy %s: cannot keep its counts", live.spec.name)
 
     def _check_alerts_if_warm(self, live: LivePolicy) -> None:
         """Alerts checked with no trace graded: only once the policy has been applied for a
@@ -604,9 +628,10 @@ class PolicyEngine:
 
     async def close(self) -> None:
         """Finish deliveries and close the webhook session (the server's shutdown)."""
-        if self._alert_ticker is not None:
-            self._alert_ticker.cancel()
-            await asyncio.gather(self._alert_ticker, return_exceptions=True)
-            self._alert_ticker = None
+        if self._ticker is not None:
+            self._ticker.cancel()
+            await asyncio.gather(self._ticker, return_exceptions=True)
+            self._ticker = None
         await self.drain()
+        await self._persist()  # the counts as they end, for the next server
         await self.notifier.close()

@@ -26,6 +26,7 @@ from evalsi.core import (
     Trace,
 )
 from evalsi.evaluators import RecordRunner
+from evalsi.traces._alerts import AlertState
 from evalsi.traces._policy_cel import ConditionError, evaluate
 from evalsi.traces._policy_spec import PolicySpec, Step
 from evalsi.traces._sampling import P2Quantile, result_key, sampled
@@ -59,6 +60,18 @@ class Counts:
     promoted: int = 0
     forced_by_feedback: int = 0  # passed over when completed, graded on negative feedback
     outcomes: Counter[str] = field(default_factory=Counter)
+
+
+_COUNTS = (
+    "selected",
+    "sampled",
+    "evaluated",
+    "errors",
+    "alerts_fired",
+    "alert_failures",
+    "promoted",
+    "forced_by_feedback",
+)
 
 
 def trace_view(trace: Trace) -> dict[str, Any]:
@@ -117,7 +130,8 @@ class LivePolicy:
             for rule in spec.always
             if rule.kind == "latency"
         }
-        self.alert_states: dict[str, Any] = {}
+        self.alert_states: dict[str, AlertState] = {}
+        self.saved: Any = None  # what was last kept in the store (``state``'s counts, alerts)
         self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
 
     # -- deciding -------------------------------------------------------------------------------
@@ -221,6 +235,54 @@ class LivePolicy:
                     f"{'/'.join(lacking)}; enable content capture to grade it)"
                 )
         return None
+
+    # -- kept across restarts -------------------------------------------------------------------
+    def state(self, wall_now: float) -> dict[str, Any]:
+        """The counts and alert states as JSON (alert times as unix seconds)."""
+        c = self.counts
+        now = self.clock()
+        return {
+            "counts": {
+                **{k: getattr(c, k) for k in _COUNTS},
+                "skipped": dict(c.skipped),
+                "outcomes": dict(c.outcomes),
+            },
+            "alerts": {
+                name: {
+                    "firing": a.firing,
+                    "fired": a.fired,
+                    "last_fired": None if a.last_fired is None else wall_now - (now - a.last_fired),
+                }
+                for name, a in self.alert_states.items()
+            },
+        }
+
+    def restore_state(self, state: Mapping[str, Any], wall_now: float) -> None:
+        """Counts and alert states saved by ``state`` (by a server since restarted); what does
+        not read as expected is left at zero."""
+        counts = state.get("counts")
+        if isinstance(counts, dict):
+            for k in _COUNTS:
+                if type(counts.get(k)) is int:
+                    setattr(self.counts, k, counts[k])
+            for name in ("skipped", "outcomes"):
+                saved = counts.get(name)
+                if isinstance(saved, dict):
+                    getattr(self.counts, name).update(
+                        {str(k): v for k, v in saved.items() if type(v) is int}
+                    )
+        alerts = state.get("alerts")
+        if isinstance(alerts, dict):
+            now = self.clock()
+            for name, a in alerts.items():
+                if not isinstance(a, dict):
+                    continue
+                last = a.get("last_fired")
+                self.alert_states[str(name)] = AlertState(
+                    firing=a.get("firing") is True,
+                    last_fired=now - (wall_now - last) if isinstance(last, int | float) else None,
+                    fired=a["fired"] if type(a.get("fired")) is int else 0,
+                )
 
     def remember(self, trace_id: str, scores: list[dict[str, Any]]) -> None:
         self.recent[trace_id] = scores

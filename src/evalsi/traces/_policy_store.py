@@ -43,6 +43,7 @@ class StoredPolicy:
     name: str
     doc: dict[str, Any]
     created_at: float
+    state: dict[str, Any] | None = None  # the counts and alert states it last saved
 
 
 class PolicyRuns:
@@ -128,12 +129,22 @@ class PolicyRuns:
             if key in newest:
                 stale.append(info.id)  # an older live version (a crash between two writes)
                 continue
+            state = (info.summary or {}).get("policy_state")
             newest[key] = StoredPolicy(
-                info.id, info.project_id, info.name, info.spec["policy"], info.created_at
+                info.id,
+                info.project_id,
+                info.name,
+                info.spec["policy"],
+                info.created_at,
+                state if isinstance(state, dict) else None,
             )
         for run_id in stale:
             self._end(run_id, "stopped")
         return list(newest.values())
+
+    async def save_state(self, run_id: str, state: dict[str, Any]) -> None:
+        """Keep a policy's counts and alert states with its run (restored after a restart)."""
+        await self._call(self.store.set_summary, run_id, {"policy_state": state})
 
     async def graded(self, run_id: str, trace_id: str) -> bool:
         """Whether the run holds results for this trace."""

@@ -695,3 +695,33 @@ async def test_a_policy_deleted_while_its_rows_are_written_alerts_nothing(
     assert notifier.sent == []
     assert promoter.rows == []
     await engine.close()
+
+
+@sync
+async def test_counts_and_alert_states_survive_a_restart(
+    registry: Registry, tmp_path: Path
+) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    body = (
+        "  cascade: [{ref: test/cheap}]\n"
+        "  alerts: [{name: bad, when: \"rate('cheap') < 0.5\", notify: 'https://h.example/x'}]\n"
+    )
+    notifier = Recorder()
+    first = PolicyEngine(registry=registry, store=store, notifier=notifier)
+    await first.apply(policy(body, registry))
+    await feed(first, [make(1, "bad"), make(2, "nope"), make(3, "ok")])
+    before = first.stats("p")
+    assert [p["alert"] for _, p in notifier.sent] == ["bad"]
+    await first.close()  # keeps the counts and alert states with the policy's run
+
+    notifier = Recorder()
+    second = PolicyEngine(registry=registry, store=store, notifier=notifier)
+    assert await second.restore() == 1
+    after = second.stats("p")
+    assert (after.selected, after.sampled, after.evaluated) == (3, 3, 3)
+    assert (after.alerts_fired, after.outcomes) == (1, before.outcomes)
+    assert after.firing == ["bad"]
+    await feed(second, [make(4, "bad")])  # still failing: the alert fired already, no page
+    assert notifier.sent == []
+    assert second.stats("p").evaluated == 4
+    await second.close()
