@@ -72,8 +72,11 @@ RECOVER_WITHIN_S = 3600.0
 if they started within this long of the project's newest span."""
 
 
-# (project, span rows to store, trace rows to store, settled once they are committed)
-_Job = tuple[str, Sequence[tuple[Any, ...]], Sequence[TraceSummary], asyncio.Future[None]]
+# (project, span rows to store, trace rows to store, settled once they are committed, and a
+# set the writer fills with the ids of those traces that had a row already, or None)
+_Job = tuple[
+    str, Sequence[tuple[Any, ...]], Sequence[TraceSummary], asyncio.Future[None], set[str] | None
+]
 
 
 class Ingest:
@@ -121,7 +124,10 @@ class Ingest:
         self._handing: set[asyncio.Task[None]] = set()
         # completed traces whose hand-over to the policies is under way -> its task
         self._finishing: dict[tuple[str, str], asyncio.Future[None]] = {}
-        # feedback being stored and joined: done even if its request is cancelled meanwhile
+        # feedback on open traces, for those that turn out to have been graded before
+        self._deferred: dict[tuple[str, str], list[Feedback]] = {}
+        # feedback being stored and joined (done even if its request is cancelled meanwhile),
+        # late spans being joined to their trace's row
         self._joining: set[asyncio.Task[None]] = set()
         # Requests in ingest workers: their batches are assembled even when the request is
         # cancelled meanwhile, and ``stop`` waits for them.
@@ -257,16 +263,25 @@ class Ingest:
             await self.feedback(project, fb)
         if late:
             self.stats.late_spans += len(late)
-            await self._join_late(project, late)
+            # not in _handing: it may wait for a hand-over that waits for room there
+            task = asyncio.create_task(self._join_late(project, late))
+            self._joining.add(task)
+            task.add_done_callback(self._joining.discard)
         self._wake.set()
 
     def _store(
-        self, project: str, rows: Sequence[tuple[Any, ...]], summaries: Sequence[TraceSummary]
+        self,
+        project: str,
+        rows: Sequence[tuple[Any, ...]],
+        summaries: Sequence[TraceSummary],
+        existed: set[str] | None = None,
     ) -> asyncio.Future[None]:
-        """Hands rows to the writer thread; the future settles once they are committed."""
+        """Hands rows to the writer thread; the future settles once they are committed. With
+        ``existed``, the writer first adds to it the traces of ``summaries`` that had a row:
+        in the writer thread, so in order with every other trace-row write."""
         assert self._loop is not None
         done: asyncio.Future[None] = self._loop.create_future()
-        self._jobs.put((project, rows, summaries, done))
+        self._jobs.put((project, rows, summaries, done, existed))
         return done
 
     # -- late signals ------------------------------------------------------------------------
@@ -287,7 +302,10 @@ class Ingest:
         if not feedback.trace_id:
             return  # a session-level signal: stored, read by queries and session evaluators
         if self.assembler.get(project, feedback.trace_id) is not None:
-            return  # graded with the trace when it completes (read back with its feedback)
+            # graded with the trace when it completes (read back with its feedback); kept in
+            # case it was graded before (late spans opened it again: see _completed_again)
+            self._deferred.setdefault((project, feedback.trace_id), []).append(feedback)
+            return
         if self.on_feedback is None:
             return
         finishing = self._finishing.get((project, feedback.trace_id))
@@ -301,11 +319,18 @@ class Ingest:
         await self.on_feedback(trace, trace_to_record(trace), feedback)
 
     async def _join_late(self, project: str, late: list[SpanRef]) -> None:
-        by_trace = {s.trace_id for s in late}
-        for trace_id in by_trace:
-            trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
-            if trace is not None:  # its row again, through the writer like every other
-                await self._store(project, (), [summarize(trace)])
+        """Late spans of completed traces: each trace's row rebuilt from its stored spans,
+        after its completion's own row (a trace still being handed over is waited for)."""
+        for trace_id in {s.trace_id for s in late}:
+            finishing = self._finishing.get((project, trace_id))
+            if finishing is not None:
+                await asyncio.wait({finishing})
+            try:
+                trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+                if trace is not None:  # its row again, through the writer like every other
+                    await self._store(project, (), [summarize(trace)])
+            except Exception:
+                log.exception("joining late spans to trace %s failed", trace_id)
 
     # -- assembly ----------------------------------------------------------------------------
 
@@ -321,14 +346,20 @@ class Ingest:
                 # Also when spans of it arrived since: the stored ones join them (a re-sent
                 # span replaces its copy). One completed meanwhile is "late" to the assembler:
                 # its row is rebuilt from the store, it is not graded again.
+                key = (project, trace_id)
+                finishing = self._finishing.get(key)
+                if finishing is not None:
+                    await asyncio.wait({finishing})
+                seen = self.assembler.get(project, trace_id) is not None or key in self._finishing
                 trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
                 if trace is None or not trace.spans:
                     continue
                 refs = [ref_of(s) for s in trace.spans]
                 late = self.assembler.add(project, refs, self.clock())
-                if late:  # completed meanwhile by spans arriving now: its row is refreshed
+                if late:
                     await self._join_late(project, late)
-                self.stats.recovered += 1
+                elif not seen:  # not a trace this server is receiving now
+                    self.stats.recovered += 1
         except Exception:  # recovery must not stop the server
             log.exception("recovering the traces a previous server left open failed")
             return
@@ -392,7 +423,9 @@ class Ingest:
                 # bound. But bounded: reading traces back for the policies must not pile up.
                 while len(self._handing) >= MAX_HANDING:
                     await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
-                task = asyncio.create_task(self._hand_over(project, summaries))
+                existed: set[str] = set()
+                stored = self._store(project, (), summaries, existed)
+                task = asyncio.create_task(self._hand_over(stored, project, summaries, existed))
                 self._handing.add(task)
                 task.add_done_callback(self._handing.discard)
                 tasks.append(task)
@@ -406,34 +439,34 @@ class Ingest:
 
     def _finished(self, keys: list[tuple[str, str]], handed: asyncio.Future[None]) -> None:
         for key in keys:
+            self._deferred.pop(key, None)  # read back with the trace, or handed over
             if self._finishing.get(key) is handed:
                 del self._finishing[key]
 
-    async def _hand_over(self, project: str, summaries: list[TraceSummary]) -> None:
-        """The trace rows written; once committed, each trace read back, then the policy hook.
+    async def _hand_over(
+        self,
+        stored: asyncio.Future[None],
+        project: str,
+        summaries: list[TraceSummary],
+        existed: set[str],
+    ) -> None:
+        """Once the trace rows are committed: each trace read back, then the policy hook.
 
-        A trace that has a row already was completed before (by a server since restarted, or
-        more than ``late_s`` ago): these spans are late ones. Its row is rebuilt from all its
-        stored spans, not from these alone, and it is not graded again."""
-        fresh = summaries
+        A trace that had a row already (``existed``) was completed before, by a server since
+        restarted or more than ``late_s`` ago: these spans were late ones. Its row is rebuilt
+        from all its stored spans, it is not graded again, and feedback that arrived while it
+        was open goes to ``on_feedback``."""
         try:
-            known = await asyncio.to_thread(
-                self.writer.summarized, project, [s.trace_id for s in summaries]
-            )
-            if known:
-                fresh = [s for s in summaries if s.trace_id not in known]
-                again = []
-                for trace_id in known:
-                    trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
-                    if trace is not None:
-                        again.append(summarize(trace))
-                self.stats.late_spans += sum(s.span_count for s in summaries if s.trace_id in known)
-                summaries = [*fresh, *again]
-            await self._store(project, (), summaries)
+            await stored
         except Exception:
             log.exception("storing %d completed traces failed", len(summaries))
             return
+        fresh = [s for s in summaries if s.trace_id not in existed]
         self.stats.traces += len(fresh)
+        for summary in summaries:
+            if summary.trace_id in existed:
+                self.stats.late_spans += summary.span_count
+                await self._completed_again(project, summary.trace_id)
         if self.on_trace is None or not self.wants_traces(project):
             return
         for summary in fresh:
@@ -444,6 +477,19 @@ class Ingest:
                 await self.on_trace(trace, trace_to_record(trace))
             except Exception:
                 log.exception("handing trace %s to the policies failed", summary.trace_id)
+
+    async def _completed_again(self, project: str, trace_id: str) -> None:
+        deferred = self._deferred.pop((project, trace_id), [])
+        try:
+            trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+            if trace is None:
+                return
+            await self._store(project, (), [summarize(trace)])  # after the partial row
+            if self.on_feedback is not None and self.wants_traces(project):
+                for feedback in deferred:
+                    await self.on_feedback(trace, trace_to_record(trace), feedback)
+        except Exception:  # this trace only
+            log.exception("rebuilding the row of trace %s failed", trace_id)
 
     # -- the writer thread -------------------------------------------------------------------
 
@@ -464,10 +510,17 @@ class Ingest:
                 jobs.append(more)
             rows: list[tuple[Any, ...]] = []
             traces_of: dict[str, list[TraceSummary]] = {}
-            for project, span_rows, summaries, _ in jobs:
+            for project, span_rows, summaries, _, existed in jobs:
                 rows += span_rows
                 if summaries:
                     traces_of.setdefault(project, []).extend(summaries)
+                if existed is not None and summaries:
+                    try:
+                        existed.update(
+                            self.writer.summarized(project, [s.trace_id for s in summaries])
+                        )
+                    except Exception:
+                        log.exception("cannot tell which completed traces had a row")
             try:
                 self.writer.write_rows(rows, traces_of)
                 outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = [
@@ -486,7 +539,7 @@ class Ingest:
         self, jobs: list[_Job]
     ) -> list[tuple[asyncio.Future[None], BaseException | None]]:
         outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = []
-        for project, rows, summaries, done in jobs:
+        for project, rows, summaries, done, _ in jobs:
             try:
                 self.writer.write_rows(rows, {project: list(summaries)} if summaries else {})
                 outcomes.append((done, None))

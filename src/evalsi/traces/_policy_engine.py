@@ -188,6 +188,7 @@ class PolicyEngine:
         self.on_scores = on_scores
         self._lock = asyncio.Lock()
         self._ticker: asyncio.Task[None] | None = None
+        self._saving: asyncio.Task[None] | None = None
 
     # -- policies -------------------------------------------------------------------------------
     def load(self, doc: Mapping[str, Any], *, project: str = "", source: str = "") -> PolicySpec:
@@ -518,17 +519,20 @@ class PolicyEngine:
                     self._check_alerts_if_warm(live)
                 except Exception:  # must not stop the loop for the other policies
                     log.exception("policy %s: checking its alerts failed", live.spec.name)
-            if time.monotonic() - saved_at >= PERSIST_EVERY_S:
+            if time.monotonic() - saved_at >= PERSIST_EVERY_S and (
+                self._saving is None or self._saving.done()
+            ):  # beside the checks: a slow store must not hold the alerts up
                 saved_at = time.monotonic()
-                await self._persist()
+                self._saving = asyncio.create_task(self._persist(), name="evalsi-policy-save")
 
     async def _persist(self) -> None:
         """Keep what changed of each policy's counts and alert states in the store."""
         if self.runs is None:
             return
-        wall = time.time()
-        for live in list(self._policies.values()):
-            state = live.state(wall)
+        for key, live in list(self._policies.items()):
+            if self._policies.get(key) is not live:
+                continue  # deleted or replaced meanwhile: its run is ended
+            state = live.state(time.time())  # both clocks read together
             mark = (state["counts"], {n: (a.firing, a.fired) for n, a in live.alert_states.items()})
             if mark == live.saved:
                 continue
@@ -632,6 +636,9 @@ class PolicyEngine:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
             self._ticker = None
+        if self._saving is not None:
+            await asyncio.gather(self._saving, return_exceptions=True)
+            self._saving = None
         await self.drain()
         await self._persist()  # the counts as they end, for the next server
         await self.notifier.close()

@@ -560,3 +560,69 @@ async def test_a_late_span_after_a_restart_neither_regrades_nor_shrinks_its_trac
     assert hook.traces == []  # graded by the server that completed it, not again
     (row,), _ = traces.list_traces("default")
     assert (row.span_count, row.root_name) == (3, "invoke_agent support")  # from all 3 spans
+
+
+@run
+async def test_feedback_on_a_trace_opened_again_after_a_restart_reaches_the_policies(
+    traces: TraceStore,
+) -> None:
+    first = Ingest(traces, grace_s=0.05)
+    await first.start()
+    await first.accept("default", _spans())
+    await first.stop()
+    hook = Hook()
+    ingest = Ingest(
+        traces, grace_s=0.05, orphan_s=0.1, on_trace=hook.on_trace, on_feedback=hook.on_feedback
+    )
+    await ingest.start()
+    try:
+        thumbs = SpanEvent("evalsi.feedback", 5_000, {"feedback.value": "down"})
+        late = Span(TID, LATE, ROOT, name="feedback", start_time_unix_nano=5_000, events=[thumbs])
+        await ingest.accept("default", [late])  # the trace is open again (a new server)
+        async with asyncio.timeout(10):
+            while not hook.feedback:
+                await asyncio.sleep(0.01)
+    finally:
+        await ingest.stop()
+    assert hook.traces == []  # graded before the restart
+    assert [(t.trace_id, f.value) for t, f in hook.feedback] == [(TID, -1.0)]
+
+
+@run
+async def test_a_late_span_while_its_trace_waits_for_hand_over_does_not_skip_grading(
+    traces: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalsi.traces import _ingest
+
+    monkeypatch.setattr(_ingest, "MAX_HANDING", 1)  # stands for 64 busy hand-overs
+    other = "a" * 32
+    release = asyncio.Event()
+    graded: list[str] = []
+
+    async def on_trace(trace: Trace, record: Record) -> None:
+        graded.append(trace.trace_id)
+        if trace.trace_id == other:
+            await release.wait()  # the policies busy
+
+    ingest = Ingest(traces, grace_s=0.05, on_trace=on_trace)
+    await ingest.start()
+    try:
+        await ingest.accept("default", [Span(other, ROOT, name="busy")])
+        async with asyncio.timeout(10):
+            while other not in graded:
+                await asyncio.sleep(0.01)
+            await ingest.accept("default", _spans())  # completes, waits for a hand-over slot
+            while ("default", TID) not in ingest._finishing:
+                await asyncio.sleep(0.01)
+            late = Span(TID, LATE, ROOT, name="late", start_time_unix_nano=4_500)
+            await ingest.accept("default", [late])  # joins a trace not yet handed over
+            await asyncio.sleep(0.1)
+            release.set()
+            while TID not in graded:
+                await asyncio.sleep(0.01)
+    finally:
+        await ingest.stop()
+    assert graded == [other, TID]
+    assert ingest.stats.traces == 2
+    (row,) = [r for r in traces.list_traces("default")[0] if r.trace_id == TID]
+    assert row.span_count == 3
