@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from evalsi.traces._assembler import Assembler, Completed
 from evalsi.traces._feedback import check_feedback, feedback_from_events
-from evalsi.traces._ingest import Ingest, IngestStats, record_row, store_failure, summarize
+from evalsi.traces._group_writer import store_failure
+from evalsi.traces._ingest import Ingest, IngestStats, record_row, summarize
 from evalsi.traces._mappers import CONVENTIONS, normalize, normalize_all
 from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import trace_to_record

@@ -24,17 +24,16 @@ import asyncio
 import contextlib
 import functools
 import logging
-import queue
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalsi.core import Feedback, Record, Span, Trace, UserError
+from evalsi.core import Feedback, Record, Span, Trace
 from evalsi.datasets import record_to_row
 from evalsi.store import TraceStore, TraceSummary
 from evalsi.traces._assembler import Assembler, Completed
+from evalsi.traces._group_writer import GroupWriter, store_failure
 from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import Redactor
@@ -72,13 +71,6 @@ RECOVER_WITHIN_S = 3600.0
 if they started within this long of the project's newest span."""
 
 
-# (project, span rows to store, trace rows to store, settled once they are committed, and a
-# set the writer fills with the ids of those traces that had a row already, or None)
-_Job = tuple[
-    str, Sequence[tuple[Any, ...]], Sequence[TraceSummary], asyncio.Future[None], set[str] | None
-]
-
-
 class Ingest:
     """Implements ``SpanSink``. Start it on the loop that will call ``accept``."""
 
@@ -114,8 +106,7 @@ class Ingest:
         self.clock = clock
         self.stats = IngestStats()
         self._pending = 0
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._rows = GroupWriter(writer)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
@@ -140,10 +131,7 @@ class Ingest:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._stopping = False
-        self._thread = threading.Thread(
-            target=self._write_loop, name="evalsi-span-writer", daemon=True
-        )
-        self._thread.start()
+        self._rows.start()
         self._accepting = True
         self._ticker = asyncio.create_task(self._tick_loop(), name="evalsi-trace-assembler")
         self._recovery = asyncio.create_task(self._recover(), name="evalsi-trace-recovery")
@@ -170,10 +158,7 @@ class Ingest:
         await self._finish_all(self.assembler.flush(self.clock()))
         while self._handing or self._joining:  # completed traces and feedback reach the hooks
             await asyncio.gather(*self._handing, *self._joining, return_exceptions=True)
-        if self._thread is not None:
-            self._jobs.put(None)
-            await asyncio.to_thread(self._thread.join)
-            self._thread = None
+        await self._rows.stop()
         self._loop = None
 
     async def recovered(self) -> int:
@@ -250,9 +235,7 @@ class Ingest:
     def _after_cancel(self, stored: asyncio.Future[None], project: str, batch: Batch) -> None:
         if stored.cancelled() or stored.exception() is not None:
             return  # not stored: the sender retries the whole request
-        task = asyncio.ensure_future(self._committed(project, batch))
-        self._handing.add(task)
-        task.add_done_callback(self._handing.discard)
+        self._background(self._handing, self._committed(project, batch))
 
     async def _committed(self, project: str, batch: Batch) -> None:
         """What follows a commit: assembly, feedback events, late spans."""
@@ -264,9 +247,7 @@ class Ingest:
         if late:
             self.stats.late_spans += len(late)
             # not in _handing: it may wait for a hand-over that waits for room there
-            task = asyncio.create_task(self._join_late(project, late))
-            self._joining.add(task)
-            task.add_done_callback(self._joining.discard)
+            self._background(self._joining, self._join_late(project, late))
         self._wake.set()
 
     def _store(
@@ -276,13 +257,21 @@ class Ingest:
         summaries: Sequence[TraceSummary],
         existed: set[str] | None = None,
     ) -> asyncio.Future[None]:
-        """Hands rows to the writer thread; the future settles once they are committed. With
-        ``existed``, the writer first adds to it the traces of ``summaries`` that had a row:
-        in the writer thread, so in order with every other trace-row write."""
-        assert self._loop is not None
-        done: asyncio.Future[None] = self._loop.create_future()
-        self._jobs.put((project, rows, summaries, done, existed))
-        return done
+        """Hands rows to the writer thread (``GroupWriter.put``)."""
+        return self._rows.put(project, rows, summaries, existed)
+
+    def _background(self, tasks: set[asyncio.Task[Any]], work: Awaitable[Any]) -> asyncio.Task[Any]:
+        """``work`` as a task kept in ``tasks`` until it is done (``stop`` waits for them)."""
+        task = asyncio.ensure_future(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return task
+
+    async def _handed_over(self, project: str, trace_id: str) -> None:
+        """Waits while the trace is completed but not yet with the policies."""
+        finishing = self._finishing.get((project, trace_id))
+        if finishing is not None:
+            await asyncio.wait({finishing})
 
     # -- late signals ------------------------------------------------------------------------
 
@@ -290,10 +279,7 @@ class Ingest:
         """Stores a late signal and joins it to its trace (open or completed). A signal
         already stored (re-sent) is not counted or joined again, so the joining goes on even
         if the caller is cancelled once it is stored (its retry would find it stored)."""
-        task = asyncio.ensure_future(self._feedback(project, feedback))
-        self._joining.add(task)
-        task.add_done_callback(self._joining.discard)
-        await asyncio.shield(task)
+        await asyncio.shield(self._background(self._joining, self._feedback(project, feedback)))
 
     async def _feedback(self, project: str, feedback: Feedback) -> None:
         if not await asyncio.to_thread(self.writer.add_feedback, project, feedback):
@@ -308,11 +294,9 @@ class Ingest:
             return
         if self.on_feedback is None:
             return
-        finishing = self._finishing.get((project, feedback.trace_id))
-        if finishing is not None:
-            # Completed, not yet with the policies (its row being written, or read back): once
-            # handed over, the engine sees whether it graded it (with this signal or not).
-            await asyncio.wait({finishing})
+        # Completed, not yet with the policies (its row being written, or read back): once
+        # handed over, the engine sees whether it graded it (with this signal or not).
+        await self._handed_over(project, feedback.trace_id)
         trace = await asyncio.to_thread(self.writer.get_trace, project, feedback.trace_id)
         if trace is None:
             return
@@ -322,9 +306,7 @@ class Ingest:
         """Late spans of completed traces: each trace's row rebuilt from its stored spans,
         after its completion's own row (a trace still being handed over is waited for)."""
         for trace_id in {s.trace_id for s in late}:
-            finishing = self._finishing.get((project, trace_id))
-            if finishing is not None:
-                await asyncio.wait({finishing})
+            await self._handed_over(project, trace_id)
             try:
                 trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
                 if trace is not None:  # its row again, through the writer like every other
@@ -346,10 +328,8 @@ class Ingest:
                 # Also when spans of it arrived since: the stored ones join them (a re-sent
                 # span replaces its copy). One completed meanwhile is "late" to the assembler:
                 # its row is rebuilt from the store, it is not graded again.
+                await self._handed_over(project, trace_id)
                 key = (project, trace_id)
-                finishing = self._finishing.get(key)
-                if finishing is not None:
-                    await asyncio.wait({finishing})
                 seen = self.assembler.get(project, trace_id) is not None or key in self._finishing
                 trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
                 if trace is None or not trace.spans:
@@ -425,10 +405,8 @@ class Ingest:
                     await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
                 existed: set[str] = set()
                 stored = self._store(project, (), summaries, existed)
-                task = asyncio.create_task(self._hand_over(stored, project, summaries, existed))
-                self._handing.add(task)
-                task.add_done_callback(self._handing.discard)
-                tasks.append(task)
+                work = self._hand_over(stored, project, summaries, existed)
+                tasks.append(self._background(self._handing, work))
         finally:
             if tasks:
                 together = asyncio.gather(*tasks, return_exceptions=True)
@@ -491,103 +469,10 @@ class Ingest:
         except Exception:  # this trace only
             log.exception("rebuilding the row of trace %s failed", trace_id)
 
-    # -- the writer thread -------------------------------------------------------------------
-
-    def _write_loop(self) -> None:
-        while True:
-            first = self._jobs.get()
-            if first is None:
-                return
-            jobs = [first]
-            while True:  # group commit: everything queued meanwhile goes in too
-                try:
-                    more = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._jobs.put(None)
-                    break
-                jobs.append(more)
-            rows: list[tuple[Any, ...]] = []
-            traces_of: dict[str, list[TraceSummary]] = {}
-            for project, span_rows, summaries, _, existed in jobs:
-                rows += span_rows
-                if summaries:
-                    traces_of.setdefault(project, []).extend(summaries)
-                if existed is not None and summaries:
-                    try:
-                        existed.update(
-                            self.writer.summarized(project, [s.trace_id for s in summaries])
-                        )
-                    except Exception:
-                        log.exception("cannot tell which completed traces had a row")
-            try:
-                self.writer.write_rows(rows, traces_of)
-                outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = [
-                    (job[3], None) for job in jobs
-                ]
-            except Exception as e:  # noqa: BLE001 - settled on each request's future
-                # One request's bad rows must not fail the others grouped with it (nor make
-                # their retries fail forever): each job again, on its own.
-                outcomes = (
-                    [(job[3], e) for job in jobs] if len(jobs) == 1 else self._one_by_one(jobs)
-                )
-            assert self._loop is not None
-            self._loop.call_soon_threadsafe(_settle, outcomes)
-
-    def _one_by_one(
-        self, jobs: list[_Job]
-    ) -> list[tuple[asyncio.Future[None], BaseException | None]]:
-        outcomes: list[tuple[asyncio.Future[None], BaseException | None]] = []
-        for project, rows, summaries, done, _ in jobs:
-            try:
-                self.writer.write_rows(rows, {project: list(summaries)} if summaries else {})
-                outcomes.append((done, None))
-            except Exception as e:  # noqa: BLE001 - settled on this request's future
-                outcomes.append((done, e))
-        return outcomes
-
 
 def _settle_once(future: asyncio.Future[None], _: object) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _settle(outcomes: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:
-    for future, error in outcomes:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(store_failure(error))
-
-
-def store_failure(error: BaseException) -> UserError | Overloaded:
-    """What a sender is told when storing its spans failed: a 400 when the rows themselves
-    were refused (retrying the same spans cannot succeed), else a 503 to retry later."""
-    if _bad_data(error):
-        log.warning("the store refused a request's spans: %s", error)
-        return UserError(f"the store refused these spans ({type(error).__name__}: {error})")
-    log.error("storing spans failed: %s: %s", type(error).__name__, error)
-    return Overloaded(f"the trace store could not take the spans ({type(error).__name__}); retry")
-
-
-def _bad_data(error: BaseException) -> bool:
-    """Whether the rows themselves were refused (a value out of range, text the encoder or
-    the column cannot hold), as opposed to the store being unavailable."""
-    for cause in (error, error.__cause__, getattr(error, "orig", None)):
-        if cause is None:
-            continue
-        if isinstance(cause, TypeError | ValueError | OverflowError | UnicodeError):
-            return True
-        names = {cls.__name__ for cls in type(cause).__mro__}
-        orig = getattr(cause, "orig", None)  # SQLAlchemy wraps the driver's error
-        if orig is not None:
-            names |= {cls.__name__ for cls in type(orig).__mro__}
-        if names & {"DataError", "IntegrityError"}:
-            return True
-    return False
 
 
 def record_row(trace: Trace) -> dict[str, Any]:
