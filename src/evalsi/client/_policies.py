@@ -26,7 +26,7 @@ from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceCl
 from evalsi.client import _common as common
 from evalsi.core import UserError
 from evalsi.runs._spec_load import read_spec_text
-from evalsi.traces._policy_engine import PolicyStats
+from evalsi.traces._policy_live import PolicyStats
 from evalsi.wire import summary_from_proto
 
 SERVER_SOURCE = "policy"

@@ -25,7 +25,8 @@ from evalsi.server._dataset_files import DatasetFiles, file_name
 from evalsi.server._runs import _check_secrets
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
-from evalsi.traces._policy_engine import AppliedPolicy, PolicyEngine, PolicyStats
+from evalsi.traces._policy_engine import AppliedPolicy, PolicyEngine
+from evalsi.traces._policy_live import PolicyStats
 from evalsi.traces._policy_spec import PolicySpec, policy_from_dict, policy_from_yaml
 from evalsi.wire import summary_to_proto
 

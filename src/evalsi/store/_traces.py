@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from evalsi.core import Feedback, Span, SpanView, StoreError, UserError
 from evalsi.store._runs import check_project_id
-from evalsi.store._schema import runs, trace_feedback
+from evalsi.store._schema import runs, trace_feedback, traces
 from evalsi.store._trace_queries import (
     MAX_PAGE,
     PREVIEW_CHARS,
@@ -245,13 +245,10 @@ class TraceStore(TraceQueries):
                     ids = [str(r[0]) for r in conn.execute(pick, {"p": project, "c": cutoff_ns})]
                     if not ids:
                         return total
-                    marks = ", ".join(f":t{i}" for i in range(len(ids)))
-                    params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(ids)}
                     total += conn.execute(
-                        sa.text(
-                            f"DELETE FROM traces WHERE project_id = :p AND trace_id IN ({marks})"
-                        ),
-                        {"p": project, **params},
+                        traces.delete().where(
+                            traces.c.project_id == project, traces.c.trace_id.in_(ids)
+                        )
                     ).rowcount
                     if runs_of and score_key is not None:
                         keys = {score_key(t) for t in ids}
@@ -294,19 +291,14 @@ class TraceStore(TraceQueries):
     def summarized(self, project: str, trace_ids: Sequence[str]) -> set[str]:
         """Which of these traces already have a trace row."""
         found: set[str] = set()
+        query = sa.select(traces.c.trace_id).where(
+            traces.c.project_id == project, traces.c.trace_id.in_(sa.bindparam("ids"))
+        )
         try:
             with self.engine.connect() as conn:
                 for start in range(0, len(trace_ids), MAX_PAGE):
                     chunk = list(trace_ids[start : start + MAX_PAGE])
-                    marks = ", ".join(f":t{i}" for i in range(len(chunk)))
-                    rows = conn.execute(
-                        sa.text(
-                            "SELECT trace_id FROM traces WHERE project_id = :p "
-                            f"AND trace_id IN ({marks})"
-                        ),
-                        {"p": project, **{f"t{i}": t for i, t in enumerate(chunk)}},
-                    )
-                    found.update(str(r[0]) for r in rows)
+                    found.update(str(r[0]) for r in conn.execute(query, {"ids": chunk}))
         except sa.exc.SQLAlchemyError as e:
             raise StoreError(f"cannot read trace rows in {self.store.location}: {e}") from e
         return found

@@ -20,13 +20,12 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evalsi.core import (
     EvaluationResult,
     Feedback,
-    MetricSummary,
     NotFoundError,
     Record,
     ResultBatch,
@@ -38,7 +37,13 @@ from evalsi.runs import JudgeSpec
 from evalsi.store import SqlStore
 from evalsi.traces._alerts import AlertState, Notifier, WebhookNotifier
 from evalsi.traces._policy_cel import ConditionError, evaluate
-from evalsi.traces._policy_live import LivePolicy, feedback_view, score_functions, trace_view
+from evalsi.traces._policy_live import (
+    LivePolicy,
+    PolicyStats,
+    feedback_view,
+    score_functions,
+    trace_view,
+)
 from evalsi.traces._policy_spec import PolicySpec, policy_from_dict
 from evalsi.traces._policy_store import PolicyRuns, run_id_for
 from evalsi.traces._promote import Promoter, record_to_row
@@ -55,47 +60,6 @@ class AppliedPolicy:
     run_id: str
     applied_at: float
     changed: bool = True
-
-
-@dataclass(slots=True)
-class PolicyStats:
-    """Counts since the policy was applied in this process, and the window's aggregates."""
-
-    name: str
-    project: str
-    selected: int
-    sampled: int
-    evaluated: int
-    skipped: dict[str, int]
-    errors: int
-    alerts_fired: int
-    alert_failures: int
-    promoted: int
-    window: list[MetricSummary]
-    window_seconds: float
-    firing: list[str] = field(default_factory=list)
-    outcomes: dict[str, int] = field(default_factory=dict)
-    # of ``sampled``: passed over when they completed, graded on negative feedback later
-    forced_by_feedback: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "project": self.project,
-            "selected": self.selected,
-            "sampled": self.sampled,
-            "evaluated": self.evaluated,
-            "skipped": dict(self.skipped),
-            "errors": self.errors,
-            "alerts_fired": self.alerts_fired,
-            "alert_failures": self.alert_failures,
-            "promoted": self.promoted,
-            "window_seconds": self.window_seconds,
-            "window": [m.to_dict() for m in self.window],
-            "firing": list(self.firing),
-            "outcomes": dict(self.outcomes),
-            "forced_by_feedback": self.forced_by_feedback,
-        }
 
 
 DEFAULT_MAX_PENDING = 1024
@@ -596,24 +560,7 @@ class PolicyEngine:
     def stats(self, name: str, project: str = "default") -> PolicyStats:
         live = self._live(name, project)
         self._check_alerts_if_warm(live)  # as of now: the window may have emptied meanwhile
-        c = live.counts
-        return PolicyStats(
-            name=live.spec.name,
-            project=live.spec.project,
-            selected=c.selected,
-            sampled=c.sampled,
-            evaluated=c.evaluated,
-            skipped={k: v for k, v in c.skipped.items() if v},
-            errors=c.errors,
-            alerts_fired=c.alerts_fired,
-            alert_failures=c.alert_failures,
-            promoted=c.promoted,
-            window=live.window.summaries(),
-            window_seconds=live.spec.window_s,
-            firing=sorted(n for n, s in live.alert_states.items() if s.firing),
-            outcomes=dict(c.outcomes),
-            forced_by_feedback=c.forced_by_feedback,
-        )
+        return live.stats()
 
     async def drain(self, timeout_s: float | None = None) -> None:
         """Wait for the traces ``submit`` took and the alerts being delivered; past

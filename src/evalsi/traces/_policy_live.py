@@ -20,6 +20,7 @@ from evalsi.core import (
     LABEL,
     PASSED,
     Feedback,
+    MetricSummary,
     Outcome,
     Record,
     ResultBatch,
@@ -107,6 +108,47 @@ def feedback_view(feedback: Sequence[Feedback]) -> dict[str, Any]:
         "label": last.label if last else "",
         "negative": any(f.negative for f in feedback),
     }
+
+
+@dataclass(slots=True)
+class PolicyStats:
+    """Counts since the policy was applied in this process, and the window's aggregates."""
+
+    name: str
+    project: str
+    selected: int
+    sampled: int
+    evaluated: int
+    skipped: dict[str, int]
+    errors: int
+    alerts_fired: int
+    alert_failures: int
+    promoted: int
+    window: list[MetricSummary]
+    window_seconds: float
+    firing: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    # of ``sampled``: passed over when they completed, graded on negative feedback later
+    forced_by_feedback: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "project": self.project,
+            "selected": self.selected,
+            "sampled": self.sampled,
+            "evaluated": self.evaluated,
+            "skipped": dict(self.skipped),
+            "errors": self.errors,
+            "alerts_fired": self.alerts_fired,
+            "alert_failures": self.alert_failures,
+            "promoted": self.promoted,
+            "window_seconds": self.window_seconds,
+            "window": [m.to_dict() for m in self.window],
+            "firing": list(self.firing),
+            "outcomes": dict(self.outcomes),
+            "forced_by_feedback": self.forced_by_feedback,
+        }
 
 
 class LivePolicy:
@@ -235,6 +277,26 @@ class LivePolicy:
                     f"{'/'.join(lacking)}; enable content capture to grade it)"
                 )
         return None
+
+    def stats(self) -> PolicyStats:
+        c = self.counts
+        return PolicyStats(
+            name=self.spec.name,
+            project=self.spec.project,
+            selected=c.selected,
+            sampled=c.sampled,
+            evaluated=c.evaluated,
+            skipped={k: v for k, v in c.skipped.items() if v},
+            errors=c.errors,
+            alerts_fired=c.alerts_fired,
+            alert_failures=c.alert_failures,
+            promoted=c.promoted,
+            window=self.window.summaries(),
+            window_seconds=self.spec.window_s,
+            firing=sorted(n for n, s in self.alert_states.items() if s.firing),
+            outcomes=dict(c.outcomes),
+            forced_by_feedback=c.forced_by_feedback,
+        )
 
     # -- kept across restarts -------------------------------------------------------------------
     def state(self, wall_now: float) -> dict[str, Any]:
