@@ -90,6 +90,7 @@ def test_traces_are_scored_alerted_promoted_and_graded_offline(
             stats = client.policy_stats("shop-leaks")
             listed = client.list_traces(limit=100)
             shown = client.get_trace(ids[4])
+            via_logs = client.get_trace(ids[9])  # its chat messages came as OTLP log events
             datasets = {d.name: d for d in client.list_datasets()}
         assert fired.wait(30), "the alert webhook was not called"
         server.stop()
@@ -113,6 +114,11 @@ def test_traces_are_scored_alerted_promoted_and_graded_offline(
     ]
     record = shown.summary.record
     assert record["output"].startswith("Your order ships to jane.doe4@example.com")
+    # a chat call's messages sent as log-based events joined their span; the view has them
+    chat = next(s for s in via_logs.trace.spans if s.name == "chat gpt-4o-mini")
+    assert [e.name for e in chat.events] == ["gen_ai.user.message", "gen_ai.choice"]
+    assert chat.view is not None
+    assert "jane.doe9@example.com" in json.dumps(chat.view.output)
     # the user's thumbs down, sent as a span event, joined the trace (once)
     assert [(f.name, f.value, f.source) for f in shown.trace.feedback] == [
         ("thumbs", -1.0, "span_event")

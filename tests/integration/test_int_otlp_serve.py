@@ -17,21 +17,28 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+    OTLPLogExporter as GrpcLogExporter,
+)
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+    OTLPLogExporter as HttpLogExporter,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
     OTLPSpanExporter as HttpSpanExporter,
 )
+from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
-from starlette.routing import Mount
 
 from evalsi._proto.grpc.health.v1 import health_pb2
 from evalsi.server._app import build_app
 from evalsi.server._errors import ErrorInterceptor
-from evalsi.server._otlp import otlp_mounts
+from evalsi.server._otlp import otlp_handlers, otlp_mounts
 from evalsi.server._serve import run_servers
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from tests.integration.test_int_otlp_logs import sdk_log_records
 from tests.integration.test_int_otlp_sdk import assert_arrived, sdk_spans
 from tests.integration.test_int_srvfw_fakes import fake_services, fake_state
 from tests.support.otlp_fixtures import RecordingSink
@@ -86,10 +93,14 @@ def wired(tmp_path: Path) -> Iterator[tuple[RecordingSink, ServerConfig]]:
     # The lines build_app is to gain: the OTLP routes beside the API, same interceptors.
     metrics = app.state.metrics
     routes = otlp_mounts(
-        sink, config, interceptors=(metrics.interceptor, ErrorInterceptor()), metrics=metrics
+        sink,
+        config,
+        interceptors=(metrics.interceptor, ErrorInterceptor()),
+        metrics=metrics,
+        events=sink,
     )
     app.router.routes.extend(routes)
-    app.state.otlp_handler = next(r.app.handler for r in routes if isinstance(r, Mount))
+    app.state.otlp_handlers = otlp_handlers(routes)
     with Serving(app, config):
         yield sink, config
     state.store.close()
@@ -118,6 +129,32 @@ def test_sdk_exports_reach_the_extra_ports(wired: tuple[RecordingSink, ServerCon
     assert len(sink.batches) == 2
     assert_arrived(spans, sink.batches[0][1])
     assert_arrived(spans, sink.batches[1][1])
+
+
+def test_sdk_log_exports_reach_every_port(wired: tuple[RecordingSink, ServerConfig]) -> None:
+    """Span events sent as OTLP log records: HTTP on the main port and ``httpPort``, gRPC on
+    the main port and on grpcio's ``grpcPort``."""
+    sink, config = wired
+    otlp = config.traces.otlp
+    records = sdk_log_records()
+    exporters = [
+        HttpLogExporter(endpoint=f"http://127.0.0.1:{config.port}/v1/logs"),
+        HttpLogExporter(endpoint=f"http://127.0.0.1:{otlp.http_port}/v1/logs"),
+        GrpcLogExporter(endpoint=f"127.0.0.1:{config.port}", insecure=True),
+        GrpcLogExporter(endpoint=f"127.0.0.1:{otlp.grpc_port}", insecure=True),
+    ]
+    try:
+        for exporter in exporters:
+            assert exporter.export(records) is LogRecordExportResult.SUCCESS
+    finally:
+        for exporter in exporters:
+            exporter.shutdown()
+    assert len(sink.event_batches) == 4
+    for project, events in sink.event_batches:
+        assert project == "default"
+        assert [(e.event.name, e.event.attributes["event.body"]) for e in events] == [
+            ("gen_ai.user.message", {"content": "hello"})
+        ]
 
 
 def test_the_main_port_serves_otlp_and_the_api(wired: tuple[RecordingSink, ServerConfig]) -> None:

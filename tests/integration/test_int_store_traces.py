@@ -56,7 +56,7 @@ def test_a_version_3_store_gains_the_trace_tables(
         old.close()
     store = SqlStore.open(url)
     try:
-        assert store.migrations_applied == [4, 5]
+        assert store.migrations_applied == [4, 5, 6]
         inspector = sa.inspect(store.engine)
         for table in (spans, traces, trace_feedback):
             columns = {c["name"] for c in inspector.get_columns(table.name)}
@@ -95,7 +95,7 @@ def test_a_version_4_store_keeps_its_feedback_and_gains_the_key(
         old.close()
     store = SqlStore.open(url)
     try:
-        assert store.migrations_applied == [5]
+        assert store.migrations_applied == [5, 6]
         ts = TraceStore(store)
         assert len(ts.feedback_for("default", trace_id=thumbs.trace_id)) == 2  # kept as they were
         assert ts.add_feedback("default", thumbs) is True  # old rows have keys of their own
@@ -202,5 +202,57 @@ def test_nul_characters_in_text_are_dropped_on_postgresql(pg_url: str) -> None:
     assert [t.trace_id for t in ts.list_traces("default", attributes={"k": "v"})[0]] == [
         bad[0].trace_id
     ]
+    ts.close()
+    store.close()
+
+
+def test_span_events_round_trip_on_postgresql(pg_url: str) -> None:
+    """Events sent apart from their span (OTLP log records) on PostgreSQL: merged into the
+    span with the view rebuilt from them, read back as the span's own events would be (NUL
+    characters dropped alike), stored once when re-sent."""
+    from evalsi.core import SpanEvent
+    from evalsi.traces import normalize
+
+    store = SqlStore.open(pg_url)
+    ts = TraceStore(store, views=normalize)
+    trace_id, chat, other = "ab" * 16, "cd" * 8, "ef" * 8
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+    odd = SpanEvent("odd\x00", T0 + 2, {"k\x00": "v\x00", "raw": b"\x00\x01", "n": {"x": [1]}})
+    ts.write_spans(
+        "default",
+        [
+            Span(
+                trace_id,
+                chat,
+                name="chat m",
+                start_time_unix_nano=T0,
+                end_time_unix_nano=T0 + 9,
+                attributes=attributes,
+            ),
+            Span(
+                trace_id,
+                other,
+                name="x",
+                start_time_unix_nano=T0,
+                end_time_unix_nano=T0 + 9,
+                events=[odd],
+            ),
+        ],
+    )
+    message = SpanEvent("gen_ai.user.message", T0 + 1, {"event.body": {"content": "hi"}})
+    sent = [(trace_id, chat, message), (trace_id, chat, odd)]
+    assert ts.add_span_events("default", sent) == 2
+    assert ts.add_span_events("default", sent) == 0
+    got = ts.get_trace("default", trace_id)
+    assert got is not None
+    by_id = {s.span_id: s for s in got.spans}
+    assert by_id[chat].events[0] == message
+    assert by_id[chat].events[1] == by_id[other].events[0]  # stored apart or on the span
+    assert by_id[chat].events[1].attributes["k"] == "v"
+    view = by_id[chat].view
+    assert view is not None
+    assert view.input == [{"role": "user", "content": "hi"}]
+    listed, _ = ts.list_spans("default", name="chat m")
+    assert [s.view.input if s.view else None for s in listed] == [view.input]
     ts.close()
     store.close()

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from evalsi.core import Span
 from evalsi.server._otlp import otlp_mounts
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
-from evalsi.traces import Overloaded, SpanSink
+from evalsi.traces import LoggedEvent, Overloaded, SpanSink
 
 
 def kv(key: str, value: object) -> KeyValue:
@@ -99,13 +99,17 @@ def genai_request(
 
 
 class RecordingSink:
-    """Keeps every accepted batch with its project."""
+    """Keeps every accepted batch (and batch of span events sent as logs) with its project."""
 
     def __init__(self) -> None:
         self.batches: list[tuple[str, list[Span]]] = []
+        self.event_batches: list[tuple[str, list[LoggedEvent]]] = []
 
     async def accept(self, project: str, spans: Sequence[Span]) -> None:
         self.batches.append((project, list(spans)))
+
+    async def accept_events(self, project: str, events: Sequence[LoggedEvent]) -> None:
+        self.event_batches.append((project, list(events)))
 
     @property
     def spans(self) -> list[Span]:

@@ -133,8 +133,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     otlp: list[BaseRoute] = []
+    otlp_grpc: dict[str, Any] = {}
     if state.watch is not None:  # the OTLP endpoints feed the Watch pipeline
-        from evalsi.server._otlp import otlp_mounts
+        from evalsi.server._otlp import otlp_handlers, otlp_mounts
 
         watch = state.watch
         otlp = otlp_mounts(
@@ -143,7 +144,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             interceptors=options["interceptors"],
             metrics=metrics,
             workers=(watch.pool, watch.ingest) if watch.pool is not None else None,
+            events=watch.ingest,  # span events sent as OTLP log records
         )
+        otlp_grpc = otlp_handlers(otlp)
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
@@ -176,10 +179,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics
     app.state.health = health
-    # The OTLP TraceService handler, for grpcio on traces.otlp.grpcPort (_serve).
-    app.state.otlp_handler = next(
-        (getattr(r.app, "handler", None) for r in otlp if isinstance(r, Mount)), None
-    )
+    # The OTLP TraceService and LogsService handlers by service name, for grpcio on
+    # traces.otlp.grpcPort (_serve).
+    app.state.otlp_handlers = otlp_grpc
     # Every service name and the object answering it: the native gRPC port (_grpc_port)
     # serves these same objects.
     app.state.handlers = {

@@ -67,7 +67,7 @@ from evalsi.server._otlp_decode import (
 from evalsi.server._rest import read_body
 from evalsi.server._state import DEFAULT_PROJECT, ServerConfig
 from evalsi.store import check_project_id
-from evalsi.traces import BatchSink, Overloaded, SpanSink
+from evalsi.traces import BatchSink, EventSink, Overloaded, SpanSink
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -82,6 +82,8 @@ log = logging.getLogger("evalsi.server")
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 TRACES_PATH = "/v1/traces"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"  # _otlp_logs
+LOGS_PATH = "/v1/logs"
 PROJECT_HEADER = "x-evalsi-project"
 # The trailer the OpenTelemetry gRPC exporters read their back-off from (besides the
 # RetryInfo in grpc-status-details-bin, which other clients read).
@@ -223,9 +225,9 @@ def otlp_routes(
                 project, len(raw), lambda: decode_body(raw, encoding), lambda: (raw, encoding)
             )
         except Exception as e:  # noqa: BLE001 - every failure becomes an OTLP status
-            response, code = _http_error(e, encoding)
+            response, code = http_error(e, encoding)
         else:
-            response, code = _encode(export_response(decoded), encoding, 200), "ok"
+            response, code = encode_message(export_response(decoded), encoding, 200), "ok"
         if metrics is not None:
             metrics.observe(SERVICE, "Export", _HTTP_PROTOCOL, code, time.perf_counter() - started)
         return response
@@ -233,7 +235,7 @@ def otlp_routes(
     return [Route(TRACES_PATH, export, methods=["POST"])]
 
 
-def _encode(
+def encode_message(
     message: Any, encoding: str, status: int, headers: dict[str, str] | None = None
 ) -> Response:
     if encoding == JSON:
@@ -243,20 +245,20 @@ def _encode(
     return Response(body, status, headers=headers, media_type=encoding)
 
 
-def _http_error(exc: Exception, encoding: str) -> tuple[Response, str]:
+def http_error(exc: Exception, encoding: str) -> tuple[Response, str]:
     """The response and metrics code for a failed export."""
     headers: dict[str, str] = {}
     details: list[Any] = []
     if isinstance(exc, UnsupportedMediaType):
-        status, code, message = 415, Code.INVALID_ARGUMENT, _text(exc)
+        status, code, message = 415, Code.INVALID_ARGUMENT, error_text(exc)
     elif isinstance(exc, BodyTooLarge):
-        status, code, message = 413, Code.RESOURCE_EXHAUSTED, _text(exc)
+        status, code, message = 413, Code.RESOURCE_EXHAUSTED, error_text(exc)
     elif isinstance(exc, Overloaded):
         status, code, message = 503, Code.UNAVAILABLE, str(exc)
         headers["retry-after"] = str(max(0, math.ceil(exc.retry_after_s)))
-        details.append(_retry_info(exc.retry_after_s))
+        details.append(retry_info(exc.retry_after_s))
     elif isinstance(exc, UserError):
-        status, code, message = 400, Code.INVALID_ARGUMENT, _text(exc)
+        status, code, message = 400, Code.INVALID_ARGUMENT, error_text(exc)
         details.append(
             BadRequest(
                 field_violations=[BadRequest.FieldViolation(field="body", description=message)]
@@ -268,14 +270,14 @@ def _http_error(exc: Exception, encoding: str) -> tuple[Response, str]:
     body = Status(code=_GRPC_STATUS[code], message=message)
     for detail in details:
         body.details.add().Pack(detail)
-    return _encode(body, encoding, status, headers), code.value
+    return encode_message(body, encoding, status, headers), code.value
 
 
-def _text(e: UserError) -> str:
+def error_text(e: UserError) -> str:
     return e.message if not e.hint else f"{e.message} (hint: {e.hint})"
 
 
-def _retry_info(seconds: float) -> RetryInfo:
+def retry_info(seconds: float) -> RetryInfo:
     whole = max(0.0, seconds)
     return RetryInfo(
         retry_delay=Duration(seconds=int(whole), nanos=int((whole - int(whole)) * 1e9))
@@ -286,7 +288,7 @@ def _retry_info(seconds: float) -> RetryInfo:
 
 
 class RawExport:
-    """An Export request's bytes as received (``_ExportCodec``): an ingest worker parses them,
+    """An Export request's bytes as received (``ExportCodec``): an ingest worker parses them,
     so the event loop never parses a request only to serialise it again."""
 
     __slots__ = ("data",)
@@ -298,7 +300,7 @@ class RawExport:
         return parse_protobuf(self.data)
 
 
-class _ExportCodec:
+class ExportCodec:
     """connectrpc's binary protobuf codec, except that Export requests stay bytes."""
 
     def name(self) -> str:
@@ -346,17 +348,17 @@ class TraceServiceHandler:
                     lambda: (message.SerializeToString(), PROTOBUF),
                 )
         except Overloaded as e:
-            info = _retry_info(e.retry_after_s)
+            info = retry_info(e.retry_after_s)
             ctx.response_trailers[RETRY_INFO_TRAILER] = (
                 base64.b64encode(info.SerializeToString()).decode().rstrip("=")
             )
-            raise ConnectError(Code.UNAVAILABLE, str(e), details=[_detail(info)]) from e
+            raise ConnectError(Code.UNAVAILABLE, str(e), details=[error_detail(info)]) from e
         except Exception as e:  # mapped once, as on every other service
             raise to_connect_error(e) from e
         return export_response(decoded)
 
 
-def _detail(message: Any) -> ErrorDetail:
+def error_detail(message: Any) -> ErrorDetail:
     """A google.protobuf message as a connectrpc error detail (which packs its own ``Any``)."""
     return ErrorDetail(
         WktAny(
@@ -393,7 +395,7 @@ class TraceServiceASGIApplication(ConnectASGIApplication[TraceServiceHandler]):
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
             # OTLP/gRPC is binary protobuf; JSON over Connect is not an OTLP transport.
-            codecs=codecs if codecs is not None else (_ExportCodec(),),
+            codecs=codecs if codecs is not None else (ExportCodec(),),
         )
         # The object answering Export, for the native gRPC port (app.state.handlers).
         self.handler = service
@@ -431,9 +433,12 @@ def otlp_mounts(
     interceptors: Iterable[Any] = (),
     metrics: Metrics | None = None,
     workers: Workers | None = None,
+    events: EventSink | None = None,
 ) -> list[BaseRoute]:
-    """Both OTLP endpoints over one sink and one in-flight byte budget, for ``build_app``.
-    ``workers``: an ingest pool and the sink its stored batches go to (``Watch``)."""
+    """Both OTLP trace endpoints over one sink and one in-flight byte budget, for
+    ``build_app``. ``workers``: an ingest pool and the sink its stored batches go to
+    (``Watch``); ``events``: where span events sent as log records go (the logs endpoints,
+    ``_otlp_logs``, are mounted only with it)."""
     budget = InflightBudget(config.traces.otlp.max_inflight_bytes)
     app = trace_service_app(
         sink,
@@ -452,7 +457,33 @@ def otlp_mounts(
         metrics=metrics,
         workers=workers,
     )
+    if events is not None:
+        from evalsi.server._otlp_logs import (
+            LogsServiceASGIApplication,
+            LogsServiceHandler,
+            logs_routes,
+        )
+
+        logs = LogsServiceASGIApplication(
+            LogsServiceHandler(events, budget),
+            interceptors=interceptors,
+            read_max_bytes=config.max_body_bytes,
+        )
+        routes.append(Mount(logs.path, logs))
+        routes += logs_routes(
+            events, max_body_bytes=config.max_body_bytes, budget=budget, metrics=metrics
+        )
     return routes
+
+
+def otlp_handlers(routes: Iterable[BaseRoute]) -> dict[str, Any]:
+    """The objects answering the OTLP gRPC services among ``routes``, by service name (what
+    grpcio serves on ``traces.otlp.grpcPort``)."""
+    return {
+        r.path.strip("/"): r.app.handler
+        for r in routes
+        if isinstance(r, Mount) and hasattr(r.app, "handler")
+    }
 
 
 def otlp_ports(config: ServerConfig) -> list[int]:
@@ -487,7 +518,11 @@ def otlp_binds(config: ServerConfig) -> list[str]:
 
 
 def is_otlp_path(path: str) -> bool:
-    return path == TRACES_PATH or path.startswith(f"/{SERVICE}/")
+    return path in _OTLP_PATHS or path.startswith(_OTLP_SERVICES)
+
+
+_OTLP_PATHS = (TRACES_PATH, LOGS_PATH)
+_OTLP_SERVICES = (f"/{SERVICE}/", f"/{LOGS_SERVICE}/")
 
 
 class OtlpOnlyOn:

@@ -163,13 +163,13 @@ def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
     from evalsi.server._otlp import SERVICE, RawExport, native_grpc_port
 
     port = native_grpc_port(config)
-    handler = getattr(app.state, "otlp_handler", None)
-    if port is None or handler is None:
+    handlers = getattr(app.state, "otlp_handlers", None)
+    if port is None or not handlers:
         return None
     from evalsi.server._grpc_port import GrpcPort
 
     native = GrpcPort(
-        {SERVICE: handler},
+        handlers,
         app.state.metrics,
         max_body_bytes=config.max_body_bytes,
         raw={f"{SERVICE}/Export": RawExport},

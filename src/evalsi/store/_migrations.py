@@ -176,6 +176,27 @@ def _feedback_key_and_links(conn: sa.Connection) -> None:
     )
 
 
+def _span_events(conn: sa.Connection) -> None:
+    # Frozen like _calibrations. A rowid table on SQLite (retention deletes by rowid batches);
+    # the (project, time) index is retention's, reads go through the primary key.
+    frozen = sa.MetaData()
+    events = sa.Table(
+        "span_events",
+        frozen,
+        sa.Column("project_id", sa.String(64), nullable=False, server_default="default"),
+        sa.Column("tenant_id", sa.String(64), nullable=False, server_default=""),
+        sa.Column("trace_id", sa.String(32), nullable=False),
+        sa.Column("span_id", sa.String(16), nullable=False),
+        sa.Column("time_ns", sa.BigInteger, nullable=False),
+        sa.Column("name", sa.Text, nullable=False),
+        sa.Column("attributes", sa.Text),
+        sa.Column("key", sa.String(64), nullable=False),
+        sa.PrimaryKeyConstraint("project_id", "trace_id", "span_id", "key"),
+    )
+    sa.Index("span_events_time", events.c.project_id, events.c.time_ns)
+    frozen.create_all(conn)
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -192,6 +213,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "span links; a key on trace feedback, so a re-sent signal is stored once",
         _feedback_key_and_links,
     ),
+    Migration(6, "span events received as OTLP log records", _span_events),
 )
 """In order; append only. A migration, once released, is never edited."""
 

@@ -31,7 +31,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -240,6 +240,25 @@ trace_feedback = Table(
 )
 """Late signals (thumbs, labels, scores) joined to a trace or a session."""
 
+span_events = Table(
+    "span_events",
+    metadata,
+    *_scope(),
+    Column("trace_id", String(32), nullable=False),
+    Column("span_id", String(16), nullable=False),
+    Column("time_ns", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("attributes", Text),  # JSON object as text (orjson); NULL when empty
+    # a hash of (trace, span, name, time, attributes): a re-sent event is stored once
+    Column("key", String(64), nullable=False),
+    PrimaryKeyConstraint("project_id", "trace_id", "span_id", "key"),
+)
+"""Events of a span that arrived apart from it, as OTLP log records (GenAI message events
+such as ``gen_ai.user.message`` carry the trace and span ids), often before the span itself.
+Kept here rather than folded into the span's row, so they wait for a span not yet stored and
+survive its re-sending; reads merge them into their span's ``events`` (store/_trace_queries.py).
+A rowid table on SQLite, so retention deletes it in batches like ``spans``."""
+
 Index("spans_start", spans.c.project_id, spans.c.start_ns)
 Index("traces_start", traces.c.project_id, traces.c.start_ns, traces.c.trace_id)
 Index("traces_session", traces.c.project_id, traces.c.session_id, traces.c.start_ns)
@@ -247,3 +266,4 @@ Index("trace_feedback_trace", trace_feedback.c.project_id, trace_feedback.c.trac
 Index("trace_feedback_session", trace_feedback.c.project_id, trace_feedback.c.session_id)
 Index("trace_feedback_received", trace_feedback.c.project_id, trace_feedback.c.received_at)
 Index("trace_feedback_key", trace_feedback.c.project_id, trace_feedback.c.key, unique=True)
+Index("span_events_time", span_events.c.project_id, span_events.c.time_ns)  # retention

@@ -1,6 +1,9 @@
 """The read side of the trace tables: listings with keyset paging, one trace, sessions,
 feedback (``TraceStore`` in ``_traces.py`` adds the writes and retention).
 
+Spans read (one trace, listings) get the events stored apart from them (``span_events``: OTLP
+log records of a span) merged into their ``events`` by time, and only then their view.
+
 Listings are newest first and page by a keyset (the last row's sort key, in an opaque
 ``page_token``), so rows arriving meanwhile never shift a page. Attribute filters read the
 JSON text columns (``json_extract`` on SQLite, ``jsonb`` on PostgreSQL) of the spans of each
@@ -19,9 +22,9 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from evalsi.core import Feedback, Score, Span, SpanView, Trace, UserError
-from evalsi.store._schema import spans, trace_feedback, traces
-from evalsi.store._trace_rows import READ_COLUMNS, span_from_row
+from evalsi.core import Feedback, Score, Span, SpanEvent, SpanView, Trace, UserError
+from evalsi.store._schema import span_events, spans, trace_feedback, traces
+from evalsi.store._trace_rows import READ_COLUMNS, span_events_from_rows, span_from_row
 
 MAX_PAGE = 1000
 """The most rows one query returns."""
@@ -107,11 +110,42 @@ class TraceQueries:
     _pg: bool
     views: Callable[[Span], SpanView] | None
 
-    def _span(self, row: Any) -> Span:
-        span = span_from_row(row)
-        if span.view is None and self.views is not None:
-            span.view = self.views(span)
-        return span
+    def _finish(
+        self, conn: sa.Connection, project: str, found: list[Span], trace_id: str | None = None
+    ) -> None:
+        """Merge the events stored apart (``span_events``) into their spans, then build the
+        views, which read the events. One query: by ``trace_id`` when the spans are of one
+        trace, else by the spans' trace ids. Events of a span not among ``found`` are left."""
+        if not found:
+            return
+        e = span_events.c
+        query = sa.select(e.trace_id, e.span_id, e.name, e.time_ns, e.attributes, e.key)
+        query = query.where(e.project_id == project)
+        ids: dict[str, list[str]] = {}
+        if trace_id is not None:
+            query = query.where(e.trace_id == trace_id)
+        else:
+            query = query.where(e.trace_id.in_(sa.bindparam("ids", expanding=True)))
+            ids["ids"] = sorted({span.trace_id for span in found})
+        by_span = {(span.trace_id, span.span_id): span for span in found}
+        merged: set[tuple[str, str]] = set()
+        # by time, then key: a deterministic order for events of one time (sorted here: an
+        # ORDER BY time could tempt SQLite into the (project, time) index, away from the key's)
+        rows = sorted(conn.execute(query, ids), key=lambda r: (r.time_ns, r.key))
+        for t, s, event in span_events_from_rows(r[:5] for r in rows):
+            span = by_span.get((t, s))
+            if span is not None:
+                span.events.append(event)
+                merged.add((t, s))
+        for key in merged:
+            # stable: at one time the span's own events come first, then those sent apart
+            by_span[key].events.sort(key=_event_time)
+        for span in found:
+            # a view stored before schema 5 is stale once events were merged into its span
+            if self.views is not None and (
+                span.view is None or (span.trace_id, span.span_id) in merged
+            ):
+                span.view = self.views(span)
 
     def list_traces(
         self,
@@ -186,7 +220,8 @@ class TraceQueries:
             .where(spans.c.trace_id == trace_id)
         )
         with self.engine.connect() as conn:
-            found = [self._span(row) for row in conn.execute(query)]
+            found = [span_from_row(row) for row in conn.execute(query)]
+            self._finish(conn, project, found, trace_id)
         if not found:
             return None
         # sorted here: an ORDER BY would tempt SQLite into the (project, start) index instead
@@ -234,13 +269,14 @@ class TraceQueries:
         start = s.start_ns + 0 if trace_id is not None else s.start_ns
         order = (start.desc(), s.trace_id.desc(), s.span_id.desc())
         query = query.order_by(*order).limit(limit + 1)
-        with self.engine.connect() as conn:
-            found = [self._span(row) for row in conn.execute(query)]
         token = ""
-        if len(found) > limit:
-            found = found[:limit]
-            last = found[-1]
-            token = _token("s", last.start_time_unix_nano, last.trace_id, last.span_id)
+        with self.engine.connect() as conn:
+            found = [span_from_row(row) for row in conn.execute(query)]
+            if len(found) > limit:
+                found = found[:limit]
+                last = found[-1]
+                token = _token("s", last.start_time_unix_nano, last.trace_id, last.span_id)
+            self._finish(conn, project, found, trace_id)
         return found, token
 
     def list_sessions(
@@ -341,6 +377,10 @@ class TraceQueries:
             (kind == "false", "false"),
             else_=sa.cast(sa.func.json_extract(column, path), sa.Text),
         )
+
+
+def _event_time(event: SpanEvent) -> int:
+    return event.time_unix_nano
 
 
 def _check_limit(limit: int) -> None:

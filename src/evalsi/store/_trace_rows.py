@@ -4,15 +4,17 @@ A span becomes one tuple in ``SPAN_COLUMNS`` order: the columns queries filter o
 raw attributes, events, resource and the mapper's view as orjson text (``NULL`` when empty).
 A resource is shared by every span of one OTLP ``ResourceSpans``, so each distinct resource
 object is encoded once per batch. Bytes values (OTLP ``bytes_value``) are kept as
-``{"$b64": ...}`` and restored on read.
+``{"$b64": ...}`` and restored on read. Events received apart from their span (``span_events``
+rows) are encoded with the same helpers, so they read back as a span's own events do.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
 
@@ -170,6 +172,43 @@ def span_rows(project: str, spans: Iterable[Span]) -> list[tuple[Any, ...]]:
             dumps([[k.trace_id, k.span_id, k.attributes] for k in s.links]) if s.links else None,
         )
     return list(rows.values())
+
+
+def span_event_key(trace_id: str, span_id: str, event: SpanEvent) -> str:
+    """What identifies an event received apart from its span: 32 hex digits of a hash of its
+    trace, span, name, time and attributes (keys sorted: an exporter may reorder them)."""
+    fields = (trace_id, span_id, event.name, event.time_unix_nano, event.attributes)
+    raw = orjson.dumps(fields, default=_default, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def span_event_row(
+    project: str, trace_id: str, span_id: str, event: SpanEvent, *, pg: bool
+) -> dict[str, Any]:
+    """A row of ``span_events``; its attributes encoded as a span's events' are, so the round
+    trip is the same. On PostgreSQL NUL characters are dropped, as from span rows."""
+    row = {
+        "project_id": project,
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "time_ns": event.time_unix_nano,
+        "name": event.name,
+        "attributes": _json_or_none(event.attributes),
+        "key": span_event_key(trace_id, span_id, event),
+    }
+    if pg:
+        # dropped as from span rows (RowsWriter.write), so an event reads back the same
+        # whether it came on its span or apart
+        name, attributes = _strip_nul(_strip_json_nul((event.name, row["attributes"])))
+        row["name"], row["attributes"] = name, attributes
+    return row
+
+
+def span_events_from_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, SpanEvent]]:
+    """``(trace id, span id, event)`` of rows of (trace_id, span_id, name, time_ns,
+    attributes)."""
+    for trace_id, span_id, name, time_ns, attributes in rows:
+        yield trace_id, span_id, SpanEvent(name, int(time_ns), loads(attributes, {}))
 
 
 SQLITE_CACHE_KIB = 64 * 1024

@@ -9,6 +9,11 @@ open traces piled up.) Everything else (the queries, feedback, retention) goes t
 SQLAlchemy Core. Every query is scoped by ``project_id``; a query in
 one project never sees another's rows.
 
+``add_span_events`` stores events of a span that arrive apart from it (OTLP log records such
+as GenAI ``gen_ai.user.message`` events, often sent before their span) in ``span_events``, keyed
+by a hash of what they say so a re-sent one is stored once; reads merge them into their span
+(``_trace_queries.py``) before the view is built, and retention expires them by their time.
+
 Measured on the 2-core development machine, 512-span batches of ~12-attribute spans:
 ``write_spans`` alone stores 55-85k spans/s on SQLite (WAL) and 33-37k on PostgreSQL. Called
 from a worker thread (``asyncio.to_thread``) while another thread builds spans, the pipeline
@@ -30,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import sqlalchemy as sa
 
-from evalsi.core import Feedback, Span, SpanView, StoreError, UserError
+from evalsi.core import Feedback, Span, SpanEvent, SpanView, StoreError, UserError
 from evalsi.store._runs import check_project_id
-from evalsi.store._schema import runs, trace_feedback, traces
+from evalsi.store._schema import runs, span_events, trace_feedback, traces
 from evalsi.store._trace_queries import (
     MAX_PAGE,
     PREVIEW_CHARS,
@@ -41,7 +46,7 @@ from evalsi.store._trace_queries import (
     TraceSummary,
     preview,
 )
-from evalsi.store._trace_rows import MAX_SERVICE, RowsWriter, dumps, span_rows
+from evalsi.store._trace_rows import MAX_SERVICE, RowsWriter, dumps, span_event_row, span_rows
 
 if TYPE_CHECKING:
     from evalsi.store._sql import SqlStore
@@ -63,6 +68,9 @@ def feedback_key(feedback: Feedback, time_ns: int) -> str:
     fields = (f.trace_id, f.session_id, f.name, f.value, f.label, f.comment, f.source, time_ns)
     return hashlib.sha256(orjson.dumps(fields)).hexdigest()[:32]
 
+
+EVENT_CHUNK = 1000
+"""Span event rows per INSERT: 7 parameters each, well under SQLite's 32,766."""
 
 DELETE_BATCH = 5000
 """Rows per retention delete: each batch is its own short transaction, so ingest waits at most
@@ -189,6 +197,42 @@ class TraceStore(TraceQueries):
         except sa.exc.SQLAlchemyError as e:
             raise StoreError(f"cannot write feedback to {self.store.location}: {e}") from e
 
+    # -- events received apart from their span -----------------------------------------------------
+    def add_span_events(self, project: str, events: Sequence[tuple[str, str, SpanEvent]]) -> int:
+        """Store ``(trace id, span id, event)`` triples (OTLP log records that are events of a
+        span) in one transaction; reads merge them into their span's ``events``, whenever
+        the span is stored. Idempotent: an event sent again (same trace, span, name, time and
+        attributes) is stored once. Returns how many were new."""
+        check_project_id(project)
+        rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for trace_id, span_id, event in events:
+            row = span_event_row(project, trace_id, span_id, event, pg=self._pg)
+            rows.setdefault((trace_id, span_id, row["key"]), row)  # a batch may repeat one
+        if not rows:
+            return 0
+        insert: Any
+        if self._pg:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        values = list(rows.values())
+        added = 0
+        try:
+            with self.engine.begin() as conn:
+                for start in range(0, len(values), EVENT_CHUNK):
+                    chunk = values[start : start + EVENT_CHUNK]
+                    statement = (
+                        insert(span_events)
+                        .values(chunk)
+                        .on_conflict_do_nothing()
+                        # a row back per row inserted (psycopg's rowcount here is -1)
+                        .returning(span_events.c.key)
+                    )
+                    added += len(conn.execute(statement).all())
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(f"cannot write span events to {self.store.location}: {e}") from e
+        return added
+
     # -- retention ---------------------------------------------------------------------------------
     def delete_expired(
         self,
@@ -198,11 +242,11 @@ class TraceStore(TraceQueries):
         *,
         score_key: Callable[[str], tuple[int, int]] | None = None,
     ) -> int:
-        """Delete spans and traces that ended, and feedback received, more than their project's
-        TTL before ``now_s`` (``project_ttls`` overrides ``default_ttl_s``; ``None`` keeps
-        forever), and with ``score_key`` (where a policy's ``watch`` run keeps a trace's
-        results: ``evalsi.traces`` passes it) the scores of the traces deleted. Returns the
-        rows deleted. Deletes in short batches, each committed."""
+        """Delete spans and traces that ended, span events that happened, and feedback received,
+        more than their project's TTL before ``now_s`` (``project_ttls`` overrides
+        ``default_ttl_s``; ``None`` keeps forever), and with ``score_key`` (where a policy's
+        ``watch`` run keeps a trace's results: ``evalsi.traces`` passes it) the scores of the
+        traces deleted. Returns the rows deleted. Deletes in short batches, each committed."""
         ttls = dict(project_ttls or {})
         deleted = 0
         for project in self._projects():
@@ -217,6 +261,10 @@ class TraceStore(TraceQueries):
                 "spans", "project_id = :p AND start_ns < :c AND end_ns < :c", project, cutoff_ns
             )
             deleted += self._delete_traces(project, cutoff_ns, score_key)
+            # by their own time: events whose span never came go too
+            deleted += self._delete_batches(
+                "span_events", "project_id = :p AND time_ns < :c", project, cutoff_ns
+            )
             deleted += self._delete_batches(
                 "trace_feedback", "project_id = :p AND received_at < :c", project, cutoff_s
             )
@@ -333,7 +381,7 @@ class TraceStore(TraceQueries):
         """The projects with rows, by a loose index scan (one index probe per project)."""
         found: set[str] = set()
         with self.engine.connect() as conn:
-            for table in ("spans", "traces", "trace_feedback"):
+            for table in ("spans", "traces", "trace_feedback", "span_events"):
                 sql = (
                     f"WITH RECURSIVE p(id) AS (SELECT MIN(project_id) FROM {table} UNION ALL "
                     f"SELECT (SELECT MIN(project_id) FROM {table} WHERE project_id > p.id) "

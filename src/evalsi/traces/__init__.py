@@ -1,7 +1,8 @@
 """The Watch way in: semantic-convention mappers, trace assembly, redaction, online policies.
 
-Spans arrive decoded (the OTLP receiver at the server's edge builds ``evalsi.core.Span``);
-everything here is plain Python over those objects.
+Spans arrive decoded (the OTLP receiver at the server's edge builds ``evalsi.core.Span``),
+and so do span events sent as OTLP log records (``LoggedEvent``); everything here is plain
+Python over those objects.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import RedactionRule, Redactor, parse_rules
 from evalsi.traces._refs import SpanRef, ref_of, summarize_refs
-from evalsi.traces._sink import BatchSink, Overloaded, SpanSink
+from evalsi.traces._sink import BatchSink, EventSink, LoggedEvent, Overloaded, SpanSink
 
 __all__ = [
     "CONVENTIONS",
@@ -23,8 +24,10 @@ __all__ = [
     "Batch",
     "BatchSink",
     "Completed",
+    "EventSink",
     "Ingest",
     "IngestStats",
+    "LoggedEvent",
     "Overloaded",
     "RedactionRule",
     "Redactor",

@@ -13,6 +13,10 @@ one process would take turns at the file lock) and, when the policies want trace
 committed trace back from the store, builds its ``Record`` and calls ``on_trace``. Assembly
 holds refs only, so memory is bounded by ``max_open_spans`` small tuples, not raw payloads.
 
+Span events sent as OTLP log records (``accept_events``) are stored apart and merged into
+their spans when read; the row of their trace is rebuilt from the store once it completes
+(its refs never saw them), or at once when it had completed already.
+
 Feedback (late signals) joins its trace or session: stored at once (an open trace is graded
 with it when it completes, as it is read back with its feedback), or handed to
 ``on_feedback`` with the stored trace when that trace already completed.
@@ -33,12 +37,13 @@ from evalsi.core import Feedback, Record, Span, Trace
 from evalsi.datasets import record_to_row
 from evalsi.store import TraceStore, TraceSummary
 from evalsi.traces._assembler import Assembler, Completed
+from evalsi.traces._feedback import EVENT_NAMES, feedback_from_events
 from evalsi.traces._group_writer import GroupWriter, store_failure
 from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import Redactor
 from evalsi.traces._refs import SpanRef, ref_of, summarize_refs
-from evalsi.traces._sink import Overloaded
+from evalsi.traces._sink import LoggedEvent, Overloaded
 
 log = logging.getLogger("evalsi.traces")
 
@@ -64,6 +69,7 @@ class IngestStats:
     refused: int = 0
     feedback: int = 0
     recovered: int = 0  # traces a previous server left open, assembled again at start
+    events: int = 0  # span events received as OTLP log records (re-sent ones not counted)
 
 
 RECOVER_WITHIN_S = 3600.0
@@ -123,6 +129,9 @@ class Ingest:
         # Requests in ingest workers: their batches are assembled even when the request is
         # cancelled meanwhile, and ``stop`` waits for them.
         self._arriving: set[asyncio.Task[Batch]] = set()
+        # traces with span events stored apart (log records), whose rows are rebuilt from the
+        # store once they complete; bounded like the open traces, oldest forgotten first
+        self._logged: dict[tuple[str, str], None] = {}
         self._accepting = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -308,11 +317,62 @@ class Ingest:
         for trace_id in {s.trace_id for s in late}:
             await self._handed_over(project, trace_id)
             try:
-                trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
-                if trace is not None:  # its row again, through the writer like every other
-                    await self._store(project, (), [summarize(trace)])
+                await self._rebuild_row(project, trace_id)
             except Exception:
                 log.exception("joining late spans to trace %s failed", trace_id)
+
+    async def _rebuild_row(self, project: str, trace_id: str) -> Trace | None:
+        """A trace's row again from all it has stored, through the writer like every other."""
+        trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+        if trace is not None:
+            await self._store(project, (), [summarize(trace)])
+        return trace
+
+    # -- span events sent as log records -----------------------------------------------------
+
+    async def accept_events(self, project: str, events: Sequence[LoggedEvent]) -> None:
+        """Redacts and stores span events that came as OTLP log records; returns once they
+        are committed. Their traces' rows are then rebuilt (now, or when they complete)."""
+        if not events:
+            return
+        self._admit(0)
+        self.redactor.events(e.event for e in events)
+        # shielded: once stored, the joining goes on even if the request is cancelled
+        await asyncio.shield(self._background(self._joining, self._store_events(project, events)))
+
+    async def _store_events(self, project: str, events: Sequence[LoggedEvent]) -> None:
+        try:
+            added = await asyncio.to_thread(self.writer.add_span_events, project, events)
+        except Exception as e:
+            raise store_failure(e) from e
+        # Re-sent events (added < len) are joined again: a request that failed after its
+        # events were stored (its feedback, say) is retried, and both steps are idempotent.
+        self.stats.events += added
+        for item in events:
+            if item.event.name in EVENT_NAMES:
+                carrier = Span(item.trace_id, item.span_id, events=[item.event])
+                for fb in feedback_from_events(carrier):
+                    await self.feedback(project, fb)
+        trace_ids = sorted({e.trace_id for e in events})
+        for trace_id in trace_ids:
+            self._logged[(project, trace_id)] = None
+        while len(self._logged) > self.assembler.max_open:
+            del self._logged[next(iter(self._logged))]
+        self._background(self._joining, self._join_events(project, trace_ids))
+
+    async def _join_events(self, project: str, trace_ids: list[str]) -> None:
+        """The rows of the traces that completed already are rebuilt; open ones (and those
+        whose spans are yet to come) are rebuilt by ``_hand_over`` when they complete."""
+        try:
+            settled = [t for t in trace_ids if self.assembler.get(project, t) is None]
+            for trace_id in settled:
+                await self._handed_over(project, trace_id)
+            done = await asyncio.to_thread(self.writer.summarized, project, settled)
+            for trace_id in sorted(done):
+                self._logged.pop((project, trace_id), None)
+                await self._rebuild_row(project, trace_id)
+        except Exception:
+            log.exception("joining span events to their traces failed")
 
     # -- assembly ----------------------------------------------------------------------------
 
@@ -441,6 +501,12 @@ class Ingest:
             return
         fresh = [s for s in summaries if s.trace_id not in existed]
         self.stats.traces += len(fresh)
+        for summary in fresh:
+            if self._logged.pop((project, summary.trace_id), 0) is None:  # events came apart
+                try:
+                    await self._rebuild_row(project, summary.trace_id)
+                except Exception:
+                    log.exception("rebuilding the row of trace %s failed", summary.trace_id)
         for summary in summaries:
             if summary.trace_id in existed:
                 self.stats.late_spans += summary.span_count
@@ -458,11 +524,11 @@ class Ingest:
 
     async def _completed_again(self, project: str, trace_id: str) -> None:
         deferred = self._deferred.pop((project, trace_id), [])
+        self._logged.pop((project, trace_id), None)
         try:
-            trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+            trace = await self._rebuild_row(project, trace_id)  # after the partial row
             if trace is None:
                 return
-            await self._store(project, (), [summarize(trace)])  # after the partial row
             if self.on_feedback is not None and self.wants_traces(project):
                 for feedback in deferred:
                     await self.on_feedback(trace, trace_to_record(trace), feedback)

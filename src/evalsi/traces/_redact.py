@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalsi.core import Span, UserError
+from evalsi.core import Span, SpanEvent, UserError
 
 MAX_PATTERN = 1000
 
@@ -99,6 +99,13 @@ class Redactor:
                 self._dict(span.resource)
             if span.status_message:
                 span.status_message = self._text("", span.status_message)
+
+    def events(self, events: Iterable[SpanEvent]) -> None:
+        """Span events that came on their own (OTLP log records), their bodies included."""
+        if not self.rules:
+            return
+        for event in events:
+            self._dict(event.attributes)
 
     def _dict(self, attributes: dict[str, Any]) -> None:
         for key, value in attributes.items():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from evalsi.core import EvalsiError, Span
+from evalsi.core import EvalsiError, Span, SpanEvent
 
 if TYPE_CHECKING:
     from evalsi.traces._prepare import Batch
@@ -43,3 +43,22 @@ class BatchSink(Protocol):
     def accept_stored(
         self, project: str, store: Callable[[], Awaitable[Batch]]
     ) -> asyncio.Future[Batch]: ...
+
+
+class LoggedEvent(NamedTuple):
+    """An event of a span that arrived as an OTLP log record (GenAI instrumentations send a
+    call's messages this way), kept apart from the span and merged into it when read."""
+
+    trace_id: str
+    span_id: str
+    event: SpanEvent
+
+
+class EventSink(Protocol):
+    """Takes the span events of one logs export request (decoded, not yet redacted).
+
+    ``accept_events`` returns once they are durably stored, or raises ``Overloaded`` having
+    stored none of them.
+    """
+
+    async def accept_events(self, project: str, events: Sequence[LoggedEvent]) -> None: ...

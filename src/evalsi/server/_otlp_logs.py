@@ -1,0 +1,373 @@
+"""The OTLP logs receiver, for the events of spans: ``POST /v1/logs`` and the gRPC
+``opentelemetry.proto.collector.logs.v1.LogsService/Export``.
+
+GenAI instrumentations (OpenTelemetry's ``openai-v2``, ``google-genai``, ``vertexai``...) emit
+a call's messages as *log-based events* (``gen_ai.user.message``, ``gen_ai.choice``,
+``gen_ai.client.inference.operation.details``) rather than as span events: log records with
+an event name and the trace and span ids of the call, exported by the SDK's logs pipeline,
+separately from (and often before) the span. Without them such traces would have no content.
+
+A log record is kept when it is the event of a span: a 16-byte trace id, an 8-byte span id
+and an event name (the ``event_name`` field, or an ``event.name`` attribute, as older SDKs
+send it). It becomes a ``SpanEvent`` of that span: its attributes, plus its body under
+``event.body`` (where the GenAI mappers read a message), at its time (else its observed time).
+Other log records are rejected with an OTLP partial success that says why, never dropped
+silently: evalsi is not a log store.
+
+Answers, limits and the shared in-flight byte budget are those of the trace receiver
+(``_otlp.py``); requests are handled on the event loop (logs of spans are a small stream
+beside the spans themselves), not in ingest workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
+from connectrpc.request import RequestContext
+from connectrpc.server import ConnectASGIApplication, Endpoint
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from evalsi.core import SpanEvent
+from evalsi.server._errors import OversizeError, to_connect_error
+from evalsi.server._otlp import (
+    INLINE_DECODE_BYTES,
+    LOGS_PATH,
+    LOGS_SERVICE,
+    PROJECT_HEADER,
+    RETRY_INFO_TRAILER,
+    ExportCodec,
+    InflightBudget,
+    encode_message,
+    error_detail,
+    http_error,
+    project_of,
+    retry_info,
+)
+from evalsi.server._otlp_decode import (
+    _INT64,
+    _UINT64,
+    JSON,
+    PROTOBUF,
+    BodyTooLarge,
+    DecodeError,
+    UnsupportedMediaType,
+    _attrs,
+    _field,
+    _first_line,
+    _hex,
+    _int,
+    _json_any,
+    _json_attrs,
+    _list,
+    _obj,
+    _Shape,
+    _str,
+    any_value,
+    inflate,
+    media_type,
+)
+from evalsi.server._rest import read_body
+from evalsi.traces import EventSink, LoggedEvent, Overloaded
+
+if TYPE_CHECKING:
+    from evalsi.server._metrics import Metrics
+
+BODY_KEY = "event.body"
+"""The event attribute a log record's body is kept under (the GenAI mappers read it there)."""
+
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+_NO_SPAN = (
+    "without the trace id and span id of a span (evalsi keeps the events of spans; "
+    "send other logs to a log store)"
+)
+_NO_EVENT = "that are not events (no event_name field, no event.name attribute)"
+
+
+@dataclass(slots=True)
+class DecodedLogs:
+    """The span events kept from one logs export request, and how many records were not."""
+
+    events: list[LoggedEvent] = field(default_factory=list)
+    rejected: int = 0
+    error_message: str = ""
+
+
+def _kept(
+    trace_id: bytes,
+    span_id: bytes,
+    name: Any,
+    time_ns: int,
+    attributes: dict[str, Any],
+    body: Any,
+    reasons: dict[str, int],
+) -> LoggedEvent | None:
+    if len(trace_id) != 16 or trace_id == _ZERO_TRACE or len(span_id) != 8 or span_id == _ZERO_SPAN:
+        reasons[_NO_SPAN] = reasons.get(_NO_SPAN, 0) + 1
+        return None
+    if not name:
+        name = attributes.get("event.name")
+    if type(name) is not str or not name:
+        reasons[_NO_EVENT] = reasons.get(_NO_EVENT, 0) + 1
+        return None
+    attributes.pop("event.name", None)
+    if body is not None:
+        attributes[BODY_KEY] = body
+    return LoggedEvent(trace_id.hex(), span_id.hex(), SpanEvent(name, time_ns, attributes))
+
+
+def _decoded(events: list[LoggedEvent], reasons: dict[str, int]) -> DecodedLogs:
+    message = "; ".join(f"{n} log record(s) {why}" for why, n in reasons.items())
+    return DecodedLogs(events, sum(reasons.values()), message)
+
+
+def decode_logs_request(request: ExportLogsServiceRequest) -> DecodedLogs:
+    """The span events of a parsed logs export request."""
+    events: list[LoggedEvent] = []
+    reasons: dict[str, int] = {}
+    for resource_logs in request.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                body = any_value(record.body) if record.HasField("body") else None
+                kept = _kept(
+                    record.trace_id,
+                    record.span_id,
+                    record.event_name,
+                    record.time_unix_nano or record.observed_time_unix_nano,
+                    _attrs(record.attributes),
+                    body,
+                    reasons,
+                )
+                if kept is not None:
+                    events.append(kept)
+    return _decoded(events, reasons)
+
+
+def parse_logs_protobuf(raw: bytes) -> ExportLogsServiceRequest:
+    request = ExportLogsServiceRequest()
+    try:
+        request.ParseFromString(raw)
+    except ProtobufDecodeError as e:
+        raise DecodeError(
+            "the body is not a protobuf ExportLogsServiceRequest",
+            hint="an OTLP/HTTP log exporter sends one; check the endpoint is /v1/logs",
+        ) from e
+    return request
+
+
+def decode_logs_json(raw: bytes) -> DecodedLogs:
+    """The span events of an OTLP/JSON ``ExportLogsServiceRequest`` (ids in hex)."""
+    try:
+        doc = orjson.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise DecodeError(f"the body is not JSON: {_first_line(e)}") from e
+    try:
+        return _json_logs(_obj(doc, "the body"))
+    except (_Shape, ValueError, TypeError, RecursionError, binascii.Error) as e:
+        raise DecodeError(
+            f"the body is not an OTLP/JSON ExportLogsServiceRequest: {_first_line(e)}"
+        ) from e
+
+
+def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
+    events: list[LoggedEvent] = []
+    reasons: dict[str, int] = {}
+    for resource_logs in _list(_field(doc, "resourceLogs", "resource_logs")):
+        resource_logs = _obj(resource_logs, "resourceLogs[]")
+        for scope_logs in _list(_field(resource_logs, "scopeLogs", "scope_logs")):
+            scope_logs = _obj(scope_logs, "scopeLogs[]")
+            for record in _list(_field(scope_logs, "logRecords", "log_records")):
+                record = _obj(record, "logRecords[]")
+                when = _int(_field(record, "timeUnixNano", "time_unix_nano"), _UINT64)
+                if not when:
+                    observed = _field(record, "observedTimeUnixNano", "observed_time_unix_nano")
+                    when = _int(observed, _UINT64)
+                # fields read for their shape only: a wrong type fails the body as ParseDict does
+                _int(_field(record, "severityNumber", "severity_number"), _INT64)
+                _str(_field(record, "severityText", "severity_text"))
+                kept = _kept(
+                    _hex(_field(record, "traceId", "trace_id")),
+                    _hex(_field(record, "spanId", "span_id")),
+                    _str(_field(record, "eventName", "event_name")),
+                    when,
+                    _json_attrs(record.get("attributes")),
+                    _json_any(record.get("body")),
+                    reasons,
+                )
+                if kept is not None:
+                    events.append(kept)
+    return _decoded(events, reasons)
+
+
+def decode_logs_body(raw: bytes, kind: str) -> DecodedLogs:
+    """The span events of an uncompressed body of media type ``kind``."""
+    if kind == PROTOBUF:
+        return decode_logs_request(parse_logs_protobuf(raw))
+    return decode_logs_json(raw)
+
+
+def logs_response(decoded: DecodedLogs) -> ExportLogsServiceResponse:
+    """Full success leaves ``partial_success`` unset, as the spec requires."""
+    if not decoded.rejected:
+        return ExportLogsServiceResponse()
+    return ExportLogsServiceResponse(
+        partial_success=ExportLogsPartialSuccess(
+            rejected_log_records=decoded.rejected, error_message=decoded.error_message
+        )
+    )
+
+
+async def _ingest(
+    sink: EventSink, budget: InflightBudget, project: str, size: int, decode: Any
+) -> DecodedLogs:
+    """Budget, decode, then the sink; the budget is given back however it ends."""
+    if not budget.take(size):
+        raise Overloaded(
+            f"the server is ingesting {budget.used} bytes of telemetry, its limit is "
+            f"{budget.limit} (traces.otlp.maxInflightBytes)",
+            retry_after_s=1.0,
+        )
+    try:
+        # a big body would stall every other request on the loop: decoded in a thread
+        decoded: DecodedLogs = (
+            await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
+        )
+        if decoded.events:
+            await sink.accept_events(project, decoded.events)
+        return decoded
+    finally:
+        budget.give_back(size)
+
+
+# --- OTLP/HTTP -------------------------------------------------------------------------------
+
+
+def logs_routes(
+    sink: EventSink,
+    *,
+    max_body_bytes: int,
+    budget: InflightBudget,
+    metrics: Metrics | None = None,
+) -> list[Route]:
+    """``POST /v1/logs`` over ``sink``, within the trace receiver's byte ``budget``."""
+
+    async def export(request: Request) -> Response:
+        started = time.perf_counter()
+        kind = media_type(request.headers.get("content-type"))
+        encoding = JSON if kind == JSON else PROTOBUF
+        try:
+            if kind not in (PROTOBUF, JSON):
+                raise UnsupportedMediaType(
+                    f"content-type {request.headers.get('content-type')!r} is not supported",
+                    hint=f"send {PROTOBUF} or {JSON}",
+                )
+            project = project_of(request.headers.get(PROJECT_HEADER))
+            try:
+                body = await read_body(request, max_body_bytes)
+            except OversizeError as e:
+                raise BodyTooLarge(max_body_bytes, "") from e
+            raw = inflate(body, request.headers.get("content-encoding"), max_body_bytes)
+            del body
+            decoded = await _ingest(
+                sink, budget, project, len(raw), lambda: decode_logs_body(raw, encoding)
+            )
+        except Exception as e:  # noqa: BLE001 - every failure becomes an OTLP status
+            response, code = http_error(e, encoding)
+        else:
+            response, code = encode_message(logs_response(decoded), encoding, 200), "ok"
+        if metrics is not None:
+            elapsed = time.perf_counter() - started
+            metrics.observe(LOGS_SERVICE, "Export", "otlp_http", code, elapsed)
+        return response
+
+    return [Route(LOGS_PATH, export, methods=["POST"])]
+
+
+# --- OTLP/gRPC -------------------------------------------------------------------------------
+
+
+class LogsServiceHandler:
+    """``LogsService/Export`` over a sink; errors leave as ``ConnectError``s."""
+
+    def __init__(self, sink: EventSink, budget: InflightBudget) -> None:
+        self.sink = sink
+        self.budget = budget
+
+    async def export(
+        self,
+        request: ExportLogsServiceRequest,
+        ctx: RequestContext[Any, ExportLogsServiceResponse],
+        /,
+    ) -> ExportLogsServiceResponse:
+        try:
+            project = project_of(ctx.request_headers.get(PROJECT_HEADER))
+            decoded = await _ingest(
+                self.sink,
+                self.budget,
+                project,
+                request.ByteSize(),
+                lambda: decode_logs_request(request),
+            )
+        except Overloaded as e:
+            info = retry_info(e.retry_after_s)
+            ctx.response_trailers[RETRY_INFO_TRAILER] = (
+                base64.b64encode(info.SerializeToString()).decode().rstrip("=")
+            )
+            raise ConnectError(Code.UNAVAILABLE, str(e), details=[error_detail(info)]) from e
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # mapped once, as on every other service
+            raise to_connect_error(e) from e
+        return logs_response(decoded)
+
+
+class LogsServiceASGIApplication(ConnectASGIApplication[LogsServiceHandler]):
+    """The connectrpc app for ``LogsService`` (binary protobuf, as OTLP/gRPC is)."""
+
+    def __init__(
+        self,
+        service: LogsServiceHandler,
+        *,
+        interceptors: Iterable[Any] = (),
+        read_max_bytes: int | None,
+    ) -> None:
+        method: MethodInfo[ExportLogsServiceRequest, ExportLogsServiceResponse] = MethodInfo(
+            name="Export",
+            service_name=LOGS_SERVICE,
+            input=ExportLogsServiceRequest,
+            output=ExportLogsServiceResponse,
+            idempotency_level=IdempotencyLevel.UNKNOWN,
+            stream_type=StreamType.UNARY,
+        )
+        super().__init__(
+            service=service,
+            endpoints=lambda svc: {
+                f"/{LOGS_SERVICE}/Export": Endpoint.unary(method=method, function=svc.export)
+            },
+            interceptors=interceptors,
+            read_max_bytes=read_max_bytes,
+            codecs=(ExportCodec(),),
+        )
+        self.handler = service  # for the native gRPC port
+
+    @property
+    def path(self) -> str:
+        return f"/{LOGS_SERVICE}"
