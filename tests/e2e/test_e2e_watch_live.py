@@ -10,6 +10,7 @@ import json
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,8 @@ def test_traces_are_scored_alerted_promoted_and_graded_offline(
             shown = client.get_trace(ids[4])
             via_logs = client.get_trace(ids[9])  # its chat messages came as OTLP log events
             datasets = {d.name: d for d in client.list_datasets()}
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
         assert fired.wait(30), "the alert webhook was not called"
         server.stop()
 
@@ -114,6 +117,11 @@ def test_traces_are_scored_alerted_promoted_and_graded_offline(
     ]
     record = shown.summary.record
     assert record["output"].startswith("Your order ships to jane.doe4@example.com")
+    # ingest counts on /metrics: every odd request sent its two messages as log events
+    assert "evalsi_ingest_traces_total 30.0" in metrics
+    assert "evalsi_ingest_spans_total 90.0" in metrics
+    assert "evalsi_ingest_events_total 30.0" in metrics
+    assert "evalsi_ingest_open_traces 0.0" in metrics
     # a chat call's messages sent as log-based events joined their span; the view has them
     chat = next(s for s in via_logs.trace.spans if s.name == "chat gpt-4o-mini")
     assert [e.name for e in chat.events] == ["gen_ai.user.message", "gen_ai.choice"]

@@ -53,6 +53,10 @@ class Metrics:
             from evalsi.server._policy_metrics import PolicyCollector
 
             self.registry.register(PolicyCollector(state.policies))
+        if getattr(state, "ingest", None) is not None:  # trace ingest: counts, open traces
+            from evalsi.server._ingest_metrics import IngestCollector
+
+            self.registry.register(IngestCollector(state.ingest))
         self.interceptor = RpcMetricsInterceptor(self)
 
     def observe(self, service: str, method: str, protocol: str, code: str, seconds: float) -> None:
