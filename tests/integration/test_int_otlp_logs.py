@@ -248,6 +248,35 @@ def test_log_events_after_the_trace_completed_rebuild_its_row(tmp_path: Path) ->
         assert contents(to_record(trace).output) == [ANSWER]
 
 
+def test_events_received_before_a_restart_still_give_the_row_its_content(
+    tmp_path: Path,
+) -> None:
+    """The logs reach one server; it stops before the spans come; the next server completes
+    the trace and finds the events in the store."""
+    spans, logs = sdk_telemetry()
+    with ingest_server(tmp_path) as (_, _, server, _):
+        _, log_exporter = exporters(server, "http")
+        try:
+            assert log_exporter.export(logs) is LogRecordExportResult.SUCCESS
+        finally:
+            log_exporter.shutdown()
+    with ingest_server(tmp_path) as (_, traces, server, graded):
+        span_exporter, _ = exporters(server, "grpc")
+        try:
+            assert span_exporter.export(spans) is SpanExportResult.SUCCESS
+        finally:
+            span_exporter.shutdown()
+        row = wait_for(
+            lambda: next(
+                (t for t in traces.list_traces("default")[0] if ANSWER in t.output_preview), None
+            ),
+            "the trace row with the answer",
+        )
+        assert "capital of France" in row.input_preview
+        wait_for(lambda: graded, "the trace handed to the policies")
+        assert contents(to_record(graded[0]).output) == [ANSWER]
+
+
 def test_re_sent_logs_are_stored_once_and_redacted(tmp_path: Path) -> None:
     spans, logs = sdk_telemetry()
     redactor = Redactor(
@@ -272,7 +301,9 @@ def test_re_sent_logs_are_stored_once_and_redacted(tmp_path: Path) -> None:
         assert len(chat.events) == 3
         body = chat.events[0].attributes["event.body"]
         assert body == {"content": "What is the capital of France? Mail me at [email]"}
-        assert "bob@example.com" not in (tmp_path / "e.db").read_bytes().decode("latin-1")
+        stored = b"".join(p.read_bytes() for p in tmp_path.glob("e.db*"))  # the WAL too
+        assert b"[email]" in stored
+        assert b"bob@example.com" not in stored
 
 
 # -- the receiver's answers ----------------------------------------------------------------------
@@ -343,6 +374,29 @@ def _hex_ids(doc: Any) -> Any:
                     if key in record:
                         record[key] = base64.b64decode(record[key]).hex()
     return doc
+
+
+def test_json_severity_names_and_missing_times_are_read() -> None:
+    ids = {"traceId": "01" * 16, "spanId": "02" * 8}
+    doc = {
+        "resourceLogs": [
+            {
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            {**ids, "eventName": "a", "severityNumber": "SEVERITY_NUMBER_INFO"},
+                            {**ids, "eventName": "b", "severityNumber": 9, "timeUnixNano": "5"},
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    before = time.time_ns()
+    decoded = decode_logs_body(orjson.dumps(doc), "application/json")
+    first, second = (e.event for e in decoded.events)
+    assert before <= first.time_unix_nano <= time.time_ns()  # no time sent: when received
+    assert second.time_unix_nano == 5
 
 
 def test_json_and_protobuf_decode_alike() -> None:
@@ -433,13 +487,29 @@ def test_an_overloaded_sink_answers_503_with_retry_after() -> None:
             assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_a_stopped_ingest_refuses_events_as_overloaded(tmp_path: Path) -> None:
+def test_a_stopped_or_full_ingest_refuses_events_as_overloaded(tmp_path: Path) -> None:
     store = SqlStore.open(str(tmp_path / "e.db"))
+    events = decode_logs_request(mixed_request()).events
     try:
-        ingest = Ingest(TraceStore(store))
-        event = decode_logs_request(mixed_request()).events
+        traces = TraceStore(store)
+        ingest = Ingest(traces, max_pending_spans=3)
         with pytest.raises(Overloaded, match="not running"):
-            asyncio.run(ingest.accept_events("default", event))
+            asyncio.run(ingest.accept_events("default", events))
+
+        async def full() -> None:
+            await ingest.start()
+            try:
+                ingest._pending = 2  # spans of another request waiting for the writer
+                with pytest.raises(Overloaded, match="2 spans waiting"):
+                    await ingest.accept_events("default", events)
+                ingest._pending = 0
+                await ingest.accept_events("default", events)  # alone: always let through
+                assert ingest.stats.events == 2
+            finally:
+                await ingest.stop()
+
+        asyncio.run(full())
+        traces.close()
     finally:
         store.close()
 

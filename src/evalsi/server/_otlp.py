@@ -40,6 +40,9 @@ from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import BadRequest, RetryInfo  # type: ignore[import-untyped]
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest as ExportLogsRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceRequest,
@@ -301,7 +304,8 @@ class RawExport:
 
 
 class ExportCodec:
-    """connectrpc's binary protobuf codec, except that Export requests stay bytes."""
+    """connectrpc's binary protobuf codec, except that Export requests (traces and logs) stay
+    bytes: they are parsed where the size says (a worker, a thread, or inline)."""
 
     def name(self) -> str:
         return "proto"
@@ -310,7 +314,7 @@ class ExportCodec:
         return bytes(message.SerializeToString())
 
     def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
-        if message_class is ExportTraceServiceRequest:
+        if message_class is ExportTraceServiceRequest or message_class is ExportLogsRequest:
             return RawExport(bytes(data))
         return message_class.FromString(data)
 

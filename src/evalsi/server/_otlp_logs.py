@@ -41,6 +41,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -55,6 +56,7 @@ from evalsi.server._otlp import (
     RETRY_INFO_TRAILER,
     ExportCodec,
     InflightBudget,
+    RawExport,
     encode_message,
     error_detail,
     http_error,
@@ -62,7 +64,6 @@ from evalsi.server._otlp import (
     retry_info,
 )
 from evalsi.server._otlp_decode import (
-    _INT64,
     _UINT64,
     JSON,
     PROTOBUF,
@@ -70,6 +71,7 @@ from evalsi.server._otlp_decode import (
     DecodeError,
     UnsupportedMediaType,
     _attrs,
+    _enum,
     _field,
     _first_line,
     _hex,
@@ -100,6 +102,7 @@ _NO_SPAN = (
     "send other logs to a log store)"
 )
 _NO_EVENT = "that are not events (no event_name field, no event.name attribute)"
+_SEVERITIES: dict[str, int] = dict(SeverityNumber.items())
 
 
 @dataclass(slots=True)
@@ -119,6 +122,7 @@ def _kept(
     attributes: dict[str, Any],
     body: Any,
     reasons: dict[str, int],
+    received_ns: int,
 ) -> LoggedEvent | None:
     if len(trace_id) != 16 or trace_id == _ZERO_TRACE or len(span_id) != 8 or span_id == _ZERO_SPAN:
         reasons[_NO_SPAN] = reasons.get(_NO_SPAN, 0) + 1
@@ -131,7 +135,10 @@ def _kept(
     attributes.pop("event.name", None)
     if body is not None:
         attributes[BODY_KEY] = body
-    return LoggedEvent(trace_id.hex(), span_id.hex(), SpanEvent(name, time_ns, attributes))
+    # no time at all (neither field set): when it was received, not 1970 (retention would
+    # take it at once)
+    event = SpanEvent(name, time_ns or received_ns, attributes)
+    return LoggedEvent(trace_id.hex(), span_id.hex(), event)
 
 
 def _decoded(events: list[LoggedEvent], reasons: dict[str, int]) -> DecodedLogs:
@@ -143,6 +150,7 @@ def decode_logs_request(request: ExportLogsServiceRequest) -> DecodedLogs:
     """The span events of a parsed logs export request."""
     events: list[LoggedEvent] = []
     reasons: dict[str, int] = {}
+    received = time.time_ns()
     for resource_logs in request.resource_logs:
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
@@ -155,6 +163,7 @@ def decode_logs_request(request: ExportLogsServiceRequest) -> DecodedLogs:
                     _attrs(record.attributes),
                     body,
                     reasons,
+                    received,
                 )
                 if kept is not None:
                     events.append(kept)
@@ -190,6 +199,7 @@ def decode_logs_json(raw: bytes) -> DecodedLogs:
 def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
     events: list[LoggedEvent] = []
     reasons: dict[str, int] = {}
+    received = time.time_ns()
     for resource_logs in _list(_field(doc, "resourceLogs", "resource_logs")):
         resource_logs = _obj(resource_logs, "resourceLogs[]")
         for scope_logs in _list(_field(resource_logs, "scopeLogs", "scope_logs")):
@@ -201,7 +211,7 @@ def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
                     observed = _field(record, "observedTimeUnixNano", "observed_time_unix_nano")
                     when = _int(observed, _UINT64)
                 # fields read for their shape only: a wrong type fails the body as ParseDict does
-                _int(_field(record, "severityNumber", "severity_number"), _INT64)
+                _enum(_field(record, "severityNumber", "severity_number"), _SEVERITIES)
                 _str(_field(record, "severityText", "severity_text"))
                 kept = _kept(
                     _hex(_field(record, "traceId", "trace_id")),
@@ -211,6 +221,7 @@ def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
                     _json_attrs(record.get("attributes")),
                     _json_any(record.get("body")),
                     reasons,
+                    received,
                 )
                 if kept is not None:
                     events.append(kept)
@@ -245,16 +256,27 @@ async def _ingest(
             f"{budget.limit} (traces.otlp.maxInflightBytes)",
             retry_after_s=1.0,
         )
+    held = True  # given back once the events are done with, even if the sender goes away
     try:
         # a big body would stall every other request on the loop: decoded in a thread
         decoded: DecodedLogs = (
             await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
         )
         if decoded.events:
-            await sink.accept_events(project, decoded.events)
+            accepted = asyncio.ensure_future(sink.accept_events(project, decoded.events))
+            accepted.add_done_callback(lambda done: _give_back(budget, size, done))
+            held = False
+            await asyncio.shield(accepted)
         return decoded
     finally:
-        budget.give_back(size)
+        if held:
+            budget.give_back(size)
+
+
+def _give_back(budget: InflightBudget, size: int, done: asyncio.Future[None]) -> None:
+    budget.give_back(size)
+    if not done.cancelled():
+        done.exception()  # retrieved: the sender may have gone
 
 
 # --- OTLP/HTTP -------------------------------------------------------------------------------
@@ -313,19 +335,21 @@ class LogsServiceHandler:
 
     async def export(
         self,
-        request: ExportLogsServiceRequest,
+        request: ExportLogsServiceRequest | RawExport,
         ctx: RequestContext[Any, ExportLogsServiceResponse],
         /,
     ) -> ExportLogsServiceResponse:
         try:
             project = project_of(ctx.request_headers.get(PROJECT_HEADER))
-            decoded = await _ingest(
-                self.sink,
-                self.budget,
-                project,
-                request.ByteSize(),
-                lambda: decode_logs_request(request),
-            )
+            if isinstance(request, RawExport):  # bytes as received: parsed with the decoding
+                data = request.data
+                size = len(data)
+                decode = lambda: decode_logs_request(parse_logs_protobuf(data))  # noqa: E731
+            else:
+                message = request
+                size = message.ByteSize()
+                decode = lambda: decode_logs_request(message)  # noqa: E731
+            decoded = await _ingest(self.sink, self.budget, project, size, decode)
         except Overloaded as e:
             info = retry_info(e.retry_after_s)
             ctx.response_trailers[RETRY_INFO_TRAILER] = (

@@ -160,7 +160,7 @@ async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> No
 
 def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
     """grpcio answering OTLP/gRPC on ``traces.otlp.grpcPort`` (when it is a port of its own)."""
-    from evalsi.server._otlp import SERVICE, RawExport, native_grpc_port
+    from evalsi.server._otlp import LOGS_SERVICE, SERVICE, RawExport, native_grpc_port
 
     port = native_grpc_port(config)
     handlers = getattr(app.state, "otlp_handlers", None)
@@ -172,7 +172,7 @@ def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
         handlers,
         app.state.metrics,
         max_body_bytes=config.max_body_bytes,
-        raw={f"{SERVICE}/Export": RawExport},
+        raw={f"{SERVICE}/Export": RawExport, f"{LOGS_SERVICE}/Export": RawExport},
     )
     bound = native.bind(config.host, port, "traces.otlp.grpcPort")
     log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", _host_for_url(config.host), bound)

@@ -191,6 +191,7 @@ def _span_events(conn: sa.Connection) -> None:
         sa.Column("name", sa.Text, nullable=False),
         sa.Column("attributes", sa.Text),
         sa.Column("key", sa.String(64), nullable=False),
+        sa.Column("seq", sa.BigInteger, nullable=False),
         sa.PrimaryKeyConstraint("project_id", "trace_id", "span_id", "key"),
     )
     sa.Index("span_events_time", events.c.project_id, events.c.time_ns)

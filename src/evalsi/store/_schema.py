@@ -251,6 +251,9 @@ span_events = Table(
     Column("attributes", Text),  # JSON object as text (orjson); NULL when empty
     # a hash of (trace, span, name, time, attributes): a re-sent event is stored once
     Column("key", String(64), nullable=False),
+    # arrival order (nanoseconds at receipt, then the place in the request): events of one
+    # time read back in the order they were sent
+    Column("seq", BigInteger, nullable=False),
     PrimaryKeyConstraint("project_id", "trace_id", "span_id", "key"),
 )
 """Events of a span that arrived apart from it, as OTLP log records (GenAI message events

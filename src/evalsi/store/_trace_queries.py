@@ -119,7 +119,7 @@ class TraceQueries:
         if not found:
             return
         e = span_events.c
-        query = sa.select(e.trace_id, e.span_id, e.name, e.time_ns, e.attributes, e.key)
+        query = sa.select(e.trace_id, e.span_id, e.name, e.time_ns, e.attributes, e.seq)
         query = query.where(e.project_id == project)
         ids: dict[str, list[str]] = {}
         if trace_id is not None:
@@ -129,9 +129,9 @@ class TraceQueries:
             ids["ids"] = sorted({span.trace_id for span in found})
         by_span = {(span.trace_id, span.span_id): span for span in found}
         merged: set[tuple[str, str]] = set()
-        # by time, then key: a deterministic order for events of one time (sorted here: an
-        # ORDER BY time could tempt SQLite into the (project, time) index, away from the key's)
-        rows = sorted(conn.execute(query, ids), key=lambda r: (r.time_ns, r.key))
+        # by time, then arrival: events of one time in the order they were sent (sorted here:
+        # an ORDER BY time could tempt SQLite into the (project, time) index, away from the key's)
+        rows = sorted(conn.execute(query, ids), key=lambda r: (r.time_ns, r.seq))
         for t, s, event in span_events_from_rows(r[:5] for r in rows):
             span = by_span.get((t, s))
             if span is not None:

@@ -183,7 +183,7 @@ def span_event_key(trace_id: str, span_id: str, event: SpanEvent) -> str:
 
 
 def span_event_row(
-    project: str, trace_id: str, span_id: str, event: SpanEvent, *, pg: bool
+    project: str, trace_id: str, span_id: str, event: SpanEvent, *, seq: int, pg: bool
 ) -> dict[str, Any]:
     """A row of ``span_events``; its attributes encoded as a span's events' are, so the round
     trip is the same. On PostgreSQL NUL characters are dropped, as from span rows."""
@@ -195,6 +195,7 @@ def span_event_row(
         "name": event.name,
         "attributes": _json_or_none(event.attributes),
         "key": span_event_key(trace_id, span_id, event),
+        "seq": seq,
     }
     if pg:
         # dropped as from span rows (RowsWriter.write), so an event reads back the same

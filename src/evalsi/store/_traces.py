@@ -98,6 +98,8 @@ class TraceStore(TraceQueries):
         self._pg = self.engine.dialect.name == "postgresql"
         self._writer: RowsWriter | None = None
         self._lock = threading.Lock()  # one writer connection, one batch at a time
+        self._seq_lock = threading.Lock()
+        self._last_seq = 0  # span events' arrival order (add_span_events)
 
     # -- ingest ------------------------------------------------------------------------------------
     def write_spans(self, project: str, batch: Sequence[Span]) -> None:
@@ -204,9 +206,12 @@ class TraceStore(TraceQueries):
         the span is stored. Idempotent: an event sent again (same trace, span, name, time and
         attributes) is stored once. Returns how many were new."""
         check_project_id(project)
+        with self._seq_lock:  # increasing across calls: nanoseconds at receipt, then place
+            base = max(time.time_ns(), self._last_seq + 1)
+            self._last_seq = base + len(events)
         rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for trace_id, span_id, event in events:
-            row = span_event_row(project, trace_id, span_id, event, pg=self._pg)
+        for i, (trace_id, span_id, event) in enumerate(events):
+            row = span_event_row(project, trace_id, span_id, event, seq=base + i, pg=self._pg)
             rows.setdefault((trace_id, span_id, row["key"]), row)  # a batch may repeat one
         if not rows:
             return 0
@@ -232,6 +237,27 @@ class TraceStore(TraceQueries):
         except sa.exc.SQLAlchemyError as e:
             raise StoreError(f"cannot write span events to {self.store.location}: {e}") from e
         return added
+
+    def traces_with_events(self, project: str, trace_ids: Sequence[str]) -> set[str]:
+        """Which of these traces have events stored apart from their spans (their rows are
+        built from the store, events merged, rather than from assembly's refs)."""
+        found: set[str] = set()
+        query = (
+            sa.select(span_events.c.trace_id)
+            .where(
+                span_events.c.project_id == project,
+                span_events.c.trace_id.in_(sa.bindparam("ids", expanding=True)),
+            )
+            .distinct()
+        )
+        try:
+            with self.engine.connect() as conn:
+                for start in range(0, len(trace_ids), MAX_PAGE):
+                    chunk = list(trace_ids[start : start + MAX_PAGE])
+                    found.update(str(r[0]) for r in conn.execute(query, {"ids": chunk}))
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(f"cannot read span events in {self.store.location}: {e}") from e
+        return found
 
     # -- retention ---------------------------------------------------------------------------------
     def delete_expired(

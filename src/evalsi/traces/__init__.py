@@ -10,9 +10,10 @@ from __future__ import annotations
 from evalsi.traces._assembler import Assembler, Completed
 from evalsi.traces._feedback import check_feedback, feedback_from_events
 from evalsi.traces._group_writer import store_failure
-from evalsi.traces._ingest import Ingest, IngestStats, record_row, summarize
+from evalsi.traces._ingest import Ingest, IngestStats, record_row
 from evalsi.traces._mappers import CONVENTIONS, normalize, normalize_all
 from evalsi.traces._prepare import Batch, prepare
+from evalsi.traces._rebuild import summarize
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import RedactionRule, Redactor, parse_rules
 from evalsi.traces._refs import SpanRef, ref_of, summarize_refs

@@ -125,14 +125,16 @@ def _settle(outcomes: list[_Outcome]) -> None:
             future.set_exception(store_failure(error))
 
 
-def store_failure(error: BaseException) -> UserError | Overloaded:
-    """What a sender is told when storing its spans failed: a 400 when the rows themselves
-    were refused (retrying the same spans cannot succeed), else a 503 to retry later."""
+def store_failure(error: BaseException, what: str = "spans") -> UserError | Overloaded:
+    """What a sender is told when storing its spans (or span ``events``) failed: a 400 when
+    the rows themselves were refused (retrying the same data cannot succeed), else a 503 to
+    retry later."""
+    name = type(error).__name__
     if _bad_data(error):
-        log.warning("the store refused a request's spans: %s", error)
-        return UserError(f"the store refused these spans ({type(error).__name__}: {error})")
-    log.error("storing spans failed: %s: %s", type(error).__name__, error)
-    return Overloaded(f"the trace store could not take the spans ({type(error).__name__}); retry")
+        log.warning("the store refused a request's %s: %s", what, error)
+        return UserError(f"the store refused these {what} ({name}: {error})")
+    log.error("storing %s failed: %s: %s", what, name, error)
+    return Overloaded(f"the trace store could not take the {what} ({name}); retry")
 
 
 def _bad_data(error: BaseException) -> bool:

@@ -40,6 +40,7 @@ from evalsi.traces._assembler import Assembler, Completed
 from evalsi.traces._feedback import EVENT_NAMES, feedback_from_events
 from evalsi.traces._group_writer import GroupWriter, store_failure
 from evalsi.traces._prepare import Batch, prepare
+from evalsi.traces._rebuild import RowRebuilder
 from evalsi.traces._records import trace_to_record
 from evalsi.traces._redact import Redactor
 from evalsi.traces._refs import SpanRef, ref_of, summarize_refs
@@ -129,9 +130,8 @@ class Ingest:
         # Requests in ingest workers: their batches are assembled even when the request is
         # cancelled meanwhile, and ``stop`` waits for them.
         self._arriving: set[asyncio.Task[Batch]] = set()
-        # traces with span events stored apart (log records), whose rows are rebuilt from the
-        # store once they complete; bounded like the open traces, oldest forgotten first
-        self._logged: dict[tuple[str, str], None] = {}
+        # trace rows built again from the store (late spans, span events sent as logs)
+        self._rebuilder = RowRebuilder(writer, lambda project, rows: self._store(project, (), rows))
         self._accepting = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -314,37 +314,37 @@ class Ingest:
     async def _join_late(self, project: str, late: list[SpanRef]) -> None:
         """Late spans of completed traces: each trace's row rebuilt from its stored spans,
         after its completion's own row (a trace still being handed over is waited for)."""
-        for trace_id in {s.trace_id for s in late}:
+        trace_ids = sorted({s.trace_id for s in late})
+        for trace_id in trace_ids:
             await self._handed_over(project, trace_id)
-            try:
-                await self._rebuild_row(project, trace_id)
-            except Exception:
-                log.exception("joining late spans to trace %s failed", trace_id)
-
-    async def _rebuild_row(self, project: str, trace_id: str) -> Trace | None:
-        """A trace's row again from all it has stored, through the writer like every other."""
-        trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
-        if trace is not None:
-            await self._store(project, (), [summarize(trace)])
-        return trace
+        try:
+            await self._rebuilder.rebuild(project, trace_ids)
+        except Exception:
+            log.exception("joining late spans to %d trace(s) failed", len(trace_ids))
 
     # -- span events sent as log records -----------------------------------------------------
 
     async def accept_events(self, project: str, events: Sequence[LoggedEvent]) -> None:
         """Redacts and stores span events that came as OTLP log records; returns once they
-        are committed. Their traces' rows are then rebuilt (now, or when they complete)."""
+        are committed (they count against ``max_pending_spans`` meanwhile). Their traces'
+        rows are then rebuilt: at once if they completed, else when they do."""
         if not events:
             return
-        self._admit(0)
+        self._admit(len(events))
         self.redactor.events(e.event for e in events)
+        self._pending += len(events)
         # shielded: once stored, the joining goes on even if the request is cancelled
-        await asyncio.shield(self._background(self._joining, self._store_events(project, events)))
+        storing = self._background(self._joining, self._store_events(project, events))
+        storing.add_done_callback(_retrieved)  # a sender gone meanwhile never reads it
+        await asyncio.shield(storing)
 
     async def _store_events(self, project: str, events: Sequence[LoggedEvent]) -> None:
         try:
             added = await asyncio.to_thread(self.writer.add_span_events, project, events)
         except Exception as e:
-            raise store_failure(e) from e
+            raise store_failure(e, "span events") from e
+        finally:
+            self._pending -= len(events)
         # Re-sent events (added < len) are joined again: a request that failed after its
         # events were stored (its feedback, say) is retried, and both steps are idempotent.
         self.stats.events += added
@@ -354,23 +354,18 @@ class Ingest:
                 for fb in feedback_from_events(carrier):
                     await self.feedback(project, fb)
         trace_ids = sorted({e.trace_id for e in events})
-        for trace_id in trace_ids:
-            self._logged[(project, trace_id)] = None
-        while len(self._logged) > self.assembler.max_open:
-            del self._logged[next(iter(self._logged))]
         self._background(self._joining, self._join_events(project, trace_ids))
 
     async def _join_events(self, project: str, trace_ids: list[str]) -> None:
         """The rows of the traces that completed already are rebuilt; open ones (and those
-        whose spans are yet to come) are rebuilt by ``_hand_over`` when they complete."""
+        whose spans are yet to come) are rebuilt by ``_hand_over`` when they complete, as it
+        finds their events in the store."""
         try:
             settled = [t for t in trace_ids if self.assembler.get(project, t) is None]
             for trace_id in settled:
                 await self._handed_over(project, trace_id)
             done = await asyncio.to_thread(self.writer.summarized, project, settled)
-            for trace_id in sorted(done):
-                self._logged.pop((project, trace_id), None)
-                await self._rebuild_row(project, trace_id)
+            await self._rebuilder.rebuild(project, sorted(done))
         except Exception:
             log.exception("joining span events to their traces failed")
 
@@ -501,12 +496,13 @@ class Ingest:
             return
         fresh = [s for s in summaries if s.trace_id not in existed]
         self.stats.traces += len(fresh)
-        for summary in fresh:
-            if self._logged.pop((project, summary.trace_id), 0) is None:  # events came apart
-                try:
-                    await self._rebuild_row(project, summary.trace_id)
-                except Exception:
-                    log.exception("rebuilding the row of trace %s failed", summary.trace_id)
+        try:  # rows built from refs that never saw the events sent apart: built again
+            logged = await asyncio.to_thread(
+                self.writer.traces_with_events, project, [s.trace_id for s in fresh]
+            )
+            await self._rebuilder.rebuild(project, sorted(logged))
+        except Exception:
+            log.exception("rebuilding the rows of traces with span events failed")
         for summary in summaries:
             if summary.trace_id in existed:
                 self.stats.late_spans += summary.span_count
@@ -524,10 +520,9 @@ class Ingest:
 
     async def _completed_again(self, project: str, trace_id: str) -> None:
         deferred = self._deferred.pop((project, trace_id), [])
-        self._logged.pop((project, trace_id), None)
         try:
-            trace = await self._rebuild_row(project, trace_id)  # after the partial row
-            if trace is None:
+            trace = (await self._rebuilder.rebuild(project, [trace_id])).get(trace_id)
+            if trace is None:  # after the partial row
                 return
             if self.on_feedback is not None and self.wants_traces(project):
                 for feedback in deferred:
@@ -547,6 +542,6 @@ def record_row(trace: Trace) -> dict[str, Any]:
     return record_to_row(trace_to_record(trace))
 
 
-def summarize(trace: Trace) -> TraceSummary:
-    """The trace's row, from its spans (as assembly builds it from their refs)."""
-    return summarize_refs(trace.project, trace.trace_id, [ref_of(s) for s in trace.spans])
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -2,8 +2,9 @@
 
 A rule replaces every match of its pattern in string values (span and event attributes,
 resource attributes, status messages), optionally only under attribute keys matching its
-``keys`` globs. Rules run in order. Redaction is the first thing ingest does, so no redacted
-value reaches the store, a mapper, a judge or an exporter.
+``keys`` globs (an event's attributes also as ``<event name>.<key>``). Rules run in order.
+Redaction is the first thing ingest does, so no redacted value reaches the store, a mapper, a
+judge or an exporter.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class Redactor:
         for span in spans:
             self._dict(span.attributes)
             for event in span.events:
-                self._dict(event.attributes)
+                self._dict(event.attributes, event.name)
             for link in span.links:
                 self._dict(link.attributes)
             if id(span.resource) not in seen_resources:  # shared by the spans of one request
@@ -105,30 +106,36 @@ class Redactor:
         if not self.rules:
             return
         for event in events:
-            self._dict(event.attributes)
+            self._dict(event.attributes, event.name)
 
-    def _dict(self, attributes: dict[str, Any]) -> None:
+    def _dict(self, attributes: dict[str, Any], event: str = "") -> None:
+        """An event's attributes also answer to ``<event name>.<key>``: a message's content
+        (``content``, or a log record's ``event.body``) is ``gen_ai.user.message.…``, so
+        ``keys: ['gen_ai.*']`` covers the message events as it covers the attributes."""
         for key, value in attributes.items():
-            new = self._value(key, value)
+            new = self._value(key, value, f"{event}.{key}" if event else "")
             if new is not value:
                 attributes[key] = new
 
-    def _value(self, key: str, value: Any) -> Any:
+    def _value(self, key: str, value: Any, alias: str = "") -> Any:
         if isinstance(value, str):
-            return self._text(key, value)
+            return self._text(key, value, alias)
         if isinstance(value, list):
-            items = [self._value(key, v) for v in value]
+            items = [self._value(key, v, alias) for v in value]
             return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
         if isinstance(value, Mapping):
-            changed = {k: self._value(f"{key}.{k}", v) for k, v in value.items()}
+            changed = {
+                k: self._value(f"{key}.{k}", v, f"{alias}.{k}" if alias else "")
+                for k, v in value.items()
+            }
             return changed if any(changed[k] is not value[k] for k in value) else value
         return value
 
-    def _text(self, key: str, text: str) -> str:
+    def _text(self, key: str, text: str, alias: str = "") -> str:
         if self._any is not None and self._any.search(text) is None:
             return text
         for rule in self.rules:
-            if rule.applies_to(key):
+            if rule.applies_to(key) or (alias and rule.applies_to(alias)):
                 text = rule.pattern.sub(rule.replacement, text)
         return text
 

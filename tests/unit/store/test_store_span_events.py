@@ -17,7 +17,6 @@ from evalsi.store import _migrations as migrations_module
 from evalsi.store import _traces as traces_module
 from evalsi.store._migrations import MIGRATIONS
 from evalsi.store._schema import span_events
-from evalsi.store._trace_rows import span_event_key
 from evalsi.traces import normalize
 
 S = 1_000_000_000
@@ -115,12 +114,21 @@ def test_merged_events_are_ordered_by_time(ts: TraceStore) -> None:
     first = SpanEvent("log.5", T0 + 5)
     tie_a, tie_b = SpanEvent("tie.a", T0 + 40), SpanEvent("tie.b", T0 + 40)
     ts.add_span_events("default", [(TRACE, CHAT, e) for e in (later, tie_b, same, tie_a, first)])
-    # at one time the span's own event first, then those sent apart by their key
-    ties = sorted([tie_a, tie_b], key=lambda e: span_event_key(TRACE, CHAT, e))
-    expected = ["log.5", "own.10", "log.10", "log.20", "own.30", *(e.name for e in ties)]
+    # at one time the span's own event first, then those sent apart in the order they came
+    expected = ["log.5", "own.10", "log.10", "log.20", "own.30", "tie.b", "tie.a"]
     assert [e.name for e in one_span(ts).events] == expected
     listed, _ = ts.list_spans("default", trace_id=TRACE)
     assert [e.name for e in listed[0].events] == expected
+
+
+def test_events_of_one_time_keep_the_order_they_were_sent_in(ts: TraceStore) -> None:
+    """A conversation sent with one timestamp (a coarse clock) reads back in its order, across
+    requests too, whatever their hashes."""
+    ts.write_spans("default", [chat()])
+    turns = [SpanEvent(f"m{i}", T0 + 7, {"content": f"turn {i}"}) for i in range(12)]
+    ts.add_span_events("default", [(TRACE, CHAT, e) for e in turns[:5]])
+    ts.add_span_events("default", [(TRACE, CHAT, e) for e in turns[5:]])
+    assert [e.name for e in one_span(ts).events] == [f"m{i}" for i in range(12)]
 
 
 def test_an_event_sent_again_is_stored_once(ts: TraceStore) -> None:

@@ -53,6 +53,23 @@ def test_key_globs_limit_a_rule() -> None:
     assert s.attributes == {"gen_ai.prompt": "[REDACTED]", "http.url": "4111 1111"}
 
 
+def test_key_globs_reach_message_events_by_their_name() -> None:
+    """``keys: ['gen_ai.*']`` redacts a message's content whether it is an attribute, a span
+    event's ``content`` or a log record's body (``event.body``), and nothing else's."""
+    key = "sk-abcdef0123456789abcd"
+    rule = {"pattern": r"sk-[A-Za-z0-9]{20,}", "replacement": "[KEY]", "keys": ["gen_ai.*"]}
+    on_span = SpanEvent("gen_ai.user.message", 0, {"content": f"use {key}"})
+    other = SpanEvent("exception", 0, {"exception.message": f"bad {key}"})
+    s = Span(trace_id="1" * 32, span_id="2" * 16, events=[on_span, other])
+    logged = SpanEvent("gen_ai.choice", 0, {"event.body": {"message": {"content": key}}})
+    redactor = rules(rule)
+    redactor.spans([s])
+    redactor.events([logged])
+    assert on_span.attributes == {"content": "use [KEY]"}
+    assert logged.attributes == {"event.body": {"message": {"content": "[KEY]"}}}
+    assert other.attributes == {"exception.message": f"bad {key}"}  # not a gen_ai.* event
+
+
 def test_rules_apply_in_order() -> None:
     s = Span(trace_id="1" * 32, span_id="2" * 16, attributes={"a": "secret"})
     rules({"pattern": "secret", "replacement": "XX"}, {"pattern": "XX", "replacement": "Y"}).spans(

@@ -1,0 +1,77 @@
+"""Trace rows built again from the store: after late spans, and for traces with span events
+that came as OTLP log records (assembly's refs never saw those).
+
+Rebuilds of one trace run one at a time (a lock per trace, taken in trace-id order so two
+rebuilds of overlapping traces cannot deadlock), each reading after the one before wrote: the
+row written last is built from the latest read, whatever order the triggers came in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from evalsi.core import Trace
+from evalsi.store import TraceStore, TraceSummary
+from evalsi.traces._refs import ref_of, summarize_refs
+
+StoreRows = Callable[[str, Sequence[TraceSummary]], Awaitable[None]]
+
+
+def summarize(trace: Trace) -> TraceSummary:
+    """The trace's row, from its spans (as assembly builds it from their refs)."""
+    return summarize_refs(trace.project, trace.trace_id, [ref_of(s) for s in trace.spans])
+
+
+class RowRebuilder:
+    """Reads traces whole and writes their rows again, through ``store`` (the ingest writer:
+    a row written by any other connection could overtake the assembly's own)."""
+
+    def __init__(self, reader: TraceStore, store: StoreRows) -> None:
+        self._reader = reader
+        self._store = store
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+
+    async def rebuild(self, project: str, trace_ids: Sequence[str]) -> dict[str, Trace]:
+        """The rows of these traces again, in one commit; returns the traces read (a trace
+        with no stored span is left out)."""
+        ids = sorted(set(trace_ids))
+        if not ids:
+            return {}
+        locks = [self._take(project, t) for t in ids]
+        held = 0
+        try:
+            for lock in locks:
+                await lock.acquire()
+                held += 1
+            traces = await asyncio.to_thread(self._read, project, ids)
+            if traces:
+                await self._store(project, [summarize(t) for t in traces.values()])
+            return traces
+        finally:
+            for i, trace_id in enumerate(ids):
+                if i < held:
+                    locks[i].release()
+                self._give(project, trace_id)
+
+    def _read(self, project: str, ids: list[str]) -> dict[str, Trace]:
+        found = {}
+        for trace_id in ids:
+            trace = self._reader.get_trace(project, trace_id)
+            if trace is not None:
+                found[trace_id] = trace
+        return found
+
+    def _take(self, project: str, trace_id: str) -> asyncio.Lock:
+        key = (project, trace_id)
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        return lock
+
+    def _give(self, project: str, trace_id: str) -> None:
+        key = (project, trace_id)
+        lock, users = self._locks[key]
+        if users == 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, users - 1)
