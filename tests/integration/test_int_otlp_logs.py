@@ -173,6 +173,16 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def row_with_answer(traces: TraceStore) -> Any:
+    """The trace row once its output preview has the answer (from the log events)."""
+
+    def found() -> Any:
+        rows = traces.list_traces("default")[0]
+        return next((t for t in rows if ANSWER in t.output_preview), None)
+
+    return wait_for(found, "the trace row with the answer")
+
+
 def contents(content: Any) -> list[str]:
     """The texts of a record's input or output (``Content``: messages, or text)."""
     if content is None:
@@ -199,12 +209,7 @@ def test_log_events_sent_before_the_spans_become_the_trace_content(
             span_exporter.shutdown()
             log_exporter.shutdown()
         trace_id = format(spans[0].context.trace_id, "032x")
-        row = wait_for(
-            lambda: next(
-                (t for t in traces.list_traces("default")[0] if ANSWER in t.output_preview), None
-            ),
-            "the trace row with the answer",
-        )
+        row = row_with_answer(traces)
         assert "capital of France" in row.input_preview
         wait_for(lambda: graded, "the trace handed to the policies")
         record = to_record(graded[0])  # what the policies graded: the messages were there
@@ -266,12 +271,7 @@ def test_events_received_before_a_restart_still_give_the_row_its_content(
             assert span_exporter.export(spans) is SpanExportResult.SUCCESS
         finally:
             span_exporter.shutdown()
-        row = wait_for(
-            lambda: next(
-                (t for t in traces.list_traces("default")[0] if ANSWER in t.output_preview), None
-            ),
-            "the trace row with the answer",
-        )
+        row = row_with_answer(traces)
         assert "capital of France" in row.input_preview
         wait_for(lambda: graded, "the trace handed to the policies")
         assert contents(to_record(graded[0]).output) == [ANSWER]

@@ -28,7 +28,7 @@ import base64
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from connectrpc.code import Code
@@ -42,6 +42,9 @@ from google.rpc.error_details_pb2 import BadRequest, RetryInfo  # type: ignore[i
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest as ExportLogsRequest,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
@@ -207,6 +210,25 @@ def otlp_routes(
     shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
     ingest = _Ingest(sink, shared, workers)
 
+    async def handle(project: str, raw: bytes, encoding: str) -> ExportTraceServiceResponse:
+        decoded = await ingest.run(
+            project, len(raw), lambda: decode_body(raw, encoding), lambda: (raw, encoding)
+        )
+        return export_response(decoded)
+
+    return [export_route(TRACES_PATH, SERVICE, handle, max_body_bytes, metrics)]
+
+
+Handle = Callable[[str, bytes, str], Awaitable[Any]]
+
+
+def export_route(
+    path: str, service: str, handle: Handle, max_body_bytes: int, metrics: Metrics | None
+) -> Route:
+    """``POST path`` for an OTLP/HTTP export: content type, project header, body (capped,
+    inflated), then ``handle(project, body, encoding)``, whose answer goes back in the
+    request's encoding; any failure becomes its OTLP status (``http_error``)."""
+
     async def export(request: Request) -> Response:
         started = time.perf_counter()
         kind = media_type(request.headers.get("content-type"))
@@ -224,18 +246,16 @@ def otlp_routes(
                 raise BodyTooLarge(max_body_bytes, "") from e
             raw = inflate(body, request.headers.get("content-encoding"), max_body_bytes)
             del body
-            decoded = await ingest.run(
-                project, len(raw), lambda: decode_body(raw, encoding), lambda: (raw, encoding)
-            )
+            answer = await handle(project, raw, encoding)
         except Exception as e:  # noqa: BLE001 - every failure becomes an OTLP status
             response, code = http_error(e, encoding)
         else:
-            response, code = encode_message(export_response(decoded), encoding, 200), "ok"
+            response, code = encode_message(answer, encoding, 200), "ok"
         if metrics is not None:
-            metrics.observe(SERVICE, "Export", _HTTP_PROTOCOL, code, time.perf_counter() - started)
+            metrics.observe(service, "Export", _HTTP_PROTOCOL, code, time.perf_counter() - started)
         return response
 
-    return [Route(TRACES_PATH, export, methods=["POST"])]
+    return Route(path, export, methods=["POST"])
 
 
 def encode_message(
@@ -372,41 +392,45 @@ def error_detail(message: Any) -> ErrorDetail:
     )
 
 
-class TraceServiceASGIApplication(ConnectASGIApplication[TraceServiceHandler]):
-    """The connectrpc app for ``TraceService`` (what protoc-gen-connectrpc-py would write)."""
+class OtlpExportApp(ConnectASGIApplication[Any]):
+    """The connectrpc app for an OTLP collector service's unary ``Export`` (``TraceService``,
+    ``LogsService``): what protoc-gen-connectrpc-py would write for one."""
 
     def __init__(
         self,
-        service: TraceServiceHandler,
+        service_name: str,
+        request: type[Any],
+        response: type[Any],
+        handler: Any,
         *,
         interceptors: Iterable[Any] = (),
         read_max_bytes: int | None,
-        codecs: Iterable[Any] | None = None,
     ) -> None:
-        method: MethodInfo[ExportTraceServiceRequest, ExportTraceServiceResponse] = MethodInfo(
+        method: MethodInfo[Any, Any] = MethodInfo(
             name="Export",
-            service_name=SERVICE,
-            input=ExportTraceServiceRequest,
-            output=ExportTraceServiceResponse,
+            service_name=service_name,
+            input=request,
+            output=response,
             idempotency_level=IdempotencyLevel.UNKNOWN,
             stream_type=StreamType.UNARY,
         )
         super().__init__(
-            service=service,
+            service=handler,
             endpoints=lambda svc: {
-                f"/{SERVICE}/Export": Endpoint.unary(method=method, function=svc.export)
+                f"/{service_name}/Export": Endpoint.unary(method=method, function=svc.export)
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
             # OTLP/gRPC is binary protobuf; JSON over Connect is not an OTLP transport.
-            codecs=codecs if codecs is not None else (ExportCodec(),),
+            codecs=(ExportCodec(),),
         )
-        # The object answering Export, for the native gRPC port (app.state.handlers).
-        self.handler = service
+        self.service_name = service_name
+        # The object answering Export, for the native gRPC port (``otlp_handlers``).
+        self.handler = handler
 
     @property
     def path(self) -> str:
-        return f"/{SERVICE}"
+        return f"/{self.service_name}"
 
 
 def trace_service_app(
@@ -417,10 +441,13 @@ def trace_service_app(
     budget: InflightBudget | None = None,
     interceptors: Iterable[Any] = (),
     workers: Workers | None = None,
-) -> TraceServiceASGIApplication:
+) -> OtlpExportApp:
     """The gRPC (and gRPC-Web, Connect) ``TraceService`` app, to mount at its ``path``."""
     shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
-    return TraceServiceASGIApplication(
+    return OtlpExportApp(
+        SERVICE,
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
         TraceServiceHandler(sink, shared, workers),
         interceptors=interceptors,
         read_max_bytes=max_body_bytes,
@@ -462,13 +489,12 @@ def otlp_mounts(
         workers=workers,
     )
     if events is not None:
-        from evalsi.server._otlp_logs import (
-            LogsServiceASGIApplication,
-            LogsServiceHandler,
-            logs_routes,
-        )
+        from evalsi.server._otlp_logs import LogsServiceHandler, logs_routes
 
-        logs = LogsServiceASGIApplication(
+        logs = OtlpExportApp(
+            LOGS_SERVICE,
+            ExportLogsRequest,
+            ExportLogsServiceResponse,
             LogsServiceHandler(events, budget),
             interceptors=interceptors,
             read_max_bytes=config.max_body_bytes,

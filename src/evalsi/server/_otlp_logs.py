@@ -25,16 +25,13 @@ import asyncio
 import base64
 import binascii
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
-from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.request import RequestContext
-from connectrpc.server import ConnectASGIApplication, Endpoint
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
@@ -42,34 +39,27 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
 from evalsi.core import SpanEvent
-from evalsi.server._errors import OversizeError, to_connect_error
+from evalsi.server._errors import to_connect_error
 from evalsi.server._otlp import (
     INLINE_DECODE_BYTES,
     LOGS_PATH,
     LOGS_SERVICE,
     PROJECT_HEADER,
     RETRY_INFO_TRAILER,
-    ExportCodec,
     InflightBudget,
     RawExport,
-    encode_message,
     error_detail,
-    http_error,
+    export_route,
     project_of,
     retry_info,
 )
 from evalsi.server._otlp_decode import (
     _UINT64,
-    JSON,
     PROTOBUF,
-    BodyTooLarge,
     DecodeError,
-    UnsupportedMediaType,
     _attrs,
     _enum,
     _field,
@@ -83,10 +73,7 @@ from evalsi.server._otlp_decode import (
     _Shape,
     _str,
     any_value,
-    inflate,
-    media_type,
 )
-from evalsi.server._rest import read_body
 from evalsi.traces import EventSink, LoggedEvent, Overloaded
 
 if TYPE_CHECKING:
@@ -291,36 +278,13 @@ def logs_routes(
 ) -> list[Route]:
     """``POST /v1/logs`` over ``sink``, within the trace receiver's byte ``budget``."""
 
-    async def export(request: Request) -> Response:
-        started = time.perf_counter()
-        kind = media_type(request.headers.get("content-type"))
-        encoding = JSON if kind == JSON else PROTOBUF
-        try:
-            if kind not in (PROTOBUF, JSON):
-                raise UnsupportedMediaType(
-                    f"content-type {request.headers.get('content-type')!r} is not supported",
-                    hint=f"send {PROTOBUF} or {JSON}",
-                )
-            project = project_of(request.headers.get(PROJECT_HEADER))
-            try:
-                body = await read_body(request, max_body_bytes)
-            except OversizeError as e:
-                raise BodyTooLarge(max_body_bytes, "") from e
-            raw = inflate(body, request.headers.get("content-encoding"), max_body_bytes)
-            del body
-            decoded = await _ingest(
-                sink, budget, project, len(raw), lambda: decode_logs_body(raw, encoding)
-            )
-        except Exception as e:  # noqa: BLE001 - every failure becomes an OTLP status
-            response, code = http_error(e, encoding)
-        else:
-            response, code = encode_message(logs_response(decoded), encoding, 200), "ok"
-        if metrics is not None:
-            elapsed = time.perf_counter() - started
-            metrics.observe(LOGS_SERVICE, "Export", "otlp_http", code, elapsed)
-        return response
+    async def handle(project: str, raw: bytes, encoding: str) -> ExportLogsServiceResponse:
+        decoded = await _ingest(
+            sink, budget, project, len(raw), lambda: decode_logs_body(raw, encoding)
+        )
+        return logs_response(decoded)
 
-    return [Route(LOGS_PATH, export, methods=["POST"])]
+    return [export_route(LOGS_PATH, LOGS_SERVICE, handle, max_body_bytes, metrics)]
 
 
 # --- OTLP/gRPC -------------------------------------------------------------------------------
@@ -361,37 +325,3 @@ class LogsServiceHandler:
         except Exception as e:  # mapped once, as on every other service
             raise to_connect_error(e) from e
         return logs_response(decoded)
-
-
-class LogsServiceASGIApplication(ConnectASGIApplication[LogsServiceHandler]):
-    """The connectrpc app for ``LogsService`` (binary protobuf, as OTLP/gRPC is)."""
-
-    def __init__(
-        self,
-        service: LogsServiceHandler,
-        *,
-        interceptors: Iterable[Any] = (),
-        read_max_bytes: int | None,
-    ) -> None:
-        method: MethodInfo[ExportLogsServiceRequest, ExportLogsServiceResponse] = MethodInfo(
-            name="Export",
-            service_name=LOGS_SERVICE,
-            input=ExportLogsServiceRequest,
-            output=ExportLogsServiceResponse,
-            idempotency_level=IdempotencyLevel.UNKNOWN,
-            stream_type=StreamType.UNARY,
-        )
-        super().__init__(
-            service=service,
-            endpoints=lambda svc: {
-                f"/{LOGS_SERVICE}/Export": Endpoint.unary(method=method, function=svc.export)
-            },
-            interceptors=interceptors,
-            read_max_bytes=read_max_bytes,
-            codecs=(ExportCodec(),),
-        )
-        self.handler = service  # for the native gRPC port
-
-    @property
-    def path(self) -> str:
-        return f"/{LOGS_SERVICE}"

@@ -69,6 +69,8 @@ def feedback_key(feedback: Feedback, time_ns: int) -> str:
     return hashlib.sha256(orjson.dumps(fields)).hexdigest()[:32]
 
 
+_IDS: sa.BindParameter[str] = sa.bindparam("ids", expanding=True)
+
 DELETE_BATCH = 5000
 """Rows per retention delete: each batch is its own short transaction, so ingest waits at most
 one batch for SQLite's write lock."""
@@ -232,23 +234,9 @@ class TraceStore(TraceQueries):
     def traces_with_events(self, project: str, trace_ids: Sequence[str]) -> set[str]:
         """Which of these traces have events stored apart from their spans (their rows are
         built from the store, events merged, rather than from assembly's refs)."""
-        found: set[str] = set()
-        query = (
-            sa.select(span_events.c.trace_id)
-            .where(
-                span_events.c.project_id == project,
-                span_events.c.trace_id.in_(sa.bindparam("ids", expanding=True)),
-            )
-            .distinct()
-        )
-        try:
-            with self.engine.connect() as conn:
-                for start in range(0, len(trace_ids), MAX_PAGE):
-                    chunk = list(trace_ids[start : start + MAX_PAGE])
-                    found.update(str(r[0]) for r in conn.execute(query, {"ids": chunk}))
-        except sa.exc.SQLAlchemyError as e:
-            raise StoreError(f"cannot read span events in {self.store.location}: {e}") from e
-        return found
+        e = span_events.c
+        query = sa.select(e.trace_id).where(e.project_id == project, e.trace_id.in_(_IDS))
+        return self._trace_ids(query.distinct(), trace_ids, "span events")
 
     # -- retention ---------------------------------------------------------------------------------
     def delete_expired(
@@ -355,17 +343,21 @@ class TraceStore(TraceQueries):
 
     def summarized(self, project: str, trace_ids: Sequence[str]) -> set[str]:
         """Which of these traces already have a trace row."""
+        t = traces.c
+        query = sa.select(t.trace_id).where(t.project_id == project, t.trace_id.in_(_IDS))
+        return self._trace_ids(query, trace_ids, "trace rows")
+
+    def _trace_ids(self, query: sa.Select[Any], trace_ids: Sequence[str], what: str) -> set[str]:
+        """The trace ids ``query`` finds among ``trace_ids`` (bound to ``_IDS`` a page at a
+        time)."""
         found: set[str] = set()
-        query = sa.select(traces.c.trace_id).where(
-            traces.c.project_id == project, traces.c.trace_id.in_(sa.bindparam("ids"))
-        )
         try:
             with self.engine.connect() as conn:
                 for start in range(0, len(trace_ids), MAX_PAGE):
                     chunk = list(trace_ids[start : start + MAX_PAGE])
                     found.update(str(r[0]) for r in conn.execute(query, {"ids": chunk}))
         except sa.exc.SQLAlchemyError as e:
-            raise StoreError(f"cannot read trace rows in {self.store.location}: {e}") from e
+            raise StoreError(f"cannot read {what} in {self.store.location}: {e}") from e
         return found
 
     def unfinished_traces(self, within_s: float, limit: int) -> list[tuple[str, str]]:
