@@ -52,13 +52,21 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.applications import Starlette
 
-from evalsi.core import Record, Trace
+from evalsi.core import Record, Span, SpanEvent, Trace
 from evalsi.server._otlp import otlp_mounts
 from evalsi.server._otlp_decode import DecodeError
 from evalsi.server._otlp_logs import decode_logs_body, decode_logs_request
 from evalsi.server._state import ServerConfig
 from evalsi.store import SqlStore, TraceStore
-from evalsi.traces import Ingest, LoggedEvent, Overloaded, Redactor, normalize, parse_rules
+from evalsi.traces import (
+    Ingest,
+    LoggedEvent,
+    Overloaded,
+    Redactor,
+    normalize,
+    parse_rules,
+    summarize,
+)
 from evalsi.traces import trace_to_record as to_record
 from tests.support.asgi_server import AsgiServer
 from tests.support.otlp_fixtures import kv
@@ -392,11 +400,75 @@ def test_json_severity_names_and_missing_times_are_read() -> None:
             }
         ]
     }
-    before = time.time_ns()
     decoded = decode_logs_body(orjson.dumps(doc), "application/json")
     first, second = (e.event for e in decoded.events)
-    assert before <= first.time_unix_nano <= time.time_ns()  # no time sent: when received
+    assert first.time_unix_nano == 0  # as sent: a re-sent copy is the same event
     assert second.time_unix_nano == 5
+
+
+def test_an_event_sent_without_a_time_shows_when_it_came_and_is_stored_once(
+    tmp_path: Path,
+) -> None:
+    store = SqlStore.open(str(tmp_path / "e.db"))
+    traces = TraceStore(store)
+    try:
+        ids = {"traceId": "01" * 16, "spanId": "02" * 8}
+        doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{**ids, "eventName": "a"}]}]}]}
+        before = time.time_ns()
+        for _ in range(2):  # a retry of the same request
+            events = decode_logs_body(orjson.dumps(doc), "application/json").events
+            traces.add_span_events("default", events)
+        now = time.time_ns()
+        span = Span("01" * 16, "02" * 8, name="chat", start_time_unix_nano=now)
+        span.end_time_unix_nano = now
+        traces.write_spans("default", [span])
+        trace = traces.get_trace("default", "01" * 16)
+        assert trace is not None
+        (event,) = trace.spans[0].events
+        assert before <= event.time_unix_nano <= time.time_ns()
+        # retention goes by when it came: kept with a day's TTL, gone once that day is over
+        assert traces.delete_expired(time.time(), 86_400.0) == 0
+        assert traces.delete_expired(time.time() + 2 * 86_400, 86_400.0) == 2  # span + event
+    finally:
+        traces.close()
+        store.close()
+
+
+def test_a_row_older_than_its_events_is_rebuilt_at_the_next_start(tmp_path: Path) -> None:
+    """A server stopped between storing a completed trace's late events and building its row
+    again: the next one finds the row older than the events and builds it."""
+    store = SqlStore.open(str(tmp_path / "e.db"))
+    traces = TraceStore(store, views=normalize)
+    tid, root, chat = "0a" * 16, "0b" * 8, "0c" * 8
+    try:
+        traces.write_spans(
+            "default",
+            [
+                Span(tid, root, name="invoke_agent", end_time_unix_nano=9),
+                Span(tid, chat, root, name="chat", attributes={"gen_ai.operation.name": "chat"}),
+            ],
+        )
+        trace = traces.get_trace("default", tid)
+        assert trace is not None
+        traces.upsert_trace("default", summarize(trace))  # the row, before the events
+        choice = {"message": {"role": "assistant", "content": ANSWER}}
+        event = SpanEvent("gen_ai.choice", time.time_ns(), {"event.body": choice})
+        traces.add_span_events("default", [LoggedEvent(tid, chat, event)])
+        assert traces.stale_event_rows(3600.0, 10) == [("default", tid)]
+        assert traces.list_traces("default")[0][0].output_preview == ""
+
+        async def restart() -> None:
+            ingest = Ingest(traces)
+            await ingest.start()
+            await ingest.recovered()
+            await ingest.stop()
+
+        asyncio.run(restart())
+        assert ANSWER in traces.list_traces("default")[0][0].output_preview
+        assert traces.stale_event_rows(3600.0, 10) == []
+    finally:
+        traces.close()
+        store.close()
 
 
 def test_json_and_protobuf_decode_alike() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +108,6 @@ def _kept(
     attributes: dict[str, Any],
     body: Any,
     reasons: dict[str, int],
-    received_ns: int,
 ) -> LoggedEvent | None:
     if len(trace_id) != 16 or trace_id == _ZERO_TRACE or len(span_id) != 8 or span_id == _ZERO_SPAN:
         reasons[_NO_SPAN] = reasons.get(_NO_SPAN, 0) + 1
@@ -122,10 +120,9 @@ def _kept(
     attributes.pop("event.name", None)
     if body is not None:
         attributes[BODY_KEY] = body
-    # no time at all (neither field set): when it was received, not 1970 (retention would
-    # take it at once)
-    event = SpanEvent(name, time_ns or received_ns, attributes)
-    return LoggedEvent(trace_id.hex(), span_id.hex(), event)
+    # a record with no time at all keeps 0 (what identifies a re-sent copy; the store shows
+    # when it was received instead)
+    return LoggedEvent(trace_id.hex(), span_id.hex(), SpanEvent(name, time_ns, attributes))
 
 
 def _decoded(events: list[LoggedEvent], reasons: dict[str, int]) -> DecodedLogs:
@@ -137,7 +134,6 @@ def decode_logs_request(request: ExportLogsServiceRequest) -> DecodedLogs:
     """The span events of a parsed logs export request."""
     events: list[LoggedEvent] = []
     reasons: dict[str, int] = {}
-    received = time.time_ns()
     for resource_logs in request.resource_logs:
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
@@ -150,7 +146,6 @@ def decode_logs_request(request: ExportLogsServiceRequest) -> DecodedLogs:
                     _attrs(record.attributes),
                     body,
                     reasons,
-                    received,
                 )
                 if kept is not None:
                     events.append(kept)
@@ -186,7 +181,6 @@ def decode_logs_json(raw: bytes) -> DecodedLogs:
 def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
     events: list[LoggedEvent] = []
     reasons: dict[str, int] = {}
-    received = time.time_ns()
     for resource_logs in _list(_field(doc, "resourceLogs", "resource_logs")):
         resource_logs = _obj(resource_logs, "resourceLogs[]")
         for scope_logs in _list(_field(resource_logs, "scopeLogs", "scope_logs")):
@@ -208,7 +202,6 @@ def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
                     _json_attrs(record.get("attributes")),
                     _json_any(record.get("body")),
                     reasons,
-                    received,
                 )
                 if kept is not None:
                     events.append(kept)

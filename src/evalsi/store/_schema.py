@@ -252,7 +252,7 @@ span_events = Table(
     # a hash of (trace, span, name, time, attributes): a re-sent event is stored once
     Column("key", String(64), nullable=False),
     # arrival order (nanoseconds at receipt, then the place in the request): events of one
-    # time read back in the order they were sent
+    # time read back in the order they were sent; an event sent with no time (0) shows this
     Column("seq", BigInteger, nullable=False),
     PrimaryKeyConstraint("project_id", "trace_id", "span_id", "key"),
 )

@@ -131,8 +131,8 @@ class TraceQueries:
         merged: set[tuple[str, str]] = set()
         # by time, then arrival: events of one time in the order they were sent (sorted here:
         # an ORDER BY time could tempt SQLite into the (project, time) index, away from the key's)
-        rows = sorted(conn.execute(query, ids), key=lambda r: (r.time_ns, r.seq))
-        for t, s, event in span_events_from_rows(r[:5] for r in rows):
+        rows = sorted(conn.execute(query, ids), key=lambda r: (r.time_ns or r.seq, r.seq))
+        for t, s, event in span_events_from_rows(rows):
             span = by_span.get((t, s))
             if span is not None:
                 span.events.append(event)

@@ -207,9 +207,10 @@ def span_event_row(
 
 def span_events_from_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, SpanEvent]]:
     """``(trace id, span id, event)`` of rows of (trace_id, span_id, name, time_ns,
-    attributes)."""
-    for trace_id, span_id, name, time_ns, attributes in rows:
-        yield trace_id, span_id, SpanEvent(name, int(time_ns), loads(attributes, {}))
+    attributes, seq). An event sent with no time shows when it was received (``seq``)."""
+    for trace_id, span_id, name, time_ns, attributes, seq in rows:
+        when = int(time_ns) or int(seq)
+        yield trace_id, span_id, SpanEvent(name, when, loads(attributes, {}))
 
 
 SQLITE_CACHE_KIB = 64 * 1024

@@ -266,9 +266,13 @@ class TraceStore(TraceQueries):
                 "spans", "project_id = :p AND start_ns < :c AND end_ns < :c", project, cutoff_ns
             )
             deleted += self._delete_traces(project, cutoff_ns, score_key)
-            # by their own time: events whose span never came go too
+            # by their own time (sent without one: when received), events whose span never
+            # came included
             deleted += self._delete_batches(
-                "span_events", "project_id = :p AND time_ns < :c", project, cutoff_ns
+                "span_events",
+                "project_id = :p AND time_ns < :c AND (time_ns > 0 OR seq < :c)",
+                project,
+                cutoff_ns,
             )
             deleted += self._delete_batches(
                 "trace_feedback", "project_id = :p AND received_at < :c", project, cutoff_s
@@ -384,6 +388,30 @@ class TraceStore(TraceQueries):
             raise StoreError(
                 f"cannot look for unfinished traces in {self.store.location}: {e}"
             ) from e
+        return found
+
+    def stale_event_rows(self, within_s: float, limit: int) -> list[tuple[str, str]]:
+        """``(project, trace id)`` of traces whose row is older than some of their span events
+        (stored apart, from OTLP log records): a server stopped between storing the events
+        and building the row again. Among events timed within ``within_s`` of now."""
+        found: list[tuple[str, str]] = []
+        sql = sa.text(
+            "SELECT DISTINCT e.trace_id FROM span_events e JOIN traces t "
+            "ON t.project_id = e.project_id AND t.trace_id = e.trace_id "
+            "WHERE e.project_id = :p AND e.time_ns >= :since AND e.seq > t.completed_at * 1e9 "
+            "LIMIT :n"
+        )
+        since = time.time_ns() - int(within_s * 1e9)
+        try:
+            for project in self._projects():
+                if len(found) >= limit:
+                    break
+                with self.engine.connect() as conn:
+                    args = {"p": project, "since": since, "n": limit - len(found)}
+                    found += [(project, str(r[0])) for r in conn.execute(sql, args)]
+        except sa.exc.SQLAlchemyError as e:
+            where = self.store.location
+            raise StoreError(f"cannot look for stale trace rows in {where}: {e}") from e
         return found
 
     def _projects(self) -> list[str]:

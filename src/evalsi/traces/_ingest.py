@@ -331,20 +331,22 @@ class Ingest:
         if not events:
             return
         self._admit(len(events))
-        self.redactor.events(e.event for e in events)
-        self._pending += len(events)
+        n = len(events)
+        self._pending += n
         # shielded: once stored, the joining goes on even if the request is cancelled
         storing = self._background(self._joining, self._store_events(project, events))
-        storing.add_done_callback(_retrieved)  # a sender gone meanwhile never reads it
+        storing.add_done_callback(functools.partial(self._events_done, n))
         await asyncio.shield(storing)
+
+    def _events_done(self, n: int, task: asyncio.Task[None]) -> None:
+        self._pending -= n  # however the task ended, even cancelled before it began
+        _retrieved(task)  # a sender gone meanwhile never reads its error
 
     async def _store_events(self, project: str, events: Sequence[LoggedEvent]) -> None:
         try:
-            added = await asyncio.to_thread(self.writer.add_span_events, project, events)
+            added = await asyncio.to_thread(self._redact_and_store, project, events)
         except Exception as e:
             raise store_failure(e, "span events") from e
-        finally:
-            self._pending -= len(events)
         # Re-sent events (added < len) are joined again: a request that failed after its
         # events were stored (its feedback, say) is retried, and both steps are idempotent.
         self.stats.events += added
@@ -355,6 +357,11 @@ class Ingest:
                     await self.feedback(project, fb)
         trace_ids = sorted({e.trace_id for e in events})
         self._background(self._joining, self._join_events(project, trace_ids))
+
+    def _redact_and_store(self, project: str, events: Sequence[LoggedEvent]) -> int:
+        """In a worker thread: a big request's redaction would stall the event loop."""
+        self.redactor.events(e.event for e in events)
+        return self.writer.add_span_events(project, events)
 
     async def _join_events(self, project: str, trace_ids: list[str]) -> None:
         """The rows of the traces that completed already are rebuilt; open ones (and those
@@ -395,6 +402,12 @@ class Ingest:
                     await self._join_late(project, late)
                 elif not seen:  # not a trace this server is receiving now
                     self.stats.recovered += 1
+            # rows a stopped server did not get to build again after their span events came
+            stale = await asyncio.to_thread(self.writer.stale_event_rows, RECOVER_WITHIN_S, limit)
+            for project, trace_id in stale:
+                await self._handed_over(project, trace_id)
+                if self.assembler.get(project, trace_id) is None:
+                    await self._rebuilder.rebuild(project, [trace_id])
         except Exception:  # recovery must not stop the server
             log.exception("recovering the traces a previous server left open failed")
             return
@@ -521,7 +534,7 @@ class Ingest:
     async def _completed_again(self, project: str, trace_id: str) -> None:
         deferred = self._deferred.pop((project, trace_id), [])
         try:
-            trace = (await self._rebuilder.rebuild(project, [trace_id])).get(trace_id)
+            trace = (await self._rebuilder.rebuild(project, [trace_id], keep=True)).get(trace_id)
             if trace is None:  # after the partial row
                 return
             if self.on_feedback is not None and self.wants_traces(project):

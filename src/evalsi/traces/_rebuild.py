@@ -9,6 +9,7 @@ row written last is built from the latest read, whatever order the triggers came
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from evalsi.core import Trace
@@ -16,6 +17,8 @@ from evalsi.store import TraceStore, TraceSummary
 from evalsi.traces._refs import ref_of, summarize_refs
 
 StoreRows = Callable[[str, Sequence[TraceSummary]], Awaitable[None]]
+
+log = logging.getLogger("evalsi.traces")
 
 
 def summarize(trace: Trace) -> TraceSummary:
@@ -32,9 +35,12 @@ class RowRebuilder:
         self._store = store
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
-    async def rebuild(self, project: str, trace_ids: Sequence[str]) -> dict[str, Trace]:
-        """The rows of these traces again, in one commit; returns the traces read (a trace
-        with no stored span is left out)."""
+    async def rebuild(
+        self, project: str, trace_ids: Sequence[str], *, keep: bool = False
+    ) -> dict[str, Trace]:
+        """The rows of these traces again, in one commit (one at a time if that fails).
+        With ``keep``, returns the traces read; else nothing is held but their rows. A trace
+        that cannot be read or summarised is logged and skipped, not the others."""
         ids = sorted(set(trace_ids))
         if not ids:
             return {}
@@ -44,9 +50,9 @@ class RowRebuilder:
             for lock in locks:
                 await lock.acquire()
                 held += 1
-            traces = await asyncio.to_thread(self._read, project, ids)
-            if traces:
-                await self._store(project, [summarize(t) for t in traces.values()])
+            rows, traces = await asyncio.to_thread(self._read, project, ids, keep)
+            if rows:
+                await self._write(project, rows)
             return traces
         finally:
             for i, trace_id in enumerate(ids):
@@ -54,13 +60,36 @@ class RowRebuilder:
                     locks[i].release()
                 self._give(project, trace_id)
 
-    def _read(self, project: str, ids: list[str]) -> dict[str, Trace]:
-        found = {}
+    def _read(
+        self, project: str, ids: list[str], keep: bool
+    ) -> tuple[list[TraceSummary], dict[str, Trace]]:
+        """Each trace read and summarised in turn (a batch of whole traces is never held)."""
+        rows: list[TraceSummary] = []
+        kept: dict[str, Trace] = {}
         for trace_id in ids:
-            trace = self._reader.get_trace(project, trace_id)
-            if trace is not None:
-                found[trace_id] = trace
-        return found
+            try:
+                trace = self._reader.get_trace(project, trace_id)
+                if trace is None:
+                    continue
+                rows.append(summarize(trace))
+            except Exception:
+                log.exception("rebuilding the row of trace %s failed", trace_id)
+                continue
+            if keep:
+                kept[trace_id] = trace
+        return rows, kept
+
+    async def _write(self, project: str, rows: list[TraceSummary]) -> None:
+        try:
+            await self._store(project, rows)
+        except Exception:
+            if len(rows) == 1:
+                raise
+            for row in rows:  # one bad row must not cost the others theirs
+                try:
+                    await self._store(project, [row])
+                except Exception:
+                    log.exception("writing the row of trace %s failed", row.trace_id)
 
     def _take(self, project: str, trace_id: str) -> asyncio.Lock:
         key = (project, trace_id)

@@ -45,9 +45,9 @@ def test_rebuilds_of_one_trace_do_not_overtake_each_other() -> None:
             written.append(rows[0].span_count)
 
         rebuilder = RowRebuilder(reader, store)  # type: ignore[arg-type]
-        first = asyncio.create_task(rebuilder.rebuild("default", [TID]))
+        first = asyncio.create_task(rebuilder.rebuild("default", [TID], keep=True))
         await first_store_entered.wait()
-        second = asyncio.create_task(rebuilder.rebuild("default", [TID, "0" * 32]))
+        second = asyncio.create_task(rebuilder.rebuild("default", [TID, "0" * 32], keep=True))
         await asyncio.sleep(0.05)
         assert reader.reads == 1  # the second has not read while the first was writing
         release.set()
@@ -70,3 +70,27 @@ def test_nothing_to_rebuild_reads_nothing() -> None:
     assert asyncio.run(rebuilder.rebuild("default", [])) == {}
     assert asyncio.run(rebuilder.rebuild("default", ["0" * 32])) == {}
     assert reader.reads == 0
+
+
+def test_one_trace_that_fails_costs_the_others_nothing() -> None:
+    class Failing(Reader):
+        def get_trace(self, project: str, trace_id: str) -> Trace | None:
+            if trace_id == "f" * 32:
+                raise RuntimeError("a corrupt row")
+            return Trace(trace_id, project=project, spans=[Span(trace_id, "1" * 16, name="s")])
+
+    good, bad, refused = "a" * 32, "f" * 32, "b" * 32
+    written: list[list[str]] = []
+
+    async def store(project: str, rows: Sequence[TraceSummary]) -> None:
+        ids = [r.trace_id for r in rows]
+        if refused in ids:  # the store refuses this trace's row, and with it the batch
+            raise ValueError("row refused")
+        written.append(ids)
+
+    rebuilder = RowRebuilder(Failing(), store)  # type: ignore[arg-type]
+    assert asyncio.run(rebuilder.rebuild("default", [bad, good, refused])) == {}
+    # the batch failed on one row: written again one at a time, the good one lands
+    assert written == [[good]]
+    kept = asyncio.run(rebuilder.rebuild("default", [good], keep=True))
+    assert list(kept) == [good]
