@@ -121,6 +121,15 @@ class InflightBudget:
         self.used += size
         return True
 
+    def admit(self, size: int) -> None:
+        """``take``, or ``Overloaded`` (503 / UNAVAILABLE with a retry delay) when full."""
+        if not self.take(size):
+            raise Overloaded(
+                f"the server is ingesting {self.used} bytes of telemetry, its limit is "
+                f"{self.limit} (traces.otlp.maxInflightBytes)",
+                retry_after_s=INFLIGHT_RETRY_AFTER_S,
+            )
+
     def give_back(self, size: int) -> None:
         self.used -= size
 
@@ -143,12 +152,7 @@ class _Ingest:
         decode: Callable[[], Decoded],
         body: Callable[[], tuple[bytes, str]],
     ) -> Decoded:
-        if not self.budget.take(size):
-            raise Overloaded(
-                f"the server is ingesting {self.budget.used} bytes of traces, its limit is "
-                f"{self.budget.limit} (traces.otlp.maxInflightBytes)",
-                retry_after_s=INFLIGHT_RETRY_AFTER_S,
-            )
+        self.budget.admit(size)
         held = True  # the budget is given back once the request's bytes are done with
         try:
             if self.workers is not None and size:
@@ -371,15 +375,22 @@ class TraceServiceHandler:
                     lambda: decode_request(message),
                     lambda: (message.SerializeToString(), PROTOBUF),
                 )
-        except Overloaded as e:
-            info = retry_info(e.retry_after_s)
-            ctx.response_trailers[RETRY_INFO_TRAILER] = (
-                base64.b64encode(info.SerializeToString()).decode().rstrip("=")
-            )
-            raise ConnectError(Code.UNAVAILABLE, str(e), details=[error_detail(info)]) from e
-        except Exception as e:  # mapped once, as on every other service
-            raise to_connect_error(e) from e
+        except Exception as e:
+            raise grpc_error(e, ctx) from e
         return export_response(decoded)
+
+
+def grpc_error(exc: Exception, ctx: RequestContext[Any, Any]) -> ConnectError:
+    """A failed OTLP/gRPC export as its status: ``Overloaded`` is ``UNAVAILABLE`` with a
+    ``RetryInfo`` (also in the trailer the OpenTelemetry exporters read); anything else is
+    mapped once, as on every other service."""
+    if not isinstance(exc, Overloaded):
+        return to_connect_error(exc)
+    info = retry_info(exc.retry_after_s)
+    ctx.response_trailers[RETRY_INFO_TRAILER] = (
+        base64.b64encode(info.SerializeToString()).decode().rstrip("=")
+    )
+    return ConnectError(Code.UNAVAILABLE, str(exc), details=[error_detail(info)])
 
 
 def error_detail(message: Any) -> ErrorDetail:

@@ -22,14 +22,11 @@ beside the spans themselves), not in ingest workers.
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from connectrpc.code import Code
-from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -41,19 +38,16 @@ from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 from starlette.routing import Route
 
 from evalsi.core import SpanEvent
-from evalsi.server._errors import to_connect_error
 from evalsi.server._otlp import (
     INLINE_DECODE_BYTES,
     LOGS_PATH,
     LOGS_SERVICE,
     PROJECT_HEADER,
-    RETRY_INFO_TRAILER,
     InflightBudget,
     RawExport,
-    error_detail,
     export_route,
+    grpc_error,
     project_of,
-    retry_info,
 )
 from evalsi.server._otlp_decode import (
     _UINT64,
@@ -73,7 +67,7 @@ from evalsi.server._otlp_decode import (
     _str,
     any_value,
 )
-from evalsi.traces import EventSink, LoggedEvent, Overloaded
+from evalsi.traces import EventSink, LoggedEvent
 
 if TYPE_CHECKING:
     from evalsi.server._metrics import Metrics
@@ -230,12 +224,7 @@ async def _ingest(
     sink: EventSink, budget: InflightBudget, project: str, size: int, decode: Any
 ) -> DecodedLogs:
     """Budget, decode, then the sink; the budget is given back however it ends."""
-    if not budget.take(size):
-        raise Overloaded(
-            f"the server is ingesting {budget.used} bytes of telemetry, its limit is "
-            f"{budget.limit} (traces.otlp.maxInflightBytes)",
-            retry_after_s=1.0,
-        )
+    budget.admit(size)
     held = True  # given back once the events are done with, even if the sender goes away
     try:
         # a big body would stall every other request on the loop: decoded in a thread
@@ -307,14 +296,6 @@ class LogsServiceHandler:
                 size = message.ByteSize()
                 decode = lambda: decode_logs_request(message)  # noqa: E731
             decoded = await _ingest(self.sink, self.budget, project, size, decode)
-        except Overloaded as e:
-            info = retry_info(e.retry_after_s)
-            ctx.response_trailers[RETRY_INFO_TRAILER] = (
-                base64.b64encode(info.SerializeToString()).decode().rstrip("=")
-            )
-            raise ConnectError(Code.UNAVAILABLE, str(e), details=[error_detail(info)]) from e
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # mapped once, as on every other service
-            raise to_connect_error(e) from e
+        except Exception as e:
+            raise grpc_error(e, ctx) from e
         return logs_response(decoded)

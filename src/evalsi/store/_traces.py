@@ -368,50 +368,43 @@ class TraceStore(TraceQueries):
         """``(project, trace id)`` of traces with spans stored and no trace row: left open by
         a server that stopped without completing them (a crash, a kill). Per project, among
         the spans that started within ``within_s`` of its newest one; at most ``limit``."""
-        found: list[tuple[str, str]] = []
         sql = sa.text(
             "SELECT DISTINCT s.trace_id FROM spans s WHERE s.project_id = :p "
             "AND s.start_ns >= (SELECT MAX(start_ns) FROM spans WHERE project_id = :p) - :w "
             "AND NOT EXISTS (SELECT 1 FROM traces t "
             "WHERE t.project_id = s.project_id AND t.trace_id = s.trace_id) LIMIT :n"
         )
-        try:
-            for project in self._projects():
-                if len(found) >= limit:
-                    break
-                with self.engine.connect() as conn:
-                    rows = conn.execute(
-                        sql, {"p": project, "w": int(within_s * 1e9), "n": limit - len(found)}
-                    )
-                    found += [(project, str(r[0])) for r in rows]
-        except sa.exc.SQLAlchemyError as e:
-            raise StoreError(
-                f"cannot look for unfinished traces in {self.store.location}: {e}"
-            ) from e
-        return found
+        args = {"w": int(within_s * 1e9)}
+        return self._per_project(sql, args, limit, "look for unfinished traces")
 
     def stale_event_rows(self, within_s: float, limit: int) -> list[tuple[str, str]]:
         """``(project, trace id)`` of traces whose row is older than some of their span events
         (stored apart, from OTLP log records): a server stopped between storing the events
         and building the row again. Among events timed within ``within_s`` of now."""
-        found: list[tuple[str, str]] = []
         sql = sa.text(
             "SELECT DISTINCT e.trace_id FROM span_events e JOIN traces t "
             "ON t.project_id = e.project_id AND t.trace_id = e.trace_id "
             "WHERE e.project_id = :p AND e.time_ns >= :since AND e.seq > t.completed_at * 1e9 "
             "LIMIT :n"
         )
-        since = time.time_ns() - int(within_s * 1e9)
+        args = {"since": time.time_ns() - int(within_s * 1e9)}
+        return self._per_project(sql, args, limit, "look for stale trace rows")
+
+    def _per_project(
+        self, sql: sa.TextClause, args: dict[str, Any], limit: int, what: str
+    ) -> list[tuple[str, str]]:
+        """``(project, trace id)`` that ``sql`` (bound to ``:p``, ``:n`` and ``args``) finds in
+        each project in turn, at most ``limit`` in all."""
+        found: list[tuple[str, str]] = []
         try:
             for project in self._projects():
                 if len(found) >= limit:
                     break
                 with self.engine.connect() as conn:
-                    args = {"p": project, "since": since, "n": limit - len(found)}
-                    found += [(project, str(r[0])) for r in conn.execute(sql, args)]
+                    bound = {**args, "p": project, "n": limit - len(found)}
+                    found += [(project, str(r[0])) for r in conn.execute(sql, bound)]
         except sa.exc.SQLAlchemyError as e:
-            where = self.store.location
-            raise StoreError(f"cannot look for stale trace rows in {where}: {e}") from e
+            raise StoreError(f"cannot {what} in {self.store.location}: {e}") from e
         return found
 
     def _projects(self) -> list[str]:
