@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_summary
@@ -93,6 +93,7 @@ def register(commands: Any) -> None:
         help="a YAML mapping of judge name -> {connector, baseUrl, model, params, secretRef} "
         "for the judge pack (llm-judge, g-eval, ...); there is no default judge",
     )
+    add_no_cache_flag(p)
     p.add_argument(
         "--gate",
         action="append",
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
             server,
             store="the server stores the run",
             judges="the server's judges are configured in its evalsi.yaml",
+            no_cache="the server's judges are configured in its evalsi.yaml (cache: false)",
         )
     else:
         apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
@@ -186,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
                 store=args.store,
                 name=args.name,
                 progress=progress,
-                judges=read_judges(args.judges) if args.judges else None,
+                judges=judges_of(args),
                 **options,
             )
     finally:
@@ -204,6 +206,24 @@ def run(args: argparse.Namespace) -> int:
     title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
     print_summary(args.format, title, result.metrics, result.gates, result.isolation)
     return result.exit_code
+
+
+def add_no_cache_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="ask the judges every time: neither read nor write the judge cache",
+    )
+
+
+def judges_of(args: argparse.Namespace) -> Mapping[str, Any] | None:
+    """The ``--judges`` file's judges, with the cache off under ``--no-cache``."""
+    judges = read_judges(args.judges) if args.judges else None
+    if not args.no_cache:
+        return judges
+    from evalsi.runs import without_cache
+
+    return without_cache(judges)
 
 
 def read_judges(path: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evalsi.cli._eval import ProgressLine, parse_params
+from evalsi.cli._eval import ProgressLine, add_no_cache_flag, parse_params
 from evalsi.cli._output import FORMATS, note, print_json, print_summary
 from evalsi.core import UserError
 
@@ -67,6 +67,7 @@ def register(commands: Any) -> None:
         metavar="FILE",
         help="judges for judge-pack evaluators (YAML mapping; default: the source run's)",
     )
+    add_no_cache_flag(g)
     g.add_argument("--format", choices=FORMATS, default="table", help="output format")
     g.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     g.set_defaults(handler=grade)
@@ -88,10 +89,20 @@ def register(commands: Any) -> None:
 def grade(args: argparse.Namespace) -> int:
     from evalsi._api import grade as grade_outputs
     from evalsi.cli._eval import read_judges
+    from evalsi.runs import open_store, run_judges, without_cache
 
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
         raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    judges = read_judges(args.judges) if args.judges else None
+    if args.no_cache:  # the source run's judges when none are given, without the cache
+        if judges is None:
+            db = open_store(args.store, create=False)
+            try:
+                judges = run_judges(db.get_run(args.source).spec.get("document") or {})
+            finally:
+                db.close()
+        judges = without_cache(judges)
     result = grade_outputs(
         args.source,
         names,
@@ -101,7 +112,7 @@ def grade(args: argparse.Namespace) -> int:
         min_completion_rate=args.min_completion_rate,
         max_evaluator_error_rate=args.max_error_rate,
         name=args.name,
-        judges=read_judges(args.judges) if args.judges else None,
+        judges=judges,
     )
     return _show(result, args.format, extra={"source_run": _source_of(result)})
 

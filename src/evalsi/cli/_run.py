@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._eval import ProgressLine
+from evalsi.cli._eval import ProgressLine, add_no_cache_flag
 from evalsi.cli._output import FORMATS, print_json, print_summary
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
@@ -54,6 +54,7 @@ def register(commands: Any) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_no_cache_flag(p)
     add_server_flag(p)
     p.set_defaults(handler=run)
 
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             server,
             store="the server stores the run",
             execute_only="runs created over the API are always graded",
+            no_cache="the server's judges are configured in its evalsi.yaml (cache: false)",
         )
     else:
         apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             result = _run_remote(server, args, progress)
         else:
             result = run_spec(
-                args.file,
+                _local_spec(args),
                 store=args.store,
                 resume=args.resume,
                 dry_run=args.dry_run,
@@ -119,6 +121,19 @@ def _run_remote(server: str, args: argparse.Namespace, progress: Any) -> RunResu
             load_run_spec(args.file)  # the same spec errors as an embedded resume
             return client.resume_run(args.resume, wait=True, progress=progress)
         return client.create_run(args.file, dry_run=args.dry_run, progress=progress)
+
+
+def _local_spec(args: argparse.Namespace) -> Any:
+    """The spec file, or under ``--no-cache`` the spec with every judge's cache off (the spec
+    hash leaves the cache out, so such a run still resumes a cached one and vice versa)."""
+    if not args.no_cache:
+        return args.file
+    import dataclasses
+
+    from evalsi.runs import load_run_spec, without_cache
+
+    spec = load_run_spec(args.file)
+    return dataclasses.replace(spec, judges=without_cache(spec.judges))
 
 
 def _execute_only(result: Any) -> bool:

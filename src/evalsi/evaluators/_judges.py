@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,11 +33,16 @@ from evalsi.evaluators._decorator import BoundEvaluator, Skip
 @dataclass(slots=True)
 class JudgeReply:
     """A judge's answer: its text, the tokens it cost (zero when ``cached``), and whether it
-    came from the judge cache instead of a call."""
+    came from the judge cache instead of a call.
+
+    ``keep``, when set, stores the answer in the judge cache: the asker awaits it only once
+    the answer parsed as a verdict, so a malformed answer is never cached (a re-run asks again).
+    """
 
     text: str
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
+    keep: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
 
 class JudgeClient(Protocol):

@@ -33,7 +33,14 @@ from evalsi.runs._isolation import summaries_from_dicts as isolation_from_dicts
 from evalsi.runs._isolation import (
     summarize_results as isolation_of_results,
 )
-from evalsi.runs._judges import JUDGE_CONNECTORS, build_judges, judges_manifest, judges_summary
+from evalsi.runs._judges import (
+    JUDGE_CONNECTORS,
+    build_judges,
+    judges_manifest,
+    judges_summary,
+    run_judges,
+    without_cache,
+)
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
 from evalsi.runs._result import (
@@ -135,6 +142,7 @@ __all__ = [
     "render_markdown",
     "render_plain",
     "rerun_run",
+    "run_judges",
     "run_spec_from_dict",
     "run_spec_from_yaml",
     "runners_for",
@@ -148,4 +156,5 @@ __all__ = [
     "uncalibrated_gates",
     "unpinned",
     "weakest",
+    "without_cache",
 ]

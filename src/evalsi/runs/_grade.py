@@ -41,6 +41,7 @@ from evalsi.runs._judges import (
     judge_specs,
     judges_manifest,
     judges_summary,
+    run_judges,
 )
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
@@ -379,11 +380,8 @@ def _manifest(
 
 
 def _source_judges(source: RunInfo) -> dict[str, Any]:
-    """The judges the source run's spec configured: YAML (camelCase under ``spec``) or code."""
-    document = source.spec.get("document") or {}
-    found = (document.get("spec") or {}).get("judges") or document.get("judges") or {}
-    # Specs built in code store dataclass fields; ``name`` is the key itself.
-    return {k: {f: v for f, v in j.items() if f != "name"} for k, j in found.items()}
+    """The judges the source run's spec configured."""
+    return run_judges(source.spec.get("document") or {})
 
 
 __all__ = ["grade_run", "rebuild"]

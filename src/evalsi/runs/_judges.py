@@ -5,6 +5,11 @@ A judge answer is cached under the content hash of what determines it: the judge
 seed. An unchanged suite re-run therefore makes no judge call; a changed rubric, template,
 output or judge model does. Secret references are not part of the key (rotating a key does not
 change an answer).
+
+An answer is written to the cache only once the evaluator accepted it as a verdict
+(``JudgeReply.keep``): a malformed answer would otherwise come back from the cache on every
+re-run and stay an ERROR without the judge ever being asked again. A judge with ``cache`` off
+(``--no-cache``) neither reads nor writes the cache.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ _JUDGE_FIELDS = {
     "timeout_s": "timeout_s",
     "maxConcurrency": "max_concurrency",
     "max_concurrency": "max_concurrency",
+    "scale": "scale",
+    "cache": "cache",
 }
 
 
@@ -111,11 +118,12 @@ class StoreJudge:
         self, messages: list[Message], *, seed: int | None = None, template: str = ""
     ) -> JudgeReply:
         key = self.cache_key(messages, seed=seed, template=template)
-        hit = await self._cache(self.store.judge_cache_get, key)
-        if hit is not None:
-            self.account.cached += 1
-            zero = Usage(input_tokens=0, output_tokens=0, total_tokens=0, cost_usd=0.0)
-            return JudgeReply(hit[0], zero, cached=True)
+        if self.spec.cache:
+            hit = await self._cache(self.store.judge_cache_get, key)
+            if hit is not None:
+                self.account.cached += 1
+                zero = Usage(input_tokens=0, output_tokens=0, total_tokens=0, cost_usd=0.0)
+                return JudgeReply(hit[0], zero, cached=True)
         async with self._limit:
             completion = await self.connector.complete(messages, seed=seed)
         usage = completion.usage
@@ -124,9 +132,14 @@ class StoreJudge:
         if price is not None:
             usage.cost_usd = price
         self._account(usage, price)
+        if not self.spec.cache:
+            return JudgeReply(completion.text, usage, cached=False)
         known = {k: v for k in usage.__slots__ if (v := getattr(usage, k)) is not None}
-        await self._cache(self.store.judge_cache_put, key, completion.text, known)
-        return JudgeReply(completion.text, usage, cached=False)
+
+        async def keep() -> None:
+            await self._cache(self.store.judge_cache_put, key, completion.text, known)
+
+        return JudgeReply(completion.text, usage, cached=False, keep=keep)
 
     async def _cache(self, call: Callable[..., _T], *args: Any) -> _T:
         """A judge-cache read or write, in a thread for a store other processes share: on a
@@ -167,14 +180,63 @@ def judge_specs(judges: Mapping[str, JudgeLike] | None) -> dict[str, JudgeSpec]:
             raise UserError(
                 f"judges.{name}: unknown field(s) {', '.join(map(repr, unknown))}",
                 hint="known: connector, baseUrl, model, params, secretRef, timeoutSeconds, "
-                "maxConcurrency",
+                "maxConcurrency, scale, cache",
             )
         if not value.get("model"):
             raise UserError(f"judges.{name}: model is required")
         kwargs = {_JUDGE_FIELDS[k]: v for k, v in value.items()}
         kwargs["params"] = dict(kwargs.get("params") or {})
+        if kwargs.get("scale") is not None:
+            kwargs["scale"] = judge_scale(kwargs["scale"], f"judges.{name}.scale")
+        if not isinstance(kwargs.get("cache", True), bool):
+            raise UserError(f"judges.{name}.cache: expected true or false")
         out[name] = JudgeSpec(name=name, **kwargs)
     return out
+
+
+def judge_scale(value: Any, where: str) -> tuple[float, float]:
+    """A judge's scale from ``{"min": 1, "max": 5}`` or ``[1, 5]``; a ``UserError`` naming
+    ``where`` otherwise.
+
+    Example:
+        >>> judge_scale({"min": 1, "max": 5}, "judges.default.scale")
+        (1.0, 5.0)
+    """
+    if isinstance(value, Mapping):
+        pair = (value.get("min"), value.get("max"))
+    elif isinstance(value, (list, tuple)) and len(value) == 2:
+        pair = (value[0], value[1])
+    else:
+        pair = (None, None)
+    low, high = pair
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
+    if not numbers or not float(low) < float(high):  # type: ignore[arg-type]
+        raise UserError(
+            f"{where}: expected {{min, max}} numbers with min below max, got {value!r}",
+            hint="e.g. scale: {min: 1, max: 5} for a judge that answers 1 to 5",
+        )
+    return float(low), float(high)  # type: ignore[arg-type]
+
+
+def run_judges(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The judges a stored run's spec ``document`` configured, as mappings for ``judge_specs``:
+    YAML (camelCase under ``spec``) or a spec built in code (dataclass fields)."""
+    found = (document.get("spec") or {}).get("judges") or document.get("judges") or {}
+    # Specs built in code store dataclass fields; ``name`` is the key itself.
+    return {k: {f: v for f, v in j.items() if f != "name"} for k, j in found.items()}
+
+
+def without_cache(judges: Mapping[str, JudgeLike] | None) -> dict[str, JudgeSpec]:
+    """``judges`` as specs with the judge cache off (``--no-cache``): every answer is asked
+    for, and none is stored.
+
+    Example:
+        >>> without_cache({"default": {"model": "m", "baseUrl": "http://x/v1"}})["default"].cache
+        False
+    """
+    return {
+        name: dataclasses.replace(spec, cache=False) for name, spec in judge_specs(judges).items()
+    }
 
 
 def check_judges(bound: list[BoundEvaluator], specs: Mapping[str, JudgeSpec]) -> None:
@@ -222,7 +284,10 @@ __all__ = [
     "StoreJudge",
     "build_judges",
     "check_judges",
+    "judge_scale",
     "judge_specs",
     "judges_manifest",
     "judges_summary",
+    "run_judges",
+    "without_cache",
 ]

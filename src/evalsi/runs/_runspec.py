@@ -81,7 +81,9 @@ class JudgeSpec:
 
     ``connector`` is ``openai-compatible`` or ``anthropic``; ``params`` are sent with every
     judge call (``temperature: 0`` is wise); ``max_concurrency`` caps this judge's calls in
-    flight. ``name`` is the key evaluators ask for (``judge: default``).
+    flight. ``name`` is the key evaluators ask for (``judge: default``). ``scale`` is the
+    ``(min, max)`` this judge scores on (``llm-judge`` asks for it and normalises to [0, 1];
+    None: 0 to 1). ``cache`` False bypasses the store's judge cache, reads and writes.
     """
 
     model: str
@@ -92,10 +94,17 @@ class JudgeSpec:
     name: str = "default"
     timeout_s: float = 120.0
     max_concurrency: int = 16
+    scale: tuple[float, float] | None = None
+    cache: bool = True
 
     def identity(self) -> dict[str, Any]:
-        """What the manifest records and the judge cache keys on (no secret values)."""
-        return {
+        """What the manifest records and the judge cache keys on (no secret values).
+
+        ``scale`` appears only when set, so the identity (and the cache keys and spec hashes
+        built on it) of a judge without one is what it was before scales existed; ``cache``
+        never does: reading the cache or not changes no answer.
+        """
+        out: dict[str, Any] = {
             "name": self.name,
             "connector": self.connector,
             "base_url": self.base_url,
@@ -103,6 +112,9 @@ class JudgeSpec:
             "params": dict(self.params),
             "secret_ref": self.secret_ref or None,
         }
+        if self.scale is not None:
+            out["scale"] = {"min": self.scale[0], "max": self.scale[1]}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +139,13 @@ class RunSpec:
 
     @property
     def spec_hash(self) -> str:
-        """Content hash of the document as written (or of the fields, when built in code)."""
+        """Content hash of the document as written (or of the fields, when built in code).
+
+        What only bounds or routes the work is left out (``work_document``): a run stopped by
+        its budget resumes under a raised one, and ``--no-cache`` resumes a cached run.
+        """
         if self.raw:
-            return content_hash(self.raw)
+            return content_hash(work_document(self.raw))
         fields: dict[str, Any] = {
             "name": self.name,
             "target": repr(self.target),
@@ -142,3 +158,32 @@ class RunSpec:
         if self.judges:  # absent when unused, so older hashes stay valid
             fields["judges"] = {k: j.identity() for k, j in sorted(self.judges.items())}
         return content_hash(fields)
+
+
+def work_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (an EvalRun as written) without what does not change the run's work: the
+    budget (``spec.budget``) and whether judges read the cache (``spec.judges.*.cache``).
+
+    A document without either is returned unchanged, so its hash is what it always was.
+
+    Example:
+        >>> work_document({"spec": {"trials": 2, "budget": {"tokens": 10}}})
+        {'spec': {'trials': 2}}
+    """
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return doc
+    judges = spec.get("judges")
+    cached = isinstance(judges, dict) and any(
+        isinstance(j, dict) and "cache" in j for j in judges.values()
+    )
+    if "budget" not in spec and not cached:
+        return doc
+    trimmed = {k: v for k, v in spec.items() if k != "budget"}
+    if cached:
+        assert isinstance(judges, dict)
+        trimmed["judges"] = {
+            name: {k: v for k, v in j.items() if k != "cache"} if isinstance(j, dict) else j
+            for name, j in judges.items()
+        }
+    return {**doc, "spec": trimmed}

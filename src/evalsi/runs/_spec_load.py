@@ -399,7 +399,19 @@ class _SpecBuilder:
             secret_ref=secret,
             timeout_s=float(j.get("timeoutSeconds", 120.0)),
             max_concurrency=int(j.get("maxConcurrency", 16)),
+            scale=self.scale((*at, "scale"), j["scale"]) if "scale" in j else None,
+            cache=bool(j.get("cache", True)),
         )
+
+    def scale(self, at: KeyPath, s: dict[str, Any]) -> tuple[float, float] | None:
+        low, high = s.get("min"), s.get("max")
+        if low is None or high is None:
+            self.bad(at, "expected both 'min' and 'max', e.g. {min: 1, max: 5}")
+            return None
+        if not float(low) < float(high):
+            self.bad(at, f"expected min below max, got min {low}, max {high}")
+            return None
+        return float(low), float(high)
 
     def http(self, at: KeyPath, h: dict[str, Any]) -> dict[str, Any]:
         url, method = h["url"], h.get("method", "POST").upper()

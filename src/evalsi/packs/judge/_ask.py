@@ -3,7 +3,8 @@
 A judge's answer is read as the first JSON object in it that the verdict's check accepts:
 the whole text, a fenced block, or an object with text around it. When none is found the judge
 is asked once more, with its answer and a request to answer in the format; if that fails too
-the record is an ERROR that quotes the raw answer. A malformed verdict is never a silent 0.
+the record is an ERROR that quotes the raw answer. A malformed verdict is never a silent 0, and
+never cached: only an answer that parsed is kept, so a re-run asks the judge again.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ async def ask_verdict(
     reply = await judge.complete(messages, template=template.hash)
     data, problem = find_json_object(reply.text, check)
     if data is not None:
+        await _keep(reply)
         return Verdict(data, [reply])
     repair = [
         *messages,
@@ -133,12 +135,19 @@ async def ask_verdict(
     second = await judge.complete(repair, template=template.hash)
     data, problem = find_json_object(second.text, check)
     if data is not None:
+        await _keep(second)  # the first answer was malformed: it stays out of the cache
         return Verdict(data, [reply, second])
     raw = second.text if len(second.text) <= _RAW_SHOWN else second.text[:_RAW_SHOWN] + "…"
     raise JudgeFormatError(
         f"judge {judge_name!r} did not answer in the format asked for ({problem}), even after "
         f"one repair request; its answer: {raw!r}"
     )
+
+
+async def _keep(reply: JudgeReply) -> None:
+    """Cache an answer that parsed as a verdict (only those: see ``JudgeReply.keep``)."""
+    if reply.keep is not None:
+        await reply.keep()
 
 
 async def ask_all(

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import UsesJudge, evaluator
+from evalsi.evaluators import UsesJudge, evaluator, get_judge
 from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
+    Check,
     PromptTemplate,
     ask_verdict,
     explanation_of,
@@ -94,7 +95,8 @@ class LlmJudge(UsesJudge):
         rubric: what a good response is (required).
         judge: the name of the configured judge to ask.
         scale: the allowed scores, e.g. ``[1, 2, 3, 4, 5]``; the score is normalised to [0, 1]
-            (``(s - min) / (max - min)``). Default: a number from 0 to 1.
+            (``(s - min) / (max - min)``). Default: the judge's own scale (``scale: {min, max}``
+            in its config: any number from min to max), else a number from 0 to 1.
         pass_threshold: also emit ``llm-judge-passed``: the normalised score is at least this.
     """
 
@@ -116,36 +118,40 @@ class LlmJudge(UsesJudge):
         self.judge = judge
         self.scale = sorted(set(scale)) if scale is not None else None
         self.pass_threshold = pass_threshold
-        self.low, self.high = (self.scale[0], self.scale[-1]) if self.scale else (0, 1)
-        if self.scale:
-            self.meaning = "one of " + ", ".join(map(str, self.scale))
-        else:
-            self.meaning = "any number in between"
-        self._range = number_check(self.low, self.high)
 
-    def _check(self, data: dict[str, Any]) -> str | None:
-        problem = self._range(data)
-        if problem is None and self.scale and data["score"] not in self.scale:
-            return f"'score' {data['score']} is not one of {self.scale}"
-        return problem
+    def _bounds(self) -> tuple[float, float, str, Check]:
+        """The scale asked for: this evaluator's ``scale``, else the judge's, else 0 to 1."""
+        if self.scale:
+            choices = self.scale
+            in_range = number_check(choices[0], choices[-1])
+
+            def check(data: dict[str, Any]) -> str | None:
+                problem = in_range(data)
+                if problem is None and data["score"] not in choices:
+                    return f"'score' {data['score']} is not one of {choices}"
+                return problem
+
+            return choices[0], choices[-1], "one of " + ", ".join(map(str, choices)), check
+        low, high = _judge_scale(self.judge)
+        return low, high, "any number in between", number_check(low, high)
 
     async def __call__(self, record: Record) -> list[Score]:
         assert record.output is not None
+        low, high, meaning, check = self._bounds()
         messages = LLM_JUDGE_TEMPLATE.render(
             rubric=self.rubric,
             context=context_block(record),
             output=record.output.as_text(),
-            low=str(self.low),
-            high=str(self.high),
-            meaning=self.meaning,
+            low=f"{low:g}",
+            high=f"{high:g}",
+            meaning=meaning,
         )
-        verdict = await ask_verdict(
-            self.judge, messages, template=LLM_JUDGE_TEMPLATE, check=self._check
-        )
+        verdict = await ask_verdict(self.judge, messages, template=LLM_JUDGE_TEMPLATE, check=check)
         raw = float(verdict.data["score"])
-        number = (raw - self.low) / (self.high - self.low)
+        number = (raw - low) / (high - low)
         metadata = judge_metadata(self.judge, LLM_JUDGE_TEMPLATE, verdict.replies)
         metadata["raw_score"] = raw
+        metadata["scale"] = [low, high]
         explanation = explanation_of(verdict.data)
         scores = [
             Score(
@@ -158,6 +164,14 @@ class LlmJudge(UsesJudge):
         if self.pass_threshold is not None:
             scores.append(Score(name="llm-judge-passed", passed=number >= self.pass_threshold))
         return scores
+
+
+def _judge_scale(name: str) -> tuple[float, float]:
+    """The ``(min, max)`` the judge's config declares (``identity()["scale"]``), else 0 to 1."""
+    scale = get_judge(name).identity().get("scale")
+    if isinstance(scale, dict) and {"min", "max"} <= scale.keys():
+        return float(scale["min"]), float(scale["max"])
+    return 0.0, 1.0
 
 
 llm_judge = evaluator(
