@@ -14,9 +14,12 @@ Compare run B against run A (the baseline), metric by metric, on the records sco
 runs (paired by record id and trial): the means, delta = mean(B - A) with a paired bootstrap
 interval and p-value, McNemar's test for pass/fail metrics, a verdict, and the smallest
 difference the comparison could have detected. RUN_A and RUN_B may be ids, unique prefixes
-or `latest`. Warnings (different dataset versions, missing records, evaluator params that
-differ) are part of the output. With --server URL (or $EVALSI_SERVER) both runs are read
-from that evalsi server and compared there. Exit code 0 whatever the verdicts.
+or `latest`. The baseline is always A: the first run named, or the one given with
+--baseline (`evalsi compare B --baseline A` is `evalsi compare A B`, and so is
+`evalsi report B --compare A`). Warnings (different dataset versions, missing records,
+evaluator params that differ) are part of the output. With --server URL (or $EVALSI_SERVER)
+both runs are read from that evalsi server and compared there. Exit code 0 whatever the
+verdicts.
 """
 
 
@@ -27,8 +30,13 @@ def register(commands: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("run_a", metavar="RUN_A", help="the baseline run")
-    p.add_argument("run_b", metavar="RUN_B", help="the candidate run")
+    p.add_argument("run_a", metavar="RUN_A", help="the baseline run (unless --baseline names it)")
+    p.add_argument("run_b", metavar="RUN_B", nargs="?", help="the candidate run")
+    p.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="the baseline run; the positional run that is not it is the candidate",
+    )
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     p.add_argument(
@@ -49,9 +57,32 @@ def register(commands: Any) -> None:
     p.set_defaults(handler=compare)
 
 
+def baseline_and_candidate(run_a: str, run_b: str | None, baseline: str | None) -> tuple[str, str]:
+    """Which run is the baseline (A) and which the candidate (B) for ``compare``'s arguments."""
+    if baseline is None:
+        if run_b is None:
+            raise UserError(
+                "compare needs two runs: the baseline and the candidate",
+                hint="evalsi compare BASELINE CANDIDATE, or evalsi compare CANDIDATE --baseline "
+                "BASELINE",
+            )
+        return run_a, run_b
+    if run_b is None:
+        return baseline, run_a
+    if baseline == run_a:
+        return run_a, run_b
+    if baseline == run_b:
+        return run_b, run_a
+    raise UserError(
+        f"--baseline {baseline} is neither {run_a} nor {run_b}",
+        hint="name two runs (the first is the baseline), or one run and --baseline",
+    )
+
+
 def compare(args: argparse.Namespace) -> int:
     from evalsi.runs import compare_runs, open_store
 
+    run_a, run_b = baseline_and_candidate(args.run_a, args.run_b, args.baseline)
     if not 0.0 < args.alpha < 1.0:
         raise UserError(f"--alpha {args.alpha}: expected a number strictly between 0 and 1")
     metrics = None
@@ -64,15 +95,15 @@ def compare(args: argparse.Namespace) -> int:
         refuse_local_flags(args, server, store="the server reads its own store")
         with connect(server) as client:
             result = client.compare_runs(
-                args.run_a, args.run_b, level=1.0 - args.alpha, seed=args.seed, metrics=metrics
+                run_a, run_b, level=1.0 - args.alpha, seed=args.seed, metrics=metrics
             )
     else:
         store = open_store(args.store, create=False)
         try:
             result = compare_runs(
                 store,
-                args.run_a,
-                args.run_b,
+                run_a,
+                run_b,
                 metrics=metrics,
                 seed=args.seed,
                 level=1.0 - args.alpha,
@@ -80,7 +111,7 @@ def compare(args: argparse.Namespace) -> int:
         finally:
             store.close()
     if args.format == "json":
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), "baseline": result.run_a, "candidate": result.run_b})
         return 0
     markdown = args.format == "md"
     printer = print_markdown if markdown else print_table
@@ -91,9 +122,9 @@ def compare(args: argparse.Namespace) -> int:
         title=f"**{title}**" if markdown else title,
     )
     bullet = "- " if markdown else ""
-    extra = [f"{bullet}warning: {w}" for w in result.warnings]
+    extra = [f"{bullet}baseline: A = {result.run_a}; candidate: B = {result.run_b}; Δ = B − A"]
+    extra += [f"{bullet}warning: {w}" for w in result.warnings]
     extra += [f"{bullet}{n}" for n in result.notes()]
-    if extra:
-        print()
-        print("\n".join(extra))
+    print()
+    print("\n".join(extra))
     return 0

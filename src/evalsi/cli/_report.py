@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import note
+from evalsi.core import UserError
 
 if TYPE_CHECKING:
     from evalsi.reports import ReportFormat
@@ -15,6 +16,7 @@ EPILOG = """\
 examples:
   evalsi report latest -o report.html
   evalsi report 20261129-174501-3f9a2c --by topic --compare 20261128-090000-1a2b3c -o report.html
+      (the --compare run is the baseline A, the report's run is B: Δ = B − A)
   evalsi report latest --format md -o - >> "$GITHUB_STEP_SUMMARY"
 
 The HTML file has no scripts and loads nothing from the network: charts are inline SVG
@@ -47,7 +49,13 @@ def register(commands: Any) -> None:
         choices=("html", "md"),
         help="html or md (default: md when FILE ends in .md, else html)",
     )
-    p.add_argument("--compare", metavar="RUN_B", help="compare with another run (Δ = B − A)")
+    p.add_argument(
+        "--compare",
+        metavar="BASELINE",
+        help="compare this run (B) with the baseline run A: Δ = B − A, the same sign and value "
+        "as `evalsi compare BASELINE RUN`",
+    )
+    p.add_argument("--baseline", metavar="BASELINE", help="the same as --compare BASELINE")
     p.add_argument("--by", metavar="KEY", help="slice every metric by this metadata key")
     p.add_argument(
         "--failures",
@@ -69,12 +77,18 @@ def report(args: argparse.Namespace) -> int:
     )
     if output != "-":
         check_output_path(output)  # before the work, not after it
+    baseline = args.baseline or args.compare
+    if args.baseline and args.compare and args.baseline != args.compare:
+        raise UserError(
+            f"--compare {args.compare} and --baseline {args.baseline} name two baselines",
+            hint="give one of them: the report's run is compared with that baseline",
+        )
     text = render_report(
         args.store,
         args.run_id,
         fmt=fmt,
         by=args.by,
-        compare=args.compare,
+        compare=baseline,
         failures=args.failures,
     )
     if output == "-":

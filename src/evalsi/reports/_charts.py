@@ -102,11 +102,12 @@ def build_charts(data: ReportData) -> Charts:
 
 def _compare_chart(data: ReportData) -> str | None:
     assert data.comparison is not None
-    b_metrics = {(m.evaluator, m.metric): m for m in data.comparison.metrics}
+    # A is the baseline (--compare), B this run: the order ``evalsi compare A B`` shows.
+    baseline = {(m.evaluator, m.metric): m for m in data.comparison.metrics}
     rows: list[CiRow] = []
-    for a in data.metrics:
-        b = b_metrics.get((a.evaluator, a.metric))
-        if b is None or a.kind not in ("passed", "number") or a.mean is None or b.mean is None:
+    for b in data.metrics:
+        a = baseline.get((b.evaluator, b.metric))
+        if a is None or a.kind not in ("passed", "number") or a.mean is None or b.mean is None:
             continue
         bounded = _bounded(a.kind, a.ci.low, a.ci.high, a.mean) and _bounded(
             b.kind, b.ci.low, b.ci.high, b.mean
@@ -117,7 +118,7 @@ def _compare_chart(data: ReportData) -> str | None:
         return None
     return ci_chart(
         rows,
-        ["A (this run)", "B (--compare)"],
+        ["A (baseline)", "B (this run)"],
         key="cmp",
         title="95% confidence interval per metric, A and B",
     )

@@ -181,7 +181,8 @@ class Failure:
 
 @dataclass(frozen=True, slots=True)
 class CompareRow:
-    """One metric of run A (the report's run) against run B (``--compare``); Δ = B − A."""
+    """One metric of this report's run (B, the candidate) against the baseline run A
+    (``--compare``/``--baseline``); Δ = B − A, the sign ``evalsi compare A B`` gives."""
 
     evaluator: str
     metric: str
@@ -199,7 +200,8 @@ class CompareRow:
 
 @dataclass(slots=True)
 class CompareSection:
-    """The comparison with another run: paired statistics when available, else stored means."""
+    """The comparison with the baseline run: paired statistics when available, else stored
+    means. ``run`` and ``metrics`` are the baseline's (A); the report's own run is B."""
 
     run: RunInfo
     metrics: list[MetricSummary]
@@ -489,16 +491,17 @@ def _attach(failure: Failure, record: Record) -> None:
 def compare_section(
     db: SqlStore, run: RunInfo, other: RunInfo, metrics: list[MetricSummary]
 ) -> CompareSection:
-    """Run A (the report's) against run B, paired (``evalsi compare``'s statistics).
+    """The report's run (B) against the baseline ``other`` (A), paired: exactly
+    ``evalsi compare OTHER RUN``, so both commands give Δ = B − A the same sign and value.
 
     When the runs have no metric in common to pair, the section falls back to the stored means
     side by side and says why.
     """
-    metrics_b = summaries_from_dicts((other.summary or {}).get("metrics") or [])
+    baseline = summaries_from_dicts((other.summary or {}).get("metrics") or [])
     try:
-        result = compare_runs(db, run.id, other.id)
+        result = compare_runs(db, other.id, run.id)
     except UserError as e:
-        return _simple_compare(run, other, metrics, metrics_b, e.message)
+        return _simple_compare(run, other, metrics, baseline, e.message)
     rows = [
         CompareRow(
             evaluator=m.evaluator,
@@ -516,32 +519,33 @@ def compare_section(
         )
         for m in result.metrics
     ]
-    return CompareSection(other, metrics_b, rows, True, list(result.warnings), result.notes())
+    return CompareSection(other, baseline, rows, True, list(result.warnings), result.notes())
 
 
 def _simple_compare(
     run: RunInfo,
     other: RunInfo,
     metrics: list[MetricSummary],
-    metrics_b: list[MetricSummary],
+    baseline: list[MetricSummary],
     why: str,
 ) -> CompareSection:
-    by_key = {(m.evaluator, m.metric): m for m in metrics_b}
+    """Stored means side by side: A the baseline ``other``, B the report's run."""
+    by_key = {(m.evaluator, m.metric): m for m in baseline}
     rows: list[CompareRow] = []
-    for m in metrics:
-        b = by_key.pop((m.evaluator, m.metric), None)
-        mean_b = None if b is None else b.mean
-        delta = None if m.mean is None or mean_b is None else mean_b - m.mean
-        n_b = None if b is None else b.n
-        rows.append(CompareRow(m.evaluator, m.metric, m.mean, mean_b, delta, m.n, n_b))
+    for b in metrics:
+        a = by_key.pop((b.evaluator, b.metric), None)
+        mean_a = None if a is None else a.mean
+        delta = None if b.mean is None or mean_a is None else b.mean - mean_a
+        n_a = None if a is None else a.n
+        rows.append(CompareRow(b.evaluator, b.metric, mean_a, b.mean, delta, n_a, b.n))
     rows += [
-        CompareRow(b.evaluator, b.metric, None, b.mean, None, None, b.n) for b in by_key.values()
+        CompareRow(a.evaluator, a.metric, a.mean, None, None, a.n, None) for a in by_key.values()
     ]
     warnings = [why] if why else []
     notes = ["Δ is the difference of the stored means, not a paired comparison"]
     if stored_versions_differ(run, other):
         warnings.append("the runs graded different dataset versions")
-    return CompareSection(other, metrics_b, rows, False, warnings, notes)
+    return CompareSection(other, baseline, rows, False, warnings, notes)
 
 
 def stored_versions_differ(a: RunInfo, b: RunInfo) -> bool:

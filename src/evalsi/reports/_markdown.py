@@ -316,7 +316,7 @@ def _comparison(data: ReportData, add: Add) -> None:
     c = data.comparison
     assert c is not None
     add(f"## Comparison with run {code(c.run.id)}")
-    intro = f"A is this run, B is {code(c.run.id)}; Δ = B − A."
+    intro = f"Baseline A is {code(c.run.id)}, B is this run; Δ = B − A."
     if c.paired:
         intro += (
             " Records scored in both runs are paired by id: means over the pairs, a paired "

@@ -45,7 +45,8 @@ def render_report(
         run_id: The run: an id, a unique id prefix, or ``latest``.
         fmt: ``"html"`` or ``"md"``.
         by: A metadata key to slice every metric by (the run's dataset is read again for it).
-        compare: Another run to compare with (run B; deltas are B − A).
+        compare: The baseline run A to compare this run (B) with; deltas are B − A, as
+            ``evalsi compare A B`` gives them.
         failures: How many failing records to show (0: none).
 
     Raises:

@@ -239,16 +239,20 @@ def test_compare_section_is_paired(store: SqlStore, tmp_path: Path) -> None:
         write_rows(tmp_path / "e.jsonl", [{**r, "output": "yes"} for r in rows]),
         ["exact-match"],
     )
+    # b, named by --compare, is the baseline A; the report's run a is B: Δ = a − b.
     section = gather_report(store, a, compare=b, failures=0).comparison
     assert section is not None
     (row,) = section.rows
-    assert (row.mean_a, row.mean_b, row.delta) == (0.5, 1.0, 0.5)
+    assert (row.mean_a, row.mean_b, row.delta) == (1.0, 0.5, -0.5)
     assert section.paired
     assert row.n_paired == 30
     assert row.ci is not None
-    assert row.ci.low is not None
-    assert row.ci.low > 0
-    assert row.verdict == "improved"
+    assert row.ci.high is not None
+    assert row.ci.high < 0
+    assert row.verdict == "regressed"
+    # The other way round the sign flips and the verdict with it.
+    (back,) = (gather_report(store, b, compare=a, failures=0).comparison or section).rows
+    assert (back.mean_a, back.mean_b, back.delta, back.verdict) == (0.5, 1.0, 0.5, "improved")
 
 
 def test_compare_without_common_metrics_shows_stored_means(store: SqlStore, tmp_path: Path) -> None:
@@ -258,9 +262,10 @@ def test_compare_without_common_metrics_shows_stored_means(store: SqlStore, tmp_
     section = gather_report(store, a, compare=b, failures=0).comparison
     assert section is not None
     assert not section.paired
+    # A is the baseline b (latency only), B the report's run a (exact-match only).
     assert [(r.metric, r.mean_a is None, r.mean_b is None, r.delta) for r in section.rows] == [
-        ("exact-match", False, True, None),
-        ("latency", True, False, None),
+        ("exact-match", True, False, None),
+        ("latency", False, True, None),
     ]
     assert any("no metric in common" in w for w in section.warnings)
     assert section.notes == ["Δ is the difference of the stored means, not a paired comparison"]
