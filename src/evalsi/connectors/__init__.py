@@ -4,17 +4,20 @@ Every target (``OpenAICompatible``, ``Anthropic``, ``PythonTarget``, ``HttpTarge
 ``async invoke(input) -> TargetOutput`` and ``describe()`` (its identity for the manifest, no
 secret values). A failed call raises ``InfraError(kind)`` (retried, then reported apart and never
 counted as a failure) or ``TargetError`` (the target's own error, recorded on the sample).
-aiohttp is imported on the first HTTP call, not here.
+A server hands its ``EgressPolicy`` down in ``Resilience.egress``; the connectors' session then
+connects only where the policy allows. aiohttp is imported on the first HTTP call, not here.
 """
 
 from evalsi.connectors._anthropic import Anthropic
 from evalsi.connectors._breaker import BreakerPolicy, BreakerRegistry, BreakerState, CircuitBreaker
 from evalsi.connectors._clock import SYSTEM_CLOCK, Clock, SystemClock
+from evalsi.connectors._egress import EgressDenied, EgressPolicy, EgressRule, trusted_rule
 from evalsi.connectors._errors import INFRA_KINDS, InfraError, InfraKind, TargetError
 from evalsi.connectors._guard import Resilience, default_resilience
 from evalsi.connectors._http import (
     DEFAULT_CONNECTION_LIMIT,
     close_shared_session,
+    egress_connector,
     shared_session,
 )
 from evalsi.connectors._http_target import HttpTarget, render
@@ -49,6 +52,9 @@ __all__ = [
     "CircuitBreaker",
     "Clock",
     "Completion",
+    "EgressDenied",
+    "EgressPolicy",
+    "EgressRule",
     "HttpTarget",
     "InfraError",
     "InfraKind",
@@ -70,6 +76,7 @@ __all__ = [
     "TokenBucket",
     "close_shared_session",
     "default_resilience",
+    "egress_connector",
     "input_messages",
     "load_callable",
     "parse_retry_after",
@@ -78,4 +85,5 @@ __all__ = [
     "resolve_secret",
     "retrying",
     "shared_session",
+    "trusted_rule",
 ]

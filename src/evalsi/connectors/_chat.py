@@ -102,8 +102,10 @@ class ChatModel(ABC):
         """POST ``body`` to the endpoint under the run's resilience (rate limits, breaker,
         retries) and ``parse`` the JSON reply; usage gets the call's latency."""
 
+        resilience = self.resilience or default_resilience()
+
         async def call() -> tuple[Completion, int | None]:
-            session = self._session or await shared_session()
+            session = self._session or await shared_session(egress=resilience.egress)
             reply = await request_json(
                 session,
                 "POST",
@@ -118,7 +120,7 @@ class ChatModel(ABC):
             return completion, completion.usage.tokens()
 
         completion, attempts = await guarded_call(
-            self.resilience or default_resilience(),
+            resilience,
             call,
             endpoint=self.base_url,
             rate_key=(self.connector, self.model, self._key_id),

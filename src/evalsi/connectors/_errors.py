@@ -1,7 +1,8 @@
 """Errors a target call ends with: infrastructure (retried, never a failure) or the target's own.
 
 Tenet 2 of DESIGN.md decides the split. An ``InfraError`` (a 429, a 5xx, a timeout, a dropped
-connection, a body that cannot be read, an open circuit) says nothing about the model: the task
+connection, a body that cannot be read, an open circuit, an address the server's egress policy
+refuses) says nothing about the model: the task
 ends as ``infra_error(kind)`` and is excluded from the metrics. A ``TargetError`` (a 4xx the user
 must fix, such as a bad model name or a rejected key, or a Python target that raised) is recorded
 on the sample and is not retried.
@@ -20,6 +21,7 @@ InfraKind = Literal[
     "connection",
     "malformed_response",
     "circuit_open",
+    "egress_denied",
 ]
 INFRA_KINDS: tuple[InfraKind, ...] = get_args(InfraKind)
 
@@ -56,8 +58,9 @@ class InfraError(RunError):
 
     @property
     def retryable(self) -> bool:
-        """Whether another attempt can help (an open circuit fails fast by design)."""
-        return self.kind != "circuit_open"
+        """Whether another attempt can help (an open circuit fails fast by design; the egress
+        policy answers the same until the server's configuration changes)."""
+        return self.kind not in ("circuit_open", "egress_denied")
 
     def __str__(self) -> str:
         tail = f" (after {self.attempts} attempts)" if self.attempts > 1 else ""

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from evalsi.connectors._breaker import BreakerRegistry
 from evalsi.connectors._clock import SYSTEM_CLOCK, Clock
+from evalsi.connectors._egress import EgressPolicy
 from evalsi.connectors._errors import InfraError, TargetError
 from evalsi.connectors._ratelimit import RateKey, RateLimiterRegistry, RateLimits
 from evalsi.connectors._retry import RetryPolicy, retrying
@@ -18,10 +19,12 @@ T = TypeVar("T")
 
 @dataclass(slots=True)
 class Resilience:
-    """Retry policy, breakers, rate limiters and the clock they run on.
+    """Retry policy, breakers, rate limiters, the clock they run on, and the egress policy.
 
     Build one per run (or use the process default) and hand it to every connector, so every
-    task on the same endpoint or key shares the same breaker and buckets.
+    task on the same endpoint or key shares the same breaker and buckets. ``egress`` is the
+    server's policy for the addresses its calls may reach (None: any, the embedded default);
+    a server sets it where it builds a run's, an evaluation's or a policy's clients.
     """
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -29,6 +32,7 @@ class Resilience:
     breakers: BreakerRegistry | None = None
     limiters: RateLimiterRegistry | None = None
     rng: random.Random = field(default_factory=random.Random)
+    egress: EgressPolicy | None = None
 
     def __post_init__(self) -> None:
         if self.breakers is None:
@@ -78,7 +82,7 @@ async def guarded_call(
             if e.kind == "rate_limited":
                 if limiter is not None and e.retry_after:
                     limiter.pause(e.retry_after)
-            else:
+            elif e.kind != "egress_denied":  # refused before any request: says nothing of it
                 outcome = "failure"
             raise
         except TargetError:

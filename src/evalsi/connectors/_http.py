@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from evalsi.connectors._egress import EgressDenied, EgressPolicy
 from evalsi.connectors._errors import InfraError, TargetError
 from evalsi.connectors._retry import parse_retry_after
 from evalsi.connectors._secrets import Secret
@@ -28,33 +29,59 @@ DEFAULT_CONNECTION_LIMIT = 256
 
 _ERROR_EXCERPT = 300
 
-_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
-    weakref.WeakKeyDictionary()
-)
+_sessions: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[EgressPolicy | None, aiohttp.ClientSession]
+] = weakref.WeakKeyDictionary()
+_limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
 
 
-async def shared_session(*, limit: int = DEFAULT_CONNECTION_LIMIT) -> aiohttp.ClientSession:
-    """The session of the running event loop, created on first use with ``limit`` connections.
+async def shared_session(
+    *, limit: int | None = None, egress: EgressPolicy | None = None
+) -> aiohttp.ClientSession:
+    """The session of the running event loop for ``egress``, created on first use.
 
-    Close it with ``close_shared_session()`` before the loop ends (the run executor does).
+    ``egress`` None (the embedded paths) calls any address; a server passes its policy and gets
+    a session whose connector refuses what the policy denies (``_egress_aiohttp``), one session
+    per policy. ``limit`` (connections) is remembered for the loop, so a run that sizes it
+    first sizes every session its connectors open. Close them with ``close_shared_session()``
+    before the loop ends (the run executor does).
     """
     loop = asyncio.get_running_loop()
-    session = _sessions.get(loop)
+    if limit is not None:
+        _limits.setdefault(loop, limit)
+    sessions = _sessions.setdefault(loop, {})
+    session = sessions.get(egress)
     if session is None or session.closed:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
+        size = _limits.get(loop, DEFAULT_CONNECTION_LIMIT)
+        if egress is None:
+            connector = aiohttp.TCPConnector(limit=size, limit_per_host=0, ttl_dns_cache=300)
+        else:
+            connector = egress_connector(egress, limit=size)
         # No proxy settings from the environment: a target's URL is exactly what the spec says.
         session = aiohttp.ClientSession(connector=connector, trust_env=False)
-        _sessions[loop] = session
+        sessions[egress] = session
     return session
 
 
+def egress_connector(
+    policy: EgressPolicy, *, limit: int = DEFAULT_CONNECTION_LIMIT
+) -> aiohttp.TCPConnector:
+    """A connector that connects only where ``policy`` allows, for a session of one's own
+    (the alert webhooks have theirs). aiohttp is imported here, not with the package."""
+    from evalsi.connectors._egress_aiohttp import egress_connector as build
+
+    return build(policy, limit=limit)
+
+
 async def close_shared_session() -> None:
-    """Close the running loop's session, if it has one."""
-    session = _sessions.pop(asyncio.get_running_loop(), None)
-    if session is not None and not session.closed:
-        await session.close()
+    """Close the running loop's sessions, if it has any."""
+    loop = asyncio.get_running_loop()
+    _limits.pop(loop, None)
+    for session in _sessions.pop(loop, {}).values():
+        if not session.closed:
+            await session.close()
 
 
 @dataclass(slots=True)
@@ -88,6 +115,8 @@ async def request_json(
 ) -> HttpReply:
     """Send one request; return the decoded JSON of a 2xx answer or raise.
 
+    A redirect is never followed (a 3xx is a ``TargetError``), so the URL called is the one
+    named. An address the session's egress policy refuses is ``InfraError("egress_denied")``.
     408, 429 and 5xx are ``InfraError`` (``timeout``, ``rate_limited``, ``server_error``, with
     ``Retry-After`` read); other 4xx are ``TargetError``; a body that is not JSON or is cut short
     is ``malformed_response``; no answer in time is ``timeout``; a refused or dropped connection
@@ -113,6 +142,9 @@ async def request_json(
             status = response.status
             raw = await response.read()
             retry_after = response.headers.get("Retry-After")
+    except EgressDenied as e:
+        # The server's egress policy refused the address; no request left (not retried).
+        raise InfraError("egress_denied", f"{where}: {e.message}", endpoint=where) from e
     except TimeoutError as e:
         raise InfraError(
             "timeout", f"no answer from {where} within {timeout:g}s", endpoint=where

@@ -179,7 +179,7 @@ class HttpTarget:
         resilience = self.resilience or default_resilience()
 
         async def call() -> tuple[TargetOutput, int | None]:
-            session = self._session or await shared_session()
+            session = self._session or await shared_session(egress=resilience.egress)
             reply = await request_json(
                 session,
                 self.method,

@@ -34,6 +34,11 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
           endpoint: http://collector:4318     # OTLP/HTTP; /v1/logs added when no path is given
           headers: {x-api-key: env:COLLECTOR_KEY}   # env:NAME reads the server's environment
           timeout: 10s
+    egress:                                   # where the server's own calls may connect
+      allow: [10.0.0.0/8, 'judge.internal:8000', '[fd00::1]:443']
+      deny: ['*:5432']                        # deny wins over allow
+      allowPrivate: auto                      # loopback+private allowed only on loopback
+
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -53,6 +58,7 @@ from typing import Any
 
 import yaml
 
+from evalsi.connectors import EgressPolicy, EgressRule
 from evalsi.core import SpecError, UserError
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.runs import parse_duration
@@ -80,6 +86,7 @@ _TOP = (
     "evaluators",
     "sandbox",
     "traces",
+    "egress",
 )
 _TRACES = (
     "otlp",
@@ -210,6 +217,7 @@ def load_config(
     packs = _packs(p, top.get("evaluators"))
     sandbox = _sandbox(p, top.get("sandbox"))
     traces = _traces(p, top.get("traces"))
+    egress = _egress(p, top.get("egress"))
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -248,7 +256,33 @@ def load_config(
         packs=packs,
         sandbox=sandbox,
         traces=traces,
+        egress=egress,
     )
+
+
+def _egress(p: _Problems, value: Any) -> EgressPolicy:
+    """``egress: {allow, deny, allowPrivate}``: where the server's own calls (targets, judges,
+    webhooks) may connect; the rules are ``evalsi.connectors.EgressPolicy``'s. The listen
+    address is filled in by the server (``allowPrivate: auto`` follows it)."""
+    section = _mapping(p, "egress", value, ("allow", "deny", "allowPrivate"))
+    lists: dict[str, list[EgressRule]] = {"allow": [], "deny": []}
+    for key, rules in lists.items():
+        raw = section.get(key) or []
+        if not isinstance(raw, list):
+            p.bad(f"egress.{key}", f"expected a list of addresses, ranges, hosts, got {_show(raw)}")
+            continue
+        for i, entry in enumerate(raw):
+            try:
+                if not isinstance(entry, str):
+                    raise ValueError(f"expected a string such as 10.0.0.0/8, got {_show(entry)}")
+                rules.append(EgressRule.parse(entry, f"egress.{key}[{i}]"))
+            except ValueError as e:
+                p.bad(f"egress.{key}[{i}]", str(e))
+    raw_private = section.get("allowPrivate", "auto")
+    allow_private = raw_private if isinstance(raw_private, bool) else None
+    if raw_private not in ("auto", None) and not isinstance(raw_private, bool):
+        p.bad("egress.allowPrivate", f"expected auto, true or false, got {_show(raw_private)}")
+    return EgressPolicy(tuple(lists["allow"]), tuple(lists["deny"]), allow_private)
 
 
 def load_sandbox_config(path: Path) -> SandboxConfig:

@@ -19,6 +19,7 @@ from google.protobuf import duration_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1 import record_pb2
+from evalsi.connectors import Resilience
 from evalsi.core import (
     LABEL,
     NUMBER,
@@ -48,6 +49,7 @@ from evalsi.runs import (
     judges_manifest,
     judges_summary,
 )
+from evalsi.server._egress import server_egress
 from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
 from evalsi.wire import (
@@ -184,7 +186,12 @@ class _Grading:
             keep_values=config.bootstrap is not None,
         )
         specs = {n: spec for n, spec in state.config.judges.items() if n in plan.judges}
-        self.judges = build_judges(specs, self.store, list(plan.bound)) if specs else {}
+        resilience = Resilience(egress=server_egress(state.config))
+        self.judges = (
+            build_judges(specs, self.store, list(plan.bound), resilience=resilience)
+            if specs
+            else {}
+        )
         self.spec: dict[str, Any] = {
             "evaluators": list(plan.specs),
             "data": DATA_NAME,

@@ -22,6 +22,7 @@ from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import PackOptIn
 from evalsi.server._dataset_files import DatasetFiles, file_name
+from evalsi.server._egress import check_policy_egress, server_egress
 from evalsi.server._runs import _check_secrets
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
@@ -70,6 +71,7 @@ def default_engine(state: ServerState) -> PolicyEngine:
         packs=PackOptIn(state.config.packs),
         judges=state.config.judges,
         promoter=DatasetPromoter(DatasetFiles(state.config.datasets_dir)),
+        egress=server_egress(state.config),
     )
 
 
@@ -158,6 +160,7 @@ class PolicyHandler:
                 project=project,
             )  # fmt: skip
         self._check_secrets(spec)
+        check_policy_egress(spec, server_egress(self.state.config))
         return spec
 
     def _check_secrets(self, spec: PolicySpec) -> None:

@@ -35,8 +35,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalsi.connectors import Resilience
 from evalsi.core import MetricSummary, RunError, UserError
 from evalsi.runs import RunResult, RunSpec, bind_all, execute_run, stored_spec, summarize_stored
+from evalsi.server._egress import check_run_egress, server_egress
 from evalsi.server._state import DEFAULT_PROJECT, ServerState
 from evalsi.store import RunInfo, SqlStore
 from evalsi.store._sql import new_run_id
@@ -147,6 +149,7 @@ class RunManager:
         """Start ``spec``; answers once the run is stored (a dry run returns its plan)."""
         spec = self._with_server_judges(spec)
         self.check_target(spec.target.kind)
+        check_run_egress(spec, server_egress(self.state.config))  # literal addresses: a 400
         if dry_run:
             return await asyncio.to_thread(
                 asyncio.run, execute_run(spec, dry_run=True, registry=self.state.registry)
@@ -299,6 +302,7 @@ class RunManager:
             origin=origin,
             progress=progress,
             registry=self.state.registry,
+            resilience=Resilience(egress=server_egress(self.state.config)),
             started=lambda run_id, total: self._started(live, db, total),
             cancelled=lambda: live.cancel_requested,
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalsi.connectors import EgressPolicy
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import Level, SandboxConfig
 
@@ -110,6 +111,9 @@ class ServerConfig:
     )
     # `traces`: OTLP listeners, assembly grace period, retention and redaction.
     traces: TracesConfig = field(default_factory=TracesConfig)
+    # `egress`: where the server's own calls may connect (``_egress.server_egress`` adds the
+    # listen address and the judges above).
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
 
 
 @dataclass

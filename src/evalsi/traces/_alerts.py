@@ -7,7 +7,9 @@ be decided on the window (no data yet: ``mean('x')`` is null) counts as false.
 
 Delivery is a JSON POST with a timeout and a few retries on connection errors, timeouts and 5xx
 answers; a delivery that still fails is counted, logged and dropped. Nothing here raises into
-the engine: a dead webhook must never stop grading.
+the engine: a dead webhook must never stop grading. On a server the notifier carries its egress
+policy: every connection (each redirect hop too) is checked, and a refused one is logged with
+the rule and not retried.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from evalsi.connectors import EgressDenied, EgressPolicy
 
 log = logging.getLogger("evalsi.traces")
 
@@ -58,20 +62,35 @@ class Notifier(Protocol):
 
 
 class WebhookNotifier:
-    """POSTs JSON with aiohttp: ``timeout_s`` per attempt, ``retries`` more attempts."""
+    """POSTs JSON with aiohttp: ``timeout_s`` per attempt, ``retries`` more attempts.
+
+    ``egress`` (a server's policy) limits where the POST and its redirects may connect; None
+    (embedded) lets a webhook be anywhere.
+    """
 
     def __init__(
-        self, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES
+        self,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.timeout_s = timeout_s
         self.retries = retries
+        self.egress = egress
         self._session: Any = None
 
     async def _client(self) -> Any:
         import aiohttp
 
         if self._session is None or self._session.closed:
+            connector = None
+            if self.egress is not None:
+                from evalsi.connectors import egress_connector
+
+                connector = egress_connector(self.egress, limit=100)
             self._session = aiohttp.ClientSession(
+                connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 headers={"User-Agent": "evalsi-watch"},
             )
@@ -91,6 +110,9 @@ class WebhookNotifier:
                         log.warning("webhook %s refused the alert: HTTP %s", url, response.status)
                         return False
                     why = f"HTTP {response.status}"
+            except EgressDenied as e:
+                log.warning("webhook %s: alert not delivered: %s", url, e)
+                return False
             except (aiohttp.ClientError, TimeoutError, OSError) as e:
                 why = f"{type(e).__name__}: {e}"
             if attempt < self.retries:

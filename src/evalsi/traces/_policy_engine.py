@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from evalsi.connectors import EgressPolicy, Resilience
 from evalsi.core import (
     EvaluationResult,
     Feedback,
@@ -104,6 +105,8 @@ class PolicyEngine:
         judge_factory: replaces how judge clients are built (tests pass fixed judges).
         promoter: where promoted rows go; None ignores ``promote``.
         notifier: delivers alerts (webhooks by default).
+        egress: the server's egress policy for judges and the default webhooks (None: any
+            address, embedded).
         clock: seconds, for windows and cooldowns (monotonic by default).
         concurrency: traces graded at once by ``submit``.
         max_pending: traces ``submit`` holds before shedding (never ``on_trace``).
@@ -125,6 +128,7 @@ class PolicyEngine:
         concurrency: int = DEFAULT_CONCURRENCY,
         max_pending: int = DEFAULT_MAX_PENDING,
         on_scores: ScoresHook | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         if registry is None:
             from evalsi.packs import builtin_registry
@@ -137,7 +141,8 @@ class PolicyEngine:
         self.server_judges = dict(judges or {})
         self.judge_factory = judge_factory or self.default_judges
         self.promoter = promoter
-        self.notifier = notifier or WebhookNotifier()
+        self.egress = egress
+        self.notifier = notifier or WebhookNotifier(egress=egress)
         self.clock = clock
         self._policies: dict[tuple[str, str], LivePolicy] = {}
         self._judges: dict[tuple[str, str], Mapping[str, JudgeClient]] = {}
@@ -267,7 +272,10 @@ class PolicyEngine:
         from evalsi.runs import build_judges
 
         return build_judges(
-            {n: specs[n] for n in needed}, self.store, [s.bound for s in spec.steps]
+            {n: specs[n] for n in needed},
+            self.store,
+            [s.bound for s in spec.steps],
+            resilience=Resilience(egress=self.egress) if self.egress is not None else None,
         )
 
     # -- traces ---------------------------------------------------------------------------------

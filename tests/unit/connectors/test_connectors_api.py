@@ -29,6 +29,9 @@ def test_public_surface_is_pinned() -> None:
         "Clock",
         "Completion",
         "DEFAULT_CONNECTION_LIMIT",
+        "EgressDenied",
+        "EgressPolicy",
+        "EgressRule",
         "HttpTarget",
         "INFRA_KINDS",
         "InfraError",
@@ -52,6 +55,7 @@ def test_public_surface_is_pinned() -> None:
         "TokenBucket",
         "close_shared_session",
         "default_resilience",
+        "egress_connector",
         "input_messages",
         "load_callable",
         "parse_retry_after",
@@ -60,6 +64,7 @@ def test_public_surface_is_pinned() -> None:
         "resolve_secret",
         "retrying",
         "shared_session",
+        "trusted_rule",
     ]
     for name in evalsi.connectors.__all__:
         assert hasattr(evalsi.connectors, name), name
@@ -73,11 +78,13 @@ def test_error_taxonomy() -> None:
         "connection",
         "malformed_response",
         "circuit_open",
+        "egress_denied",
     )
     assert issubclass(InfraError, RunError)
     assert issubclass(TargetError, UserError)
     assert InfraError("timeout", "x").retryable
     assert not InfraError("circuit_open", "x").retryable
+    assert not InfraError("egress_denied", "x").retryable  # the policy answers the same again
 
 
 def test_importing_the_connectors_does_not_import_aiohttp() -> None:
