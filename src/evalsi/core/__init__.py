@@ -33,6 +33,7 @@ from evalsi.core._errors import (
     UnknownEvaluatorError,
     UserError,
 )
+from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
 from evalsi.core._manifest import (
     RUNNABLE_SCOPES,
@@ -43,6 +44,7 @@ from evalsi.core._manifest import (
     Scope,
     parse_ref,
 )
+from evalsi.core._pattern import MAX_PATTERN, Pattern, PatternMatch, compile_pattern
 from evalsi.core._record import (
     RECORD_FIELDS,
     USAGE_FIELDS,
@@ -80,6 +82,7 @@ __all__ = [
     "INFRA_PREFIX",
     "KIND_CODES",
     "LABEL",
+    "MAX_PATTERN",
     "NUMBER",
     "PASSED",
     "RECORD_FIELDS",
@@ -105,11 +108,14 @@ __all__ = [
     "MediaRef",
     "Message",
     "MetricSummary",
+    "MissingExtraError",
     "NotFoundError",
     "Outcome",
     "OutputSpec",
     "OutputType",
     "ParamError",
+    "Pattern",
+    "PatternMatch",
     "Provenance",
     "Record",
     "ResultBatch",
@@ -134,9 +140,12 @@ __all__ = [
     "UnknownEvaluatorError",
     "Usage",
     "UserError",
+    "compile_pattern",
     "content_hash",
     "decode_score",
     "message_from_dict",
     "message_to_dict",
+    "missing_extra",
     "parse_ref",
+    "require_extra",
 ]

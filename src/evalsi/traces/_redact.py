@@ -10,22 +10,22 @@ judge or an exporter.
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalsi.core import Span, SpanEvent, UserError
+from evalsi.core import Pattern, Span, SpanEvent, UserError, compile_pattern
 
 MAX_PATTERN = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class RedactionRule:
-    """``pattern`` (a Python regex) is replaced by ``replacement`` wherever it matches."""
+    """``pattern`` (compiled by ``compile_pattern``: RE2, linear time) is replaced by
+    ``replacement`` (Python's template syntax: ``\\1``, ``\\g<name>``) wherever it matches."""
 
     name: str
-    pattern: re.Pattern[str]
+    pattern: Pattern
     replacement: str = "[REDACTED]"
     # Attribute-key globs ("gen_ai.*", "input.value"); empty: every string value.
     keys: tuple[str, ...] = ()
@@ -58,10 +58,9 @@ def parse_rules(value: Any, where: str = "traces.redaction") -> tuple[RedactionR
         pattern = item.get("pattern")
         if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_PATTERN:
             raise UserError(f"{at}.pattern: expected a regex of 1-{MAX_PATTERN} characters")
-        try:
-            compiled = re.compile(pattern)
-        except re.error as e:
-            raise UserError(f"{at}.pattern: not a valid regex: {e}") from None
+        # RE2: the rules run on every span the server receives, so one pattern that
+        # backtracks exponentially would stall ingest for everyone.
+        compiled = compile_pattern(pattern, where=f"{at}.pattern", max_length=MAX_PATTERN)
         replacement = item.get("replacement", "[REDACTED]")
         if not isinstance(replacement, str):
             raise UserError(f"{at}.replacement: expected a string")
@@ -140,14 +139,17 @@ class Redactor:
         return text
 
 
-def _prefilter(rules: Sequence[RedactionRule]) -> re.Pattern[str] | None:
+def _prefilter(rules: Sequence[RedactionRule]) -> Pattern | None:
     """One regex matching wherever any rule matches: most values match nothing, and one scan
-    is cheaper than one per rule. Only for rules that combine without changing meaning (no
-    groups, whose numbers and names would shift or clash; no inline flags, which must lead a
-    pattern); otherwise None and every rule searches on its own."""
-    if not rules or any(r.pattern.groups or r.pattern.flags != re.UNICODE for r in rules):
+    is cheaper than one per rule. RE2 scopes inline flags to their group and has no
+    backreferences, and the union is compiled without captures (so two rules may name the
+    same group): every set of rules combines. None when the union is over RE2's budget."""
+    if not rules:
         return None
+    union = "|".join(f"(?:{r.pattern.pattern})" for r in rules)
     try:
-        return re.compile("|".join(f"(?:{r.pattern.pattern})" for r in rules))
-    except re.error:
+        return compile_pattern(
+            union, where="traces.redaction", max_length=len(union), never_capture=True
+        )
+    except UserError:
         return None

@@ -91,7 +91,16 @@ def test_no_rules_changes_nothing_and_is_falsy() -> None:
     [
         ("x", "expected a list of rules"),
         ([3], "traces.redaction[0]: expected a mapping"),
-        ([{"pattern": "("}], "traces.redaction[0].pattern: not a valid regex"),
+        (
+            [{"pattern": "("}],
+            "traces.redaction[0].pattern: '(' is not a valid regular expression: missing ): (",
+        ),
+        (
+            [{"pattern": "a"}, {"pattern": r"(a)x\1"}],
+            "traces.redaction[1].pattern: '(a)x\\\\1' is not a valid regular expression",
+        ),
+        ([{"pattern": "(?<=key=)\\w+"}], "hint: patterns use RE2 syntax"),
+        ([{"pattern": "a" * 1001}], "traces.redaction[0].pattern: expected a regex of 1-1000"),
         ([{"pattern": ""}], "traces.redaction[0].pattern: expected a regex"),
         ([{"pattern": "a", "colour": 1}], "unknown field(s) colour"),
         ([{"pattern": "a", "keys": "x"}], "traces.redaction[0].keys"),
@@ -107,15 +116,40 @@ def test_bad_rules_name_the_place(value: object, message: str) -> None:
 @pytest.mark.parametrize(
     "items",
     [
-        # a backreference: combined with the rule before it, its group number would shift
-        [{"pattern": "zzz"}, {"pattern": r"(['\"])sk-\w+\1"}],
-        # inline flags must lead a pattern: joining them mid-pattern is an error
+        # inline flags mid-pattern: RE2 scopes them to their group
         [{"pattern": "zzz"}, {"pattern": r"(?i)SK-\w+"}],
-        # the same group name in two rules cannot share one pattern
+        # the same group name in two rules: the union is compiled without captures
         [{"pattern": r"(?P<k>tok)-\d+"}, {"pattern": r"(?P<k>'sk)-\w+'"}],
     ],
 )
-def test_rules_that_cannot_be_combined_still_redact(items: list[dict[str, object]]) -> None:
+def test_rules_with_flags_or_groups_combine_and_redact(items: list[dict[str, object]]) -> None:
+    redactor = rules(*items)
+    assert redactor._any is not None
     s = Span(trace_id="1" * 32, span_id="2" * 16, attributes={"a": "x='sk-secret123' y"})
-    rules(*items).spans([s])
+    redactor.spans([s])
     assert "secret123" not in s.attributes["a"]
+
+
+def test_replacement_templates_and_unicode_classes() -> None:
+    s = Span(
+        trace_id="1" * 32,
+        span_id="2" * 16,
+        attributes={"a": "ключ=Секрет42 и token=abc", "b": "x\u3000y"},
+    )
+    rules(
+        {"pattern": r"(?P<k>\w+)=\w+", "replacement": r"\g<k>=[\1]"},
+        {"pattern": r"x\sy", "replacement": "XY"},
+    ).spans([s])
+    assert s.attributes == {"a": "ключ=[ключ] и token=[token]", "b": "XY"}
+
+
+def test_a_catastrophic_pattern_redacts_in_linear_time() -> None:
+    """Python's re would try 2**40 ways to split the a's before failing on the "!"."""
+    import threading
+
+    s = Span(trace_id="1" * 32, span_id="2" * 16, attributes={"a": "a" * 40 + "!"})
+    redactor = rules({"pattern": r"^(a+)+$"}, {"pattern": "!", "replacement": "?"})
+    worker = threading.Thread(target=redactor.spans, args=([s],), daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert s.attributes == {"a": "a" * 40 + "?"}

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Literal
 
-from evalsi.core import OutputSpec, ParamError, Record
+from evalsi.core import OutputSpec, ParamError, PatternMatch, Record, compile_pattern
 from evalsi.evaluators import evaluator
 
 
 class Regex:
     """Pass when the output matches a regular expression.
 
-    Applies the pattern (Python ``re`` syntax) to ``output.as_text()``. The pattern is compiled
-    once when the evaluator is bound; an invalid pattern is a param error then, not a failure on
+    Applies the pattern to ``output.as_text()`` with RE2, which matches in time linear in the
+    text whatever the pattern, so no pattern can stall a run or the server. The syntax is
+    Python's minus what needs backtracking: no backreferences, lookahead or lookbehind (see
+    ``evalsi.core.compile_pattern`` for the small differences). The pattern is compiled once
+    when the evaluator is bound; an invalid pattern is a param error then, not a failure on
     every record.
 
     Args:
@@ -37,21 +39,16 @@ class Regex:
         multiline: bool = False,
         dotall: bool = False,
     ) -> None:
-        flags = re.NOFLAG
-        if ignore_case:
-            flags |= re.IGNORECASE
-        if multiline:
-            flags |= re.MULTILINE
-        if dotall:
-            flags |= re.DOTALL
-        try:
-            compiled = re.compile(pattern, flags)
-        except re.error as e:
-            raise ParamError(
-                f"regex: param 'pattern' is not a valid regular expression: {e}",
-                hint="patterns use Python `re` syntax",
-            ) from e
-        self._match: Callable[[str], re.Match[str] | None] = getattr(compiled, mode)
+        compiled = compile_pattern(
+            pattern,
+            where="regex: param 'pattern'",
+            ignore_case=ignore_case,
+            multiline=multiline,
+            dotall=dotall,
+            error=ParamError,
+            never_capture=True,  # only whether it matches: RE2 picks its fastest engine
+        )
+        self._match: Callable[[str], PatternMatch | None] = getattr(compiled, mode)
 
     def __call__(self, record: Record) -> bool:
         out = record.output
