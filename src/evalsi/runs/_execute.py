@@ -62,7 +62,7 @@ from evalsi.runs._judges import (
 )
 from evalsi.runs._plan import bind_all, runners_for
 from evalsi.runs._run_result import RunResult
-from evalsi.runs._runspec import RunSpec
+from evalsi.runs._runspec import RunSpec, work_document
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._score import StoreLike, open_store
 from evalsi.runs._stored import summarize_stored
@@ -433,7 +433,8 @@ def _check_same_spec(stored: dict[str, Any], spec: RunSpec, document: dict[str, 
     if stored.get("spec_hash") == spec.spec_hash:
         return
     before = stored.get("document") or {}
-    paths = _differences(before, orjson.loads(orjson.dumps(document, default=str)))
+    now = orjson.loads(orjson.dumps(document, default=str))
+    paths = _differences(work_document(before), work_document(now))  # never the budget
     named = ", ".join(paths[:6]) + (" ..." if len(paths) > 6 else "") if paths else "its content"
     raise SpecError(
         f"cannot resume run: the spec differs from the one the run was started with ({named})",
