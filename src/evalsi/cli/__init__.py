@@ -7,27 +7,34 @@ input, bad spec); 3 the run could not finish (infrastructure, interruption, inte
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
 from evalsi import __version__
-from evalsi.cli import (
-    _calibrate,
-    _catalog,
-    _compare,
-    _eval,
-    _grade,
-    _report,
-    _run,
-    _runs,
-    _sandbox,
-    _serve,
-    _traces,
-    _watch,
-)
 from evalsi.cli._output import fail
-from evalsi.core import EvalsiError
+from evalsi.cli._parser import EvalsiParser
+from evalsi.core import EvalsiError, missing_extra
+
+COMMANDS = {
+    "eval": "_eval",
+    "run": "_run",
+    "grade": "_grade",
+    "rerun": "_grade",
+    "runs": "_runs",
+    "compare": "_compare",
+    "catalog": "_catalog",
+    "report": "_report",
+    "calibrate": "_calibrate",
+    "serve": "_serve",
+    "sandbox": "_sandbox",
+    "traces": "_traces",
+    "watch": "_watch",
+}
+"""Each command -> the module that registers and runs it. Only the dispatched command's module
+is imported (its own imports can take a second: judges, statistics, the store, the client);
+help and unknown commands import them all, in the order of this table."""
 
 DESCRIPTION = """\
 evalsi grades LLM apps, RAG systems, agents and ML models with statistics you can trust.
@@ -63,31 +70,30 @@ Run untrusted code on the strongest sandbox rung available (or not at all):
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of ``command`` when it is one (a faster start)."""
+    parser = EvalsiParser(  # a mistyped flag: the command's usage and a "did you mean"
         prog="evalsi",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"evalsi {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _eval.register(commands)
-    _run.register(commands)
-    _grade.register(commands)
-    _runs.register(commands)
-    _compare.register(commands)
-    _catalog.register(commands)
-    _report.register(commands)
-    _calibrate.register(commands)
-    _serve.register(commands)
-    _sandbox.register(commands)
-    _traces.register(commands)
-    _watch.register(commands)
+    names = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in names:
+        importlib.import_module(f"evalsi.cli.{name}").register(commands)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word: the first argument that is not an option (the top level takes none
+    with a value), or None."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
@@ -103,15 +109,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except ModuleNotFoundError as e:  # an optional package: say which extra installs it
+        extra = missing_extra(e, f"evalsi {args.command}")
+        if extra is not None:
+            return fail(str(extra), extra.exit_code)
+        if os.environ.get("EVALSI_DEBUG"):
+            raise
+        return _internal_error(e)
     except Exception as e:  # a bug of ours: say so plainly, with the traceback only on request
         if os.environ.get("EVALSI_DEBUG"):
             raise
-        return fail(
-            f"internal error: {type(e).__name__}: {e}\n"
-            "  hint: rerun with EVALSI_DEBUG=1 for the traceback and report it",
-            3,
-        )
+        return _internal_error(e)
     return code
+
+
+def _internal_error(e: Exception) -> int:
+    return fail(
+        f"internal error: {type(e).__name__}: {e}\n"
+        "  hint: rerun with EVALSI_DEBUG=1 for the traceback and report it",
+        3,
+    )
 
 
 def entrypoint() -> None:

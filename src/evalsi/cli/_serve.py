@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from evalsi.core import require_extra
+
 DEFAULT_CONFIG = "evalsi.yaml"
 
 EPILOG = """\
@@ -82,7 +84,12 @@ def register(commands: Any) -> None:
     p.set_defaults(handler=serve_command)
 
 
+SERVER_MODULES = ("starlette", "hypercorn", "prometheus_client", "grpc", "opentelemetry.proto")
+"""What the ``server`` extra installs (pyproject.toml): checked before any of it is imported."""
+
+
 def serve_command(args: argparse.Namespace) -> int:
+    require_extra("evalsi serve", "server", *SERVER_MODULES)
     from evalsi.server._config import load_config
     from evalsi.server._serve import serve
 

@@ -33,6 +33,7 @@ from evalsi.core._errors import (
     UnknownEvaluatorError,
     UserError,
 )
+from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
 from evalsi.core._manifest import (
     RUNNABLE_SCOPES,
@@ -107,6 +108,7 @@ __all__ = [
     "MediaRef",
     "Message",
     "MetricSummary",
+    "MissingExtraError",
     "NotFoundError",
     "Outcome",
     "OutputSpec",
@@ -143,5 +145,7 @@ __all__ = [
     "decode_score",
     "message_from_dict",
     "message_to_dict",
+    "missing_extra",
     "parse_ref",
+    "require_extra",
 ]

@@ -53,6 +53,8 @@ _JOIN = (
     f"{{ echo '{_SHIM_FAILED} cannot join the memory cgroup' >&2; exit 1; }}; "
 )
 _BWRAP_CODE = 1  # bwrap exits 1 on its own setup errors
+NOT_INSTALLED = "bubblewrap is not installed: apt-get install bubblewrap (Debian/Ubuntu)"
+"""The probe's reason when no ``bwrap`` binary is found (it is a system package, not a pip one)."""
 
 
 class BwrapDriver:
@@ -84,7 +86,7 @@ class BwrapDriver:
 
     def probe(self) -> RungReport:
         if self.binary is None or not os.access(self.binary, os.X_OK):
-            return RungReport(self.name, self.level, False, "bwrap not found")
+            return RungReport(self.name, self.level, False, NOT_INSTALLED)
         try:
             _seccomp.filter_bpf("deny")
         except _seccomp.SeccompUnavailable as exc:

@@ -27,6 +27,7 @@ from evalsi.core import (
     StoreError,
     UserError,
     decode_score,
+    require_extra,
 )
 from evalsi.store._migrations import migrate
 from evalsi.store._rows import COLUMNS, RowWriter, scores_from_dicts, scores_json, sqlite_pragmas
@@ -130,6 +131,8 @@ class SqlStore(RunTable):
                     path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as e:
                     raise StoreError(f"cannot create the store directory {path.parent}: {e}") from e
+            if text.startswith("postgresql+psycopg://"):
+                require_extra("a PostgreSQL store", "postgres", "psycopg")
             engine = sa.create_engine(
                 "sqlite://" if text == ":memory:" else f"sqlite:///{text}",
                 poolclass=sa.pool.StaticPool if text == ":memory:" else None,

@@ -224,7 +224,9 @@ def test_broken_profile_is_a_runner_failure(ws: Path) -> None:
 
 def test_missing_binary_fails_closed(ws: Path) -> None:
     driver = BwrapDriver(bwrap="/nonexistent/bwrap")
-    assert driver.probe().reason == "bwrap not found"
+    assert driver.probe().reason == (
+        "bubblewrap is not installed: apt-get install bubblewrap (Debian/Ubuntu)"
+    )
     assert driver.exec(SandboxSpec(), ws, ["true"]).outcome.kind == "runner_failure"
 
 
