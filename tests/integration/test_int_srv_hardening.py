@@ -30,7 +30,12 @@ def url(tmp_path: Path) -> Iterator[str]:
 
 def _call(url: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")
+    request = urllib.request.Request(
+        url + path,
+        data=data,
+        method="POST" if data else "GET",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -64,7 +69,11 @@ def test_nul_characters_are_refused_as_bad_input(url: str) -> None:
 def test_dataset_rows_with_nan_or_infinity_are_refused_naming_the_field(url: str) -> None:
     for literal in ("NaN", "Infinity", "-Infinity"):
         raw = f'{{"name": "nums", "rows": [{{"ok": 1}}, {{"x": {{"y": [1, {literal}]}}}}]}}'
-        request = urllib.request.Request(url + "/v1alpha1/datasets", data=raw.encode())
+        request = urllib.request.Request(
+            url + "/v1alpha1/datasets",
+            data=raw.encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(request, timeout=30)
         body = json.loads(caught.value.read())

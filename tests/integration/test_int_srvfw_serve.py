@@ -44,7 +44,9 @@ def test_serves_until_sigterm(tmp_path: Path) -> None:
                 "evaluators": [{"ref": "exact-match"}],
             }
         ).encode()
-        request = urllib.request.Request(url + "/v1alpha1/evaluate", data=body, method="POST")
+        request = urllib.request.Request(
+            url + "/v1alpha1/evaluate", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as r:
             assert json.loads(r.read())["records"] == "1"
     assert proc.returncode == 0, proc.stderr

@@ -7,7 +7,9 @@
 * ``grpc.health.v1.Health`` and gRPC reflection (v1 and v1alpha).
 
 Every RPC app shares the interceptors: metrics first (it sees requests whose body fails to
-parse), then the error mapping (``_errors``), and the body cap ``max_body_bytes``.
+parse), then the error mapping (``_errors``), and the body cap ``max_body_bytes``. Before any
+route, ``_web_guard`` refuses what a browser page could send (foreign Host, Origin, form
+content types).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from connectrpc.compat import google_protobuf_binary_codec
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -40,6 +43,7 @@ from evalsi.server._reflection import (
 )
 from evalsi.server._rest import rest_routes
 from evalsi.server._state import ServerState
+from evalsi.server._web_guard import WebGuard
 
 log = logging.getLogger("evalsi.server")
 
@@ -48,6 +52,10 @@ AppFactory = Callable[..., Any]
 
 ServiceBinding = tuple[AppFactory, Any]
 """``(XxxASGIApplication, handler)``: one service and the object implementing it."""
+
+
+def _no_path(path: str) -> bool:
+    return False
 
 
 def default_services(state: ServerState) -> list[ServiceBinding]:
@@ -134,8 +142,11 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
 
     otlp: list[BaseRoute] = []
     otlp_grpc: dict[str, Any] = {}
+    own_body_rules: Callable[[str], bool] = _no_path
     if state.watch is not None:  # the OTLP endpoints feed the Watch pipeline
-        from evalsi.server._otlp import otlp_handlers, otlp_mounts
+        from evalsi.server._otlp import is_otlp_path, otlp_handlers, otlp_mounts
+
+        own_body_rules = is_otlp_path  # they answer 415 for a content type of their own
 
         watch = state.watch
         otlp = otlp_mounts(
@@ -176,7 +187,14 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             await close_shared_session()  # the judges' HTTP session on the server's loop
             configure_sandbox(None)
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # Before any route: Host, Origin and content type (DNS rebinding, cross-site requests).
+    guard = Middleware(
+        WebGuard,
+        allowed_hosts=state.config.allowed_hosts,
+        allow_origins=state.config.cors_allow_origins,
+        own_body_rules=own_body_rules,
+    )
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
     app.state.metrics = metrics
     app.state.health = health
     # The OTLP TraceService and LogsService handlers by service name, for grpcio on

@@ -6,6 +6,15 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       grpcPort: 9090                          # optional: native gRPC (grpcio) on a 2nd port
       maxBodyBytes: 33554432
       maxConcurrentRuns: 4
+      allowedHosts: [evalsi.internal]         # Host names besides the listening address
+      cors: {allowOrigins: ['https://dash.example']}   # browser origins allowed (none by default)
+    limits:                                   # over a limit: 400 naming it (defaults shown)
+      maxTrials: 1000                         # spec.trials of a run
+      maxTasksPerRun: 1000000                 # samples x trials of a run
+      maxQueuedRuns: 100                      # runs waiting for a slot
+      maxConcurrency: 256                     # spec and judge maxConcurrency
+      maxRequestRecords: 100000               # records per Evaluate call or stream message
+      evaluatorSeconds: 30                    # one evaluator call while grading (then ERROR)
     storage:
       sqlite: {path: .evalsi/evalsi.db}       # or: postgres: {dsn: postgresql://...}
     dataDir: .evalsi
@@ -39,7 +48,6 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       deny: ['*:5432']                        # deny wins over allow
       allowPrivate: auto                      # loopback+private allowed only on loopback
 
-
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
 (``evalsi.yaml: server.port: expected an integer 1-65535, got "x"``). Judges have the same
@@ -67,6 +75,7 @@ from evalsi.server._state import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PORT,
+    Limits,
     OtlpConfig,
     ScoreExportConfig,
     ServerConfig,
@@ -86,6 +95,7 @@ _TOP = (
     "evaluators",
     "sandbox",
     "traces",
+    "limits",
     "egress",
 )
 _TRACES = (
@@ -102,7 +112,17 @@ _EXPORT_OTLP = ("endpoint", "headers", "timeout")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 _OTLP = ("grpcPort", "httpPort", "maxInflightBytes")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns")
+# server.allowedHosts: a DNS name or IPv4 address, or [IPv6], with an optional :port
+_HOST_NAME = re.compile(r"(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+_SERVER = (
+    "host",
+    "port",
+    "grpcPort",
+    "maxBodyBytes",
+    "maxConcurrentRuns",
+    "allowedHosts",
+    "cors",
+)
 _STORAGE = ("sqlite", "postgres")
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -218,6 +238,8 @@ def load_config(
     sandbox = _sandbox(p, top.get("sandbox"))
     traces = _traces(p, top.get("traces"))
     egress = _egress(p, top.get("egress"))
+    allowed_hosts, allow_origins = _web(p, server)
+    limits = _limits(p, top.get("limits"))
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -257,7 +279,68 @@ def load_config(
         sandbox=sandbox,
         traces=traces,
         egress=egress,
+        allowed_hosts=allowed_hosts,
+        cors_allow_origins=allow_origins,
+        limits=limits,
     )
+
+
+def _web(p: _Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``server.allowedHosts`` (names, ``name:port`` or ``*``) and ``server.cors.allowOrigins``
+    (``scheme://host[:port]``), for ``_web_guard``."""
+    from evalsi.server._web_guard import normal_origin
+
+    hosts: list[str] = []
+    raw_hosts = server.get("allowedHosts") or []
+    if not isinstance(raw_hosts, list):
+        p.bad("server.allowedHosts", f"expected a list of host names, got {_show(raw_hosts)}")
+        raw_hosts = []
+    for i, name in enumerate(raw_hosts):
+        if name == "*" or (isinstance(name, str) and _HOST_NAME.fullmatch(name)):
+            hosts.append(name.lower().rstrip("."))
+        else:
+            p.bad(
+                f"server.allowedHosts[{i}]",
+                f"expected a host name, name:port, [ipv6] or *, got {_show(name)}",
+            )
+    cors = _mapping(p, "server.cors", server.get("cors"), ("allowOrigins",))
+    origins: list[str] = []
+    raw_origins = cors.get("allowOrigins") or []
+    if not isinstance(raw_origins, list):
+        p.bad("server.cors.allowOrigins", f"expected a list of origins, got {_show(raw_origins)}")
+        raw_origins = []
+    for i, value in enumerate(raw_origins):
+        origin = normal_origin(value) if isinstance(value, str) else None
+        if origin is None:
+            p.bad(
+                f"server.cors.allowOrigins[{i}]",
+                f"expected an origin such as https://app.example:8443, got {_show(value)}",
+            )
+        else:
+            origins.append(origin)
+    return tuple(hosts), tuple(origins)
+
+
+_LIMITS = {  # key: (field, smallest, largest)
+    "maxTrials": ("max_trials", 1, 1_000_000),
+    "maxTasksPerRun": ("max_tasks_per_run", 1, 1 << 40),
+    "maxQueuedRuns": ("max_queued_runs", 0, 1_000_000),
+    "maxConcurrency": ("max_concurrency", 1, 1_000_000),
+    "maxRequestRecords": ("max_request_records", 1, 100_000_000),
+    "evaluatorSeconds": ("evaluator_seconds", 1, 86_400),
+}
+
+
+def _limits(p: _Problems, value: Any) -> Limits:
+    """``limits: {maxTrials, maxTasksPerRun, maxQueuedRuns, maxConcurrency,
+    maxRequestRecords, evaluatorSeconds}``; each absent key keeps its default."""
+    section = _mapping(p, "limits", value, tuple(_LIMITS))
+    default = Limits()
+    chosen = {
+        name: _int(p, f"limits.{key}", section.get(key), lo, hi, getattr(default, name))
+        for key, (name, lo, hi) in _LIMITS.items()
+    }
+    return Limits(**chosen)
 
 
 def _egress(p: _Problems, value: Any) -> EgressPolicy:

@@ -29,7 +29,7 @@ from evalsi.runs import (
     bind_all,
     runners_for,
 )
-from evalsi.server._grading import Bootstrap, _add_results, _Config, _Grading, _Plan
+from evalsi.server._grading import Bootstrap, _add_results, _Config, _Grading, _Plan, off_loop
 from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
@@ -55,6 +55,16 @@ _MAX_GATES = 100  # evalsi.runs.parse_gates' limit
 _RATE_DEFAULTS = (("min_completion_rate", 0.8), ("max_evaluator_error_rate", 0.1))
 
 
+def _within_limit(count: int, most: int, where: str) -> None:
+    """Records of one request (or stream message) within ``limits.maxRequestRecords``."""
+    if count > most:
+        raise UserError(
+            f"{where}records: {count} records is over this server's limit of {most} per "
+            "request (limits.maxRequestRecords in its evalsi.yaml)",
+            hint="send them in several calls, or as several EvaluateStream messages",
+        )
+
+
 class EvaluationHandler:
     """Implements the generated ``EvaluationService`` protocol over ``ServerState``."""
 
@@ -66,6 +76,7 @@ class EvaluationHandler:
     async def evaluate(self, request: pb.EvaluateRequest, ctx: Any, /) -> pb.EvaluateResponse:
         if not request.records:
             raise UserError("records: empty; send at least one record to grade")
+        _within_limit(len(request.records), self._state.config.limits.max_request_records, "")
         config = self._config(request, request.options, "")
         grading = _Grading(self._state, config, request.name)
         # A big request is checked, graded, stored and put into its answer in a worker thread,
@@ -74,8 +85,10 @@ class EvaluationHandler:
         offload = len(request.records) > INLINE_RECORDS and self._state.store.any_thread
         try:
             if offload and not grading.has_async:
-                return await asyncio.to_thread(grading.answer_sync, request.records)
-            batches = await grading.grade(_records(request.records))  # judges use this loop
+                return await off_loop(grading.answer_sync, request.records)
+            # sync evaluators in a grading thread under limits.evaluatorSeconds, whatever the
+            # size: one slow call must not hold the loop; judges use this loop
+            batches = await grading.grade(_records(request.records))
             if offload:
                 return await asyncio.to_thread(grading.answer, batches)
             return grading.answer(batches)
@@ -100,13 +113,12 @@ class EvaluationHandler:
                     c = message.config
                     grading = _Grading(self._state, self._config(c, c.options, "config."), c.name)
                 if message.records:
+                    most = self._state.config.limits.max_request_records
+                    _within_limit(len(message.records), most, f"message {index + 1}: ")
                     records = _records(message.records, f"message {index + 1}: ")
                     if not grading.started:
                         grading.start()
-                    if len(records) > INLINE_RECORDS and not grading.has_async:
-                        batches = await asyncio.to_thread(grading.grade_sync, records)
-                    else:
-                        batches = await grading.grade(records)
+                    batches = await grading.grade(records)  # sync evaluators off the loop
                     grading.write()
                     out = pb.EvaluateStreamResponse(run_id=grading.run_id)
                     _add_results(out.results, batches)

@@ -155,16 +155,18 @@ class RunManager:
                 asyncio.run, execute_run(spec, dry_run=True, registry=self.state.registry)
             )
         origin = {"server": True, "host": self.host, "project_id": project_id or DEFAULT_PROJECT}
-        live = await self._launch(spec, origin=origin)
+        live = await self._launch(spec, origin=origin, admit=True)
         return await self.get(live.run_id)
 
-    async def get(self, ref: str) -> RunSnapshot:
-        info = await asyncio.to_thread(self.state.store.get_run, ref)
+    async def get(self, ref: str, project: str | None = None) -> RunSnapshot:
+        """The run ``ref`` names; with ``project``, only a run of that project (else 404):
+        every by-id read of the API passes the request's project."""
+        info = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
         return self.snapshot(info)
 
-    async def cancel(self, ref: str) -> RunSnapshot:
+    async def cancel(self, ref: str, project: str | None = None) -> RunSnapshot:
         """Stop a live run; it ends ``cancelled`` with its stored results kept."""
-        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        info = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
         live = self._live.get(info.id)
         if live is None:
             if info.status in LIVE:
@@ -180,9 +182,9 @@ class RunManager:
             await asyncio.wait([live.finished], timeout=CANCEL_WAIT_S)
         return await self.get(info.id)
 
-    async def resume(self, ref: str) -> RunSnapshot:
+    async def resume(self, ref: str, project: str | None = None) -> RunSnapshot:
         """Complete a stopped, cancelled, interrupted, incomplete or failed run."""
-        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        info = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
         if info.id in self._live:
             raise UserError(f"run {info.id} is already running on this server")
         if info.kind != "run":
@@ -194,14 +196,14 @@ class RunManager:
                 + " can be resumed"
             )
         spec = self._spec_of(info)
-        await self._launch(spec, resume=info.id, run_id=info.id)
+        await self._launch(spec, resume=info.id, run_id=info.id, admit=True)
         return await self.get(info.id)
 
-    async def watch(self, ref: str) -> AsyncIterator[RunSnapshot]:
+    async def watch(self, ref: str, project: str | None = None) -> AsyncIterator[RunSnapshot]:
         """The run's state on every change (at most every ``PROGRESS_EVERY_S``), partial
         metrics at most every ``METRICS_EVERY_S``, then the final state; a run that is not
         live sends its current state once."""
-        info = await asyncio.to_thread(self.state.store.get_run, ref)
+        info = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
         live = self._live.get(info.id)
         if live is None:
             yield self.snapshot(info, final=True)
@@ -235,6 +237,19 @@ class RunManager:
         return {"tasks": dict(tasks), "judge_cache_hits": self._judge_hits}
 
     # -- launching --------------------------------------------------------------------------
+    def _admit(self) -> None:
+        """Refuse a new run when the queue is full (under ``_lock``): every live run beyond the
+        execution slots is waiting for one."""
+        config = self.state.config
+        waiting = len(self._live) - config.max_concurrent_runs
+        if waiting >= config.limits.max_queued_runs:
+            raise UserError(
+                f"run queue: {max(waiting, 0)} runs already wait for a slot, this server's limit "
+                f"of queued runs is {config.limits.max_queued_runs} (limits.maxQueuedRuns in "
+                "its evalsi.yaml)",
+                hint="try again once runs have finished, or cancel some",
+            )
+
     async def _launch(
         self,
         spec: RunSpec,
@@ -242,7 +257,11 @@ class RunManager:
         resume: str | None = None,
         run_id: str | None = None,
         origin: dict[str, Any] | None = None,
+        admit: bool = False,
     ) -> _Live:
+        """Start ``spec`` in a thread of its own. ``admit``: a caller's request, refused when
+        ``limits.max_queued_runs`` runs already wait for a slot (runs resumed on start are
+        not: they were admitted before)."""
         loop = self._api_loop()
         if self._stopping:
             raise RunError("the server is shutting down; try again once it is back")
@@ -251,6 +270,8 @@ class RunManager:
         with self._lock:
             if live.run_id in self._live:
                 raise UserError(f"run {live.run_id} is already running on this server")
+            if admit:
+                self._admit()
             self._live[live.run_id] = live
         thread = threading.Thread(
             target=self._thread_main,

@@ -20,11 +20,11 @@ from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
-from evalsi.datasets import confine
+from evalsi.datasets import FieldMap, confine, open_dataset
 from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
-from evalsi.server._state import ServerState
-from evalsi.store import RunInfo, SqlStore
+from evalsi.server._state import Limits, ServerState
+from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
 from evalsi.wire import (
     comparison_to_proto,
     result_to_proto,
@@ -60,6 +60,7 @@ class RunHandler:
         if not request.HasField("run"):
             raise UserError("run: the EvalRun document is required")
         spec = self.spec_from_request(request.run)
+        await asyncio.to_thread(check_task_limit, spec, self.state.config.limits)
         created = await self.runs.create(
             spec, project_id=request.project_id, dry_run=request.dry_run
         )
@@ -68,7 +69,8 @@ class RunHandler:
     async def get_run(
         self, request: pb.GetRunRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.GetRunResponse:
-        return pb.GetRunResponse(run=self._message(await self.runs.get(_ref(request.id))))
+        run = await self.runs.get(_ref(request.id), _project(request.project_id))
+        return pb.GetRunResponse(run=self._message(run))
 
     async def list_runs(
         self, request: pb.ListRunsRequest, ctx: RequestContext[Any, Any], /
@@ -92,20 +94,22 @@ class RunHandler:
     async def cancel_run(
         self, request: pb.CancelRunRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.CancelRunResponse:
-        return pb.CancelRunResponse(run=self._message(await self.runs.cancel(_ref(request.id))))
+        run = await self.runs.cancel(_ref(request.id), _project(request.project_id))
+        return pb.CancelRunResponse(run=self._message(run))
 
     async def resume_run(
         self, request: pb.ResumeRunRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ResumeRunResponse:
-        return pb.ResumeRunResponse(run=self._message(await self.runs.resume(_ref(request.id))))
+        run = await self.runs.resume(_ref(request.id), _project(request.project_id))
+        return pb.ResumeRunResponse(run=self._message(run))
 
     async def list_run_results(
         self, request: pb.ListRunResultsRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ListRunResultsResponse:
         size = _page_size(request.page_size, DEFAULT_RESULTS_PAGE, MAX_RESULTS_PAGE)
         offset = _offset(request.page_token)
-        ref = _ref(request.id)
-        return await asyncio.to_thread(self._results_page, ref, offset, size)
+        ref, project = _ref(request.id), _project(request.project_id)
+        return await asyncio.to_thread(self._results_page, ref, project, offset, size)
 
     async def compare_runs(
         self, request: pb.CompareRunsRequest, ctx: RequestContext[Any, Any], /
@@ -113,11 +117,20 @@ class RunHandler:
         level = request.level or 0.95
         if not 0.0 < level < 1.0:
             raise UserError(f"level: expected a confidence level in (0, 1), got {level}")
+        project = _project(request.project_id)
+        store = self.state.store
+        # Both resolved within the project first; compare_runs then reads them by exact id.
+        baseline = await asyncio.to_thread(
+            store.get_run, _ref(request.baseline, "baseline"), project_id=project
+        )
+        candidate = await asyncio.to_thread(
+            store.get_run, _ref(request.candidate, "candidate"), project_id=project
+        )
         comparison = await asyncio.to_thread(
             compare_runs,
-            self.state.store,
-            _ref(request.baseline, "baseline"),
-            _ref(request.candidate, "candidate"),
+            store,
+            baseline.id,
+            candidate.id,
             metrics=_metric_filter(request.metrics),
             level=level,
             seed=request.seed if request.HasField("seed") else 0,
@@ -128,7 +141,7 @@ class RunHandler:
     async def watch_run(
         self, request: pb.WatchRunRequest, ctx: RequestContext[Any, Any], /
     ) -> AsyncIterator[pb.WatchRunResponse]:
-        async for snapshot in self.runs.watch(_ref(request.id)):
+        async for snapshot in self.runs.watch(_ref(request.id), _project(request.project_id)):
             yield pb.WatchRunResponse(run=self._message(snapshot))
 
     # -- specs ------------------------------------------------------------------------------
@@ -146,6 +159,7 @@ class RunHandler:
                 dataset["path"] = self._dataset_path(dataset["path"])
         spec = run_spec_from_dict(doc, source=SPEC_SOURCE, base_dir=self.state.config.datasets_dir)
         self.runs.check_target(spec.target.kind)
+        check_limits(spec, self.state.config.limits)
         return spec
 
     def _dataset_path(self, path: str) -> str:
@@ -193,9 +207,11 @@ class RunHandler:
             project_id=project_id or None,
         )
 
-    def _results_page(self, ref: str, offset: int, size: int) -> pb.ListRunResultsResponse:
+    def _results_page(
+        self, ref: str, project: str, offset: int, size: int
+    ) -> pb.ListRunResultsResponse:
         store = self.state.store
-        info: RunInfo = store.get_run(ref)
+        info: RunInfo = store.get_run(ref, project_id=project)
         out = pb.ListRunResultsResponse()
         stream = store.iter_results(info.id, batch=min(size + 1, 5000))
         try:
@@ -211,11 +227,81 @@ class RunHandler:
         return out
 
 
+def over_limit(where: str, value: int, limit: int, key: str, unit: str = "") -> UserError:
+    """The 400 for a request over one of the server's ``limits`` (named, with its key)."""
+    return UserError(
+        f"{where}: {value}{unit} is over this server's limit of {limit} (limits.{key} in its "
+        "evalsi.yaml)",
+        hint="ask for less, or ask the server's operator to raise the limit",
+    )
+
+
+def check_limits(spec: RunSpec, limits: Limits) -> None:
+    """Trials and concurrency of ``spec`` within ``limits`` (samples x trials: see
+    ``check_task_limit``, which reads the dataset)."""
+    if spec.trials > limits.max_trials:
+        raise over_limit("spec.trials", spec.trials, limits.max_trials, "maxTrials")
+    if spec.max_concurrency > limits.max_concurrency:
+        raise over_limit(
+            "spec.maxConcurrency", spec.max_concurrency, limits.max_concurrency, "maxConcurrency"
+        )
+    for name, judge in spec.judges.items():
+        if judge.max_concurrency > limits.max_concurrency:
+            raise over_limit(
+                f"spec.judges.{name}.maxConcurrency",
+                judge.max_concurrency,
+                limits.max_concurrency,
+                "maxConcurrency",
+            )
+
+
+def check_task_limit(spec: RunSpec, limits: Limits) -> None:
+    """Samples x trials within ``limits.max_tasks_per_run``. The dataset is counted only as
+    far as the limit (a file in datasets_dir; an unreadable one is left for the run to
+    report, as it would be without the limit)."""
+    most = limits.max_tasks_per_run // max(spec.trials, 1)
+    if spec.dataset.limit is not None and spec.dataset.limit <= most:
+        return
+    counted = 0
+    try:
+        dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
+        batches = dataset.iter_batches()
+        try:
+            for batch in batches:
+                counted += len(batch)
+                if counted > most:
+                    break
+        finally:
+            batches.close()
+    except UserError:
+        return
+    samples = counted if spec.dataset.limit is None else min(counted, spec.dataset.limit)
+    if samples > most:  # counting stopped one past the limit: "at least"
+        raise UserError(
+            f"spec: at least {samples * spec.trials} tasks ({samples} samples or more x "
+            f"{spec.trials} trials) is over this server's limit of {limits.max_tasks_per_run} "
+            "tasks per run (limits.maxTasksPerRun in its evalsi.yaml)",
+            hint="set spec.dataset.limit or fewer trials, or ask the server's operator to "
+            "raise the limit",
+        )
+
+
 def _ref(value: str, name: str = "id") -> str:
     if not value.strip():
         raise UserError(f"{name}: a run id is required (an id, a unique prefix, or latest)")
     _no_nul(value, name)
     return value
+
+
+def _project(value: str) -> str:
+    """A by-id read's project: runs of other projects are not found (404) until identity
+    exists to say who may see what."""
+    if not value:
+        return DEFAULT_PROJECT
+    try:
+        return check_project_id(value)
+    except UserError as e:
+        raise UserError(f"project_id: {e.message}", hint=e.hint) from None
 
 
 def _no_nul(value: str, name: str) -> None:

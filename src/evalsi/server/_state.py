@@ -77,6 +77,22 @@ class TracesConfig:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """`limits`: what one caller may ask of the server. A request over a limit is refused
+    with 400 naming it and its key, so one run or call cannot take the machine (trials,
+    queued runs and concurrency were unbounded before)."""
+
+    max_trials: int = 1000  # limits.maxTrials: spec.trials of a run
+    max_tasks_per_run: int = 1_000_000  # limits.maxTasksPerRun: samples x trials of a run
+    max_queued_runs: int = 100  # limits.maxQueuedRuns: runs waiting for a slot
+    max_concurrency: int = 256  # limits.maxConcurrency: spec / judge maxConcurrency
+    max_request_records: int = 100_000  # limits.maxRequestRecords: per Evaluate call/message
+    # limits.evaluatorSeconds: one sync evaluator call while grading an Evaluate request;
+    # past it the call is stopped and its record is ERROR "timed out after Ns".
+    evaluator_seconds: int = 30
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """`evalsi.yaml` after validation (``_config.load_config``); every path is absolute.
 
@@ -114,6 +130,13 @@ class ServerConfig:
     # `egress`: where the server's own calls may connect (``_egress.server_egress`` adds the
     # listen address and the judges above).
     egress: EgressPolicy = field(default_factory=EgressPolicy)
+    # `server.allowedHosts`: names accepted in Host besides the listening address (DNS
+    # rebinding guard, ``_web_guard``); "*" accepts any (behind a proxy that checks it).
+    allowed_hosts: tuple[str, ...] = ()
+    # `server.cors.allowOrigins`: browser origins allowed to call (none by default).
+    cors_allow_origins: tuple[str, ...] = ()
+    # `limits`: trials, tasks, queued runs, concurrency and records per request.
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass

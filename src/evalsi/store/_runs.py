@@ -363,25 +363,31 @@ class RunTable:
             return int(conn.execute(query.values(heartbeat_at=self._now())).rowcount)
 
     # -- reading --------------------------------------------------------------------------------
-    def get_run(self, ref: str) -> RunInfo:
-        """A run by id, unique id prefix, or ``latest``."""
+    def get_run(self, ref: str, *, project_id: str | None = None) -> RunInfo:
+        """A run by id, unique id prefix, or ``latest``; with ``project_id``, only a run of
+        that project is found (the id, the prefix and ``latest`` all resolve within it), so
+        a caller scoped to one project cannot read another's runs by guessing ids."""
         if not ref.strip():
             raise UserError("a run id is empty", hint="give a run id, a unique prefix, or latest")
+        select = self._select()
+        if project_id is not None:
+            select = select.where(runs.c.project_id == project_id)
         with self.engine.connect() as conn:
             if ref == "latest":
-                query = self._select().order_by(runs.c.created_at.desc(), runs.c.pk.desc())
+                query = select.order_by(runs.c.created_at.desc(), runs.c.pk.desc())
                 rows = list(conn.execute(query.limit(1)).mappings())
             else:
-                rows = list(conn.execute(self._select().where(runs.c.id == ref)).mappings())
+                rows = list(conn.execute(select.where(runs.c.id == ref)).mappings())
                 if not rows:
                     escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                    like = self._select().where(runs.c.id.like(escaped + "%", escape="\\"))
+                    like = select.where(runs.c.id.like(escaped + "%", escape="\\"))
                     rows = list(conn.execute(like.limit(2)).mappings())
         if len(rows) == 1:
             return self._info(rows[0])
         if not rows:
+            where = f" in project {project_id!r}" if project_id is not None else ""
             raise NotFoundError(
-                f"no run {ref!r} in the store at {self.location}",
+                f"no run {ref!r}{where} in the store at {self.location}",
                 hint="`evalsi runs list` shows the runs this store holds",
             )
         raise UserError(f"run id prefix {ref!r} is ambiguous; give more characters")

@@ -76,10 +76,12 @@ class CreateRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class GetRunResponse(_message.Message):
     __slots__ = ("run",)
@@ -110,10 +112,12 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchRunRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class WatchRunResponse(_message.Message):
     __slots__ = ("run",)
@@ -122,10 +126,12 @@ class WatchRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class CancelRunResponse(_message.Message):
     __slots__ = ("run",)
@@ -134,10 +140,12 @@ class CancelRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class ResumeRunRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class ResumeRunResponse(_message.Message):
     __slots__ = ("run",)
@@ -146,14 +154,16 @@ class ResumeRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class ListRunResultsRequest(_message.Message):
-    __slots__ = ("id", "page_size", "page_token")
+    __slots__ = ("id", "page_size", "page_token", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     page_size: int
     page_token: str
-    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class ListRunResultsResponse(_message.Message):
     __slots__ = ("results", "next_page_token")
@@ -164,18 +174,20 @@ class ListRunResultsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class CompareRunsRequest(_message.Message):
-    __slots__ = ("baseline", "candidate", "level", "seed", "metrics")
+    __slots__ = ("baseline", "candidate", "level", "seed", "metrics", "project_id")
     BASELINE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     baseline: str
     candidate: str
     level: float
     seed: int
     metrics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., level: _Optional[float] = ..., seed: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ...) -> None: ...
+    project_id: str
+    def __init__(self, baseline: _Optional[str] = ..., candidate: _Optional[str] = ..., level: _Optional[float] = ..., seed: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class CompareRunsResponse(_message.Message):
     __slots__ = ("baseline", "candidate", "metrics", "unmatched", "warnings", "level", "seed", "baseline_dataset_version", "candidate_dataset_version")
