@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +36,57 @@ def run_json(run_evalsi: Callable[..., Any], cwd: Path, args: list[str]) -> dict
 def means(out: dict[str, Any]) -> dict[str, float]:
     """Metric name → mean of a ``--format json`` output."""
     return {m["metric"]: m["mean"] for m in out["metrics"]}
+
+
+@dataclass(frozen=True, slots=True)
+class DocCommand:
+    """One shell command of a document's ``bash``/``console``/``sh`` blocks, as written."""
+
+    doc: str  # the document's path relative to the repository
+    line: int  # where the command starts
+    text: str  # continuations joined; a quoted string may span lines
+
+    @property
+    def words(self) -> list[str]:
+        """The command's words (comments dropped), for classifying it."""
+        return shlex.split(self.text, comments=True)
+
+
+_FENCE = re.compile(r"^```(bash|console|sh|shell)[ \t]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def doc_commands(doc: Path, root: Path) -> list[DocCommand]:
+    """Every command of ``doc``'s shell blocks: in ``console`` blocks the ``$ `` lines, in the
+    others every line that is not blank or a comment. A line ending in ``\\`` continues, and so
+    does one inside an unclosed quote (a multi-line ``curl -d '…'``)."""
+    text = doc.read_text()
+    out: list[DocCommand] = []
+    for fence in _FENCE.finditer(text):
+        first = text.count("\n", 0, fence.start(2)) + 1
+        console = fence.group(1) == "console"
+        pending: list[str] = []
+        start = 0
+        for offset, raw in enumerate(fence.group(2).splitlines()):
+            if not pending:
+                line = raw
+                if console:
+                    if not raw.startswith("$ "):
+                        continue
+                    line = raw[2:]
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                start = first + offset
+            else:
+                line = raw
+            pending.append(line)
+            joined = "\n".join(pending)
+            if joined.endswith("\\"):
+                continue
+            try:
+                shlex.split(joined, comments=True)
+            except ValueError:  # an open quote: the command goes on
+                continue
+            out.append(DocCommand(str(doc.relative_to(root)), start, joined))
+            pending = []
+        assert not pending, f"{doc}:{start}: a command never ends (open quote or trailing \\)"
+    return out
