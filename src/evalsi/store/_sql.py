@@ -70,6 +70,14 @@ TaskResults = tuple[int, Sequence[int], ResultBatch]
 """``(evaluator_index, seqs, batch)``: entry ``i`` of the batch is the sample at ``seqs[i]``."""
 
 
+def _not_a_directory(path: Path) -> str:
+    """Why ``path`` cannot be a directory when a part of it is a file ("" when none is)."""
+    for part in (path, *path.parents):
+        if part.exists():
+            return "" if part.is_dir() else f"{part} is a file, not a directory"
+    return ""
+
+
 class SqlStore(RunTable):
     """Runs and results in one SQL database.
 
@@ -91,8 +99,10 @@ class SqlStore(RunTable):
         except BaseException as e:
             engine.dispose()  # a refused store leaves no connection behind
             if isinstance(e, sa.exc.SQLAlchemyError):
+                # The driver's own error, without SQLAlchemy's wrapper and web link.
+                cause = getattr(e, "orig", None) or e
                 raise StoreError(
-                    f"cannot open the store at {location}: {e.__class__.__name__}: {e}"
+                    f"cannot open the store at {location}: {type(cause).__name__}: {cause}"
                 ) from e
             raise
         self._mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
@@ -130,7 +140,11 @@ class SqlStore(RunTable):
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as e:
-                    raise StoreError(f"cannot create the store directory {path.parent}: {e}") from e
+                    why = _not_a_directory(path.parent) or e.strerror or str(e)
+                    raise StoreError(
+                        f"cannot create the store directory {path.parent}: {why}",
+                        hint="give --store a path in a directory this process can write",
+                    ) from e
             if text.startswith("postgresql+psycopg://"):
                 require_extra("a PostgreSQL store", "postgres", "psycopg")
             engine = sa.create_engine(
