@@ -202,6 +202,10 @@ class EgressRule:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("expected an address, a CIDR range or a host name, got an empty value")
         raw = text.strip()
+        if "://" in raw:
+            raise ValueError(
+                f"{raw!r} is a URL; give its host (and :port), e.g. judge.internal:8000"
+            )
         target, port = _split_port(raw)
         if target == "*":
             if port is None:
