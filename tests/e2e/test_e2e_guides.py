@@ -324,3 +324,21 @@ def test_commands_are_read_from_every_kind_of_block(tmp_path: Path) -> None:
         (8, ["evalsi", "serve"]),
         (9, ["curl", "-d", '{\n  "a": 1}']),
     ]
+
+
+def test_python_blocks_define_or_import_every_name_they_use(tmp_path: Path) -> None:
+    """A document's Python blocks, read in order as one program, use no undefined name (a
+    block may rely on an earlier one, as a reader pasting them in turn would)."""
+    fence = re.compile(r"^```python[ \t]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+    for doc in DOCS:
+        text = (ROOT / doc).read_text()
+        blocks = [m.group(1) for m in fence.finditer(text)]
+        if blocks:
+            name = doc.replace("/", "__").removesuffix(".md") + ".py"
+            (tmp_path / name).write_text("\n".join(blocks))
+    proc = subprocess.run(
+        [str(BIN / "ruff"), "check", "--no-cache", "--isolated", "--select", "F821",
+         "--output-format", "concise", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout

@@ -49,7 +49,7 @@ class DocCommand:
     @property
     def words(self) -> list[str]:
         """The command's words (comments dropped), for classifying it."""
-        return shlex.split(self.text, comments=True)
+        return shlex.split(self.text.replace("\\\n", " "), comments=True)
 
 
 _FENCE = re.compile(r"^```(bash|console|sh|shell)[ \t]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
