@@ -13,7 +13,7 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       maxTasksPerRun: 1000000                 # samples x trials of a run
       maxQueuedRuns: 100                      # runs waiting for a slot
       maxConcurrency: 256                     # spec and judge maxConcurrency
-      maxRequestRecords: 100000               # records per Evaluate call or stream message
+      maxRequestRecords: 1000000              # records per Evaluate call or stream message
       evaluatorSeconds: 30                    # one evaluator call while grading (then ERROR)
     storage:
       sqlite: {path: .evalsi/evalsi.db}       # or: postgres: {dsn: postgresql://...}

@@ -86,7 +86,9 @@ class Limits:
     max_tasks_per_run: int = 1_000_000  # limits.maxTasksPerRun: samples x trials of a run
     max_queued_runs: int = 100  # limits.maxQueuedRuns: runs waiting for a slot
     max_concurrency: int = 256  # limits.maxConcurrency: spec / judge maxConcurrency
-    max_request_records: int = 100_000  # limits.maxRequestRecords: per Evaluate call/message
+    # limits.maxRequestRecords: per Evaluate call or stream message. Above what the official
+    # client packs into one message (8 MiB of records, at least 11 bytes each: ~760k).
+    max_request_records: int = 1_000_000
     # limits.evaluatorSeconds: one sync evaluator call while grading an Evaluate request;
     # past it the call is stopped and its record is ERROR "timed out after Ns".
     evaluator_seconds: int = 30

@@ -89,7 +89,12 @@ class WebGuard:
     ) -> None:
         self.app = app
         self.any_host = "*" in allowed_hosts
-        self.hosts = frozenset(h.lower() for h in allowed_hosts if h != "*")
+        # "[fd00::1]" (any port) is matched against the bare address the Host parses to.
+        self.hosts = frozenset(
+            h.lower()[1:-1] if h.startswith("[") and h.endswith("]") else h.lower()
+            for h in allowed_hosts
+            if h != "*"
+        )
         self.origins = frozenset(allow_origins)
         self.own_body_rules = own_body_rules
 
