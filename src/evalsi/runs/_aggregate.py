@@ -212,7 +212,7 @@ class Aggregator:
         dataset_intervals: dict[int, dict[str, Interval]] | None = None,
     ) -> list[MetricSummary]:
         """One summary per metric, in evaluator order then metric declaration order."""
-        from evalsi.stats import bootstrap_interval
+        from evalsi.stats import bootstrap_interval, with_wilson
 
         out: list[MetricSummary] = []
         for index, ev in enumerate(self._evaluators):
@@ -265,6 +265,10 @@ class Aggregator:
                     interval = summary.interval
                     if bootstrap is not None and metric.values is not None:
                         interval = bootstrap_interval(metric.values, method=bootstrap, seed=seed)
+                        if kind == "passed":  # never narrower than Wilson (the boundary rule)
+                            interval = with_wilson(
+                                interval, round(moments.mean * moments.n), moments.n
+                            )
                     interval = _clip(interval, metric.range)
                     out.append(
                         MetricSummary(

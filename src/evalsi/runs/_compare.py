@@ -22,7 +22,7 @@ from evalsi.core import Interval, Outcome, UserError
 from evalsi.runs._comparison import CompareKind, Comparison, MetricComparison, Unmatched, Verdict
 from evalsi.runs._result import format_number
 from evalsi.runs._score import StoreLike, open_store
-from evalsi.stats import mcnemar, paired_bootstrap
+from evalsi.stats import mcnemar, newcombe_interval, paired_bootstrap
 from evalsi.store import RunInfo, SqlStore
 
 # The power the minimum detectable effect is quoted at (the usual 80%).
@@ -336,13 +336,19 @@ class _Comparer:
             pair_a, pair_b, n_resamples=self.n_resamples, seed=self.seed, level=self.level
         )
         test = None
+        ci = result.interval
         if kind == "passed":
-            test = mcnemar((pair_a > 0.5).tolist(), (pair_b > 0.5).tolist())
+            passed_a, passed_b = (pair_a > 0.5).tolist(), (pair_b > 0.5).tolist()
+            test = mcnemar(passed_a, passed_b)
+            if n >= 2 and ci.low is None:
+                # Every pair differs by the same amount (both runs pass everything, say): the
+                # bootstrap has no spread to read; Newcombe's score interval still has a width.
+                ci = newcombe_interval(passed_a, passed_b, level=self.level)
         mde = None
         if n >= 2:
             z = float(sc.ndtri(0.5 + self.level / 2.0)) + float(sc.ndtri(POWER))
             mde = z * float(np.std(pair_b - pair_a, ddof=1)) / math.sqrt(n)
-        verdict = _verdict(result.interval, hib)
+        verdict = _verdict(ci, hib)
         note = ""
         if (
             verdict == "no significant change"
@@ -361,7 +367,7 @@ class _Comparer:
             mean_a=float(np.mean(pair_a)) if n else None,
             mean_b=float(np.mean(pair_b)) if n else None,
             delta=result.delta,
-            ci=result.interval,
+            ci=ci,
             p_value=result.p_value,
             mcnemar=test,
             verdict=verdict,

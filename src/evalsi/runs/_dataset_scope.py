@@ -25,6 +25,7 @@ import numpy as np
 from evalsi.core import EvaluationResult, Interval, ResultBatch
 from evalsi.evaluators import DatasetRunner, RecordRunner
 from evalsi.runs._aggregate import Aggregator, cluster_key
+from evalsi.stats import degenerate
 
 RESAMPLES = 1000
 """Replicates for small and medium datasets."""
@@ -50,7 +51,8 @@ def dataset_bootstrap(
     """Percentile intervals per metric of one dataset-scope evaluator after ``feed``.
 
     A replicate the metric cannot reduce (e.g. one class only for ROC-AUC) is dropped; a metric
-    with fewer than half its replicates left gets no interval rather than a misleading one.
+    with fewer than half its replicates left gets no interval rather than a misleading one, and
+    a metric whose replicates all agree gets both bounds None (never a zero-width interval).
     """
     n = runner.mapped
     if n == 0:
@@ -92,8 +94,14 @@ def dataset_bootstrap(
     for name, got in draws.items():
         if len(got) < count / 2:
             continue
-        lo, hi = np.quantile(np.asarray(got), [alpha, 1 - alpha])
         method = "cluster-bootstrap-percentile" if clustered else "bootstrap-percentile"
+        replicates = np.asarray(got)
+        if degenerate(replicates):
+            # Every replicate reduced to the same value (a perfect classifier's accuracy):
+            # resampling says nothing about spread, and [v, v] would claim certainty.
+            out[name] = Interval(None, None, method, level)
+            continue
+        lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
         out[name] = Interval(float(lo), float(hi), method, level)
     return out
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 import numpy as np
-import scipy.special as sc
 from numpy.typing import ArrayLike
 
-from evalsi.core import Interval
+from evalsi.core import Interval, lazy_module
 from evalsi.stats._arrays import FloatArray, Values, as_values, check_level
 from evalsi.stats._intervals import normal_quantile
+
+sc = lazy_module("scipy.special")  # imported at first use: a Score run starts without it
 
 BootstrapMethod = Literal["percentile", "bca"]
 
@@ -50,6 +51,14 @@ def bootstrap_distribution(
         idx = rng.integers(0, n, size=(rows, n))
         parts.append(_apply(statistic, x[idx]))
     return np.concatenate(parts)
+
+
+def degenerate(replicates: FloatArray) -> bool:
+    """True when resampling found no spread at all: every replicate equal, up to rounding."""
+    if replicates.size == 0:
+        return True
+    low, high = float(replicates.min()), float(replicates.max())
+    return high - low <= 1e-12 * max(abs(low), abs(high), 1.0)
 
 
 def _jackknife(x: FloatArray, statistic: Statistic) -> FloatArray:
@@ -120,7 +129,9 @@ def bootstrap_interval(
 
     Returns:
         The interval with method ``"bootstrap-percentile"`` or ``"bootstrap-bca"``; both bounds
-        are None with fewer than two values, where resampling says nothing about spread.
+        are None with fewer than two values or when every resample gives the same value (all
+        values equal): resampling then says nothing about spread, and a zero-width interval
+        would claim a certainty the data do not give.
 
     Raises:
         ValueError: On a non-finite value, an unknown method, ``n_resamples < 1``, a level out
@@ -144,6 +155,8 @@ def bootstrap_interval(
     boot = bootstrap_distribution(x, statistic, n_resamples, np.random.default_rng(seed))
     if not np.all(np.isfinite(boot)):
         raise ValueError("statistic returned a non-finite value on a resample")
+    if degenerate(boot):
+        return Interval(None, None, name, level)
     if method == "bca":
         theta_hat = float(_apply(statistic, x[None, :])[0])
         q_low, q_high = _bca_levels(x, statistic, theta_hat, boot, level)

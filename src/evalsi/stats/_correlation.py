@@ -12,13 +12,14 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.special as sc
 from numpy.typing import NDArray
 
-from evalsi.core import Interval
+from evalsi.core import Interval, lazy_module
 from evalsi.stats._agreement import BOOTSTRAP, index_bootstrap
 from evalsi.stats._arrays import FloatArray, Values, as_values, check_level
 from evalsi.stats._intervals import normal_quantile
+
+sc = lazy_module("scipy.special")  # imported at first use: a Score run starts without it
 
 
 @dataclass(frozen=True, slots=True)

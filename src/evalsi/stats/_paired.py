@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import scipy.special as sc
 
-from evalsi.core import Interval
+from evalsi.core import Interval, lazy_module
 from evalsi.stats._arrays import Values, as_values, check_level
-from evalsi.stats._bootstrap import bootstrap_distribution
+from evalsi.stats._bootstrap import bootstrap_distribution, degenerate
+from evalsi.stats._intervals import wilson
+
+sc = lazy_module("scipy.special")  # imported at first use: a Score run starts without it
 
 # Below this many discordant pairs the chi-square approximation is poor; statsmodels and most
 # textbooks switch to the exact binomial test there.
@@ -83,7 +86,9 @@ def paired_bootstrap(
 
     Returns:
         The delta ``mean(b - a)``, its interval, p-value and the number of pairs. With fewer
-        than two pairs the interval bounds and the p-value are None.
+        than two pairs, or when every pair differs by the same amount (every resample gives
+        the same delta, so resampling says nothing about spread), the interval bounds and the
+        p-value are None; for pass/fail pairs ``newcombe_interval`` has an answer there.
 
     Raises:
         ValueError: If ``a`` and ``b`` differ in length, hold a non-finite value, or an option
@@ -110,6 +115,8 @@ def paired_bootstrap(
         return PairedDelta(delta, Interval(None, None, method, level), None, n)
 
     boot = bootstrap_distribution(d, np.mean, n_resamples, np.random.default_rng(seed))
+    if degenerate(boot):
+        return PairedDelta(delta, Interval(None, None, method, level), None, n)
     low, high = np.percentile(boot, [50.0 * (1.0 - level), 50.0 * (1.0 + level)])
     side = min(np.count_nonzero(boot <= 0.0), np.count_nonzero(boot >= 0.0))
     p_value = min(1.0, 2.0 * float(side + 1) / (n_resamples + 1))
@@ -173,3 +180,67 @@ def mcnemar(
     # Not clamped at zero, to match statsmodels: with b01 == b10 this gives 1/(b01 + b10).
     statistic = (abs(b01 - b10) - 1.0) ** 2 / discordant
     return McNemar(b01, b10, statistic, float(sc.chdtrc(1, statistic)), "chi2")
+
+
+def _plain_wilson(successes: int, n: int, level: float) -> tuple[float, float]:
+    """Wilson's bounds as Newcombe's method uses them (without our edge rule), n > 0."""
+    found = wilson(successes, n, level, edges=False)
+    return float(found.low or 0.0), float(1.0 if found.high is None else found.high)
+
+
+def newcombe_interval(
+    a_passed: Sequence[bool], b_passed: Sequence[bool], *, level: float = 0.95
+) -> Interval:
+    """Newcombe's hybrid score interval for the paired difference of pass rates ``b - a``.
+
+    Method 10 of Newcombe (1998): it combines the Wilson intervals of both pass rates with
+    the phi correlation of the pairs. Unlike a bootstrap it has an honest width when every
+    pair agrees (both runs pass everything: not ``[0, 0]``) or every pair flips the same way.
+
+    Args:
+        a_passed: Pass/fail of the baseline run per sample.
+        b_passed: Pass/fail of the candidate run, in the same sample order.
+        level: Confidence level, strictly between 0 and 1.
+
+    Returns:
+        The interval with method ``"paired-newcombe"``; both bounds None without pairs.
+
+    Raises:
+        ValueError: If the inputs differ in length or hold something other than booleans.
+
+    Example:
+        >>> ci = newcombe_interval([True] * 20, [True] * 20)
+        >>> ci.low < 0.0 < ci.high
+        True
+    """
+    level = check_level(level)
+    xa, xb = _as_bools(a_passed, "a_passed"), _as_bools(b_passed, "b_passed")
+    if xa.size != xb.size:
+        raise ValueError(
+            f"a_passed and b_passed must have the same length, got {xa.size} and {xb.size}"
+        )
+    n = int(xa.size)
+    method = "paired-newcombe"
+    if n == 0:
+        return Interval(None, None, method, level)
+    both = int(np.count_nonzero(xa & xb))
+    only_a = int(np.count_nonzero(xa & ~xb))
+    only_b = int(np.count_nonzero(~xa & xb))
+    neither = n - both - only_a - only_b
+    pa, pb = (both + only_a) / n, (both + only_b) / n
+    # Plain Wilson, as published; the method's own coverage does not need the edge rule.
+    ca, cb = (
+        wilson(both + only_a, n, level, edges=False),
+        wilson(both + only_b, n, level, edges=False),
+    )
+    la, ua, lb, ub = (float(v) for v in (ca.low, ca.high, cb.low, cb.high))  # type: ignore[arg-type]
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    # Newcombe's phi with his continuity correction (a positive association shrinks by N/2),
+    # and 0 when a margin is empty: the correlation is then undefined.
+    cross: float = both * neither - only_a * only_b
+    cross = cross - n / 2 if cross > n / 2 else min(cross, 0)
+    phi = cross / math.sqrt(margins) if margins else 0.0
+    delta = pb - pa
+    down = math.sqrt(max((pb - lb) ** 2 - 2.0 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0))
+    up = math.sqrt(max((ub - pb) ** 2 - 2.0 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0))
+    return Interval(max(delta - down, -1.0), min(delta + up, 1.0), method, level)

@@ -13,7 +13,12 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from evalsi.core import Interval
-from evalsi.stats._intervals import clustered_interval_from_sums, t_interval_from_moments, wilson
+from evalsi.stats._intervals import (
+    cluster_wilson_from_sums,
+    clustered_interval_from_sums,
+    t_interval_from_moments,
+    wilson,
+)
 from evalsi.stats._summary import Summary, SummaryKind
 
 
@@ -74,18 +79,17 @@ class Moments:
     def summary(
         self, kind: SummaryKind, *, clustered: bool = False, level: float = 0.95
     ) -> Summary:
-        """The same summary ``summarize`` gives for these values (Wilson, t, or cluster-t)."""
+        """The same summary ``summarize`` gives for these values (Wilson, t, cluster-wilson or
+        cluster-t)."""
         n = self.n
         mean = self.mean if n else None
         interval: Interval
         if clustered:
-            interval = clustered_interval_from_sums(
-                list(self.cluster_n.values()), list(self.cluster_sum.values()), level
-            )
-            if kind == "passed" and interval.low is not None and interval.high is not None:
-                interval = Interval(
-                    max(interval.low, 0.0), min(interval.high, 1.0), interval.method, level
-                )
+            sizes, sums = list(self.cluster_n.values()), list(self.cluster_sum.values())
+            if kind == "passed":
+                interval = cluster_wilson_from_sums(sizes, sums, level)
+            else:
+                interval = clustered_interval_from_sums(sizes, sums, level)
         elif kind == "passed":
             interval = wilson(round(self.mean * n), n, level)
         else:

@@ -11,7 +11,7 @@ import numpy as np
 from evalsi.core import Interval
 from evalsi.stats._arrays import Values, as_values, check_level
 from evalsi.stats._bootstrap import BootstrapMethod, bootstrap_interval
-from evalsi.stats._intervals import clustered_interval, t_interval, wilson
+from evalsi.stats._intervals import cluster_wilson, clustered_interval, t_interval, wilson
 
 SummaryKind = Literal["passed", "number"]
 
@@ -33,6 +33,26 @@ class Summary:
     std: float | None
     interval: Interval
     clusters: int | None
+
+
+def with_wilson(interval: Interval, successes: int, n: int) -> Interval:
+    """A pass rate's interval widened to contain Wilson's at the same level (method kept).
+
+    The boundary rule for bootstrap intervals of 0/1 data: resampling s successes out of n
+    can only produce what was seen, so at s = 0 or n it gives a point, and near the edges it is
+    too narrow (at n = 5 and a rate of 2% it covers the truth 90% of the time). Wilson's
+    interval (cautious at the edges) has the coverage the bootstrap lacks there.
+
+    Example:
+        >>> with_wilson(Interval(None, None, "bootstrap-percentile"), 10, 10).low > 0.6
+        True
+    """
+    found = wilson(successes, n, interval.level)
+    if found.low is None or found.high is None:  # n == 0: nothing to widen with
+        return interval
+    low = found.low if interval.low is None else min(interval.low, found.low)
+    high = found.high if interval.high is None else max(interval.high, found.high)
+    return Interval(low, high, interval.method, interval.level)
 
 
 def describe(values: Values) -> tuple[int, float | None, float | None]:
@@ -71,8 +91,12 @@ def summarize(
     """Summarise one metric: n, mean, std and the interval its kind calls for.
 
     The interval is chosen by one rule, in order: a bootstrap interval if ``bootstrap`` is
-    requested; else the cluster-robust t interval if ``clusters`` are given (values sharing a
-    key are correlated); else Wilson for ``kind="passed"`` and Student t for ``kind="number"``.
+    requested; else, if ``clusters`` are given (values sharing a key are correlated),
+    ``cluster_wilson`` for ``kind="passed"`` and the cluster-robust t interval for
+    ``kind="number"``; else Wilson for ``kind="passed"`` and Student t for ``kind="number"``.
+    A pass rate's bootstrap interval is widened to contain Wilson's (``with_wilson``): the
+    bootstrap of a 0/1 mean undercovers at small n and near 0 or 1, and is a point when every
+    value is equal.
 
     Args:
         values: The metric's values; 0/1 (or booleans) for ``kind="passed"``.
@@ -110,8 +134,13 @@ def summarize(
     interval: Interval
     if bootstrap is not None:
         interval = bootstrap_interval(x, method=bootstrap, seed=seed, level=level)
+        if kind == "passed":
+            interval = with_wilson(interval, int(np.count_nonzero(x)), n)
     elif clusters is not None:
-        interval = clustered_interval(x, clusters, level=level)
+        if kind == "passed":
+            interval = cluster_wilson(x, clusters, level=level)
+        else:
+            interval = clustered_interval(x, clusters, level=level)
     elif kind == "passed":
         interval = wilson(int(np.count_nonzero(x)), n, level=level)
     else:

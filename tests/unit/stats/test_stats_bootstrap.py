@@ -6,12 +6,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from evalsi.core import Interval
-from evalsi.stats import BootstrapMethod, _bootstrap, bootstrap_interval
+from evalsi.stats import BootstrapMethod, _bootstrap, bootstrap_interval, summarize, wilson
 
 _DATA = {
     "skewed": np.random.default_rng(11).exponential(size=40),
@@ -104,15 +104,38 @@ def test_fewer_than_two_values_is_undefined(method: BootstrapMethod, values: lis
 
 
 @pytest.mark.parametrize("method", ["percentile", "bca"])
-def test_all_equal_values_give_a_point(method: BootstrapMethod) -> None:
+def test_all_equal_values_have_no_interval(method: BootstrapMethod) -> None:
+    # Every resample is the same: resampling says nothing about spread, never [0.25, 0.25].
     ci = bootstrap_interval([0.25] * 10, method=method)
-    assert ci == Interval(0.25, 0.25, f"bootstrap-{method}", 0.95)
+    assert ci == Interval(None, None, f"bootstrap-{method}", 0.95)
 
 
 @pytest.mark.parametrize("method", ["percentile", "bca"])
-def test_all_passed_gives_one(method: BootstrapMethod) -> None:
-    ci = bootstrap_interval([1, 1, 1, 1], method=method)
-    assert (ci.low, ci.high) == (1.0, 1.0)
+def test_all_passed_is_never_one_one(method: BootstrapMethod) -> None:
+    # Plain bootstrap: no interval; as a pass rate (summarize) it is widened to Wilson's.
+    assert bootstrap_interval([1, 1, 1, 1], method=method).low is None
+    s = summarize([1] * 10, kind="passed", bootstrap=method)
+    assert s.interval.method == f"bootstrap-{method}"
+    assert s.interval.high == 1.0
+    assert s.interval.low == pytest.approx(0.025 ** (1 / 10), abs=1e-12)  # Clopper-Pearson
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_pass_rate_bootstrap_is_never_narrower_than_wilson(method: BootstrapMethod) -> None:
+    for successes, n in [(1, 5), (0, 5), (19, 20), (50, 100), (3, 40)]:
+        values = [1] * successes + [0] * (n - successes)
+        got = summarize(values, kind="passed", bootstrap=method).interval
+        plain = bootstrap_interval(values, method=method)
+        edge = wilson(successes, n)
+        assert got.low is not None
+        assert got.high is not None
+        assert edge.low is not None
+        assert edge.high is not None
+        assert got.low <= edge.low
+        assert got.high >= edge.high
+        if plain.low is not None and plain.high is not None:
+            assert got.low <= plain.low
+            assert got.high >= plain.high
 
 
 def test_batching_keeps_results_valid(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,6 +190,7 @@ def test_rejects_statistic_returning_nan() -> None:
     st.sampled_from(["percentile", "bca"]),
 )
 def test_interval_contains_mean(values: list[float], method: BootstrapMethod) -> None:
+    assume(np.ptp(values) > 1e-6)  # all equal: no interval (tested above)
     ci = bootstrap_interval(values, method=method, n_resamples=500)
     mean = float(np.mean(values))
     assert ci.low is not None

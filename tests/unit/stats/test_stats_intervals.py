@@ -6,14 +6,14 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 from statsmodels.regression.linear_model import OLS  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 from evalsi.core import Interval
-from evalsi.stats import clustered_interval, t_interval, wilson
+from evalsi.stats import clustered_interval, t_interval, t_interval_from_moments, wilson
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
@@ -24,15 +24,67 @@ finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinit
 @pytest.mark.parametrize("level", [0.8, 0.9, 0.95, 0.99])
 @pytest.mark.parametrize(
     ("successes", "n"),
-    [(0, 1), (1, 1), (0, 10), (3, 10), (10, 10), (1, 2), (37, 100), (99, 100), (512, 1000)],
+    [
+        *[(0, 1), (1, 1), (0, 10), (3, 10), (4, 10), (10, 10), (7, 10), (6, 10), (1, 2), (2, 5)],
+        *[(37, 100), (99, 100), (96, 100), (97, 100), (3, 1000), (4, 1000), (512, 1000)],
+    ],
 )
 def test_wilson_matches_statsmodels(successes: int, n: int, level: float) -> None:
     low, high = proportion_confint(successes, n, alpha=1 - level, method="wilson")
-    ci = wilson(successes, n, level=level)
+    ci = wilson(successes, n, level=level, edges=False)
     assert ci.method == "wilson"
     assert ci.level == level
     assert ci.low == pytest.approx(float(low), abs=1e-12)
     assert ci.high == pytest.approx(float(high), abs=1e-12)
+
+
+@pytest.mark.parametrize("level", [0.8, 0.95, 0.99])
+@pytest.mark.parametrize(
+    ("successes", "n"),
+    [
+        (0, 1),
+        (1, 1),
+        (0, 10),
+        (3, 10),
+        (4, 10),
+        (10, 10),
+        (7, 10),
+        (6, 10),
+        (1, 2),
+        (2, 5),
+        (37, 100),
+        (99, 100),
+        (96, 100),
+        (97, 100),
+        (3, 1000),
+        (4, 1000),
+        (512, 1000),
+    ],
+)
+def test_wilson_with_edges_is_statsmodels_wilson_widened_to_clopper_pearson(
+    successes: int, n: int, level: float
+) -> None:
+    """With at most 3 successes or failures: the hull of Wilson and Clopper-Pearson ("beta")."""
+    wl, wh = proportion_confint(successes, n, alpha=1 - level, method="wilson")
+    bl, bh = proportion_confint(successes, n, alpha=1 - level, method="beta")
+    edge = min(successes, n - successes) <= 3
+    low, high = (min(wl, bl), max(wh, bh)) if edge else (wl, wh)
+    ci = wilson(successes, n, level=level)
+    assert ci.low == pytest.approx(float(low), abs=1e-12)
+    assert ci.high == pytest.approx(float(high), abs=1e-12)
+    assert ci.low <= wl + 1e-12
+    assert ci.high >= wh - 1e-12
+
+
+def test_wilson_all_equal_is_never_a_point() -> None:
+    # The issue: 10 of 10 passing must not read as certainty; Clopper-Pearson's 0.025^(1/10).
+    ci = wilson(10, 10)
+    assert (ci.low, ci.high) == (pytest.approx(0.025 ** (1 / 10), abs=1e-12), 1.0)
+    # 0 of 60 (the issue's other case): Wilson's z²/(n + z²) is the wider bound here.
+    ci = wilson(0, 60)
+    z2 = 1.959963984540054**2
+    assert (ci.low, ci.high) == (0.0, pytest.approx(z2 / (60 + z2), abs=1e-12))
+    assert ci.high > 1 - 0.025 ** (1 / 60)
 
 
 def test_wilson_n_zero_is_undefined() -> None:
@@ -88,11 +140,11 @@ def test_wilson_higher_level_is_wider(n: int, data: st.DataObject) -> None:
     assert wide.high >= narrow.high
 
 
-def _covers(p: float, n: int) -> np.ndarray:
+def _covers(p: float, n: int, edges: bool = True) -> np.ndarray:
     """For each count 0..n, whether the 95% Wilson interval covers p."""
     flags = []
     for x in range(n + 1):
-        ci = wilson(x, n)
+        ci = wilson(x, n, edges=edges)
         assert ci.low is not None
         assert ci.high is not None
         flags.append(ci.low <= p <= ci.high)
@@ -138,8 +190,10 @@ def test_t_interval_needs_two_values(values: list[float]) -> None:
     assert t_interval(values) == Interval(None, None, "t", 0.95)
 
 
-def test_t_interval_all_equal_is_a_point() -> None:
-    assert t_interval([2.5, 2.5, 2.5]) == Interval(2.5, 2.5, "t", 0.95)
+def test_t_interval_all_equal_has_no_interval() -> None:
+    # No spread: a [2.5, 2.5] interval would claim certainty; the t method has no answer.
+    assert t_interval([2.5, 2.5, 2.5]) == Interval(None, None, "t", 0.95)
+    assert t_interval_from_moments(3, 2.5, 0.0) == Interval(None, None, "t", 0.95)
 
 
 def test_t_interval_accepts_ints_and_bools() -> None:
@@ -152,7 +206,7 @@ def test_t_interval_rejects_non_finite_or_nested(bad: list[object]) -> None:
         t_interval(bad)  # type: ignore[arg-type]
 
 
-@given(st.lists(finite, min_size=2, max_size=50))
+@given(st.lists(finite, min_size=2, max_size=50).filter(lambda v: np.ptp(v) > 1e-6))
 def test_t_interval_contains_mean(values: list[float]) -> None:
     ci = t_interval(values)
     mean = float(np.mean(values))
@@ -199,7 +253,7 @@ def test_clustered_interval_matches_statsmodels_on_binary_values() -> None:
     assert ci.high == pytest.approx(high, rel=1e-9)
 
 
-@given(st.lists(finite, min_size=2, max_size=40))
+@given(st.lists(finite, min_size=2, max_size=40).filter(lambda v: np.ptp(v) > 1e-6))
 def test_singleton_clusters_reduce_to_t_interval(values: list[float]) -> None:
     clustered = clustered_interval(values, list(range(len(values))))
     plain = t_interval(values)
@@ -216,7 +270,7 @@ def test_singleton_clusters_reduce_to_t_interval(values: list[float]) -> None:
 def test_clustered_interval_contains_mean(pairs: list[tuple[float, int]]) -> None:
     values = [v for v, _ in pairs]
     ci = clustered_interval(values, [g for _, g in pairs])
-    if len({g for _, g in pairs}) < 2:
+    if len({g for _, g in pairs}) < 2 or _flat(values, [g for _, g in pairs]):
         assert ci.low is None
         assert ci.high is None
         return
@@ -232,8 +286,21 @@ def test_clustered_interval_needs_two_clusters(values: list[float], clusters: li
     assert clustered_interval(values, clusters) == Interval(None, None, "cluster-t", 0.95)
 
 
-def test_clustered_interval_all_equal_is_a_point() -> None:
-    assert clustered_interval([1.0] * 6, [1, 1, 2, 2, 3, 3]) == Interval(1.0, 1.0, "cluster-t")
+def _flat(values: list[float], clusters: list[int]) -> bool:
+    """All cluster means equal (up to rounding): the cluster-robust variance is 0."""
+    means = [
+        np.mean([v for v, c in zip(values, clusters, strict=True) if c == g]) for g in set(clusters)
+    ]
+    return bool(np.ptp(means) <= 1e-6 * (1 + max(abs(v) for v in values)))
+
+
+def test_clustered_interval_all_equal_has_no_interval() -> None:
+    # The issue's case: cluster-t on [1]*6 was Interval(1.0, 1.0); with no spread it has no
+    # answer (a pass rate goes to cluster_wilson, which has one).
+    none = Interval(None, None, "cluster-t")
+    assert clustered_interval([1.0] * 6, [1, 1, 2, 2, 3, 3]) == none
+    # Spread within clusters but equal cluster means: CR1 variance 0, same thing.
+    assert clustered_interval([0.0, 1.0, 1.0, 0.0, 0.5, 0.5], [1, 1, 2, 2, 3, 3]) == none
 
 
 def test_clustered_interval_rejects_length_mismatch() -> None:
@@ -248,6 +315,7 @@ def test_clustered_interval_ignores_cluster_labels_and_order(
 ) -> None:
     rng = np.random.default_rng(seed)
     clusters = [i % 3 for i in range(len(values))]
+    assume(not _flat(values, clusters))
     perm = rng.permutation(len(values))
     relabelled = [("g", (c + 1) % 3) for c in clusters]
     a = clustered_interval(values, clusters)

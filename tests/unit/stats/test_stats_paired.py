@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import (  # type: ignore[import-untyped]
     mcnemar as sm_mcnemar,
 )
+from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 from evalsi.core import Interval
-from evalsi.stats import McNemar, PairedDelta, mcnemar, paired_bootstrap
+from evalsi.stats import McNemar, PairedDelta, mcnemar, newcombe_interval, paired_bootstrap
 
 
 def _pairs(b01: int, b10: int, both: int = 3, neither: int = 2) -> tuple[list[bool], list[bool]]:
@@ -140,17 +143,72 @@ def test_paired_bootstrap_p_value_agrees_with_interval() -> None:
             assert r.p_value >= 0.05 - 2 / 2001
 
 
-def test_paired_bootstrap_identical_runs() -> None:
+def test_paired_bootstrap_identical_runs_have_no_interval() -> None:
+    # Every pair differs by 0: resampling has no spread, and [0, 0] would claim certainty.
     a = [0.1, 0.5, 0.9, 0.3]
     assert paired_bootstrap(a, a) == PairedDelta(
-        0.0, Interval(0.0, 0.0, "paired-bootstrap-percentile"), 1.0, 4
+        0.0, Interval(None, None, "paired-bootstrap-percentile"), None, 4
     )
 
 
-def test_paired_bootstrap_binary_all_passed() -> None:
+def test_paired_bootstrap_binary_all_flipped_has_no_interval() -> None:
     r = paired_bootstrap([0, 0, 0, 0, 0], [1, 1, 1, 1, 1])
     assert r.delta == 1.0
-    assert (r.interval.low, r.interval.high) == (1.0, 1.0)
+    assert (r.interval.low, r.interval.high, r.p_value) == (None, None, None)
+
+
+def _newcombe_by_hand(both: int, only_a: int, only_b: int, neither: int) -> tuple[float, float]:
+    """Newcombe (1998) method 10 from statsmodels' Wilson bounds, written out separately."""
+    n = both + only_a + only_b + neither
+    pa, pb = (both + only_a) / n, (both + only_b) / n
+    la, ua = proportion_confint(both + only_a, n, method="wilson")
+    lb, ub = proportion_confint(both + only_b, n, method="wilson")
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    cross = both * neither - only_a * only_b
+    cross = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0)
+    phi = cross / math.sqrt(margins) if margins else 0.0
+    low = pb - pa - math.sqrt((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2)
+    high = pb - pa + math.sqrt((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2)
+    return max(low, -1.0), min(high, 1.0)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [(20, 0, 0, 0), (0, 0, 0, 20), (0, 10, 0, 0), (0, 0, 10, 0), (7, 3, 1, 9), (30, 2, 9, 1)],
+)
+def test_newcombe_interval_matches_the_formula(table: tuple[int, int, int, int]) -> None:
+    both, only_a, only_b, neither = table
+    a = [True] * (both + only_a) + [False] * (only_b + neither)
+    b = [True] * both + [False] * only_a + [True] * only_b + [False] * neither
+    ci = newcombe_interval(a, b)
+    low, high = _newcombe_by_hand(*table)
+    assert ci.method == "paired-newcombe"
+    assert (ci.low, ci.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+    assert ci.low is not None
+    assert ci.high is not None
+    assert ci.high - ci.low > 0.05
+
+
+def test_newcombe_interval_covers_at_the_boundary() -> None:
+    """Both runs near 100%: the degenerate case the bootstrap cannot handle, by simulation."""
+    rng = np.random.default_rng(16)
+    for n, (p_both, p_a, p_b) in [(10, (0.97, 0.01, 0.01)), (30, (0.9, 0.0, 0.05))]:
+        truth = p_b - p_a
+        cells = rng.multinomial(n, [p_both, p_a, p_b, 1 - p_both - p_a - p_b], size=2000)
+        cache: dict[tuple[int, ...], bool] = {}
+        hits = 0
+        for row in map(tuple, cells.tolist()):
+            if row not in cache:
+                both, only_a, only_b, neither = row
+                a = [True] * (both + only_a) + [False] * (only_b + neither)
+                b = [True] * both + [False] * only_a + [True] * only_b + [False] * neither
+                ci = newcombe_interval(a, b)
+                assert ci.low is not None
+                assert ci.high is not None
+                assert ci.high > ci.low
+                cache[row] = ci.low <= truth <= ci.high
+            hits += cache[row]
+        assert hits / 2000 >= 0.93
 
 
 def test_paired_bootstrap_too_few_pairs() -> None:
@@ -181,6 +239,7 @@ def test_paired_bootstrap_rejects_bad_inputs() -> None:
 def test_paired_bootstrap_interval_contains_delta(pairs: list[tuple[float, float]]) -> None:
     a = [x for x, _ in pairs]
     b = [y for _, y in pairs]
+    assume(np.ptp(np.subtract(b, a)) > 1e-6)  # one shared difference: no interval (above)
     r = paired_bootstrap(a, b, n_resamples=500)
     assert r.delta is not None
     assert r.p_value is not None

@@ -11,6 +11,7 @@ from evalsi.core import Interval
 from evalsi.stats import (
     Summary,
     bootstrap_interval,
+    cluster_wilson,
     clustered_interval,
     describe,
     summarize,
@@ -69,20 +70,17 @@ def test_number_uses_t() -> None:
     assert s.clusters is None
 
 
-def test_clusters_use_cluster_t_and_are_counted() -> None:
+def test_clusters_use_cluster_t_for_numbers_and_cluster_wilson_for_pass_rates() -> None:
     values = [1, 0, 1, 1, 0, 0, 1, 1]
     clusters = ["q1", "q1", "q2", "q2", "q3", "q3", "q4", "q4"]
     raw = clustered_interval(values, clusters)
     s = summarize(values, kind="number", clusters=clusters)
     assert s.interval == raw
     assert s.clusters == 4
-    # a proportion's interval is the same one, clipped to [0, 1]
     s = summarize(values, kind="passed", clusters=clusters)
-    assert raw.low is not None
-    assert raw.high is not None
-    assert s.interval.low == max(raw.low, 0.0)
-    assert s.interval.high == min(raw.high, 1.0)
-    assert s.interval.method == raw.method
+    assert s.interval == cluster_wilson(values, clusters)
+    assert s.interval.method == "cluster-wilson"
+    assert s.clusters == 4
 
 
 def test_passed_interval_never_leaves_unit_range() -> None:
@@ -121,10 +119,22 @@ def test_single_value() -> None:
     assert summarize([0.7], kind="number") == Summary(1, 0.7, None, Interval(None, None, "t"), None)
 
 
-def test_all_equal_numbers() -> None:
+def test_all_equal_numbers_have_no_interval() -> None:
     s = summarize(np.full(5, 0.3), kind="number")
-    assert s.interval == Interval(0.3, 0.3, "t")
+    assert s.interval == Interval(None, None, "t")
     assert s.std == 0.0
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+@pytest.mark.parametrize("value", [0, 1])
+def test_all_equal_pass_rates_are_never_a_point(value: int, clustered: bool) -> None:
+    values = [value] * 10
+    clusters = [f"topic-{i}" for i in range(10)] if clustered else None
+    s = summarize(values, kind="passed", clusters=clusters)
+    assert s.interval.low is not None
+    assert s.interval.high is not None
+    assert s.interval.high - s.interval.low > 0.2
+    assert s.interval.low <= value <= s.interval.high
 
 
 def test_rejects_bad_inputs() -> None:
