@@ -6,6 +6,13 @@ and secret rules); errors name the file's lines and fields and exit 2. ``--check
 file here instead, against the local evaluators, without a server. After applying, the
 policy's counts and window aggregates are printed every ``--interval`` seconds until Ctrl-C
 (``--once``: once, then exit).
+
+Following survives the connection: a dropped connection, a server restarting or a slow answer
+(``ServerUnavailable``) is retried after 0.5 s, doubling up to 10 s, with a note on stderr,
+for as long as it takes. A keep-alive connection the server closes just as the next poll
+reuses it fails that poll with "Connection reset by peer"; that alone ended a healthy watch
+after a few minutes. Only the start fails fast (a server never reached is a wrong URL, not a
+blip), and real errors still end it: the policy deleted (exit 2), access refused, bad input.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from evalsi.cli._remote import ENV, add_server_flag, server_of
 from evalsi.core import UserError
 
 DEFAULT_INTERVAL_S = 5.0
+RECONNECT_FIRST_S = 0.5
+RECONNECT_MAX_S = 10.0
 
 
 def register(commands: Any) -> None:
@@ -98,7 +107,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 async def _follow(args: argparse.Namespace, server: str) -> int:
-    from evalsi.client import AsyncClient
+    from evalsi.client import AsyncClient, ServerUnavailable
 
     async with AsyncClient(server) as client:
         applied = await client.apply_policy(args.file, project_id=args.project)
@@ -108,8 +117,21 @@ async def _follow(args: argparse.Namespace, server: str) -> int:
                 f"policy {applied.name!r} {what} on {server} (project {applied.project_id}, "
                 f"scores in run {applied.run_id})"
             )
+        failures = 0
         while True:
-            stats = await client.policy_stats(applied.name, project_id=applied.project_id)
+            try:
+                stats = await client.policy_stats(applied.name, project_id=applied.project_id)
+            except ServerUnavailable as e:
+                if args.once:
+                    raise
+                delay = reconnect_delay(failures)
+                failures += 1
+                note(f"connection lost ({_reason(e)}), reconnecting in {delay:g}s")
+                await asyncio.sleep(delay)
+                continue
+            if failures:
+                note(f"reconnected to {server} after {failures} failed attempt(s)")
+                failures = 0
             data = {"policy": applied.to_dict(), "stats": stats.to_dict()}
             if args.format == "json":
                 if args.once:
@@ -122,6 +144,19 @@ async def _follow(args: argparse.Namespace, server: str) -> int:
             if args.once:
                 return 0
             await asyncio.sleep(args.interval)
+
+
+def reconnect_delay(failures: int) -> float:
+    """Seconds before the next attempt after ``failures`` failed ones in a row: 0.5, 1, 2, 4,
+    8, then 10 for ever (a server back after a restart is found within 10 s)."""
+    return min(RECONNECT_FIRST_S * 2.0 ** min(failures, 32), RECONNECT_MAX_S)
+
+
+def _reason(error: Exception) -> str:
+    """The end of the transport's message ("Connection reset by peer (os error 104)"): the
+    whole chain names the URL and the request, which the note does not need every time."""
+    message = getattr(error, "message", str(error))
+    return message.rsplit(": ", 1)[-1].strip() or type(error).__name__
 
 
 def _print_stats(stats: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from evalsi.client._common import (
     PackInfo,
     StreamUpdate,
 )
+from evalsi.client._errors import ServerUnavailable
 from evalsi.client._results import RemoteRunResult, RemoteScoreResult
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "PackInfo",
     "RemoteRunResult",
     "RemoteScoreResult",
+    "ServerUnavailable",
     "StreamUpdate",
 ]

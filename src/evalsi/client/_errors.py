@@ -22,12 +22,19 @@ _USER_CODES = frozenset(
 )
 
 
+class ServerUnavailable(RunError):
+    """The server could not be reached, dropped the connection, did not answer in time, or
+    said it is unavailable (gRPC's UNAVAILABLE and DEADLINE_EXCEEDED): the same call may
+    succeed later, so a caller that follows a server (``evalsi watch``) retries it. Exit 3
+    for everyone else, as any ``RunError``."""
+
+
 def from_connect(error: ConnectError, url: str) -> EvalsiError:
     """The evalsi error a Connect/gRPC status stands for."""
     message, hint = _split_hint(error.message or error.code.value)
     if error.code == Code.UNAVAILABLE and error.__cause__ is None:
         # Sent by the server (its own infrastructure failed), not a connection we could not make.
-        return RunError(f"the evalsi server at {url}: {message}", hint=hint)
+        return ServerUnavailable(f"the evalsi server at {url}: {message}", hint=hint)
     if error.code == Code.NOT_FOUND:
         return NotFoundError(message, hint=hint)
     if error.code == Code.UNIMPLEMENTED:
@@ -44,12 +51,12 @@ def from_connect(error: ConnectError, url: str) -> EvalsiError:
     if error.code in _USER_CODES:
         return UserError(message, hint=hint)
     if error.code == Code.UNAVAILABLE:
-        return RunError(
+        return ServerUnavailable(
             f"cannot reach the evalsi server at {url}: {message}",
             hint="is `evalsi serve` running there? check --server / EVALSI_SERVER",
         )
     if error.code == Code.DEADLINE_EXCEEDED:
-        return RunError(
+        return ServerUnavailable(
             f"the evalsi server at {url} did not answer in time: {message}",
             hint="raise the client's timeout",
         )
@@ -64,6 +71,10 @@ def translate(error: BaseException, url: str) -> EvalsiError:
         return error
     if isinstance(error, ConnectError):
         return from_connect(error, url)
+    if isinstance(error, OSError):  # a socket error the HTTP client did not wrap
+        return ServerUnavailable(
+            f"cannot reach the evalsi server at {url}: {type(error).__name__}: {error}"
+        )
     return RunError(f"cannot reach the evalsi server at {url}: {type(error).__name__}: {error}")
 
 
