@@ -9,11 +9,13 @@ from evalsi.datasets._dataset import MAX_BAD_MESSAGES, Dataset, OnBadRecord
 from evalsi.datasets._fields import FieldMap, record_from_dict, record_to_row
 from evalsi.datasets._hf import HfRef, hub_cache_dir, parse_hf_uri
 from evalsi.datasets._source import SUPPORTED_SUFFIXES, FileFormat, open_dataset
+from evalsi.datasets._warnings import DatasetWarning
 
 __all__ = [
     "MAX_BAD_MESSAGES",
     "SUPPORTED_SUFFIXES",
     "Dataset",
+    "DatasetWarning",
     "FieldMap",
     "FileFormat",
     "HfRef",

@@ -8,6 +8,7 @@ from typing import Final, Literal
 
 from evalsi.core import DatasetError, Record, UserError
 from evalsi.datasets._fields import FieldMap, Plan, plan_of
+from evalsi.datasets._warnings import DatasetWarning, RepeatedIds, bad_records_warning
 
 OnBadRecord = Literal["fail", "skip"]
 
@@ -26,15 +27,29 @@ class ReadState:
     content hash) and ``last_line`` when they reach the end of their file.
     """
 
-    __slots__ = ("bad_count", "bad_records", "id_offset", "last_line", "plan", "skip", "version")
+    __slots__ = (
+        "bad_count",
+        "bad_records",
+        "id_offset",
+        "ids",
+        "last_line",
+        "physical",
+        "plan",
+        "records",
+        "skip",
+        "version",
+    )
 
     def __init__(self, plan: Plan, on_bad_record: OnBadRecord) -> None:
         self.plan = plan
         self.skip = on_bad_record == "skip"
         self.bad_records: list[tuple[int, str]] = []
         self.bad_count = 0
+        self.physical = True  # whether bad_records name lines of a file or positions
         self.id_offset = 0
         self.last_line = 0
+        self.records = 0
+        self.ids = RepeatedIds()
         self.version: str | None = None
 
     def bad(self, path: str, line: int, reason: str, *, physical: bool = True) -> None:
@@ -48,6 +63,7 @@ class ReadState:
                 raise DatasetError(reason, path=path, line=line, hint=_SKIP_HINT)
             raise DatasetError(f"record {line}: {reason}", path=path, hint=_SKIP_HINT)
         self.bad_count += 1
+        self.physical = physical
         if len(self.bad_records) < MAX_BAD_MESSAGES:
             self.bad_records.append((line, reason))
 
@@ -100,12 +116,63 @@ class Dataset(ABC):
         """How many rows the pass skipped as bad."""
         return self._state.bad_count
 
+    @property
+    def records_read(self) -> int:
+        """How many records the current or last pass yielded."""
+        return self._state.records
+
+    @property
+    def warnings(self) -> list[DatasetWarning]:
+        """What the current or last pass noticed without stopping: bad rows skipped (with
+        ``on_bad_record="skip"``) and ids that repeat an earlier record's."""
+        state = self._state
+        found = [
+            bad_records_warning(state.bad_count, state.bad_records, physical=state.physical),
+            state.ids.warning(kind_of_position=self._position_word()),
+        ]
+        return [w for w in found if w is not None]
+
+    def nothing_read(self) -> DatasetError:
+        """The error of a pass that yielded no record: nothing can be graded, so a run stops
+        with it (exit 2) instead of reporting metrics over nothing."""
+        state = self._state
+        if state.bad_count:
+            first = ""
+            if state.bad_records:
+                line, message = state.bad_records[0]
+                where = "line" if state.physical else "record"
+                first = f" (first: {where} {line}: {message})"
+            return DatasetError(
+                f"all {state.bad_count} record(s) were bad and skipped{first}",
+                path=self.name,
+                hint="fix the rows (--on-bad-record fail stops at the first one and names it)",
+            )
+        return DatasetError(f"no records ({self._why_empty()})", path=self.name)
+
+    def _why_empty(self) -> str:
+        lines = self._state.last_line
+        if self.format == "memory":
+            return "no rows were given"
+        if self.format == "csv":
+            return "the file has a header row and no data rows"
+        if self.format == "json":
+            return "the file holds an empty array"
+        if self.format == "parquet":
+            return "the file has no rows"
+        if self.format == "hf":
+            return "the dataset's files hold no rows"
+        return "the file is empty" if lines == 0 else "the file holds only blank lines"
+
+    def _position_word(self) -> str:
+        return "line" if self.format in ("jsonl", "csv") else "record"
+
     def iter_batches(self, batch_size: int = 1024) -> Generator[list[Record], None, None]:
         """Read the source from the start, yielding lists of at most ``batch_size`` records.
 
         With ``on_bad_record="fail"`` a bad row raises ``DatasetError`` naming its line; with
-        ``"skip"`` it is counted in ``bad_count`` and reading goes on. Closing the generator
-        early closes the file; ``version`` then stays ``None``.
+        ``"skip"`` it is counted in ``bad_count`` and reading goes on. Records whose id repeats
+        an earlier one's are yielded and named in ``warnings``. Closing the generator early
+        closes the file; ``version`` then stays ``None``.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
@@ -114,13 +181,18 @@ class Dataset(ABC):
         self._version = None
         batch: list[Record] = []
         append = batch.append
+        ids = state.ids
         for record in self._records(state):
             append(record)
             if len(batch) >= batch_size:
+                ids.add(batch, state.records + 1)
+                state.records += len(batch)
                 yield batch
                 batch = []
                 append = batch.append
         if batch:
+            ids.add(batch, state.records + 1)
+            state.records += len(batch)
             yield batch
         self._version = state.version
 

@@ -15,7 +15,7 @@ import orjson
 from evalsi.core import DatasetError, Hasher, Record
 from evalsi.datasets._dataset import ReadState
 from evalsi.datasets._fields import RowError, build_record, describe
-from evalsi.datasets._files import open_binary, read_error
+from evalsi.datasets._files import is_gzip, open_binary, read_error, utf8_error_in
 
 _WRAPPER_KEYS: Final = ("data", "records", "rows")
 
@@ -51,6 +51,9 @@ def _rows(data: bytes, path: str) -> list[Any]:
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
+        utf8 = utf8_error_in(data, gz=is_gzip(path)) if not data.isascii() else None
+        if utf8 is not None:
+            raise DatasetError(utf8.message(), path=path, line=utf8.line) from None
         raise DatasetError(f"not valid JSON: {e}", path=path) from None
     if isinstance(doc, list):
         return doc

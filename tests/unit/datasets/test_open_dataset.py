@@ -20,6 +20,7 @@ def read(ds: Dataset, batch_size: int = 1024) -> list[Record]:
 def test_the_public_surface() -> None:
     assert sorted(evalsi.datasets.__all__) == [
         "Dataset",
+        "DatasetWarning",
         "FieldMap",
         "FileFormat",
         "HfRef",
