@@ -6,21 +6,22 @@ import asyncio
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from evalsi.datasets import FieldMap
-from evalsi.evaluators import Registry
-from evalsi.runs import (
-    CalibrationResult,
-    EvaluatorLike,
-    Progress,
-    RunProgress,
-    RunResult,
-    RunSpec,
-    ScoreResult,
-    score_async,
-)
-from evalsi.store import SqlStore
+from evalsi.runs import RunSpec, score_async
+
+if TYPE_CHECKING:  # annotations only: calibration and the store load when they are used
+    from evalsi.datasets import FieldMap
+    from evalsi.evaluators import Registry
+    from evalsi.runs import (
+        CalibrationResult,
+        EvaluatorLike,
+        Progress,
+        RunProgress,
+        RunResult,
+        ScoreResult,
+    )
+    from evalsi.store import SqlStore
 
 
 async def evaluate_async(

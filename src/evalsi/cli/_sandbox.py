@@ -112,12 +112,12 @@ def apply_config(path: str | None) -> None:
     process; without a file the defaults stand. A bad section is a SpecError (exit 2)."""
     from pathlib import Path
 
-    from evalsi.sandbox import configure
-    from evalsi.server._config import load_sandbox_config
-
     file = Path(path) if path is not None else Path("evalsi.yaml")
     if path is None and not file.is_file():
         return
+    from evalsi.sandbox import configure  # only with a file: the sandbox and config load slowly
+    from evalsi.server._config import load_sandbox_config
+
     configure(load_sandbox_config(file))
 
 

@@ -35,6 +35,7 @@ from evalsi.core._errors import (
 )
 from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
+from evalsi.core._lazy import lazy_exports, lazy_module
 from evalsi.core._manifest import (
     RUNNABLE_SCOPES,
     EvaluatorManifest,
@@ -143,6 +144,8 @@ __all__ = [
     "compile_pattern",
     "content_hash",
     "decode_score",
+    "lazy_exports",
+    "lazy_module",
     "message_from_dict",
     "message_to_dict",
     "missing_extra",

@@ -1,81 +1,89 @@
 """Ways in that produce runs: Score (grade existing outputs) and Run (call a target, then grade)."""
 
-from evalsi.runs._aggregate import Aggregator
-from evalsi.runs._calibration import CalibrationResult, calibrate_async
-from evalsi.runs._calibration_gates import uncalibrated_gates
-from evalsi.runs._compare import compare_runs
-from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
-from evalsi.runs._dataset_scope import (
-    DatasetScope,
-    cluster_dataset_runners,
-    dataset_bootstrap,
-    finish_dataset_scope,
-)
-from evalsi.runs._execute import execute_run
-from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
-from evalsi.runs._gate_syntax import EvaluatorMetrics
-from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
-from evalsi.runs._grade import grade_run
-from evalsi.runs._isolation import (
-    ISOLATION_KEY,
-    LEVELS,
-    IsolationSummary,
-    RecordIsolation,
-    ReportedIsolation,
-    isolation_report,
-    iter_record_isolation,
-    parse_isolation,
-    record_isolation,
-    scores_isolation,
-    weakest,
-)
-from evalsi.runs._isolation import summaries_from_dicts as isolation_from_dicts
-from evalsi.runs._isolation import (
-    summarize_results as isolation_of_results,
-)
-from evalsi.runs._judges import (
-    JUDGE_CONNECTORS,
-    build_judges,
-    judges_manifest,
-    judges_summary,
-    run_judges,
-    without_cache,
-)
-from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
-from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
-from evalsi.runs._result import (
-    ISOLATION_COLUMNS,
-    TABLE_COLUMNS,
-    ScoreResult,
-    format_ci,
-    format_number,
-    isolation_rows,
-    metric_rows,
-    render_markdown,
-    render_plain,
-)
-from evalsi.runs._run_result import RunResult
-from evalsi.runs._runspec import (
-    BudgetSpec,
-    DatasetSpec,
-    EvaluatorEntry,
-    JudgeSpec,
-    RunSpec,
-    TargetSpec,
-)
-from evalsi.runs._scheduler import RunProgress, task_seed
-from evalsi.runs._score import Progress, open_store, score_async
-from evalsi.runs._spec_load import (
-    TARGET_KINDS,
-    load_run_spec,
-    parse_duration,
-    run_spec_from_dict,
-    run_spec_from_yaml,
-)
-from evalsi.runs._stored import StoredSummary, summarize_stored
-from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
-from evalsi.runs._targets import MODEL_CONNECTORS
-from evalsi.runs._trials import TrialStats
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evalsi.core import lazy_exports
+
+if TYPE_CHECKING:
+    from evalsi.runs._aggregate import Aggregator
+    from evalsi.runs._calibration import CalibrationResult, calibrate_async
+    from evalsi.runs._calibration_gates import uncalibrated_gates
+    from evalsi.runs._compare import compare_runs
+    from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
+    from evalsi.runs._dataset_scope import (
+        DatasetScope,
+        cluster_dataset_runners,
+        dataset_bootstrap,
+        finish_dataset_scope,
+    )
+    from evalsi.runs._execute import execute_run
+    from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
+    from evalsi.runs._gate_syntax import EvaluatorMetrics
+    from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
+    from evalsi.runs._grade import grade_run
+    from evalsi.runs._isolation import (
+        ISOLATION_KEY,
+        LEVELS,
+        IsolationSummary,
+        RecordIsolation,
+        ReportedIsolation,
+        isolation_report,
+        iter_record_isolation,
+        parse_isolation,
+        record_isolation,
+        scores_isolation,
+        weakest,
+    )
+    from evalsi.runs._isolation import summaries_from_dicts as isolation_from_dicts
+    from evalsi.runs._isolation import (
+        summarize_results as isolation_of_results,
+    )
+    from evalsi.runs._judges import (
+        JUDGE_CONNECTORS,
+        build_judges,
+        judges_manifest,
+        judges_summary,
+        run_judges,
+        without_cache,
+    )
+    from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
+    from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
+    from evalsi.runs._result import (
+        ISOLATION_COLUMNS,
+        TABLE_COLUMNS,
+        ScoreResult,
+        format_ci,
+        format_number,
+        isolation_rows,
+        metric_rows,
+        render_markdown,
+        render_plain,
+    )
+    from evalsi.runs._run_result import RunResult
+    from evalsi.runs._runspec import (
+        BudgetSpec,
+        DatasetSpec,
+        EvaluatorEntry,
+        JudgeSpec,
+        RunSpec,
+        TargetSpec,
+    )
+    from evalsi.runs._scheduler import RunProgress, task_seed
+    from evalsi.runs._score import Progress, open_store, score_async
+    from evalsi.runs._spec_load import (
+        TARGET_KINDS,
+        load_run_spec,
+        parse_duration,
+        run_spec_from_dict,
+        run_spec_from_yaml,
+    )
+    from evalsi.runs._stored import StoredSummary, summarize_stored
+    from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
+    from evalsi.runs._targets import MODEL_CONNECTORS
+    from evalsi.runs._trials import TrialStats
+
 
 __all__ = [
     "GATE_COLUMNS",
@@ -158,3 +166,6 @@ __all__ = [
     "weakest",
     "without_cache",
 ]
+
+# Exports are imported on first use (core/_lazy.py): a command imports only what it needs.
+__getattr__ = lazy_exports(__name__, __file__)

@@ -1,0 +1,77 @@
+"""Start-up (issue 16): a command imports what it uses. Package faces resolve every export on
+first use, and a Score run from the CLI never imports calibration, Run specs, the server or the
+client, and SciPy waits for the first interval."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalsi.core import lazy_module
+
+LAZY_PACKAGES = ["evalsi.runs", "evalsi.stats", "evalsi.store"]
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_every_export_of_a_lazy_package_resolves(name: str) -> None:
+    package = importlib.import_module(name)
+    for export in package.__all__:
+        value = getattr(package, export)
+        assert value is getattr(package, export)  # cached on the package after the first read
+    with pytest.raises(AttributeError, match="no attribute 'not_an_export'"):
+        package.not_an_export  # noqa: B018
+
+
+def test_a_submodule_is_still_importable_through_the_face() -> None:
+    from evalsi.runs import _score  # not an export: Python falls back to the submodule
+
+    assert _score.__name__ == "evalsi.runs._score"
+
+
+def test_lazy_module_imports_on_first_attribute() -> None:
+    probe = "import sys; from evalsi.core import lazy_module; m = lazy_module('fractions'); "
+    code = probe + "print('fractions' in sys.modules, m.Fraction(1, 2), 'fractions' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "1/2", "True"]
+    with pytest.raises(ModuleNotFoundError):
+        lazy_module("no_such_module_evalsi").anything  # noqa: B018
+
+
+SCORE = """
+import sys
+from evalsi.cli import main
+code = main(sys.argv[1:])
+heavy = ("sqlalchemy.dialects.postgresql", "evalsi.runs._calibration", "evalsi.runs._execute",
+         "evalsi.server", "evalsi.client", "connectrpc", "jsonschema", "yaml")
+print(repr(code), *[m for m in heavy if m in sys.modules], file=sys.stderr)
+"""
+
+
+def test_what_grading_needs_does_not_import_scipy() -> None:
+    # The intervals import scipy.special at the first summary, after every record is graded.
+    code = (
+        "import sys, evalsi._api, evalsi.packs, evalsi.datasets, evalsi.store._sql; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scipy', 'celpy', 'cel')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_score_run_from_the_cli_imports_none_of_the_heavy_parts(tmp_path: Path) -> None:
+    data = tmp_path / "qa.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": str(i), "output": "a", "reference": "a"}) + "\n" for i in range(20)
+        )
+    )
+    args = ["eval", "--data", str(data), "--evaluators", "exact-match", "--store", "s.db"]
+    done = subprocess.run(
+        [sys.executable, "-c", SCORE, *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.stderr.splitlines()[-1] == "0", done.stderr
+    assert "exact-match" in done.stdout
