@@ -15,8 +15,10 @@ from evalsi.packs.core._normalize import make_normalizer
 from evalsi.packs.core._reference import (
     NOT_JSON,
     alternatives,
+    expected_got,
     json_equal,
     output_data,
+    quoted,
     shorten,
 )
 
@@ -37,7 +39,8 @@ class ExactMatch:
     nested list) is compared as data with the output's JSON value (JSON content, or text parsed
     as JSON): key order does not matter, ``1`` equals ``1.0`` but not ``true``, and the text
     params apply to string values. An output that is itself a JSON list equal to a whole list
-    reference passes too.
+    reference passes too. A failure's explanation shows both sides, each cut to 120
+    characters: ``expected "Paris", got "paris."``.
 
     Args:
         ignore_case: compare case-insensitively (``str.casefold``).
@@ -63,14 +66,17 @@ class ExactMatch:
             trim=trim,
         )
 
-    def __call__(self, record: Record) -> bool:
+    def __call__(self, record: Record) -> bool | Score:
         out, ref = record.output, record.reference
         assert out is not None  # the runner checked `requires`
         assert ref is not None
         if ref.kind == "text":
             norm = self._norm
-            return norm(out.value if out.kind == "text" else out.as_text()) == norm(ref.value)
-        return self._structured(out, ref)
+            if norm(out.value if out.kind == "text" else out.as_text()) == norm(ref.value):
+                return True
+        elif self._structured(out, ref):
+            return True
+        return Score(passed=False, explanation=expected_got(ref, out.as_text()))
 
     def _structured(self, out: Content, ref: Content) -> bool:
         norm = self._norm
@@ -174,8 +180,11 @@ class FuzzyMatch:
             if not options:
                 raise Skip(_NO_ALTERNATIVES)
             best = max(similarity(text, norm(option)) for option in options)
+        if best >= self._threshold:
+            return [Score(passed=True), Score(name="similarity", number=best)]
+        why = f"similarity {best:.3f} < {self._threshold + 1e-12:g}: "
         return [
-            Score(passed=best >= self._threshold),
+            Score(passed=False, explanation=why + expected_got(ref, out.as_text())),
             Score(name="similarity", number=best),
         ]
 
@@ -311,7 +320,7 @@ class StartsWith:
                 raise ParamError("starts-with: param 'prefix' must not be empty")
             self._prefixes = (normalized,)
 
-    def __call__(self, record: Record) -> bool:
+    def __call__(self, record: Record) -> bool | Score:
         out = record.output
         assert out is not None
         norm = self._norm
@@ -323,7 +332,13 @@ class StartsWith:
             prefixes = tuple(p for p in map(norm, alternatives(ref)) if p)
             if not prefixes:
                 raise Skip("reference is empty: no prefix to look for")
-        return norm(out.as_text()).startswith(prefixes)
+        text = out.as_text()
+        if norm(text).startswith(prefixes):
+            return True
+        wanted = ", ".join(quoted(p, 40) for p in prefixes[:5])
+        if len(prefixes) > 1:
+            wanted = f"one of {wanted}" + (f" (+{len(prefixes) - 5})" if len(prefixes) > 5 else "")
+        return Score(passed=False, explanation=f"expected a start {wanted}, got {quoted(text)}")
 
 
 starts_with = evaluator(

@@ -75,3 +75,28 @@ def shorten(text: str, limit: int = 80) -> str:
 def clip(text: str, limit: int = 120) -> str:
     """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+SHOWN_CHARS = 120
+"""Characters of each side an explanation quotes (expected, got); a failure line stays short."""
+
+
+def quoted(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, in double quotes with JSON escapes (a newline
+    shows as ``\\n``, so an explanation stays one line)."""
+    return orjson.dumps(clip(text, limit)).decode()
+
+
+def expected_got(reference: Content, got: str) -> str:
+    """Why an output did not match its reference: ``expected "Paris", got "paris."``; a list
+    of alternatives shows as ``expected one of ["Paris","paris"], got ...``.
+
+    Example:
+        >>> expected_got(Content.of_text("Paris"), "paris.")
+        'expected "Paris", got "paris."'
+    """
+    if reference.kind == "json" and isinstance(reference.value, list):
+        expected = "one of " + clip(as_text(reference.value), SHOWN_CHARS)
+    else:
+        expected = quoted(reference.as_text())
+    return f"expected {expected}, got {quoted(got)}"

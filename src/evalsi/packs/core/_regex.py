@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from evalsi.core import OutputSpec, ParamError, PatternMatch, Record, compile_pattern
+from evalsi.core import OutputSpec, ParamError, PatternMatch, Record, Score, compile_pattern
 from evalsi.evaluators import evaluator
+from evalsi.packs.core._reference import quoted
 
 
 class Regex:
@@ -28,7 +29,7 @@ class Regex:
         dotall: ``.`` matches newlines too (``re.DOTALL``).
     """
 
-    __slots__ = ("_match",)
+    __slots__ = ("_match", "_pattern")
 
     def __init__(
         self,
@@ -49,11 +50,16 @@ class Regex:
             never_capture=True,  # only whether it matches: RE2 picks its fastest engine
         )
         self._match: Callable[[str], PatternMatch | None] = getattr(compiled, mode)
+        self._pattern = f"{quoted(pattern)} ({mode})"
 
-    def __call__(self, record: Record) -> bool:
+    def __call__(self, record: Record) -> bool | Score:
         out = record.output
         assert out is not None
-        return self._match(out.as_text()) is not None
+        text = out.as_text()
+        if self._match(text) is not None:
+            return True
+        why = f"no match for pattern {self._pattern}, got {quoted(text)}"
+        return Score(passed=False, explanation=why)
 
 
 regex = evaluator(

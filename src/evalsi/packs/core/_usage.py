@@ -1,10 +1,13 @@
 """What producing the output cost: ``latency``, ``tokens`` and ``cost``, each with a budget.
 
 The values come from ``record.usage``; a record whose usage lacks the field is skipped by the
-runner (``requires``), never scored as zero.
+runner (``requires``), never scored as zero. Over budget, the explanation shows both:
+``latency 2310 ms > budget 2000 ms``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
 from evalsi.evaluators import evaluator
@@ -16,10 +19,27 @@ def _budget(evaluator_name: str, param: str, value: float | None) -> float | Non
     return value
 
 
-def _measured(value: float, budget: float | None, metric: str) -> float | list[Score]:
+def _measured(
+    value: float, budget: float | None, metric: str, show: Callable[[float], str]
+) -> float | list[Score]:
     if budget is None:
         return float(value)
-    return [Score(number=float(value)), Score(name=metric, passed=value <= budget)]
+    if value <= budget:
+        return [Score(number=float(value)), Score(name=metric, passed=True)]
+    why = f"{metric.split('-')[0]} {show(value)} > budget {show(budget)}"
+    return [Score(number=float(value)), Score(name=metric, passed=False, explanation=why)]
+
+
+def _ms(value: float) -> str:
+    return f"{value:.0f} ms" if value >= 10 else f"{value:.3g} ms"
+
+
+def _tokens(value: float) -> str:
+    return f"{value:.0f}"
+
+
+def _usd(value: float) -> str:
+    return f"${value:.6g}"
 
 
 class Latency:
@@ -41,7 +61,7 @@ class Latency:
         usage = record.usage
         assert usage is not None  # `requires` checked it
         assert usage.latency_ms is not None
-        return _measured(usage.latency_ms, self._max, "latency-within-budget")
+        return _measured(usage.latency_ms, self._max, "latency-within-budget", _ms)
 
 
 latency = evaluator(
@@ -80,7 +100,7 @@ class Tokens:
         assert usage is not None
         tokens = usage.tokens()
         assert tokens is not None
-        return _measured(tokens, self._max, "tokens-within-budget")
+        return _measured(tokens, self._max, "tokens-within-budget", _tokens)
 
 
 tokens = evaluator(
@@ -117,7 +137,7 @@ class Cost:
         usage = record.usage
         assert usage is not None
         assert usage.cost_usd is not None
-        return _measured(usage.cost_usd, self._max, "cost-within-budget")
+        return _measured(usage.cost_usd, self._max, "cost-within-budget", _usd)
 
 
 cost = evaluator(

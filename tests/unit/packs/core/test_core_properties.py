@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalsi.core import Content, Record
+from evalsi.core import Content, Record, Score
 from evalsi.packs import builtin_registry
 
 REG = builtin_registry(entry_points=False)
@@ -18,9 +18,21 @@ def fn(name: str, **params: Any) -> Callable[[Record], Any]:
     return REG.resolve(name).bind(params).record_fn()
 
 
-EXACT = fn("exact-match")
-EXACT_NOCASE = fn("exact-match", ignore_case=True)
-EXACT_ALL = fn("exact-match", ignore_case=True, ignore_punctuation=True, normalize_whitespace=True)
+def passes(f: Callable[[Record], Any]) -> Callable[[Record], bool]:
+    """Whether ``f`` passed the record (a failure is a Score that explains itself)."""
+
+    def check(record: Record) -> bool:
+        result = f(record)
+        return result is True or (isinstance(result, Score) and result.passed is True)
+
+    return check
+
+
+EXACT = passes(fn("exact-match"))
+EXACT_NOCASE = passes(fn("exact-match", ignore_case=True))
+EXACT_ALL = passes(
+    fn("exact-match", ignore_case=True, ignore_punctuation=True, normalize_whitespace=True)
+)
 FUZZY = fn("fuzzy-match")
 FUZZY_RAW = fn("fuzzy-match", trim=False)
 
