@@ -25,9 +25,9 @@ def t_quantile(p: float, df: float) -> float:
     return float(sc.stdtrit(df, p))
 
 
-EDGE_COUNT = 3
-"""At or below this many successes (or failures) a proportion's bound at that edge is the
-more cautious of Wilson's and Clopper-Pearson's (see ``proportion_bounds``)."""
+EDGE_COUNT = 10
+"""At or below this many successes (or failures) a proportion's interval is the hull of
+Wilson's and Clopper-Pearson's (see ``proportion_bounds``)."""
 
 
 def _wilson_bounds(x: FloatArray, n: FloatArray, z: float) -> tuple[FloatArray, FloatArray]:
@@ -60,14 +60,16 @@ def proportion_bounds(
 ) -> tuple[FloatArray, FloatArray]:
     """Bounds of a proportion: Wilson, made more cautious at the edges; vectorised.
 
-    Wilson's interval keeps close to nominal coverage in the middle, but just above 0 (and
-    below 1) it undercovers badly: with n=5 and a true rate of 2%, one failure in five gives a
-    Wilson lower bound of 3.6%, and the interval misses the truth 10% of the time. So where at
-    most ``EDGE_COUNT`` successes (or failures) were seen, the interval is the hull of Wilson's
-    and the exact Clopper-Pearson one (Brown, Cai and DasGupta 2001 patch the bound near the
-    edge with a Poisson one; the far bound matters too: with n=5 and a rate of 50%, Wilson's
-    5/5 excludes 0.5). The rule only ever widens, so the interval is never narrower than Wilson's,
-    and it is never zero-width for n > 0.
+    Wilson's interval keeps close to nominal coverage in the middle, but near 0 (and 1) it
+    undercovers: with n=5 and a true rate of 2%, one success in five gives a Wilson lower bound
+    of 3.6%, and the interval misses the truth 10% of the time; with n=200 it still covers only
+    93.3% (8 or 9 successes put the lower bound above 2%). Brown, Cai and DasGupta (2001) trace
+    this to the Poisson regime of few events. So where at most ``EDGE_COUNT`` (10) successes or
+    failures were seen, the interval is the hull of Wilson's and the exact Clopper-Pearson one.
+    That lifts the exact coverage of every n in 5..500 at rates 2%, 50% and 98% to 94.2% or
+    more (plain Wilson: 90.4%), at the cost of a wider interval near the edges (10/200: 0.066
+    wide instead of 0.062). The rule only widens, so the interval is never narrower than
+    Wilson's, and never zero-width for n > 0.
 
     Counts may be fractional (an effective sample size), and ``df`` (degrees of freedom, as
     with clustered data) shrinks n to ``n·(z/t_df)²`` first, the Korn and Graubard (1998)
@@ -95,10 +97,10 @@ def wilson(successes: int, n: int, level: float = 0.95, *, edges: bool = True) -
     """Wilson score interval for a binomial proportion, cautious at the edges.
 
     Preferred over the normal (Wald) interval because it keeps close to nominal coverage for
-    small ``n`` and for proportions near 0 or 1, and never leaves [0, 1]. With at most three
+    small ``n`` and for proportions near 0 or 1, and never leaves [0, 1]. With at most ten
     successes (or failures) each bound is the wider of Wilson's and the exact Clopper-Pearson
-    one (``proportion_bounds`` says why), so it keeps at least 93% coverage at
-    95% where plain Wilson falls to 90%, and is never zero-width.
+    one (``proportion_bounds`` says why): plain Wilson's coverage falls to 90% there. Never
+    zero-width.
 
     Args:
         successes: Number of successes, ``0 <= successes <= n``.
@@ -114,9 +116,9 @@ def wilson(successes: int, n: int, level: float = 0.95, *, edges: bool = True) -
         ValueError: If the counts or the level are out of range.
 
     Example:
-        >>> ci = wilson(12, 20)
+        >>> ci = wilson(37, 100)
         >>> round(ci.low, 4), round(ci.high, 4)
-        (0.3866, 0.7812)
+        (0.2818, 0.4678)
         >>> round(wilson(10, 10).low, 4)  # all passed: still an interval, not [1, 1]
         0.6915
     """
