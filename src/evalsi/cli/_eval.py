@@ -8,7 +8,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evalsi.cli._output import FORMATS, note, print_json, print_summary
+from evalsi.cli._output import (
+    FORMATS,
+    add_failures_flag,
+    failures_of,
+    note,
+    print_failures,
+    print_json,
+    print_summary,
+)
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 from evalsi.core import ParamError, UserError
@@ -94,6 +102,7 @@ def register(commands: Any) -> None:
         "for the judge pack (llm-judge, g-eval, ...); there is no default judge",
     )
     add_no_cache_flag(p)
+    add_failures_flag(p)
     p.add_argument(
         "--gate",
         action="append",
@@ -201,10 +210,14 @@ def run(args: argparse.Namespace) -> int:
         why = result.first_infra_reason(lost) or "see infra_errors"
         note(f"{lost} judged nothing: every record failed on infrastructure; first: {why} (exit 3)")
     if args.format == "json":
-        print_json(result.to_dict())
+        data = result.to_dict()
+        if (failures := failures_of(result, args.show_failures)) is not None:
+            data["failures"] = [f.to_dict() for f in failures]
+        print_json(data)
         return result.exit_code
     title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
     print_summary(args.format, title, result.metrics, result.gates, result.isolation)
+    print_failures(args.format, failures_of(result, n := args.show_failures), n)
     return result.exit_code
 
 

@@ -7,7 +7,15 @@ import argparse
 from typing import Any
 
 from evalsi.cli._eval import ProgressLine, add_no_cache_flag, parse_params
-from evalsi.cli._output import FORMATS, note, print_json, print_summary
+from evalsi.cli._output import (
+    FORMATS,
+    add_failures_flag,
+    failures_of,
+    note,
+    print_failures,
+    print_json,
+    print_summary,
+)
 from evalsi.core import UserError
 
 GRADE_EPILOG = """\
@@ -68,6 +76,7 @@ def register(commands: Any) -> None:
         help="judges for judge-pack evaluators (YAML mapping; default: the source run's)",
     )
     add_no_cache_flag(g)
+    add_failures_flag(g)
     g.add_argument("--format", choices=FORMATS, default="table", help="output format")
     g.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     g.set_defaults(handler=grade)
@@ -114,7 +123,12 @@ def grade(args: argparse.Namespace) -> int:
         name=args.name,
         judges=judges,
     )
-    return _show(result, args.format, extra={"source_run": _source_of(result)})
+    return _show(
+        result,
+        args.format,
+        extra={"source_run": _source_of(result)},
+        failures=args.show_failures,
+    )
 
 
 def rerun(args: argparse.Namespace) -> int:
@@ -142,10 +156,13 @@ def _source_of(result: Any) -> str | None:
     return str(source) if source else None
 
 
-def _show(result: Any, fmt: str, *, extra: dict[str, Any]) -> int:
+def _show(result: Any, fmt: str, *, extra: dict[str, Any], failures: int = 5) -> int:
 
     if fmt == "json":
-        print_json({**result.to_dict(), **extra})
+        data = {**result.to_dict(), **extra}
+        if (failing := failures_of(result, failures)) is not None:
+            data["failures"] = [f.to_dict() for f in failing]
+        print_json(data)
         return int(result.exit_code)
     links = " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in extra.items() if v)
     title = f"run {result.run_id} · {result.status} · {result.records} samples x {result.trials}"
@@ -154,4 +171,5 @@ def _show(result: Any, fmt: str, *, extra: dict[str, Any]) -> int:
     if result.stopped_reason:
         title += f" · stopped: {result.stopped_reason}"
     print_summary(fmt, title, result.metrics, result.gates, result.isolation)
+    print_failures(fmt, failures_of(result, failures), failures)
     return int(result.exit_code)

@@ -77,3 +77,40 @@ def print_summary(
     if gates:
         print()
         printer(GATE_COLUMNS, gate_rows(gates), title="gates")
+
+
+def add_failures_flag(parser: Any) -> None:
+    """``--show-failures N``: how many failing results the output lists, with their reasons."""
+    parser.add_argument(
+        "--show-failures",
+        type=int,
+        default=5,
+        metavar="N",
+        help="list the first N failing results and why (expected vs got, value vs budget, the "
+        'error); in --format json under "failures"; 0 lists none (default: 5)',
+    )
+
+
+def failures_of(result: Any, limit: int) -> list[Any] | None:
+    """The first ``limit`` failing results of a finished local run; None for a run on a
+    server (its results are not in a local store) or a plan."""
+    store, run_id = getattr(result, "store", None), getattr(result, "run_id", "")
+    if store is None or not run_id:
+        return None
+    from evalsi.runs import failing_records
+
+    return failing_records(store, run_id, limit)
+
+
+def print_failures(fmt: str, failures: Sequence[Any] | None, limit: int) -> None:
+    """The failing results after the metrics, one line each: record, metric, why."""
+    if not failures:
+        return
+    from evalsi.runs import FAILURE_COLUMNS, failure_rows
+
+    printer = print_markdown if fmt == "md" else print_table
+    print()
+    title = "failures"
+    if len(failures) >= limit:
+        title += f" (the first {limit}; --show-failures N lists more)"
+    printer(FAILURE_COLUMNS, failure_rows(failures), title=title)

@@ -6,7 +6,14 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._eval import ProgressLine, add_no_cache_flag
-from evalsi.cli._output import FORMATS, print_json, print_summary
+from evalsi.cli._output import (
+    FORMATS,
+    add_failures_flag,
+    failures_of,
+    print_failures,
+    print_json,
+    print_summary,
+)
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 
@@ -55,6 +62,7 @@ def register(commands: Any) -> None:
     p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     add_no_cache_flag(p)
+    add_failures_flag(p)
     add_server_flag(p)
     p.set_defaults(handler=run)
 
@@ -96,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         data = result.to_dict()
         if result.plan is None:
             data["graded"] = graded
+            if graded and (failures := failures_of(result, args.show_failures)) is not None:
+                data["failures"] = [f.to_dict() for f in failures]
         print_json(data)
         return result.exit_code
     if result.plan is not None:
@@ -109,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{title} · not graded (evalsi grade --from {result.run_id})\ntasks: {tasks}")
         return result.exit_code
     print_summary(args.format, title, result.metrics, result.gates, result.isolation)
+    print_failures(args.format, failures_of(result, n := args.show_failures), n)
     return result.exit_code
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_summary, print_table
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._warnings import warning_lines
 from evalsi.core import UserError
 
 if TYPE_CHECKING:
@@ -136,6 +137,10 @@ def show_run(args: argparse.Namespace) -> int:
                 "isolation": summary.get("isolation", []),
                 "dataset": summary.get("dataset"),
                 "bad_records": summary.get("bad_records", 0),
+                "warnings": summary.get("warnings", []),
+                "infra_errors": summary.get("infra_errors", 0),
+                "infra_error_causes": summary.get("infra_error_causes", []),
+                "target_error_causes": summary.get("target_error_causes", []),
                 "spec": run.spec,
                 "manifest": run.manifest,
                 "failures": failures,
@@ -152,6 +157,17 @@ def show_run(args: argparse.Namespace) -> int:
     print_summary(args.format, title, metrics, summary.get("gates") or [], isolation)
     if run.error:
         print(f"\nstopped: {run.error}")
+    causes = [
+        *(("infra error", c) for c in summary.get("infra_error_causes") or []),
+        *(("target error", c) for c in summary.get("target_error_causes") or []),
+    ]
+    if causes:
+        print()
+        for what, c in causes:
+            print(f"{what} {c.get('kind')} x{c.get('count')}: {c.get('example')}")
+    lines = warning_lines(summary.get("warnings") or [])
+    if lines:
+        print("\n" + "\n".join(lines))
     if failures:
         print()
         printer = print_markdown if args.format == "md" else print_table

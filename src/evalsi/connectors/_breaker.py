@@ -40,7 +40,15 @@ class CircuitBreaker:
         'open'
     """
 
-    __slots__ = ("_clock", "_failures", "_opened_at", "_probing", "endpoint", "policy")
+    __slots__ = (
+        "_clock",
+        "_failures",
+        "_last_cause",
+        "_opened_at",
+        "_probing",
+        "endpoint",
+        "policy",
+    )
 
     def __init__(
         self, endpoint: str, policy: BreakerPolicy, *, clock: Clock = SYSTEM_CLOCK
@@ -51,6 +59,7 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._probing = False
+        self._last_cause = ""
 
     @property
     def state(self) -> BreakerState:
@@ -72,10 +81,13 @@ class CircuitBreaker:
             self._probing = True  # this caller is the probe
             return
         remaining = self.policy.cooldown - (self._clock.monotonic() - self._opened_at)
+        # The last failure's own message rides along: an open circuit is what the user sees
+        # on every task after the first few, and it must still say why (refused, DNS, TLS...).
         raise InfraError(
             "circuit_open",
             f"{self.endpoint} failed {self._failures} times in a row; not calling it"
-            + (f" for another {remaining:.1f}s" if remaining > 0 else " while a probe runs"),
+            + (f" for another {remaining:.1f}s" if remaining > 0 else " while a probe runs")
+            + (f"; last failure: {self._last_cause}" if self._last_cause else ""),
             endpoint=self.endpoint,
         )
 
@@ -84,8 +96,11 @@ class CircuitBreaker:
         self._opened_at = None
         self._probing = False
 
-    def record_failure(self) -> None:
+    def record_failure(self, cause: str = "") -> None:
+        """Count a failure; ``cause`` (its message) is named while the circuit is open."""
         self._failures += 1
+        if cause:
+            self._last_cause = cause
         if self._probing or self._failures >= self.policy.failure_threshold:
             self._opened_at = self._clock.monotonic()
         self._probing = False

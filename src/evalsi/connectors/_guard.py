@@ -73,6 +73,7 @@ async def guarded_call(
     async def attempt() -> T:
         breaker.before_call()
         outcome = "neutral"
+        cause = ""
         try:
             if limiter is not None:
                 await limiter.acquire(token_estimate)
@@ -83,7 +84,7 @@ async def guarded_call(
                 if limiter is not None and e.retry_after:
                     limiter.pause(e.retry_after)
             elif e.kind != "egress_denied":  # refused before any request: says nothing of it
-                outcome = "failure"
+                outcome, cause = "failure", f"{e.kind}: {e.message}"
             raise
         except TargetError:
             outcome = "success"  # the endpoint answered; the request was wrong
@@ -92,7 +93,7 @@ async def guarded_call(
             if outcome == "success":
                 breaker.record_success()
             elif outcome == "failure":
-                breaker.record_failure()
+                breaker.record_failure(cause)
             else:
                 breaker.record_neutral()
         if limiter is not None:

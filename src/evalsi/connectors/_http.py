@@ -161,7 +161,7 @@ async def request_json(
     except aiohttp.ClientError as e:
         raise InfraError(
             "connection",
-            f"cannot reach {where}: {_redact(str(e) or type(e).__name__, secrets)}",
+            f"cannot reach {where}: {_redact(connect_reason(e), secrets)}",
             endpoint=where,
         ) from e
     latency_ms = (time.perf_counter() - started) * 1000.0
@@ -202,6 +202,33 @@ async def request_json(
             endpoint=where,
         )
     raise TargetError(message, status=status, endpoint=where, hint=_hint(status))
+
+
+def connect_reason(e: Exception) -> str:
+    """Why a connection failed, in words a user acts on: refused, DNS, TLS, else aiohttp's."""
+    import ssl
+
+    import aiohttp
+
+    text = str(e) or type(e).__name__
+    if isinstance(e, aiohttp.ClientConnectorDNSError):
+        why = e.os_error.strerror or str(e.os_error)
+        return f"DNS lookup of {e.host} failed ({why})"
+    if isinstance(e, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate of {e.host} rejected ({e.certificate_error})"
+    if isinstance(e, aiohttp.ClientConnectorSSLError) or isinstance(
+        getattr(e, "os_error", None), ssl.SSLError
+    ):
+        os_error = getattr(e, "os_error", None)
+        why = getattr(os_error, "reason", None) or str(os_error or text)
+        plain = " (is it plain HTTP? then use http://)" if why == "WRONG_VERSION_NUMBER" else ""
+        return f"TLS handshake with {getattr(e, 'host', '?')} failed: {why}{plain}"
+    if isinstance(e, aiohttp.ClientConnectorError):
+        if isinstance(e.os_error, ConnectionRefusedError):
+            return f"connection refused by {e.host}:{e.port} (nothing listens there)"
+        if isinstance(e.os_error, TimeoutError):
+            return f"connecting to {e.host}:{e.port} timed out"
+    return text
 
 
 def _hint(status: int) -> str | None:

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
         finish_dataset_scope,
     )
     from evalsi.runs._execute import execute_run
+    from evalsi.runs._failing import (
+        FAILURE_COLUMNS,
+        SHOWN_FAILURES,
+        FailingRecord,
+        failing_records,
+        failure_rows,
+    )
     from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
     from evalsi.runs._gate_syntax import EvaluatorMetrics
     from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
@@ -86,12 +93,14 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "FAILURE_COLUMNS",
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
     "ISOLATION_KEY",
     "JUDGE_CONNECTORS",
     "LEVELS",
     "MODEL_CONNECTORS",
+    "SHOWN_FAILURES",
     "TABLE_COLUMNS",
     "TARGET_KINDS",
     "Aggregator",
@@ -103,6 +112,7 @@ __all__ = [
     "EvaluatorEntry",
     "EvaluatorLike",
     "EvaluatorMetrics",
+    "FailingRecord",
     "Gate",
     "GateResult",
     "IsolationSummary",
@@ -127,6 +137,8 @@ __all__ = [
     "dataset_bootstrap",
     "evaluate_gates",
     "execute_run",
+    "failing_records",
+    "failure_rows",
     "finish_dataset_scope",
     "format_ci",
     "format_number",

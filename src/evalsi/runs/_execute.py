@@ -53,6 +53,12 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import BoundEvaluator, DatasetRunner, Registry, use_judges
+from evalsi.runs._failures import (
+    describe_causes,
+    failure_causes,
+    failure_warnings,
+    nothing_scored,
+)
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
     build_judges,
@@ -227,6 +233,8 @@ async def execute_run(
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
         with use_judges(judges):  # contextvars reach the grader task created inside
             await executor.run()
+        if executor.samples == 0 and executor.stopped_reason is None:
+            raise dataset.nothing_read()  # nothing to call the target on: not a clean run
     except BaseException as e:
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
         status = "interrupted" if isinstance(e, stopped) else "failed"
@@ -255,10 +263,23 @@ async def execute_run(
     )
     gate_results = evaluate_gates(gates, stored.metrics, **rates, isolation=stored.isolation)
     status = "stopped" if executor.stopped_reason else "done"
-    if status == "done" and counts.get("infra_error", 0) and not _any_completed(counts):
+    causes = failure_causes(db, run_id)
+    unscored = nothing_scored(counts, causes) if status == "done" else None
+    if unscored is not None and counts.get("infra_error", 0) and not _any_completed(counts):
         # Every task was lost to infrastructure: nothing was judged, so this run could not
         # finish (exit 3), whatever the gates say; --resume retries the lost tasks.
-        status, executor.stopped_reason = "incomplete", "every task failed on infrastructure"
+        status = "incomplete"
+        executor.stopped_reason = (
+            f"every task failed on infrastructure ({counts['infra_error']}): "
+            + describe_causes(causes.infra)
+        )
+    elif unscored is not None:
+        # Every call failed on the target's side (a rejected key, a wrong model name), or no
+        # sample could be sent: there is nothing to judge (exit 2) until that is fixed.
+        status, executor.stopped_reason = "failed", unscored
+    warnings = [_in_a_run(w.to_dict()) for w in dataset.warnings]
+    if unscored is None:
+        warnings.extend(failure_warnings(counts, causes))
     target_id, unpinned = identity(target, spec.target)
     spend = {
         "tokens": executor.spend.tokens,
@@ -285,6 +306,9 @@ async def execute_run(
         "pass_k_samples": pass_k,
         "isolation": [i.to_dict() for i in stored.isolation],
         "graded": not execute_only,
+        "warnings": warnings,
+        "infra_error_causes": causes.infra,
+        "target_error_causes": causes.target,
     }
     manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if judges:
@@ -316,7 +340,20 @@ async def execute_run(
         spend=spend,
         pass_k_samples=pass_k,
         isolation=stored.isolation,
+        warnings=warnings,
+        infra_error_causes=causes.infra,
+        target_error_causes=causes.target,
     )
+
+
+def _in_a_run(warning: dict[str, Any]) -> dict[str, Any]:
+    """A dataset warning as a Run words it: repeated ids also share the target's seed."""
+    if warning["kind"] == "duplicate_ids":
+        warning["message"] += (
+            "; in a Run they also share the seed sent to the target (it derives from the "
+            "sample id and the trial), so their calls are not independent samples"
+        )
+    return warning
 
 
 def _resume_execute_only(info: RunInfo, execute_only: bool) -> bool:

@@ -34,6 +34,7 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
+from evalsi.runs._failures import failure_causes, failure_warnings, nothing_scored
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
     build_judges,
@@ -144,6 +145,8 @@ async def grade_run(
                     pending = []
             if pending:
                 await grader.grade(pending)
+        if samples == 0:
+            raise dataset.nothing_read()
     except BaseException as e:
         db.finish_run(
             run_id,
@@ -171,28 +174,39 @@ async def grade_run(
         for (ev, metric), t in stored.trials.items()
     }
     spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(time.time() - started, 3)}
+    causes = failure_causes(db, run_id)
+    unscored = nothing_scored(counts, causes)
+    status = "done" if unscored is None else "failed"
+    warnings = [w.to_dict() for w in dataset.warnings]
+    if unscored is None:
+        warnings.extend(failure_warnings(counts, causes))
     summary = {
         "metrics": [m.to_dict() for m in stored.metrics],
         "gates": gate_results,
         "dataset": {"source": dataset.name, "version": version},
         "tasks": counts,
         "infra_errors": counts.get("infra_error", 0),
-        "stopped_reason": None,
+        "stopped_reason": unscored,
         "spend": spend,
         "trials": trials,
         "pass_k_samples": pass_k,
         "isolation": [i.to_dict() for i in stored.isolation],
         "source_run": source.id,
+        "warnings": warnings,
+        "infra_error_causes": causes.infra,
+        "target_error_causes": causes.target,
     }
     manifest = _manifest(source, bound, dataset.name, version, samples)
     manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if built:
         summary["judges"] = judges_summary(built)
         manifest["judges"] = judges_manifest(built)
-    db.finish_run(run_id, status="done", records=samples, summary=summary, manifest=manifest)
+    db.finish_run(
+        run_id, status=status, records=samples, summary=summary, manifest=manifest, error=unscored
+    )
     return RunResult(
         run_id=run_id,
-        status="done",
+        status=status,
         records=samples,
         metrics=stored.metrics,
         dataset_source=dataset.name,
@@ -206,6 +220,10 @@ async def grade_run(
         spend=spend,
         pass_k_samples=pass_k,
         isolation=stored.isolation,
+        stopped_reason=unscored,
+        warnings=warnings,
+        infra_error_causes=causes.infra,
+        target_error_causes=causes.target,
     )
 
 

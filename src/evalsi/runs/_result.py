@@ -125,6 +125,10 @@ class ScoreResult:
     dataset_results: list[EvaluationResult] = field(default_factory=list)
     """One result per dataset-scope evaluator (corpus BLEU, a confusion matrix…), with its
     explanation and metadata (a sacrebleu signature, skip reasons)."""
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    """What the run noticed without stopping, one ``{"kind", "message", "count", "examples"}``
+    each: bad records skipped, record ids that repeat, and for a Run the tasks lost to target
+    or infrastructure errors (``kind`` ``target_errors`` / ``infra_errors``)."""
     isolation: list[IsolationSummary] = field(default_factory=list)
     """Per evaluator that ran code in the sandbox: the weakest level its scored results ran at,
     the drivers, the enforcement (partial with what was missing) and how many results reported
@@ -195,6 +199,7 @@ class ScoreResult:
             "evaluators": self.evaluators,
             "dataset_results": [_dataset_result_dict(r) for r in self.dataset_results],
             "isolation": [i.to_dict() for i in self.isolation],
+            "warnings": [dict(w) for w in self.warnings],
         }
 
     def to_json(self, *, indent: bool = True) -> str:

@@ -8,13 +8,16 @@ from typing import Any
 
 from evalsi.runs._result import ScoreResult
 
+EXIT_CANNOT_JUDGE = 2
 EXIT_INFRA = 3
 
 
 @dataclass
 class RunResult(ScoreResult):
     """A Run's outcome. ``status`` is ``done``, ``stopped`` (a budget was hit; resumable with
-    ``resume=run_id``) or ``planned`` (dry run: nothing called, nothing stored).
+    ``resume=run_id``), ``incomplete`` (every task lost to infrastructure), ``failed`` (no task
+    scored: every call failed on the target's side; ``stopped_reason`` names the cause) or
+    ``planned`` (dry run: nothing called, nothing stored).
 
     ``tasks`` counts (sample, trial) tasks by final status (``ok``, ``target_error``,
     ``skipped``, ``infra_error``, ``cancelled``); ``infra_errors`` is the tasks lost to
@@ -28,12 +31,19 @@ class RunResult(ScoreResult):
     spend: dict[str, Any] = field(default_factory=dict)
     pass_k_samples: dict[str, dict[str, int]] = field(default_factory=dict)
     plan: dict[str, Any] | None = None
+    infra_error_causes: list[dict[str, Any]] = field(default_factory=list)
+    """The infra errors by kind, most frequent first: ``{"kind", "count", "example"}``."""
+    target_error_causes: list[dict[str, Any]] = field(default_factory=list)
+    """The target errors by kind (``http_<status>``, else ``target_error``), likewise."""
 
     @property
     def exit_code(self) -> int:
-        """0 every gate passed, 1 a gate failed, 2 undecided, 3 the run could not finish."""
+        """0 every gate passed, 1 a gate failed, 2 undecided or nothing scored (``failed``:
+        every call failed on the target's side), 3 the run could not finish."""
         if self.status == "planned":
             return 0
+        if self.status == "failed":
+            return EXIT_CANNOT_JUDGE
         if self.status != "done":
             return EXIT_INFRA
         return super().exit_code
@@ -47,6 +57,8 @@ class RunResult(ScoreResult):
         out["tasks"] = dict(self.tasks)
         out["stopped_reason"] = self.stopped_reason
         out["spend"] = dict(self.spend)
+        out["infra_error_causes"] = [dict(c) for c in self.infra_error_causes]
+        out["target_error_causes"] = [dict(c) for c in self.target_error_causes]
         for m in out["metrics"]:
             extra = self.pass_k_samples.get(f"{m['evaluator']}/{m['metric']}")
             if extra is not None and "pass_at_k" in m:
@@ -59,7 +71,9 @@ class RunResult(ScoreResult):
             return render_plan(self.plan)
         text = super().table()
         head = f"run {self.run_id}: {self.status}"
-        if self.stopped_reason:
+        if self.stopped_reason and self.status == "failed":
+            head += f" ({self.stopped_reason})"
+        elif self.stopped_reason:
             head += f" ({self.stopped_reason}; resume with --resume {self.run_id})"
         head += f" · tasks {sum(self.tasks.values())}, infra errors {self.infra_errors}"
         extra = [

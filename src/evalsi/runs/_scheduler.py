@@ -273,7 +273,8 @@ class Executor:
         except InfraError as e:
             return _Done(task, "infra_error", kind=e.kind, error=str(e), attempts=e.attempts)
         except TargetError as e:
-            return _Done(task, "target_error", error=str(e))
+            kind = f"http_{e.status}" if e.status is not None else None
+            return _Done(task, "target_error", kind=kind, error=str(e))
         except Exception as e:  # noqa: BLE001 - a crash in our own code is infrastructure
             return _Done(task, "infra_error", kind="internal", error=f"{type(e).__name__}: {e}")
         self._account(out.usage)

@@ -149,6 +149,8 @@ async def score_async(
                 if progress is not None:
                     progress(done, dataset.bad_count)
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
+        if done == 0:  # nothing to grade: metrics over no record would read as a clean run
+            raise dataset.nothing_read()
         reduced = finish_dataset_scope(runners, aggregator, seed=seed)
         db.write_batches(run.id, reduced.rows)
         metrics = aggregator.summaries(
@@ -174,6 +176,7 @@ async def score_async(
 
             await close_shared_session()
     manifest = _manifest(spec, bound, dataset.name, dataset.version, done)
+    warnings = [w.to_dict() for w in dataset.warnings]
     summary = {
         "metrics": [m.to_dict() for m in metrics],
         "gates": gate_results,
@@ -181,6 +184,7 @@ async def score_async(
         "bad_records": dataset.bad_count,
         "bad_examples": [list(b) for b in dataset.bad_records[:10]],
         "isolation": [i.to_dict() for i in isolation],
+        "warnings": warnings,
     }
     manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if clients:
@@ -201,6 +205,7 @@ async def score_async(
         gates=gate_results,
         dataset_results=reduced.results,
         isolation=isolation,
+        warnings=warnings,
     )
 
 

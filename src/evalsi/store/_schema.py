@@ -109,7 +109,8 @@ outputs = Table(
     Column("record_id", Text, nullable=False),
     # ok | target_error | skipped | infra_error | cancelled (see runs/_execute.py)
     Column("status", String(16), nullable=False),
-    Column("kind", String(32)),  # the infra error kind (rate_limited, timeout...)
+    # the infra error kind (rate_limited, timeout...); for a target error http_<status>
+    Column("kind", String(32)),
     Column("output", Text),  # JSON of Content.to_value()
     Column("usage", Text),  # JSON of the Usage fields that are known
     Column("error", Text),

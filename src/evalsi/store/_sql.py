@@ -297,6 +297,24 @@ class SqlStore(RunTable):
         with self.engine.connect() as conn:
             return {str(status): int(n) for status, n in conn.execute(query)}
 
+    def task_failures(self, run_id: str) -> list[tuple[str, str, int, str]]:
+        """``(status, kind, count, example error)`` of a run's ``infra_error`` and
+        ``target_error`` tasks, grouped by status and kind, the most frequent first."""
+        query = (
+            sa.select(
+                outputs.c.status, outputs.c.kind, sa.func.count(), sa.func.min(outputs.c.error)
+            )
+            .where(outputs.c.run == self._run_pk(run_id))
+            .where(outputs.c.status.in_(("infra_error", "target_error")))
+            .group_by(outputs.c.status, outputs.c.kind)
+        )
+        with self.engine.connect() as conn:
+            found = [
+                (str(status), str(kind or status), int(n), str(example or ""))
+                for status, kind, n, example in conn.execute(query)
+            ]
+        return sorted(found, key=lambda f: (-f[2], f[0], f[1]))
+
     def completed_tasks(self, run_id: str, evaluators: int) -> dict[tuple[int, int], str]:
         """``(seq, trial)`` → record id of the tasks a resume may skip: output stored as ``ok``,
         ``target_error`` or ``skipped`` and a result stored for each of ``evaluators`` that is

@@ -1,0 +1,46 @@
+"""Warnings a run collected (bad rows skipped, repeated ids, failed target calls), on stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from evalsi.cli._output import note
+
+
+def print_warnings(warnings: Iterable[Mapping[str, Any]]) -> None:
+    """One ``warning:`` line per warning, its examples indented under it (the first names
+    the first case already)."""
+    for w in warnings:
+        note(f"warning: {w.get('message', '')}")
+        for example in list(w.get("examples") or [])[1:]:
+            note(f"  also: {example}")
+
+
+def warning_lines(warnings: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The same warnings as plain lines, for tables printed on stdout (``runs show``)."""
+    lines = []
+    for w in warnings:
+        lines.append(f"warning: {w.get('message', '')}")
+        lines.extend(f"  also: {e}" for e in list(w.get("examples") or [])[1:])
+    return lines
+
+
+def result_warnings(result: Any) -> list[Mapping[str, Any]]:
+    """A result's warnings; a bad-record count that came without them (a result from a server,
+    whose data was read here) still becomes one."""
+    warnings: list[Mapping[str, Any]] = list(getattr(result, "warnings", None) or [])
+    bad = getattr(result, "bad_records", 0)
+    if bad and not any(w.get("kind") == "bad_records" for w in warnings):
+        examples = [f"line {line}: {msg}" for line, msg in result.bad_examples[:5]]
+        first = f" (first: {examples[0]})" if examples else ""
+        warnings.insert(
+            0,
+            {
+                "kind": "bad_records",
+                "message": f"skipped {bad} bad record(s){first}",
+                "count": bad,
+                "examples": examples,
+            },
+        )
+    return warnings
