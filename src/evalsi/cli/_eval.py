@@ -19,6 +19,7 @@ from evalsi.cli._output import (
 )
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
+from evalsi.cli._warnings import print_warnings, result_warnings
 from evalsi.core import ParamError, UserError
 
 EPILOG = """\
@@ -203,9 +204,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.close()
-    if result.bad_records:
-        first = "; ".join(f"line {line}: {msg}" for line, msg in result.bad_examples[:3])
-        note(f"skipped {result.bad_records} bad record(s): {first}")
+    print_warnings(result_warnings(result))
     for lost in result.lost_evaluators:
         why = result.first_infra_reason(lost) or "see infra_errors"
         note(f"{lost} judged nothing: every record failed on infrastructure; first: {why} (exit 3)")

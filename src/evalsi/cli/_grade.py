@@ -16,6 +16,7 @@ from evalsi.cli._output import (
     print_json,
     print_summary,
 )
+from evalsi.cli._warnings import print_warnings, result_warnings
 from evalsi.core import UserError
 
 GRADE_EPILOG = """\
@@ -157,7 +158,9 @@ def _source_of(result: Any) -> str | None:
 
 
 def _show(result: Any, fmt: str, *, extra: dict[str, Any], failures: int = 5) -> int:
-
+    print_warnings(result_warnings(result))
+    if result.status == "failed" and result.stopped_reason:
+        note(f"error: run {result.run_id} failed: {result.stopped_reason}")
     if fmt == "json":
         data = {**result.to_dict(), **extra}
         if (failing := failures_of(result, failures)) is not None:

@@ -10,12 +10,14 @@ from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
     failures_of,
+    note,
     print_failures,
     print_json,
     print_summary,
 )
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
+from evalsi.cli._warnings import print_warnings, result_warnings
 
 if TYPE_CHECKING:
     from evalsi.runs import RunResult
@@ -100,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.close()
     graded = not _execute_only(result)
+    if result.plan is None:
+        _tell_outcome(result)
     if args.format == "json":
         data = result.to_dict()
         if result.plan is None:
@@ -121,6 +125,22 @@ def run(args: argparse.Namespace) -> int:
     print_summary(args.format, title, result.metrics, result.gates, result.isolation)
     print_failures(args.format, failures_of(result, n := args.show_failures), n)
     return result.exit_code
+
+
+def _tell_outcome(result: RunResult) -> None:
+    """On stderr: what the run noticed (bad rows, repeated ids, calls that failed) and, when
+    it scored nothing, why, whatever ``--format`` prints on stdout."""
+    print_warnings(result_warnings(result))
+    if result.status == "failed" and result.stopped_reason:
+        note(
+            f"error: run {result.run_id} failed: {result.stopped_reason}\n"
+            "  hint: fix the target (its URL, key or model) or the data, then start a new run"
+        )
+    elif result.status == "incomplete" and result.stopped_reason:
+        note(
+            f"error: run {result.run_id} is incomplete: {result.stopped_reason}\n"
+            f"  hint: once the target is reachable, finish it with --resume {result.run_id}"
+        )
 
 
 def _run_remote(server: str, args: argparse.Namespace, progress: Any) -> RunResult:
