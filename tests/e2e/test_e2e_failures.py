@@ -32,7 +32,7 @@ def test_json_lists_the_failures_with_their_reasons(
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert {"run_id", "status", "records", "metrics", "gates"} <= set(data)  # DESIGN §4 intact
-    reasons = [(f["id"], f["metric"], f["reason"]) for f in data["failures"]]
+    reasons = [(f["record_id"], f["metric"], f["detail"]) for f in data["failures"]]
     assert reasons[:4] == [
         ("q1", "exact-match", 'expected "Paris", got "paris."'),
         ("q1", "latency-within-budget", "latency 2310 ms > budget 2000 ms"),
@@ -45,7 +45,7 @@ def test_json_lists_the_failures_with_their_reasons(
     fewer = run_evalsi(
         tmp_path, "eval", "--data", "qa.jsonl", *ARGS, "--format", "json", "--show-failures", "1"
     )
-    assert [f["id"] for f in json.loads(fewer.stdout)["failures"]] == ["q1"]
+    assert [f["record_id"] for f in json.loads(fewer.stdout)["failures"]] == ["q1"]
     none = run_evalsi(
         tmp_path, "eval", "--data", "qa.jsonl", *ARGS, "--format", "json", "--show-failures", "0"
     )

@@ -37,13 +37,15 @@ class FailingRecord:
     trial: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        # The keys of `evalsi runs show --failures` (record_id, evaluator, outcome, detail),
+        # plus the metric and trial: one shape wherever failures are listed.
         return {
-            "id": self.id,
+            "record_id": self.id,
             "evaluator": self.evaluator,
             "metric": self.metric,
             "trial": self.trial,
             "outcome": self.outcome,
-            "reason": self.reason,
+            "detail": self.reason,
         }
 
 
