@@ -286,3 +286,21 @@ def test_a_server_without_configuration_allows_no_origin(tmp_path: Path) -> None
             )
         finally:
             served.store.close()
+
+
+def test_a_browser_request_to_the_native_grpc_port_reaches_nothing(tmp_path: Path) -> None:
+    from tests.integration.test_int_srvgrpc_ports import BothPorts
+    from tests.support.server_state import build_app
+
+    state = server_state(tmp_path)
+    with BothPorts(build_app(state), state) as servers:
+        conn = http.client.HTTPConnection("127.0.0.1", servers.grpc_port, timeout=10)
+        body = _json(EVALUATE)
+        headers = {"Content-Type": "text/plain", "Origin": "https://evil.example"}
+        conn.request("POST", "/evalsi.v1alpha1.EvaluationService/Evaluate", body, headers)
+        # grpcio answers an HTTP/1.1 request with HTTP/2 frames or a close: no HTTP response.
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            conn.getresponse()
+        conn.close()
+        assert state.store.list_runs(10) == []
+    state.store.close()

@@ -14,6 +14,11 @@ receiver's retry delay); response headers are not sent on this port.
 
 The same class serves ``traces.otlp.grpcPort`` with the OTLP ``TraceService`` alone
 (``raw``: the Export request stays bytes, parsed where it is ingested).
+
+No ``Host`` / ``Origin`` guard here, unlike the main port (``_web_guard``): grpcio's server API
+does not expose the ``:authority`` of a call, and no browser can reach this port. It speaks
+only cleartext HTTP/2 with prior knowledge, which a browser never sends (browsers use HTTP/2
+over TLS only); their HTTP/1.1 request fails the connection preface and reaches no handler.
 """
 
 from __future__ import annotations
