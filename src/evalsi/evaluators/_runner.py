@@ -29,6 +29,7 @@ from evalsi.core import (
     UserError,
 )
 from evalsi.evaluators._decorator import BoundEvaluator, Skip
+from evalsi.evaluators._time_limit import call_with_limit, timed_out
 
 _SCORED, _SKIPPED, _ERROR = Outcome.SCORED, Outcome.SKIPPED, Outcome.ERROR
 
@@ -145,10 +146,18 @@ class RecordRunner:
         else:
             out.set_scores(i, scores)
 
-    def run(self, records: Sequence[Record], *, trial: int = 0) -> ResultBatch:
-        """Evaluate a batch synchronously (sync evaluators only)."""
+    def run(
+        self, records: Sequence[Record], *, trial: int = 0, time_limit: float | None = None
+    ) -> ResultBatch:
+        """Evaluate a batch synchronously (sync evaluators only).
+
+        With ``time_limit`` (seconds), a call that runs longer is stopped and its records are
+        ERROR ``timed out after Ns`` (see ``_time_limit`` for what can and cannot be stopped).
+        """
         if self.is_async:
             raise TypeError(f"{self.ref} is async; use run_async")
+        if time_limit is not None:
+            return self._run_limited(records, trial, time_limit)
         started = time.perf_counter()
         if self.batch is not None:
             out, todo = self._start(records, trial)
@@ -188,6 +197,39 @@ class RecordRunner:
             else:
                 put(out, i, value)
         out.duration = (time.perf_counter() - started) / max(len(records), 1)
+        return out
+
+    def _run_limited(self, records: Sequence[Record], trial: int, limit: float) -> ResultBatch:
+        """``run`` with every evaluator call under ``limit`` seconds: the server's path, where
+        one slow call must not hold a request (or, on the loop, every request) for ever."""
+        started = time.perf_counter()
+        out, todo = self._start(records, trial)
+        if self.batch is not None:
+            if todo:
+                try:
+                    values, expired = call_with_limit(self.batch, [records[i] for i in todo], limit)
+                except Exception as e:  # one failing batch call marks its records ERROR
+                    self._fail_all(out, todo, _error_reason(e))
+                else:
+                    if expired:
+                        self._fail_all(out, todo, timed_out(limit))
+                    else:
+                        self._fill(out, todo, values)
+        else:
+            fn = self.single
+            for i in todo:
+                try:
+                    value, expired = call_with_limit(fn, records[i], limit)
+                except Skip as s:
+                    out.set_outcome(i, _SKIPPED, s.reason)
+                except Exception as e:  # the evaluator's own failure: data on the run
+                    out.set_outcome(i, _ERROR, _error_reason(e))
+                else:
+                    if expired:
+                        out.set_outcome(i, _ERROR, timed_out(limit))
+                    else:
+                        self._put(out, i, value)
+        out.duration = (time.perf_counter() - started) / max(len(todo), 1)
         return out
 
     def _fail_all(self, out: ResultBatch, todo: list[int], reason: str) -> None:

@@ -5,14 +5,18 @@ the pieces ``evalsi.evaluate`` is made of, the summary and gates, and the stored
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
+import functools
 import logging
 import platform
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
 
 import orjson
 from google.protobuf import duration_pb2
@@ -37,7 +41,7 @@ from evalsi.core import (
     content_hash,
 )
 from evalsi.datasets import FieldMap
-from evalsi.evaluators import BoundEvaluator, DatasetRunner, use_judges
+from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, use_judges
 from evalsi.evaluators._runner import Runner
 from evalsi.runs import (
     Aggregator,
@@ -59,6 +63,21 @@ from evalsi.wire import (
 )
 
 log = logging.getLogger("evalsi.server")
+
+T = TypeVar("T")
+
+_GRADERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="evalsi-grading")
+"""Where Evaluate's sync evaluators run: never on the event loop, which also serves health
+checks, OTLP ingest and every other call. A pool of its own, so calls stuck in C code (which
+the time limit cannot stop) hold grading threads, not the loop's default executor that the
+store and the ingest use."""
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a grading thread, with this task's context (as ``asyncio.to_thread``)."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(_GRADERS, call)
+
 
 Bootstrap = Literal["percentile", "bca"] | None
 
@@ -180,6 +199,7 @@ class _Grading:
         ]
         cluster_dataset_runners(self.runners, config.cluster_by)
         self.has_async = any(not isinstance(r, DatasetRunner) and r.is_async for r in self.runners)
+        self.time_limit = float(state.config.limits.evaluator_seconds)
         self.aggregator = Aggregator(
             [(b.name, b.manifest.outputs) for b in plan.bound],
             cluster_by=config.cluster_by,
@@ -232,33 +252,40 @@ class _Grading:
         self._begun = True
 
     async def grade(self, records: list[Record]) -> list[ResultBatch]:
-        """Grade ``records`` with every record-scope evaluator (judges on this loop)."""
+        """Grade ``records`` with every record-scope evaluator: async ones (judges) on this
+        loop, sync ones in a grading thread under the time limit."""
         if not self.has_async:
-            return self.grade_sync(records)
+            return await off_loop(self.grade_sync, records)
         self._hash(records)
         graded: list[tuple[int, int, ResultBatch]] = []
         with use_judges(self.judges):
             for index, runner in enumerate(self.runners):
                 if isinstance(runner, DatasetRunner):
-                    runner.feed(records)
+                    await off_loop(runner.feed, records)
                     continue
-                batch = await runner.run_async(records) if runner.is_async else runner.run(records)
+                if runner.is_async:
+                    batch = await runner.run_async(records)
+                else:
+                    batch = await off_loop(self._run, runner, records)
                 self.aggregator.add(index, batch, records)
                 graded.append((index, self.records, batch))
         return self._graded_now(graded, len(records))
 
     def grade_sync(self, records: list[Record]) -> list[ResultBatch]:
-        """``grade`` for plans without async evaluators; safe in a worker thread."""
+        """``grade`` for plans without async evaluators, in a worker thread (it blocks)."""
         self._hash(records)
         graded: list[tuple[int, int, ResultBatch]] = []
         for index, runner in enumerate(self.runners):
             if isinstance(runner, DatasetRunner):
                 runner.feed(records)
                 continue
-            batch = runner.run(records)
+            batch = self._run(runner, records)
             self.aggregator.add(index, batch, records)
             graded.append((index, self.records, batch))
         return self._graded_now(graded, len(records))
+
+    def _run(self, runner: RecordRunner, records: list[Record]) -> ResultBatch:
+        return runner.run(records, time_limit=self.time_limit)
 
     def _hash(self, records: list[Record]) -> None:
         self._begun = True
