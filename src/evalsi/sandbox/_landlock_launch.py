@@ -288,9 +288,18 @@ def _close_fds_above_2(keep: int) -> None:
     os.closerange(keep + 1, 1 << 20)
 
 
-def _exec(argv: list[str], env: dict[str, str]) -> None:
-    """execve with a PATH search in the sandbox's own PATH; returns only on failure, after
-    writing a shell-like message to the program's stderr (the program's outcome: 127/126)."""
+_NOT_HERE = frozenset((errno.ENOENT, errno.ENOTDIR, errno.ESTALE, errno.ENODEV, errno.ETIMEDOUT))
+"""What sends a PATH search on to the next directory (as glibc's execvp does)."""
+
+
+def _exec(argv: list[str], env: dict[str, str], report_fd: int) -> None:
+    """execve with a PATH search in the sandbox's own PATH; returns only on failure.
+
+    What the program's files decide is the program's outcome, told on its stderr as a shell
+    would: not found (127), not executable or not a program (126). An argument list and
+    environment too large for the kernel (E2BIG: over ARG_MAX, or one string over
+    MAX_ARG_STRLEN) or no memory to exec is the runner's failure, reported on the report pipe:
+    the program never ran, so nothing it did may be scored."""
     name = argv[0]
     dirs = [""] if "/" in name else env.get("PATH", "/usr/bin:/bin").split(":")
     denied = False
@@ -298,10 +307,21 @@ def _exec(argv: list[str], env: dict[str, str]) -> None:
         path = os.path.join(d, name) if d else name
         try:
             os.execve(path, argv, env)
-        except PermissionError:
-            denied = True
-        except OSError:
-            continue
+        except OSError as exc:
+            if exc.errno in (errno.E2BIG, errno.ENOMEM):
+                size = sum(len(a.encode(errors="surrogateescape")) + 1 for a in argv)
+                longest = max(len(a.encode(errors="surrogateescape")) + 1 for a in argv)
+                _report(
+                    report_fd,
+                    f"error exec: {os.strerror(exc.errno)} (argv: {len(argv)} strings, "
+                    f"{size} bytes, the longest {longest}; env: {len(env)} variables)",
+                )
+                os._exit(CHILD_FAILED)
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                denied = True
+            elif exc.errno not in _NOT_HERE:  # ENOEXEC, ELOOP, ...: this file cannot run
+                os.write(2, f"{name}: cannot execute: {exc.strerror}\n".encode(errors="replace"))
+                os._exit(126)
     code, why = (126, "permission denied") if denied else (127, "command not found")
     os.write(2, f"{name}: {why}\n".encode(errors="replace"))
     os._exit(code)
@@ -345,7 +365,7 @@ def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:
     except BaseException as exc:  # noqa: BLE001 - never exec after an unexpected failure
         _report(report_fd, f"error setup: {type(exc).__name__}: {exc}")
         os._exit(CHILD_FAILED)
-    _exec(list(cfg["argv"]), dict(cfg["env"]))
+    _exec(list(cfg["argv"]), dict(cfg["env"]), report_fd)
 
 
 class _Deadline(Exception):

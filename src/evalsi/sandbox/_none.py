@@ -10,6 +10,7 @@ with what is missing — and the ladder only ever picks it for ``min_isolation: 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -97,6 +98,17 @@ class NoneDriver:
             )
         except OSError as e:
             _close(out_r, err_r, in_w)
+            if isinstance(e, PermissionError) or e.errno == errno.ENOEXEC:
+                # Not executable, or not a program: the program's files, as a shell says (126).
+                return ExecResult(
+                    Outcome("exit", 126),
+                    b"",
+                    f"{argv[0]}: cannot execute: {e.strerror}\n".encode(),
+                    _ms(start),
+                    isolation,
+                )
+            # E2BIG (argv and environment over the kernel's limit) and the like: the program
+            # never ran, so it is the runner's failure, never scored.
             return ExecResult(
                 Outcome("runner_failure", detail=f"none: spawn failed: {e}"),
                 b"",
