@@ -313,3 +313,24 @@ def test_errors_name_the_cause(server: str, tmp_path: Path) -> None:
             down.list_evaluators()
         with pytest.raises(RunError, match="cannot reach"):
             list(down.watch_run("x"))
+
+
+def test_a_run_of_another_project_is_waited_for_read_and_paged_in_that_project(
+    server: str, stub: StubLLM, tmp_path: Path
+) -> None:
+    """Runs are found by id only within their project: the client reads its own run of
+    project ``alpha`` (wait, get, results, compare) in ``alpha``, and the default project
+    does not see it."""
+    spec = write_spec(tmp_path, stub.openai_url, n=6, trials=1)
+    with evalsi.Client(server) as client:
+        run = client.create_run(spec, project_id="alpha")  # waits: watch + get in alpha
+        assert run.status == "done"
+        assert len(list(run.results)) == 6  # pages through ListRunResults in alpha
+        assert client.get_run(run.run_id, project_id="alpha").run_id == run.run_id
+        pages = [
+            r for page in client.list_run_results(run.run_id, project_id="alpha") for r in page
+        ]
+        assert len(pages) == 6
+        assert client.compare_runs(run.run_id, run.run_id, project_id="alpha").metrics
+        with pytest.raises(NotFoundError):
+            client.get_run(run.run_id)

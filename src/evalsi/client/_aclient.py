@@ -132,7 +132,7 @@ class AsyncClient(AsyncPolicyMixin):
         self._traces = TraceServiceClient(self.url, **kw)
         # Where a result's sync ``results`` reads pages: a short-lived sync client, unless a
         # ``Client`` runs this one and pages through itself.
-        self._pages: ResultPages = self._sync_pages
+        self._pages: Callable[[str, str], Iterator[EvaluationResult]] = self._sync_pages
 
     async def close(self) -> None:
         await self._transport.aclose()
@@ -166,12 +166,12 @@ class AsyncClient(AsyncPolicyMixin):
         except (ConnectError, OSError, RuntimeError, ValueError) as e:
             raise translate(e, self.url) from e
 
-    def _sync_pages(self, run_id: str) -> Iterator[EvaluationResult]:
+    def _sync_pages(self, run_id: str, project_id: str = "") -> Iterator[EvaluationResult]:
         from evalsi.client._client import Client
 
         s = self.settings
         with Client(s.url, protocol=s.protocol, timeout=s.timeout, headers=s.headers) as client:
-            for page in client.list_run_results(run_id):
+            for page in client.list_run_results(run_id, project_id=project_id):
                 yield from page
 
     # -- EvaluationService ----------------------------------------------------------------------
@@ -229,7 +229,7 @@ class AsyncClient(AsyncPolicyMixin):
             evaluators=common.spec_dicts(specs, common.exact_refs(results)),
             results=results,
             gates=[gate_from_proto(g) for g in response.gates],
-            pages=self._pages,
+            pages=self._pages_of(request.project_id),
         )
 
     async def _evaluate_streamed(self, request: ev_pb.EvaluateRequest) -> ev_pb.EvaluateResponse:
@@ -321,23 +321,31 @@ class AsyncClient(AsyncPolicyMixin):
         )
         run = (await self._call(self._runs.create_run, request)).run
         if dry_run or not wait:
-            return self._result(run)
-        return await self.wait_run(run.id, progress=progress)
+            return self._result(run, project_id)
+        return await self.wait_run(run.id, progress=progress, project_id=project_id)
 
+    # A run is found by id only within its project (empty: "default"), so every read by id
+    # takes the project it was created in.
     async def wait_run(
-        self, run_id: str, *, progress: Callable[[int, int], None] | None = None
+        self,
+        run_id: str,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        project_id: str = "",
     ) -> RemoteRunResult:
-        async for snapshot in self._watch(run_id):
+        async for snapshot in self._watch(run_id, project_id):
             if progress is not None:
                 progress(int(snapshot.progress.tasks_done), int(snapshot.progress.infra_errors))
-        return await self.get_run(run_id)
+        return await self.get_run(run_id, project_id=project_id)
 
-    async def get_run(self, run_id: str) -> RemoteRunResult:
-        response = await self._call(self._runs.get_run, run_pb.GetRunRequest(id=run_id))
-        return self._result(response.run)
+    async def get_run(self, run_id: str, *, project_id: str = "") -> RemoteRunResult:
+        request = run_pb.GetRunRequest(id=run_id, project_id=project_id)
+        response = await self._call(self._runs.get_run, request)
+        return self._result(response.run, project_id)
 
-    async def run_info(self, run_id: str) -> RunInfo:
-        response = await self._call(self._runs.get_run, run_pb.GetRunRequest(id=run_id))
+    async def run_info(self, run_id: str, *, project_id: str = "") -> RunInfo:
+        request = run_pb.GetRunRequest(id=run_id, project_id=project_id)
+        response = await self._call(self._runs.get_run, request)
         return run_info(response.run)
 
     async def list_runs(
@@ -360,20 +368,24 @@ class AsyncClient(AsyncPolicyMixin):
                 break
         return out[:limit]
 
-    async def watch_run(self, run_id: str) -> AsyncIterator[RemoteRunResult]:
-        async for run in self._watch(run_id):
-            yield self._result(run)
+    async def watch_run(
+        self, run_id: str, *, project_id: str = ""
+    ) -> AsyncIterator[RemoteRunResult]:
+        async for run in self._watch(run_id, project_id):
+            yield self._result(run, project_id)
 
-    async def _watch(self, run_id: str) -> AsyncIterator[run_pb.Run]:
+    async def _watch(self, run_id: str, project_id: str = "") -> AsyncIterator[run_pb.Run]:
         stream = self._runs.watch_run(
-            run_pb.WatchRunRequest(id=run_id), headers=self.settings.headers
+            run_pb.WatchRunRequest(id=run_id, project_id=project_id),
+            headers=self.settings.headers,
         )
         async for message in self._stream(stream):
             yield message.run
 
-    async def cancel_run(self, run_id: str) -> RemoteRunResult:
-        response = await self._call(self._runs.cancel_run, run_pb.CancelRunRequest(id=run_id))
-        return self._result(response.run)
+    async def cancel_run(self, run_id: str, *, project_id: str = "") -> RemoteRunResult:
+        request = run_pb.CancelRunRequest(id=run_id, project_id=project_id)
+        response = await self._call(self._runs.cancel_run, request)
+        return self._result(response.run, project_id)
 
     async def resume_run(
         self,
@@ -381,18 +393,22 @@ class AsyncClient(AsyncPolicyMixin):
         *,
         wait: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        project_id: str = "",
     ) -> RemoteRunResult:
-        response = await self._call(self._runs.resume_run, run_pb.ResumeRunRequest(id=run_id))
+        request = run_pb.ResumeRunRequest(id=run_id, project_id=project_id)
+        response = await self._call(self._runs.resume_run, request)
         if wait:
-            return await self.wait_run(response.run.id, progress=progress)
-        return self._result(response.run)
+            return await self.wait_run(response.run.id, progress=progress, project_id=project_id)
+        return self._result(response.run, project_id)
 
     async def list_run_results(
-        self, run_id: str, *, page_size: int = common.WATCH_PAGE
+        self, run_id: str, *, page_size: int = common.WATCH_PAGE, project_id: str = ""
     ) -> AsyncIterator[list[EvaluationResult]]:
         token = ""
         while True:
-            request = run_pb.ListRunResultsRequest(id=run_id, page_size=page_size, page_token=token)
+            request = run_pb.ListRunResultsRequest(
+                id=run_id, page_size=page_size, page_token=token, project_id=project_id
+            )
             page = await self._call(self._runs.list_run_results, request)
             yield [result_from_proto(r) for r in page.results]
             token = page.next_page_token
@@ -407,15 +423,29 @@ class AsyncClient(AsyncPolicyMixin):
         level: float = 0.95,
         seed: int = 0,
         metrics: Sequence[str] | None = None,
+        project_id: str = "",
     ) -> Comparison:
         request = run_pb.CompareRunsRequest(
-            baseline=baseline, candidate=candidate, level=level, seed=seed, metrics=metrics or ()
+            baseline=baseline,
+            candidate=candidate,
+            level=level,
+            seed=seed,
+            metrics=metrics or (),
+            project_id=project_id,
         )
         response = await self._call(self._runs.compare_runs, request)
         return comparison_from_proto(response)
 
-    def _result(self, run: run_pb.Run) -> RemoteRunResult:
-        return remote_run_result(run_from_proto(run), self._pages)
+    def _result(self, run: run_pb.Run, project_id: str = "") -> RemoteRunResult:
+        return remote_run_result(run_from_proto(run), self._pages_of(project_id))
+
+    def _pages_of(self, project_id: str) -> ResultPages:
+        """Where a result of ``project_id`` reads its pages."""
+
+        def pages(run_id: str) -> Iterator[EvaluationResult]:
+            return self._pages(run_id, project_id)
+
+        return pages
 
     # -- CatalogService -------------------------------------------------------------------------
     async def list_evaluators(self, *, pack: str = "") -> list[EvaluatorManifest]:

@@ -139,8 +139,8 @@ class Client:
     def __repr__(self) -> str:
         return f"<evalsi.Client {self.url} ({self.settings.protocol})>"
 
-    def _pages(self, run_id: str) -> Iterator[EvaluationResult]:
-        for page in self.list_run_results(run_id):
+    def _pages(self, run_id: str, project_id: str = "") -> Iterator[EvaluationResult]:
+        for page in self.list_run_results(run_id, project_id=project_id):
             yield from page
 
     # -- EvaluationService ----------------------------------------------------------------------
