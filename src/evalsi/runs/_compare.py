@@ -349,6 +349,8 @@ class _Comparer:
             z = float(sc.ndtri(0.5 + self.level / 2.0)) + float(sc.ndtri(POWER))
             mde = z * float(np.std(pair_b - pair_a, ddof=1)) / math.sqrt(n)
         verdict = _verdict(ci, hib)
+        if ci.low is None and n >= 2 and result.delta is not None:
+            verdict = _shift_verdict(result.delta, n, self.level, hib)
         note = ""
         if (
             verdict == "no significant change"
@@ -453,6 +455,19 @@ def _verdict(ci: Interval, higher_is_better: bool | None) -> Verdict:
     if higher_is_better is None:
         return "changed"
     return "improved" if (ci.low > 0.0) == higher_is_better else "regressed"
+
+
+def _shift_verdict(delta: float, n: int, level: float, higher_is_better: bool | None) -> Verdict:
+    """The verdict when every pair differs by the same ``delta`` (no interval can be read).
+
+    A sign test decides: n pairs all moving the same way happen with probability 2·2⁻ⁿ when
+    the runs are equal, so from 6 pairs on (at 95%) a shared nonzero shift is a change.
+    """
+    if delta == 0.0 or 2.0 * 0.5**n > 1.0 - level:
+        return "no significant change"
+    if higher_is_better is None:
+        return "changed"
+    return "improved" if (delta > 0.0) == higher_is_better else "regressed"
 
 
 def _names(metrics: Iterable[_Metric]) -> str:

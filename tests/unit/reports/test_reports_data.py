@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.stats
-from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 import evalsi
 from evalsi import Record, Score, evaluator
@@ -21,6 +20,7 @@ from evalsi.reports import _data as data_module
 from evalsi.reports import gather_report
 from evalsi.reports._data import Running
 from evalsi.store import SqlStore
+from tests.support.proportions import wilson_reference
 
 TOPICS = ("geo", "math", "art")
 
@@ -111,7 +111,7 @@ def test_slices_match_reference_implementations(store: SqlStore, tmp_path: Path)
     for row in tables["exact-match", "exact-match"].rows:
         members = [r for r in rows if r["metadata"]["topic"] == row.value]
         hits = sum(r["output"] == r["reference"] for r in members)
-        low, high = proportion_confint(hits, len(members), alpha=0.05, method="wilson")
+        low, high = wilson_reference(hits, len(members))
         assert row.n == len(members)
         assert row.mean == pytest.approx(hits / len(members))
         assert row.ci.method == "wilson"

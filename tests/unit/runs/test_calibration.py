@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
-from statsmodels.stats.proportion import proportion_confint
 
 from evalsi.runs import CalibrationResult, calibrate_async
 from evalsi.store import CalibrationKey, SqlStore, latest_calibration, list_calibrations
+from tests.support.proportions import wilson_reference
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 from tests.unit.runs.calibration_support import (
     PAIRS,
@@ -67,7 +67,7 @@ def test_pass_fail_judge_agreement_equals_sklearn(tmp_path: Path, store: SqlStor
     assert a is not None
     hits = sum(h == j for h, j in zip(human, judge, strict=True))
     assert a["accuracy"]["value"] == pytest.approx(hits / 16)
-    low, high = proportion_confint(hits, 16, method="wilson")
+    low, high = wilson_reference(hits, 16)
     assert a["accuracy"]["ci"] == pytest.approx([low, high], abs=1e-12)
     assert a["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(human, judge), abs=1e-12)
     kappa_ci = a["cohen_kappa"]["ci"]

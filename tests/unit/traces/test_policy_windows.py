@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 from evalsi.core import PASSED as PASSED_KIND
 from evalsi.core import Outcome, ResultBatch, Score
 from evalsi.traces._windows import Window
+from tests.support.proportions import wilson_reference
 
 
 class Clock:
@@ -41,7 +41,7 @@ def test_pass_fail_gets_the_wilson_interval() -> None:
     m = w.find("check")
     assert m is not None
     assert (m.n, m.kind, m.ci.method) == (20, "passed", "wilson")
-    lo, hi = proportion_confint(13, 20, alpha=0.05, method="wilson")
+    lo, hi = wilson_reference(13, 20)
     assert m.mean == pytest.approx(0.65)
     assert m.ci.low == pytest.approx(lo, abs=1e-12)
     assert m.ci.high == pytest.approx(hi, abs=1e-12)
@@ -186,7 +186,7 @@ def test_running_totals_match_the_reference_statistics(steps: list[Any], numbers
     if not numbers:
         successes = sum(values)
         assert m.mean == pytest.approx(successes / len(values))
-        lo, hi = proportion_confint(successes, len(values), alpha=0.05, method="wilson")
+        lo, hi = wilson_reference(successes, len(values))
         assert (m.ci.low, m.ci.high) == (pytest.approx(lo), pytest.approx(hi))
     else:
         scale = max(1.0, max(abs(v) for v in values))
