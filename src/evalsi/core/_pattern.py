@@ -195,7 +195,7 @@ def _hint(reason: str) -> str:
             f"{general}: atomic groups and possessive quantifiers are not needed (it never "
             "backtracks)"
         )
-    if "bad repetition operator" in reason or "bad repetition argument" in reason:
+    if "repetition" in reason:
         return f"{general}: a count is at most 1000, and a repetition cannot repeat again"
     if "pattern too large" in reason:
         return f"{general}: this one compiles to more than its memory budget; simplify it"
