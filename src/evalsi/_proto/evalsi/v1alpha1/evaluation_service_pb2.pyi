@@ -53,7 +53,7 @@ class EvaluateRequest(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("run_id", "results", "metrics", "dataset_version", "records", "status", "gates")
+    __slots__ = ("run_id", "results", "metrics", "dataset_version", "records", "status", "gates", "warnings")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class EvaluateResponse(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     GATES_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
@@ -68,7 +69,8 @@ class EvaluateResponse(_message.Message):
     records: int
     status: str
     gates: _containers.RepeatedCompositeFieldContainer[_score_pb2.GateResult]
-    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., records: _Optional[int] = ..., status: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ...) -> None: ...
+    warnings: _containers.RepeatedCompositeFieldContainer[_score_pb2.RunWarning]
+    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., records: _Optional[int] = ..., status: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ...) -> None: ...
 
 class EvaluateStreamConfig(_message.Message):
     __slots__ = ("evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate", "project_id")
@@ -99,15 +101,17 @@ class EvaluateStreamRequest(_message.Message):
     def __init__(self, config: _Optional[_Union[EvaluateStreamConfig, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ...) -> None: ...
 
 class EvaluateStreamResponse(_message.Message):
-    __slots__ = ("run_id", "results", "metrics", "dataset_version", "gates")
+    __slots__ = ("run_id", "results", "metrics", "dataset_version", "gates", "warnings")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
     GATES_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
     dataset_version: str
     gates: _containers.RepeatedCompositeFieldContainer[_score_pb2.GateResult]
-    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ...) -> None: ...
+    warnings: _containers.RepeatedCompositeFieldContainer[_score_pb2.RunWarning]
+    def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ...) -> None: ...

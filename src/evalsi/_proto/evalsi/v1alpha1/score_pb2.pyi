@@ -173,3 +173,25 @@ class GateResult(_message.Message):
     value: float
     reason: str
     def __init__(self, expr: _Optional[str] = ..., passed: _Optional[bool] = ..., verdict: _Optional[str] = ..., value: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RunWarning(_message.Message):
+    __slots__ = ("kind", "message", "count", "examples")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    message: str
+    count: int
+    examples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., count: _Optional[int] = ..., examples: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FailureCause(_message.Message):
+    __slots__ = ("kind", "count", "example")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLE_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    count: int
+    example: str
+    def __init__(self, kind: _Optional[str] = ..., count: _Optional[int] = ..., example: _Optional[str] = ...) -> None: ...
