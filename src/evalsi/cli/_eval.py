@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from evalsi.cli._evaluators import code_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
@@ -65,7 +66,8 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--evaluators",
         required=True,
-        help="comma-separated evaluator names or refs (see `evalsi catalog list`)",
+        help="comma-separated evaluator names or refs (see `evalsi catalog list`), or code: "
+        "FILE.py:NAME or MODULE:NAME (an @evaluator; a plain function is wrapped)",
     )
     p.add_argument(
         "--param",
@@ -183,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
+    registry = code_registry(names, where="--evaluators", server=server)
     progress = None if args.quiet else ProgressLine()
     result: ScoreResult
     try:
@@ -198,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
                 store=args.store,
                 name=args.name,
                 progress=progress,
+                registry=registry,
                 judges=judges_of(args),
                 **options,
             )

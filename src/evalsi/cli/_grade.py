@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._eval import ProgressLine, add_no_cache_flag, parse_params
+from evalsi.cli._evaluators import code_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
@@ -123,6 +124,7 @@ def grade(args: argparse.Namespace) -> int:
         max_evaluator_error_rate=args.max_error_rate,
         name=args.name,
         judges=judges,
+        registry=code_registry(names, where="--evaluators"),
     )
     return _show(
         result,

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._eval import ProgressLine, add_no_cache_flag
+from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 progress=progress,
                 execute_only=args.execute_only,
+                registry=spec_registry(args.file),  # FILE.py:NAME refs, loaded here
             )
     finally:
         if progress is not None:

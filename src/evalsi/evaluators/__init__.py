@@ -1,5 +1,6 @@
 """The evaluator SDK: the decorator, params, the registry and the batching runner."""
 
+from evalsi.evaluators._code import is_code_ref, load_code_evaluator
 from evalsi.evaluators._decorator import BoundEvaluator, Evaluator, Skip, evaluator
 from evalsi.evaluators._judges import (
     JudgeClient,
@@ -44,7 +45,9 @@ __all__ = [
     "current_judges",
     "evaluator",
     "get_judge",
+    "is_code_ref",
     "judges_needed",
+    "load_code_evaluator",
     "make_runner",
     "missing_checker",
     "no_judge_reason",

@@ -67,6 +67,9 @@ class Evaluator:
         self.is_class = inspect.isclass(target)
         self.__doc__ = target.__doc__
         self.__wrapped__ = target
+        # Where code loaded by reference came from (file and sha256, or module); stored with
+        # every run's evaluator spec. None for evaluators registered by name.
+        self.source: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -137,9 +140,26 @@ class BoundEvaluator:
             return bound_batch
         return lambda records: target(records, **params)
 
+    def manifest_entry(self) -> dict[str, Any]:
+        """What a run's manifest records of this evaluator: name, ref, version, params, and
+        for code loaded by reference its origin (file and sha256, or module)."""
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "ref": self.ref,
+            "version": self.manifest.version,
+            "params": self.params,
+        }
+        if self.evaluator.source is not None:
+            entry["source"] = dict(self.evaluator.source)
+        return entry
+
     def spec(self) -> dict[str, Any]:
-        """The full spec stored with every run: ref, version, params, instance name."""
-        return {"name": self.name, "ref": self.ref, "params": dict(self.params)}
+        """The full spec stored with every run: ref, version, params, instance name (and the
+        code's origin for an evaluator loaded from a file or module)."""
+        spec: dict[str, Any] = {"name": self.name, "ref": self.ref, "params": dict(self.params)}
+        if self.evaluator.source is not None:
+            spec["source"] = dict(self.evaluator.source)
+        return spec
 
 
 @overload

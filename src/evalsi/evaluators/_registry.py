@@ -8,6 +8,7 @@ from importlib import metadata
 from typing import Any
 
 from evalsi.core import EvaluatorRef, UnknownEvaluatorError, UserError, parse_ref
+from evalsi.evaluators._code import is_code_ref
 from evalsi.evaluators._decorator import Evaluator
 
 ENTRY_POINT_GROUP = "evalsi.evaluators"
@@ -37,13 +38,22 @@ class Registry:
 
     def __init__(self, evaluators: Iterable[Evaluator] = ()) -> None:
         self._items: dict[str, dict[str, Evaluator]] = {}
+        self._code: dict[str, Evaluator] = {}  # "file.py:name" as typed -> what it loaded
         for ev in evaluators:
             self.register(ev)
 
-    def register(self, ev: Evaluator) -> None:
-        """Add an evaluator; registering the same name@version twice with other code fails."""
+    def register(self, ev: Evaluator, *, code_ref: str = "") -> None:
+        """Add an evaluator; registering the same name@version twice with other code fails.
+
+        ``code_ref``: the ``file.py:name`` or ``module:name`` the evaluator was loaded from
+        (``load_code_evaluator``); it then resolves by that text only, never by its name, so
+        a file cannot shadow an installed evaluator.
+        """
         if not isinstance(ev, Evaluator):
             raise TypeError(f"not an evaluator (decorate it with @evaluator): {ev!r}")
+        if code_ref:
+            self._code[code_ref] = ev
+            return
         versions = self._items.setdefault(ev.manifest.name, {})
         existing = versions.get(ev.manifest.version)
         if existing is not None and existing.target is not ev.target:
@@ -84,6 +94,15 @@ class Registry:
 
         Without a version the newest wins. An unknown name is an error listing close matches.
         """
+        if isinstance(ref, str) and is_code_ref(ref):
+            found = self._code.get(ref)
+            if found is None:
+                raise UnknownEvaluatorError(
+                    f"evaluator {ref!r} is code from a file or module, and was not loaded here",
+                    hint="the command line loads FILE.py:NAME and MODULE:NAME (evalsi eval, "
+                    "grade, run); a server only knows the evaluators installed in it",
+                )
+            return found
         parsed = parse_ref(ref) if isinstance(ref, str) else ref
         if parsed.namespace:
             candidates = [parsed.qualified] if parsed.qualified in self._items else []

@@ -503,10 +503,7 @@ def _manifest(
         "evalsi_version": __version__,
         "spec_hash": spec.spec_hash,
         "spec_source": spec.source or None,
-        "evaluators": [
-            {"name": b.name, "ref": b.ref, "version": b.manifest.version, "params": b.params}
-            for b in bound
-        ],
+        "evaluators": [b.manifest_entry() for b in bound],
         "dataset": {
             "source": dataset.name,
             "version": dataset.version,

@@ -382,10 +382,7 @@ def _manifest(
             "spec_hash": source.spec.get("spec_hash"),
             "dataset_version": version,
         },
-        "evaluators": [
-            {"name": b.name, "ref": b.ref, "version": b.manifest.version, "params": b.params}
-            for b in bound
-        ],
+        "evaluators": [b.manifest_entry() for b in bound],
         "dataset": {"source": dataset, "version": version, "records": samples},
         "target": before.get("target"),
         "trials": source.spec.get("trials", 1),

@@ -245,10 +245,7 @@ def _manifest(
     return {
         "evalsi_version": __version__,
         "spec_hash": content_hash(spec),
-        "evaluators": [
-            {"name": b.name, "ref": b.ref, "version": b.manifest.version, "params": b.params}
-            for b in bound
-        ],
+        "evaluators": [b.manifest_entry() for b in bound],
         "dataset": {"source": source, "version": version, "records": records},
         "seed": spec.get("seed", 0),
         "python": sys.version.split()[0],

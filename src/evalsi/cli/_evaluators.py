@@ -1,0 +1,55 @@
+"""Evaluators named as code on the command line (``--evaluators ./evals.py:name`` or
+``my_pkg.evals:name``, and the same refs in a run spec): loaded here, at the edge, into the
+registry the command hands to the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalsi.core import UserError
+
+if TYPE_CHECKING:
+    from evalsi.evaluators import Registry
+
+
+def code_registry(
+    refs: Iterable[str], *, where: str, server: str | None = None, base: Path | None = None
+) -> Registry | None:
+    """The built-in registry plus every code evaluator among ``refs`` (registered under the
+    text typed), or None when ``refs`` names none (the engine's default registry then).
+
+    Raises:
+        UserError: a code ref that cannot be loaded, or any code ref with ``--server`` (the
+            code is here, the grading would be there).
+    """
+    from evalsi.evaluators import is_code_ref
+
+    code = list(dict.fromkeys(r for r in refs if is_code_ref(r)))
+    if not code:
+        return None
+    if server is not None:
+        raise UserError(
+            f"{where}: {code[0]!r} is code on this machine; the server at {server} cannot run it",
+            hint="drop --server to grade here, or install the evaluator on the server as a "
+            "package (entry point evalsi.evaluators)",
+        )
+    from evalsi.evaluators import load_code_evaluator
+    from evalsi.packs import builtin_registry
+
+    registry = builtin_registry()
+    for ref in code:
+        registry.register(load_code_evaluator(ref, base=base, where=where), code_ref=ref)
+    return registry
+
+
+def spec_registry(path: str) -> Registry | None:
+    """``code_registry`` for the evaluator refs of the run spec at ``path``; a file is relative
+    to the spec's folder, as the spec's dataset path is."""
+    from evalsi.runs import load_run_spec
+
+    spec = load_run_spec(path)
+    base = Path(spec.source).parent if spec.source else None
+    refs = [e.ref for e in spec.evaluators]
+    return code_registry(refs, where=f"{path}: spec.evaluators", base=base)
