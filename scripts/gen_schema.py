@@ -22,9 +22,12 @@ message reachable from the root becomes a ``$defs`` entry following the proto3 J
 - ``Struct`` is any object, ``Value`` any value, ``ListValue`` any array; ``Duration`` and
   ``Timestamp`` are their JSON strings.
 
-What proto cannot say (a constant ``apiVersion`` and ``kind``, required fields, ranges) comes from
-``CONSTRAINTS`` below; every entry must name a real message and field, so a renamed field cannot
-silently lose its constraint.
+What proto cannot say (a constant ``apiVersion`` and ``kind``, required fields, ranges) is written
+in the proto itself, as an ``@constraints {...}`` line in the comment of the field or message: JSON
+Schema keywords merged into its generated schema (``required`` lists JSON names; every name must be
+a field of the message, so a renamed field cannot silently lose its constraint). The server's
+OpenAPI document (``evalsi.server._openapi``) reads the same lines, so a message both documents
+hold is constrained alike.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from typing import Any
 
 from gen_proto import googleapis_include
 from google.protobuf import descriptor_pb2
+
+from evalsi.server._openapi import merge_keywords, split_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
@@ -78,111 +83,6 @@ SCHEMAS = (
 
 _INT32 = 2**31
 _UINT32 = 2**32
-
-# Keywords merged into the generated message schemas. Keys are full message names; "required"
-# lists JSON names; "properties" maps a JSON name to keywords merged (recursively) into that
-# field's generated schema.
-CONSTRAINTS: dict[str, dict[str, Any]] = {
-    "evalsi.v1alpha1.EvalRun": {
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": API_VERSION},
-            "kind": {"const": "EvalRun"},
-        },
-    },
-    "evalsi.v1alpha1.ObjectMeta": {
-        "required": ["name"],
-        "properties": {"name": {"minLength": 1, "maxLength": 253}},
-    },
-    "evalsi.v1alpha1.EvalRunSpec": {
-        "required": ["target", "dataset", "evaluators"],
-        "properties": {
-            "trials": {"minimum": 1},
-            "maxConcurrency": {"minimum": 1, "maximum": 4096},
-            "evaluators": {"minItems": 1},
-            "gates": {"items": {"minLength": 1}},
-            "minCompletionRate": {"minimum": 0, "maximum": 1},
-            "maxEvaluatorErrorRate": {"minimum": 0, "maximum": 1},
-        },
-    },
-    "evalsi.v1alpha1.Target": {
-        "properties": {
-            "timeoutSeconds": {"exclusiveMinimum": 0},
-            "requestsPerMinute": {"exclusiveMinimum": 0},
-            "tokensPerMinute": {"exclusiveMinimum": 0},
-        },
-    },
-    "evalsi.v1alpha1.ModelTarget": {
-        "required": ["connector", "model"],
-        "properties": {
-            "connector": {"enum": ["openai-compatible", "anthropic"]},
-            "model": {"minLength": 1},
-        },
-    },
-    "evalsi.v1alpha1.Judge": {
-        "required": ["connector", "model"],
-        "properties": {
-            "connector": {"enum": ["openai-compatible", "anthropic"]},
-            "model": {"minLength": 1},
-            "timeoutSeconds": {"exclusiveMinimum": 0},
-            "maxConcurrency": {"minimum": 1, "maximum": 4096},
-        },
-    },
-    "evalsi.v1alpha1.HttpTarget": {
-        "required": ["url"],
-        "properties": {"url": {"minLength": 1}},
-    },
-    "evalsi.v1alpha1.DatasetRef": {
-        "required": ["path"],
-        "properties": {"path": {"minLength": 1}, "limit": {"minimum": 1}},
-    },
-    "evalsi.v1alpha1.EvaluatorSpec": {
-        "required": ["ref"],
-        "properties": {"ref": {"minLength": 1}},
-    },
-    "evalsi.v1alpha1.Budget": {
-        "properties": {"tokens": {"minimum": 1}, "usd": {"exclusiveMinimum": 0}},
-    },
-    "evalsi.v1alpha1.OnlineEvalPolicy": {
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": API_VERSION},
-            "kind": {"const": "OnlineEvalPolicy"},
-        },
-    },
-    "evalsi.v1alpha1.OnlineEvalPolicySpec": {
-        "required": ["cascade"],
-        "properties": {
-            "cascade": {"minItems": 1},
-            "alerts": {"maxItems": 100},
-            "selector": {"maxLength": 2000},
-        },
-    },
-    "evalsi.v1alpha1.Sampling": {
-        "properties": {
-            "rate": {"minimum": 0, "maximum": 1},
-            "always": {"items": {"minLength": 1, "maxLength": 2000}, "maxItems": 32},
-        },
-    },
-    "evalsi.v1alpha1.CascadeStep": {
-        "required": ["ref"],
-        "properties": {"ref": {"minLength": 1}, "when": {"maxLength": 2000}},
-    },
-    "evalsi.v1alpha1.Alert": {
-        "required": ["when", "notify"],
-        "properties": {
-            "when": {"minLength": 1, "maxLength": 2000},
-            "notify": {"minLength": 1},
-        },
-    },
-    "evalsi.v1alpha1.Promote": {
-        "required": ["when", "dataset"],
-        "properties": {
-            "when": {"minLength": 1, "maxLength": 2000},
-            "dataset": {"minLength": 1},
-        },
-    },
-}
 
 _T = descriptor_pb2.FieldDescriptorProto
 _SCALARS: dict[int, dict[str, Any]] = {
@@ -232,6 +132,8 @@ class _Message:
     proto: Any  # descriptor_pb2.DescriptorProto
     comment: str
     field_comments: tuple[str, ...]
+    constraints: dict[str, Any]
+    field_constraints: tuple[dict[str, Any], ...]
 
 
 def descriptor_set(proto: str) -> Any:
@@ -257,28 +159,33 @@ def descriptor_set(proto: str) -> Any:
         return fds
 
 
-def _clean(comment: str) -> str:
-    return " ".join(line.strip() for line in comment.splitlines() if line.strip())
-
-
 def _index(fds: Any) -> tuple[dict[str, _Message], dict[str, Any]]:
     """Every message and enum by full name, with the comments protoc kept for them."""
     messages: dict[str, _Message] = {}
     enums: dict[str, Any] = {}
     for file in fds.file:
-        comments = {
-            tuple(loc.path): _clean(loc.leading_comments) for loc in file.source_code_info.location
-        }
+        comments = {tuple(loc.path): loc.leading_comments for loc in file.source_code_info.location}
         prefix = f"{file.package}." if file.package else ""
 
         def walk(
             msg: Any, scope: str, path: tuple[int, ...], comments: dict[tuple[int, ...], str]
         ) -> Iterator[tuple[str, _Message]]:
             full = f"{scope}{msg.name}"
-            field_comments = tuple(
-                comments.get((*path, _FIELD, i), "") for i in range(len(msg.field))
+            text, constraints = _notes(comments.get(path, ""), full)
+            fields = [
+                _notes(comments.get((*path, _FIELD, i), ""), f"{full}.{f.name}")
+                for i, f in enumerate(msg.field)
+            ]
+            yield (
+                full,
+                _Message(
+                    msg,
+                    text,
+                    tuple(t for t, _ in fields),
+                    constraints,
+                    tuple(c for _, c in fields),
+                ),
             )
-            yield full, _Message(msg, comments.get(path, ""), field_comments)
             for enum in msg.enum_type:
                 enums[f"{full}.{enum.name}"] = enum
             for j, nested in enumerate(msg.nested_type):
@@ -289,6 +196,13 @@ def _index(fds: Any) -> tuple[dict[str, _Message], dict[str, Any]]:
         for i, msg in enumerate(file.message_type):
             messages.update(walk(msg, prefix, (_MESSAGE_TYPE, i), comments))
     return messages, enums
+
+
+def _notes(comment: str, where: str) -> tuple[str, dict[str, Any]]:
+    try:
+        return split_constraints(comment, where)
+    except ValueError as e:
+        sys.exit(str(e))
 
 
 class _Builder:
@@ -311,10 +225,12 @@ class _Builder:
         entry = self.messages[full]
         properties: dict[str, Any] = {}
         oneofs: dict[int, list[str]] = {}
-        for field, comment in zip(entry.proto.field, entry.field_comments, strict=True):
+        fields = zip(entry.proto.field, entry.field_comments, entry.field_constraints, strict=True)
+        for field, comment, constraints in fields:
             schema = self.field(field)
             if comment:
                 schema = {"description": comment, **schema}
+            merge_keywords(schema, constraints)
             properties[field.json_name] = schema
             if field.HasField("oneof_index") and not field.proto3_optional:
                 oneofs.setdefault(field.oneof_index, []).append(field.json_name)
@@ -338,6 +254,10 @@ class _Builder:
         ]
         if exclusive:
             out["allOf"] = exclusive
+        unknown = [n for n in entry.constraints.get("required", []) if n not in properties]
+        if unknown:
+            sys.exit(f"{full}: @constraints requires fields it does not have: {unknown}")
+        merge_keywords(out, entry.constraints)
         return out
 
     def field(self, field: Any) -> dict[str, Any]:
@@ -363,38 +283,11 @@ class _Builder:
         return copy.deepcopy(_SCALARS[field.type])
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-
-
-def _constrain(defs: dict[str, dict[str, Any]]) -> None:
-    """Merge the constraints of the messages this schema holds (``main`` checks that every
-    entry of ``CONSTRAINTS`` is used by some schema)."""
-    for full, extra in CONSTRAINTS.items():
-        if full not in defs:
-            continue
-        target = defs[full]
-        props = target["properties"]
-        unknown = [n for n in [*extra.get("required", []), *extra.get("properties", {})]
-                   if n not in props]  # fmt: skip
-        if unknown:
-            sys.exit(f"CONSTRAINTS[{full!r}] names fields it does not have: {unknown}")
-        if "required" in extra:
-            target["required"] = list(extra["required"])
-        for name, keywords in extra.get("properties", {}).items():
-            _merge(props[name], keywords)
-
-
 def build(spec: SpecSchema) -> dict[str, Any]:
     """The complete JSON Schema document for one spec kind."""
     messages, enums = _index(descriptor_set(spec.proto))
     builder = _Builder(messages, enums)
     builder.ref(spec.root)
-    _constrain(builder.defs)
     root = messages[spec.root]
     return {
         "$schema": DIALECT,
@@ -428,11 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out.resolve()
 
     stale = []
-    built = [(spec, build(spec)) for spec in SCHEMAS]
-    unused = set(CONSTRAINTS) - {name for _, schema in built for name in schema["$defs"]}
-    if unused:
-        sys.exit(f"CONSTRAINTS names {sorted(unused)}, which no schema contains")
-    for spec, schema in built:
+    for spec in SCHEMAS:
+        schema = build(spec)
         text = render(schema)
         path = out / spec.filename
         current = path.read_text(encoding="utf-8") if path.is_file() else None

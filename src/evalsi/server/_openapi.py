@@ -9,12 +9,28 @@ speaks: camelCase names, 64-bit integers as strings, enums as their names, ``Str
 Descriptions are the proto comments. Generated ``_pb2`` modules carry no comments, so they
 are read from a ``FileDescriptorSet`` compiled with ``--include_source_info``: the one passed
 in, else ``evalsi/_proto/descriptors.binpb`` when the package ships it; without either the
-document is the same minus descriptions.
+document is the same minus descriptions and constraints.
+
+Constraints the server enforces beyond the types (patterns, ranges, required fields) are
+written in the proto, in the comment of the field or message they apply to, as one line::
+
+    // Empty means "default".
+    // @constraints {"pattern": "^[a-z]+$", "maxLength": 64}
+
+The JSON object holds JSON Schema keywords merged into that field's (or message's) generated
+schema; for a repeated field they apply to the array (``items`` reaches the elements). The line
+is not part of the description. ``scripts/gen_schema.py`` reads the same lines, so a message
+the YAML specs share is constrained alike in both documents. Other generated rules: a
+``oneof`` of several fields allows at most one of them; a range on a ``double`` leaves out the
+``"NaN"``/``"Infinity"`` strings (they fall outside every range); a body whose message has
+required fields is itself required.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import copy
+import json
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -26,6 +42,7 @@ from evalsi.server._rest import NDJSON, RestMethod, http_rules
 OPENAPI_VERSION = "3.1.0"
 DESCRIPTOR_SET = "descriptors.binpb"
 ERROR_SCHEMA = "evalsi.Error"
+ANNOTATION = "@constraints"
 
 # Paths into FileDescriptorProto for source_code_info (descriptor.proto field numbers).
 _MESSAGE, _ENUM, _SERVICE = 4, 5, 6
@@ -36,6 +53,29 @@ _INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32}
 _UINT32 = {_F.TYPE_UINT32, _F.TYPE_FIXED32}
 _INT64 = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64}
 _UINT64 = {_F.TYPE_UINT64, _F.TYPE_FIXED64}
+
+
+def decimal_upto(bound: int) -> str:
+    """A regex (no anchors) for the decimal integers 0..``bound``, without leading zeros:
+    a 64-bit string outside its type's range would be refused by the JSON parser."""
+    digits = str(bound)
+    alternatives = ["0"]
+    if len(digits) > 1:
+        alternatives.append(f"[1-9][0-9]{{0,{len(digits) - 2}}}")
+    for i, d in enumerate(digits):
+        lowest = 1 if i == 0 else 0
+        if int(d) > lowest:
+            rest = len(digits) - i - 1
+            alternatives.append(
+                f"{digits[:i]}[{lowest}-{int(d) - 1}]" + f"[0-9]{{{rest}}}" * (rest > 0)
+            )
+    alternatives.append(digits)
+    return "(" + "|".join(alternatives) + ")"
+
+
+_INT64_PATTERN = f"^-?{decimal_upto(2**63 - 1)}$"
+_UINT64_PATTERN = f"^{decimal_upto(2**64 - 1)}$"
+_RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 _NUMBER: dict[str, Any] = {
     "oneOf": [
@@ -63,8 +103,12 @@ _WKT: dict[str, dict[str, Any]] = {
     },
     "google.protobuf.DoubleValue": _NUMBER,
     "google.protobuf.FloatValue": _NUMBER,
-    "google.protobuf.Int64Value": {"type": "string", "format": "int64"},
-    "google.protobuf.UInt64Value": {"type": "string", "format": "uint64"},
+    "google.protobuf.Int64Value": {"type": "string", "format": "int64", "pattern": _INT64_PATTERN},
+    "google.protobuf.UInt64Value": {
+        "type": "string",
+        "format": "uint64",
+        "pattern": _UINT64_PATTERN,
+    },
     "google.protobuf.Int32Value": {"type": "integer", "format": "int32"},
     "google.protobuf.UInt32Value": {"type": "integer", "format": "uint32", "minimum": 0},
     "google.protobuf.BoolValue": {"type": "boolean"},
@@ -73,12 +117,42 @@ _WKT: dict[str, dict[str, Any]] = {
 }
 
 
+def split_constraints(comment: str, where: str) -> tuple[str, dict[str, Any]]:
+    """A proto comment's text (whitespace collapsed) and the JSON Schema keywords of its
+    ``@constraints`` lines (merged, in order); ``where`` names the element in errors."""
+    text: list[str] = []
+    keywords: dict[str, Any] = {}
+    for line in comment.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith(ANNOTATION):
+            text.append(stripped)
+            continue
+        try:
+            found = json.loads(stripped[len(ANNOTATION) :])
+        except ValueError as e:
+            raise ValueError(f"{where}: {ANNOTATION} is not valid JSON: {e}") from None
+        if not isinstance(found, dict):
+            raise ValueError(f"{where}: {ANNOTATION} must be a JSON object of schema keywords")
+        merge_keywords(keywords, found)
+    return " ".join(" ".join(text).split()), keywords
+
+
+def merge_keywords(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Merge JSON Schema keywords into ``base``: objects recursively, anything else replaced."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            merge_keywords(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
 def comments_from(fds: Any) -> dict[str, str]:
-    """Leading comments by full name (messages, fields, enums, services, methods)."""
+    """Leading comments by full name (messages, fields, enums, services, methods), as written
+    (``split_constraints`` separates the text from the constraints)."""
     out: dict[str, str] = {}
     for file in fds.file:
         where = {
-            tuple(loc.path): " ".join(loc.leading_comments.split())
+            tuple(loc.path): loc.leading_comments
             for loc in file.source_code_info.location
             if loc.leading_comments.strip()
         }
@@ -127,8 +201,14 @@ class _Schemas:
     """Builds ``components.schemas`` on demand, one entry per message reached."""
 
     def __init__(self, comments: dict[str, str]) -> None:
-        self.comments = comments
+        self.notes = {name: split_constraints(raw, name) for name, raw in sorted(comments.items())}
         self.components: dict[str, Any] = {}
+
+    def text(self, name: str) -> str:
+        return self.notes.get(name, ("", {}))[0]
+
+    def constraints(self, name: str) -> dict[str, Any]:
+        return copy.deepcopy(self.notes.get(name, ("", {}))[1])
 
     def ref(self, message: Any) -> dict[str, Any]:
         name = message.full_name
@@ -146,8 +226,24 @@ class _Schemas:
             "properties": props,
             "additionalProperties": False,
         }
-        if text := self.comments.get(message.full_name):
+        # Setting two members of a oneof is refused by the JSON parser. (A proto3 `optional`
+        # field is a oneof of one: nothing to exclude.)
+        exclusive = [
+            {
+                "not": {
+                    "anyOf": [
+                        {"required": [a, b]} for i, a in enumerate(names) for b in names[i + 1 :]
+                    ]
+                }
+            }
+            for names in ([f.json_name for f in o.fields] for o in message.oneofs)
+            if len(names) > 1
+        ]
+        if exclusive:
+            schema["allOf"] = exclusive
+        if text := self.text(message.full_name):
             schema["description"] = text
+        merge_keywords(schema, self.constraints(message.full_name))
         return schema
 
     def field(self, field: Any) -> dict[str, Any]:
@@ -161,7 +257,8 @@ class _Schemas:
             schema = {"type": "array", "items": self.single(field)}
         else:
             schema = self.single(field)
-        if text := self.comments.get(field.full_name):
+        schema = self.constrained(field, schema)
+        if text := self.text(field.full_name):
             # In 3.1 a $ref may have siblings; wrap anyway so older tools keep the text.
             schema = (
                 {"allOf": [schema], "description": text}
@@ -171,6 +268,16 @@ class _Schemas:
                     "description": text,
                 }
             )
+        return schema
+
+    def constrained(self, field: Any, schema: dict[str, Any]) -> dict[str, Any]:
+        """``schema`` with the field's ``@constraints`` merged in."""
+        extra = self.constraints(field.full_name)
+        if not extra:
+            return schema
+        if schema.get("oneOf") == _NUMBER["oneOf"] and any(k in extra for k in _RANGE):
+            schema = {"type": "number"}  # NaN and the infinities are outside every range
+        merge_keywords(schema, extra)
         return schema
 
     def single(self, field: Any) -> dict[str, Any]:
@@ -187,9 +294,9 @@ class _Schemas:
         if t in _UINT32:
             return {"type": "integer", "format": "uint32", "minimum": 0, "maximum": 2**32 - 1}
         if t in _INT64:
-            return {"type": "string", "format": "int64", "pattern": "^-?[0-9]{1,19}$"}
+            return {"type": "string", "format": "int64", "pattern": _INT64_PATTERN}
         if t in _UINT64:
-            return {"type": "string", "format": "uint64", "pattern": "^[0-9]{1,20}$"}
+            return {"type": "string", "format": "uint64", "pattern": _UINT64_PATTERN}
         if t == _F.TYPE_BOOL:
             return {"type": "boolean"}
         if t == _F.TYPE_BYTES:
@@ -203,6 +310,13 @@ def _leaf(message: Any, dotted: str) -> Any:
         field = message.fields_by_name[part]
         message = field.message_type
     return field
+
+
+def _path_schema(schemas: _Schemas, field: Any) -> dict[str, Any]:
+    schema = schemas.constrained(field, schemas.single(field))
+    if schema.get("type") == "string" and "minLength" not in schema and "pattern" not in schema:
+        schema["minLength"] = 1  # an empty segment cannot match the route
+    return schema
 
 
 def _query_params(rm: RestMethod, schemas: _Schemas) -> list[dict[str, Any]]:
@@ -236,7 +350,7 @@ def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
             "name": var.field,
             "in": "path",
             "required": True,
-            "schema": {**schemas.single(_leaf(rm.method.input_type, var.field))},
+            "schema": _path_schema(schemas, _leaf(rm.method.input_type, var.field)),
         }
         for var in rm.path_vars
     ]
@@ -263,7 +377,7 @@ def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
             "default": error,
         },
     }
-    if text := schemas.comments.get(full):
+    if text := schemas.text(full):
         op["description"] = text
     if params:
         op["parameters"] = params
@@ -273,8 +387,11 @@ def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
             if rm.body == "*"
             else schemas.field(rm.method.input_type.fields_by_name[rm.body])
         )
+        required = rm.body == "*" and bool(
+            schemas.constraints(rm.method.input_type.full_name).get("required")
+        )
         op["requestBody"] = {
-            "required": False,
+            "required": required,
             "content": {"application/json": {"schema": body_schema}},
         }
     return op
