@@ -144,7 +144,7 @@ def test_probe_set_command(run_evalsi: Callable[..., Any], workdir: Path) -> Non
     proc = run_evalsi(workdir, *documented(PROBES))
     assert proc.returncode == 0, proc.stderr
     assert "prompt-injection  prompt-injection  8  0.625" in proc.stdout  # 5 of 8 resisted
-    assert "cluster-t" in proc.stdout  # the interval treats probes of one attack as correlated
+    assert "cluster-wilson" in proc.stdout  # probes of one attack are correlated
     run_id = proc.stdout.split()[1]
     results = stored(workdir, run_id)
     succeeded = {

@@ -154,27 +154,57 @@ def test_cluster_by_topic_matches_statsmodels_ols_cluster(dataset, clustered, pl
     assert hi - lo > plain_lat["ci"][1] - plain_lat["ci"][0]
 
 
-def test_cluster_by_topic_on_pass_fail_is_statsmodels_clipped(dataset, clustered):
-    y, groups = dataset["passed"], dataset["topic"]
+def _cluster_wilson_reference(y: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
+    """The documented cluster-wilson, from statsmodels' cluster-robust variance and intervals.
+
+    deff = CR1 variance / binomial variance, kept in [1, Σn_g²/N], and Σn_g²/N when either
+    outcome shows in fewer than 5 clusters; n_eff = N/deff·(z/t_{G-1})²; Wilson on
+    (p·n_eff, n_eff), widened to Clopper-Pearson with at most 10 successes or failures.
+    """
+    fit = sm.OLS(y, np.ones(len(y))).fit(cov_type="cluster", cov_kwds={"groups": groups})
+    robust = float(fit.bse[0]) ** 2
+    n, p = len(y), float(y.mean())
+    labels = np.unique(groups)
+    sizes = np.array([np.sum(groups == g) for g in labels])
+    sums = np.array([y[groups == g].sum() for g in labels])
+    most = float(np.sum(sizes**2)) / n
+    both = min(int(np.sum(sums > 0)), int(np.sum(sums < sizes)))
+    deff = robust / (p * (1 - p) / n) if both >= 5 and 0 < p < 1 else most
+    deff = min(max(deff, 1.0), most)
+    g = len(labels)
+    n_eff = n / deff * (stats.norm.ppf(0.975) / stats.t.ppf(0.975, g - 1)) ** 2
+    x = p * n_eff
+    low, high = proportion_confint(x, n_eff, method="wilson")
+    if min(x, n_eff - x) <= 10:
+        exact_low, exact_high = proportion_confint(x, n_eff, method="beta")
+        low, high = min(low, exact_low), max(high, exact_high)
+    return float(low), float(high)
+
+
+def test_cluster_by_topic_on_pass_fail_is_cluster_wilson(dataset, clustered, plain):
+    y, groups = dataset["passed"].astype(float), dataset["topic"]
     m = _metric(clustered, "exact-match")
-    lo, hi = _statsmodels_cluster(y, groups)
-    assert m["ci_method"] == "cluster-t"
-    assert m["ci"][0] == pytest.approx(max(lo, 0.0), abs=TOL)
-    assert m["ci"][1] == pytest.approx(min(hi, 1.0), abs=TOL)
+    lo, hi = _cluster_wilson_reference(y, groups)
+    assert m["ci_method"] == "cluster-wilson"
+    assert m["ci"][0] == pytest.approx(lo, abs=TOL)
+    assert m["ci"][1] == pytest.approx(hi, abs=TOL)
+    # Never narrower than the records taken as independent.
+    unclustered = _metric(plain, "exact-match")["ci"]
+    assert m["ci"][0] <= unclustered[0]
+    assert m["ci"][1] >= unclustered[1]
 
 
-def test_clustered_pass_fail_interval_is_clipped_to_unit_range(
+def test_few_clusters_pass_fail_interval_counts_clusters_not_records(
     cli, write_jsonl, json_out, tmp_path
 ):
-    """Few clusters, a high pass rate: the raw cluster-t bound is above 1 and must be clipped."""
+    """3 topics, one failure: the data cannot tell the correlation, so each topic counts once."""
     rows = []
     for i in range(60):
         ok = i != 7
         rows.append({"output": "a" if ok else "b", "reference": "a", "metadata": {"topic": i % 3}})
     write_jsonl(tmp_path / "few.jsonl", rows)
     y = np.array([1.0 if i != 7 else 0.0 for i in range(60)])
-    lo, hi = _statsmodels_cluster(y, np.array([i % 3 for i in range(60)]))
-    assert hi > 1.0  # the case really needs clipping
+    lo, _ = _cluster_wilson_reference(y, np.array([i % 3 for i in range(60)]))
     out = json_out(
         cli(
             "eval",
@@ -189,7 +219,9 @@ def test_clustered_pass_fail_interval_is_clipped_to_unit_range(
         )
     )
     m = _metric(out, "exact-match")
-    assert m["ci"] == [pytest.approx(max(lo, 0.0), abs=TOL), 1.0]
+    assert m["ci_method"] == "cluster-wilson"
+    assert m["ci"] == [pytest.approx(lo, abs=TOL), 1.0]
+    assert m["ci"][0] < 0.5  # 3 clusters say little, however many records they hold
     assert m["clusters"] == 3
 
 

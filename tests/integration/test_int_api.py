@@ -9,10 +9,10 @@ import sqlite3
 import threading
 
 import pytest
-from statsmodels.stats.proportion import proportion_confint
 
 import evalsi
 from evalsi.cli import main as cli_main
+from tests.support.proportions import wilson_reference
 
 ROWS = [
     {"id": "a", "output": "Paris", "reference": "Paris", "usage": {"latency_ms": 10}},
@@ -87,7 +87,7 @@ def test_evaluate_metrics_results_table_and_json(store):
     em = r.metric("exact-match")
     assert (em.n, em.scored, em.skipped, em.errors) == (4, 4, 1, 0)
     assert em.mean == 0.75
-    lo, hi = proportion_confint(3, 4, method="wilson")
+    lo, hi = wilson_reference(3, 4)  # Wilson, widened to Clopper-Pearson at the edges
     assert em.ci.method == "wilson"
     assert em.ci.low == pytest.approx(lo, abs=1e-12)
     assert em.ci.high == pytest.approx(hi, abs=1e-12)

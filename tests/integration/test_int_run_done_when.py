@@ -68,7 +68,7 @@ def test_trials_judge_and_gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert em.pass_hat_k[str(k)] == pytest.approx(hat_k, abs=1e-12)
     assert em.n == n * 3
     assert em.mean == pytest.approx(sum(correct) / (3 * n))
-    assert em.ci.method == "cluster-t"  # trials of one sample are correlated
+    assert em.ci.method == "cluster-wilson"  # trials of one sample are correlated
     assert result.metric("llm-judge").mean == pytest.approx(0.75)
     assert result.metric("llm-judge").n == n * 3
     # identical (input, output) pairs are judged once: the cache works inside a run too

@@ -46,7 +46,7 @@ def test_trials_pass_at_k_match_the_answer_table(tmp_path: Path) -> None:
         at, hat = _brute_pass_k(counts, 3, k)
         assert m.pass_at_k[str(k)] == pytest.approx(at)
         assert m.pass_hat_k[str(k)] == pytest.approx(hat)
-    assert (m.n, m.ci.method, m.clusters) == (36, "cluster-t", 12)
+    assert (m.n, m.ci.method, m.clusters) == (36, "cluster-wilson", 12)
     assert m.trial_variance == 0.0
     assert result.exit_code == 0
     d = result.to_dict()
