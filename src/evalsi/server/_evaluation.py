@@ -149,7 +149,8 @@ class EvaluationHandler:
         if options.ci_method not in _CI_METHODS:
             raise UserError(
                 f"{prefix}options.ci_method: unknown method {options.ci_method!r}",
-                hint="leave it empty (Wilson / t / cluster-t by metric kind), or ask for "
+                hint="leave it empty (Wilson / t, cluster-wilson / cluster-t by metric kind), "
+                "or ask for "
                 "bootstrap-percentile or bootstrap-bca",
             )
         if options.concurrency < 0:
@@ -159,7 +160,7 @@ class EvaluationHandler:
             raise UserError(
                 f"{prefix}cluster_by: cannot be combined with a bootstrap ci_method yet: a "
                 "record-level bootstrap would ignore the clusters",
-                hint="use cluster_by alone (cluster-robust t interval) or the bootstrap alone",
+                hint="use cluster_by alone (a cluster-adjusted interval) or the bootstrap alone",
             )
         seed = options.seed if options.HasField("seed") else 0
         plan = self._plan(request.evaluators, prefix)
