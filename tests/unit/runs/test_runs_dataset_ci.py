@@ -179,3 +179,21 @@ def test_cluster_by_resamples_whole_clusters_for_dataset_metrics() -> None:
     assert (iid.ci.high - iid.ci.low) < (hi - lo) / 3
     _, plain = _summary(rows, "mean-plain", cluster_by="doc")
     assert (plain.ci.low, plain.ci.high) == pytest.approx((clustered.ci.low, clustered.ci.high))
+
+
+@pytest.mark.parametrize("name", ["mean-plain", "mean-weighted"])
+@pytest.mark.parametrize("cluster_by", [None, "topic"])
+def test_replicates_that_all_agree_give_no_interval_not_a_point(
+    name: str, cluster_by: str | None
+) -> None:
+    # Every record 1.0 (a perfect classifier's accuracy): every replicate reduces to 1.0, so
+    # resampling says nothing about spread; [1, 1] would claim certainty.
+    rows = [{**row, "metadata": {"topic": int(row["id"]) % 4}} for row in _rows([1.0] * 40)]
+    _, s = _summary(rows, name, cluster_by=cluster_by)
+    method = "cluster-bootstrap-percentile" if cluster_by else "bootstrap-percentile"
+    assert (s.mean, s.ci.low, s.ci.high, s.ci.method) == (1.0, None, None, method)
+    # One different value is spread enough for an interval again.
+    _, s = _summary(_rows([1.0] * 39 + [0.0]), name)
+    assert s.ci.low is not None
+    assert s.ci.high is not None
+    assert s.ci.low < s.ci.high
