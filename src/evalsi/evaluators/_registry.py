@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
-from importlib import metadata
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from evalsi.core import EvaluatorRef, UnknownEvaluatorError, UserError, parse_ref
@@ -12,6 +11,9 @@ from evalsi.evaluators._code import is_code_ref
 from evalsi.evaluators._decorator import Evaluator
 
 ENTRY_POINT_GROUP = "evalsi.evaluators"
+
+Loader = Callable[[], Iterable[Evaluator]]
+"""Imports a group of evaluators (a pack's module) and returns them."""
 
 
 def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
@@ -39,8 +41,45 @@ class Registry:
     def __init__(self, evaluators: Iterable[Evaluator] = ()) -> None:
         self._items: dict[str, dict[str, Evaluator]] = {}
         self._code: dict[str, Evaluator] = {}  # "file.py:name" as typed -> what it loaded
+        # qualified name -> (the names its loader declares, the loader): known, not imported
+        self._deferred: dict[str, tuple[frozenset[str], Loader]] = {}
         for ev in evaluators:
             self.register(ev)
+
+    def defer(self, names: Iterable[str], load: Loader) -> None:
+        """Know the evaluators ``names`` (``namespace/name``) now; import them (``load()``) when
+        one of them is first resolved, iterated or registered over.
+
+        Resolving ``exact-match`` then imports the core pack only, not every pack and what
+        they import (start-up, issue 16). ``load`` must return exactly ``names``.
+        """
+        group = frozenset(names)
+        for qualified in group:
+            parse_ref(qualified)  # a malformed name fails here, not at first use
+            self._deferred[qualified] = (group, load)
+
+    def _load(self, qualified: str) -> None:
+        """Import the deferred group that declares ``qualified`` (nothing when none does)."""
+        entry = self._deferred.get(qualified)
+        if entry is None:
+            return
+        group, load = entry
+        loaded = list(load())  # a failed import leaves the group deferred, to fail again
+        got = {ev.manifest.name for ev in loaded}
+        if got != group:
+            missing, extra = sorted(group - got), sorted(got - group)
+            raise UserError(
+                f"evaluators declared and loaded differ: missing {missing}, undeclared {extra}",
+                hint="the index of deferred evaluators is out of date with their module",
+            )
+        for name in group:
+            del self._deferred[name]
+        for ev in loaded:
+            self.register(ev)
+
+    def _load_all(self) -> None:
+        while self._deferred:
+            self._load(next(iter(self._deferred)))
 
     def register(self, ev: Evaluator, *, code_ref: str = "") -> None:
         """Add an evaluator; registering the same name@version twice with other code fails.
@@ -54,6 +93,7 @@ class Registry:
         if code_ref:
             self._code[code_ref] = ev
             return
+        self._load(ev.manifest.name)  # a deferred evaluator of that name is compared with it
         versions = self._items.setdefault(ev.manifest.name, {})
         existing = versions.get(ev.manifest.version)
         if existing is not None and existing.target is not ev.target:
@@ -67,6 +107,8 @@ class Registry:
         an error naming the distribution, not a warning: silently missing evaluators would make
         a suite lie.
         """
+        from importlib import metadata  # ~50 ms of email and zip modules: only when called
+
         added = []
         for ep in metadata.entry_points(group=group):
             dist = ep.dist.name if ep.dist is not None else "an unknown distribution"
@@ -104,10 +146,11 @@ class Registry:
                 )
             return found
         parsed = parse_ref(ref) if isinstance(ref, str) else ref
+        known = self._items.keys() | self._deferred.keys()
         if parsed.namespace:
-            candidates = [parsed.qualified] if parsed.qualified in self._items else []
+            candidates = [parsed.qualified] if parsed.qualified in known else []
         else:
-            candidates = [q for q in self._items if q.split("/", 1)[1] == parsed.name]
+            candidates = [q for q in sorted(known) if q.split("/", 1)[1] == parsed.name]
             if len(candidates) > 1:
                 builtin = f"builtin/{parsed.name}"
                 if builtin not in candidates:
@@ -121,6 +164,7 @@ class Registry:
             raise UnknownEvaluatorError(
                 f"unknown evaluator {str(parsed)!r}", hint=self._suggest(parsed)
             )
+        self._load(candidates[0])
         versions = self._items[candidates[0]]
         if parsed.version:
             found = versions.get(parsed.version)
@@ -133,7 +177,7 @@ class Registry:
         return versions[max(versions, key=_version_key)]
 
     def _suggest(self, parsed: EvaluatorRef) -> str:
-        names = sorted({q.split("/", 1)[1] for q in self._items})
+        names = sorted({q.split("/", 1)[1] for q in self._items.keys() | self._deferred.keys()})
         close = difflib.get_close_matches(parsed.name, names, n=3, cutoff=0.5)
         if close:
             return "did you mean " + ", ".join(close) + "? (`evalsi catalog list` shows all)"
@@ -141,6 +185,7 @@ class Registry:
 
     def __iter__(self) -> Iterator[Evaluator]:
         """The newest version of each evaluator, sorted by name."""
+        self._load_all()
         for qualified in sorted(self._items):
             versions = self._items[qualified]
             yield versions[max(versions, key=_version_key)]
@@ -155,4 +200,4 @@ class Registry:
         return True
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items.keys() | self._deferred.keys())
