@@ -14,7 +14,7 @@ import platform
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
@@ -73,10 +73,28 @@ the time limit cannot stop) hold grading threads, not the loop's default executo
 store and the ingest use."""
 
 
-async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+_POLICY_GRADERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="evalsi-policy-grading")
+"""Where the Watch policies' sync evaluators run: grading threads too, but not Evaluate's, so
+background traces stuck on a slow evaluator never make a caller's Evaluate wait for a thread."""
+
+
+async def off_loop(fn: Callable[..., T], *args: Any, pool: ThreadPoolExecutor = _GRADERS) -> T:
     """``fn(*args)`` in a grading thread, with this task's context (as ``asyncio.to_thread``)."""
     call = functools.partial(contextvars.copy_context().run, fn, *args)
-    return await asyncio.get_running_loop().run_in_executor(_GRADERS, call)
+    return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+
+def grade_in_threads(
+    time_limit: float,
+) -> Callable[[RecordRunner, Sequence[Record], int], Awaitable[ResultBatch]]:
+    """How the policies grade with a sync evaluator on the server (``SyncGrading``): in a
+    policy grading thread, each call stopped after ``time_limit`` seconds, as Evaluate's are."""
+
+    async def grade(runner: RecordRunner, records: Sequence[Record], trial: int) -> ResultBatch:
+        run = functools.partial(runner.run, records, trial=trial, time_limit=time_limit)
+        return await off_loop(run, pool=_POLICY_GRADERS)
+
+    return grade
 
 
 Bootstrap = Literal["percentile", "bca"] | None

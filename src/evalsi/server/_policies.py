@@ -23,6 +23,7 @@ from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import PackOptIn
 from evalsi.server._dataset_files import DatasetFiles, file_name
 from evalsi.server._egress import check_policy_egress, server_egress
+from evalsi.server._grading import grade_in_threads
 from evalsi.server._runs import _check_secrets
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
@@ -64,7 +65,7 @@ class DatasetPromoter:
 
 def default_engine(state: ServerState) -> PolicyEngine:
     """The engine a server runs: its registry, store, packs and judges; promotion into its
-    datasets."""
+    datasets; sync evaluators in grading threads under ``limits.evaluatorSeconds``."""
     return PolicyEngine(
         registry=state.registry,
         store=state.store,
@@ -72,6 +73,7 @@ def default_engine(state: ServerState) -> PolicyEngine:
         judges=state.config.judges,
         promoter=DatasetPromoter(DatasetFiles(state.config.datasets_dir)),
         egress=server_egress(state.config),
+        grade_sync=grade_in_threads(float(state.config.limits.evaluator_seconds)),
     )
 
 

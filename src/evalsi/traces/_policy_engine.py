@@ -19,13 +19,12 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from evalsi.connectors import EgressPolicy, Resilience
 from evalsi.core import (
-    EvaluationResult,
     Feedback,
     NotFoundError,
     Record,
@@ -38,6 +37,7 @@ from evalsi.runs import JudgeSpec
 from evalsi.store import SqlStore
 from evalsi.traces._alerts import AlertState, Notifier, WebhookNotifier
 from evalsi.traces._policy_cel import ConditionError, evaluate
+from evalsi.traces._policy_hooks import JudgeFactory, ScoresHook, SyncGrading
 from evalsi.traces._policy_live import (
     LivePolicy,
     PolicyStats,
@@ -72,26 +72,6 @@ ALERT_CHECK_S = 1.0
 PERSIST_EVERY_S = 10.0
 """How often each policy's counts and alert states are kept in the store (and at close)."""
 
-JudgeFactory = Callable[[PolicySpec], Mapping[str, JudgeClient]]
-"""Builds the judge clients a policy's evaluators ask for (``default_judges`` by default)."""
-
-
-class ScoresHook(Protocol):
-    """Told each trace's results as a policy stores them (``evalsi.sinks.OtelScoreExporter``
-    sends them to OpenTelemetry). Called on the engine's event loop, so it must only queue:
-    grading never waits for a network."""
-
-    def __call__(
-        self,
-        *,
-        project: str,
-        policy: str,
-        run_id: str,
-        trace_id: str,
-        span_id: str,
-        results: Sequence[EvaluationResult],
-    ) -> None: ...
-
 
 class PolicyEngine:
     """Applied policies and the work they do on each trace.
@@ -112,6 +92,7 @@ class PolicyEngine:
         max_pending: traces ``submit`` holds before shedding (never ``on_trace``).
         on_scores: told the results of each graded trace (the span: the record's, else the
             root); its failures are logged and counted as ``errors``, never raised.
+        grade_sync: runs sync evaluators off this loop (``SyncGrading``); None: in line.
     """
 
     def __init__(
@@ -129,6 +110,7 @@ class PolicyEngine:
         max_pending: int = DEFAULT_MAX_PENDING,
         on_scores: ScoresHook | None = None,
         egress: EgressPolicy | None = None,
+        grade_sync: SyncGrading | None = None,
     ) -> None:
         if registry is None:
             from evalsi.packs import builtin_registry
@@ -155,6 +137,7 @@ class PolicyEngine:
         self.max_pending = max_pending
         self.overloaded = 0
         self.on_scores = on_scores
+        self.grade_sync = grade_sync
         self._lock = asyncio.Lock()
         self._ticker: asyncio.Task[None] | None = None
         self._saving: asyncio.Task[None] | None = None
@@ -186,7 +169,7 @@ class PolicyEngine:
                     replaces=current.run_id if current is not None else None,
                 )
                 run_id = info.id
-            live = LivePolicy(spec, run_id, time.time(), self.clock)
+            live = LivePolicy(spec, run_id, time.time(), self.clock, self.grade_sync)
             self._policies[key] = live
             self._judges[key] = judges
             if self._ticker is None or self._ticker.done():

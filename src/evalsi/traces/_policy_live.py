@@ -2,10 +2,12 @@
 
 Grading goes through ``RecordRunner``, the runner every offline run uses, so the skip and error
 rules are the same online (a record lacking a required field is SKIPPED, an evaluator that
-raises is an ERROR for that trace, never a crash). Two skip reasons are added here, before the
-runner: a cascade step whose ``when`` is false (``cascade: ...``), and a record whose trace was
-recorded without content (``metadata["content_captured"] is False``) for an evaluator that reads
-input, output, reference or context (``no content ...``).
+raises is an ERROR for that trace, never a crash); sync evaluators run where the engine's
+``grade_sync`` says (on a server: its grading threads, each call under its time limit). Two skip
+reasons are added here, before the runner: a cascade step whose ``when`` is false
+(``cascade: ...``), and a record whose trace was recorded without content
+(``metadata["content_captured"] is False``) for an evaluator that reads input, output, reference
+or context (``no content ...``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from evalsi.core import (
 from evalsi.evaluators import RecordRunner
 from evalsi.traces._alerts import AlertState
 from evalsi.traces._policy_cel import ConditionError, evaluate
+from evalsi.traces._policy_hooks import SyncGrading
 from evalsi.traces._policy_spec import PolicySpec, Step
 from evalsi.traces._sampling import P2Quantile, result_key, sampled
 from evalsi.traces._windows import Window
@@ -155,9 +158,15 @@ class LivePolicy:
     """A ``PolicySpec`` with its run, window, latency estimates and counts."""
 
     def __init__(
-        self, spec: PolicySpec, run_id: str, applied_at: float, clock: Callable[[], float]
+        self,
+        spec: PolicySpec,
+        run_id: str,
+        applied_at: float,
+        clock: Callable[[], float],
+        grade_sync: SyncGrading | None = None,
     ):
         self.spec = spec
+        self.grade_sync = grade_sync
         self.run_id = run_id
         self.applied_at = applied_at
         self.clock = clock
@@ -244,6 +253,8 @@ class LivePolicy:
                 batch.set_outcome(0, Outcome.SKIPPED, reason)
             elif runner.is_async:
                 batch = await runner.run_async([record], trial=trial)
+            elif self.grade_sync is not None:
+                batch = await self.grade_sync(runner, [record], trial)
             else:
                 batch = runner.run([record], trial=trial)
             rows.append((index, seq, batch))
