@@ -275,7 +275,8 @@ class _Schemas:
         extra = self.constraints(field.full_name)
         if not extra:
             return schema
-        if schema.get("oneOf") == _NUMBER["oneOf"] and any(k in extra for k in _RANGE):
+        finite = extra.get("type") == "number" or any(k in extra for k in _RANGE)
+        if schema.get("oneOf") == _NUMBER["oneOf"] and finite:
             schema = {"type": "number"}  # NaN and the infinities are outside every range
         merge_keywords(schema, extra)
         return schema
@@ -387,9 +388,9 @@ def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
             if rm.body == "*"
             else schemas.field(rm.method.input_type.fields_by_name[rm.body])
         )
-        required = rm.body == "*" and bool(
-            schemas.constraints(rm.method.input_type.full_name).get("required")
-        )
+        # An absent body is the empty message: required when that would be refused.
+        demands = schemas.constraints(rm.method.input_type.full_name).keys()
+        required = rm.body == "*" and bool(demands & {"required", "oneOf", "anyOf"})
         op["requestBody"] = {
             "required": required,
             "content": {"application/json": {"schema": body_schema}},

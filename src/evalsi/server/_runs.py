@@ -19,7 +19,7 @@ from connectrpc.request import RequestContext
 from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
-from evalsi.core import UserError
+from evalsi.core import NotFoundError, UserError
 from evalsi.datasets import FieldMap, confine, open_dataset
 from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
@@ -171,7 +171,8 @@ class RunHandler:
             )
         resolved = confine(self.state.config.datasets_dir, path, what="spec.dataset.path")
         if not resolved.is_file():
-            raise UserError(
+            # A well-formed path naming nothing the server holds: not found (404), like a run id.
+            raise NotFoundError(
                 f"spec.dataset.path: no dataset {path!r} in the server's datasets_dir",
                 hint="upload it with the DatasetService, or list what the server holds",
             )
@@ -190,8 +191,10 @@ class RunHandler:
     ) -> list[RunInfo]:
         """Newest first, after the run ``token`` names (the last of the previous page)."""
         store = self.state.store
-        for name, value in (("page_token", token), ("kind", kind), ("project_id", project_id)):
+        for name, value in (("page_token", token), ("kind", kind)):
             _no_nul(value, name)
+        if project_id:
+            _project(project_id)
         if status and status not in STATUSES:
             raise UserError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
         if token and not _is_run(store, token):
@@ -311,9 +314,11 @@ def _no_nul(value: str, name: str) -> None:
 
 
 def _page_size(value: int, default: int, largest: int) -> int:
-    if value < 0:
-        raise UserError(f"page_size: expected 0 (the default, {default}) or more, got {value}")
-    return min(value or default, largest)
+    """As the OpenAPI document states it (0 to ``largest``): a larger page is refused, not
+    cut, so a client is never told one thing and given another."""
+    if not 0 <= value <= largest:
+        raise UserError(f"page_size: expected 0 (the default, {default}) to {largest}, got {value}")
+    return value or default
 
 
 _OFFSET = re.compile(r"[0-9]{1,12}")

@@ -201,9 +201,12 @@ def _trace_id(value: str, field: str = "trace_id") -> str:
 
 
 def _page_size(value: int) -> int:
-    if value < 0:
-        raise UserError(f"page_size: expected 0 (the default, {DEFAULT_PAGE}) or more, got {value}")
-    return min(value or DEFAULT_PAGE, MAX_PAGE)
+    """0 (the default) to MAX_PAGE, as the OpenAPI document says: larger is refused, not cut."""
+    if not 0 <= value <= MAX_PAGE:
+        raise UserError(
+            f"page_size: expected 0 (the default, {DEFAULT_PAGE}) to {MAX_PAGE}, got {value}"
+        )
+    return value or DEFAULT_PAGE
 
 
 # Span times are unix nanoseconds in signed 64-bit columns.
