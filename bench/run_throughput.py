@@ -22,6 +22,14 @@ The stub LLM server runs in its own process on loopback and answers after ``--la
 
 Targets (issue 3): evalsi >= 80% of the raw loop's samples/s; with ``--peers`` also evalsi >= 10x
 Inspect AI's samples/s. Results go to ``bench/out/run_throughput.json``.
+
+    python bench/run_throughput.py --whole-process    # the same work, each side a whole process
+
+``--whole-process`` (issue 16) times both sides from spawn to exit, start-up included: ``evalsi
+run -f <spec> --quiet`` (the same target, dataset, grading and SQLite store) against ``python -c
+<raw script>`` (imports aiohttp and orjson, then the raw loop above), rounds interleaved A B A B;
+reports the median and range of each and the ratio of the medians (samples/s, whole process).
+Results go to ``bench/out/run_throughput_process.json``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +55,42 @@ from evalsi.runs._execute import execute_run  # noqa: E402
 from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec  # noqa: E402
 
 OUT = HERE / "out"
+RAW_PROCESS = """
+import asyncio, sys, time
+import aiohttp, orjson
+
+async def main(url, samples, concurrency):
+    counter = iter(range(samples))
+    passed = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        async def worker():
+            nonlocal passed
+            for i in counter:
+                body = {"model": "stub", "max_tokens": 16,
+                        "messages": [{"role": "user", "content": f"q{i}"}]}
+                async with session.post(f"{url}/v1/chat/completions", json=body) as response:
+                    response.raise_for_status()
+                    data = orjson.loads(await response.read())
+                passed += data["choices"][0]["message"]["content"] == f"q{i}"
+        async with asyncio.TaskGroup() as group:
+            for _ in range(concurrency):
+                group.create_task(worker())
+    assert passed == samples, passed
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+RUN_SPEC = """apiVersion: evals.si/v1alpha1
+kind: EvalRun
+metadata: {{name: bench}}
+spec:
+  target:
+    model:
+      {{connector: openai-compatible, baseUrl: "{url}/v1", model: stub, params: {{max_tokens: 16}}}}
+  dataset: {{path: {data}}}
+  maxConcurrency: {concurrency}
+  evaluators: [{{ref: exact-match}}]
+"""
 TARGET_RATIO = 0.80
 PEER_TARGET_RATIO = 10.0
 PEERS = HERE / "peers"
@@ -109,6 +154,74 @@ def evalsi_round(url: str, data: Path, store: Path, samples: int, concurrency: i
     return samples / seconds
 
 
+def whole_process(args: argparse.Namespace) -> int:
+    """Both sides as whole processes, spawn to exit (see the module docstring)."""
+    evalsi = str(Path(sys.executable).with_name("evalsi"))
+    proc, url = start_stub(args.latency_ms)
+    seconds: dict[str, list[float]] = {"raw": [], "evalsi": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "qa.jsonl"
+            write_data(data, args.samples)
+            spec = Path(tmp) / "run.yaml"
+            spec.write_text(RUN_SPEC.format(url=url, data=data, concurrency=args.concurrency))
+            raw_cmd = [sys.executable, "-c", RAW_PROCESS, url, str(args.samples)]
+            raw_cmd.append(str(args.concurrency))
+            asyncio.run(raw_round(url, 4 * args.concurrency, args.concurrency))  # warm up
+            for r in range(args.repeats):
+                for name in ("raw", "evalsi") if r % 2 == 0 else ("evalsi", "raw"):
+                    cmd = raw_cmd
+                    if name == "evalsi":
+                        store = f"{tmp}/run{r}.db"
+                        cmd = [evalsi, "run", "-f", str(spec), "--store", store, "--quiet"]
+                    started = time.perf_counter()
+                    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+                    took = time.perf_counter() - started
+                    if done.returncode != 0:
+                        raise SystemExit(f"{name} exited {done.returncode}: {done.stderr[-800:]}")
+                    seconds[name].append(took)
+                    print(
+                        f"round {r + 1} {name:>6}: {took:6.2f} s, "
+                        f"{args.samples / took:7.1f} samples/s (whole process)",
+                        file=sys.stderr,
+                    )
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    rates = {name: [args.samples / t for t in times] for name, times in seconds.items()}
+    median = {name: statistics.median(r) for name, r in rates.items()}
+    ratio = median["evalsi"] / median["raw"]
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    result = {
+        "samples": args.samples,
+        "concurrency": args.concurrency,
+        "latency_ms": args.latency_ms,
+        "rounds": args.repeats,
+        "loadavg": load,
+        "whole_process": True,
+        **{
+            f"{name}_samples_per_s": {
+                "median": round(median[name], 1),
+                "min": round(min(r), 1),
+                "max": round(max(r), 1),
+                "seconds": [round(t, 3) for t in seconds[name]],
+            }
+            for name, r in rates.items()
+        },
+        "ratio_of_medians": round(ratio, 3),
+    }
+    OUT.mkdir(exist_ok=True)
+    (OUT / "run_throughput_process.json").write_text(json.dumps(result, indent=2) + "\n")
+    for name, r in rates.items():
+        print(
+            f"{name:6s} whole process: median {median[name]:7.1f} samples/s "
+            f"(range {min(r):.1f}-{max(r):.1f})"
+        )
+    print(f"ratio of medians: {ratio:.3f}  (load average {' '.join(load)})")
+    return 0
+
+
 def peers_python() -> str:
     """The peers' interpreter, setting the venv up first when it is missing."""
     if PEERS_PYTHON.exists():
@@ -143,7 +256,14 @@ def main() -> int:
         action="store_true",
         help="also run Inspect AI (bench/peers/inspect_run_peer.py) against the same stub",
     )
+    parser.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="time `evalsi run` and a raw aiohttp script as whole processes, start-up included",
+    )
     args = parser.parse_args()
+    if args.whole_process:
+        return whole_process(args)
     python = peers_python() if args.peers else None
 
     proc, url = start_stub(args.latency_ms)

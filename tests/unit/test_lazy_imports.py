@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,7 +49,8 @@ import sys
 from evalsi.cli import main
 code = main(sys.argv[1:])
 heavy = ("sqlalchemy.dialects.postgresql", "evalsi.runs._calibration", "evalsi.runs._execute",
-         "evalsi.server", "evalsi.client", "connectrpc", "jsonschema", "yaml")
+         "evalsi.server", "evalsi.client", "connectrpc", "jsonschema", "yaml", "evalsi.sandbox",
+         "evalsi.packs.code", "evalsi.packs.ml_classic", "evalsi.packs.judge", "evalsi.packs.text")
 print(repr(code), *[m for m in heavy if m in sys.modules], file=sys.stderr)
 """
 
@@ -75,3 +78,35 @@ def test_a_score_run_from_the_cli_imports_none_of_the_heavy_parts(tmp_path: Path
     )
     assert done.stderr.splitlines()[-1] == "0", done.stderr
     assert "exact-match" in done.stdout
+
+
+CLI = "import sys; from evalsi.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _eval_process(tmp_path: Path, mark: str | None) -> tuple[float, str, float]:
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"id": "1", "output": "a", "reference": "a"}) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "EVALSI_BENCH_MARK"}
+    if mark is not None:
+        env["EVALSI_BENCH_MARK"] = mark
+    args = ["eval", "--data", str(data), "--evaluators", "exact-match", "--store", "s.db", "-q"]
+    spawned = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, *args], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return spawned, done.stderr, time.monotonic()
+
+
+def test_the_bench_mark_gives_the_first_record_on_the_machine_clock(tmp_path: Path) -> None:
+    spawned, stderr, ended = _eval_process(tmp_path, "1")
+    marks = [line.split() for line in stderr.splitlines() if line.startswith("evalsi-mark")]
+    assert len(marks) == 1, stderr
+    assert marks[0][1] == "first-record"
+    assert spawned < float(marks[0][2]) < ended  # time.monotonic of the child: one clock
+
+
+@pytest.mark.parametrize("mark", [None, "0", ""])
+def test_without_the_bench_mark_nothing_is_written(tmp_path: Path, mark: str | None) -> None:
+    _, stderr, _ = _eval_process(tmp_path, mark)
+    assert "evalsi-mark" not in stderr

@@ -35,7 +35,7 @@ from evalsi.core._errors import (
 )
 from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
-from evalsi.core._lazy import lazy_exports, lazy_module
+from evalsi.core._lazy import lazy_exports, lazy_module, startup_mark
 from evalsi.core._manifest import (
     RUNNABLE_SCOPES,
     EvaluatorManifest,
@@ -151,4 +151,5 @@ __all__ = [
     "missing_extra",
     "parse_ref",
     "require_extra",
+    "startup_mark",
 ]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,24 @@ def lazy_module(name: str) -> Any:
     return _LazyModule(name)
 
 
+BENCH_MARK_ENV = "EVALSI_BENCH_MARK"
+_marked: set[str] = set()
+
+
+def startup_mark(event: str) -> None:
+    """A benchmark hook: with ``EVALSI_BENCH_MARK=1``, the first time ``event`` happens in this
+    process, write ``evalsi-mark EVENT SECONDS`` to stderr, SECONDS being ``time.monotonic()``
+    (one clock for every process of the machine, so a parent that noted it at spawn gets the
+    time to that event). ``bench/startup.py`` reads ``first-record`` (``evalsi eval``) and
+    ``first-call`` (``evalsi run``). Otherwise it costs one set lookup.
+    """
+    if event in _marked:
+        return
+    _marked.add(event)
+    if os.environ.get(BENCH_MARK_ENV) == "1":
+        print(f"evalsi-mark {event} {time.monotonic():.6f}", file=sys.stderr, flush=True)
+
+
 def _type_checking_imports(file: str) -> dict[str, tuple[str, str]]:
     """``name -> (module, name in module)`` of the ``from M import ...`` under TYPE_CHECKING."""
     tree = ast.parse(Path(file).read_text(encoding="utf-8"), filename=file)
@@ -84,4 +104,4 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-__all__ = ["lazy_exports", "lazy_module"]
+__all__ = ["BENCH_MARK_ENV", "lazy_exports", "lazy_module", "startup_mark"]

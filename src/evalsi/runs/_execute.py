@@ -50,6 +50,7 @@ from evalsi.core import (
     SpecError,
     UserError,
     content_hash,
+    startup_mark,
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import BoundEvaluator, DatasetRunner, Registry, use_judges
@@ -232,6 +233,7 @@ async def execute_run(
         if spec.target.kind != "python" or judges:  # enough connections for every worker
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
         with use_judges(judges):  # contextvars reach the grader task created inside
+            startup_mark("first-call")  # bench/startup.py: the workers start calling the target
             await executor.run()
         if executor.samples == 0 and executor.stopped_reason is None:
             raise dataset.nothing_read()  # nothing to call the target on: not a clean run

@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from evalsi.core import EvalsiError, Record, ResultBatch, UserError, content_hash
+from evalsi.core import (
+    EvalsiError,
+    Record,
+    ResultBatch,
+    UserError,
+    content_hash,
+    startup_mark,
+)
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, Registry, use_judges
 from evalsi.runs._aggregate import Aggregator
@@ -142,6 +149,7 @@ async def score_async(
                     )
                     aggregator.add(index, results, batch)
                     graded.append((index, done, results))
+                startup_mark("first-record")  # bench/startup.py: time to the first graded batch
                 writer.submit(graded)
                 done += len(batch)
                 if writer.submitted % PROGRESS_EVERY == 0:
