@@ -111,3 +111,41 @@ def test_a_pattern_re2_refuses_is_a_400_naming_it(tmp_path: Path) -> None:
     body = json.loads(info.value.read())
     assert "evaluators[0].params: regex: param 'pattern': '(a)\\\\1'" in body["message"]
     assert "backreferences" in body["message"]
+
+
+def test_a_server_run_stops_a_spinning_evaluator_and_scores_the_rest(tmp_path: Path) -> None:
+    """A Run on the server grades its sync evaluators off the run's loop under the same limit:
+    the spinning call is stopped (that task ERROR), the other samples are scored, and the run
+    ends instead of holding its slot for ever."""
+    from evalsi.client import Client
+    from tests.support.stub_llm import StubLLM
+
+    registry = builtin_registry(entry_points=False)
+    registry.register(spin)
+    rows = [{"id": f"s{i}", "input": "slow" if i == 1 else f"fast {i}"} for i in range(4)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    state = server_state(tmp_path, registry=registry, limits=Limits(evaluator_seconds=2))
+    with StubLLM() as llm, serving(state) as server, Client(server.url) as client:  # echoes
+        spec = {
+            "apiVersion": "evals.si/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "spin"},
+            "spec": {
+                "target": {
+                    "model": {
+                        "connector": "openai-compatible",
+                        "baseUrl": llm.openai_url,
+                        "model": "m",
+                    }
+                },
+                "dataset": {"path": str(tmp_path / "rows.jsonl")},
+                "evaluators": [{"ref": "test/spin"}],
+            },
+        }
+        run = client.create_run(spec)
+        results = list(run.results)
+    assert run.status == "done"
+    by_id = {r.record_id: r for r in results}
+    assert by_id["s1"].outcome.name == "ERROR"
+    assert "timed out after 2s" in (by_id["s1"].reason or "")
+    assert [by_id[f"s{i}"].outcome.name for i in (0, 2, 3)] == ["SCORED"] * 3

@@ -93,6 +93,7 @@ async def execute_run(
     origin: Mapping[str, Any] | None = None,
     started: Callable[[str, int | None], Awaitable[None]] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    time_limit: float | None = None,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -120,6 +121,9 @@ async def execute_run(
             queues runs here. Cancelling while it waits stops the run like any cancellation.
         cancelled: asked when the run's task is cancelled: True records the run ``cancelled``
             (stopped on request), False ``interrupted`` (the process is going away).
+        time_limit: seconds a sync evaluator's call may take before its records are ERROR
+            ``timed out``; with it, sync evaluators grade in a thread, off the run's loop (the
+            server passes ``limits.evaluatorSeconds``; embedded runs grade inline, unlimited).
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -223,6 +227,7 @@ async def execute_run(
         progress,
         judge_spend=(lambda: _judge_totals(judges)) if judges else None,
         total_tasks=_count_tasks(spec, len(completed)),
+        time_limit=time_limit,
     )
     began = time.time()
     try:

@@ -95,6 +95,7 @@ class Executor:
         *,
         judge_spend: Callable[[], tuple[int, float]] | None = None,
         total_tasks: int | None = None,
+        time_limit: float | None = None,
     ) -> None:
         self.spec = spec
         self.target = target
@@ -110,6 +111,10 @@ class Executor:
         self.spend = Spend()
         self.judge_spend = judge_spend  # (tokens, usd) the judges used: budgets count them too
         self.total_tasks = total_tasks  # known up front only for some sources: gives an ETA
+        # With a limit (a server's run), sync evaluators grade in a thread, each call stopped
+        # after it: the run's loop keeps calling the target meanwhile. Without one (embedded),
+        # they grade inline, which is faster for the cheap ones.
+        self.time_limit = time_limit
         self.started = time.monotonic()
         self.samples = 0
         self.done_tasks = 0
@@ -328,11 +333,14 @@ class Executor:
                 ]
                 seqs = [i.task.seq for i in ok]
                 for index, runner in enumerate(self.runners):
-                    batch = (
-                        await runner.run_async(records, trial=trial)
-                        if runner.is_async
-                        else runner.run(records, trial=trial)
-                    )
+                    if runner.is_async:
+                        batch = await runner.run_async(records, trial=trial)
+                    elif self.time_limit is None:
+                        batch = runner.run(records, trial=trial)
+                    else:
+                        batch = await asyncio.to_thread(
+                            runner.run, records, trial=trial, time_limit=self.time_limit
+                        )
                     graded.append((index, seqs, batch))
             failed = [i for i in group if i.status != "ok"]
             if failed:

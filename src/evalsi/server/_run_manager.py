@@ -326,6 +326,7 @@ class RunManager:
             resilience=Resilience(egress=server_egress(self.state.config)),
             started=lambda run_id, total: self._started(live, db, total),
             cancelled=lambda: live.cancel_requested,
+            time_limit=float(self.state.config.limits.evaluator_seconds),
         )
 
     async def _started(self, live: _Live, db: SqlStore, total: int | None) -> None:
