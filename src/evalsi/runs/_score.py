@@ -100,7 +100,8 @@ async def score_async(
         raise UserError(
             "--bootstrap and --cluster-by cannot be combined yet: a record-level bootstrap "
             "would ignore the clusters and understate the uncertainty",
-            hint="use --cluster-by alone (cluster-robust t interval) or --bootstrap alone",
+            hint="use --cluster-by alone (cluster-wilson for pass rates, cluster-t for numbers) "
+            "or --bootstrap alone",
         )
     bound = bind_all(evaluators, registry=registry, params=params)
     runners = runners_for(bound)
