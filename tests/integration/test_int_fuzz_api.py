@@ -7,7 +7,10 @@ to fit CI."""
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,8 @@ BEYOND_A_SCHEMA: list[tuple[str, re.Pattern[str], str]] = [
     # Which evaluators exist is the server's catalog (GET /v1alpha1/evaluators), not the
     # request's shape: a well-formed ref to an evaluator it lacks is refused.
     ("*", re.compile(r"unknown evaluator"), "the server's catalog"),
+    # Which datasets exist is what the server holds (the DatasetService lists them).
+    ("POST /v1alpha1/runs", re.compile(r"no dataset .* in the server's datasets_dir"), "contents"),
     # A prefix matching two stored runs: depends on what the store holds.
     ("*", re.compile(r"run id prefix .* is ambiguous"), "the store's contents"),
     # Which target kinds a server runs is its configuration (Python targets never).
@@ -124,3 +129,31 @@ def test_no_operation_answers_5xx(api_url: str, mode: GenerationMode) -> None:
     assert not rejected, "schema-valid requests refused:\n" + "\n".join(rejected[:20])
     if mode is GenerationMode.POSITIVE:
         assert accepted > len(operations)  # the check saw real successes, not only skips
+
+
+def _get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_page_sizes_are_the_documents(api_url: str) -> None:
+    """Every page_size the document bounds: its maximum is served, one more is refused (400)."""
+    _, doc = _get(api_url + "/openapi.json")
+    checked = []
+    for path, item in doc["paths"].items():
+        params = {p["name"]: p["schema"] for p in item.get("get", {}).get("parameters", [])}
+        if "pageSize" not in params:
+            continue
+        most = params["pageSize"]["maximum"]
+        url = api_url + path.replace("{id}", "no-such-run").replace("{name}", "no-such-set")
+        status, body = _get(f"{url}?pageSize={most}")
+        assert status in (200, 404), (path, body)  # 404: no such run or dataset
+        status, body = _get(f"{url}?pageSize={most + 1}")
+        assert status == 400, (path, body)
+        assert body["message"].startswith("page_size: "), body
+        assert str(most) in body["message"]
+        checked.append(path)
+    assert len(checked) >= 6, checked  # runs, results, traces, sessions, spans, dataset rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ import evalsi._proto.evalsi.v1alpha1.catalog_service_pb2
 import evalsi._proto.evalsi.v1alpha1.dataset_service_pb2
 import evalsi._proto.evalsi.v1alpha1.evaluation_service_pb2
 import evalsi._proto.evalsi.v1alpha1.run_service_pb2  # noqa: F401 - registers the services
-from evalsi.server._openapi import build_openapi
+from evalsi.server._openapi import build_openapi, merge_keywords, split_constraints
 from evalsi.server._rest import compile_template, handler_attr, http_rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +156,110 @@ def test_custom_verbs_are_tried_first() -> None:
 def test_handler_attr_matches_generated_names() -> None:
     assert handler_attr("ListRunResults") == "list_run_results"
     assert handler_attr("GetRun") == "get_run"
+
+
+# -- constraints (@constraints lines in proto comments) -----------------------------------------
+ALL_SERVICES = [
+    *SERVICES,
+    "evalsi.v1alpha1.TraceService",
+    "evalsi.v1alpha1.PolicyService",
+]
+
+
+def _params(doc: dict[str, Any], path: str, verb: str = "get") -> dict[str, Any]:
+    return {p["name"]: p["schema"] for p in doc["paths"][path][verb].get("parameters", [])}
+
+
+def test_document_states_the_servers_constraints() -> None:
+    import evalsi._proto.evalsi.v1alpha1.policy_service_pb2
+    import evalsi._proto.evalsi.v1alpha1.trace_service_pb2  # noqa: F401
+
+    doc = build_openapi(ALL_SERVICES)
+    validate(doc)
+    runs = _params(doc, "/v1alpha1/runs")
+    assert (runs["pageSize"]["minimum"], runs["pageSize"]["maximum"]) == (0, 1000)
+    assert "" in runs["status"]["enum"]
+    assert "cancelled" in runs["status"]["enum"]
+    assert _params(doc, "/v1alpha1/runs/{id}/results")["pageSize"]["maximum"] == 10_000
+    assert _params(doc, "/v1alpha1/datasets/{name}")["pageSize"]["maximum"] == 10_000
+    assert _params(doc, "/v1alpha1/spans")["type"]["enum"][1:] == [
+        "llm", "tool", "agent", "retriever", "embedding", "chain", "guardrail", "generic",
+    ]  # fmt: skip
+    trace = _params(doc, "/v1alpha1/traces/{trace_id}")
+    assert re.fullmatch(trace["trace_id"]["pattern"], "0af7651916cd43dd8448eb211c80319c")
+    assert not re.search(trace["trace_id"]["pattern"], "0af7651916cd43dd8448eb211c80319")
+    project = trace["projectId"]["pattern"]
+    assert re.search(project, "")
+    assert re.search(project, "team-a.b_c")
+    assert not re.search(project, "-x")
+    assert not re.search(project, "a" * 65)
+    since = _params(doc, "/v1alpha1/traces")["since"]
+    assert re.search(since["pattern"], "1970-01-01T00:00:00Z")
+    assert not re.search(since["pattern"], "1969-12-31T23:59:59Z")
+    assert not re.search(since["pattern"], "2262-04-12T00:00:00Z")  # past int64 nanoseconds
+
+    schemas = doc["components"]["schemas"]
+    compare = schemas["evalsi.v1alpha1.CompareRunsRequest"]
+    assert compare["required"] == ["baseline", "candidate"]
+    assert compare["properties"]["level"]["type"] == "number"  # no "NaN": outside the range
+    assert compare["properties"]["level"]["exclusiveMaximum"] == 1
+    policy = schemas["evalsi.v1alpha1.ApplyPolicyRequest"]
+    assert policy["oneOf"] == [{"required": ["policy"]}, {"required": ["yaml"]}]
+    assert doc["paths"]["/v1alpha1/policies"]["post"]["requestBody"]["required"] is True
+    assert doc["paths"]["/v1alpha1/runs/{id}:cancel"]["post"]["requestBody"]["required"] is False
+    evaluate = schemas["evalsi.v1alpha1.EvaluateRequest"]["properties"]
+    assert evaluate["records"]["minItems"] == 1
+    # The spec messages carry the constraints their JSON Schemas have (one source for both).
+    eval_run = schemas["evalsi.v1alpha1.EvalRun"]
+    assert eval_run["required"] == ["apiVersion", "kind", "metadata", "spec"]
+    assert eval_run["properties"]["kind"]["const"] == "EvalRun"
+    # A oneof allows one member: the JSON parser refuses two.
+    content = schemas["evalsi.v1alpha1.Content"]
+    assert {"required": ["text", "json"]} in content["allOf"][0]["not"]["anyOf"]
+    # The annotation is not part of any description.
+    assert "@constraints" not in json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "bound", "negative"),
+    [
+        ("CompareRunsRequest", "seed", 2**64 - 1, False),  # uint64
+        ("Run", "records", 2**63 - 1, True),  # int64
+    ],
+)
+def test_64_bit_patterns_are_exact(message: str, field: str, bound: int, negative: bool) -> None:
+    schemas = build_openapi(SERVICES)["components"]["schemas"]
+    pattern = schemas[f"evalsi.v1alpha1.{message}"]["properties"][field]["pattern"]
+    inside = [0, 7, 10, 99, bound // 3, bound - 1, bound, *(10**k for k in range(len(str(bound))))]
+    for n in inside:
+        assert re.search(pattern, str(n)), n
+    for n in (bound + 1, bound * 2, 10 ** len(str(bound))):
+        assert not re.search(pattern, str(n)), n
+    assert re.search(pattern, str(-bound)) if negative else not re.search(pattern, "-1")
+    assert not re.search(pattern, "01")
+    assert not re.search(pattern, "")
+    # The reference: protobuf's own JSON parser takes exactly these strings.
+    from google.protobuf import json_format
+
+    import evalsi._proto.evalsi.v1alpha1.run_service_pb2 as run_service
+
+    json_format.ParseDict({"seed": str(2**64 - 1)}, run_service.CompareRunsRequest())
+    with pytest.raises(json_format.ParseError):
+        json_format.ParseDict({"seed": str(2**64)}, run_service.CompareRunsRequest())
+
+
+def test_constraint_lines_are_read_and_checked() -> None:
+    text, keywords = split_constraints(
+        ' Empty means "default".\n @constraints {"pattern": "^a$"}\n'
+        ' @constraints {"maxLength": 3}\n',
+        "x.Y.z",
+    )
+    assert text == 'Empty means "default".'
+    assert keywords == {"pattern": "^a$", "maxLength": 3}
+    with pytest.raises(ValueError, match=r"x\.Y\.z: @constraints is not valid JSON"):
+        split_constraints(" @constraints {pattern: 1}", "x.Y.z")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        split_constraints(" @constraints [1]", "x.Y.z")
+    base = {"type": "array", "items": {"type": "string"}}
+    merge_keywords(base, {"items": {"minLength": 1}, "maxItems": 2})
+    assert base == {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 2}

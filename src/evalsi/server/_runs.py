@@ -19,7 +19,7 @@ from connectrpc.request import RequestContext
 from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
-from evalsi.core import NotFoundError, UserError
+from evalsi.core import UserError
 from evalsi.datasets import FieldMap, confine, open_dataset
 from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
@@ -171,8 +171,7 @@ class RunHandler:
             )
         resolved = confine(self.state.config.datasets_dir, path, what="spec.dataset.path")
         if not resolved.is_file():
-            # A well-formed path naming nothing the server holds: not found (404), like a run id.
-            raise NotFoundError(
+            raise UserError(
                 f"spec.dataset.path: no dataset {path!r} in the server's datasets_dir",
                 hint="upload it with the DatasetService, or list what the server holds",
             )
