@@ -25,6 +25,15 @@ GATES = [
 ]
 
 
+WARNING = {
+    "kind": "infra_errors",
+    "message": "3 of 60 tasks were lost to infrastructure errors",
+    "count": 3,
+    "examples": ["connection refused by 127.0.0.1:9"],
+}
+CAUSE = {"kind": "connection", "count": 3, "example": "connection refused by 127.0.0.1:9"}
+
+
 def _metric(**extra: object) -> MetricSummary:
     return MetricSummary(
         evaluator="exact-match",
@@ -64,6 +73,8 @@ def _result() -> RunResult:
         stopped_reason=None,
         spend={"tokens": 1234, "usd": None, "calls": 60, "seconds": 1.25},
         pass_k_samples={"exact-match/exact-match": {"samples": 30, "excluded": 0}},
+        warnings=[WARNING],
+        infra_error_causes=[CAUSE],
     )
 
 
@@ -92,6 +103,9 @@ def test_stored_run_reads_back_as_its_result() -> None:
         "trials": 2,
         "pass_k_samples": result.pass_k_samples,
         "graded": True,
+        "warnings": [WARNING],
+        "infra_error_causes": [CAUSE],
+        "target_error_causes": [],
     }
     info = RunInfo(
         id=result.run_id,
@@ -111,6 +125,8 @@ def test_stored_run_reads_back_as_its_result() -> None:
     assert message.create_time.ToNanoseconds() == 1_700_000_000_250_000_000
     assert message.spec["seed"] == str(2**60)  # beyond a double: as proto3 JSON writes int64
     assert [g.verdict for g in message.gates] == ["pass", "fail", "undecided"]
+    assert [w.kind for w in message.warnings] == ["infra_errors"]
+    assert [(c.kind, c.count) for c in message.infra_error_causes] == [("connection", 3)]
     assert run_from_proto(message).to_dict() == result.to_dict()
 
 
@@ -127,7 +143,10 @@ def test_running_run_shows_progress_and_partial_metrics() -> None:
     assert run_from_proto(message).metrics == partial
 
 
-@pytest.mark.parametrize(("status", "code"), [("cancelled", 3), ("interrupted", 3), ("done", 0)])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [("cancelled", 3), ("interrupted", 3), ("incomplete", 3), ("failed", 2), ("done", 0)],
+)
 def test_exit_code_follows_the_status(status: str, code: int) -> None:
     info = RunInfo(id="r1", kind="run", status=status, created_at=1.0)
     assert run_to_proto(info).exit_code == code

@@ -92,14 +92,11 @@ def add_failures_flag(parser: Any) -> None:
 
 
 def failures_of(result: Any, limit: int) -> list[Any] | None:
-    """The first ``limit`` failing results of a finished local run; None for a run on a
-    server (its results are not in a local store) or a plan."""
-    store, run_id = getattr(result, "store", None), getattr(result, "run_id", "")
-    if store is None or not run_id:
+    """The first ``limit`` failing results of a finished run, local or on a server (read from
+    the results it sent or lists); None for a plan or a result attached to nothing."""
+    if not getattr(result, "has_results", False) or getattr(result, "plan", None) is not None:
         return None
-    from evalsi.runs import failing_records
-
-    return failing_records(store, run_id, limit)
+    return list(result.failures(limit))
 
 
 def print_failures(fmt: str, failures: Sequence[Any] | None, limit: int) -> None:

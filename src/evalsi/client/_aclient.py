@@ -230,6 +230,7 @@ class AsyncClient(AsyncPolicyMixin):
             results=results,
             gates=[gate_from_proto(g) for g in response.gates],
             pages=self._pages_of(request.project_id),
+            warnings=local.warnings,
         )
 
     async def _evaluate_streamed(self, request: ev_pb.EvaluateRequest) -> ev_pb.EvaluateResponse:
@@ -260,6 +261,7 @@ class AsyncClient(AsyncPolicyMixin):
             if message.gates:
                 del out.gates[:]
                 out.gates.extend(message.gates)
+            out.warnings.extend(message.warnings)  # only the last message has any
             out.dataset_version = message.dataset_version or out.dataset_version
         return out
 

@@ -108,9 +108,11 @@ class Client:
         # An unclosed client's thread ends with it (the loop holds no reference to the client).
         weakref.finalize(self, self._loop.stop).atexit = False
         self._aio: AsyncClient | None = None
+        self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
+        self._closed = True
         try:
             self._loop.run(self._async.close())
         finally:
@@ -140,6 +142,9 @@ class Client:
         return f"<evalsi.Client {self.url} ({self.settings.protocol})>"
 
     def _pages(self, run_id: str, project_id: str = "") -> Iterator[EvaluationResult]:
+        if self._closed:  # a result read after close() (the CLI prints after its `with`)
+            yield from self._async._sync_pages(run_id, project_id)
+            return
         for page in self.list_run_results(run_id, project_id=project_id):
             yield from page
 

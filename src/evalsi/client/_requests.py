@@ -102,12 +102,15 @@ class LocalRecords:
     version: str | None
     bad_records: int
     bad_examples: list[tuple[int, str]]
+    warnings: list[dict[str, Any]]
+    """What reading noticed (bad rows skipped, repeated ids), named by line as embedded."""
 
 
 def read_records(
     data: Any, *, fields: FieldMap | None, on_bad_record: Literal["fail", "skip"]
 ) -> LocalRecords:
-    """Read ``data`` as ``evalsi.evaluate`` does (a path, ``hf://`` URI, dicts or Records)."""
+    """Read ``data`` as ``evalsi.evaluate`` does (a path, ``hf://`` URI, dicts or Records);
+    data with no record to grade is the same error (exit 2) as embedded, before any call."""
     dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
     records: list[record_pb2.Record] = []
     ids: list[str] = []
@@ -115,6 +118,8 @@ def read_records(
         for record in batch:
             records.append(record_to_proto(record))
             ids.append(record.id)
+    if not records:
+        raise dataset.nothing_read()
     return LocalRecords(
         records=records,
         ids=ids,
@@ -122,6 +127,7 @@ def read_records(
         version=dataset.version,
         bad_records=dataset.bad_count,
         bad_examples=list(dataset.bad_records[:10]),
+        warnings=[w.to_dict() for w in dataset.warnings],
     )
 
 

@@ -13,7 +13,13 @@ from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
 from evalsi.core import EvaluationResult, Outcome
 from evalsi.runs import RunResult, ScoreResult, isolation_of_results
 from evalsi.store import RunInfo
-from evalsi.wire import result_from_proto, run_from_proto, struct_from_proto, summary_from_proto
+from evalsi.wire import (
+    result_from_proto,
+    run_from_proto,
+    struct_from_proto,
+    summary_from_proto,
+    warnings_from_proto,
+)
 
 ResultPages = Callable[[str], Iterator[EvaluationResult]]
 """Every stored result of a run, by run id (``ListRunResults`` page after page)."""
@@ -26,6 +32,10 @@ class RemoteScoreResult(ScoreResult):
     fetched: list[EvaluationResult] | None = field(default=None, compare=False)
     pages: ResultPages | None = field(default=None, compare=False)
 
+    @property
+    def has_results(self) -> bool:
+        return self.fetched is not None or self.pages is not None
+
     def iter_results(self, *, outcome: Outcome | None = None) -> Any:
         return _iter(self.run_id, self.fetched, self.pages, outcome)
 
@@ -35,6 +45,11 @@ class RemoteRunResult(RunResult):
     """A ``RunResult`` kept by a server; ``results`` reads its pages from the server."""
 
     pages: ResultPages | None = field(default=None, compare=False)
+
+    @property
+    def has_results(self) -> bool:
+        # A dry run's plan has no run to read results of.
+        return self.pages is not None and self.plan is None and bool(self.run_id)
 
     def iter_results(self, *, outcome: Outcome | None = None) -> Any:
         return _iter(self.run_id, None, self.pages, outcome)
@@ -61,15 +76,28 @@ def ordered_results(
     messages: Iterable[Any], ids: Sequence[str], evaluators: Sequence[str]
 ) -> list[EvaluationResult]:
     """Results in record order, then evaluator order, as the embedded store returns them (the
-    server promises no order)."""
+    server promises no order across evaluators).
+
+    An id that several records share (a warning, not an error) is placed by occurrence: the
+    n-th result of one evaluator and trial under that id belongs to the n-th record holding it,
+    as the server grades each evaluator's records in the order they were sent.
+    """
     results = [result_from_proto(m) for m in messages]
-    position = {rid: i for i, rid in reversed(list(enumerate(ids)))}
+    positions: dict[str, list[int]] = {}
+    for i, rid in enumerate(ids):
+        positions.setdefault(rid, []).append(i)
     rank = {name: i for i, name in enumerate(evaluators)}
     far = len(ids) + len(evaluators)
-    results.sort(
-        key=lambda r: (position.get(r.record_id, far), rank.get(r.evaluator, far), r.trial)
-    )
-    return results
+    seen: dict[tuple[str, str, int], int] = {}
+    keys: list[tuple[int, int, int]] = []
+    for r in results:
+        at = positions.get(r.record_id)
+        nth = seen.get((r.record_id, r.evaluator, r.trial), 0)
+        seen[(r.record_id, r.evaluator, r.trial)] = nth + 1
+        position = at[min(nth, len(at) - 1)] if at else far
+        keys.append((position, rank.get(r.evaluator, far), r.trial))
+    order = sorted(range(len(results)), key=keys.__getitem__)
+    return [results[i] for i in order]
 
 
 def score_result(
@@ -83,6 +111,7 @@ def score_result(
     results: list[EvaluationResult],
     gates: list[dict[str, Any]],
     pages: ResultPages | None,
+    warnings: Sequence[dict[str, Any]] = (),
 ) -> RemoteScoreResult:
     return RemoteScoreResult(
         run_id=str(response.run_id),
@@ -99,7 +128,18 @@ def score_result(
         pages=pages,
         dataset_results=[r for r in results if not r.record_id],
         isolation=isolation_of_results(results),
+        warnings=merged_warnings(warnings, warnings_from_proto(response.warnings)),
     )
+
+
+def merged_warnings(
+    local: Sequence[dict[str, Any]], served: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The warnings of reading the data here (named by file line, as embedded), then the
+    server's of kinds reading did not report (it names records by their position in the
+    request, so its repeated ids give way to the same ids named by line)."""
+    seen = {w.get("kind") for w in local}
+    return [*map(dict, local), *(w for w in served if w.get("kind") not in seen)]
 
 
 def remote_run_result(result: RunResult, pages: ResultPages | None) -> RemoteRunResult:
@@ -113,12 +153,17 @@ def run_info(run: run_pb.Run) -> RunInfo:
     """A ``Run`` message as the store's ``RunInfo``, as ``evalsi runs`` prints it."""
     details = struct_from_proto(run.details)
     spec = struct_from_proto(run.spec)
+    result = run_from_proto(run)
     summary: dict[str, Any] = {
         "metrics": [summary_from_proto(m).to_dict() for m in run.metrics],
-        "gates": run_from_proto(run).gates,
+        "gates": result.gates,
         "dataset": details.get("dataset")
         or {"source": _dataset_source(spec), "version": run.dataset_version or None},
         "bad_records": details.get("bad_records", 0),
+        "warnings": result.warnings,
+        "infra_errors": details.get("infra_errors", 0),
+        "infra_error_causes": result.infra_error_causes,
+        "target_error_causes": result.target_error_causes,
     }
     manifest = details.get("manifest")
     return RunInfo(

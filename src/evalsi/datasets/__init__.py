@@ -9,7 +9,7 @@ from evalsi.datasets._dataset import MAX_BAD_MESSAGES, Dataset, OnBadRecord
 from evalsi.datasets._fields import FieldMap, record_from_dict, record_to_row
 from evalsi.datasets._hf import HfRef, hub_cache_dir, parse_hf_uri
 from evalsi.datasets._source import SUPPORTED_SUFFIXES, FileFormat, open_dataset
-from evalsi.datasets._warnings import DatasetWarning
+from evalsi.datasets._warnings import DatasetWarning, RepeatedIds
 
 __all__ = [
     "MAX_BAD_MESSAGES",
@@ -20,6 +20,7 @@ __all__ = [
     "FileFormat",
     "HfRef",
     "OnBadRecord",
+    "RepeatedIds",
     "confine",
     "hub_cache_dir",
     "open_dataset",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         FailingRecord,
         failing_records,
         failure_rows,
+        first_failures,
     )
     from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
     from evalsi.runs._gate_syntax import EvaluatorMetrics
@@ -140,6 +141,7 @@ __all__ = [
     "failing_records",
     "failure_rows",
     "finish_dataset_scope",
+    "first_failures",
     "format_ci",
     "format_number",
     "gate_rows",

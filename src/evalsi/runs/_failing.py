@@ -9,7 +9,7 @@ and the scan stops at the limit, so a run of a million records that fails early 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -51,11 +51,19 @@ class FailingRecord:
 
 def failing_records(db: SqlStore, run_id: str, limit: int = SHOWN_FAILURES) -> list[FailingRecord]:
     """The first ``limit`` failures of ``run_id`` in record order (none when ``limit`` <= 0)."""
+    if limit <= 0:
+        return []
+    # Stopping early is safe: iter_results closes its cursor when the generator is dropped.
+    return first_failures((result for _seq, _index, result in db.iter_results(run_id)), limit)
+
+
+def first_failures(results: Iterable[EvaluationResult], limit: int) -> list[FailingRecord]:
+    """The first ``limit`` failures among ``results`` (a store's, or a server's pages), in the
+    order given; reading stops once they are found."""
     out: list[FailingRecord] = []
     if limit <= 0:
         return out
-    # Stopping early is safe: iter_results closes its cursor when the generator is dropped.
-    for _seq, _index, result in db.iter_results(run_id):
+    for result in results:
         out.extend(_failures_of(result))
         if len(out) >= limit:
             break
@@ -97,4 +105,5 @@ __all__ = [
     "FailingRecord",
     "failing_records",
     "failure_rows",
+    "first_failures",
 ]

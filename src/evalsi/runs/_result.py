@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import INFRA_PREFIX, EvaluationResult, MetricSummary, Outcome
+from evalsi.runs._failing import SHOWN_FAILURES, FailingRecord, first_failures
 from evalsi.runs._gate_results import GATE_COLUMNS, gate_rows, gates_exit_code
 from evalsi.runs._isolation import IsolationSummary, RecordIsolation, iter_record_isolation
 
@@ -167,6 +168,19 @@ class ScoreResult:
         raise KeyError(f"no metric {metric or evaluator!r} for evaluator {evaluator!r}")
 
     @property
+    def has_results(self) -> bool:
+        """Whether ``iter_results`` can read this run's results (a store, or a server)."""
+        return self.store is not None
+
+    def failures(self, limit: int = SHOWN_FAILURES) -> list[FailingRecord]:
+        """The first ``limit`` failing results (a pass/fail score that did not pass, or an
+        error) and why, in record order; none for a result attached to no store. Reading
+        stops at the limit, but a run with fewer failures is read to its end."""
+        if not self.has_results:
+            return []
+        return first_failures(self.iter_results(), limit)
+
+    @property
     def results(self) -> list[EvaluationResult]:
         """Every (record, evaluator) result, in record order, read from the store."""
         return list(self.iter_results())
@@ -186,7 +200,8 @@ class ScoreResult:
         return iter_record_isolation(self.store, self.run_id)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract of DESIGN.md §4, plus the dataset version and bad-record count."""
+        """The JSON contract of DESIGN.md §4, plus the dataset version and bad-record count,
+        the warnings and the first failing results (``failures``)."""
         return {
             "run_id": self.run_id,
             "status": self.status,
@@ -200,6 +215,7 @@ class ScoreResult:
             "dataset_results": [_dataset_result_dict(r) for r in self.dataset_results],
             "isolation": [i.to_dict() for i in self.isolation],
             "warnings": [dict(w) for w in self.warnings],
+            "failures": [f.to_dict() for f in self.failures()],
         }
 
     def to_json(self, *, indent: bool = True) -> str:

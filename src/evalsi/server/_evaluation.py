@@ -38,6 +38,7 @@ from evalsi.wire import (
     result_to_proto,
     struct_from_proto,
     summary_to_proto,
+    warning_to_proto,
 )
 
 log = logging.getLogger("evalsi.server")
@@ -137,6 +138,7 @@ class EvaluationHandler:
         last.results.extend(result_to_proto(r) for r in tail)
         last.metrics.extend(summary_to_proto(m) for m in metrics)
         last.gates.extend(gate_to_proto(g) for g in gates)
+        last.warnings.extend(warning_to_proto(w) for w in grading.warnings)
         yield last
 
     # -- request validation ---------------------------------------------------------------------

@@ -40,7 +40,7 @@ from evalsi.core import (
     RunError,
     content_hash,
 )
-from evalsi.datasets import FieldMap
+from evalsi.datasets import FieldMap, RepeatedIds
 from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, use_judges
 from evalsi.evaluators._runner import Runner
 from evalsi.runs import (
@@ -60,6 +60,7 @@ from evalsi.wire import (
     gate_to_proto,
     result_to_proto,
     summary_to_proto,
+    warning_to_proto,
 )
 
 log = logging.getLogger("evalsi.server")
@@ -248,6 +249,10 @@ class _Grading:
         self.records = 0
         self._graded: list[tuple[int, int, ResultBatch]] = []
         self._hasher = Hasher()
+        # Ids that repeat across the whole call (every message of a stream), as a dataset
+        # pass finds them: each is still graded under its own position.
+        self._ids = RepeatedIds()
+        self.warnings: list[dict[str, Any]] = []
         self._intervals: dict[int, dict[str, Interval]] = {}
         # A worker thread may still be saving when the request is cancelled: the first of
         # `save` and `fail` to take the lock decides what the run is.
@@ -307,6 +312,7 @@ class _Grading:
 
     def _hash(self, records: list[Record]) -> None:
         self._begun = True
+        self._ids.add(records, self.records + 1)
         update, dumps = self._hasher.update, orjson.dumps
         for record in records:
             update(dumps(record, default=_canonical, option=_CANONICAL))
@@ -337,6 +343,7 @@ class _Grading:
         response.results.extend(result_to_proto(r) for r in tail)
         response.metrics.extend(summary_to_proto(m) for m in metrics)
         response.gates.extend(gate_to_proto(g) for g in gates)
+        response.warnings.extend(warning_to_proto(w) for w in self.warnings)
         return response
 
     def save(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
@@ -389,6 +396,8 @@ class _Grading:
             bootstrap=config.bootstrap, seed=config.seed, dataset_intervals=self._intervals
         )
         isolation = self.aggregator.isolation()
+        repeated = self._ids.warning(kind_of_position="record")
+        self.warnings = [repeated.to_dict()] if repeated is not None else []
         gates = (
             evaluate_gates(config.gates, metrics, **config.rates, isolation=isolation)
             if config.gates
@@ -401,6 +410,7 @@ class _Grading:
             "dataset": {"source": DATA_NAME, "version": self.version},
             "bad_records": 0,
             "bad_examples": [],
+            "warnings": self.warnings,
         }
         manifest = self._manifest()
         manifest["isolation"] = summary["isolation"]

@@ -59,6 +59,14 @@ from evalsi.wire._traces import (
     trace_summary_to_proto,
     trace_to_proto,
 )
+from evalsi.wire._warnings import (
+    cause_from_proto,
+    cause_to_proto,
+    causes_from_proto,
+    warning_from_proto,
+    warning_to_proto,
+    warnings_from_proto,
+)
 
 __all__ = [
     "ConnectorInfo",
@@ -66,6 +74,9 @@ __all__ = [
     "Progress",
     "StoredRun",
     "StoredTrace",
+    "cause_from_proto",
+    "cause_to_proto",
+    "causes_from_proto",
     "comparison_from_proto",
     "comparison_to_proto",
     "connector_from_proto",
@@ -105,4 +116,7 @@ __all__ = [
     "trace_to_proto",
     "value_from_proto",
     "value_to_proto",
+    "warning_from_proto",
+    "warning_to_proto",
+    "warnings_from_proto",
 ]

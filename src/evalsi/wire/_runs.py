@@ -8,6 +8,7 @@ pass@k samples, judges, the dry-run plan) in ``details``, so a client rebuilds t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -21,12 +22,23 @@ from evalsi.core import MetricSummary
 from evalsi.runs import RunResult, gates_exit_code, isolation_from_dicts, summaries_from_dicts
 from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
 from evalsi.wire._results import summary_from_proto, summary_to_proto
+from evalsi.wire._warnings import (
+    cause_to_proto,
+    causes_from_proto,
+    warning_to_proto,
+    warnings_from_proto,
+)
 
 # The core's gate verdicts and the wire's (score.proto: "pass", "fail", "undecided").
 _VERDICT_TO_PROTO = {"passed": "pass", "failed": "fail", "inconclusive": "undecided"}
 _VERDICT_FROM_PROTO = {v: k for k, v in _VERDICT_TO_PROTO.items()}
 # Summary keys with a typed field of their own; the rest goes to ``details``.
-_TYPED = ("metrics", "gates")
+_EXPLAINED = ("warnings", "infra_error_causes", "target_error_causes")
+_TYPED = ("metrics", "gates", *_EXPLAINED)
+# What ``RunResult.to_dict()`` reads from the run's results, not from the run: a client lists
+# them from ListRunResults, so they are not carried.
+_FROM_RESULTS = ("failures",)
+EXIT_CANNOT_JUDGE = 2
 EXIT_INFRA = 3
 
 
@@ -99,6 +111,7 @@ def run_to_proto(
         out.metrics.append(summary_to_proto(m))
     gates = list(summary.get("gates") or [])
     _set_gates(out, gates)
+    _set_explained(out, summary)
     out.exit_code = _exit_code(info.kind, shown, gates)
     if progress is not None:
         out.progress.tasks_done = progress.done
@@ -117,7 +130,9 @@ def run_to_proto(
 
 def run_result_to_proto(result: RunResult, *, project_id: str = "") -> run_service_pb2.Run:
     """A ``RunResult`` (a finished run, or a dry run's plan) as a ``Run``."""
-    d = result.to_dict()
+    # Without its store: the failing results are the client's to list (ListRunResults), so
+    # the server does not read the run's results to fill a key it leaves out anyway.
+    d = dataclasses.replace(result, store=None).to_dict()
     out = run_service_pb2.Run(
         id=result.run_id,
         kind="run",
@@ -129,9 +144,11 @@ def run_result_to_proto(result: RunResult, *, project_id: str = "") -> run_servi
     for m in result.metrics:
         out.metrics.append(summary_to_proto(m))
     _set_gates(out, result.gates)
+    _set_explained(out, d)
     if result.dataset_version:
         out.dataset_version = result.dataset_version
-    details = {k: v for k, v in d.items() if k not in ("run_id", "status", "records", *_TYPED)}
+    left_out = ("run_id", "status", "records", *_TYPED, *_FROM_RESULTS)
+    details = {k: v for k, v in d.items() if k not in left_out}
     details.setdefault("dataset", {"source": result.dataset_source, "version": None})
     details.setdefault("evaluators", result.evaluators)
     details["pass_k_samples"] = result.pass_k_samples
@@ -170,7 +187,30 @@ def run_from_proto(message: run_service_pb2.Run) -> RunResult:
         },
         plan=plan if isinstance(plan, dict) else None,
         isolation=isolation_from_dicts(details.get("isolation")),
+        warnings=_explained(message, details, "warnings"),
+        infra_error_causes=_explained(message, details, "infra_error_causes"),
+        target_error_causes=_explained(message, details, "target_error_causes"),
     )
+
+
+def _set_explained(out: run_service_pb2.Run, summary: Mapping[str, Any]) -> None:
+    """The warnings and failure causes of a summary (or ``to_dict()``) in their typed fields."""
+    out.warnings.extend(warning_to_proto(w) for w in _list(summary.get("warnings")))
+    for name in ("infra_error_causes", "target_error_causes"):
+        getattr(out, name).extend(cause_to_proto(c) for c in _list(summary.get(name)))
+
+
+def _explained(
+    message: run_service_pb2.Run, details: Mapping[str, Any], name: str
+) -> list[dict[str, Any]]:
+    """A ``Run``'s warnings or causes as dicts: the typed field, else (from a server of
+    before the field) what ``details`` carried under the same name."""
+    field = getattr(message, name)
+    if len(field):
+        if name == "warnings":
+            return warnings_from_proto(field)
+        return causes_from_proto(field)
+    return [dict(v) for v in _list(details.get(name)) if isinstance(v, dict)]
 
 
 def _set_gates(out: run_service_pb2.Run, gates: Sequence[Mapping[str, Any]]) -> None:
@@ -218,6 +258,8 @@ def _exit_code(kind: str, status: str, gates: Sequence[Mapping[str, Any]]) -> in
     """What ``evalsi run`` exits with for a run in this state (0 while it is not finished)."""
     if status in ("running", "queued", "planned"):
         return 0
+    if status == "failed":  # nothing could be judged (bad data, every call failed), as RunResult
+        return EXIT_CANNOT_JUDGE
     if status != "done":
         return EXIT_INFRA if kind == "run" else 0
     return gates_exit_code(gates)
