@@ -62,7 +62,10 @@ def test_plain_retention_and_never(tmp_path: Path) -> None:
         ("traces: {retention: -1}", "traces.retention: expected"),
         ("traces: {retention: {projects: [a]}}", "traces.retention.projects: expected a mapping"),
         ("traces: {retention: {projects: {a: forever}}}", "traces.retention.projects.a"),
-        ("traces: {redaction: [{pattern: '('}]}", "traces.redaction[0].pattern: '(' is not a valid"),
+        (
+            "traces: {redaction: [{pattern: '('}]}",
+            "traces.redaction[0].pattern: '(' is not a valid",
+        ),
         ("traces: {maxOpenTraces: 0}", "traces.maxOpenTraces: expected an integer"),
     ],
 )

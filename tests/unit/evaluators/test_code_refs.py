@@ -56,6 +56,6 @@ def test_is_code_ref() -> None:
 
 def test_a_plain_callable_that_cannot_be_an_evaluator(tmp_path: Path) -> None:
     (tmp_path / "e.py").write_text("def f(record, needed):\n    return 1\n", encoding="utf-8")
-    with pytest.raises(UserError, match="cannot be used as an evaluator.*'needed'"):
+    with pytest.raises(UserError, match=r"cannot be used as an evaluator.*'needed'"):
         load_code_evaluator("e.py:f", base=tmp_path)
     assert evaluator  # the decorator the message points at
