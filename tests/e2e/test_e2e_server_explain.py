@@ -72,6 +72,19 @@ def test_eval_warnings_and_failures_are_the_same_remote(
     assert mine["failures"][2]["detail"] == "latency 2500 ms > budget 2000 ms"
     assert _warning_lines(remote.stderr) == _warning_lines(local.stderr) != []
 
+    # `runs show` lists the same failures (one computation), from the store or the server.
+    shown = _json(cli("runs", "show", mine["run_id"], "--format", "json"))
+    assert shown["failures"] == mine["failures"]
+    assert shown["warnings"] == mine["warnings"]
+    remote_show = ("runs", "show", theirs["run_id"], "--server", server)
+    shown = _json(cli(*remote_show, "--format", "json", "--failures", "2"))
+    assert shown["failures"] == mine["failures"][:2]
+    assert shown["warnings"] == mine["warnings"]
+    assert _json(cli(*remote_show, "--format", "json", "--failures", "0"))["failures"] == []
+    md = cli(*remote_show, "--format", "md")
+    assert "| b | exact-match | expected \"Paris\", got \"paris.\" |" in md.stdout
+    assert "warning: skipped 1 bad record(s)" in md.stdout
+
     # --show-failures N lists as many either way; 0 lists none.
     one = cli(*args, "--format", "json", "-q", "--server", server, "--show-failures", "1")
     assert _json(one)["failures"] == mine["failures"][:1]

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_summary, print_table
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._warnings import warning_lines
 from evalsi.core import UserError
-
-if TYPE_CHECKING:
-    from evalsi.core import EvaluationResult
 
 
 def register(commands: Any) -> None:
@@ -37,7 +33,7 @@ def register(commands: Any) -> None:
         type=int,
         default=5,
         metavar="N",
-        help="show up to N failed/errored results (default: 5)",
+        help="show up to N failed/errored results and why (default: 5; 0 shows none)",
     )
     show.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     add_server_flag(show)
@@ -102,23 +98,28 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def show_run(args: argparse.Namespace) -> int:
-    from evalsi.runs import isolation_from_dicts, open_store, summaries_from_dicts
+    from evalsi.runs import (
+        failing_records,
+        first_failures,
+        isolation_from_dicts,
+        open_store,
+        summaries_from_dicts,
+    )
 
     server = server_of(args)
-    failures: list[dict[str, Any]] = []
     if server is not None:
         refuse_local_flags(args, server, store="the server reads its own store")
         with connect(server) as client:
             run = client.run_info(args.run_id)
-            if args.failures > 0:
+            failing = []
+            if args.failures > 0:  # pages are read only until the failures are found
                 results = (r for page in client.list_run_results(run.id) for r in page)
-                failures = _failures(results, args.failures)
+                failing = first_failures(results, args.failures)
     else:
         store = open_store(args.store, create=False)
         run = store.get_run(args.run_id)
-        if args.failures > 0:
-            results = (r for _seq, _index, r in store.iter_results(run.id))
-            failures = _failures(results, args.failures)
+        failing = failing_records(store, run.id, args.failures)
+    failures = [f.to_dict() for f in failing]
     summary = run.summary or {}
     metrics = summaries_from_dicts(summary.get("metrics", []))
     if args.format == "json":
@@ -168,37 +169,13 @@ def show_run(args: argparse.Namespace) -> int:
     lines = warning_lines(summary.get("warnings") or [])
     if lines:
         print("\n" + "\n".join(lines))
-    if failures:
+    if failing:
+        from evalsi.runs import FAILURE_COLUMNS, failure_rows
+
         print()
         printer = print_markdown if args.format == "md" else print_table
-        printer(
-            ("record", "evaluator", "outcome", "detail"),
-            [(f["record_id"], f["evaluator"], f["outcome"], f["detail"]) for f in failures],
-            title="failures (first few)",
-        )
+        title = "failures"
+        if len(failing) >= args.failures:
+            title += f" (the first {args.failures}; --failures N lists more)"
+        printer(FAILURE_COLUMNS, failure_rows(failing), title=title)
     return 0
-
-
-def _failures(results: Iterable[EvaluationResult], limit: int) -> list[dict[str, Any]]:
-    """Records that failed a pass/fail score or errored, in record order."""
-    from evalsi.core import Outcome
-
-    found: list[dict[str, Any]] = []
-    for result in results:
-        if result.outcome == Outcome.ERROR:
-            detail = result.reason
-        elif result.outcome == Outcome.SCORED and any(s.passed is False for s in result.scores):
-            detail = next((s.explanation for s in result.scores if s.explanation), "failed")
-        else:
-            continue
-        found.append(
-            {
-                "record_id": result.record_id,
-                "evaluator": result.evaluator,
-                "outcome": result.outcome.name.lower(),
-                "detail": detail[:120],
-            }
-        )
-        if len(found) >= limit:
-            break
-    return found

@@ -72,6 +72,7 @@ from evalsi.wire import (
     span_from_proto,
     trace_from_proto,
     trace_summary_from_proto,
+    warning_to_proto,
 )
 
 T = TypeVar("T")
@@ -211,6 +212,7 @@ class AsyncClient(AsyncPolicyMixin):
             gates=wanted,
             min_completion_rate=min_completion_rate,
             max_evaluator_error_rate=max_evaluator_error_rate,
+            warnings=[warning_to_proto(w) for w in local.warnings],
         )
         if request.ByteSize() <= self.max_request_bytes:
             response = await self._call(self._evaluation.evaluate, request)
@@ -243,6 +245,7 @@ class AsyncClient(AsyncPolicyMixin):
             gates=request.gates,
             min_completion_rate=request.min_completion_rate,
             max_evaluator_error_rate=request.max_evaluator_error_rate,
+            warnings=request.warnings,
         )
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:

@@ -38,6 +38,7 @@ from evalsi.wire import (
     result_to_proto,
     struct_from_proto,
     summary_to_proto,
+    warning_from_proto,
     warning_to_proto,
 )
 
@@ -54,6 +55,8 @@ INLINE_RECORDS = 256
 call does not stall the event loop; fewer are graded inline, where a thread hop costs more."""
 _MAX_GATES = 100  # evalsi.runs.parse_gates' limit
 _RATE_DEFAULTS = (("min_completion_rate", 0.8), ("max_evaluator_error_rate", 0.1))
+# A caller's warnings are stored with its run as given: bounded so they stay a note.
+_MAX_WARNINGS, _MAX_EXAMPLES, _MAX_WARNING_CHARS = 16, 16, 4096
 
 
 def _within_limit(count: int, most: int, where: str) -> None:
@@ -173,7 +176,10 @@ class EvaluationHandler:
             check_project_id(project)
         except UserError as e:
             raise _at(f"{prefix}project_id", e) from None
-        return _Config(plan, request.cluster_by or None, bootstrap, seed, gates, rates, project)
+        warnings = _caller_warnings(request, prefix)
+        return _Config(
+            plan, request.cluster_by or None, bootstrap, seed, gates, rates, project, warnings
+        )
 
     def _plan(self, specs: Sequence[pb.EvaluatorSpec], prefix: str) -> _Plan:
         if not specs:
@@ -227,6 +233,30 @@ class EvaluationHandler:
         if len(self._plans) > _PLAN_CACHE_SIZE:
             self._plans.popitem(last=False)
         return plan
+
+
+def _caller_warnings(
+    request: pb.EvaluateRequest | pb.EvaluateStreamConfig, prefix: str
+) -> tuple[dict[str, Any], ...]:
+    """The warnings the caller sends with its data, checked against the bounds above."""
+    if len(request.warnings) > _MAX_WARNINGS:
+        raise UserError(f"{prefix}warnings: {len(request.warnings)} given; at most {_MAX_WARNINGS}")
+    out: list[dict[str, Any]] = []
+    for i, w in enumerate(request.warnings):
+        at = f"{prefix}warnings[{i}]"
+        if not w.kind.strip():
+            raise UserError(f"{at}.kind: empty; name the kind (bad_records, duplicate_ids, ...)")
+        if w.count < 0:
+            raise UserError(f"{at}.count: must be >= 0, got {w.count}")
+        if len(w.examples) > _MAX_EXAMPLES:
+            raise UserError(f"{at}.examples: {len(w.examples)} given; at most {_MAX_EXAMPLES}")
+        texts = [("kind", w.kind), ("message", w.message)]
+        texts += [(f"examples[{j}]", e) for j, e in enumerate(w.examples)]
+        for name, text in texts:
+            if len(text) > _MAX_WARNING_CHARS:
+                raise UserError(f"{at}.{name}: over {_MAX_WARNING_CHARS} characters")
+        out.append(warning_from_proto(w))
+    return tuple(out)
 
 
 def _rate(

@@ -140,6 +140,8 @@ class _Config:
     gates: tuple[Gate, ...]
     rates: dict[str, float]
     project_id: str
+    warnings: tuple[dict[str, Any], ...] = ()
+    """What the caller noticed reading its data; a kind here replaces the server's own."""
 
 
 def _add_results(out: Any, batches: list[ResultBatch]) -> None:
@@ -397,7 +399,9 @@ class _Grading:
         )
         isolation = self.aggregator.isolation()
         repeated = self._ids.warning(kind_of_position="record")
-        self.warnings = [repeated.to_dict()] if repeated is not None else []
+        given = {w["kind"] for w in config.warnings}
+        own = [repeated.to_dict()] if repeated is not None else []
+        self.warnings = [*map(dict, config.warnings), *(w for w in own if w["kind"] not in given)]
         gates = (
             evaluate_gates(config.gates, metrics, **config.rates, isolation=isolation)
             if config.gates

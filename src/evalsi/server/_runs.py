@@ -11,8 +11,10 @@ outside ``datasets_dir``, ``file:`` secret references (files on the server's dis
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from connectrpc.request import RequestContext
@@ -60,6 +62,7 @@ class RunHandler:
         if not request.HasField("run"):
             raise UserError("run: the EvalRun document is required")
         spec = self.spec_from_request(request.run)
+        await asyncio.to_thread(check_not_empty, spec, self.state.config.datasets_dir)
         await asyncio.to_thread(check_task_limit, spec, self.state.config.limits)
         created = await self.runs.create(
             spec, project_id=request.project_id, dry_run=request.dry_run
@@ -255,6 +258,32 @@ def check_limits(spec: RunSpec, limits: Limits) -> None:
                 limits.max_concurrency,
                 "maxConcurrency",
             )
+
+
+def check_not_empty(spec: RunSpec, datasets_dir: Any) -> None:
+    """A dataset with no record to send is refused when the run is created (400, as the CLI's
+    exit 2), not accepted and then failed. Read only to the first record; rows that are bad
+    are passed over here (whether they stop the run is the run's to say), so only data where
+    no row at all could become a sample is refused."""
+    dataset = open_dataset(
+        spec.dataset.source, fields=FieldMap(**spec.dataset.fields), on_bad_record="skip"
+    )
+    batches = dataset.iter_batches(1)
+    try:
+        if next(batches, None) is not None:
+            return
+    finally:
+        batches.close()
+    error = dataset.nothing_read()
+    why = error.message.removeprefix(f"{error.path}: ")
+    where = spec.dataset.source
+    # Named as the caller gave it, not by the server's own directory.
+    with contextlib.suppress(ValueError):
+        where = str(Path(where).relative_to(Path(datasets_dir).resolve()))
+    raise UserError(
+        f"spec.dataset.path: {where!r} has no record to run: {why}",
+        hint="upload data with at least one record (DatasetService), or name another dataset",
+    )
 
 
 def check_task_limit(spec: RunSpec, limits: Limits) -> None:
