@@ -234,6 +234,26 @@ class ReportData:
     isolation: list[IsolationSummary] = field(default_factory=list)  # sandboxed evaluators
 
     @property
+    def run_warnings(self) -> list[dict[str, Any]]:
+        """What the run noticed without stopping, as stored with it: bad records skipped,
+        repeated ids, tasks lost to failed target calls or infrastructure."""
+        found = (self.run.summary or {}).get("warnings") or []
+        return [w for w in found if isinstance(w, dict)]
+
+    @property
+    def failure_causes(self) -> list[tuple[str, dict[str, Any]]]:
+        """Why tasks failed, by kind: ``("infra error" | "target error", {kind, count,
+        example})``, as ``evalsi runs show`` lists them."""
+        summary = self.run.summary or {}
+        return [
+            (what, c)
+            for what, key in (("infra error", "infra_error_causes"),
+                              ("target error", "target_error_causes"))
+            for c in summary.get(key) or []
+            if isinstance(c, dict)
+        ]  # fmt: skip
+
+    @property
     def partial_isolation(self) -> list[IsolationSummary]:
         """The sandboxed evaluators whose enforcement was partial (a limit was missing)."""
         return [i for i in self.isolation if i.enforcement == "partial"]

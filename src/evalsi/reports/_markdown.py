@@ -107,6 +107,8 @@ def render_markdown(data: ReportData) -> str:
     add(table(("", ""), [(f"**{k}**", v) for k, v in facts]))
     if run.error:
         add(f"> **The run stopped:** {text(run.error)}")
+    if data.run_warnings or data.failure_causes:
+        _warnings(data, add)
     _metrics(data, add)
     if data.isolation:
         _isolation(data, add)
@@ -158,6 +160,22 @@ def _metrics(data: ReportData, add: Callable) -> None:  # type: ignore[type-arg]
     if data.cluster_by:
         method += f", clustered by {code(data.cluster_by)}"
     add(f"n counts scored values only. Intervals: {method}.")
+
+
+def _warnings(data: ReportData, add: Add) -> None:
+    """What the run noticed without stopping, and why tasks failed: before the figures they
+    qualify."""
+    add("## Warnings")
+    lines = []
+    for w in data.run_warnings:
+        lines.append(f"- **{text(w.get('kind', ''))}:** {text(w.get('message', ''), 600)}")
+        lines.extend(f"  - {text(e, _CELL_TEXT)}" for e in list(w.get("examples") or [])[1:])
+    for what, c in data.failure_causes:
+        lines.append(
+            f"- **{what} {text(c.get('kind', ''))}** ×{text(c.get('count', 0))}: "
+            f"{text(c.get('example', ''), 600)}"
+        )
+    add("\n".join(lines))
 
 
 def _isolation(data: ReportData, add: Add) -> None:
