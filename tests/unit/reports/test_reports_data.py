@@ -176,7 +176,7 @@ def test_failures_group_per_record_with_their_text(store: SqlStore, tmp_path: Pa
     assert (first.input, first.output, first.reference) == ("question 0", "no", "yes")
     outcomes = {(p.evaluator, p.outcome, p.detail) for p in first.problems}
     assert outcomes == {
-        ("exact-match", "failed", ""),
+        ("exact-match", "failed", 'expected "yes", got "no"'),  # exact-match explains itself
         ("flaky", "failed", "record r0 is a multiple of three"),
     }
     errored = next(f for f in gather_report(store, run_id, failures=30).failures if f.seq == 6)
