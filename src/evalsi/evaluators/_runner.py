@@ -14,8 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from evalsi.core import (
     INFRA_PREFIX,
     PASSED,
@@ -461,6 +459,8 @@ class DatasetRunner:
             return EvaluationResult("", self.name, self.ref, outcome, reason=reason)
         started = time.perf_counter()
         if self.weighted:  # reduce(v) is reduce_weighted(prepare(v), ones): prepare once
+            import numpy as np  # here: a record-scope run never needs numpy (start-up)
+
             try:
                 scores = self.weighted_reducer()(np.ones(self.mapped))
             except Exception as e:  # prepare() refused the values

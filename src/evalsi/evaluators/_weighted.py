@@ -9,14 +9,15 @@ the runner's bootstrap needs no list copies (see ``DatasetRunner.weighted_reduce
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy loads when a dataset-scope evaluator reduces (start-up: issue 16)
+    import numpy as np
+    import numpy.typing as npt
 
 P = TypeVar("P")
 R = TypeVar("R")
-F64 = npt.NDArray[np.float64]
+F64: TypeAlias = "npt.NDArray[np.float64]"
 
 
 class WeightedReduce(Generic[P, R]):
@@ -29,4 +30,6 @@ class WeightedReduce(Generic[P, R]):
         raise NotImplementedError
 
     def reduce(self, values: Sequence[Any]) -> R:
+        import numpy as np
+
         return self.reduce_weighted(self.prepare(values), np.ones(len(values)))

@@ -17,14 +17,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from evalsi.connectors import Anthropic, OpenAICompatible, Resilience, resolve_secret
 from evalsi.core import Message, Usage, UserError, content_hash, message_to_dict
 from evalsi.evaluators import BoundEvaluator, JudgeReply, judges_needed
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._runspec import JudgeSpec
-from evalsi.store import SqlStore
+
+if TYPE_CHECKING:  # the connectors (aiohttp) and SQLAlchemy load when a judge is built
+    from evalsi.connectors import Resilience
+    from evalsi.store import SqlStore
 
 _T = TypeVar("_T")
 
@@ -82,6 +84,8 @@ class StoreJudge:
             raise UserError(
                 f"judge {spec.name!r}: baseUrl is required (e.g. http://127.0.0.1:8000/v1)"
             )
+        from evalsi.connectors import Anthropic, OpenAICompatible, resolve_secret
+
         self.spec = dataclasses.replace(spec, base_url=base_url)
         key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
         cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
@@ -265,6 +269,10 @@ def build_judges(
     opened in one run must not stay open for the next run in the same process.
     """
     check_judges(bound, specs)
+    if not specs:
+        return {}
+    from evalsi.connectors import Resilience
+
     shared = resilience if resilience is not None else Resilience()
     return {name: StoreJudge(spec, store, resilience=shared) for name, spec in specs.items()}
 

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from evalsi.core import (
     EvalsiError,
@@ -29,7 +29,7 @@ from evalsi.core import (
 )
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, Registry, use_judges
-from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._aggregate import Aggregator, ClusterKeys
 from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_scope
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
@@ -42,7 +42,10 @@ from evalsi.runs._judges import (
 )
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._result import ScoreResult
-from evalsi.store import DEFAULT_STORE, BackgroundWriter, SqlStore
+from evalsi.store import DEFAULT_STORE
+
+if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first graded batch
+    from evalsi.store import BackgroundWriter, RunInfo, SqlStore
 
 PROGRESS_EVERY = 16
 """Batches between updates of the run's record count in the store."""
@@ -50,7 +53,7 @@ PROGRESS_EVERY = 16
 Progress = Callable[[int, int], None]
 """Called after each batch with (records done, bad records skipped)."""
 
-StoreLike = SqlStore | str | os.PathLike[str] | None
+StoreLike: TypeAlias = "SqlStore | str | os.PathLike[str] | None"
 
 
 def open_store(store: StoreLike, *, create: bool = True) -> SqlStore:
@@ -59,6 +62,8 @@ def open_store(store: StoreLike, *, create: bool = True) -> SqlStore:
     With ``create=False`` (reading commands) a SQLite file that does not exist is an error
     instead of a new empty store.
     """
+    from evalsi.store import SqlStore
+
     if isinstance(store, SqlStore):
         return store
     location = store if store is not None else Path.cwd() / DEFAULT_STORE
@@ -114,7 +119,6 @@ async def score_async(
     specs = judge_specs(judges)
     check_judges(bound, specs)  # no default judge: a missing one stops the run before data
     dataset = open_dataset(data, fields=fields, on_bad_record=on_bad_record)
-    db = open_store(store)
     spec: dict[str, Any] = {
         "evaluators": [b.spec() for b in bound],
         "data": _data_location(data, dataset.name),
@@ -127,20 +131,26 @@ async def score_async(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
-    clients = build_judges(specs, db, bound)
-    if clients:
+    row = _RunRow(store, spec, name)
+    clients: dict[str, Any] = {}
+    if specs:  # judges cache their answers in the store: open it before any record
+        clients = build_judges(specs, row.store(), bound)
         spec["judges"] = judges_manifest(clients)
-    run = db.create_run(kind="score", spec=spec, name=name)
+        row.open()
     aggregator = Aggregator(
         [(b.name, b.manifest.outputs) for b in bound],
         cluster_by=cluster_by,
         keep_values=bootstrap is not None,
     )
+    cluster_keys = ClusterKeys(cluster_by) if cluster_by is not None else None
     done = 0
     try:
-        with _young_gc_relaxed(), use_judges(clients), BackgroundWriter(db, run.id) as writer:
+        with _young_gc_relaxed(), use_judges(clients), contextlib.ExitStack() as stack:
+            writer: BackgroundWriter | None = None  # made once the first batch is graded
             for batch in dataset.iter_batches(batch_size):
                 graded: list[tuple[int, int, ResultBatch]] = []
+                if cluster_keys is not None:
+                    cluster_keys.add(batch)
                 for index, runner in enumerate(runners):
                     if isinstance(runner, DatasetRunner):
                         runner.feed(batch)
@@ -151,6 +161,11 @@ async def score_async(
                     aggregator.add(index, results, batch)
                     graded.append((index, done, results))
                 startup_mark("first-record")  # bench/startup.py: time to the first graded batch
+                db, run = row.open()
+                if writer is None:
+                    from evalsi.store import BackgroundWriter
+
+                    writer = stack.enter_context(BackgroundWriter(db, run.id))
                 writer.submit(graded)
                 done += len(batch)
                 if writer.submitted % PROGRESS_EVERY == 0:
@@ -160,6 +175,8 @@ async def score_async(
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
         if done == 0:  # nothing to grade: metrics over no record would read as a clean run
             raise dataset.nothing_read()
+        cluster_warning = cluster_keys.check() if cluster_keys is not None else None
+        db, run = row.open()
         reduced = finish_dataset_scope(runners, aggregator, seed=seed)
         db.write_batches(run.id, reduced.rows)
         metrics = aggregator.summaries(
@@ -170,6 +187,9 @@ async def score_async(
     except BaseException as e:  # record why the run stopped, then let the error go on
         stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
         status = "interrupted" if isinstance(e, stopped) else "failed"
+        if row.refused:  # the store could not be opened or the run created: nothing to record
+            raise
+        db, run = row.open()  # stopped before the first batch was graded: still recorded
         db.finish_run(
             run.id,
             status=status,
@@ -186,6 +206,8 @@ async def score_async(
             await close_shared_session()
     manifest = _manifest(spec, bound, dataset.name, dataset.version, done)
     warnings = [w.to_dict() for w in dataset.warnings]
+    if cluster_warning is not None:
+        warnings.append(cluster_warning)
     summary = {
         "metrics": [m.to_dict() for m in metrics],
         "gates": gate_results,
@@ -216,6 +238,44 @@ async def score_async(
         isolation=isolation,
         warnings=warnings,
     )
+
+
+class _RunRow:
+    """The store and the run's row, made when first needed.
+
+    Without judges, ``score_async`` opens the store only after the first batch is graded:
+    importing SQLAlchemy and checking the schema take longer than grading a batch, and the first
+    record should not wait for them (issue 16, start-up). A run stopped before then is still
+    created and recorded as failed or interrupted.
+    """
+
+    def __init__(self, where: StoreLike, spec: dict[str, Any], name: str) -> None:
+        self.where = where
+        self.spec = spec
+        self.name = name
+        self.refused = False  # opening the store or creating the run failed
+        self._db: SqlStore | None = None
+        self._run: RunInfo | None = None
+
+    def store(self) -> SqlStore:
+        if self._db is None:
+            try:
+                self._db = open_store(self.where)
+            except BaseException:
+                self.refused = True
+                raise
+        return self._db
+
+    def open(self) -> tuple[SqlStore, RunInfo]:
+        """The store and the run, created on the first call."""
+        db = self.store()
+        if self._run is None:
+            try:
+                self._run = db.create_run(kind="score", spec=self.spec, name=self.name)
+            except BaseException:
+                self.refused = True
+                raise
+        return db, self._run
 
 
 def _data_location(data: Any, name: str) -> str:
