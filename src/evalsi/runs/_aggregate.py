@@ -8,6 +8,7 @@ interval is requested, since resampling needs them.
 
 from __future__ import annotations
 
+import difflib
 from array import array
 from collections import Counter
 from collections.abc import Hashable, Sequence
@@ -27,6 +28,7 @@ from evalsi.core import (
     ResultBatch,
     Score,
     ScoreKind,
+    UserError,
 )
 from evalsi.runs._isolation import IsolationSummary, IsolationTally
 from evalsi.stats import Moments
@@ -302,3 +304,56 @@ def cluster_key(record: Record, key: str) -> Hashable:
     if value is None:
         return ("\0record", record.id)  # no key: the record is its own cluster
     return value if isinstance(value, (str, int, float, bool)) else repr(value)
+
+
+class ClusterKeys:
+    """Whether the records of a clustered run carry the cluster key at all.
+
+    A mistyped key would otherwise give every record its own cluster: a clustered interval
+    that looks fine and clusters nothing. Fed every record once (one pass, a counter and a few
+    key names), ``check`` stops a run where no record has the key and warns when some lack it.
+    """
+
+    __slots__ = ("key", "keys", "lacking", "records")
+
+    MAX_KEYS = 50
+    """Metadata key names kept to suggest from."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.records = 0
+        self.lacking = 0
+        self.keys: set[str] = set()
+
+    def add(self, records: Sequence[Record]) -> None:
+        key, keys = self.key, self.keys
+        self.records += len(records)
+        for record in records:
+            metadata = record.metadata
+            if metadata.get(key) is None:
+                self.lacking += 1
+                if len(keys) < self.MAX_KEYS:
+                    keys.update(metadata)
+
+    def check(self) -> dict[str, Any] | None:
+        """Raise if no record has the key; a warning (a dict, as dataset warnings) if some do."""
+        if not self.lacking:
+            return None
+        if self.lacking == self.records:
+            have = sorted(self.keys)
+            close = difflib.get_close_matches(self.key, have, n=1)
+            listed = ", ".join(repr(k) for k in have) if have else "none"
+            raise UserError(
+                f"cluster key {self.key!r}: no record has it in its metadata "
+                f"(the records' metadata keys: {listed})",
+                hint=f"did you mean {close[0]!r}?"
+                if close
+                else "cluster by a metadata key the records have, or leave --cluster-by out",
+            )
+        return {
+            "kind": "cluster_key_missing",
+            "message": f"{self.lacking} of {self.records} record(s) have no metadata "
+            f"{self.key!r}: each counts as its own cluster",
+            "count": self.lacking,
+            "examples": [],
+        }
