@@ -41,7 +41,8 @@ DOCS = [
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "guides").rglob("*.md")),
 ]
 
-TEXT = "docs/guides/packs/text.md"
+P = "docs/guides/packs/"
+TEXT = P + "text.md"
 
 # (document, start of the command) -> why it does not run here, and what covers it.
 NOT_RUN: dict[tuple[str, str], str] = {
@@ -61,6 +62,21 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ),
     (TEXT, "evalsi eval --data examples/text/translations.jsonl --evaluators bertscore"): (
         "needs a local BERT model directory; tests/unit/packs/test_text_models.py"
+    ),
+    # Judge commands: each judge metric asks for its own verdict format, so the tests that run
+    # them script the stub judge's answers per metric and check the scores.
+    ("README.md", "evalsi calibrate --judge"): "tests/e2e/test_e2e_calibrate.py runs it",
+    ("docs/guides/calibration.md", "evalsi calibrate --judge"): (
+        "tests/e2e/test_e2e_calibrate.py runs it"
+    ),
+    (P + "agent.md", "evalsi eval --data examples/agent/trips.jsonl --evaluators session"): (
+        "tests/e2e/test_e2e_agent.py runs every command of the agent guide"
+    ),
+    (P + "rag.md", "evalsi eval --data examples/rag/rag.jsonl --evaluators faithfulness"): (
+        "tests/e2e/test_e2e_rag.py runs the judged metrics through this judges.yaml"
+    ),
+    (P + "safety.md", "evalsi eval --data examples/safety/safety.jsonl --evaluators refusal"): (
+        "tests/e2e/test_e2e_safety.py runs it"
     ),
     (TEXT, "python bench/text_throughput.py            # 100,000"): (
         "a benchmark of minutes; its --check variant below runs"
