@@ -246,8 +246,6 @@ def _caller_warnings(
         at = f"{prefix}warnings[{i}]"
         if not w.kind.strip():
             raise UserError(f"{at}.kind: empty; name the kind (bad_records, duplicate_ids, ...)")
-        if w.count < 0:
-            raise UserError(f"{at}.count: must be >= 0, got {w.count}")
         if len(w.examples) > _MAX_EXAMPLES:
             raise UserError(f"{at}.examples: {len(w.examples)} given; at most {_MAX_EXAMPLES}")
         texts = [("kind", w.kind), ("message", w.message)]

@@ -53,8 +53,11 @@ def causes_from_proto(messages: Iterable[score_pb2.FailureCause]) -> list[dict[s
 
 
 def _count(value: Any) -> int:
-    # A count read back from a JSON summary may be a float (1.0); anything else is not a count.
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    # A count read back from a JSON summary may be a float (1.0); anything else (a bool, a
+    # string, a negative number) is not a count.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return 0
+    return int(value)
 
 
 __all__ = [

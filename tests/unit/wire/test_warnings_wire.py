@@ -65,6 +65,7 @@ def test_a_count_read_from_json_and_bad_values() -> None:
     assert warning_to_proto({"kind": "k", "count": 3.0}).count == 3
     assert warning_to_proto({"kind": "k", "count": True}).count == 0
     assert cause_to_proto({"kind": "k", "count": "7"}).count == 0
+    assert cause_to_proto({"kind": "k", "count": -2}).count == 0
     assert warning_from_proto(warning_to_proto({})) == {
         "kind": "", "message": "", "count": 0, "examples": []
     }  # fmt: skip
