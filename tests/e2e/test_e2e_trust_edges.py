@@ -29,3 +29,67 @@ def test_cluster_key_some_records_lack_warns(cli: Any, write_jsonl: Any, tmp_pat
     out = json.loads(cli(*args, "--format", "json").stdout)
     assert [w["kind"] for w in out["warnings"]] == ["cluster_key_missing"]
     assert out["metrics"][0]["ci_method"] == "cluster-wilson"
+
+
+def _judge_rows(tmp_path: Path, write_jsonl: Any) -> None:
+    rows = [{"id": f"q{i}", "input": f"q{i}", "output": "a", "reference": "a"} for i in range(3)]
+    write_jsonl(tmp_path / "qa.jsonl", rows)
+
+
+def test_judge_refusing_its_key_exits_2_naming_judge(
+    cli: Any, write_jsonl: Any, tmp_path: Path
+) -> None:
+    from tests.support.stub_llm import StubLLM
+
+    _judge_rows(tmp_path, write_jsonl)
+    args = ["eval", "--data", "qa.jsonl", "--evaluators", "llm-judge,exact-match",
+            "--param", "llm-judge.rubric=ok?", "--judges", "judges.yaml"]  # fmt: skip
+    with StubLLM(require_key="right") as stub:
+        (tmp_path / "judges.yaml").write_text(
+            f"default: {{connector: openai-compatible, baseUrl: '{stub.openai_url}', model: j,"
+            " secretRef: 'env:JUDGE_KEY'}\n"
+        )
+        proc = cli(*args, env={"JUDGE_KEY": "wrong"})
+        as_json = cli(*args, "--format", "json", env={"JUDGE_KEY": "wrong"})
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "error: llm-judge judged nothing: all 3 result(s) are errors; first: " in proc.stderr
+    assert "HTTP 401" in proc.stderr
+    hint = "check the API key judge 'default''s secretRef (env:JUDGE_KEY) points to"
+    assert hint in proc.stderr
+    assert "target's secretRef" not in proc.stderr + proc.stdout
+    assert as_json.returncode == 2
+    out = json.loads(as_json.stdout)
+    (warning,) = out["warnings"]
+    assert (warning["kind"], warning["evaluator"], warning["count"]) == (
+        "nothing_judged",
+        "llm-judge",
+        3,
+    )
+
+
+def test_file_evaluator_raising_on_every_record_exits_2(
+    cli: Any, write_jsonl: Any, tmp_path: Path
+) -> None:
+    _judge_rows(tmp_path, write_jsonl)
+    (tmp_path / "mine.py").write_text(
+        "from evalsi import evaluator\n\n"
+        "@evaluator(name='mine/broken', output='passed')\n"
+        "def broken(record):\n"
+        "    raise ValueError('column missing: score')\n"
+    )
+    proc = cli("eval", "--data", "qa.jsonl", "--evaluators", "mine.py:broken,exact-match")
+    assert proc.returncode == 2, proc.stderr
+    assert "ValueError: column missing: score" in proc.stderr
+    assert "judged nothing: all 3 result(s) are errors" in proc.stderr
+    # one record scored is enough to judge: exit 0 and no error line
+    write_jsonl(tmp_path / "qa.jsonl", [{"id": "ok", "output": "a", "reference": "a"}])
+    (tmp_path / "mine.py").write_text(
+        "from evalsi import evaluator\n\n"
+        "@evaluator(name='mine/half', output='passed')\n"
+        "def half(record):\n"
+        "    return True\n"
+    )
+    proc = cli("eval", "--data", "qa.jsonl", "--evaluators", "mine.py:half")
+    assert proc.returncode == 0, proc.stderr
+    assert "judged nothing" not in proc.stderr

@@ -13,7 +13,6 @@ from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
     failures_of,
-    note,
     print_failures,
     print_json,
     print_summary,
@@ -208,12 +207,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.close()
-    print_warnings(result_warnings(result))
-    for lost in result.lost_evaluators:
-        why = result.first_infra_reason(lost) or "see infra_errors"
-        note(f"{lost} judged nothing: every record failed on infrastructure; first: {why} (exit 3)")
+    warnings = result_warnings(result)
+    print_warnings(warnings)
     if args.format == "json":
         data = result.to_dict()
+        data["warnings"] = [dict(w) for w in warnings]
         if (failures := failures_of(result, args.show_failures)) is not None:
             data["failures"] = [f.to_dict() for f in failures]
         print_json(data)

@@ -12,24 +12,33 @@ def print_warnings(warnings: Iterable[Mapping[str, Any]]) -> None:
     """One ``warning:`` line per warning, its examples indented under it (the first names
     the first case already)."""
     for w in warnings:
-        note(f"warning: {w.get('message', '')}")
+        note(f"{_label(w)}: {w.get('message', '')}")
         for example in list(w.get("examples") or [])[1:]:
             note(f"  also: {example}")
+
+
+def _label(warning: Mapping[str, Any]) -> str:
+    """``error`` for what decides the exit code (an evaluator that judged nothing)."""
+    return "error" if warning.get("kind") == "nothing_judged" else "warning"
 
 
 def warning_lines(warnings: Iterable[Mapping[str, Any]]) -> list[str]:
     """The same warnings as plain lines, for tables printed on stdout (``runs show``)."""
     lines = []
     for w in warnings:
-        lines.append(f"warning: {w.get('message', '')}")
+        lines.append(f"{_label(w)}: {w.get('message', '')}")
         lines.extend(f"  also: {e}" for e in list(w.get("examples") or [])[1:])
     return lines
 
 
 def result_warnings(result: Any) -> list[Mapping[str, Any]]:
     """A result's warnings; a bad-record count that came without them (a result from a server,
-    whose data was read here) still becomes one."""
+    whose data was read here) still becomes one, and so does an evaluator that judged nothing."""
     warnings: list[Mapping[str, Any]] = list(getattr(result, "warnings", None) or [])
+    told = {w.get("evaluator") for w in warnings if w.get("kind") == "nothing_judged"}
+    judged_nothing = getattr(result, "judged_nothing", None)  # a server's Evaluate leaves it out
+    if judged_nothing is not None:
+        warnings.extend(w for w in judged_nothing() if w["evaluator"] not in told)
     bad = getattr(result, "bad_records", 0)
     if bad and not any(w.get("kind") == "bad_records" for w in warnings):
         examples = [f"line {line}: {msg}" for line, msg in result.bad_examples[:5]]

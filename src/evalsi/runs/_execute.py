@@ -58,7 +58,9 @@ from evalsi.runs._failures import (
     describe_causes,
     failure_causes,
     failure_warnings,
+    judged_nothing,
     nothing_scored,
+    stored_reasons,
 )
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
@@ -287,6 +289,7 @@ async def execute_run(
     warnings = [_in_a_run(w.to_dict()) for w in dataset.warnings]
     if unscored is None:
         warnings.extend(failure_warnings(counts, causes))
+        warnings.extend(judged_nothing(stored.metrics, stored_reasons(db, run_id)))
     target_id, unpinned = identity(target, spec.target)
     spend = {
         "tokens": executor.spend.tokens,

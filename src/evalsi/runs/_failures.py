@@ -9,11 +9,14 @@ nothing says so in its status.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from evalsi.store import SqlStore
+from evalsi.core import INFRA_PREFIX, EvaluationResult, MetricSummary, Outcome
+
+if TYPE_CHECKING:  # the store loads SQLAlchemy; results read elsewhere do not need it
+    from evalsi.store import SqlStore
 
 _EXAMPLE_CHARS: Final = 300
 
@@ -96,3 +99,66 @@ def failure_warnings(counts: Mapping[str, int], causes: Causes) -> list[dict[str
             }
         )
     return out
+
+
+def judged_nothing(
+    metrics: Iterable[MetricSummary], first_reason: Callable[[str, bool], str]
+) -> list[dict[str, Any]]:
+    """A warning per evaluator that tried records and scored none: every result an error.
+
+    Its figures (n = 0) would otherwise read as a clean run. ``first_reason(evaluator, infra)``
+    gives the reason of its first such error. Lost to infrastructure (an unreachable judge,
+    no sandbox) is exit 3; any other error (a judge refusing its key, an evaluator that raises)
+    means the run cannot judge it, exit 2 (``ScoreResult.exit_code``).
+    """
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for m in metrics:
+        if m.evaluator in seen or m.scored or not (m.errors or m.infra_errors):
+            continue
+        seen.add(m.evaluator)
+        infra = bool(m.infra_errors)
+        head, _, hint = first_reason(m.evaluator, infra).partition("\n  hint: ")
+        why = _first_line(head) or "see its errors"
+        if hint.strip():  # what to do about it, said once here rather than record by record
+            why += f" (hint: {_first_line(hint)})"
+        count = m.infra_errors if infra else m.errors
+        message = (
+            f"{m.evaluator} judged nothing: every record failed on infrastructure; first: {why}"
+            if infra
+            else f"{m.evaluator} judged nothing: all {count} result(s) are errors; first: {why}"
+        )
+        out.append(
+            {
+                "kind": "nothing_judged",
+                "message": message,
+                "count": count,
+                "examples": [why],
+                "evaluator": m.evaluator,
+                "infra": infra,
+            }
+        )
+    return out
+
+
+def first_error_reason(results: Iterable[EvaluationResult], evaluator: str, infra: bool) -> str:
+    """The reason of ``evaluator``'s first error among ``results`` (an infrastructure error
+    with ``infra``, else any), "" when there is none."""
+    for result in results:
+        if (
+            result.evaluator == evaluator
+            and result.outcome is Outcome.ERROR
+            and (not infra or result.reason.startswith(INFRA_PREFIX))
+        ):
+            return str(result.reason)
+    return ""
+
+
+def stored_reasons(db: SqlStore, run_id: str) -> Callable[[str, bool], str]:
+    """``first_reason`` for ``judged_nothing`` over a run's stored results."""
+
+    def first(evaluator: str, infra: bool) -> str:
+        errors = (r for _, _, r in db.iter_results(run_id, outcome=Outcome.ERROR))
+        return first_error_reason(errors, evaluator, infra)
+
+    return first

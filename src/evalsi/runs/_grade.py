@@ -34,7 +34,13 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
-from evalsi.runs._failures import failure_causes, failure_warnings, nothing_scored
+from evalsi.runs._failures import (
+    failure_causes,
+    failure_warnings,
+    judged_nothing,
+    nothing_scored,
+    stored_reasons,
+)
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
     build_judges,
@@ -180,6 +186,7 @@ async def grade_run(
     warnings = [w.to_dict() for w in dataset.warnings]
     if unscored is None:
         warnings.extend(failure_warnings(counts, causes))
+        warnings.extend(judged_nothing(stored.metrics, stored_reasons(db, run_id)))
     summary = {
         "metrics": [m.to_dict() for m in stored.metrics],
         "gates": gate_results,

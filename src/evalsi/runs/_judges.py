@@ -129,7 +129,12 @@ class StoreJudge:
                 zero = Usage(input_tokens=0, output_tokens=0, total_tokens=0, cost_usd=0.0)
                 return JudgeReply(hit[0], zero, cached=True)
         async with self._limit:
-            completion = await self.connector.complete(messages, seed=seed)
+            try:
+                completion = await self.connector.complete(messages, seed=seed)
+            except UserError as e:  # the connector's hint speaks of a target
+                if getattr(e, "status", None) in (401, 403):
+                    e.hint = self._key_hint()
+                raise
         usage = completion.usage
         usage.latency_ms = None  # the judge's latency is not the target's cost
         price = cost_usd(self.spec.model, usage)
@@ -144,6 +149,12 @@ class StoreJudge:
             await self._cache(self.store.judge_cache_put, key, completion.text, known)
 
         return JudgeReply(completion.text, usage, cached=False, keep=keep)
+
+    def _key_hint(self) -> str:
+        ref = self.spec.secret_ref
+        if not ref:
+            return f"judge {self.spec.name!r} sends no API key: give it a secretRef (env:NAME)"
+        return f"check the API key judge {self.spec.name!r}'s secretRef ({ref}) points to"
 
     async def _cache(self, call: Callable[..., _T], *args: Any) -> _T:
         """A judge-cache read or write, in a thread for a store other processes share: on a

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from evalsi.core import INFRA_PREFIX, EvaluationResult, MetricSummary, Outcome
+from evalsi.core import EvaluationResult, MetricSummary, Outcome
 from evalsi.runs._failing import SHOWN_FAILURES, FailingRecord, first_failures
+from evalsi.runs._failures import first_error_reason, judged_nothing
 from evalsi.runs._gate_results import GATE_COLUMNS, gate_rows, gates_exit_code
 from evalsi.runs._isolation import IsolationSummary, RecordIsolation, iter_record_isolation
 
@@ -138,8 +139,11 @@ class ScoreResult:
     @property
     def exit_code(self) -> int:
         """The CLI's exit code: 3 when an evaluator judged nothing because every attempt failed
-        on infrastructure (an unreachable judge), else the gates' verdict (0, 1 or 2)."""
-        return 3 if self.lost_evaluators else gates_exit_code(self.gates)
+        on infrastructure (an unreachable judge), 2 when one judged nothing because every
+        record it tried was an error (a judge refusing its key), else the gates' verdict."""
+        if self.lost_evaluators:
+            return 3
+        return 2 if self.unjudged_evaluators else gates_exit_code(self.gates)
 
     @property
     def lost_evaluators(self) -> list[str]:
@@ -150,12 +154,25 @@ class ScoreResult:
                 lost[m.evaluator] = None
         return list(lost)
 
-    def first_infra_reason(self, evaluator: str) -> str:
-        """The reason of ``evaluator``'s first infrastructure error ("" when none is stored)."""
-        for result in self.iter_results(outcome=Outcome.ERROR):
-            if result.evaluator == evaluator and result.reason.startswith(INFRA_PREFIX):
-                return str(result.reason)
-        return ""
+    @property
+    def unjudged_evaluators(self) -> list[str]:
+        """Evaluators that scored nothing because every record they tried was an error."""
+        found: dict[str, None] = {}
+        for m in self.metrics:
+            if m.errors and not m.scored and not m.infra_errors:
+                found[m.evaluator] = None
+        return list(found)
+
+    def first_error_reason(self, evaluator: str, infra: bool = False) -> str:
+        """The reason of ``evaluator``'s first error (infrastructure only with ``infra``);
+        "" when none is stored or the result has no store."""
+        if not self.has_results:
+            return ""
+        return first_error_reason(self.iter_results(outcome=Outcome.ERROR), evaluator, infra)
+
+    def judged_nothing(self) -> list[dict[str, Any]]:
+        """A warning per evaluator that judged nothing (``runs._failures.judged_nothing``)."""
+        return judged_nothing(self.metrics, self.first_error_reason)
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricSummary:
         """The summary of one metric (the evaluator's own metric when ``metric`` is omitted)."""

@@ -31,6 +31,7 @@ from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, Registry, use_judges
 from evalsi.runs._aggregate import Aggregator, ClusterKeys
 from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_scope
+from evalsi.runs._failures import judged_nothing, stored_reasons
 from evalsi.runs._gates import evaluate_gates, parse_gates
 from evalsi.runs._judges import (
     JudgeLike,
@@ -208,6 +209,7 @@ async def score_async(
     warnings = [w.to_dict() for w in dataset.warnings]
     if cluster_warning is not None:
         warnings.append(cluster_warning)
+    warnings.extend(judged_nothing(metrics, stored_reasons(db, run.id)))
     summary = {
         "metrics": [m.to_dict() for m in metrics],
         "gates": gate_results,
