@@ -93,3 +93,39 @@ def test_file_evaluator_raising_on_every_record_exits_2(
     proc = cli("eval", "--data", "qa.jsonl", "--evaluators", "mine.py:half")
     assert proc.returncode == 0, proc.stderr
     assert "judged nothing" not in proc.stderr
+
+
+def test_infra_column_only_when_infrastructure_lost_results(
+    cli: Any, write_jsonl: Any, tmp_path: Path
+) -> None:
+    from tests.support.server_state import free_port
+    from tests.support.stub_llm import StubLLM
+
+    _judge_rows(tmp_path, write_jsonl)
+    args = ["eval", "--data", "qa.jsonl", "--evaluators", "llm-judge,exact-match",
+            "--param", "llm-judge.rubric=ok?", "--judges", "judges.yaml"]  # fmt: skip
+    (tmp_path / "judges.yaml").write_text(
+        "default: {connector: openai-compatible, "
+        f"baseUrl: 'http://127.0.0.1:{free_port()}/v1', model: j}}\n"
+    )
+    lost = cli(*args)
+    with StubLLM(default='{"score": 0.8, "explanation": "fine"}') as stub:
+        (tmp_path / "judges.yaml").write_text(
+            f"default: {{connector: openai-compatible, baseUrl: '{stub.openai_url}', model: j}}\n"
+        )
+        ok = cli(*args)
+    assert lost.returncode == 3, lost.stderr
+    assert ok.returncode == 0, ok.stderr
+
+    def table(proc: Any) -> list[list[str]]:
+        lines = proc.stdout.split("\n\n")[0].splitlines()[1:]  # after the title
+        return [line.split() for line in lines if not line.startswith("-")]
+
+    header, *rows = table(lost)
+    assert header[-2:] == ["errors", "infra"]
+    infra = {r[1]: r[-1] for r in rows}  # the last column
+    # the same rows as a run whose judge answered: no llm-judge-passed without a threshold
+    assert infra == {"llm-judge": "3", "exact-match": "0"}
+    header, *rows = table(ok)
+    assert "infra" not in header
+    assert sorted(r[1] for r in rows) == ["exact-match", "llm-judge"]

@@ -63,14 +63,14 @@ def print_summary(
     from evalsi.runs import (
         GATE_COLUMNS,
         ISOLATION_COLUMNS,
-        TABLE_COLUMNS,
         gate_rows,
         isolation_rows,
+        metric_columns,
         metric_rows,
     )
 
     printer = print_markdown if fmt == "md" else print_table
-    printer(TABLE_COLUMNS, metric_rows(list(metrics)), title=title)
+    printer(metric_columns(metrics), metric_rows(list(metrics)), title=title)
     if isolation:
         print()
         printer(ISOLATION_COLUMNS, isolation_rows(isolation), title="sandbox isolation")

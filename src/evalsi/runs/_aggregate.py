@@ -220,10 +220,15 @@ class Aggregator:
         for index, ev in enumerate(self._evaluators):
             counts = ev.counts
             metrics = ev.metrics or {ev.name: self._metric("passed")}
+            main = next(iter(metrics))
             for name, metric in metrics.items():
                 moments = metric.moments
-                if counts[1] and not moments.n and not metric.labels and len(metrics) > 1:
-                    continue  # a declared output this configuration never emits
+                # A declared output this configuration never emits (llm-judge-passed without
+                # a pass_threshold). With nothing scored there is no telling which it emits:
+                # the main metric alone carries the counts, as a run that scored shows them.
+                never = not moments.n and not metric.labels and len(metrics) > 1
+                if never and (counts[1] or name != main):
+                    continue
                 base: dict[str, Any] = {
                     "evaluator": ev.name,
                     "metric": name,

@@ -35,7 +35,19 @@ def format_ci(m: MetricSummary) -> str:
 TABLE_COLUMNS = ("evaluator", "metric", "n", "mean", "95% CI", "method", "skipped", "errors")
 
 
+def metric_columns(metrics: Sequence[MetricSummary]) -> tuple[str, ...]:
+    """``TABLE_COLUMNS``, and ``infra`` when a metric lost results to infrastructure: only
+    then, so the common table stays as it is and a lost judge cannot pass for a clean run."""
+    return (*TABLE_COLUMNS, "infra") if _any_infra(metrics) else TABLE_COLUMNS
+
+
+def _any_infra(metrics: Sequence[MetricSummary]) -> bool:
+    return any(m.infra_errors for m in metrics)
+
+
 def metric_rows(metrics: list[MetricSummary]) -> list[tuple[str, ...]]:
+    """One row per metric under ``metric_columns(metrics)``."""
+    infra = _any_infra(metrics)
     rows: list[tuple[str, ...]] = []
     for m in metrics:
         mean = format_number(m.mean)
@@ -54,6 +66,7 @@ def metric_rows(metrics: list[MetricSummary]) -> list[tuple[str, ...]]:
                 m.ci.method,
                 str(m.skipped),
                 str(m.errors),
+                *((str(m.infra_errors),) if infra else ()),
             )
         )
     return rows
@@ -241,7 +254,7 @@ class ScoreResult:
 
     def table(self) -> str:
         """A plain-text table of n / mean / 95% CI per metric, then the gates if any."""
-        table = render_plain(TABLE_COLUMNS, metric_rows(self.metrics))
+        table = render_plain(metric_columns(self.metrics), metric_rows(self.metrics))
         if self.isolation:
             table += "\n\nsandbox isolation\n" + render_plain(
                 ISOLATION_COLUMNS, isolation_rows(self.isolation)
@@ -252,7 +265,7 @@ class ScoreResult:
 
     def markdown(self) -> str:
         """The same tables in Markdown, for CI summaries."""
-        table = render_markdown(TABLE_COLUMNS, metric_rows(self.metrics))
+        table = render_markdown(metric_columns(self.metrics), metric_rows(self.metrics))
         if self.isolation:
             table += "\n\n**sandbox isolation**\n\n" + render_markdown(
                 ISOLATION_COLUMNS, isolation_rows(self.isolation)
