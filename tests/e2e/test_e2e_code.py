@@ -175,8 +175,8 @@ def test_run_trials_give_pass_at_k(run_evalsi: Callable[..., Any], workdir: Path
 def test_without_a_qualifying_rung_nothing_runs_and_the_run_says_so(
     tmp_path: Path, run_evalsi: Callable[..., Any], section: str
 ) -> None:
-    """Remove the capability (here by config): every record is an infra error
-    (SANDBOX_UNAVAILABLE), exit 3, and the candidate never ran (its marker is absent)."""
+    """Remove the capability (here by config): the run stops before any record, exit 2
+    naming the sandbox it lacks, and the candidate never ran (its marker is absent)."""
     marker = tmp_path / "ran-unconfined"
     program = f"open({str(marker)!r}, 'w').write('x')\ndef sq(x):\n    return x * x\n"
     row = {
@@ -199,8 +199,7 @@ def test_without_a_qualifying_rung_nothing_runs_and_the_run_says_so(
         "--format",
         "json",
     )
-    assert proc.returncode == 3, proc.stderr
-    out = json.loads(proc.stdout)
-    assert out["metrics"][0]["infra_errors"] == 1
-    assert "SANDBOX_UNAVAILABLE" in proc.stderr or "sandbox_unavailable" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert "error: code-exec-tests runs code only in a sandbox at or above" in proc.stderr
     assert not marker.exists()

@@ -129,3 +129,44 @@ def test_infra_column_only_when_infrastructure_lost_results(
     header, *rows = table(ok)
     assert "infra" not in header
     assert sorted(r[1] for r in rows) == ["exact-match", "llm-judge"]
+
+
+def _blocked(blocked: str, *argv: Any, cwd: Path, path: str | None = None) -> Any:
+    """The CLI with the ``blocked`` packages unimportable (a core-only install)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.unit.cli.test_cli_extras import BLOCKER
+
+    env = {**os.environ, **({"PATH": path} if path is not None else {})}
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER, blocked, *map(str, argv)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_code_evaluator_without_a_sandbox_stops_before_any_record(tmp_path: Path) -> None:
+    solutions = REPO / "examples" / "code" / "solutions.jsonl"
+    args = ("eval", "--data", solutions, "--evaluators", "code-exec-tests")
+    no_seccomp = _blocked("pyseccomp", *args, cwd=tmp_path)
+    assert no_seccomp.returncode == 2, no_seccomp.stderr
+    assert no_seccomp.stderr.startswith("error: code-exec-tests runs code only in a sandbox ")
+    assert "hint: pip install 'evalsi[sandbox]'" in no_seccomp.stderr
+    assert len(no_seccomp.stderr.strip().splitlines()) == 2
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    no_bwrap = _blocked("", *args, cwd=tmp_path, path=str(empty))
+    assert no_bwrap.returncode == 2, no_bwrap.stderr
+    assert "hint: apt-get install bubblewrap" in no_bwrap.stderr
+    from evalsi.sandbox import default_ladder
+
+    if not any(r.driver == "landlock" and r.available for r in default_ladder().probe_all()):
+        return
+    # a floor the landlock rung meets: the run goes on (confined, never unconfined)
+    confined = _blocked(
+        "", *args, "--param", "code-exec-tests.min_isolation=confined", "--format", "json",
+        cwd=tmp_path, path=str(empty),
+    )  # fmt: skip
+    assert confined.returncode in (0, 1), confined.stderr
+    assert json.loads(confined.stdout)["isolation"][0]["level"] == "confined"

@@ -4,9 +4,9 @@ registry the command hands to the engine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalsi.core import UserError
 
@@ -53,3 +53,29 @@ def spec_registry(path: str) -> Registry | None:
     base = Path(spec.source).parent if spec.source else None
     refs = [e.ref for e in spec.evaluators]
     return code_registry(refs, where=f"{path}: spec.evaluators", base=base)
+
+
+def check_sandboxes(
+    registry: Registry | None, names: Iterable[str], params: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Stop before any record when an evaluator that runs code in the sandbox (one with a
+    ``min_isolation`` param: the code pack) has no sandbox rung to run in here.
+
+    Raises:
+        UserError: no rung at or above its ``min_isolation`` works, with what to install.
+    """
+    from evalsi.packs import builtin_registry
+
+    registry = registry or builtin_registry()
+    for name in names:
+        try:
+            ev = registry.resolve(name)
+        except UserError:
+            continue  # an unknown name is reported where the run binds its evaluators
+        floor = next((p.default for p in ev.params if p.name == "min_isolation"), None)
+        if floor is None:
+            continue
+        given = {**params.get(ev.name, {}), **params.get(name, {})}
+        from evalsi.packs.code import require_sandbox
+
+        require_sandbox(str(given.get("min_isolation", floor)), who=name)

@@ -25,6 +25,7 @@ from evalsi.packs.code._sandboxed import (
     SandboxRunnerFailure,
     default_concurrency,
     limiter,
+    require_sandbox,
     using_ladder,
 )
 from evalsi.packs.code._shapes import ShapeError, SuitePlan, candidates_of, extract_code, read_tests
@@ -52,6 +53,7 @@ __all__ = [
     "lint_check",
     "read_report",
     "read_tests",
+    "require_sandbox",
     "run_candidate",
     "using_ladder",
 ]

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,9 @@ from evalsi.sandbox import (
     Level,
     Resources,
     SandboxSpec,
+    SandboxUnavailable,
+    current_config,
+    default_ladder,
     local_concurrency,
     run,
 )
@@ -55,6 +59,36 @@ def using_ladder(ladder: Ladder) -> Iterator[None]:
         yield
     finally:
         _ladder.reset(token)
+
+
+_INSTALL = re.compile(r"pip install '[^']+'|apt-get install \S+")
+
+
+def require_sandbox(min_isolation: str, *, who: str) -> None:
+    """Fail before any record when no sandbox rung at or above ``min_isolation`` works here.
+
+    Without one, every record would be tried and lost to infrastructure (a core-only install:
+    no pyseccomp; no bubblewrap); the code pack never runs a program unconfined instead. The
+    hint is what the rungs' probes say to install (``evalsi sandbox probe`` shows the same).
+    """
+    try:
+        level = Level.parse(min_isolation)
+    except ValueError as e:
+        raise UserError(f"{who}: min_isolation: {e}") from None
+    level = max(level, current_config().min_isolation)  # as the sandbox will (evalsi.yaml)
+    ladder = _ladder.get() or default_ladder()
+    try:
+        ladder.choose(level)
+    except SandboxUnavailable:
+        reports = ladder.probe_all()
+        wanted = [r for r in reports if not r.available and r.level >= level]
+        installs = dict.fromkeys(i for r in wanted for i in _INSTALL.findall(r.reason))
+        raise UserError(
+            f"{who} runs code only in a sandbox at or above {level}, and none works here "
+            f"({', '.join(f'{r.driver}: not available' for r in wanted)}; "
+            "evalsi sandbox probe says why)",
+            hint=" and ".join(installs) if installs else "see evalsi sandbox probe",
+        ) from None
 
 
 def default_concurrency() -> int:
