@@ -78,7 +78,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     (P + "safety.md", "evalsi eval --data examples/safety/safety.jsonl --evaluators refusal"): (
         "tests/e2e/test_e2e_safety.py runs it"
     ),
-    (TEXT, "python bench/text_throughput.py            # 100,000"): (
+    (TEXT, "python bench/text_throughput.py # 100,000"): (
         "a benchmark of minutes; its --check variant below runs"
     ),
 }  # fmt: skip
@@ -87,15 +87,27 @@ NOT_RUN: dict[tuple[str, str], str] = {
 EXIT: dict[tuple[str, str], int] = {
     # qa.jsonl's exact-match interval is far below 0.8: the gate fails, as the guide says.
     ("docs/guides/score.md", "evalsi eval --data qa.jsonl --evaluators exact-match,cost"): 1,
+    # The example data drifts: the guide's gate fails, as it shows.
+    (
+        P + "ml-monitoring.md",
+        "evalsi eval --data examples/ml-monitoring/current.jsonl "
+        "--evaluators psi --param psi.baseline=examples/ml-monitoring/reference.jsonl "
+        "--param psi.categorical=sex --gate",
+    ): 1,
 }
 
 _PLACEHOLDER = re.compile(r"\[--|\.\.\.|…|\bCMD\b|\bURL\b|\bRUN_ID\b.*\[")
 _SHOWN_ID = re.compile(r"\b20\d{6}-\d{4,6}(?:-[0-9a-f]+)?\b")
 
 
+def _flat(text: str) -> str:
+    """A command on one line: continuations joined, runs of spaces as one."""
+    return " ".join(text.replace("\\\n", " ").split())
+
+
 def _key(doc: str, text: str) -> tuple[str, str] | None:
     for key in (*NOT_RUN, *EXIT):
-        if key[0] == doc and text.startswith(key[1]):
+        if key[0] == doc and _flat(text).startswith(key[1]):
             return key
     return None
 
@@ -324,7 +336,7 @@ def test_every_command_of_the_document_runs(doc: str, tmp_path: Path, judge: Stu
 def test_every_not_run_entry_is_still_in_its_document() -> None:
     texts = {doc: [c.text for c in doc_commands(ROOT / doc, ROOT)] for doc in DOCS}
     for doc, start in (*NOT_RUN, *EXIT):
-        assert any(t.startswith(start) for t in texts[doc]), f"{doc} no longer shows: {start}"
+        assert any(_flat(t).startswith(start) for t in texts[doc]), f"{doc} lacks: {start}"
 
 
 def test_commands_are_read_from_every_kind_of_block(tmp_path: Path) -> None:
