@@ -298,7 +298,7 @@ class RunTable:
         with self.engine.begin() as conn:
             row = conn.execute(self._select().where(runs.c.id == run_id)).mappings().first()
             if row is None:
-                raise NotFoundError(f"no run {run_id!r} in the store at {self.location}")
+                raise NotFoundError(f"no run {run_id!r} in this store")
             if self._status(row) != "interrupted":
                 return None
             same = [runs.c.id == run_id, runs.c.status == row["status"]]
@@ -333,7 +333,7 @@ class RunTable:
         with self.engine.begin() as conn:
             found = conn.execute(runs.update().where(runs.c.id == run_id).values(values)).rowcount
         if found != 1:
-            raise NotFoundError(f"no run {run_id!r} in the store at {self.location}")
+            raise NotFoundError(f"no run {run_id!r} in this store")
         if status in LIVE:
             self._start_heartbeat()
         return self._fetch(run_id)
@@ -387,7 +387,7 @@ class RunTable:
         if not rows:
             where = f" in project {project_id!r}" if project_id is not None else ""
             raise NotFoundError(
-                f"no run {ref!r}{where} in the store at {self.location}",
+                f"no run {ref!r}{where} in this store",
                 hint="`evalsi runs list` shows the runs this store holds",
             )
         raise UserError(f"run id prefix {ref!r} is ambiguous; give more characters")
@@ -486,7 +486,7 @@ class RunTable:
         ).first()
         if row is None:
             raise UserError(
-                f"page cursor {after!r} is not a run in the store at {self.location}",
+                f"page cursor {after!r} is not a run in this store",
                 hint="pass the id of the last run of the previous page",
             )
         return float(row[0]), int(row[1])
@@ -496,7 +496,7 @@ class RunTable:
         with self.engine.connect() as conn:
             row = conn.execute(self._select().where(runs.c.id == run_id)).mappings().first()
         if row is None:
-            raise NotFoundError(f"no run {run_id!r} in the store at {self.location}")
+            raise NotFoundError(f"no run {run_id!r} in this store")
         return self._info(row)
 
     def _select(self) -> sa.Select[Any]:
