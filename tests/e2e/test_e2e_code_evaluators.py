@@ -121,6 +121,17 @@ def test_run_spec_and_grade_load_code_relative_to_the_spec(
     (metric,) = graded["metrics"]
     assert metric["evaluator"] == "numeric-close"
     assert metric["n"] > 0
+    # A rerun loads the evaluator from where the spec named it, and says when the file changed.
+    again = cli("rerun", ran["run_id"], "--store", "s.db", "--format", "json", "-q", env=env)
+    assert again.returncode == 0, again.stderr
+    rerun = json.loads(again.stdout)
+    assert [m["n"] for m in rerun["metrics"]] == [m["n"] for m in ran["metrics"]]
+    assert "changed since" not in again.stderr
+    with (spec_dir / "evals.py").open("a", encoding="utf-8") as f:
+        f.write("# edited\n")
+    edited = cli("rerun", ran["run_id"], "--store", "s.db", "--format", "json", "-q", env=env)
+    assert edited.returncode == 0, edited.stderr
+    assert "evals.py changed since run" in edited.stderr
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalsi.cli._output import note
 from evalsi.core import UserError
 
 if TYPE_CHECKING:
     from evalsi.evaluators import Registry
+    from evalsi.store import RunInfo
 
 
 def code_registry(
@@ -53,6 +55,38 @@ def spec_registry(path: str) -> Registry | None:
     base = Path(spec.source).parent if spec.source else None
     refs = [e.ref for e in spec.evaluators]
     return code_registry(refs, where=f"{path}: spec.evaluators", base=base)
+
+
+def stored_registry(info: RunInfo) -> Registry | None:
+    """``code_registry`` for a stored Run's code evaluators (``evalsi rerun``), loaded from the
+    refs its spec was written with, relative to the spec's folder; a file whose sha256 differs
+    from the one the run recorded is a warning: the rerun grades with today's code."""
+    if info.kind != "run":
+        return None
+    import hashlib
+
+    from evalsi.runs import stored_spec
+
+    spec = stored_spec(info)
+    base = Path(str(info.spec["source"])).parent if info.spec.get("source") else None
+    registry = code_registry(
+        [e.ref for e in spec.evaluators], where=f"run {info.id}: spec.evaluators", base=base
+    )
+    for entry in info.spec.get("evaluators") or []:
+        source = entry.get("source") if isinstance(entry, dict) else None
+        if isinstance(source, dict) and "file" in source and "sha256" in source:
+            path = Path(str(source["file"]))
+            now = (
+                f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+                if path.is_file()
+                else "missing"
+            )
+            if now != source["sha256"]:
+                note(
+                    f"warning: {path} changed since run {info.id} (sha256 {now}, was "
+                    f"{source['sha256']}): the rerun grades with the code as it is now"
+                )
+    return registry
 
 
 def check_sandboxes(

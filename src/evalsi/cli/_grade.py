@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._eval import ProgressLine, add_no_cache_flag, parse_params
-from evalsi.cli._evaluators import code_registry
+from evalsi.cli._evaluators import code_registry, stored_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
@@ -145,7 +145,8 @@ def rerun(args: argparse.Namespace) -> int:
         note(f"warning: unpinned: {item} (a rerun may not reproduce the figures)")
     progress = None if args.quiet else ProgressLine(unit="tasks", trouble="infra errors")
     try:
-        result = asyncio.run(rerun_run(db, source.id, progress=progress))
+        registry = stored_registry(source)
+        result = asyncio.run(rerun_run(db, source.id, progress=progress, registry=registry))
     finally:
         if progress is not None:
             progress.close()
