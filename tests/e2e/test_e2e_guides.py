@@ -97,6 +97,7 @@ EXIT: dict[tuple[str, str], int] = {
 }
 
 _PLACEHOLDER = re.compile(r"\[--|\.\.\.|…|\bCMD\b|\bURL\b|\bRUN_ID\b.*\[")
+_PORT = re.compile(r"(?<=:)8080\b")  # the server's port in a URL (not 18080)
 _SHOWN_ID = re.compile(r"\b20\d{6}-\d{4,6}(?:-[0-9a-f]+)?\b")
 
 
@@ -134,8 +135,8 @@ class Session:
 
     def prepare(self, text: str) -> str:
         """The command with the port and the ids a guide shows replaced by real ones."""
-        if "8080" in text:
-            text = text.replace(":8080", f":{self.server()}")
+        if _PORT.search(text):
+            text = _PORT.sub(str(self.server()), text)
         if _SHOWN_ID.search(text):
             text = _SHOWN_ID.sub(self.latest_run(), text)
         if "RUN_ID" in text:
