@@ -26,6 +26,7 @@ def test_the_public_surface() -> None:
         "HfRef",
         "MAX_BAD_MESSAGES",
         "OnBadRecord",
+        "RepeatedIds",
         "SUPPORTED_SUFFIXES",
         "confine",
         "hub_cache_dir",
