@@ -131,6 +131,8 @@ class SqlStore(RunTable):
         if "://" in text:
             if text.startswith("postgresql://"):  # the driver is psycopg 3 (the postgres extra)
                 text = "postgresql+psycopg://" + text[len("postgresql://") :]
+            if text.startswith("postgresql+psycopg://"):
+                require_extra("a PostgreSQL store", "postgres", "psycopg")
             engine = sa.create_engine(text)
         else:
             if text != ":memory:":
@@ -145,8 +147,6 @@ class SqlStore(RunTable):
                         f"cannot create the store directory {path.parent}: {why}",
                         hint="give --store a path in a directory this process can write",
                     ) from e
-            if text.startswith("postgresql+psycopg://"):
-                require_extra("a PostgreSQL store", "postgres", "psycopg")
             engine = sa.create_engine(
                 "sqlite://" if text == ":memory:" else f"sqlite:///{text}",
                 poolclass=sa.pool.StaticPool if text == ":memory:" else None,
