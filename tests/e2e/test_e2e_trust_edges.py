@@ -170,3 +170,21 @@ def test_code_evaluator_without_a_sandbox_stops_before_any_record(tmp_path: Path
     )  # fmt: skip
     assert confined.returncode in (0, 1), confined.stderr
     assert json.loads(confined.stdout)["isolation"][0]["level"] == "confined"
+
+
+def test_serve_on_a_busy_port_exits_3_with_one_error_line(run_evalsi: Any, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run_evalsi(tmp_path, "serve", "--port", port, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    # never claimed to listen on a port it could not bind
+    assert "listening on" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port}: address already in use",
+        "  hint: another evalsi serve may be running; pick another --port",
+    ]

@@ -13,13 +13,16 @@ started (the run scheduler is up) and drains alongside hypercorn on shutdown.
 from __future__ import annotations
 
 import asyncio
+import copy
+import errno
 import gc
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from evalsi.core import UserError
+from evalsi.core import RunError
 from evalsi.server._state import ServerConfig, ServerState
 
 if TYPE_CHECKING:
@@ -69,27 +72,34 @@ def serve(config: ServerConfig) -> int:
                 "the port can run evaluations and read every result",
                 config.host,
             )
-        log.info(
-            "evalsi serve: listening on http://%s:%d (gRPC, gRPC-Web, Connect, REST); "
-            "store %s; datasets %s",
-            _host_for_url(config.host),
-            config.port,
-            store.location,
-            config.datasets_dir,
-        )
-        otlp = config.traces.otlp
-        log.info(
-            "evalsi serve: OTLP traces on the main port (POST /v1/traces, gRPC TraceService)%s",
-            "".join(
-                f"; {name} on {port}"
-                for name, port in (("OTLP/gRPC", otlp.grpc_port), ("OTLP/HTTP", otlp.http_port))
-                if port is not None
-            ),
-        )
+
+        def listening() -> None:
+            # Said once the port really accepts connections, never before a bind that fails.
+            log.info(
+                "evalsi serve: listening on http://%s:%d (gRPC, gRPC-Web, Connect, REST); "
+                "store %s; datasets %s",
+                _host_for_url(config.host),
+                config.port,
+                store.location,
+                config.datasets_dir,
+            )
+            otlp = config.traces.otlp
+            log.info(
+                "evalsi serve: OTLP traces on the main port (POST /v1/traces, gRPC TraceService)%s",
+                "".join(
+                    f"; {name} on {port}"
+                    for name, port in (
+                        ("OTLP/gRPC", otlp.grpc_port),
+                        ("OTLP/HTTP", otlp.http_port),
+                    )
+                    if port is not None
+                ),
+            )
+
         # What start-up built lives as long as the server: out of the collector's sight.
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
-        asyncio.run(_run(app, config))
+        asyncio.run(_run(app, config, listening))
     finally:
         store.close()
     log.info("evalsi serve: stopped")
@@ -106,18 +116,26 @@ def _host_for_url(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-async def _run(app: Any, config: ServerConfig) -> None:
+async def _run(app: Any, config: ServerConfig, listening: Callable[[], None]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await run_servers(app, config, stop)
+    await run_servers(app, config, stop, listening=listening)
 
 
-async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> None:
-    """Serve ``app`` on ``config.port`` (and the native gRPC port, if any) until ``stop``."""
-    from hypercorn.asyncio import serve as hypercorn_serve
+async def run_servers(
+    app: Any,
+    config: ServerConfig,
+    stop: asyncio.Event,
+    *,
+    listening: Callable[[], None] | None = None,
+) -> None:
+    """Serve ``app`` on ``config.port`` (and the native gRPC port, if any) until ``stop``;
+    ``listening`` is called once every port accepts connections."""
+    from hypercorn.asyncio.run import worker_serve
     from hypercorn.config import Config
+    from hypercorn.utils import wrap_app
 
     from evalsi.server._otlp import OtlpOnlyOn, otlp_binds, otlp_ports
 
@@ -131,31 +149,62 @@ async def run_servers(app: Any, config: ServerConfig, stop: asyncio.Event) -> No
     # grpcio listeners, bound now so a busy port fails before anything runs: server.grpcPort
     # and traces.otlp.grpcPort
     natives = [n for n in (_grpc_port(app, config), _otlp_grpc_port(app, config)) if n]
+    # hypercorn starts the app's lifespan (scheduler, watchers) before it binds, and a failed
+    # bind then left that lifespan to be cancelled mid-flight: a page of tracebacks. Bound
+    # here first, a busy port stops before anything started.
+    try:
+        sockets = _bind(hc, config)
+    except BaseException:
+        for native in natives:
+            await native.stop(None)
+        raise
     draining: list[asyncio.Task[None]] = []
 
     async def until_stopped() -> None:
         # hypercorn awaits this once the lifespan has started and its port listens.
         for native in natives:
             await native.start()
+        if listening is not None:
+            listening()
         await stop.wait()
         for native in natives:
             draining.append(asyncio.create_task(native.stop(GRACEFUL_TIMEOUT_S)))
 
     try:
         served: Any = OtlpOnlyOn(app, otlp_ports(config)) if otlp_ports(config) else app
-        await hypercorn_serve(served, hc, shutdown_trigger=until_stopped)
-    except OSError as e:
-        ports = ", ".join(str(p) for p in [config.port, *otlp_ports(config)])
-        raise UserError(
-            f"cannot listen on {config.host} port(s) {ports}: {e.strerror or e}",
-            hint="pick another --port, or stop whatever is using this one",
-        ) from e
+        wrapped = wrap_app(served, hc.wsgi_max_body_size, "asgi")
+        await worker_serve(wrapped, hc, sockets=sockets, shutdown_trigger=until_stopped)
     finally:
         if draining:
             await asyncio.gather(*draining)
         else:
             for native in natives:
                 await native.stop(None)
+
+
+def _bind(hc: Any, config: ServerConfig) -> Any:
+    """hypercorn's sockets for ``hc.bind``, one bind at a time so an error names its port."""
+    from hypercorn.config import Sockets
+
+    from evalsi.server._otlp import otlp_ports
+
+    bound: list[Any] = []
+    for bind, port in zip(hc.bind, [config.port, *otlp_ports(config)], strict=True):
+        one = copy.copy(hc)
+        one.bind = [bind]
+        try:
+            bound.extend(one.create_sockets().insecure_sockets)
+        except OSError as e:
+            for sock in bound:
+                sock.close()
+            why = "address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e
+            raise RunError(
+                f"cannot listen on {_host_for_url(config.host)}:{port}: {why}",
+                hint="another evalsi serve may be running; pick another --port"
+                if port == config.port
+                else "pick another traces.otlp port, or stop whatever is using this one",
+            ) from e
+    return Sockets([], bound, [])
 
 
 def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
