@@ -188,3 +188,20 @@ def test_serve_on_a_busy_port_exits_3_with_one_error_line(run_evalsi: Any, tmp_p
         f"error: cannot listen on 127.0.0.1:{port}: address already in use",
         "  hint: another evalsi serve may be running; pick another --port",
     ]
+
+
+def test_grade_accepts_quiet_like_eval_and_run(cli: Any, tmp_path: Path) -> None:
+    import shutil
+
+    examples = REPO / "examples"
+    shutil.copy(QA, tmp_path / "qa.jsonl")
+    shutil.copy(examples / "run-python.yaml", tmp_path / "run.yaml")
+    env = {"PYTHONPATH": str(examples)}
+    executed = cli("run", "-f", "run.yaml", "--execute-only", "-q", "--format", "json", env=env)
+    assert executed.returncode == 0, executed.stderr
+    run_id = json.loads(executed.stdout)["run_id"]
+    for flag in ("-q", "--quiet"):
+        graded = cli("grade", "--from", run_id, "--evaluators", "exact-match", flag)
+        assert graded.returncode == 0, graded.stderr
+        assert graded.stderr == ""
+        assert f"source run {run_id}" in graded.stdout

@@ -79,6 +79,9 @@ def register(commands: Any) -> None:
     )
     add_no_cache_flag(g)
     add_failures_flag(g)
+    # Grading prints no progress line yet; -q is accepted so a script's flags work on eval,
+    # run and grade alike.
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     g.add_argument("--format", choices=FORMATS, default="table", help="output format")
     g.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     g.set_defaults(handler=grade)
