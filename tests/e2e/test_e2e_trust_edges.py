@@ -205,3 +205,17 @@ def test_grade_accepts_quiet_like_eval_and_run(cli: Any, tmp_path: Path) -> None
         assert graded.returncode == 0, graded.stderr
         assert graded.stderr == ""
         assert f"source run {run_id}" in graded.stdout
+
+
+def test_report_takes_show_failures_as_eval_run_and_grade_do(cli: Any) -> None:
+    ran = cli("eval", "--data", QA, "--evaluators", "exact-match", "--store", "s.db", "-q")
+    assert ran.returncode in (0, 1), ran.stderr
+
+    def report(*flags: Any) -> str:
+        proc = cli("report", "latest", "-o", "-", "--format", "md", "--store", "s.db", *flags)
+        assert proc.returncode == 0, proc.stderr
+        return str(proc.stdout)
+
+    one = report("--failures", "1")
+    assert report("--show-failures", "1") == one
+    assert report("--show-failures", "0") == report("--failures", "0") != one

@@ -59,6 +59,8 @@ def register(commands: Any) -> None:
     p.add_argument("--by", metavar="KEY", help="slice every metric by this metadata key")
     p.add_argument(
         "--failures",
+        "--show-failures",  # the name eval, run and grade use for the same thing
+        dest="failures",
         type=int,
         default=20,
         metavar="N",
