@@ -59,7 +59,9 @@ DEFAULT_WINDOW_S = 300.0
 MAX_WINDOW_S = 24 * 3600.0
 MIN_WINDOW_S = 1.0
 DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
-_URL = re.compile(r"https?://[^\s/]+\S*")
+# One character that is not a space or a slash, then any non-space: the same URLs as
+# ``[^\s/]+\S*``, whose overlapping quantifiers took 18 s on a 40,000-character host.
+_URL = re.compile(r"https?://[^\s/]\S*")
 
 
 def _host_and_port_ok(url: str) -> bool:
