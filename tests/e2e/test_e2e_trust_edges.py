@@ -219,3 +219,46 @@ def test_report_takes_show_failures_as_eval_run_and_grade_do(cli: Any) -> None:
     one = report("--failures", "1")
     assert report("--show-failures", "1") == one
     assert report("--show-failures", "0") == report("--failures", "0") != one
+
+
+def test_runs_show_keeps_the_whole_hint_of_a_long_error(cli: Any, tmp_path: Path) -> None:
+    import shutil
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    # An endpoint refusing the key with a long message, as OpenAI's 401 is
+    message = (
+        "Incorrect API key provided: sk-wrong. You can find your API key at "
+        "https://platform.openai.com/account/api-keys. " + "Check your organization. " * 8
+    )
+
+    class Refuse(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"error": {"message": message}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    shutil.copy(QA, tmp_path / "qa.jsonl")
+    with ThreadingHTTPServer(("127.0.0.1", 0), Refuse) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        spec = (REPO / "examples" / "run-stub.yaml").read_text()
+        (tmp_path / "run.yaml").write_text(
+            spec.replace("http://127.0.0.1:18080/v1", url).replace("trials: 3", "trials: 1")
+        )
+        ran = cli("run", "-f", "run.yaml", "-q")
+        server.shutdown()
+    assert ran.returncode == 2, ran.stderr
+    shown = cli("runs", "show", "latest")
+    assert shown.returncode == 0, shown.stderr
+    hints = [line for line in shown.stdout.splitlines() if "hint:" in line]
+    assert hints, shown.stdout
+    assert all(h == "  hint: check the API key the target's secretRef points to" for h in hints)
+    assert "Incorrect API key provided" in shown.stdout  # the message, cut to make room

@@ -72,9 +72,8 @@ def first_failures(results: Iterable[EvaluationResult], limit: int) -> list[Fail
 
 def _failures_of(result: EvaluationResult) -> list[FailingRecord]:
     def failing(metric: str, reason: str, outcome: str) -> FailingRecord:
-        reason = reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 1] + "…"
         return FailingRecord(
-            result.record_id, result.evaluator, metric, reason, outcome, result.trial
+            result.record_id, result.evaluator, metric, _cut(reason), outcome, result.trial
         )
 
     if result.outcome == Outcome.ERROR:
@@ -97,6 +96,19 @@ def failure_rows(failures: Sequence[FailingRecord]) -> list[tuple[str, ...]]:
         reason = f.reason if f.outcome == "failed" else f"ERROR: {f.reason}"
         rows.append((record, metric, reason))
     return rows
+
+
+_HINT = "\n  hint: "
+
+
+def _cut(reason: str) -> str:
+    """``reason`` in about ``_REASON_CHARS``: a long message is cut, never its hint (what to do
+    about it), which a cut at the end took first ("hint: check the API key the…")."""
+    if len(reason) <= _REASON_CHARS:
+        return reason
+    message, sep, hint = reason.partition(_HINT)
+    room = max(_REASON_CHARS - len(sep) - len(hint), _REASON_CHARS // 3)
+    return (message if len(message) <= room else message[: room - 1] + "…") + sep + hint
 
 
 __all__ = [
