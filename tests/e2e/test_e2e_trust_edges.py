@@ -262,3 +262,12 @@ def test_runs_show_keeps_the_whole_hint_of_a_long_error(cli: Any, tmp_path: Path
     assert hints, shown.stdout
     assert all(h == "  hint: check the API key the target's secretRef points to" for h in hints)
     assert "Incorrect API key provided" in shown.stdout  # the message, cut to make room
+
+
+def test_a_non_evaluator_name_reads_an_int_and_a_list(
+    cli: Any, user_error: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "mine.py").write_text("COUNT = 3\nNAMES = ['a']\n", encoding="utf-8")
+    for name, kind in (("COUNT", "an int"), ("NAMES", "a list")):
+        proc = cli("eval", "--data", QA, "--evaluators", f"mine.py:{name}")
+        user_error(proc, f"'mine.py:{name}': is {kind}, not an evaluator")

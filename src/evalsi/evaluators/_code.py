@@ -146,8 +146,10 @@ def _as_evaluator(obj: Any, shown: str) -> Evaluator:
     if isinstance(obj, Evaluator):
         return obj
     if not callable(obj):
+        kind = type(obj).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"  # an int, a PosixPath
         raise UserError(
-            f"{shown}: is a {type(obj).__name__}, not an evaluator",
+            f"{shown}: is {article} {kind}, not an evaluator",
             hint="name a function decorated with @evaluator (from evalsi import evaluator)",
         )
     try:
