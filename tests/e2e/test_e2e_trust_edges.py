@@ -271,3 +271,22 @@ def test_a_non_evaluator_name_reads_an_int_and_a_list(
     for name, kind in (("COUNT", "an int"), ("NAMES", "a list")):
         proc = cli("eval", "--data", QA, "--evaluators", f"mine.py:{name}")
         user_error(proc, f"'mine.py:{name}': is {kind}, not an evaluator")
+
+
+def test_python_dash_m_evalsi_is_the_cli(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def module(*argv: str) -> Any:
+        return subprocess.run(
+            [sys.executable, "-m", "evalsi", *argv],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+
+    helped = module("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: evalsi ")
+    wrong = module("eval", "--data", "missing.jsonl", "--evaluators", "exact-match")
+    assert wrong.returncode == 2
+    assert wrong.stderr.startswith("error: ")
+    assert "Traceback" not in wrong.stderr
