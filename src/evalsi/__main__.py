@@ -2,4 +2,5 @@
 
 from evalsi.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing the module (pkgutil, doctest collection) runs nothing
+    raise SystemExit(main())
