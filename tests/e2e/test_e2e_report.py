@@ -79,11 +79,15 @@ def test_html_report_is_self_contained_and_escaped(cli, runs, tmp_path: Path) ->
     assert "wrote" in proc.stderr
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     # Nothing refers to the network: the only URL is a record's output, shown as escaped text.
-    urls = [m.group(0) for m in re.finditer(r"https?://[^\s<\"']*", html)]
+    # (An escaped quote right after it, as in a failure's `got "see https://…"`, is text.)
+    urls = [m.group(0) for m in re.finditer(r"https?://(?:[^\s<\"'&]|&(?!#3[49];))*", html)]
     assert urls
     assert set(urls) == {LINK}
+    # Shown as text (a record's output, a failure's reason), never as a link.
+    assert re.search(r"<a\b[^>]*\bhref\s*=\s*[\"']?https?:", html, re.I) is None
     for m in re.finditer(re.escape(LINK), html):
-        assert html.rfind("<pre>", 0, m.start()) > html.rfind("</pre>", 0, m.start())
+        tag = html.rfind("<", 0, m.start())
+        assert html.find(">", tag) < m.start()  # not inside a tag (an attribute)
     assert re.search(r"<(script|link|img|iframe)\b", html, re.I) is None
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "baseline &lt;v1&gt;" in html
