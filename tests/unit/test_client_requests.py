@@ -73,7 +73,7 @@ def test_connect_codes_map_to_evalsi_errors() -> None:
         raise ConnectError(Code.UNAVAILABLE, "connection refused") from OSError("refused")
     except ConnectError as e:
         down = translate(e, url)
-    assert type(down) is RunError
+    assert isinstance(down, RunError)  # ServerUnavailable: evalsi watch reconnects on it
     assert down.exit_code == 3
     assert f"cannot reach the evalsi server at {url}" in str(down)
     # UNAVAILABLE sent by the server itself is its own failure, not an unreachable server.

@@ -144,8 +144,10 @@ def test_malformed_answers_over_http_are_errors_with_the_answer_quoted() -> None
     assert only.outcome is Outcome.ERROR
     assert "JudgeFormatError" in only.reason
     assert "I would say it is quite toxic." in only.reason
-    (metric, score) = result.metrics
-    assert (metric.n, metric.errors, score.n) == (0, 1, 0)  # never scored as a silent 0
+    # Nothing scored: the main metric alone carries the counts (never scored as a silent 0).
+    (metric,) = result.metrics
+    assert (metric.n, metric.errors) == (0, 1)
+    assert result.exit_code == 2  # the evaluator judged nothing
 
 
 # -- the classifier method --------------------------------------------------------------------
