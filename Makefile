@@ -16,7 +16,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip -q
+	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP) $(DEMO_STAMP)
@@ -31,7 +31,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	@[ -x $(UV) ] || $(PYTHON) -m pip install -q --disable-pip-version-check \
 	  --target .tools/uv-$(UV_VERSION) uv==$(UV_VERSION) >/dev/null 2>&1 || true
 	if [ -x $(UV) ]; then $(UV) pip install -q --python $(BIN)/python -e .; \
-	else $(BIN)/python -m ensurepip -q && $(BIN)/pip install -q --no-compile -e .; fi
+	else $(BIN)/python -m ensurepip >/dev/null && $(BIN)/pip install -q --no-compile -e .; fi
 	touch $(DEMO_STAMP)
 
 setup: $(STAMP)
