@@ -82,7 +82,7 @@ def test_eval_warnings_and_failures_are_the_same_remote(
     assert shown["warnings"] == mine["warnings"]
     assert _json(cli(*remote_show, "--format", "json", "--failures", "0"))["failures"] == []
     md = cli(*remote_show, "--format", "md")
-    assert "| b | exact-match | expected \"Paris\", got \"paris.\" |" in md.stdout
+    assert '| b | exact-match | expected "Paris", got "paris." |' in md.stdout
     assert "warning: skipped 1 bad record(s)" in md.stdout
 
     # --show-failures N lists as many either way; 0 lists none.
