@@ -88,7 +88,8 @@ def test_curl_a_generated_grpcio_stub_and_the_client_agree(
 
     url = server + "/v1alpha1/evaluate"
     curl = subprocess.run(
-        ["curl", "-sS", "--fail-with-body", url, "-d", json.dumps(REQUEST)],
+        ["curl", "-sS", "--fail-with-body", url, "-H", "Content-Type: application/json",
+         "-d", json.dumps(REQUEST)],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     by_curl = json_format.Parse(curl.stdout, ev_pb.EvaluateResponse())

@@ -40,12 +40,38 @@ EVALUATORS: list[dict[str, Any]] = [
     {"ref": "json-valid"},
 ]
 RECORDS: list[dict[str, Any]] = [
-    {"id": "q1", "output": {"text": "Paris"}, "reference": {"text": "paris"}},
-    {"id": "q2", "output": {"text": "The answer is 4."}, "reference": {"text": "4"}},
-    {"id": "q3", "output": {"text": '{"a": 1}'}, "reference": {"text": "x"}},
-    {"id": "q4", "output": {"text": "no reference here"}},
-    {"id": "q5", "output": {"text": "London"}, "reference": {"text": "Paris"}},
-    {"id": "q6", "input": {"text": "2+2?"}, "output": {"text": "4"}, "reference": {"text": "4"}},
+    {
+        "id": "q1",
+        "metadata": {"doc": "d1"},
+        "output": {"text": "Paris"},
+        "reference": {"text": "paris"},
+    },
+    {
+        "id": "q2",
+        "metadata": {"doc": "d1"},
+        "output": {"text": "The answer is 4."},
+        "reference": {"text": "4"},
+    },
+    {
+        "id": "q3",
+        "metadata": {"doc": "d2"},
+        "output": {"text": '{"a": 1}'},
+        "reference": {"text": "x"},
+    },
+    {"id": "q4", "metadata": {"doc": "d2"}, "output": {"text": "no reference here"}},
+    {
+        "id": "q5",
+        "metadata": {"doc": "d3"},
+        "output": {"text": "London"},
+        "reference": {"text": "Paris"},
+    },
+    {
+        "id": "q6",
+        "metadata": {"doc": "d3"},
+        "input": {"text": "2+2?"},
+        "output": {"text": "4"},
+        "reference": {"text": "4"},
+    },
 ]
 BODY = {"records": RECORDS, "evaluators": EVALUATORS, "clusterBy": "doc"}
 

@@ -314,7 +314,8 @@ def test_openapi_document_validates(server: AsgiServer) -> None:
         "name": "id",
         "in": "path",
         "required": True,
-        "schema": {"type": "string"},
+        # Not blank, no NUL: what the server checks of a run id (@constraints in the proto).
+        "schema": {"type": "string", "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"},
     }
     body_schema = doc["paths"]["/v1alpha1/evaluate"]["post"]["requestBody"]["content"]
     assert body_schema["application/json"]["schema"] == {

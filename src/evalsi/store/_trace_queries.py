@@ -405,7 +405,7 @@ def _attribute_filters(attributes: Mapping[str, str] | None) -> Iterator[tuple[s
     for key, value in items:
         if not key or '"' in key or "\\" in key:
             raise UserError(
-                f"attributes: {key!r} is not an attribute key (non-empty, without quotes)"
+                f"attributes: {key!r} is not an attribute key (non-empty, no quote or backslash)"
             )
         yield key, str(value)
 
