@@ -199,8 +199,8 @@ class ScoreResult:
 
     @property
     def has_results(self) -> bool:
-        """Whether ``iter_results`` can read this run's results (a store, or a server)."""
-        return self.store is not None
+        """Whether ``iter_results`` can read this run's results (an open store, or a server)."""
+        return self.store is not None and not self.store.closed
 
     def failures(self, limit: int = SHOWN_FAILURES) -> list[FailingRecord]:
         """The first ``limit`` failing results (a pass/fail score that did not pass, or an

@@ -91,6 +91,7 @@ class SqlStore(RunTable):
     def __init__(self, engine: sa.Engine, *, location: str) -> None:
         self.engine = engine
         self.location = location
+        self.closed = False  # after close(), a read would open a connection nobody closes
         self._keys: dict[str, RunKey] = {}
         self._beat = None
         try:
@@ -402,6 +403,7 @@ class SqlStore(RunTable):
             self._raw.close()
             self._raw = None
         self.engine.dispose()
+        self.closed = True
 
 
 def _decode(row: Any, spec: dict[str, Any]) -> EvaluationResult:

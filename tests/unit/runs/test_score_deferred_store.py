@@ -127,3 +127,17 @@ def test_an_open_store_object_is_used_as_given(tmp_path: Path) -> None:
     result = evalsi.evaluate(data, ["exact-match"], store=store)
     assert result.store is store
     assert [r.id for r in store.list_runs()] == [result.run_id]
+
+
+def test_a_result_whose_store_is_closed_reads_nothing_more(tmp_path: Path) -> None:
+    """After ``result.store.close()`` the result answers from what it holds: reading failures
+    from a closed store would open a connection that nobody closes (PostgreSQL warns)."""
+    rows = [{"id": "a", "output": "x", "reference": "y"}]
+    result = evalsi.evaluate(rows, ["exact-match"], store=str(tmp_path / "s.db"))
+    assert [f.id for f in result.failures()] == ["a"]
+    assert result.store is not None
+    result.store.close()
+    assert result.store.closed
+    assert result.failures() == []
+    assert result.to_dict()["failures"] == []
+    assert result.exit_code == 0
