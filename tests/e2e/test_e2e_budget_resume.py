@@ -47,7 +47,8 @@ def test_a_budget_stopped_run_resumes_under_a_raised_budget(
     spec, db = tmp_path / "run.yaml", tmp_path / "s.db"
     common = ["--store", db, "--format", "json", "-q"]
     verdict = '{"score": 1, "explanation": "answers"}'
-    with StubLLM() as target, StubLLM(default=verdict) as judge:
+    # The target answers slower than the judge, so the judges spend the budget mid-run.
+    with StubLLM(latency_ms=60) as target, StubLLM(default=verdict) as judge:
         urls = {"target": target.openai_url, "judge": judge.openai_url}
         spec.write_text(SPEC.format(tokens=400, **urls))
         first = run_evalsi(tmp_path, "run", "-f", spec, *common)
@@ -56,7 +57,7 @@ def test_a_budget_stopped_run_resumes_under_a_raised_budget(
         assert stopped["status"] == "stopped"
         assert stopped["stopped_reason"].startswith("budget(tokens)")
         done_before = sum(stopped["tasks"].values())
-        assert 0 < done_before < SAMPLES
+        assert 0 < done_before < SAMPLES, (stopped["tasks"], stopped["spend"])
         hash_before = load_run_spec(spec).spec_hash
         judged_before = judge.calls(OPENAI_PATH)
 
