@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.proportions import wilson_reference
+
 # 20 records: 16 exact matches (mean 0.8, Wilson 95% low ≈ 0.584), each costing $0.10.
 ROWS = [
     {
@@ -77,7 +79,8 @@ def test_a_failed_gate_exits_1_and_keeps_the_json_contract(cli: Any, data: Path)
     failed = gates[1]
     assert set(failed) >= {"expr", "passed", "value"}
     assert failed["expr"] == FAILS
-    assert failed["value"] == pytest.approx(0.584, abs=1e-3)  # Wilson low for 16/20
+    # Wilson's low for 16/20, widened to the exact Clopper-Pearson bound (4 failures <= 10).
+    assert failed["value"] == pytest.approx(wilson_reference(16, 20)[0], abs=1e-9)
     assert failed["reason"].endswith("needs > 0.7")
 
 

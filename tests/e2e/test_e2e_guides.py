@@ -78,6 +78,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
     (P + "safety.md", "evalsi eval --data examples/safety/safety.jsonl --evaluators refusal"): (
         "tests/e2e/test_e2e_safety.py runs it"
     ),
+    (TEXT, "python bench/text_throughput.py --pairs 20000 --check"): (
+        "a benchmark (minutes on a loaded machine); tests/unit/packs/test_text_corpus.py checks "
+        "the same numbers against sacrebleu"
+    ),
     (TEXT, "python bench/text_throughput.py # 100,000"): (
         "a benchmark of minutes; its --check variant below runs"
     ),

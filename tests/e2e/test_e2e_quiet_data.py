@@ -138,7 +138,10 @@ spec:
 
 
 def _spec(tmp_path: Path, url: str, samples: int = 4) -> Path:
-    _rows(tmp_path / "qa.jsonl", [{"id": f"s{i}", "input": f"q{i}"} for i in range(samples)])
+    _rows(
+        tmp_path / "qa.jsonl",
+        [{"id": f"s{i}", "input": f"q{i}", "reference": f"q{i}"} for i in range(samples)],
+    )
     spec = tmp_path / "run.yaml"
     spec.write_text(SPEC.format(url=url))
     return spec
