@@ -79,14 +79,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
     (P + "safety.md", "evalsi eval --data examples/safety/safety.jsonl --evaluators refusal"): (
         "tests/e2e/test_e2e_safety.py runs it"
     ),
-    # KNOWN GAP (issue 16 note): run here, this run against the guide's background stub did
-    # not finish within 240 s; not yet understood, so listed rather than silently passed.
-    ("docs/guides/run.md", "python tests/support/stub_llm_server.py --port 18080"): (
-        "known gap: see the next entry"
-    ),
-    ("docs/guides/run.md", "evalsi run -f examples/run-stub.yaml"): (
-        "known gap: did not finish within 240 s against the background stub here (open)"
-    ),
     (TEXT, "python bench/text_throughput.py --pairs 20000 --check"): (
         "a benchmark (minutes on a loaded machine); tests/unit/packs/test_text_corpus.py checks "
         "the same numbers against sacrebleu"
@@ -117,6 +109,11 @@ _SHOWN_ID = re.compile(r"\b20\d{6}-\d{4,6}(?:-[0-9a-f]+)?\b")
 def _flat(text: str) -> str:
     """A command on one line: continuations joined, runs of spaces as one."""
     return " ".join(text.replace("\\\n", " ").split())
+
+
+def _uncommented(text: str) -> str:
+    """A one-line command without its trailing shell comment (``cmd &   # a stub``)."""
+    return re.sub(r"\s+#[^'\"]*$", "", text.rstrip()).rstrip()
 
 
 def _key(doc: str, text: str) -> tuple[str, str] | None:
@@ -310,8 +307,8 @@ def _run(session: Session, command: DocCommand) -> None:
             return  # a later snippet of the same document shows the server that already runs
         _wait_healthy(session, session.start(text))
         return
-    if command.text.rstrip().endswith("&"):
-        session.start(text)
+    if _uncommented(command.text).endswith("&"):
+        session.start(_uncommented(text))
         time.sleep(1.5)  # the stub prints its URL once it listens
         return
     if words[:2] == ["evalsi", "watch"] and "--once" not in words:

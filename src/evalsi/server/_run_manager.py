@@ -216,7 +216,9 @@ class RunManager:
             if key != last:
                 last = key
                 row = await asyncio.to_thread(self.state.store.get_run, info.id)
-                yield self.snapshot(row, metrics=metrics)
+                # ``live`` itself, not a lookup: the run may leave ``_live`` meanwhile, and
+                # only the last message of the stream may show a settled status
+                yield self._live_snapshot(row, live, metrics)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), METRICS_EVERY_S)
             await asyncio.sleep(PROGRESS_EVERY_S)
@@ -467,6 +469,12 @@ class RunManager:
         live = self._live.get(info.id)
         if live is None or final:
             return RunSnapshot(info, info.status, final=final or info.status not in LIVE)
+        return self._live_snapshot(info, live, metrics)
+
+    @staticmethod
+    def _live_snapshot(
+        info: RunInfo, live: _Live, metrics: list[MetricSummary] | None
+    ) -> RunSnapshot:
         status = "queued" if live.state in ("queued", "starting") else "running"
         progress = Progress(done=live.done, total=live.total, infra_errors=live.infra)
         return RunSnapshot(info, status, progress=progress, metrics=metrics)
