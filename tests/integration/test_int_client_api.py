@@ -334,3 +334,17 @@ def test_a_run_of_another_project_is_waited_for_read_and_paged_in_that_project(
         assert client.compare_runs(run.run_id, run.run_id, project_id="alpha").metrics
         with pytest.raises(NotFoundError):
             client.get_run(run.run_id)
+
+
+def test_a_file_scored_over_the_server_keeps_its_embedded_dataset_version(
+    server: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    embedded = evalsi.evaluate(data, ["exact-match"], store=":memory:")
+    with evalsi.Client(server) as client:
+        remote = client.evaluate(data, ["exact-match"])
+        stored = client.get_run(remote.run_id)
+    assert embedded.dataset_version is not None
+    assert remote.dataset_version == embedded.dataset_version
+    assert stored.dataset_version == embedded.dataset_version

@@ -427,3 +427,20 @@ def test_records_keep_every_content_kind(server: tuple[AsgiServer, ServerState])
     record = record_from_proto(json_format.ParseDict(rich, pb.EvaluateRequest().records.add()))
     assert isinstance(record, Record)
     assert record.usage is not None
+
+
+def test_the_callers_dataset_version_is_stored_and_checked(
+    server: tuple[AsgiServer, ServerState],
+) -> None:
+    srv, state = server
+    version = "sha256:" + "ab" * 32
+    status, answer = _post(srv.url, "/v1alpha1/evaluate", {**BODY, "datasetVersion": version})
+    assert status == 200, answer
+    assert answer["datasetVersion"] == version
+    stored = state.store.get_run(answer["runId"])
+    assert stored.manifest is not None
+    assert stored.manifest["dataset"]["version"] == version
+    for bad in ("sha256:AB", "md5:" + "ab" * 16, "sha256:" + "ab" * 32 + "\n"):
+        status, answer = _post(srv.url, "/v1alpha1/evaluate", {**BODY, "datasetVersion": bad})
+        assert status == 400, answer
+        assert "dataset_version: expected sha256:" in answer["message"]

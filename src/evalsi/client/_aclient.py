@@ -213,6 +213,7 @@ class AsyncClient(AsyncPolicyMixin):
             min_completion_rate=min_completion_rate,
             max_evaluator_error_rate=max_evaluator_error_rate,
             warnings=[warning_to_proto(w) for w in local.warnings],
+            dataset_version=local.version or "",
         )
         if request.ByteSize() <= self.max_request_bytes:
             response = await self._call(self._evaluation.evaluate, request)
@@ -246,6 +247,7 @@ class AsyncClient(AsyncPolicyMixin):
             min_completion_rate=request.min_completion_rate,
             max_evaluator_error_rate=request.max_evaluator_error_rate,
             warnings=request.warnings,
+            dataset_version=request.dataset_version,
         )
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -54,6 +55,7 @@ INLINE_RECORDS = 256
 """Requests (or stream messages) with more records are graded in a worker thread, so a big
 call does not stall the event loop; fewer are graded inline, where a thread hop costs more."""
 _MAX_GATES = 100  # evalsi.runs.parse_gates' limit
+_VERSION = re.compile(r"sha256:[0-9a-f]{64}")  # a dataset version, as every reader writes it
 _RATE_DEFAULTS = (("min_completion_rate", 0.8), ("max_evaluator_error_rate", 0.1))
 # A caller's warnings are stored with its run as given: bounded so they stay a note.
 _MAX_WARNINGS, _MAX_EXAMPLES, _MAX_WARNING_CHARS = 16, 16, 4096
@@ -177,9 +179,15 @@ class EvaluationHandler:
         except UserError as e:
             raise _at(f"{prefix}project_id", e) from None
         warnings = _caller_warnings(request, prefix)
+        if request.dataset_version and not _VERSION.fullmatch(request.dataset_version):
+            raise UserError(
+                f"{prefix}dataset_version: expected sha256:<64 lowercase hex digits> or empty, "
+                f"got {request.dataset_version[:80]!r}"
+            )
         return _Config(
-            plan, request.cluster_by or None, bootstrap, seed, gates, rates, project, warnings
-        )
+            plan, request.cluster_by or None, bootstrap, seed, gates, rates, project, warnings,
+            request.dataset_version,
+        )  # fmt: skip
 
     def _plan(self, specs: Sequence[pb.EvaluatorSpec], prefix: str) -> _Plan:
         if not specs:

@@ -31,7 +31,7 @@ class EvaluateOptions(_message.Message):
     def __init__(self, concurrency: _Optional[int] = ..., ci_method: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("records", "evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate", "project_id", "warnings")
+    __slots__ = ("records", "evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate", "project_id", "warnings", "dataset_version")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     EVALUATORS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_BY_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class EvaluateRequest(_message.Message):
     MAX_EVALUATOR_ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[_record_pb2.Record]
     evaluators: _containers.RepeatedCompositeFieldContainer[EvaluatorSpec]
     cluster_by: str
@@ -52,7 +53,8 @@ class EvaluateRequest(_message.Message):
     max_evaluator_error_rate: float
     project_id: str
     warnings: _containers.RepeatedCompositeFieldContainer[_score_pb2.RunWarning]
-    def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., project_id: _Optional[str] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ...) -> None: ...
+    dataset_version: str
+    def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., project_id: _Optional[str] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ..., dataset_version: _Optional[str] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("run_id", "results", "metrics", "dataset_version", "records", "status", "gates", "warnings")
@@ -75,7 +77,7 @@ class EvaluateResponse(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., dataset_version: _Optional[str] = ..., records: _Optional[int] = ..., status: _Optional[str] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ...) -> None: ...
 
 class EvaluateStreamConfig(_message.Message):
-    __slots__ = ("evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate", "project_id", "warnings")
+    __slots__ = ("evaluators", "cluster_by", "options", "name", "gates", "min_completion_rate", "max_evaluator_error_rate", "project_id", "warnings", "dataset_version")
     EVALUATORS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_BY_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +87,7 @@ class EvaluateStreamConfig(_message.Message):
     MAX_EVALUATOR_ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
     evaluators: _containers.RepeatedCompositeFieldContainer[EvaluatorSpec]
     cluster_by: str
     options: EvaluateOptions
@@ -94,7 +97,8 @@ class EvaluateStreamConfig(_message.Message):
     max_evaluator_error_rate: float
     project_id: str
     warnings: _containers.RepeatedCompositeFieldContainer[_score_pb2.RunWarning]
-    def __init__(self, evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., project_id: _Optional[str] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ...) -> None: ...
+    dataset_version: str
+    def __init__(self, evaluators: _Optional[_Iterable[_Union[EvaluatorSpec, _Mapping]]] = ..., cluster_by: _Optional[str] = ..., options: _Optional[_Union[EvaluateOptions, _Mapping]] = ..., name: _Optional[str] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., project_id: _Optional[str] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ..., dataset_version: _Optional[str] = ...) -> None: ...
 
 class EvaluateStreamRequest(_message.Message):
     __slots__ = ("config", "records")
