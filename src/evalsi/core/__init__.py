@@ -33,6 +33,7 @@ from evalsi.core._errors import (
     UnknownEvaluatorError,
     UserError,
 )
+from evalsi.core._cel import cel_module
 from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
 from evalsi.core._lazy import lazy_exports, lazy_module, startup_mark
@@ -141,6 +142,7 @@ __all__ = [
     "UnknownEvaluatorError",
     "Usage",
     "UserError",
+    "cel_module",
     "compile_pattern",
     "content_hash",
     "decode_score",

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from evalsi.core import UserError
+from evalsi.core import UserError, cel_module
 from evalsi.runs._isolation import LEVELS
 
 if TYPE_CHECKING:
@@ -51,14 +51,6 @@ _HELP = (
     + ", ci.low, ci.high, passAtK(k), passHatK(k); isolation compares with the levels "
     + " < ".join(LEVEL_WORDS)
 )
-
-
-def _cel() -> Any:
-    # Imported on first use: the package's own CLI pulls in typer and prompt-toolkit (~0.1 s),
-    # which runs without gates should not pay for.
-    import cel
-
-    return cel
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +256,7 @@ def _metric_args(
         if tok is None or tok.kind != "string":
             where = tok.start if tok is not None else len(expr)
             raise bad("metric() takes one or two quoted names", where)
-        value = _cel().evaluate(tok.text)
+        value = cel_module().evaluate(tok.text)
         if not isinstance(value, str):
             raise bad("metric() takes text, not bytes", tok.start)
         args.append(value)
@@ -353,7 +345,7 @@ def _simple_side(expr: str, tokens: list[_Token]) -> _Side | None:
     else:
         return None
     try:
-        program = _cel().compile(text)
+        program = cel_module().compile(text)
     except ValueError:
         return None
     return _Side(program, text, shown_op, other)

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from evalsi.core import MetricSummary, UserError
+from evalsi.core import MetricSummary, UserError, cel_module
 from evalsi.runs._gate_results import GateResult, Verdict, _fmt
 from evalsi.runs._gate_syntax import (
     _ALLOWED_FUNCTIONS,
@@ -43,7 +43,6 @@ from evalsi.runs._gate_syntax import (
     MAX_GATE_LENGTH,
     EvaluatorMetrics,
     MetricRef,
-    _cel,
     _check_tokens,
     _find,
     _first_sentence,
@@ -127,7 +126,7 @@ class Gate:
         bad_char = next((i for i, c in enumerate(expr) if "\ud800" <= c <= "\udfff"), None)
         if bad_char is not None:
             raise bad("the expression is not valid Unicode text", bad_char, hint=None)
-        cel = _cel()
+        cel = cel_module()
         try:
             program = cel.compile(expr)
         except ValueError as e:
@@ -312,7 +311,7 @@ class Gate:
 
             return call
 
-        return _cel().Context(
+        return cel_module().Context(
             variables=dict(LEVELS),
             functions={"metric": metric, "passAtK": method(False), "passHatK": method(True)},
         )

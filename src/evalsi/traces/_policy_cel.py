@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalsi.core import cel_module
+
 if TYPE_CHECKING:
     import cel
 
@@ -38,13 +40,6 @@ STANDARD_FUNCTIONS = frozenset(
 _MACRO_VAR = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
 _NAMED_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(\s*(?:'([^'\\]*)'|\"([^\"\\]*)\")")
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']+)'")
-
-
-def cel_module() -> Any:
-    # Imported on first use, as the gates do: the package's own CLI pulls in typer (~0.1 s).
-    import cel
-
-    return cel
 
 
 class ConditionError(ValueError):
