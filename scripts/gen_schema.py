@@ -50,7 +50,7 @@ from evalsi.server._openapi import merge_keywords, split_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
-DEFAULT_OUT = ROOT / "src" / "evalsi" / "runs" / "schemas"
+DEFAULT_OUT = ROOT / "src" / "evalsi" / "specs" / "schemas"
 
 API_VERSION = "evals.si/v1alpha1"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

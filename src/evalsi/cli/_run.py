@@ -32,7 +32,7 @@ examples:
   evalsi run -f run.yaml --execute-only       # store outputs only; then `evalsi grade --from`
 
 A spec is YAML with apiVersion: evals.si/v1alpha1 and kind: EvalRun; its JSON Schema is
-src/evalsi/runs/schemas/evalrun.schema.json. Every sample x trial is a task: the target is
+src/evalsi/specs/schemas/evalrun.schema.json. Every sample x trial is a task: the target is
 called, its output graded by the evaluators, both stored. Calls that fail for infrastructure
 reasons (429, 5xx, timeouts) are retried and, if they still fail, counted as infra errors,
 never as failures.

@@ -83,8 +83,8 @@ if TYPE_CHECKING:
     from evalsi.runs._score import Progress, open_store, score_async
     from evalsi.runs._spec_load import (
         TARGET_KINDS,
+        judges_from_doc,
         load_run_spec,
-        parse_duration,
         run_spec_from_dict,
         run_spec_from_yaml,
     )
@@ -153,13 +153,13 @@ __all__ = [
     "isolation_report",
     "isolation_rows",
     "iter_record_isolation",
+    "judges_from_doc",
     "judges_manifest",
     "judges_summary",
     "load_run_spec",
     "metric_columns",
     "metric_rows",
     "open_store",
-    "parse_duration",
     "parse_gates",
     "parse_isolation",
     "record_isolation",

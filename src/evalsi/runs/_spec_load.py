@@ -18,18 +18,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
-import json
 import re
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
-
-from evalsi.core import SpecError, UserError
+from evalsi.core import UserError
 from evalsi.runs._runspec import (
     BudgetSpec,
     DatasetSpec,
@@ -38,45 +32,33 @@ from evalsi.runs._runspec import (
     RunSpec,
     TargetSpec,
 )
-from evalsi.runs._spec_yaml import KeyPath, check_plain, line_of, parse_yaml, where
+from evalsi.specs import (
+    NAME,
+    KeyPath,
+    Problem,
+    check_plain,
+    line_of,
+    parse_duration,
+    parse_yaml,
+    raise_problems,
+    read_spec_text,
+    schema_problems,
+    show,
+    unknown_field,
+)
 
 API_VERSION = "evals.si/v1alpha1"
 KIND = "EvalRun"
-MAX_SPEC_BYTES = 1 << 20
-MAX_REPORTED = 20
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_TIMEOUT_S = 60.0
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 TARGET_KINDS = ("model", "python", "http")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _PY_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL = re.compile(r"https?://\S+")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|d|h|m|s))+")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
-_UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def read_spec_text(path: Path, shown: str, what: str = "spec") -> str:
-    """A spec file's text (UTF-8, at most ``MAX_SPEC_BYTES``), or a ``SpecError`` naming it."""
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError as e:
-        raise SpecError(f"{shown}: cannot read the {what} file (not found)") from e
-    except IsADirectoryError as e:
-        raise SpecError(f"{shown}: cannot read the {what} file (it is a directory)") from e
-    except OSError as e:
-        raise SpecError(f"{shown}: cannot read the {what} file ({e.strerror or e})") from e
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(f"{shown}: the {what} file is larger than {MAX_SPEC_BYTES} bytes")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{shown}: not UTF-8 text (byte {e.start})") from e
 
 
 def load_run_spec(path: str | Path) -> RunSpec:
@@ -135,23 +117,10 @@ def run_spec_from_dict(
 # --- validation ------------------------------------------------------------------------------
 
 
-@cache
-def _validator() -> Draft202012Validator:
-    text = resources.files("evalsi.runs").joinpath("schemas/evalrun.schema.json").read_text("utf-8")
-    return Draft202012Validator(json.loads(text))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Problem:
-    line: int
-    path: KeyPath
-    message: str
-
-
 def _build(
     doc: Any, lines: dict[KeyPath, int], shown: str, base_dir: str | Path | None, source: str
 ) -> RunSpec:
-    problems = [p for e in _validator().iter_errors(doc) for p in _explain(e, lines)]
+    problems = schema_problems("evalrun", doc, lines)
     if not problems:
         if base_dir is None:
             base_dir = Path(source).resolve().parent if source else Path.cwd()
@@ -160,125 +129,23 @@ def _build(
         if spec is not None:
             return spec
         problems = builder.problems
-    unique = sorted(set(problems), key=lambda p: (p.line, tuple(map(str, p.path)), p.message))
-    rendered = [where(shown, lines, p.path, p.line) + p.message for p in unique]
-    if len(rendered) > MAX_REPORTED:
-        rendered = [*rendered[:MAX_REPORTED], f"... and {len(rendered) - MAX_REPORTED} more"]
-    raise SpecError("\n".join(rendered))
-
-
-def _explain(error: ValidationError, lines: Mapping[KeyPath, int]) -> list[_Problem]:
-    path: KeyPath = tuple(error.absolute_path)
-    line = line_of(lines, path)
-    value: Any = error.instance
-    keyword: Any = error.validator
-    expected: Any = error.validator_value
-    schema: Any = error.schema
-    if keyword == "additionalProperties" and isinstance(value, Mapping):
-        known = list(schema.get("properties", {}))
-        return [
-            _Problem(line_of(lines, (*path, key)), (*path, key), _unknown(key, known))
-            for key in value
-            if key not in known
-        ]
-    if keyword == "required" and isinstance(value, Mapping):
-        return [
-            _Problem(line, path, f"missing required field {name!r}")
-            for name in expected
-            if name not in value
-        ]
-    if keyword == "not" and isinstance(value, Mapping):
-        members = list(dict.fromkeys(m for alt in expected["anyOf"] for m in alt["required"]))
-        found = [m for m in members if m in value]
-        text = f"set only one of {', '.join(members)} (found {', '.join(found)})"
-        return [_Problem(line, path, text)]
-    return [_Problem(line, path, _expectation(keyword, expected, value, error))]
-
-
-def _expectation(keyword: Any, expected: Any, value: Any, error: ValidationError) -> str:
-    if keyword == "type" or (keyword == "pattern" and "[0-9]" in str(expected)):
-        kinds = expected if isinstance(expected, list) else [expected]
-        if keyword == "pattern" or set(kinds) == {"integer", "string"}:
-            kinds = ["integer"]
-        want = " or ".join(_TYPE_WORDS.get(str(k), str(k)) for k in kinds)
-        note = ""
-        if kinds == ["string"] and isinstance(value, bool | int | float):
-            note = " (quote it: YAML reads yes/no/on/off as booleans and digits as numbers)"
-        return f"expected {want}, got {_show(value)}{note}"
-    if keyword == "const":
-        return f"expected {expected!r}, got {_show(value)}"
-    if keyword == "enum":
-        options = [str(o) for o in expected]
-        close = _closest(str(value), options)
-        guess = f" (did you mean {close}?)" if close else ""
-        return f"expected one of {', '.join(options)}; got {_show(value)}{guess}"
-    bounds = {
-        "minimum": ">=",
-        "maximum": "<=",
-        "exclusiveMinimum": ">",
-        "exclusiveMaximum": "<",
-    }
-    if keyword in bounds:
-        return f"expected a value {bounds[keyword]} {expected}, got {_show(value)}"
-    if keyword == "minItems":
-        return f"expected at least {expected} item{'s' if expected != 1 else ''}, got none"
-    if keyword == "minLength":
-        return "expected a non-empty string"
-    if keyword == "maxLength":
-        return f"expected at most {expected} characters, got {len(value)}"
-    return str(error.message)
-
-
-_TYPE_WORDS = {
-    "object": "a mapping",
-    "array": "a list",
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "true or false",
-    "null": "null",
-}
-
-
-def _closest(word: str, known: list[str]) -> str | None:
-    """The known word ``word`` most likely meant: same letters, a prefix, or a near spelling."""
-
-    def squash(text: str) -> str:
-        return text.lower().replace("_", "").replace("-", "")
-
-    for candidate in known:
-        if squash(candidate) == squash(word):
-            return candidate
-    if len(word) >= 3:
-        for candidate in known:
-            if candidate.startswith(word):
-                return candidate
-    matches = difflib.get_close_matches(word, known, n=1, cutoff=0.75)
-    return matches[0] if matches else None
-
-
-def _unknown(key: str, known: list[str]) -> str:
-    close = _closest(key, known)
-    if close is not None:
-        return f"unknown field {key!r} (did you mean {close}?)"
-    return f"unknown field {key!r} (expected one of: {', '.join(known)})"
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "an empty value (null)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return repr(value if len(value) <= 60 else value[:57] + "...")
-    return repr(value)
+    raise_problems(shown, lines, problems)
+    raise AssertionError("unreachable")  # raise_problems always raises
 
 
 # --- semantic checks and the RunSpec -----------------------------------------------------------
+
+
+def judges_from_doc(
+    doc: dict[str, Any], lines: Mapping[KeyPath, int]
+) -> tuple[dict[str, JudgeSpec], list[Problem]]:
+    """The schema-valid ``spec.judges`` of any spec kind (a policy has them too), checked as an
+    ``EvalRun``'s are: the judges by name, and what is wrong with them."""
+    builder = _SpecBuilder(doc, lines, Path.cwd())
+    judges = {
+        name: builder.judge(name, j) for name, j in sorted(doc["spec"].get("judges", {}).items())
+    }
+    return judges, builder.problems
 
 
 class _SpecBuilder:
@@ -288,19 +155,19 @@ class _SpecBuilder:
         self.doc = doc
         self.lines = lines
         self.base_dir = base_dir
-        self.problems: list[_Problem] = []
+        self.problems: list[Problem] = []
 
     def bad(self, path: KeyPath, message: str) -> None:
-        self.problems.append(_Problem(line_of(self.lines, path), path, message))
+        self.problems.append(Problem(line_of(self.lines, path), path, message))
 
     def build(self, source: str) -> RunSpec | None:
         meta, spec = self.doc["metadata"], self.doc["spec"]
         name = meta["name"]
-        if not _NAME.fullmatch(name):
+        if not NAME.fullmatch(name):
             self.bad(
                 ("metadata", "name"),
                 f"expected a DNS-1123 name (lower-case letters, digits, '-' and '.', starting "
-                f"and ending with a letter or digit), got {_show(name)}",
+                f"and ending with a letter or digit), got {show(name)}",
             )
         target = self.target(spec["target"])
         dataset = self.dataset(spec["dataset"])
@@ -348,7 +215,7 @@ class _SpecBuilder:
             if not _PY_REF.fullmatch(ref):
                 self.bad(
                     (*at, "python"),
-                    f"expected module:function (e.g. my_app.agent:answer), got {_show(ref)}",
+                    f"expected module:function (e.g. my_app.agent:answer), got {show(ref)}",
                 )
             return TargetSpec(kind="python", python=ref, **common)
         if "http" in t:
@@ -357,7 +224,7 @@ class _SpecBuilder:
         connector, base_url = m["connector"], m.get("baseUrl", "")
         if base_url and not _URL.fullmatch(base_url):
             self.bad(
-                (*mat, "baseUrl"), f"expected an http:// or https:// URL, got {_show(base_url)}"
+                (*mat, "baseUrl"), f"expected an http:// or https:// URL, got {show(base_url)}"
             )
         elif not base_url and connector == "anthropic":
             base_url = ANTHROPIC_BASE_URL
@@ -380,9 +247,7 @@ class _SpecBuilder:
         at: KeyPath = ("spec", "judges", name)
         connector, base_url = j["connector"], j.get("baseUrl", "")
         if base_url and not _URL.fullmatch(base_url):
-            self.bad(
-                (*at, "baseUrl"), f"expected an http:// or https:// URL, got {_show(base_url)}"
-            )
+            self.bad((*at, "baseUrl"), f"expected an http:// or https:// URL, got {show(base_url)}")
         elif not base_url and connector == "anthropic":
             base_url = ANTHROPIC_BASE_URL
         elif not base_url:
@@ -416,7 +281,7 @@ class _SpecBuilder:
     def http(self, at: KeyPath, h: dict[str, Any]) -> dict[str, Any]:
         url, method = h["url"], h.get("method", "POST").upper()
         if not _URL.fullmatch(url):
-            self.bad((*at, "url"), f"expected an http:// or https:// URL, got {_show(url)}")
+            self.bad((*at, "url"), f"expected an http:// or https:// URL, got {show(url)}")
         if method not in HTTP_METHODS:
             self.bad((*at, "method"), f"expected one of {', '.join(HTTP_METHODS)}")
         elif "body" in h and h["body"] is not None and method in ("GET", "HEAD", "DELETE"):
@@ -475,7 +340,7 @@ class _SpecBuilder:
                 self.bad((*at, "path"), _user_message(e))
             source = where
         elif _SCHEME.match(where):
-            self.bad((*at, "path"), f"expected a file path or hf://OWNER/NAME, got {_show(where)}")
+            self.bad((*at, "path"), f"expected a file path or hf://OWNER/NAME, got {show(where)}")
             return None
         else:
             resolved = (self.base_dir / Path(where).expanduser()).resolve()
@@ -492,7 +357,8 @@ class _SpecBuilder:
         known = [f.name for f in dataclasses.fields(FieldMap)]
         for key in fields:
             if key not in known:
-                self.bad((*at, "fields", key), _unknown(key, known).replace("field", "record part"))
+                message = unknown_field(key, known).replace("field", "record part")
+                self.bad((*at, "fields", key), message)
         if set(fields) <= set(known):
             try:
                 FieldMap(**fields)
@@ -529,21 +395,9 @@ class _SpecBuilder:
         if wall and not seconds:
             self.bad(
                 (*at, "wallClock"),
-                f"expected a positive duration such as 30m, 1h30m or 90s, got {_show(wall)}",
+                f"expected a positive duration such as 30m, 1h30m or 90s, got {show(wall)}",
             )
         return BudgetSpec(tokens=tokens, usd=_opt_float(b.get("usd")), wall_clock_s=seconds)
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds in a duration such as ``"1h30m"`` (units d, h, m, s, ms), or None if malformed.
-
-    Example:
-        >>> parse_duration("1h30m"), parse_duration("250ms"), parse_duration("soon")
-        (5400.0, 0.25, None)
-    """
-    if not _DURATION.fullmatch(text):
-        return None
-    return sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION_PART.findall(text))
 
 
 def _opt_float(value: Any) -> float | None:

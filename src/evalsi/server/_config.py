@@ -69,7 +69,6 @@ import yaml
 from evalsi.connectors import EgressPolicy, EgressRule
 from evalsi.core import SpecError, UserError
 from evalsi.evaluators import DEFAULT_PACKS
-from evalsi.runs import parse_duration
 from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
 from evalsi.server._state import (
     DEFAULT_HOST,
@@ -81,6 +80,7 @@ from evalsi.server._state import (
     ServerConfig,
     TracesConfig,
 )
+from evalsi.specs import parse_duration
 
 log = logging.getLogger("evalsi.server")
 

@@ -1,9 +1,9 @@
 """Load an ``OnlineEvalPolicy`` spec into a ``PolicySpec``: parse, validate, check, bind.
 
-The same three steps as an ``EvalRun`` (``evalsi.runs._spec_load``, whose helpers this reuses),
+The same three steps as an ``EvalRun``, with the helpers of ``evalsi.specs``,
 with every problem reported at once as ``policy.yaml:12: spec.cascade[2].when: ...``:
 
-1. the YAML is parsed with the line of every key (``runs._spec_yaml``);
+1. the YAML is parsed with the line of every key (``evalsi.specs``);
 2. the document is validated against ``schemas/onlineevalpolicy.schema.json``, generated from
    ``proto/evalsi/v1alpha1/policy.proto`` (unknown fields are named, with the closest known);
 3. what a schema cannot say is checked here: the CEL conditions (``_policy_cel``), durations,
@@ -15,32 +15,31 @@ with every problem reported at once as ``policy.yaml:12: spec.cascade[2].when: .
 from __future__ import annotations
 
 import copy
-import json
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from jsonschema import Draft202012Validator
-
 from evalsi.core import Scope, SpecError, UserError, content_hash
 from evalsi.evaluators import BoundEvaluator, PackOptIn, Registry
-from evalsi.runs import JudgeSpec, parse_duration
-from evalsi.runs._spec_load import (
-    _NAME,
-    MAX_REPORTED,
+from evalsi.runs import JudgeSpec, judges_from_doc
+from evalsi.specs import (
     MAX_SPEC_BYTES,
-    _explain,
-    _Problem,
-    _show,
-    _SpecBuilder,
+    NAME,
+    KeyPath,
+    Problem,
+    check_plain,
+    line_of,
+    parse_duration,
+    parse_yaml,
+    raise_problems,
     read_spec_text,
+    schema_problems,
+    show,
+    where,
 )
-from evalsi.runs._spec_yaml import KeyPath, check_plain, line_of, parse_yaml, where
 from evalsi.store import DEFAULT_PROJECT, check_project_id
 from evalsi.traces._policy_cel import (
     ConditionError,
@@ -205,16 +204,6 @@ def policy_from_dict(
 # -- checking -------------------------------------------------------------------------------------
 
 
-@cache
-def _validator() -> Draft202012Validator:
-    text = (
-        resources.files("evalsi.runs")
-        .joinpath("schemas/onlineevalpolicy.schema.json")
-        .read_text("utf-8")
-    )
-    return Draft202012Validator(json.loads(text))
-
-
 def _build(
     doc: Any,
     lines: dict[KeyPath, int],
@@ -225,10 +214,10 @@ def _build(
 ) -> PolicySpec:
     if isinstance(doc, Mapping) and doc.get("kind") not in (None, KIND):
         raise SpecError(
-            where(shown, lines, ("kind",)) + f"expected {KIND!r}, got {_show(doc.get('kind'))}",
+            where(shown, lines, ("kind",)) + f"expected {KIND!r}, got {show(doc.get('kind'))}",
             hint="`evalsi watch` applies OnlineEvalPolicy specs; `evalsi run` takes EvalRun",
         )
-    problems = [p for e in _validator().iter_errors(doc) for p in _explain(e, lines)]
+    problems = schema_problems("onlineevalpolicy", doc, lines)
     if not problems:
         if registry is None:
             from evalsi.packs import builtin_registry
@@ -239,11 +228,8 @@ def _build(
         if spec is not None:
             return spec
         problems = builder.problems
-    unique = sorted(set(problems), key=lambda p: (p.line, tuple(map(str, p.path)), p.message))
-    rendered = [where(shown, lines, p.path, p.line) + p.message for p in unique]
-    if len(rendered) > MAX_REPORTED:
-        rendered = [*rendered[:MAX_REPORTED], f"... and {len(rendered) - MAX_REPORTED} more"]
-    raise SpecError("\n".join(rendered))
+    raise_problems(shown, lines, problems)
+    raise AssertionError("unreachable")  # raise_problems always raises
 
 
 class _PolicyBuilder:
@@ -262,19 +248,19 @@ class _PolicyBuilder:
         self.registry = registry
         self.packs = packs
         self.project = project
-        self.problems: list[_Problem] = []
+        self.problems: list[Problem] = []
 
     def bad(self, path: KeyPath, message: str) -> None:
-        self.problems.append(_Problem(line_of(self.lines, path), path, message))
+        self.problems.append(Problem(line_of(self.lines, path), path, message))
 
     def build(self) -> PolicySpec | None:
         meta, spec = self.doc["metadata"], self.doc["spec"]
         name = meta["name"]
-        if not _NAME.fullmatch(name):
+        if not NAME.fullmatch(name):
             self.bad(
                 ("metadata", "name"),
                 "expected a DNS-1123 name (lower-case letters, digits, '-' and '.', starting "
-                f"and ending with a letter or digit), got {_show(name)}",
+                f"and ending with a letter or digit), got {show(name)}",
             )
         labels = dict(meta.get("labels", {}))
         project = labels.get(PROJECT_LABEL) or self.project or DEFAULT_PROJECT
@@ -315,11 +301,8 @@ class _PolicyBuilder:
                 )
             taken.add(alert_spec.name)
         promote = self.promote(spec["promote"], names) if "promote" in spec else None
-        judges = {}
-        judge_builder = _SpecBuilder(self.doc, self.lines, Path.cwd())
-        for judge_name, j in sorted(spec.get("judges", {}).items()):
-            judges[judge_name] = judge_builder.judge(judge_name, j)
-        self.problems.extend(judge_builder.problems)
+        judges, judge_problems = judges_from_doc(self.doc, self.lines)
+        self.problems.extend(judge_problems)
         if self.problems:
             return None
         return PolicySpec(
@@ -416,7 +399,7 @@ class _PolicyBuilder:
             return default
         seconds = parse_duration(text)
         if not seconds:
-            self.bad(at, f"expected a duration such as 5m, 1h or 90s, got {_show(text)}")
+            self.bad(at, f"expected a duration such as 5m, 1h or 90s, got {show(text)}")
             return default
         return seconds
 
@@ -426,7 +409,7 @@ class _PolicyBuilder:
         if not _URL.fullmatch(notify) or not _host_and_port_ok(notify):
             self.bad(
                 (*at, "notify"),
-                f"expected an http:// or https:// webhook URL, got {_show(notify)} (for Slack, "
+                f"expected an http:// or https:// webhook URL, got {show(notify)} (for Slack, "
                 "use its incoming-webhook https URL)",
             )
         cooldown = self.duration((*at, "cooldown"), alert.get("cooldown", ""), 0.0)
@@ -443,7 +426,7 @@ class _PolicyBuilder:
             self.bad(
                 (*at, "dataset"),
                 f"expected a dataset name (1-128 lower-case letters, digits, '.', '_' or '-'), "
-                f"got {_show(dataset)}",
+                f"got {show(dataset)}",
             )
         program = self.condition((*at, "when"), promote["when"], scores_vocabulary(), names)
         if program is None:

@@ -19,7 +19,7 @@ from evalsi._proto.evalsi.v1alpha1 import run_pb2
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "gen_schema.py"
-COMMITTED = ROOT / "src" / "evalsi" / "runs" / "schemas"
+COMMITTED = ROOT / "src" / "evalsi" / "specs" / "schemas"
 SCHEMA_FILE = "evalrun.schema.json"
 
 
@@ -43,7 +43,7 @@ def test_committed_schema_matches_a_fresh_generation(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     fresh = (tmp_path / SCHEMA_FILE).read_text(encoding="utf-8")
     assert fresh == (COMMITTED / SCHEMA_FILE).read_text(encoding="utf-8"), (
-        "src/evalsi/runs/schemas is stale: run `python scripts/gen_schema.py`"
+        "src/evalsi/specs/schemas is stale: run `python scripts/gen_schema.py`"
     )
 
 

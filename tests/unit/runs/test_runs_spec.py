@@ -17,10 +17,10 @@ from evalsi.core import SpecError, UserError
 from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.runs._spec_load import (
     load_run_spec,
-    parse_duration,
     run_spec_from_dict,
     run_spec_from_yaml,
 )
+from evalsi.specs import parse_duration
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -187,7 +187,7 @@ def test_the_project_label_must_be_a_project_id() -> None:
 
 
 def test_the_generated_schema_is_the_one_the_loader_reads() -> None:
-    schema = ROOT / "src" / "evalsi" / "runs" / "schemas" / "onlineevalpolicy.schema.json"
+    schema = ROOT / "src" / "evalsi" / "specs" / "schemas" / "onlineevalpolicy.schema.json"
     doc = json.loads(schema.read_text())
     assert doc["title"] == "OnlineEvalPolicy"
     spec = doc["$defs"]["evalsi.v1alpha1.OnlineEvalPolicySpec"]
@@ -209,7 +209,7 @@ def test_the_committed_schema_is_fresh(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     name = "onlineevalpolicy.schema.json"
-    committed = ROOT / "src" / "evalsi" / "runs" / "schemas" / name
+    committed = ROOT / "src" / "evalsi" / "specs" / "schemas" / name
     assert (tmp_path / name).read_text() == committed.read_text()
 
 
