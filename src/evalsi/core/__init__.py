@@ -10,6 +10,7 @@ from evalsi.core._batch import (
     ResultBatch,
     decode_score,
 )
+from evalsi.core._cel import cel_module
 from evalsi.core._content import (
     Content,
     ContentKind,
@@ -33,7 +34,6 @@ from evalsi.core._errors import (
     UnknownEvaluatorError,
     UserError,
 )
-from evalsi.core._cel import cel_module
 from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
 from evalsi.core._lazy import lazy_exports, lazy_module, startup_mark
