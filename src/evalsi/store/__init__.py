@@ -6,7 +6,9 @@ starts without importing SQLAlchemy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.store._calibrations import (
@@ -17,8 +19,8 @@ if TYPE_CHECKING:
         save_calibration,
     )
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
-    from evalsi.store._sql import SqlStore
-    from evalsi.store._trace_rows import span_rows
+    from evalsi.store._sql import OutputRow, SqlStore, TaskResults
+    from evalsi.store._trace_rows import span_rows, view_dict
     from evalsi.store._trace_scores import TraceScore, trace_scores
     from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary, preview
     from evalsi.store._writer import BackgroundWriter
@@ -31,9 +33,11 @@ __all__ = [
     "BackgroundWriter",
     "Calibration",
     "CalibrationKey",
+    "OutputRow",
     "RunInfo",
     "SessionSummary",
     "SqlStore",
+    "TaskResults",
     "TraceScore",
     "TraceStore",
     "TraceSummary",
@@ -45,36 +49,8 @@ __all__ = [
     "save_calibration",
     "span_rows",
     "trace_scores",
+    "view_dict",
 ]
 
-_WHERE = {
-    "BackgroundWriter": "evalsi.store._writer",
-    "Calibration": "evalsi.store._calibrations",
-    "CalibrationKey": "evalsi.store._calibrations",
-    "latest_calibration": "evalsi.store._calibrations",
-    "list_calibrations": "evalsi.store._calibrations",
-    "save_calibration": "evalsi.store._calibrations",
-    "DEFAULT_PROJECT": "evalsi.store._runs",
-    "RunInfo": "evalsi.store._runs",
-    "check_project_id": "evalsi.store._runs",
-    "SqlStore": "evalsi.store._sql",
-    "SessionSummary": "evalsi.store._traces",
-    "TraceStore": "evalsi.store._traces",
-    "TraceSummary": "evalsi.store._traces",
-    "preview": "evalsi.store._traces",
-    "span_rows": "evalsi.store._trace_rows",
-    "new_run_id": "evalsi.store._runs",
-    "TraceScore": "evalsi.store._trace_scores",
-    "trace_scores": "evalsi.store._trace_scores",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalsi.store' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# Exports are imported on first use (core/_lazy.py).
+__getattr__ = lazy_exports(__name__, __file__)

@@ -48,8 +48,10 @@ from evalsi.wire._runs import (
 )
 from evalsi.wire._traces import (
     StoredTrace,
+    attr_json,
     feedback_from_proto,
     feedback_to_proto,
+    flat_scores,
     session_from_proto,
     session_to_proto,
     span_from_proto,
@@ -74,6 +76,7 @@ __all__ = [
     "Progress",
     "StoredRun",
     "StoredTrace",
+    "attr_json",
     "cause_from_proto",
     "cause_to_proto",
     "causes_from_proto",
@@ -87,6 +90,7 @@ __all__ = [
     "evaluator_ref_to_proto",
     "feedback_from_proto",
     "feedback_to_proto",
+    "flat_scores",
     "gate_from_proto",
     "gate_to_proto",
     "manifest_from_proto",
