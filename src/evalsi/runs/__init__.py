@@ -11,7 +11,13 @@ if TYPE_CHECKING:
     from evalsi.runs._calibration import CalibrationResult, calibrate_async
     from evalsi.runs._calibration_gates import uncalibrated_gates
     from evalsi.runs._compare import compare_runs
-    from evalsi.runs._comparison import Comparison, MetricComparison, Unmatched
+    from evalsi.runs._comparison import (
+        CompareKind,
+        Comparison,
+        MetricComparison,
+        Unmatched,
+        Verdict,
+    )
     from evalsi.runs._dataset_scope import (
         DatasetScope,
         cluster_dataset_runners,
@@ -108,6 +114,7 @@ __all__ = [
     "Aggregator",
     "BudgetSpec",
     "CalibrationResult",
+    "CompareKind",
     "Comparison",
     "DatasetScope",
     "DatasetSpec",
@@ -131,6 +138,7 @@ __all__ = [
     "TargetSpec",
     "TrialStats",
     "Unmatched",
+    "Verdict",
     "bind_all",
     "build_judges",
     "calibrate_async",

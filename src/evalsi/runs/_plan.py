@@ -10,8 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
 from evalsi.core import ParamError, UserError
-from evalsi.evaluators import BoundEvaluator, Evaluator, Registry, make_runner
-from evalsi.evaluators._runner import Runner
+from evalsi.evaluators import BoundEvaluator, Evaluator, Registry, Runner, make_runner
 
 EvaluatorLike: TypeAlias = str | Evaluator | BoundEvaluator | Mapping[str, Any]
 

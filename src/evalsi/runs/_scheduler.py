@@ -23,8 +23,7 @@ from evalsi.evaluators import RecordRunner
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._runspec import RunSpec
 from evalsi.runs._targets import Render, RenderError
-from evalsi.store import SqlStore
-from evalsi.store._sql import OutputRow, TaskResults
+from evalsi.store import OutputRow, SqlStore, TaskResults
 
 GRADE_BATCH = 64
 GRADE_WAIT_S = 0.05

@@ -41,8 +41,7 @@ from evalsi.core import (
     content_hash,
 )
 from evalsi.datasets import FieldMap, RepeatedIds
-from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, use_judges
-from evalsi.evaluators._runner import Runner
+from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, Runner, use_judges
 from evalsi.runs import (
     Aggregator,
     Gate,

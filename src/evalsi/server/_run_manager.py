@@ -40,8 +40,7 @@ from evalsi.core import MetricSummary, RunError, UserError
 from evalsi.runs import RunResult, RunSpec, bind_all, execute_run, stored_spec, summarize_stored
 from evalsi.server._egress import check_run_egress, server_egress
 from evalsi.server._state import DEFAULT_PROJECT, ServerState
-from evalsi.store import RunInfo, SqlStore
-from evalsi.store._sql import new_run_id
+from evalsi.store import RunInfo, SqlStore, new_run_id
 from evalsi.wire import Progress
 
 log = logging.getLogger("evalsi.server.runs")

@@ -10,8 +10,7 @@ from typing import Literal
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
 from evalsi.core import Interval
-from evalsi.runs import Comparison, MetricComparison, Unmatched
-from evalsi.runs._comparison import CompareKind, Verdict
+from evalsi.runs import CompareKind, Comparison, MetricComparison, Unmatched, Verdict
 from evalsi.stats import McNemar
 from evalsi.wire._json import _opt_bool, _opt_float
 
