@@ -12,10 +12,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from evalsi import __version__
 from evalsi.cli._output import fail
 from evalsi.cli._parser import EvalsiParser
-from evalsi.core import EvalsiError, missing_extra
+from evalsi.core import VERSION, EvalsiError, missing_extra
 
 COMMANDS = {
     "eval": "_eval",
@@ -77,7 +76,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"evalsi {__version__}")
+    parser.add_argument("--version", action="version", version=f"evalsi {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for name in names:

@@ -143,9 +143,9 @@ def _environment() -> jinja2.Environment:
 
 
 def _version() -> str:
-    from evalsi import __version__
+    from evalsi.core import VERSION
 
-    return __version__
+    return VERSION
 
 
 # -- formatting shared by HTML and Markdown ---------------------------------------------------

@@ -29,9 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import platform
 import socket
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -46,7 +44,11 @@ from evalsi.connectors import (
     shared_session,
 )
 from evalsi.core import (
+    PER_TASK_SEED,
+    DatasetPin,
     EvalsiError,
+    RunManifest,
+    Seeds,
     SpecError,
     UserError,
     content_hash,
@@ -320,16 +322,18 @@ async def execute_run(
         "infra_error_causes": causes.infra,
         "target_error_causes": causes.target,
     }
-    manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if judges:
         summary["judges"] = judges_summary(judges)
-        manifest["judges"] = judges_manifest(judges)
+    manifest = manifest.finished(
+        isolation=[i.to_dict() for i in stored.isolation],
+        judges=judges_manifest(judges) if judges else None,
+    )
     db.finish_run(
         run_id,
         status=status,
         records=executor.samples,
         summary=summary,
-        manifest=manifest,
+        manifest=manifest.to_dict(),
         error=executor.stopped_reason,
     )
     return RunResult(
@@ -506,34 +510,18 @@ def _manifest(
     unpinned: list[str],
     samples: int,
     supports_seed: bool,
-) -> dict[str, Any]:
-    from evalsi import __version__
-
-    return {
-        "evalsi_version": __version__,
-        "spec_hash": spec.spec_hash,
-        "spec_source": spec.source or None,
-        "evaluators": [b.manifest_entry() for b in bound],
-        "dataset": {
-            "source": dataset.name,
-            "version": dataset.version,
-            "records": samples,
-            "limit": spec.dataset.limit,
-        },
-        "target": target,
-        "trials": spec.trials,
-        "seeds": {
-            "seed": spec.seed,
-            "per_task": "blake2b(seed, sample id, trial) & 0x7fffffff",
-            "passed_to_target": supports_seed,
-        },
-        "sandbox": "none",
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "created_at": time.time(),
-        "unpinned": unpinned,
-        "spec_document_hash": content_hash(spec_document(spec)),
-    }
+) -> RunManifest:
+    return RunManifest.capture(
+        spec_hash=spec.spec_hash,
+        evaluators=[b.manifest_entry() for b in bound],
+        dataset=DatasetPin(dataset.name, dataset.version, samples, spec.dataset.limit),
+        target=target,
+        trials=spec.trials,
+        seeds=Seeds(spec.seed, PER_TASK_SEED, supports_seed),
+        unpinned=tuple(unpinned),
+        spec_source=spec.source or None,
+        spec_document_hash=content_hash(spec_document(spec)),
+    )
 
 
 __all__ = ["RunProgress", "RunResult", "execute_run", "task_seed"]

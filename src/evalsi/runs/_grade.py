@@ -13,8 +13,6 @@ as a one-shot run's do.
 from __future__ import annotations
 
 import dataclasses
-import platform
-import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -24,10 +22,13 @@ import orjson
 from evalsi.connectors import close_shared_session
 from evalsi.core import (
     Content,
+    DatasetPin,
     EvalsiError,
     Outcome,
     Record,
     ResultBatch,
+    RunManifest,
+    SourceRun,
     SpecError,
     Usage,
     UserError,
@@ -202,13 +203,19 @@ async def grade_run(
         "infra_error_causes": causes.infra,
         "target_error_causes": causes.target,
     }
-    manifest = _manifest(source, bound, dataset.name, version, samples)
-    manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if built:
         summary["judges"] = judges_summary(built)
-        manifest["judges"] = judges_manifest(built)
+    manifest = _manifest(source, bound, dataset.name, version, samples).finished(
+        isolation=[i.to_dict() for i in stored.isolation],
+        judges=judges_manifest(built) if built else None,
+    )
     db.finish_run(
-        run_id, status=status, records=samples, summary=summary, manifest=manifest, error=unscored
+        run_id,
+        status=status,
+        records=samples,
+        summary=summary,
+        manifest=manifest.to_dict(),
+        error=unscored,
     )
     return RunResult(
         run_id=run_id,
@@ -377,27 +384,18 @@ def _unscored(
 
 def _manifest(
     source: RunInfo, bound: list[Any], dataset: str, version: str | None, samples: int
-) -> dict[str, Any]:
-    from evalsi import __version__
-
-    before = source.manifest or {}
-    return {
-        "evalsi_version": __version__,
-        "source_run": {
-            "id": source.id,
-            "spec_hash": source.spec.get("spec_hash"),
-            "dataset_version": version,
-        },
-        "evaluators": [b.manifest_entry() for b in bound],
-        "dataset": {"source": dataset, "version": version, "records": samples},
-        "target": before.get("target"),
-        "trials": source.spec.get("trials", 1),
-        "seeds": before.get("seeds"),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "created_at": time.time(),
-        "unpinned": list(before.get("unpinned") or []),
-    }
+) -> RunManifest:
+    before = RunManifest.from_dict(source.manifest or {})
+    return RunManifest.capture(
+        spec_hash=source.spec.get("spec_hash"),
+        source_run=SourceRun(source.id, source.spec.get("spec_hash"), version),
+        evaluators=[b.manifest_entry() for b in bound],
+        dataset=DatasetPin(dataset, version, samples),
+        target=before.target,
+        trials=source.spec.get("trials", 1),
+        seeds=before.seeds,
+        unpinned=before.unpinned,
+    )
 
 
 def _source_judges(source: RunInfo) -> dict[str, Any]:

@@ -12,17 +12,17 @@ import contextlib
 import dataclasses
 import gc
 import os
-import platform
-import sys
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from evalsi.core import (
+    DatasetPin,
     EvalsiError,
     Record,
     ResultBatch,
+    RunManifest,
+    Seeds,
     UserError,
     content_hash,
     startup_mark,
@@ -219,11 +219,13 @@ async def score_async(
         "isolation": [i.to_dict() for i in isolation],
         "warnings": warnings,
     }
-    manifest["isolation"] = summary["isolation"]  # how the sandboxed evaluators were confined
     if clients:
         summary["judges"] = judges_summary(clients)
-        manifest["judges"] = judges_manifest(clients)
-    db.finish_run(run.id, status="done", records=done, summary=summary, manifest=manifest)
+    manifest = manifest.finished(
+        isolation=[i.to_dict() for i in isolation],
+        judges=judges_manifest(clients) if clients else None,
+    )
+    db.finish_run(run.id, status="done", records=done, summary=summary, manifest=manifest.to_dict())
     return ScoreResult(
         run_id=run.id,
         status="done",
@@ -310,20 +312,13 @@ def _manifest(
     source: str,
     version: str | None,
     records: int,
-) -> dict[str, Any]:
-    from evalsi import __version__
-
-    return {
-        "evalsi_version": __version__,
-        "spec_hash": content_hash(spec),
-        "evaluators": [b.manifest_entry() for b in bound],
-        "dataset": {"source": source, "version": version, "records": records},
-        "seed": spec.get("seed", 0),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "created_at": time.time(),
-        "unpinned": [],
-    }
+) -> RunManifest:
+    return RunManifest.capture(
+        spec_hash=content_hash(spec),
+        evaluators=[b.manifest_entry() for b in bound],
+        dataset=DatasetPin(source, version, records),
+        seeds=Seeds(spec.get("seed", 0)),
+    )
 
 
 __all__ = ["Progress", "Record", "open_store", "score_async"]

@@ -13,7 +13,6 @@ import logging
 import platform
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
@@ -29,6 +28,7 @@ from evalsi.core import (
     NUMBER,
     PASSED,
     Content,
+    DatasetPin,
     EvalsiError,
     EvaluationResult,
     Hasher,
@@ -38,6 +38,8 @@ from evalsi.core import (
     Record,
     ResultBatch,
     RunError,
+    RunManifest,
+    Seeds,
     content_hash,
 )
 from evalsi.datasets import FieldMap, RepeatedIds
@@ -417,12 +419,13 @@ class _Grading:
             "bad_examples": [],
             "warnings": self.warnings,
         }
-        manifest = self._manifest()
-        manifest["isolation"] = summary["isolation"]
         if self.judges:
             summary["judges"] = judges_summary(self.judges)
-            manifest["judges"] = judges_manifest(self.judges)
-        return metrics, gates, summary, manifest
+        manifest = self._manifest().finished(
+            isolation=summary["isolation"],
+            judges=judges_manifest(self.judges) if self.judges else None,
+        )
+        return metrics, gates, summary, manifest.to_dict()
 
     def fail(self, error: BaseException) -> None:
         """Record why the run stopped (a stream keeps what it committed before); never
@@ -448,17 +451,10 @@ class _Grading:
         except Exception:  # the store failing too must not hide the first error
             log.warning("cannot record the failed run", exc_info=True)
 
-    def _manifest(self) -> dict[str, Any]:
-        from evalsi import __version__
-
-        return {
-            "evalsi_version": __version__,
-            "spec_hash": content_hash(self.spec),
-            "evaluators": list(self.config.plan.manifest),
-            "dataset": {"source": DATA_NAME, "version": self.version, "records": self.records},
-            "seed": self.config.seed,
-            "python": _PYTHON,
-            "platform": _PLATFORM,
-            "created_at": time.time(),
-            "unpinned": [],
-        }
+    def _manifest(self) -> RunManifest:
+        return RunManifest.capture(
+            spec_hash=content_hash(self.spec),
+            evaluators=self.config.plan.manifest,
+            dataset=DatasetPin(DATA_NAME, self.version, self.records),
+            seeds=Seeds(self.config.seed),
+        )
