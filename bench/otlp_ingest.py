@@ -12,7 +12,7 @@ tops out near 4,600 spans/s here, too slow to load a server). Rows of the table:
 
 - decode-only, in process: every request parsed with opentelemetry-proto and every span's
   fields and attributes read (``walk_request``): the least any receiver pays. Then evalsi's own
-  decoder (``server._otlp_decode.decode_export``), and that plus the semantic-convention
+  decoder (``server.otlp._decode.decode_export``), and that plus the semantic-convention
   mappers (``traces._mappers.normalize_all``), when they exist;
 - decode-only over the wire: the same replay into a sink that only decodes and walks (aiohttp
   for HTTP, grpcio for gRPC, each in its own process): the ceiling of sender plus transport;
@@ -130,7 +130,7 @@ def decode_inprocess(stream: Stream) -> dict[str, dict[str, Any]]:
     """The in-process rows: opentelemetry-proto walk; evalsi's decoder (+ mappers) if present."""
     rows = {"decode-only (walk)": _timed(stream, walk_request)}
     try:
-        decoder = importlib.import_module("evalsi.server._otlp_decode")
+        decoder = importlib.import_module("evalsi.server.otlp._decode")
     except ImportError as e:
         print(f"evalsi's OTLP decoder is not there yet ({e}); row skipped", file=sys.stderr)
         return rows
@@ -183,9 +183,9 @@ def self_check(stream: Stream) -> dict[str, Any]:
         raise RuntimeError("self-check: two builds of the same stream spec differ")
     out: dict[str, Any] = {"deterministic": True}
     try:
-        decoder = importlib.import_module("evalsi.server._otlp_decode")
+        decoder = importlib.import_module("evalsi.server.otlp._decode")
     except ImportError:
-        out["otlp_json"] = "not checked: evalsi.server._otlp_decode is not there"
+        out["otlp_json"] = "not checked: evalsi.server.otlp._decode is not there"
     else:
         for body, n in zip(first, stream.span_counts, strict=False):
             spans = decode_with(decoder, to_otlp_json(body), "application/json")
@@ -277,9 +277,12 @@ class EvalsiServer:
         return "\n".join("    " + line for line in text[-lines:])
 
     def __enter__(self) -> EvalsiServer:
-        if self.command[-1] == "serve" and importlib.util.find_spec("evalsi.server._otlp") is None:
+        if (
+            self.command[-1] == "serve"
+            and importlib.util.find_spec("evalsi.server.otlp._receivers") is None
+        ):
             raise ServerUnavailable(
-                "the OTLP receiver (evalsi.server._otlp) is not in this checkout yet"
+                "the OTLP receiver (evalsi.server.otlp._receivers) is not in this checkout yet"
             )
         cfg = self.workdir / "evalsi.yaml"
         cfg.write_text(yaml.safe_dump(self.config, sort_keys=False))

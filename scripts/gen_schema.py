@@ -26,8 +26,8 @@ What proto cannot say (a constant ``apiVersion`` and ``kind``, required fields, 
 in the proto itself, as an ``@constraints {...}`` line in the comment of the field or message: JSON
 Schema keywords merged into its generated schema (``required`` lists JSON names; every name must be
 a field of the message, so a renamed field cannot silently lose its constraint). The server's
-OpenAPI document (``evalsi.server._openapi``) reads the same lines, so a message both documents
-hold is constrained alike.
+OpenAPI document (``evalsi.server.protocol._openapi``) reads the same lines, so a message both
+documents hold is constrained alike.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 from gen_proto import googleapis_include
 from google.protobuf import descriptor_pb2
 
-from evalsi.server._openapi import merge_keywords, split_constraints
+from evalsi.server.protocol._openapi import merge_keywords, split_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"

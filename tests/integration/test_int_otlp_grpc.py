@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceS
 
 from evalsi.server._errors import ErrorInterceptor
 from evalsi.server._metrics import Metrics
-from evalsi.server._otlp import RETRY_INFO_TRAILER, SERVICE
+from evalsi.server.otlp._shared import RETRY_INFO_TRAILER, SERVICE
 from tests.support.asgi_server import AsgiServer
 from tests.support.otlp_fixtures import (
     BlockingSink,
@@ -183,8 +183,9 @@ def test_the_native_otlp_port_answers_overload_with_retry_info() -> None:
     import asyncio
     import threading
 
-    from evalsi.server._grpc_port import GrpcPort
-    from evalsi.server._otlp import InflightBudget, RawExport, TraceServiceHandler
+    from evalsi.server.otlp._receivers import TraceServiceHandler
+    from evalsi.server.otlp._shared import InflightBudget, RawExport
+    from evalsi.server.protocol._grpc_port import GrpcPort
 
     sink = OverloadedSink(refusals=1, retry_after_s=2.25)
     handler = TraceServiceHandler(sink, InflightBudget(1 << 26))

@@ -28,15 +28,14 @@ from starlette.routing import Mount, Route
 from evalsi.core import RunError
 from evalsi.server._errors import INTERNAL_MESSAGE
 from evalsi.server._metrics import Metrics
-from evalsi.server._otlp import (
-    INLINE_DECODE_BYTES,
-    SERVICE,
+from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from evalsi.server.otlp._receivers import (
     OtlpOnlyOn,
     native_grpc_port,
     otlp_binds,
     otlp_ports,
 )
-from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from evalsi.server.otlp._shared import INLINE_DECODE_BYTES, SERVICE
 from tests.support.asgi_server import AsgiServer
 from tests.support.otlp_fixtures import (
     BlockingSink,

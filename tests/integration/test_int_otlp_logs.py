@@ -53,10 +53,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.applications import Starlette
 
 from evalsi.core import Record, Span, SpanEvent, Trace
-from evalsi.server._otlp import otlp_mounts
-from evalsi.server._otlp_decode import DecodeError
-from evalsi.server._otlp_logs import decode_logs_body, decode_logs_request
 from evalsi.server._state import ServerConfig
+from evalsi.server.otlp._decode import DecodeError
+from evalsi.server.otlp._logs import decode_logs_body, decode_logs_request
+from evalsi.server.otlp._receivers import otlp_mounts
 from evalsi.store import SqlStore, TraceStore
 from evalsi.traces import (
     Ingest,

@@ -24,8 +24,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.applications import Starlette
 
 from evalsi.core import Span
-from evalsi.server._otlp import otlp_mounts
 from evalsi.server._state import ServerConfig
+from evalsi.server.otlp._receivers import otlp_mounts
 from evalsi.traces import SpanSink
 from tests.support.asgi_server import AsgiServer
 from tests.support.otlp_fixtures import OverloadedSink, RecordingSink

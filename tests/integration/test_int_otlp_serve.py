@@ -35,9 +35,9 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from evalsi._proto.grpc.health.v1 import health_pb2
 from evalsi.server._app import build_app
 from evalsi.server._errors import ErrorInterceptor
-from evalsi.server._otlp import otlp_handlers, otlp_mounts
 from evalsi.server._serve import run_servers
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from evalsi.server.otlp._receivers import otlp_handlers, otlp_mounts
 from tests.integration.test_int_otlp_logs import sdk_log_records
 from tests.integration.test_int_otlp_sdk import assert_arrived, sdk_spans
 from tests.integration.test_int_srvfw_fakes import fake_services, fake_state

@@ -24,9 +24,10 @@ from starlette.applications import Starlette
 
 from evalsi.core import SpecError, UserError
 from evalsi.server._config import load_config
-from evalsi.server._ingest_pool import IngestPool, worker_count
-from evalsi.server._otlp import SERVICE, otlp_mounts
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from evalsi.server.otlp._ingest_pool import IngestPool, worker_count
+from evalsi.server.otlp._receivers import otlp_mounts
+from evalsi.server.otlp._shared import SERVICE
 from evalsi.store import SqlStore, TraceStore
 from evalsi.traces import Ingest, Overloaded, parse_rules
 from tests.support.asgi_server import AsgiServer

@@ -15,8 +15,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from starlette.applications import Starlette
 
 from evalsi.core import Span
-from evalsi.server._otlp import otlp_mounts
 from evalsi.server._state import OtlpConfig, ServerConfig, TracesConfig
+from evalsi.server.otlp._receivers import otlp_mounts
 from evalsi.traces import LoggedEvent, Overloaded, SpanSink
 
 

@@ -17,8 +17,8 @@ import evalsi._proto.evalsi.v1alpha1.catalog_service_pb2
 import evalsi._proto.evalsi.v1alpha1.dataset_service_pb2
 import evalsi._proto.evalsi.v1alpha1.evaluation_service_pb2
 import evalsi._proto.evalsi.v1alpha1.run_service_pb2  # noqa: F401 - registers the services
-from evalsi.server._openapi import build_openapi, merge_keywords, split_constraints
-from evalsi.server._rest import compile_template, handler_attr, http_rules
+from evalsi.server.protocol._openapi import build_openapi, merge_keywords, split_constraints
+from evalsi.server.protocol._rest import compile_template, handler_attr, http_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = [

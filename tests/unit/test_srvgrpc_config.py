@@ -11,7 +11,7 @@ from connectrpc.code import Code
 
 from evalsi.core import SpecError, UserError
 from evalsi.server._config import load_config
-from evalsi.server._grpc_port import _STATUS
+from evalsi.server.protocol._grpc_port import _STATUS
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -134,7 +134,7 @@ def _local_packs(config: Path | None) -> list[tuple[str, str, list[str], str, bo
     """The packs of this install, enabled as ``evaluators.packs`` of the project config says."""
     from evalsi.evaluators import PackOptIn
     from evalsi.packs import BUILTIN_PACKS, builtin_registry
-    from evalsi.server._config import load_config
+    from evalsi.server import load_config
 
     if config is None and Path("evalsi.yaml").is_file():
         config = Path("evalsi.yaml")

@@ -116,7 +116,7 @@ def apply_config(path: str | None) -> None:
     if path is None and not file.is_file():
         return
     from evalsi.sandbox import configure  # only with a file: the sandbox and config load slowly
-    from evalsi.server._config import load_sandbox_config
+    from evalsi.server import load_sandbox_config
 
     configure(load_sandbox_config(file))
 

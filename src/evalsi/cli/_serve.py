@@ -90,8 +90,7 @@ SERVER_MODULES = ("starlette", "hypercorn", "prometheus_client", "grpc", "opente
 
 def serve_command(args: argparse.Namespace) -> int:
     require_extra("evalsi serve", "server", *SERVER_MODULES)
-    from evalsi.server._config import load_config
-    from evalsi.server._serve import serve
+    from evalsi.server import load_config, serve
 
     path = args.config
     if path is None and Path(DEFAULT_CONFIG).is_file():  # the project's own file, if it has one

@@ -26,6 +26,7 @@ from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationS
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClient
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceClient
 from evalsi.client import _common as common
+from evalsi.client._bridge import LoopThread
 from evalsi.client._errors import translate
 from evalsi.client._policies import AsyncPolicyMixin
 from evalsi.client._requests import (
@@ -168,12 +169,19 @@ class AsyncClient(AsyncPolicyMixin):
             raise translate(e, self.url) from e
 
     def _sync_pages(self, run_id: str, project_id: str = "") -> Iterator[EvaluationResult]:
-        from evalsi.client._client import Client
-
+        # A short-lived client with these settings on a loop of its own (what a sync ``Client``
+        # is made of), so a result can be read from code that runs no loop.
         s = self.settings
-        with Client(s.url, protocol=s.protocol, timeout=s.timeout, headers=s.headers) as client:
-            for page in client.list_run_results(run_id, project_id=project_id):
+        loop = LoopThread(f"evalsi-client {s.url}")
+        client = AsyncClient(s.url, protocol=s.protocol, timeout=s.timeout, headers=s.headers)
+        try:
+            for page in loop.iterate(client.list_run_results(run_id, project_id=project_id)):
                 yield from page
+        finally:
+            try:
+                loop.run(client.close())
+            finally:
+                loop.stop()
 
     # -- EvaluationService ----------------------------------------------------------------------
     async def evaluate(

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from evalsi.reports._data import ReportData
-from evalsi.reports._render import (
+from evalsi.reports._format import (
     any_value,
     duration,
     failures_title,

@@ -26,7 +26,7 @@ from evalsi.core import RunError
 from evalsi.server._state import ServerConfig, ServerState
 
 if TYPE_CHECKING:
-    from evalsi.server._grpc_port import GrpcPort
+    from evalsi.server.protocol._grpc_port import GrpcPort
 
 log = logging.getLogger("evalsi.server")
 
@@ -45,18 +45,13 @@ def _setup_logging() -> None:
         )
 
 
-# OTLP ingest allocates a dict or list per attribute of every span, and open traces keep
-# many alive: under CPython's default thresholds (700, 10, 10) the collector took a third of
-# the loop's time at full ingest (bench/otlp_ingest.py). Fewer, larger young collections.
-GC_THRESHOLDS = (20_000, 50, 100)
-
-
 def serve(config: ServerConfig) -> int:
     """Serve until SIGINT/SIGTERM; 0 after a clean shutdown."""
     _setup_logging()
     from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
     from evalsi.server._run_manager import RunManager
+    from evalsi.server.otlp._ingest_pool import GC_THRESHOLDS
     from evalsi.store import SqlStore
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +132,7 @@ async def run_servers(
     from hypercorn.config import Config
     from hypercorn.utils import wrap_app
 
-    from evalsi.server._otlp import OtlpOnlyOn, otlp_binds, otlp_ports
+    from evalsi.server.otlp._receivers import OtlpOnlyOn, otlp_binds, otlp_ports
 
     hc = Config()
     # traces.otlp ports (4317/4318) are extra binds of the same app, answering OTLP only.
@@ -186,7 +181,7 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
     """hypercorn's sockets for ``hc.bind``, one bind at a time so an error names its port."""
     from hypercorn.config import Sockets
 
-    from evalsi.server._otlp import otlp_ports
+    from evalsi.server.otlp._receivers import otlp_ports
 
     bound: list[Any] = []
     for bind, port in zip(hc.bind, [config.port, *otlp_ports(config)], strict=True):
@@ -209,13 +204,14 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
 
 def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
     """grpcio answering OTLP/gRPC on ``traces.otlp.grpcPort`` (when it is a port of its own)."""
-    from evalsi.server._otlp import LOGS_SERVICE, SERVICE, RawExport, native_grpc_port
+    from evalsi.server.otlp._receivers import native_grpc_port
+    from evalsi.server.otlp._shared import LOGS_SERVICE, SERVICE, RawExport
 
     port = native_grpc_port(config)
     handlers = getattr(app.state, "otlp_handlers", None)
     if port is None or not handlers:
         return None
-    from evalsi.server._grpc_port import GrpcPort
+    from evalsi.server.protocol._grpc_port import GrpcPort
 
     native = GrpcPort(
         handlers,
@@ -231,7 +227,7 @@ def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
 def _grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
     if config.grpc_port is None:
         return None
-    from evalsi.server._grpc_port import GrpcPort
+    from evalsi.server.protocol._grpc_port import GrpcPort
 
     native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=config.max_body_bytes)
     port = native.bind(config.host, config.grpc_port)

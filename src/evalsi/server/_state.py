@@ -63,7 +63,7 @@ class TracesConfig:
     # (memory stays bounded whatever senders do).
     max_open_traces: int = 20_000
     max_open_spans: int = 100_000
-    # Processes that decode, prepare and store OTLP requests (``server._ingest_pool``); None:
+    # Processes that decode, prepare and store OTLP requests (``server.otlp._ingest_pool``); None:
     # one per CPU (at most 8) when the store is a file or PostgreSQL; 0: on the event loop.
     ingest_workers: int | None = None
     # How long traces and spans are kept, in seconds (None: forever), and per project.

@@ -42,8 +42,8 @@ from starlette.types import Receive, Scope, Send
 
 from evalsi.core import UserError
 from evalsi.server._errors import OversizeError, error_body, http_status, to_connect_error
-from evalsi.server._json_codec import message_to_dict, parse_dict
 from evalsi.server._metrics import Metrics
+from evalsi.server.protocol._json_codec import message_to_dict, parse_dict
 
 JSON = "application/json"
 NDJSON = "application/x-ndjson"

@@ -37,7 +37,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FieldDescriptor
 
-from evalsi.server._rest import NDJSON, RestMethod, http_rules
+from evalsi.server.protocol._rest import NDJSON, RestMethod, http_rules
 
 OPENAPI_VERSION = "3.1.0"
 DESCRIPTOR_SET = "descriptors.binpb"

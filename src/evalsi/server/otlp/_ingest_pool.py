@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from evalsi.core import UserError
-from evalsi.server._otlp_decode import DecodeError, decode_body
+from evalsi.server.otlp._decode import DecodeError, decode_body
 from evalsi.store import SqlStore, TraceStore
 from evalsi.traces import Batch, Overloaded, RedactionRule, Redactor, prepare, store_failure
 
@@ -38,6 +38,11 @@ MAX_AUTO_WORKERS = 8
 RESPAWN_AFTER_S = 2.0  # after a worker died (or could not start): 503s, then a new pool
 ORPHAN_CHECK_S = 1.0  # how often a worker checks that the server is still its parent
 WORKER_RETRY_AFTER_S = 1.0
+# OTLP ingest allocates a dict or list per attribute of every span, and open traces keep
+# many alive: under CPython's default thresholds (700, 10, 10) the collector took a third of
+# the loop's time at full ingest (bench/otlp_ingest.py). Fewer, larger young collections, in
+# the server process (``serve``) and in its ingest workers alike.
+GC_THRESHOLDS = (20_000, 50, 100)
 
 # A worker's answer: ("ok", Batch) | ("undecodable" | "refused", message, hint) | ("busy", message).
 _Answer = tuple[Any, ...]
@@ -154,8 +159,6 @@ _WORKER: tuple[TraceStore, Redactor] | None = None
 
 
 def _start_worker(location: str, rules: tuple[RedactionRule, ...], server: int) -> None:
-    from evalsi.server._serve import GC_THRESHOLDS  # not at import: _serve imports this module
-
     global _WORKER
     # A worker holds its own end of the task pipe, so it would wait forever for tasks from a
     # server killed with SIGKILL: it watches for that instead.

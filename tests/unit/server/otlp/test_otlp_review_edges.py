@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evalsi.core import Span
-from evalsi.server._otlp_decode import DecodeError, decode_json
+from evalsi.server.otlp._decode import DecodeError, decode_json
 from evalsi.traces import normalize
 
 

@@ -10,7 +10,7 @@ import zlib
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from evalsi.server._otlp_decode import (
+from evalsi.server.otlp._decode import (
     BodyTooLarge,
     Decoded,
     DecodeError,

@@ -15,8 +15,8 @@ Other log records are rejected with an OTLP partial success that says why, never
 silently: evalsi is not a log store.
 
 Answers, limits and the shared in-flight byte budget are those of the trace receiver
-(``_otlp.py``); requests are handled on the event loop (logs of spans are a small stream
-beside the spans themselves), not in ingest workers.
+(``_receivers``; what both use is in ``_shared``); requests are handled on the event loop
+(logs of spans are a small stream beside the spans themselves), not in ingest workers.
 """
 
 from __future__ import annotations
@@ -38,18 +38,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 from starlette.routing import Route
 
 from evalsi.core import SpanEvent
-from evalsi.server._otlp import (
-    INLINE_DECODE_BYTES,
-    LOGS_PATH,
-    LOGS_SERVICE,
-    PROJECT_HEADER,
-    InflightBudget,
-    RawExport,
-    export_route,
-    grpc_error,
-    project_of,
-)
-from evalsi.server._otlp_decode import (
+from evalsi.server.otlp._decode import (
     _UINT64,
     PROTOBUF,
     DecodeError,
@@ -66,6 +55,17 @@ from evalsi.server._otlp_decode import (
     _Shape,
     _str,
     any_value,
+)
+from evalsi.server.otlp._shared import (
+    INLINE_DECODE_BYTES,
+    LOGS_PATH,
+    LOGS_SERVICE,
+    PROJECT_HEADER,
+    InflightBudget,
+    RawExport,
+    export_route,
+    grpc_error,
+    project_of,
 )
 from evalsi.traces import EventSink, LoggedEvent
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from evalsi.server._otlp_decode import BodyTooLarge, Decoded, DecodeError, decode_export
+from evalsi.server.otlp._decode import BodyTooLarge, Decoded, DecodeError, decode_export
 from tests.support.otlp_fixtures import genai_request, kv
 
 PB, JS = "application/x-protobuf", "application/json"

@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
-from evalsi.server._json_codec import FastJSONCodec, message_to_dict, parse
+from evalsi.server.protocol._json_codec import FastJSONCodec, message_to_dict, parse
 
 RECORD = {
     "id": "r1",
@@ -116,7 +116,7 @@ def test_nesting_deeper_than_json_format_allows_is_refused_the_same_way() -> Non
 
 def test_decode_fast_path_really_builds_the_message() -> None:
     # Equality with json_format alone would pass if every input fell back to it.
-    from evalsi.server import _json_codec
+    from evalsi.server.protocol import _json_codec
 
     doc = GOOD[0]
     kwargs = _json_codec._message_kwargs(doc, pb.EvaluateRequest.DESCRIPTOR, 1)

@@ -42,8 +42,8 @@ from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from evalsi.core import UserError
 from evalsi.server._errors import to_connect_error
 from evalsi.server._metrics import Metrics, code_of
-from evalsi.server._reflection import V1ALPHA_SERVICE
-from evalsi.server._rest import handler_attr
+from evalsi.server.protocol._reflection import V1ALPHA_SERVICE
+from evalsi.server.protocol._rest import handler_attr
 
 log = logging.getLogger("evalsi.server")
 
