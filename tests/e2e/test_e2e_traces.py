@@ -13,11 +13,10 @@ import pytest
 
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
 from evalsi.core import STATUS_ERROR, Content, Feedback, Record, Span, SpanLink, Trace
+from evalsi.policies import PolicyEngine, policy_from_yaml
 from evalsi.server._traces import TraceHandler
 from evalsi.store import SqlStore, TraceStore, TraceSummary
-from evalsi.traces import normalize_all
-from evalsi.traces._policy_engine import PolicyEngine
-from evalsi.traces._policy_spec import policy_from_yaml
+from evalsi.traces._mappers import normalize_all
 from tests.e2e.conftest import check_user_error, parse_json_stdout
 from tests.support.server_state import server_state, serving
 

@@ -58,16 +58,9 @@ from evalsi.server.otlp._decode import DecodeError
 from evalsi.server.otlp._logs import decode_logs_body, decode_logs_request
 from evalsi.server.otlp._receivers import otlp_mounts
 from evalsi.store import SqlStore, TraceStore
-from evalsi.traces import (
-    Ingest,
-    LoggedEvent,
-    Overloaded,
-    Redactor,
-    normalize,
-    parse_rules,
-    summarize,
-)
-from evalsi.traces import trace_to_record as to_record
+from evalsi.traces import Ingest, LoggedEvent, Overloaded, Redactor, normalize, parse_rules
+from evalsi.traces._rebuild import summarize
+from evalsi.traces._records import trace_to_record as to_record
 from tests.support.asgi_server import AsgiServer
 from tests.support.otlp_fixtures import kv
 

@@ -23,13 +23,11 @@ from evalsi._proto.evalsi.v1alpha1.policy_service_connect import (
     PolicyServiceClientSync,
 )
 from evalsi.core import Content, Outcome, Record, Span, SpanView, Trace
+from evalsi.policies import PolicyEngine, policy_from_yaml, result_key
 from evalsi.server._policies import PolicyHandler
 from evalsi.server._policy_metrics import PolicyCollector
 from evalsi.server._state import ServerState
 from evalsi.store import SqlStore
-from evalsi.traces._policy_engine import PolicyEngine
-from evalsi.traces._policy_spec import policy_from_yaml
-from evalsi.traces._sampling import result_key
 from tests.support.asgi_server import AsgiServer
 from tests.support.server_state import server_state, serving
 

@@ -25,8 +25,8 @@ import evalsi
 from evalsi.core import Outcome, Record, UserError
 from evalsi.evaluators import evaluator
 from evalsi.packs import builtin_registry
+from evalsi.policies import PolicyEngine
 from evalsi.server._state import Limits, ServerState, TracesConfig
-from evalsi.traces._policy_engine import PolicyEngine
 from tests.support.asgi_server import AsgiServer
 from tests.support.policy_traces import agent_turn, wait_for
 from tests.support.server_state import server_state, serving

@@ -16,11 +16,10 @@ from aiohttp import web
 
 from evalsi.core import Content, Record, Span, SpanView, Trace
 from evalsi.datasets import open_dataset
+from evalsi.policies import PolicyEngine, policy_from_yaml
+from evalsi.policies._alerts import WebhookNotifier
 from evalsi.server._dataset_files import DatasetFiles
 from evalsi.server._policies import DatasetPromoter
-from evalsi.traces._alerts import WebhookNotifier
-from evalsi.traces._policy_engine import PolicyEngine
-from evalsi.traces._policy_spec import policy_from_yaml
 
 EVALSI = Path(sys.executable).with_name("evalsi")
 

@@ -29,7 +29,7 @@ from evalsi.core import (
 )
 from evalsi.server._traces import TraceHandler
 from evalsi.store import TraceStore, TraceSummary
-from evalsi.traces import normalize_all
+from evalsi.traces._mappers import normalize_all
 from tests.support.asgi_server import AsgiServer
 from tests.support.server_state import server_state, serving
 

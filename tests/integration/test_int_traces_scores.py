@@ -20,11 +20,9 @@ from sqlalchemy import event
 
 import evalsi
 from evalsi.core import Content, NotFoundError, Outcome, Record, Span, SpanView, Trace
+from evalsi.policies import PolicyEngine, policy_from_yaml, result_key
 from evalsi.server._state import TracesConfig
 from evalsi.store import SqlStore, TraceScore, trace_scores
-from evalsi.traces._policy_engine import PolicyEngine
-from evalsi.traces._policy_spec import policy_from_yaml
-from evalsi.traces._sampling import result_key
 from tests.support.asgi_server import AsgiServer
 from tests.support.policy_traces import SUPPORT, agent_turn, wait_for
 from tests.support.server_state import server_state, serving

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from evalsi.core import Outcome, ResultBatch, Span, Trace
+from evalsi.policies import result_key
 from evalsi.server._state import TracesConfig
 from evalsi.store import SqlStore, TraceStore, TraceSummary
-from evalsi.traces._sampling import result_key
 from tests.support.server_state import server_state, serving
 
 DAY_NS = 86_400 * 10**9

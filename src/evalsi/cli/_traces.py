@@ -363,15 +363,15 @@ def _attr(text: str) -> tuple[str, str]:
 
 
 def _local_scores(store: Any, project: str, trace_ids: list[str]) -> dict[str, list[TraceScore]]:
+    from evalsi.policies import result_key
     from evalsi.store import trace_scores
-    from evalsi.traces._sampling import result_key
 
     return trace_scores(store.store, project, {t: result_key(t) for t in trace_ids})
 
 
 def _with_scores(summary: TraceSummary, scores: list[TraceScore]) -> TraceSummary:
     """The summary with the policy scores the server would have sent (flattened)."""
-    from evalsi.wire._traces import flat_scores
+    from evalsi.wire import flat_scores
 
     return dataclasses.replace(summary, scores=flat_scores(scores))
 
@@ -513,7 +513,7 @@ def _session_json(s: SessionSummary) -> dict[str, Any]:
 
 
 def _span_json(s: Span) -> dict[str, Any]:
-    from evalsi.wire._traces import attr_json
+    from evalsi.wire import attr_json
 
     view = s.view
     return {
@@ -545,8 +545,8 @@ def _span_json(s: Span) -> dict[str, Any]:
 
 
 def _view_json(s: Span) -> dict[str, Any] | None:
-    from evalsi.store._trace_rows import view_dict
-    from evalsi.wire._traces import attr_json
+    from evalsi.store import view_dict
+    from evalsi.wire import attr_json
 
     return attr_json(view_dict(s.view)) if s.view is not None else None
 

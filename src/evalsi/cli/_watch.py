@@ -89,7 +89,7 @@ def watch(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from evalsi.traces._policy_spec import load_policy
+    from evalsi.policies import load_policy
 
     spec = load_policy(args.file, project=args.project)
     summary = {

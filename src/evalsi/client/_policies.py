@@ -25,8 +25,8 @@ from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceClient
 from evalsi.client import _common as common
 from evalsi.core import UserError
+from evalsi.policies import PolicyStats
 from evalsi.specs import read_spec_text
-from evalsi.traces._policy_live import PolicyStats
 from evalsi.wire import summary_from_proto
 
 SERVER_SOURCE = "policy"

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from evalsi.connectors import EgressPolicy, trusted_rule
 
 if TYPE_CHECKING:
+    from evalsi.policies import PolicySpec  # as _policies reads it
     from evalsi.runs import RunSpec
     from evalsi.server._state import ServerConfig
-    from evalsi.traces._policy_spec import PolicySpec  # as _policies reads it
 
 
 def server_egress(config: ServerConfig) -> EgressPolicy:

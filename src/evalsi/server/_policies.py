@@ -21,15 +21,20 @@ from evalsi._proto.evalsi.v1alpha1 import policy_pb2
 from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import PackOptIn
+from evalsi.policies import (
+    AppliedPolicy,
+    PolicyEngine,
+    PolicySpec,
+    PolicyStats,
+    policy_from_dict,
+    policy_from_yaml,
+)
 from evalsi.server._dataset_files import DatasetFiles, file_name
 from evalsi.server._egress import check_policy_egress, server_egress
 from evalsi.server._grading import grade_in_threads
 from evalsi.server._runs import _check_secrets
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
-from evalsi.traces._policy_engine import AppliedPolicy, PolicyEngine
-from evalsi.traces._policy_live import PolicyStats
-from evalsi.traces._policy_spec import PolicySpec, policy_from_dict, policy_from_yaml
 from evalsi.wire import summary_to_proto
 
 SPEC_SOURCE = "policy"

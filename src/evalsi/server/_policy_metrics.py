@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from evalsi.traces._policy_engine import PolicyEngine
+from evalsi.policies import PolicyEngine
 
 log = logging.getLogger("evalsi.server")
 

@@ -18,12 +18,11 @@ from typing import Any
 from connectrpc.request import RequestContext
 
 from evalsi._proto.evalsi.v1alpha1 import trace_service_pb2 as pb
-from evalsi.core import NotFoundError, Trace, UserError
-from evalsi.core._trace import SPAN_TYPES
+from evalsi.core import SPAN_TYPES, NotFoundError, Trace, UserError
+from evalsi.policies import result_key
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, TraceScore, TraceStore, check_project_id, trace_scores
 from evalsi.traces import normalize, record_row
-from evalsi.traces._sampling import result_key
 from evalsi.wire import (
     feedback_from_proto,
     feedback_to_proto,

@@ -20,8 +20,7 @@ from typing import Any
 
 import orjson
 
-from evalsi.core import Span, SpanEvent, SpanLink, SpanView, ToolCall, Usage
-from evalsi.core._trace import SPAN_TYPES
+from evalsi.core import SPAN_TYPES, Span, SpanEvent, SpanLink, SpanView, ToolCall, Usage
 
 SPAN_COLUMNS = (
     "project_id",

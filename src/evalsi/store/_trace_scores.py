@@ -1,7 +1,7 @@
 """The scores online policies gave traces, read back for the TraceService.
 
 A policy version keeps its results in a ``watch`` run with ``record_id`` = the trace id, at
-``(seq, trial)`` = a hash of that id (``evalsi.traces._sampling.result_key``). The caller
+``(seq, trial)`` = a hash of that id (``evalsi.policies.result_key``). The caller
 passes those keys, so one query over the project's watch runs finds a page of traces' rows by
 the results table's primary key ``(run, seq, trial, evaluator)`` rather than by scanning for
 the record id; the record id is compared too, so two traces sharing a hash never mix.

@@ -250,7 +250,7 @@ class TraceStore(TraceQueries):
         """Delete spans and traces that ended, span events that happened, and feedback received,
         more than their project's TTL before ``now_s`` (``project_ttls`` overrides
         ``default_ttl_s``; ``None`` keeps forever), and with ``score_key`` (where a policy's
-        ``watch`` run keeps a trace's results: ``evalsi.traces`` passes it) the scores of the
+        ``watch`` run keeps a trace's results: ``evalsi.policies.result_key``) the scores of the
         traces deleted. Returns the rows deleted. Deletes in short batches, each committed."""
         ttls = dict(project_ttls or {})
         deleted = 0

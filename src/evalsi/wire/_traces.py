@@ -19,6 +19,7 @@ from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import trace_pb2
 from evalsi.core import (
+    SPAN_TYPES,
     Feedback,
     JsonValue,
     Outcome,
@@ -29,7 +30,6 @@ from evalsi.core import (
     SpanView,
     Trace,
 )
-from evalsi.core._trace import SPAN_TYPES
 from evalsi.store import SessionSummary, TraceScore, TraceSummary
 from evalsi.wire._json import (
     _EXACT_INT_LIMIT,

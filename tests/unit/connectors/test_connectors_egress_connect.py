@@ -31,7 +31,7 @@ from evalsi.connectors import (
     shared_session,
 )
 from evalsi.connectors._egress_aiohttp import EgressConnector, EgressResolver
-from evalsi.traces._alerts import WebhookNotifier
+from evalsi.policies._alerts import WebhookNotifier
 from tests.support.aio import run
 
 EXPOSED = EgressPolicy(listen_host="192.0.2.2")  # a server listening off loopback
@@ -330,7 +330,7 @@ def test_a_webhook_to_an_inward_address_is_not_delivered_and_the_log_names_the_r
                 await notifier.close()
             return metadata, redirected, direct, hits, ports
 
-    with caplog.at_level(logging.WARNING, logger="evalsi.traces"):
+    with caplog.at_level(logging.WARNING, logger="evalsi.policies"):
         metadata, redirected, direct, hits, (allowed, inner) = run(main())
     assert (metadata, redirected, direct) == (False, False, True)
     assert hits[inner] == 0

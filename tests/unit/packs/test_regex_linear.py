@@ -17,7 +17,7 @@ from evalsi.packs.ml_monitoring._fields import _NUMBER, as_number
 from evalsi.packs.rag import _citations
 from evalsi.packs.rag._chunks import chunk_id
 from evalsi.packs.rag._citations import Citation, citations
-from evalsi.traces._policy_spec import _URL
+from evalsi.policies._spec import _URL
 
 # The patterns replaced (kept here as the reference on small inputs).
 OLD_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")

@@ -24,10 +24,10 @@ from evalsi.core import (
     Usage,
     UserError,
 )
+from evalsi.policies import result_key
 from evalsi.store import SqlStore, TraceStore, TraceSummary
 from evalsi.store import _trace_rows as trace_rows
 from evalsi.store import _traces as traces_module
-from evalsi.traces._sampling import result_key
 
 S = 1_000_000_000  # ns per second
 T0 = 1_700_000_000 * S

@@ -15,16 +15,8 @@ import pytest
 
 from evalsi.core import Feedback, Record, Span, SpanEvent, Trace, UserError
 from evalsi.store import SqlStore, TraceStore
-from evalsi.traces import (
-    Batch,
-    Ingest,
-    Overloaded,
-    Redactor,
-    SpanRef,
-    normalize,
-    parse_rules,
-    prepare,
-)
+from evalsi.traces import Batch, Ingest, Overloaded, Redactor, normalize, parse_rules, prepare
+from evalsi.traces._refs import SpanRef
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT, CHILD, LATE = "00f067aa0ba902b7", "00f067aa0ba902b8", "00f067aa0ba902b9"

@@ -232,7 +232,7 @@ def test_a_deep_chain_of_nested_llm_spans_counts_the_outermost_once() -> None:
     """5,000 LLM spans each wrapping the next (a pathological but legal trace): tokens are the
     outermost span's, and building the record stays linear (it used to walk every chain)."""
     from evalsi.core import Span, SpanView, Trace, Usage
-    from evalsi.traces import trace_to_record
+    from evalsi.traces._records import trace_to_record
 
     n = 5000
     spans = [

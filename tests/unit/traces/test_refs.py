@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 
 from evalsi.core import STATUS_ERROR, Span, Trace
 from evalsi.store import TraceSummary, preview
-from evalsi.traces import SpanRef, ref_of, summarize_refs, trace_to_record
 from evalsi.traces._mappers import normalize_all
-from evalsi.traces._records import to_content
-from evalsi.traces._refs import _preview
+from evalsi.traces._records import to_content, trace_to_record
+from evalsi.traces._refs import SpanRef, _preview, ref_of, summarize_refs
 from tests.unit.traces.golden_support import fixture_files, load_cases, trace_of
 
 CASES = [

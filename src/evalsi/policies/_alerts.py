@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from evalsi.connectors import EgressDenied, EgressPolicy
 
-log = logging.getLogger("evalsi.traces")
+log = logging.getLogger("evalsi.policies")
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_RETRIES = 2

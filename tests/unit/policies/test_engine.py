@@ -15,11 +15,11 @@ from evalsi.core import Content, Feedback, Outcome, Record, Span, SpanView, Trac
 from evalsi.datasets import open_dataset
 from evalsi.evaluators import JudgeReply, Registry, evaluator
 from evalsi.packs import builtin_registry
+from evalsi.policies._engine import PolicyEngine
+from evalsi.policies._sampling import result_key, sampled
+from evalsi.policies._spec import PolicySpec, policy_from_yaml
+from evalsi.policies._store import run_id_for
 from evalsi.store import SqlStore
-from evalsi.traces._policy_engine import PolicyEngine
-from evalsi.traces._policy_spec import PolicySpec, policy_from_yaml
-from evalsi.traces._policy_store import run_id_for
-from evalsi.traces._sampling import result_key, sampled
 
 CALLS: dict[str, int] = {}
 
@@ -635,9 +635,9 @@ async def test_feedback_forcing_a_grade_counts_up_and_grades_once(
 async def test_alerts_follow_the_window_without_traffic(
     registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evalsi.traces import _policy_engine
+    from evalsi.policies import _engine
 
-    monkeypatch.setattr(_policy_engine, "ALERT_CHECK_S", 0.01)
+    monkeypatch.setattr(_engine, "ALERT_CHECK_S", 0.01)
     clock, notifier = Clock(), Recorder()
     engine = PolicyEngine(registry=registry, notifier=notifier, clock=clock)
     await engine.apply(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalsi.traces._sampling import P2Quantile, result_key, sample_point, sampled
+from evalsi.policies._sampling import P2Quantile, result_key, sample_point, sampled
 
 
 def test_the_decision_is_a_function_of_the_trace_id_alone() -> None:

@@ -18,8 +18,8 @@ from evalsi.core import (
     SpanView,
     Trace,
 )
-from evalsi.traces._policy_engine import PolicyEngine, ScoresHook
-from evalsi.traces._policy_spec import policy_from_yaml
+from evalsi.policies._engine import PolicyEngine, ScoresHook
+from evalsi.policies._spec import policy_from_yaml
 
 POLICY = """\
 apiVersion: evals.si/v1alpha1

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from evalsi.core import EvaluationResult, Record, ResultBatch
 from evalsi.evaluators import JudgeClient, RecordRunner
-from evalsi.traces._policy_spec import PolicySpec
+from evalsi.policies._spec import PolicySpec
 
 JudgeFactory = Callable[[PolicySpec], Mapping[str, JudgeClient]]
 """Builds the judge clients a policy's evaluators ask for (``default_judges`` by default)."""

@@ -6,7 +6,7 @@ with every problem reported at once as ``policy.yaml:12: spec.cascade[2].when: .
 1. the YAML is parsed with the line of every key (``evalsi.specs``);
 2. the document is validated against ``schemas/onlineevalpolicy.schema.json``, generated from
    ``proto/evalsi/v1alpha1/policy.proto`` (unknown fields are named, with the closest known);
-3. what a schema cannot say is checked here: the CEL conditions (``_policy_cel``), durations,
+3. what a schema cannot say is checked here: the CEL conditions (``_cel``), durations,
    webhook URLs, the dataset name, the project label, and the cascade's evaluators, which are
    resolved in the registry and bound with their params (record scope only: a cascade grades
    one trace at a time), so a policy that loads is a policy that runs.
@@ -24,6 +24,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import Scope, SpecError, UserError, content_hash
 from evalsi.evaluators import BoundEvaluator, PackOptIn, Registry
+from evalsi.policies._cel import (
+    ConditionError,
+    compile_condition,
+    scores_vocabulary,
+    trace_vocabulary,
+    window_vocabulary,
+)
 from evalsi.runs import JudgeSpec, judges_from_doc
 from evalsi.specs import (
     MAX_SPEC_BYTES,
@@ -41,13 +48,6 @@ from evalsi.specs import (
     where,
 )
 from evalsi.store import DEFAULT_PROJECT, check_project_id
-from evalsi.traces._policy_cel import (
-    ConditionError,
-    compile_condition,
-    scores_vocabulary,
-    trace_vocabulary,
-    window_vocabulary,
-)
 
 if TYPE_CHECKING:
     import cel

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalsi.traces._alerts import AlertState
+from evalsi.policies._alerts import AlertState
 
 
 def test_fires_once_while_true_and_again_after_false() -> None:

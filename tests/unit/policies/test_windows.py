@@ -12,7 +12,7 @@ from scipy import stats
 
 from evalsi.core import PASSED as PASSED_KIND
 from evalsi.core import Outcome, ResultBatch, Score
-from evalsi.traces._windows import Window
+from evalsi.policies._windows import Window
 from tests.support.proportions import wilson_reference
 
 

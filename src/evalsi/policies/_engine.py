@@ -1,8 +1,8 @@
 """The online policy engine: every completed trace through every applied policy.
 
 For each policy whose selector matches a trace: the sampling decision (rate by trace id, or an
-``always`` rule), the cascade (``_policy_live``), the scores stored under the policy's ``watch``
-run (``_policy_store``), the window updated, the alerts checked (webhooks sent in the
+``always`` rule), the cascade (``_live``), the scores stored under the policy's ``watch``
+run (``_store``), the window updated, the alerts checked (webhooks sent in the
 background), and the record promoted to a dataset when ``promote.when`` holds. Late feedback
 (``on_feedback``) runs the policy's ``onFeedback`` steps, and grades a trace the rate passed
 over when the policy has the ``feedback.negative`` rule.
@@ -33,24 +33,24 @@ from evalsi.core import (
     UserError,
 )
 from evalsi.evaluators import JudgeClient, PackOptIn, Registry, judges_needed, use_judges
-from evalsi.runs import JudgeSpec
-from evalsi.store import SqlStore
-from evalsi.traces._alerts import AlertState, Notifier, WebhookNotifier
-from evalsi.traces._policy_cel import ConditionError, evaluate
-from evalsi.traces._policy_hooks import JudgeFactory, ScoresHook, SyncGrading
-from evalsi.traces._policy_live import (
+from evalsi.policies._alerts import AlertState, Notifier, WebhookNotifier
+from evalsi.policies._cel import ConditionError, evaluate
+from evalsi.policies._hooks import JudgeFactory, ScoresHook, SyncGrading
+from evalsi.policies._live import (
     LivePolicy,
     PolicyStats,
     feedback_view,
     score_functions,
     trace_view,
 )
-from evalsi.traces._policy_spec import PolicySpec, policy_from_dict
-from evalsi.traces._policy_store import PolicyRuns, run_id_for
-from evalsi.traces._promote import Promoter, record_to_row
-from evalsi.traces._sampling import sampled
+from evalsi.policies._promote import Promoter, record_to_row
+from evalsi.policies._sampling import sampled
+from evalsi.policies._spec import PolicySpec, policy_from_dict
+from evalsi.policies._store import PolicyRuns, run_id_for
+from evalsi.runs import JudgeSpec
+from evalsi.store import SqlStore
 
-log = logging.getLogger("evalsi.traces")
+log = logging.getLogger("evalsi.policies")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalsi.core import NotFoundError, ResultBatch
+from evalsi.policies._sampling import result_key
 from evalsi.store import RunInfo, SqlStore
-from evalsi.traces._sampling import result_key
 
 RUN_KIND = "watch"
 _LIVE = ("running", "queued", "interrupted")

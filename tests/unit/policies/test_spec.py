@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from evalsi.core import SpecError
-from evalsi.traces._policy_spec import load_policy, policy_from_dict, policy_from_yaml
+from evalsi.policies._spec import load_policy, policy_from_dict, policy_from_yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "watch" / "policy.yaml"

@@ -29,12 +29,12 @@ from evalsi.core import (
     Trace,
 )
 from evalsi.evaluators import RecordRunner
-from evalsi.traces._alerts import AlertState
-from evalsi.traces._policy_cel import ConditionError, evaluate
-from evalsi.traces._policy_hooks import SyncGrading
-from evalsi.traces._policy_spec import PolicySpec, Step
-from evalsi.traces._sampling import P2Quantile, result_key, sampled
-from evalsi.traces._windows import Window
+from evalsi.policies._alerts import AlertState
+from evalsi.policies._cel import ConditionError, evaluate
+from evalsi.policies._hooks import SyncGrading
+from evalsi.policies._sampling import P2Quantile, result_key, sampled
+from evalsi.policies._spec import PolicySpec, Step
+from evalsi.policies._windows import Window
 
 CONTENT_FIELDS = frozenset({"input", "output", "reference", "context"})
 MIN_LATENCY_OBSERVATIONS = 20
