@@ -9,6 +9,7 @@ Example:
     >>> reg = builtin_registry(entry_points=False)
     >>> reg.resolve("exact-match").ref
     'builtin/exact-match@1.0.0'
+    >>> from evalsi.packs import BUILTIN_PACKS  # built on first use: not in the module yet
     >>> BUILTIN_PACKS["text"].extra
     'text'
 """
