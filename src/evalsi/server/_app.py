@@ -35,15 +35,15 @@ from evalsi.server._errors import ErrorInterceptor
 from evalsi.server._metrics import CONTENT_TYPE, Metrics
 from evalsi.server._state import ServerState
 from evalsi.server._web_guard import WebGuard
-from evalsi.server.protocol._health import HealthHandler
-from evalsi.server.protocol._json_codec import FastJSONCodec
-from evalsi.server.protocol._openapi import build_openapi
-from evalsi.server.protocol._reflection import (
+from evalsi.server.protocol import (
     V1ALPHA_SERVICE,
+    FastJSONCodec,
+    HealthHandler,
     ReflectionHandler,
     V1AlphaReflectionASGIApplication,
+    build_openapi,
+    rest_routes,
 )
-from evalsi.server.protocol._rest import rest_routes
 
 log = logging.getLogger("evalsi.server")
 
@@ -144,7 +144,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     otlp_grpc: dict[str, Any] = {}
     own_body_rules: Callable[[str], bool] = _no_path
     if state.watch is not None:  # the OTLP endpoints feed the Watch pipeline
-        from evalsi.server.otlp._receivers import is_otlp_path, otlp_handlers, otlp_mounts
+        from evalsi.server.otlp import is_otlp_path, otlp_handlers, otlp_mounts
 
         own_body_rules = is_otlp_path  # they answer 415 for a content type of their own
 

@@ -26,7 +26,7 @@ from evalsi.core import RunError
 from evalsi.server._state import ServerConfig, ServerState
 
 if TYPE_CHECKING:
-    from evalsi.server.protocol._grpc_port import GrpcPort
+    from evalsi.server.protocol import GrpcPort
 
 log = logging.getLogger("evalsi.server")
 
@@ -51,7 +51,7 @@ def serve(config: ServerConfig) -> int:
     from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
     from evalsi.server._run_manager import RunManager
-    from evalsi.server.otlp._ingest_pool import GC_THRESHOLDS
+    from evalsi.server.otlp import GC_THRESHOLDS
     from evalsi.store import SqlStore
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +132,7 @@ async def run_servers(
     from hypercorn.config import Config
     from hypercorn.utils import wrap_app
 
-    from evalsi.server.otlp._receivers import OtlpOnlyOn, otlp_binds, otlp_ports
+    from evalsi.server.otlp import OtlpOnlyOn, otlp_binds, otlp_ports
 
     hc = Config()
     # traces.otlp ports (4317/4318) are extra binds of the same app, answering OTLP only.
@@ -181,7 +181,7 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
     """hypercorn's sockets for ``hc.bind``, one bind at a time so an error names its port."""
     from hypercorn.config import Sockets
 
-    from evalsi.server.otlp._receivers import otlp_ports
+    from evalsi.server.otlp import otlp_ports
 
     bound: list[Any] = []
     for bind, port in zip(hc.bind, [config.port, *otlp_ports(config)], strict=True):
@@ -204,14 +204,13 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
 
 def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
     """grpcio answering OTLP/gRPC on ``traces.otlp.grpcPort`` (when it is a port of its own)."""
-    from evalsi.server.otlp._receivers import native_grpc_port
-    from evalsi.server.otlp._shared import LOGS_SERVICE, SERVICE, RawExport
+    from evalsi.server.otlp import LOGS_SERVICE, SERVICE, RawExport, native_grpc_port
 
     port = native_grpc_port(config)
     handlers = getattr(app.state, "otlp_handlers", None)
     if port is None or not handlers:
         return None
-    from evalsi.server.protocol._grpc_port import GrpcPort
+    from evalsi.server.protocol import GrpcPort
 
     native = GrpcPort(
         handlers,
@@ -227,7 +226,7 @@ def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
 def _grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
     if config.grpc_port is None:
         return None
-    from evalsi.server.protocol._grpc_port import GrpcPort
+    from evalsi.server.protocol import GrpcPort
 
     native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=config.max_body_bytes)
     port = native.bind(config.host, config.grpc_port)

@@ -17,7 +17,7 @@ from typing import Any
 from evalsi.policies import result_key
 from evalsi.server._policies import default_engine
 from evalsi.server._state import ServerState
-from evalsi.server.otlp._ingest_pool import IngestPool, worker_count
+from evalsi.server.otlp import IngestPool, worker_count
 from evalsi.store import TraceStore
 from evalsi.traces import Ingest, Redactor, normalize
 

@@ -46,7 +46,7 @@ from evalsi.server.otlp._decode import (
     media_type,
     parse_protobuf,
 )
-from evalsi.server.protocol._rest import read_body
+from evalsi.server.protocol import read_body
 from evalsi.store import check_project_id
 from evalsi.traces import Overloaded
 

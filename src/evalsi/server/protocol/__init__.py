@@ -3,3 +3,36 @@
 (``_json_codec``), gRPC reflection (``_reflection``) and health (``_health``), and grpcio's
 native gRPC port (``_grpc_port``). They carry requests to the handlers; none knows a service.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evalsi.core import lazy_exports
+
+if TYPE_CHECKING:
+    from evalsi.server.protocol._grpc_port import GrpcPort
+    from evalsi.server.protocol._health import HealthHandler
+    from evalsi.server.protocol._json_codec import FastJSONCodec
+    from evalsi.server.protocol._openapi import build_openapi
+    from evalsi.server.protocol._reflection import (
+        V1ALPHA_SERVICE,
+        ReflectionHandler,
+        V1AlphaReflectionASGIApplication,
+    )
+    from evalsi.server.protocol._rest import read_body, rest_routes
+
+__all__ = [
+    "V1ALPHA_SERVICE",
+    "FastJSONCodec",
+    "GrpcPort",
+    "HealthHandler",
+    "ReflectionHandler",
+    "V1AlphaReflectionASGIApplication",
+    "build_openapi",
+    "read_body",
+    "rest_routes",
+]
+
+# Imported on first use (core/_lazy.py): the server loads only the pieces its config asks for.
+__getattr__ = lazy_exports(__name__, __file__)
