@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
-from evalsi.runs import RunSpec, score_async
+from evalsi.runs import RunSpec
 
 if TYPE_CHECKING:  # annotations only: calibration and the store load when they are used
     from evalsi.datasets import FieldMap
@@ -92,6 +92,8 @@ async def evaluate_async(
         >>> r.metric("exact-match").n
         1
     """
+    from evalsi.runs import score_async  # its statistics import numpy: Runs need them later
+
     return await score_async(
         data,
         evaluators,

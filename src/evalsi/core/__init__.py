@@ -74,6 +74,7 @@ from evalsi.core._score import (
     Score,
     ScoreKind,
 )
+from evalsi.core._status import RunStatus
 from evalsi.core._trace import (
     SPAN_TYPES,
     STATUS_ERROR,
@@ -134,6 +135,7 @@ __all__ = [
     "ResultBatch",
     "RunError",
     "RunManifest",
+    "RunStatus",
     "Scope",
     "Score",
     "ScoreKind",

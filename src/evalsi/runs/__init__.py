@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         render_plain,
     )
     from evalsi.runs._run_result import RunResult
+    from evalsi.runs._run_row import RunRow, StoreLike, open_store
     from evalsi.runs._runspec import (
         BudgetSpec,
         DatasetSpec,
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
         TargetSpec,
     )
     from evalsi.runs._scheduler import RunProgress, task_seed
-    from evalsi.runs._score import Progress, open_store, score_async
+    from evalsi.runs._score import Progress, score_async
     from evalsi.runs._spec_load import (
         TARGET_KINDS,
         judges_from_doc,
@@ -132,8 +133,10 @@ __all__ = [
     "ReportedIsolation",
     "RunProgress",
     "RunResult",
+    "RunRow",
     "RunSpec",
     "ScoreResult",
+    "StoreLike",
     "StoredSummary",
     "TargetSpec",
     "TrialStats",

@@ -41,7 +41,8 @@ from evalsi.runs._calibration_stats import (
 )
 from evalsi.runs._judges import JudgeLike, check_judges, judge_specs
 from evalsi.runs._plan import EvaluatorLike, bind_all
-from evalsi.runs._score import Progress, StoreLike, open_store, score_async
+from evalsi.runs._run_row import StoreLike, open_store
+from evalsi.runs._score import Progress, score_async
 from evalsi.stats import ALPHA_LEVELS, AlphaLevel
 from evalsi.store import CalibrationKey, SqlStore, save_calibration
 

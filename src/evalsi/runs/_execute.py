@@ -33,7 +33,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -46,7 +46,6 @@ from evalsi.connectors import (
 from evalsi.core import (
     PER_TASK_SEED,
     DatasetPin,
-    EvalsiError,
     RunManifest,
     Seeds,
     SpecError,
@@ -73,12 +72,13 @@ from evalsi.runs._judges import (
 )
 from evalsi.runs._plan import bind_all, runners_for
 from evalsi.runs._run_result import RunResult
+from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._runspec import RunSpec, work_document
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
-from evalsi.runs._score import StoreLike, open_store
-from evalsi.runs._stored import summarize_stored
 from evalsi.runs._targets import build_target, identity, renderer
-from evalsi.store import RunInfo, SqlStore
+
+if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first target calls
+    from evalsi.store import RunInfo, SqlStore
 
 DEFAULT_PROJECT = "default"  # the store's project for runs that name none
 
@@ -179,10 +179,10 @@ async def execute_run(
             plan=plan,
         )
 
-    db = opened or open_store(store)
     document = spec_document(spec)
     completed: dict[tuple[int, int], str] = {}
     if resume is not None:
+        db = opened or open_store(store)
         info = db.get_run(resume)
         if info.kind != "run":
             raise UserError(f"run {info.id} is a {info.kind} run; only Run runs can be resumed")
@@ -194,6 +194,8 @@ async def execute_run(
         )
         _check_same_samples(dataset, completed, run_id)  # before the run is touched
         db.reopen_run(run_id)
+        row = RunRow(db, kind="run", spec=info.spec)
+        row.adopt(run_id)
     else:
         stored_spec = {
             "evaluators": [b.spec() for b in bound],
@@ -214,18 +216,24 @@ async def execute_run(
         if origin is not None:
             stored_spec["origin"] = dict(origin)
         project = (origin or {}).get("project_id") or DEFAULT_PROJECT
-        run_id = db.create_run(
-            kind="run", spec=stored_spec, name=spec.name, run_id=run_id, project_id=project
-        ).id
-
-    judges = build_judges(spec.judges, db, bound, resilience=resilience) if bound else {}
+        row = RunRow(
+            store, kind="run", spec=stored_spec, name=spec.name, run_id=run_id, project_id=project
+        )
+        if started is not None:  # a server answers with the stored run before it runs
+            row.open()
+    # Judges cache their verdicts in the store: it opens now. Otherwise it opens (and the run
+    # is created) at the first write, while the first target calls are in flight.
+    judges = (
+        build_judges(spec.judges, row.store(), bound, resilience=resilience)
+        if bound and spec.judges
+        else {}
+    )
     executor = Executor(
         spec,
         target,
         render,
         runners,
-        db,
-        run_id,
+        row,
         dataset,
         completed,
         progress,
@@ -236,7 +244,7 @@ async def execute_run(
     began = time.time()
     try:
         if started is not None:
-            await started(run_id, executor.total_tasks)
+            await started(row.open()[1], executor.total_tasks)
             # Time spent queued is neither spend nor part of the ETA.
             began, executor.started = time.time(), time.monotonic()
         if spec.target.kind != "python" or judges:  # enough connections for every worker
@@ -247,22 +255,14 @@ async def execute_run(
         if executor.samples == 0 and executor.stopped_reason is None:
             raise dataset.nothing_read()  # nothing to call the target on: not a clean run
     except BaseException as e:
-        stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
-        status = "interrupted" if isinstance(e, stopped) else "failed"
-        error = str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}"
-        if isinstance(e, asyncio.CancelledError) and cancelled is not None and cancelled():
-            status, error = "cancelled", "cancelled on request"
-        db.finish_run(
-            run_id,
-            status=status,
-            records=executor.samples,
-            summary=None,
-            manifest=None,
-            error=error,
-        )
+        asked = isinstance(e, asyncio.CancelledError) and cancelled is not None and cancelled()
+        row.fail(e, records=executor.samples, on_request=asked)
         raise
     finally:
         await close_shared_session()
+    db, run_id = row.open()
+    from evalsi.runs._stored import summarize_stored  # statistics (NumPy): after the calls
+
 
     counts = db.output_counts(run_id)
     stored = summarize_stored(

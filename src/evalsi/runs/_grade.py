@@ -53,7 +53,7 @@ from evalsi.runs._judges import (
 )
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
-from evalsi.runs._score import StoreLike, open_store
+from evalsi.runs._run_row import StoreLike, open_store
 from evalsi.runs._stored import summarize_stored
 from evalsi.store import OutputRow, RunInfo, SqlStore, TaskResults
 

@@ -20,6 +20,7 @@ from evalsi.evaluators import Registry
 from evalsi.runs._execute import execute_run
 from evalsi.runs._grade import grade_run
 from evalsi.runs._run_result import RunResult
+from evalsi.runs._run_row import StoreLike, open_store
 from evalsi.runs._runspec import (
     BudgetSpec,
     DatasetSpec,
@@ -29,7 +30,6 @@ from evalsi.runs._runspec import (
     TargetSpec,
 )
 from evalsi.runs._scheduler import RunProgress
-from evalsi.runs._score import StoreLike, open_store
 from evalsi.store import RunInfo
 
 

@@ -21,9 +21,10 @@ from evalsi.core import Outcome, Record, ResultBatch, Usage
 from evalsi.datasets import Dataset
 from evalsi.evaluators import RecordRunner
 from evalsi.runs._pricing import cost_usd
+from evalsi.runs._run_row import RunRow
 from evalsi.runs._runspec import RunSpec
 from evalsi.runs._targets import Render, RenderError
-from evalsi.store import OutputRow, SqlStore, TaskResults
+from evalsi.store import OutputRow, TaskResults
 
 GRADE_BATCH = 64
 GRADE_WAIT_S = 0.05
@@ -86,8 +87,7 @@ class Executor:
         target: Target,
         render: Render,
         runners: list[Any],
-        db: SqlStore,
-        run_id: str,
+        row: RunRow,
         dataset: Dataset,
         completed: Mapping[tuple[int, int], str],
         progress: RunProgress | None,
@@ -100,8 +100,7 @@ class Executor:
         self.target = target
         self.render = render
         self.runners: list[RecordRunner] = runners
-        self.db = db
-        self.run_id = run_id
+        self.row = row  # the store opens at the first write, while the first calls are out
         self.dataset = dataset
         self.completed = completed
         self.progress = progress
@@ -347,7 +346,8 @@ class Executor:
                     graded.append(
                         (index, [i.task.seq for i in failed], _unscored(runner, failed, trial))
                     )
-        self.db.write_tasks(self.run_id, rows, graded)
+        db, run_id = self.row.open()
+        db.write_tasks(run_id, rows, graded)
         self.done_tasks += len(items)
         if self.judge_spend is not None:
             self._check_budget()  # judge calls happen while grading
@@ -378,7 +378,8 @@ class Executor:
                 rows.append(OutputRow(t.seq, t.trial, t.record.id, "cancelled", error="not graded"))
         self._inflight.clear()
         if rows:
-            self.db.write_outputs(self.run_id, rows)
+            db, run_id = self.row.open()
+            db.write_outputs(run_id, rows)
 
 
 def _unscored(runner: RecordRunner, items: list[_Done], trial: int) -> ResultBatch:

@@ -14,11 +14,10 @@ import gc
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import (
     DatasetPin,
-    EvalsiError,
     Record,
     ResultBatch,
     RunManifest,
@@ -43,38 +42,16 @@ from evalsi.runs._judges import (
 )
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._result import ScoreResult
-from evalsi.store import DEFAULT_STORE
+from evalsi.runs._run_row import RunRow, StoreLike
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first graded batch
-    from evalsi.store import BackgroundWriter, RunInfo, SqlStore
+    from evalsi.store import BackgroundWriter
 
 PROGRESS_EVERY = 16
 """Batches between updates of the run's record count in the store."""
 
 Progress = Callable[[int, int], None]
 """Called after each batch with (records done, bad records skipped)."""
-
-StoreLike: TypeAlias = "SqlStore | str | os.PathLike[str] | None"
-
-
-def open_store(store: StoreLike, *, create: bool = True) -> SqlStore:
-    """``None`` means the embedded default, ``.evalsi/evalsi.db`` under the working directory.
-
-    With ``create=False`` (reading commands) a SQLite file that does not exist is an error
-    instead of a new empty store.
-    """
-    from evalsi.store import SqlStore
-
-    if isinstance(store, SqlStore):
-        return store
-    location = store if store is not None else Path.cwd() / DEFAULT_STORE
-    text = str(location)
-    if not create and "://" not in text and text != ":memory:" and not Path(text).exists():
-        raise UserError(
-            f"no result store at {text}",
-            hint="runs are stored by `evalsi eval`; pass --store PATH to read another store",
-        )
-    return SqlStore.open(location)
 
 
 async def score_async(
@@ -132,7 +109,7 @@ async def score_async(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
-    row = _RunRow(store, spec, name)
+    row = RunRow(store, kind="score", spec=spec, name=name)
     clients: dict[str, Any] = {}
     if specs:  # judges cache their answers in the store: open it before any record
         clients = build_judges(specs, row.store(), bound)
@@ -162,43 +139,31 @@ async def score_async(
                     aggregator.add(index, results, batch)
                     graded.append((index, done, results))
                 startup_mark("first-record")  # bench/startup.py: time to the first graded batch
-                db, run = row.open()
+                db, run_id = row.open()
                 if writer is None:
                     from evalsi.store import BackgroundWriter
 
-                    writer = stack.enter_context(BackgroundWriter(db, run.id))
+                    writer = stack.enter_context(BackgroundWriter(db, run_id))
                 writer.submit(graded)
                 done += len(batch)
                 if writer.submitted % PROGRESS_EVERY == 0:
-                    db.set_progress(run.id, done)  # a killed run still says how far it got
+                    db.set_progress(run_id, done)  # a killed run still says how far it got
                 if progress is not None:
                     progress(done, dataset.bad_count)
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
         if done == 0:  # nothing to grade: metrics over no record would read as a clean run
             raise dataset.nothing_read()
         cluster_warning = cluster_keys.check() if cluster_keys is not None else None
-        db, run = row.open()
+        db, run_id = row.open()
         reduced = finish_dataset_scope(runners, aggregator, seed=seed)
-        db.write_batches(run.id, reduced.rows)
+        db.write_batches(run_id, reduced.rows)
         metrics = aggregator.summaries(
             bootstrap=bootstrap, seed=seed, dataset_intervals=reduced.intervals
         )
         isolation = aggregator.isolation()
         gate_results = evaluate_gates(parsed_gates, metrics, **rates, isolation=isolation)
     except BaseException as e:  # record why the run stopped, then let the error go on
-        stopped = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
-        status = "interrupted" if isinstance(e, stopped) else "failed"
-        if row.refused:  # the store could not be opened or the run created: nothing to record
-            raise
-        db, run = row.open()  # stopped before the first batch was graded: still recorded
-        db.finish_run(
-            run.id,
-            status=status,
-            records=done,
-            summary=None,
-            manifest=None,
-            error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
-        )
+        row.fail(e, records=done)
         raise
     finally:
         if clients:  # the judges' HTTP session belongs to this event loop
@@ -209,7 +174,7 @@ async def score_async(
     warnings = [w.to_dict() for w in dataset.warnings]
     if cluster_warning is not None:
         warnings.append(cluster_warning)
-    warnings.extend(judged_nothing(metrics, stored_reasons(db, run.id)))
+    warnings.extend(judged_nothing(metrics, stored_reasons(db, run_id)))
     summary = {
         "metrics": [m.to_dict() for m in metrics],
         "gates": gate_results,
@@ -225,9 +190,9 @@ async def score_async(
         isolation=[i.to_dict() for i in isolation],
         judges=judges_manifest(clients) if clients else None,
     )
-    db.finish_run(run.id, status="done", records=done, summary=summary, manifest=manifest.to_dict())
+    db.finish_run(run_id, status="done", records=done, summary=summary, manifest=manifest.to_dict())
     return ScoreResult(
-        run_id=run.id,
+        run_id=run_id,
         status="done",
         records=done,
         metrics=metrics,
@@ -242,44 +207,6 @@ async def score_async(
         isolation=isolation,
         warnings=warnings,
     )
-
-
-class _RunRow:
-    """The store and the run's row, made when first needed.
-
-    Without judges, ``score_async`` opens the store only after the first batch is graded:
-    importing SQLAlchemy and checking the schema take longer than grading a batch, and the first
-    record should not wait for them (issue 16, start-up). A run stopped before then is still
-    created and recorded as failed or interrupted.
-    """
-
-    def __init__(self, where: StoreLike, spec: dict[str, Any], name: str) -> None:
-        self.where = where
-        self.spec = spec
-        self.name = name
-        self.refused = False  # opening the store or creating the run failed
-        self._db: SqlStore | None = None
-        self._run: RunInfo | None = None
-
-    def store(self) -> SqlStore:
-        if self._db is None:
-            try:
-                self._db = open_store(self.where)
-            except BaseException:
-                self.refused = True
-                raise
-        return self._db
-
-    def open(self) -> tuple[SqlStore, RunInfo]:
-        """The store and the run, created on the first call."""
-        db = self.store()
-        if self._run is None:
-            try:
-                self._run = db.create_run(kind="score", spec=self.spec, name=self.name)
-            except BaseException:
-                self.refused = True
-                raise
-        return db, self._run
 
 
 def _data_location(data: Any, name: str) -> str:
@@ -321,4 +248,4 @@ def _manifest(
     )
 
 
-__all__ = ["Progress", "Record", "open_store", "score_async"]
+__all__ = ["Progress", "Record", "score_async"]

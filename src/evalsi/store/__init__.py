@@ -18,8 +18,9 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._rows import OutputRow, TaskResults
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
-    from evalsi.store._sql import OutputRow, SqlStore, TaskResults
+    from evalsi.store._sql import SqlStore
     from evalsi.store._trace_rows import span_rows, view_dict
     from evalsi.store._trace_scores import TraceScore, trace_scores
     from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary, preview

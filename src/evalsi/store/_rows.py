@@ -10,13 +10,32 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from evalsi.core import ResultBatch, Score, Usage
+
+
+class OutputRow(NamedTuple):
+    """One (sample, trial) of a Run as the ``outputs`` table holds it (JSON columns as text)."""
+
+    seq: int
+    trial: int
+    record_id: str
+    status: str  # ok | target_error | skipped | infra_error | cancelled
+    kind: str | None = None
+    output: str | None = None
+    usage: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+TaskResults = tuple[int, Sequence[int], ResultBatch]
+"""``(evaluator_index, seqs, batch)``: entry ``i`` of the batch is the sample at ``seqs[i]``."""
+
 
 COLUMNS = (
     "run",

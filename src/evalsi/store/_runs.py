@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from evalsi.core import NotFoundError, ResultBatch, StoreError, UserError
+from evalsi.core import NotFoundError, ResultBatch, RunStatus, StoreError, UserError
 from evalsi.store._owner import (
     HEARTBEAT_SECONDS,
     HOST,
@@ -34,18 +34,8 @@ from evalsi.store._owner import (
 from evalsi.store._rows import RowWriter
 from evalsi.store._schema import runs
 
-STATUSES = (
-    "queued",
-    "running",
-    "done",
-    "stopped",
-    "incomplete",
-    "failed",
-    "interrupted",
-    "cancelled",
-)
-"""Every status a run may be given (``stopped``: a budget was hit; ``incomplete``: every task
-was lost to infrastructure)."""
+STATUSES = tuple(RunStatus)
+"""Every status a run may be given (``core.RunStatus``)."""
 
 DEFAULT_PROJECT = "default"
 

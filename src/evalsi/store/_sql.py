@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 import sqlalchemy as sa
@@ -30,7 +30,15 @@ from evalsi.core import (
     require_extra,
 )
 from evalsi.store._migrations import migrate
-from evalsi.store._rows import COLUMNS, RowWriter, scores_from_dicts, scores_json, sqlite_pragmas
+from evalsi.store._rows import (
+    COLUMNS,
+    OutputRow,
+    RowWriter,
+    TaskResults,
+    scores_from_dicts,
+    scores_json,
+    sqlite_pragmas,
+)
 from evalsi.store._runs import RunInfo, RunKey, RunTable, new_run_id
 from evalsi.store._schema import judge_cache, outputs, results
 
@@ -50,24 +58,6 @@ OUTPUT_COLUMNS = (
     "error",
     "attempts",
 )
-
-
-class OutputRow(NamedTuple):
-    """One (sample, trial) of a Run as the ``outputs`` table holds it (JSON columns as text)."""
-
-    seq: int
-    trial: int
-    record_id: str
-    status: str  # ok | target_error | skipped | infra_error | cancelled
-    kind: str | None = None
-    output: str | None = None
-    usage: str | None = None
-    error: str | None = None
-    attempts: int = 1
-
-
-TaskResults = tuple[int, Sequence[int], ResultBatch]
-"""``(evaluator_index, seqs, batch)``: entry ``i`` of the batch is the sample at ``seqs[i]``."""
 
 
 def _not_a_directory(path: Path) -> str:
