@@ -1,4 +1,4 @@
-"""Dataset scope at the end of a Score: reduce each evaluator, then bootstrap its interval.
+"""Dataset scope at the end of a run: reduce each evaluator, then bootstrap its interval.
 
 A corpus metric (ROC-AUC, corpus BLEU, R²…) has no closed-form interval, so every
 dataset-scope metric gets a percentile bootstrap by default. Two paths:
@@ -16,14 +16,14 @@ of n more reductions, so dataset scope always uses the percentile method and say
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 
-from evalsi.core import EvaluationResult, Interval, ResultBatch
-from evalsi.evaluators import DatasetRunner, RecordRunner
+from evalsi.core import EvaluationResult, Interval, MetricSummary, Record, ResultBatch
+from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner
 from evalsi.runs._aggregate import Aggregator, cluster_key
 from evalsi.stats import degenerate
 
@@ -144,3 +144,58 @@ def finish_dataset_scope(
         if result.scores:
             out.intervals[index] = dataset_bootstrap(runner, seed=seed)
     return out
+
+
+FEED_BATCH = 2048
+
+
+def dataset_scope_of_outputs(
+    runners: Sequence[RecordRunner | DatasetRunner],
+    bound: Sequence[BoundEvaluator],
+    answered: Iterable[Record],
+    *,
+    trials: int,
+    seed: int,
+) -> tuple[list[MetricSummary], DatasetScope]:
+    """The dataset-scope evaluators of a Run (or a grade of one) over its answered samples.
+
+    ``answered`` is every sample x trial the target answered, with its output; a corpus metric
+    is computed over all of them. With trials, the trials of one sample are not independent:
+    the bootstrap resamples whole samples. Returns the metric summaries of the dataset-scope
+    evaluators only (record-scope ones come from the store) and what to store.
+    """
+    chosen = [i for i, r in enumerate(runners) if isinstance(r, DatasetRunner)]
+    if not chosen:
+        return [], DatasetScope()
+    feeding = [r for r in runners if isinstance(r, DatasetRunner)]
+    if trials > 1:
+        for runner in feeding:
+            runner.cluster_key = _sample_of
+    batch: list[Record] = []
+    for record in answered:
+        batch.append(record)
+        if len(batch) >= FEED_BATCH:
+            for runner in feeding:
+                runner.feed(batch)
+            batch = []
+    if batch:
+        for runner in feeding:
+            runner.feed(batch)
+    aggregator = Aggregator([(b.name, b.manifest.outputs) for b in bound], cluster_by=None)
+    reduced = finish_dataset_scope(runners, aggregator, seed=seed)
+    names = {bound[i].name for i in chosen}
+    summaries = aggregator.summaries(seed=seed, dataset_intervals=reduced.intervals)
+    return [m for m in summaries if m.evaluator in names], reduced
+
+
+def in_run_order(
+    bound: Sequence[BoundEvaluator], *groups: Sequence[MetricSummary]
+) -> list[MetricSummary]:
+    """Summaries from several sources (the store, the dataset phase) in evaluator order."""
+    order = {b.name: i for i, b in enumerate(bound)}
+    merged = [m for group in groups for m in group]
+    return sorted(merged, key=lambda m: order.get(m.evaluator, len(order)))  # stable in a group
+
+
+def _sample_of(record: Record) -> Hashable:
+    return record.id

@@ -54,7 +54,7 @@ from evalsi.core import (
     startup_mark,
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
-from evalsi.evaluators import BoundEvaluator, DatasetRunner, Registry, use_judges
+from evalsi.evaluators import BoundEvaluator, Registry, use_judges
 from evalsi.runs._failures import (
     describe_causes,
     failure_causes,
@@ -70,6 +70,7 @@ from evalsi.runs._judges import (
     judges_manifest,
     judges_summary,
 )
+from evalsi.runs._outputs import answered
 from evalsi.runs._plan import bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
@@ -146,14 +147,6 @@ async def execute_run(
     entries = [e.as_mapping() for e in spec.evaluators]
     bound = [] if execute_only else bind_all(entries, registry=registry)
     runners = runners_for(bound)
-    if any(isinstance(r, DatasetRunner) for r in runners):
-        names = [
-            b.name for b, r in zip(bound, runners, strict=True) if isinstance(r, DatasetRunner)
-        ]
-        raise UserError(
-            f"dataset-scope evaluators cannot grade a Run yet: {', '.join(names)}",
-            hint="run them with `evalsi eval` over the run's outputs",
-        )
     rates = {
         "min_completion_rate": spec.min_completion_rate,
         "max_evaluator_error_rate": spec.max_evaluator_error_rate,
@@ -261,8 +254,9 @@ async def execute_run(
     finally:
         await close_shared_session()
     db, run_id = row.open()
-    from evalsi.runs._stored import summarize_stored  # statistics (NumPy): after the calls
-
+    # Statistics (NumPy) import after the calls, not before the first one.
+    from evalsi.runs._dataset_scope import dataset_scope_of_outputs, in_run_order
+    from evalsi.runs._stored import summarize_stored
 
     counts = db.output_counts(run_id)
     stored = summarize_stored(
@@ -272,6 +266,15 @@ async def execute_run(
         trials=spec.trials,
         task_counts=counts,
     )
+    corpus, reduced = dataset_scope_of_outputs(
+        runners,
+        bound,
+        answered(dataset, db.iter_outputs(run_id), spec.dataset.limit),
+        trials=spec.trials,
+        seed=spec.seed,
+    )
+    db.write_batches(run_id, reduced.rows)
+    stored.metrics = in_run_order(bound, stored.without(corpus), corpus)
     gate_results = evaluate_gates(gates, stored.metrics, **rates, isolation=stored.isolation)
     status = "stopped" if executor.stopped_reason else "done"
     causes = failure_causes(db, run_id)

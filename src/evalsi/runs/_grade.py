@@ -12,16 +12,12 @@ as a one-shot run's do.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-import orjson
 
 from evalsi.connectors import close_shared_session
 from evalsi.core import (
-    Content,
     DatasetPin,
     EvalsiError,
     Outcome,
@@ -30,11 +26,11 @@ from evalsi.core import (
     RunManifest,
     SourceRun,
     SpecError,
-    Usage,
     UserError,
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
+from evalsi.runs._dataset_scope import dataset_scope_of_outputs, in_run_order
 from evalsi.runs._failures import (
     failure_causes,
     failure_warnings,
@@ -51,6 +47,7 @@ from evalsi.runs._judges import (
     judges_summary,
     run_judges,
 )
+from evalsi.runs._outputs import answered, join_outputs, rebuild
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import StoreLike, open_store
@@ -106,14 +103,6 @@ async def grade_run(
     if not bound:
         raise UserError("no evaluators to grade with", hint="name at least one, e.g. exact-match")
     runners = runners_for(bound)
-    if any(isinstance(r, DatasetRunner) for r in runners):
-        names = [
-            b.name for b, r in zip(bound, runners, strict=True) if isinstance(r, DatasetRunner)
-        ]
-        raise UserError(
-            f"dataset-scope evaluators cannot grade a Run yet: {', '.join(names)}",
-            hint="run them with `evalsi eval` over the run's outputs",
-        )
     rates = {
         "min_completion_rate": min_completion_rate,
         "max_evaluator_error_rate": max_evaluator_error_rate,
@@ -140,10 +129,10 @@ async def grade_run(
     samples = 0
     built = build_judges(specs, db, bound)
     try:
-        grader = _Grader(db, run_id, [r for r in runners if isinstance(r, RecordRunner)])
+        grader = _Grader(db, run_id, runners)
         pending: list[tuple[Record, OutputRow]] = []
         with use_judges(built):
-            for seq, record, rows in _join(dataset, db.iter_outputs(source.id), limit):
+            for seq, record, rows in join_outputs(dataset, db.iter_outputs(source.id), limit):
                 samples = seq + 1
                 pending.extend((record, row) for row in rows)
                 if len(pending) >= BATCH:
@@ -174,6 +163,15 @@ async def grade_run(
         trials=trials,
         task_counts=counts,
     )
+    corpus, reduced = dataset_scope_of_outputs(
+        runners,
+        bound,
+        answered(dataset, db.iter_outputs(source.id), limit),
+        trials=trials,
+        seed=int(source.spec.get("seed", 0)),
+    )
+    db.write_batches(run_id, reduced.rows)
+    stored.metrics = in_run_order(bound, stored.without(corpus), corpus)
     gate_results = evaluate_gates(parsed_gates, stored.metrics, **rates, isolation=stored.isolation)
     pass_k = {
         f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
@@ -293,48 +291,17 @@ def _check_version(source: RunInfo, dataset: Dataset) -> str | None:
     return current if recorded is None else recorded
 
 
-def _join(
-    dataset: Dataset, rows: Iterator[OutputRow], limit: int | None
-) -> Iterator[tuple[int, Record, list[OutputRow]]]:
-    """``(seq, record, its stored output rows)`` for every sample the source run stored."""
-    row = next(rows, None)
-    seq = 0
-    batches = dataset.iter_batches(READ_BATCH)
-    try:
-        for batch in batches:
-            for record in batch:
-                if row is None or (limit is not None and seq >= limit):
-                    return
-                found: list[OutputRow] = []
-                while row is not None and row.seq == seq:
-                    if row.record_id != record.id:
-                        raise UserError(
-                            f"the dataset {dataset.name} changed since its run: sample {seq} is "
-                            f"{record.id!r}, the run stored {row.record_id!r}",
-                            hint="restore the dataset the run used, or run the spec again",
-                        )
-                    found.append(row)
-                    row = next(rows, None)
-                if found:
-                    yield seq, record, found
-                seq += 1
-    finally:
-        batches.close()
-    if row is not None:
-        raise UserError(
-            f"the dataset {dataset.name} changed since its run: it has {seq} samples, the run "
-            f"stored outputs for sample {row.seq}",
-            hint="restore the dataset the run used, or run the spec again",
-        )
-
-
 class _Grader:
     """Grades batches of (record, stored output) per trial and writes outputs and results."""
 
-    def __init__(self, db: SqlStore, run_id: str, runners: list[RecordRunner]) -> None:
+    def __init__(
+        self, db: SqlStore, run_id: str, runners: Sequence[RecordRunner | DatasetRunner]
+    ) -> None:
         self.db = db
         self.run_id = run_id
-        self.runners = runners
+        # By their index in the run (the stored results' evaluator index); dataset-scope
+        # runners grade apart, over every answered sample, once the run is graded.
+        self.record_runners = [(i, r) for i, r in enumerate(runners) if isinstance(r, RecordRunner)]
 
     async def grade(self, items: list[tuple[Record, OutputRow]]) -> None:
         graded: list[TaskResults] = []
@@ -347,7 +314,7 @@ class _Grader:
             if ok:
                 records = [r for r, _ in ok]
                 seqs = [s for _, s in ok]
-                for index, runner in enumerate(self.runners):
+                for index, runner in self.record_runners:
                     batch = (
                         await runner.run_async(records, trial=trial)
                         if runner.is_async
@@ -357,16 +324,9 @@ class _Grader:
             failed = [(record, row) for record, row in group if row.status != "ok"]
             if failed:
                 seqs = [row.seq for _, row in failed]
-                for index, runner in enumerate(self.runners):
+                for index, runner in self.record_runners:
                     graded.append((index, seqs, _unscored(runner, failed, trial)))
         self.db.write_tasks(self.run_id, [row for _, row in items], graded)
-
-
-def rebuild(record: Record, row: OutputRow) -> Record:
-    """The record as the executor graded it: the sample plus the stored output and usage."""
-    output = Content.from_value(orjson.loads(row.output)) if row.output is not None else None
-    usage = Usage(**orjson.loads(row.usage)) if row.usage is not None else None
-    return dataclasses.replace(record, output=output, usage=usage)
 
 
 def _unscored(
@@ -403,4 +363,4 @@ def _source_judges(source: RunInfo) -> dict[str, Any]:
     return run_judges(source.spec.get("document") or {})
 
 
-__all__ = ["grade_run", "rebuild"]
+__all__ = ["grade_run"]

@@ -99,7 +99,8 @@ class Executor:
         self.spec = spec
         self.target = target
         self.render = render
-        self.runners: list[RecordRunner] = runners
+        # By their index in the run; dataset-scope runners grade once the run is graded.
+        self.record_runners = [(i, r) for i, r in enumerate(runners) if isinstance(r, RecordRunner)]
         self.row = row  # the store opens at the first write, while the first calls are out
         self.dataset = dataset
         self.completed = completed
@@ -330,7 +331,7 @@ class Executor:
                     for i in ok
                 ]
                 seqs = [i.task.seq for i in ok]
-                for index, runner in enumerate(self.runners):
+                for index, runner in self.record_runners:
                     if runner.is_async:
                         batch = await runner.run_async(records, trial=trial)
                     elif self.time_limit is None:
@@ -342,7 +343,7 @@ class Executor:
                     graded.append((index, seqs, batch))
             failed = [i for i in group if i.status != "ok"]
             if failed:
-                for index, runner in enumerate(self.runners):
+                for index, runner in self.record_runners:
                     graded.append(
                         (index, [i.task.seq for i in failed], _unscored(runner, failed, trial))
                     )

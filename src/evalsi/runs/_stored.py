@@ -35,6 +35,12 @@ class StoredSummary:
     trials: dict[tuple[str, str], TrialStats]
     isolation: list[IsolationSummary] = dataclasses.field(default_factory=list)
 
+    def without(self, others: Sequence[MetricSummary]) -> list[MetricSummary]:
+        """These metrics less those of the evaluators ``others`` summarise (dataset scope:
+        the store holds one result for the whole dataset, not one per sample)."""
+        names = {m.evaluator for m in others}
+        return [m for m in self.metrics if m.evaluator not in names]
+
 
 def summarize_stored(
     db: SqlStore,
@@ -69,6 +75,8 @@ def summarize_stored(
         current.clear()
 
     for seq, index, result in db.iter_results(run_id):
+        if seq < 0:  # a dataset-scope result: its evaluator is summarised apart
+            continue
         if seq != current_seq:
             end_sample()
             current_seq = seq
