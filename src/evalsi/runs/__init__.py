@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._scheduler import RunProgress, task_seed
     from evalsi.runs._score import Progress, score_async
+    from evalsi.runs._session import Conclusion, ScoreSession
     from evalsi.runs._spec_load import (
         TARGET_KINDS,
         judges_from_doc,
@@ -117,6 +118,7 @@ __all__ = [
     "CalibrationResult",
     "CompareKind",
     "Comparison",
+    "Conclusion",
     "DatasetScope",
     "DatasetSpec",
     "EvaluatorEntry",
@@ -136,6 +138,7 @@ __all__ = [
     "RunRow",
     "RunSpec",
     "ScoreResult",
+    "ScoreSession",
     "StoreLike",
     "StoredSummary",
     "TargetSpec",

@@ -17,32 +17,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import (
-    DatasetPin,
     Record,
-    ResultBatch,
-    RunManifest,
-    Seeds,
     UserError,
-    content_hash,
     startup_mark,
 )
 from evalsi.datasets import FieldMap, open_dataset
-from evalsi.evaluators import DatasetRunner, Registry, use_judges
-from evalsi.runs._aggregate import Aggregator, ClusterKeys
-from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_scope
+from evalsi.evaluators import Registry
+from evalsi.runs._aggregate import ClusterKeys
 from evalsi.runs._failures import judged_nothing, stored_reasons
-from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._gates import parse_gates
 from evalsi.runs._judges import (
     JudgeLike,
     build_judges,
     check_judges,
     judge_specs,
     judges_manifest,
-    judges_summary,
 )
-from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
+from evalsi.runs._plan import EvaluatorLike, bind_all
 from evalsi.runs._result import ScoreResult
 from evalsi.runs._run_row import RunRow, StoreLike
+from evalsi.runs._session import ScoreSession
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first graded batch
     from evalsi.store import BackgroundWriter
@@ -87,8 +81,6 @@ async def score_async(
             "or --bootstrap alone",
         )
     bound = bind_all(evaluators, registry=registry, params=params)
-    runners = runners_for(bound)
-    cluster_dataset_runners(runners, cluster_by)
     rates = {
         "min_completion_rate": min_completion_rate,
         "max_evaluator_error_rate": max_evaluator_error_rate,
@@ -115,29 +107,26 @@ async def score_async(
         clients = build_judges(specs, row.store(), bound)
         spec["judges"] = judges_manifest(clients)
         row.open()
-    aggregator = Aggregator(
-        [(b.name, b.manifest.outputs) for b in bound],
+    session = ScoreSession(
+        bound,
+        spec=spec,
         cluster_by=cluster_by,
-        keep_values=bootstrap is not None,
+        bootstrap=bootstrap,
+        seed=seed,
+        gates=parsed_gates,
+        rates=rates,
+        judges=clients,
     )
     cluster_keys = ClusterKeys(cluster_by) if cluster_by is not None else None
-    done = 0
     try:
-        with _young_gc_relaxed(), use_judges(clients), contextlib.ExitStack() as stack:
+        with _young_gc_relaxed(), contextlib.ExitStack() as stack:
             writer: BackgroundWriter | None = None  # made once the first batch is graded
             for batch in dataset.iter_batches(batch_size):
-                graded: list[tuple[int, int, ResultBatch]] = []
                 if cluster_keys is not None:
                     cluster_keys.add(batch)
-                for index, runner in enumerate(runners):
-                    if isinstance(runner, DatasetRunner):
-                        runner.feed(batch)
-                        continue
-                    results = (
-                        await runner.run_async(batch) if runner.is_async else runner.run(batch)
-                    )
-                    aggregator.add(index, results, batch)
-                    graded.append((index, done, results))
+                graded = (
+                    await session.grade(batch) if session.has_async else session.grade_sync(batch)
+                )
                 startup_mark("first-record")  # bench/startup.py: time to the first graded batch
                 db, run_id = row.open()
                 if writer is None:
@@ -145,67 +134,54 @@ async def score_async(
 
                     writer = stack.enter_context(BackgroundWriter(db, run_id))
                 writer.submit(graded)
-                done += len(batch)
                 if writer.submitted % PROGRESS_EVERY == 0:
-                    db.set_progress(run_id, done)  # a killed run still says how far it got
+                    db.set_progress(run_id, session.records)  # a killed run says how far it got
                 if progress is not None:
-                    progress(done, dataset.bad_count)
+                    progress(session.records, dataset.bad_count)
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
-        if done == 0:  # nothing to grade: metrics over no record would read as a clean run
+        if session.records == 0:  # nothing to grade: metrics over no record would read clean
             raise dataset.nothing_read()
+        warnings = [w.to_dict() for w in dataset.warnings]
         cluster_warning = cluster_keys.check() if cluster_keys is not None else None
-        db, run_id = row.open()
-        reduced = finish_dataset_scope(runners, aggregator, seed=seed)
-        db.write_batches(run_id, reduced.rows)
-        metrics = aggregator.summaries(
-            bootstrap=bootstrap, seed=seed, dataset_intervals=reduced.intervals
+        if cluster_warning is not None:
+            warnings.append(cluster_warning)
+        end = session.conclude(
+            source=dataset.name,
+            version=dataset.version,
+            warnings=warnings,
+            bad_records=dataset.bad_count,
+            bad_examples=dataset.bad_records[:10],
         )
-        isolation = aggregator.isolation()
-        gate_results = evaluate_gates(parsed_gates, metrics, **rates, isolation=isolation)
+        db, run_id = row.open()
+        db.write_batches(run_id, end.dataset_rows)
     except BaseException as e:  # record why the run stopped, then let the error go on
-        row.fail(e, records=done)
+        row.fail(e, records=session.records)
         raise
     finally:
         if clients:  # the judges' HTTP session belongs to this event loop
             from evalsi.connectors import close_shared_session
 
             await close_shared_session()
-    manifest = _manifest(spec, bound, dataset.name, dataset.version, done)
-    warnings = [w.to_dict() for w in dataset.warnings]
-    if cluster_warning is not None:
-        warnings.append(cluster_warning)
-    warnings.extend(judged_nothing(metrics, stored_reasons(db, run_id)))
-    summary = {
-        "metrics": [m.to_dict() for m in metrics],
-        "gates": gate_results,
-        "dataset": {"source": dataset.name, "version": dataset.version},
-        "bad_records": dataset.bad_count,
-        "bad_examples": [list(b) for b in dataset.bad_records[:10]],
-        "isolation": [i.to_dict() for i in isolation],
-        "warnings": warnings,
-    }
-    if clients:
-        summary["judges"] = judges_summary(clients)
-    manifest = manifest.finished(
-        isolation=[i.to_dict() for i in isolation],
-        judges=judges_manifest(clients) if clients else None,
+    nothing = judged_nothing(end.metrics, stored_reasons(db, run_id))
+    end.summary["warnings"].extend(nothing)
+    db.finish_run(
+        run_id, status="done", records=session.records, summary=end.summary, manifest=end.manifest
     )
-    db.finish_run(run_id, status="done", records=done, summary=summary, manifest=manifest.to_dict())
     return ScoreResult(
         run_id=run_id,
         status="done",
-        records=done,
-        metrics=metrics,
+        records=session.records,
+        metrics=end.metrics,
         dataset_source=dataset.name,
         dataset_version=dataset.version,
         bad_records=dataset.bad_count,
         bad_examples=list(dataset.bad_records[:10]),
         evaluators=[b.spec() for b in bound],
         store=db,
-        gates=gate_results,
-        dataset_results=reduced.results,
-        isolation=isolation,
-        warnings=warnings,
+        gates=end.gates,
+        dataset_results=end.dataset_results,
+        isolation=end.isolation,
+        warnings=end.summary["warnings"],
     )
 
 
@@ -231,21 +207,6 @@ def _young_gc_relaxed(threshold: int = 50_000) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
-
-
-def _manifest(
-    spec: dict[str, Any],
-    bound: list[Any],
-    source: str,
-    version: str | None,
-    records: int,
-) -> RunManifest:
-    return RunManifest.capture(
-        spec_hash=content_hash(spec),
-        evaluators=[b.manifest_entry() for b in bound],
-        dataset=DatasetPin(source, version, records),
-        seeds=Seeds(spec.get("seed", 0)),
-    )
 
 
 __all__ = ["Progress", "Record", "score_async"]

@@ -90,7 +90,7 @@ class EvaluationHandler:
         # costs more than the work. (An in-memory SQLite store serves its own thread only.)
         offload = len(request.records) > INLINE_RECORDS and self._state.store.any_thread
         try:
-            if offload and not grading.has_async:
+            if offload and not grading.session.has_async:
                 return await off_loop(grading.answer_sync, request.records)
             # sync evaluators in a grading thread under limits.evaluatorSeconds, whatever the
             # size: one slow call must not hold the loop; judges use this loop

@@ -28,31 +28,23 @@ from evalsi.core import (
     NUMBER,
     PASSED,
     Content,
-    DatasetPin,
     EvalsiError,
     EvaluationResult,
     Hasher,
-    Interval,
     MetricSummary,
     Outcome,
     Record,
     ResultBatch,
     RunError,
-    RunManifest,
-    Seeds,
-    content_hash,
 )
 from evalsi.datasets import FieldMap, RepeatedIds
-from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, Runner, use_judges
+from evalsi.evaluators import BoundEvaluator, RecordRunner, Runner
 from evalsi.runs import (
-    Aggregator,
+    Conclusion,
     Gate,
+    ScoreSession,
     build_judges,
-    cluster_dataset_runners,
-    evaluate_gates,
-    finish_dataset_scope,
     judges_manifest,
-    judges_summary,
 )
 from evalsi.server._egress import server_egress
 from evalsi.server._proto_records import _records
@@ -217,18 +209,6 @@ class _Grading:
         self.config = config
         self.name = name
         plan = config.plan
-        self.runners: list[Runner] = [
-            r if r is not None else DatasetRunner(b)
-            for r, b in zip(plan.runners, plan.bound, strict=True)
-        ]
-        cluster_dataset_runners(self.runners, config.cluster_by)
-        self.has_async = any(not isinstance(r, DatasetRunner) and r.is_async for r in self.runners)
-        self.time_limit = float(state.config.limits.evaluator_seconds)
-        self.aggregator = Aggregator(
-            [(b.name, b.manifest.outputs) for b in plan.bound],
-            cluster_by=config.cluster_by,
-            keep_values=config.bootstrap is not None,
-        )
         specs = {n: spec for n, spec in state.config.judges.items() if n in plan.judges}
         resilience = Resilience(egress=server_egress(state.config))
         self.judges = (
@@ -250,15 +230,25 @@ class _Grading:
             self.spec.update(config.rates)
         if self.judges:
             self.spec["judges"] = judges_manifest(self.judges)
+        self.session = ScoreSession(
+            plan.bound,
+            spec=self.spec,
+            runners=plan.runners,
+            cluster_by=config.cluster_by,
+            bootstrap=config.bootstrap,
+            seed=config.seed,
+            gates=config.gates,
+            rates=config.rates,
+            judges=self.judges,
+            time_limit=float(state.config.limits.evaluator_seconds),
+        )
         self.run_id = ""
-        self.records = 0
         self._graded: list[tuple[int, int, ResultBatch]] = []
         self._hasher = Hasher()
         # Ids that repeat across the whole call (every message of a stream), as a dataset
         # pass finds them: each is still graded under its own position.
         self._ids = RepeatedIds()
         self.warnings: list[dict[str, Any]] = []
-        self._intervals: dict[int, dict[str, Interval]] = {}
         # A worker thread may still be saving when the request is cancelled: the first of
         # `save` and `fail` to take the lock decides what the run is.
         self._lock = threading.Lock()
@@ -279,56 +269,32 @@ class _Grading:
         ).id
         self._begun = True
 
+    @property
+    def records(self) -> int:
+        return self.session.records
+
     async def grade(self, records: list[Record]) -> list[ResultBatch]:
-        """Grade ``records`` with every record-scope evaluator: async ones (judges) on this
-        loop, sync ones in a grading thread under the time limit."""
-        if not self.has_async:
+        """Grade ``records``: async evaluators (judges) on this loop, sync ones in a grading
+        thread under the time limit."""
+        if not self.session.has_async:
             return await off_loop(self.grade_sync, records)
         self._hash(records)
-        graded: list[tuple[int, int, ResultBatch]] = []
-        with use_judges(self.judges):
-            for index, runner in enumerate(self.runners):
-                if isinstance(runner, DatasetRunner):
-                    await off_loop(runner.feed, records)
-                    continue
-                if runner.is_async:
-                    batch = await runner.run_async(records)
-                else:
-                    batch = await off_loop(self._run, runner, records)
-                self.aggregator.add(index, batch, records)
-                graded.append((index, self.records, batch))
-        return self._graded_now(graded, len(records))
+        self._graded = await self.session.grade(records, off_loop=off_loop)
+        return [batch for _, _, batch in self._graded]
 
     def grade_sync(self, records: list[Record]) -> list[ResultBatch]:
         """``grade`` for plans without async evaluators, in a worker thread (it blocks)."""
         self._hash(records)
-        graded: list[tuple[int, int, ResultBatch]] = []
-        for index, runner in enumerate(self.runners):
-            if isinstance(runner, DatasetRunner):
-                runner.feed(records)
-                continue
-            batch = self._run(runner, records)
-            self.aggregator.add(index, batch, records)
-            graded.append((index, self.records, batch))
-        return self._graded_now(graded, len(records))
-
-    def _run(self, runner: RecordRunner, records: list[Record]) -> ResultBatch:
-        return runner.run(records, time_limit=self.time_limit)
+        self._graded = self.session.grade_sync(records)
+        return [batch for _, _, batch in self._graded]
 
     def _hash(self, records: list[Record]) -> None:
         self._begun = True
-        self._ids.add(records, self.records + 1)
+        self._ids.add(records, self.session.records + 1)
         update, dumps = self._hasher.update, orjson.dumps
         for record in records:
             update(dumps(record, default=_canonical, option=_CANONICAL))
             update(b"\n")
-
-    def _graded_now(
-        self, graded: list[tuple[int, int, ResultBatch]], records: int
-    ) -> list[ResultBatch]:
-        self._graded = graded
-        self.records += records
-        return [batch for _, _, batch in graded]
 
     def write(self) -> None:
         """Commit what the last ``grade`` produced (a stream, once per message)."""
@@ -354,8 +320,7 @@ class _Grading:
     def save(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
         """Summarise, gate, and store the finished run with every result in one transaction;
         the dataset-scope results, the summaries and the gate verdicts."""
-        rows, tail = self._dataset_scope()
-        metrics, gates, summary, manifest = self._conclude()
+        end = self._conclude()
         with self._lock:
             if self._settled:  # the request was cancelled meanwhile; `fail` stored the run
                 raise RunError("the request was cancelled before its run was stored")
@@ -366,66 +331,38 @@ class _Grading:
                 project_id=self.config.project_id,
                 status="done",
                 records=self.records,
-                summary=summary,
-                manifest=manifest,
-                batches=[*self._graded, *rows],
+                summary=end.summary,
+                manifest=end.manifest,
+                batches=[*self._graded, *end.dataset_rows],
             )
             self._settled = True
-        return tail, metrics, gates
+        return end.dataset_results, end.metrics, end.gates
 
     def finish(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
         """End a stream's run: dataset scope stored, the run marked done with its summary."""
-        rows, tail = self._dataset_scope()
-        if rows:
-            self.store.write_batches(self.run_id, rows)
-        metrics, gates, summary, manifest = self._conclude()
+        end = self._conclude()
+        if end.dataset_rows:
+            self.store.write_batches(self.run_id, end.dataset_rows)
         self.store.finish_run(
-            self.run_id, status="done", records=self.records, summary=summary, manifest=manifest
+            self.run_id,
+            status="done",
+            records=self.records,
+            summary=end.summary,
+            manifest=end.manifest,
         )
         self._settled = True
-        return tail, metrics, gates
+        return end.dataset_results, end.metrics, end.gates
 
-    def _dataset_scope(self) -> tuple[list[tuple[int, int, ResultBatch]], list[EvaluationResult]]:
-        """Reduce the dataset-scope evaluators (after the last record), with their CIs."""
-        reduced = finish_dataset_scope(self.runners, self.aggregator, seed=self.config.seed)
-        self._intervals = reduced.intervals
-        return reduced.rows, reduced.results
-
-    def _conclude(
-        self,
-    ) -> tuple[list[MetricSummary], list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-        """The metric summaries and gate verdicts, and the run's summary and manifest as the
-        embedded Score path stores them."""
-        config = self.config
-        metrics = self.aggregator.summaries(
-            bootstrap=config.bootstrap, seed=config.seed, dataset_intervals=self._intervals
-        )
-        isolation = self.aggregator.isolation()
+    def _conclude(self) -> Conclusion:
+        """The session's conclusion, with the caller's warnings ahead of the server's own."""
         repeated = self._ids.warning(kind_of_position="record")
-        given = {w["kind"] for w in config.warnings}
+        given = {w["kind"] for w in self.config.warnings}
         own = [repeated.to_dict()] if repeated is not None else []
-        self.warnings = [*map(dict, config.warnings), *(w for w in own if w["kind"] not in given)]
-        gates = (
-            evaluate_gates(config.gates, metrics, **config.rates, isolation=isolation)
-            if config.gates
-            else []
-        )
-        summary: dict[str, Any] = {
-            "metrics": [m.to_dict() for m in metrics],
-            "gates": gates,
-            "isolation": [i.to_dict() for i in isolation],
-            "dataset": {"source": DATA_NAME, "version": self.version},
-            "bad_records": 0,
-            "bad_examples": [],
-            "warnings": self.warnings,
-        }
-        if self.judges:
-            summary["judges"] = judges_summary(self.judges)
-        manifest = self._manifest().finished(
-            isolation=summary["isolation"],
-            judges=judges_manifest(self.judges) if self.judges else None,
-        )
-        return metrics, gates, summary, manifest.to_dict()
+        self.warnings = [
+            *map(dict, self.config.warnings),
+            *(w for w in own if w["kind"] not in given),
+        ]
+        return self.session.conclude(source=DATA_NAME, version=self.version, warnings=self.warnings)
 
     def fail(self, error: BaseException) -> None:
         """Record why the run stopped (a stream keeps what it committed before); never
@@ -450,11 +387,3 @@ class _Grading:
                 )  # fmt: skip
         except Exception:  # the store failing too must not hide the first error
             log.warning("cannot record the failed run", exc_info=True)
-
-    def _manifest(self) -> RunManifest:
-        return RunManifest.capture(
-            spec_hash=content_hash(self.spec),
-            evaluators=self.config.plan.manifest,
-            dataset=DatasetPin(DATA_NAME, self.version, self.records),
-            seeds=Seeds(self.config.seed),
-        )
