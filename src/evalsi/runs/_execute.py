@@ -55,20 +55,10 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import BoundEvaluator, Registry, use_judges
-from evalsi.runs._failures import (
-    describe_causes,
-    failure_causes,
-    failure_warnings,
-    judged_nothing,
-    nothing_scored,
-    stored_reasons,
-)
-from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._gates import parse_gates
 from evalsi.runs._judges import (
     build_judges,
     check_judges,
-    judges_manifest,
-    judges_summary,
 )
 from evalsi.runs._outputs import answered
 from evalsi.runs._plan import bind_all, runners_for
@@ -255,46 +245,8 @@ async def execute_run(
         await close_shared_session()
     db, run_id = row.open()
     # Statistics (NumPy) import after the calls, not before the first one.
-    from evalsi.runs._dataset_scope import dataset_scope_of_outputs, in_run_order
-    from evalsi.runs._stored import summarize_stored
+    from evalsi.runs._stored_run import conclude_stored_run
 
-    counts = db.output_counts(run_id)
-    stored = summarize_stored(
-        db,
-        run_id,
-        [(b.name, b.manifest.ref.name, b.manifest.outputs) for b in bound],
-        trials=spec.trials,
-        task_counts=counts,
-    )
-    corpus, reduced = dataset_scope_of_outputs(
-        runners,
-        bound,
-        answered(dataset, db.iter_outputs(run_id), spec.dataset.limit),
-        trials=spec.trials,
-        seed=spec.seed,
-    )
-    db.write_batches(run_id, reduced.rows)
-    stored.metrics = in_run_order(bound, stored.without(corpus), corpus)
-    gate_results = evaluate_gates(gates, stored.metrics, **rates, isolation=stored.isolation)
-    status = "stopped" if executor.stopped_reason else "done"
-    causes = failure_causes(db, run_id)
-    unscored = nothing_scored(counts, causes) if status == "done" else None
-    if unscored is not None and counts.get("infra_error", 0) and not _any_completed(counts):
-        # Every task was lost to infrastructure: nothing was judged, so this run could not
-        # finish (exit 3), whatever the gates say; --resume retries the lost tasks.
-        status = "incomplete"
-        executor.stopped_reason = (
-            f"every task failed on infrastructure ({counts['infra_error']}): "
-            + describe_causes(causes.infra)
-        )
-    elif unscored is not None:
-        # Every call failed on the target's side (a rejected key, a wrong model name), or no
-        # sample could be sent: there is nothing to judge (exit 2) until that is fixed.
-        status, executor.stopped_reason = "failed", unscored
-    warnings = [_in_a_run(w.to_dict()) for w in dataset.warnings]
-    if unscored is None:
-        warnings.extend(failure_warnings(counts, causes))
-        warnings.extend(judged_nothing(stored.metrics, stored_reasons(db, run_id)))
     target_id, unpinned = identity(target, spec.target)
     spend = {
         "tokens": executor.spend.tokens,
@@ -302,64 +254,28 @@ async def execute_run(
         "calls": executor.spend.calls,
         "seconds": round(time.time() - began, 3),
     }
-    manifest = _manifest(
-        spec, bound, dataset, target_id, unpinned, executor.samples, target.supports_seed
-    )
-    pass_k = {
-        f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
-        for (ev, metric), t in stored.trials.items()
-    }
-    summary = {
-        "metrics": [m.to_dict() for m in stored.metrics],
-        "gates": gate_results,
-        "dataset": {"source": dataset.name, "version": dataset.version},
-        "tasks": counts,
-        "infra_errors": counts.get("infra_error", 0),
-        "stopped_reason": executor.stopped_reason,
-        "spend": spend,
-        "trials": spec.trials,
-        "pass_k_samples": pass_k,
-        "isolation": [i.to_dict() for i in stored.isolation],
-        "graded": not execute_only,
-        "warnings": warnings,
-        "infra_error_causes": causes.infra,
-        "target_error_causes": causes.target,
-    }
-    if judges:
-        summary["judges"] = judges_summary(judges)
-    manifest = manifest.finished(
-        isolation=[i.to_dict() for i in stored.isolation],
-        judges=judges_manifest(judges) if judges else None,
-    )
-    db.finish_run(
+    return conclude_stored_run(
+        db,
         run_id,
-        status=status,
-        records=executor.samples,
-        summary=summary,
-        manifest=manifest.to_dict(),
-        error=executor.stopped_reason,
-    )
-    return RunResult(
-        run_id=run_id,
-        status=status,
-        records=executor.samples,
-        metrics=stored.metrics,
-        dataset_source=dataset.name,
-        dataset_version=dataset.version,
-        bad_records=dataset.bad_count,
-        evaluators=[b.spec() for b in bound],
-        store=db,
-        gates=gate_results,
+        bound=bound,
+        runners=runners,
+        gates=gates,
+        rates=rates,
         trials=spec.trials,
-        tasks=counts,
-        infra_errors=counts.get("infra_error", 0),
+        seed=spec.seed,
+        answered=answered(dataset, db.iter_outputs(run_id), spec.dataset.limit),
+        dataset=(dataset.name, dataset.version),
+        samples=executor.samples,
         stopped_reason=executor.stopped_reason,
         spend=spend,
-        pass_k_samples=pass_k,
-        isolation=stored.isolation,
-        warnings=warnings,
-        infra_error_causes=causes.infra,
-        target_error_causes=causes.target,
+        manifest=_manifest(
+            spec, bound, dataset, target_id, unpinned, executor.samples, target.supports_seed
+        ),
+        judges=judges,
+        warnings=[_in_a_run(w.to_dict()) for w in dataset.warnings],
+        bad_records=dataset.bad_count,
+        extra={"graded": not execute_only},
+        lost_is_incomplete=True,
     )
 
 
@@ -403,10 +319,6 @@ def _take_over(db: SqlStore, info: RunInfo) -> RunInfo:
             )
         return claimed
     return info
-
-
-def _any_completed(counts: Mapping[str, int]) -> bool:
-    return any(counts.get(k, 0) for k in ("ok", "target_error", "skipped"))
 
 
 def _executed_tasks(db: SqlStore, run_id: str) -> dict[tuple[int, int], str]:

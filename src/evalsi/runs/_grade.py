@@ -30,28 +30,18 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
-from evalsi.runs._dataset_scope import dataset_scope_of_outputs, in_run_order
-from evalsi.runs._failures import (
-    failure_causes,
-    failure_warnings,
-    judged_nothing,
-    nothing_scored,
-    stored_reasons,
-)
-from evalsi.runs._gates import evaluate_gates, parse_gates
+from evalsi.runs._gates import parse_gates
 from evalsi.runs._judges import (
     build_judges,
     check_judges,
     judge_specs,
-    judges_manifest,
-    judges_summary,
     run_judges,
 )
 from evalsi.runs._outputs import answered, join_outputs, rebuild
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import StoreLike, open_store
-from evalsi.runs._stored import summarize_stored
+from evalsi.runs._stored_run import conclude_stored_run
 from evalsi.store import OutputRow, RunInfo, SqlStore, TaskResults
 
 BATCH = 256
@@ -155,86 +145,25 @@ async def grade_run(
     finally:
         if built:  # the judges' HTTP session belongs to this event loop
             await close_shared_session()
-    counts = db.output_counts(run_id)
-    stored = summarize_stored(
+    spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(time.time() - started, 3)}
+    return conclude_stored_run(
         db,
         run_id,
-        [(b.name, b.manifest.ref.name, b.manifest.outputs) for b in bound],
-        trials=trials,
-        task_counts=counts,
-    )
-    corpus, reduced = dataset_scope_of_outputs(
-        runners,
-        bound,
-        answered(dataset, db.iter_outputs(source.id), limit),
+        bound=bound,
+        runners=runners,
+        gates=parsed_gates,
+        rates=rates,
         trials=trials,
         seed=int(source.spec.get("seed", 0)),
-    )
-    db.write_batches(run_id, reduced.rows)
-    stored.metrics = in_run_order(bound, stored.without(corpus), corpus)
-    gate_results = evaluate_gates(parsed_gates, stored.metrics, **rates, isolation=stored.isolation)
-    pass_k = {
-        f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
-        for (ev, metric), t in stored.trials.items()
-    }
-    spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(time.time() - started, 3)}
-    causes = failure_causes(db, run_id)
-    unscored = nothing_scored(counts, causes)
-    status = "done" if unscored is None else "failed"
-    warnings = [w.to_dict() for w in dataset.warnings]
-    if unscored is None:
-        warnings.extend(failure_warnings(counts, causes))
-        warnings.extend(judged_nothing(stored.metrics, stored_reasons(db, run_id)))
-    summary = {
-        "metrics": [m.to_dict() for m in stored.metrics],
-        "gates": gate_results,
-        "dataset": {"source": dataset.name, "version": version},
-        "tasks": counts,
-        "infra_errors": counts.get("infra_error", 0),
-        "stopped_reason": unscored,
-        "spend": spend,
-        "trials": trials,
-        "pass_k_samples": pass_k,
-        "isolation": [i.to_dict() for i in stored.isolation],
-        "source_run": source.id,
-        "warnings": warnings,
-        "infra_error_causes": causes.infra,
-        "target_error_causes": causes.target,
-    }
-    if built:
-        summary["judges"] = judges_summary(built)
-    manifest = _manifest(source, bound, dataset.name, version, samples).finished(
-        isolation=[i.to_dict() for i in stored.isolation],
-        judges=judges_manifest(built) if built else None,
-    )
-    db.finish_run(
-        run_id,
-        status=status,
-        records=samples,
-        summary=summary,
-        manifest=manifest.to_dict(),
-        error=unscored,
-    )
-    return RunResult(
-        run_id=run_id,
-        status=status,
-        records=samples,
-        metrics=stored.metrics,
-        dataset_source=dataset.name,
-        dataset_version=version,
-        evaluators=[b.spec() for b in bound],
-        store=db,
-        gates=gate_results,
-        trials=trials,
-        tasks=counts,
-        infra_errors=counts.get("infra_error", 0),
+        answered=answered(dataset, db.iter_outputs(source.id), limit),
+        dataset=(dataset.name, version),
+        samples=samples,
+        stopped_reason=None,
         spend=spend,
-        pass_k_samples=pass_k,
-        isolation=stored.isolation,
-        stopped_reason=unscored,
-        warnings=warnings,
-        infra_error_causes=causes.infra,
-        target_error_causes=causes.target,
+        manifest=_manifest(source, bound, dataset.name, version, samples),
+        judges=built,
+        warnings=[w.to_dict() for w in dataset.warnings],
+        extra={"source_run": source.id},
     )
 
 
