@@ -19,7 +19,6 @@ from typing import Any
 from evalsi.connectors import close_shared_session
 from evalsi.core import (
     DatasetPin,
-    EvalsiError,
     Outcome,
     Record,
     ResultBatch,
@@ -40,7 +39,7 @@ from evalsi.runs._judges import (
 from evalsi.runs._outputs import answered, join_outputs, rebuild
 from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
-from evalsi.runs._run_row import StoreLike, open_store
+from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._stored_run import conclude_stored_run
 from evalsi.store import OutputRow, RunInfo, SqlStore, TaskResults
 
@@ -114,7 +113,8 @@ async def grade_run(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
-    run_id = db.create_run(kind="grade", spec=spec, name=name or source.name).id
+    row = RunRow(db, kind="grade", spec=spec, name=name or source.name)
+    db, run_id = row.open()
     started = time.time()
     samples = 0
     built = build_judges(specs, db, bound)
@@ -133,14 +133,7 @@ async def grade_run(
         if samples == 0:
             raise dataset.nothing_read()
     except BaseException as e:
-        db.finish_run(
-            run_id,
-            status="failed",
-            records=samples,
-            summary=None,
-            manifest=None,
-            error=str(e) if isinstance(e, EvalsiError) else f"{type(e).__name__}: {e}",
-        )
+        row.fail(e, records=samples)
         raise
     finally:
         if built:  # the judges' HTTP session belongs to this event loop
