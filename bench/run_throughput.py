@@ -51,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from connector_throughput import start_stub  # noqa: E402
 
+from evalsi.packs import builtin_registry  # noqa: E402
 from evalsi.runs._execute import execute_run  # noqa: E402
 from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec  # noqa: E402
 
@@ -147,7 +148,7 @@ def evalsi_round(url: str, data: Path, store: Path, samples: int, concurrency: i
         max_concurrency=concurrency,
     )
     started = time.perf_counter()
-    result = asyncio.run(execute_run(spec, store=store))
+    result = asyncio.run(execute_run(spec, store=store, registry=builtin_registry()))
     seconds = time.perf_counter() - started
     m = result.metric("exact-match")
     assert (m.n, m.mean) == (samples, 1.0), (m.n, m.mean)

@@ -105,7 +105,7 @@ async def evaluate_async(
         store=store,
         on_bad_record=on_bad_record,
         name=name,
-        registry=registry,
+        registry=_registry(registry),
         progress=progress,
         gates=gates,
         min_completion_rate=min_completion_rate,
@@ -167,7 +167,7 @@ async def run_async(
         resume=resume,
         dry_run=dry_run,
         progress=progress,
-        registry=registry,
+        registry=_registry(registry),
         execute_only=execute_only,
     )
 
@@ -214,7 +214,7 @@ async def grade_async(
         min_completion_rate=min_completion_rate,
         max_evaluator_error_rate=max_evaluator_error_rate,
         name=name,
-        registry=registry,
+        registry=_registry(registry),
         judges=judges,
     )
 
@@ -302,7 +302,7 @@ async def calibrate_async(
         level=level,
         fields=fields,
         store=store,
-        registry=registry,
+        registry=_registry(registry),
         seed=seed,
         name=name,
         progress=progress,
@@ -323,3 +323,13 @@ def calibrate(labels: Any, judge: EvaluatorLike, **options: Any) -> CalibrationR
         return asyncio.run(calibrate_async(labels, judge, **options))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
         return pool.submit(asyncio.run, calibrate_async(labels, judge, **options)).result()
+
+
+def _registry(given: Registry | None) -> Registry:
+    """The registry the engine is handed: the caller's, else the built-ins plus installed
+    plugins (the engine itself never picks one)."""
+    if given is not None:
+        return given
+    from evalsi.packs import builtin_registry
+
+    return builtin_registry()

@@ -17,6 +17,7 @@ from evalsi.packs.judge import REPAIR_PROMPT
 from evalsi.runs import execute_run, run_spec_from_yaml
 from evalsi.store import SqlStore
 from tests.integration.run_support import write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 GOOD = '{"score": 0.8, "explanation": "mostly right"}'
@@ -196,9 +197,9 @@ def test_judges_in_a_run_spec(tmp_path: Path) -> None:
         text = SPEC.format(target=target.openai_url, judge=judge.openai_url)
         spec = run_spec_from_yaml(text, base_dir=tmp_path)
         assert spec.judges["default"].model == "judge-model"
-        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         cold = judge.calls(OPENAI_PATH)
-        second = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        second = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         warm = judge.calls(OPENAI_PATH) - cold
     assert first.status == "done"
     assert cold == 8
@@ -218,7 +219,7 @@ def test_run_spec_without_the_judge_is_refused(tmp_path: Path) -> None:
     text = text.replace("    default:\n", "    other:\n")
     spec = run_spec_from_yaml(text, base_dir=tmp_path)
     with pytest.raises(UserError, match="needs a judge named 'default'"):
-        asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
 
 
 @pytest.mark.parametrize(
@@ -256,8 +257,10 @@ def test_code_built_spec_with_judges_reruns_from_the_cache(tmp_path: Path) -> No
             evaluators=(EvaluatorEntry(ref="llm-judge", params={"rubric": "r"}),),
             judges={"default": JudgeSpec(model="judge-model", base_url=judge.openai_url)},
         )
-        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
-        again = asyncio.run(rerun_run(SqlStore.open(tmp_path / "s.db"), first.run_id))
+        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
+        again = asyncio.run(
+            rerun_run(SqlStore.open(tmp_path / "s.db"), first.run_id, registry=BUILTINS)
+        )
         calls = judge.calls(OPENAI_PATH)
     assert calls == 5
     assert again.metric("llm-judge").mean == first.metric("llm-judge").mean

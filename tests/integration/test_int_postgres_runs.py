@@ -10,6 +10,7 @@ import evalsi
 from evalsi.runs._execute import execute_run
 from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from tests.integration.run_support import write_qa
+from tests.support.registry import BUILTINS
 
 ROWS = [{"id": f"r{i}", "output": "yes" if i % 3 else "no", "reference": "yes"} for i in range(30)]
 
@@ -44,8 +45,8 @@ def test_python_target_run_on_postgres_matches_sqlite(tmp_path: Path, pg_url: st
         trials=2,
         max_concurrency=4,
     )
-    lite = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
-    pg = asyncio.run(execute_run(spec, store=pg_url))
+    lite = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
+    pg = asyncio.run(execute_run(spec, store=pg_url, registry=BUILTINS))
     assert pg.tasks == lite.tasks == {"ok": 32}
     assert pg.metric("exact-match").n == 32
     assert _metrics(pg) == _metrics(lite)

@@ -12,6 +12,7 @@ from evalsi.runs._execute import execute_run
 from evalsi.runs._pricing import _user_table
 from evalsi.runs._runspec import BudgetSpec
 from tests.integration.run_support import model_spec, write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 
@@ -24,11 +25,14 @@ def test_usd_budget_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     data = write_qa(tmp_path / "qa.jsonl", 40)
     with StubLLM() as stub:
         spec = model_spec(stub.openai_url, data, concurrency=2, budget=BudgetSpec(usd=50.0))
-        stopped = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        stopped = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         calls = stub.calls(OPENAI_PATH)
         resumed = asyncio.run(
             execute_run(
-                model_spec(stub.openai_url, data), store=tmp_path / "s.db", resume=stopped.run_id
+                model_spec(stub.openai_url, data),
+                store=tmp_path / "s.db",
+                resume=stopped.run_id,
+                registry=BUILTINS,
             )
         )
         total = stub.calls(OPENAI_PATH)
@@ -46,7 +50,7 @@ def test_wall_clock_budget_stops_the_run(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 60)
     with StubLLM(latency_ms=100) as stub:
         spec = model_spec(stub.openai_url, data, concurrency=2, budget=BudgetSpec(wall_clock_s=0.5))
-        stopped = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        stopped = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         calls = stub.calls(OPENAI_PATH)
     assert stopped.status == "stopped"
     assert stopped.stopped_reason is not None

@@ -16,6 +16,7 @@ import evalsi
 from evalsi.runs import EvaluatorEntry, execute_run, grade_run
 from evalsi.store import SqlStore
 from tests.integration.run_support import model_spec
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import StubLLM
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "text"
@@ -50,7 +51,7 @@ def test_a_run_grades_corpus_metrics_over_every_answer(tmp_path: Path, trials: i
     with StubLLM(answers=_answers()) as stub:
         spec = model_spec(stub.openai_url, _data(tmp_path), trials=trials, gates=gates)
         spec = dataclasses.replace(spec, evaluators=EVALUATORS)
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
     bleu, chrf = _reference(trials)
     assert result.status == "done"
     assert [m.evaluator for m in result.metrics] == ["exact-match", "bleu", "chrf"]
@@ -58,7 +59,9 @@ def test_a_run_grades_corpus_metrics_over_every_answer(tmp_path: Path, trials: i
     assert result.metric("chrf").mean == pytest.approx(chrf, abs=1e-9)
     assert result.metric("bleu").n == len(PAIRS) * trials  # every answer, as in a Score run
     ci = result.metric("bleu").ci
-    assert ci is not None and ci.low is not None and ci.high is not None
+    assert ci is not None
+    assert ci.low is not None
+    assert ci.high is not None
     assert ci.low <= bleu <= ci.high
     assert result.metric("exact-match").n == len(PAIRS) * trials  # per sample, from the store
     assert [g["passed"] for g in result.gates] == [True, True]
@@ -72,8 +75,12 @@ def test_a_run_grades_corpus_metrics_over_every_answer(tmp_path: Path, trials: i
 def test_grading_a_run_again_gives_the_same_corpus_metrics(tmp_path: Path) -> None:
     with StubLLM(answers=_answers()) as stub:
         spec = model_spec(stub.openai_url, _data(tmp_path), trials=2)
-        executed = asyncio.run(execute_run(spec, store=tmp_path / "s.db", execute_only=True))
-    graded = asyncio.run(grade_run(tmp_path / "s.db", executed.run_id, ["bleu", "exact-match"]))
+        executed = asyncio.run(
+            execute_run(spec, store=tmp_path / "s.db", execute_only=True, registry=BUILTINS)
+        )
+    graded = asyncio.run(
+        grade_run(tmp_path / "s.db", executed.run_id, ["bleu", "exact-match"], registry=BUILTINS)
+    )
     bleu, _ = _reference(2)
     assert graded.metric("bleu").mean == pytest.approx(bleu, abs=1e-9)
     assert graded.metric("exact-match").n == len(PAIRS) * 2
@@ -83,12 +90,12 @@ def test_grading_a_run_again_gives_the_same_corpus_metrics(tmp_path: Path) -> No
 
 
 def test_a_run_whose_target_answered_nothing_has_no_corpus_score(tmp_path: Path) -> None:
-    # Every call answers HTTP 401 (no key sent): nothing was answered, so no corpus to score (the run
-    # fails as any run with nothing scored does).
+    # Every call answers HTTP 401 (no key sent): nothing was answered, so no corpus to score
+    # (the run fails as any run with nothing scored does).
     with StubLLM(answers=_answers(), require_key="not-sent") as stub:
         spec = dataclasses.replace(
             model_spec(stub.openai_url, _data(tmp_path)), evaluators=EVALUATORS
         )
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
     assert result.status == "failed"
     assert result.metric("bleu").n == 0

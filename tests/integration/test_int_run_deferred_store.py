@@ -16,6 +16,7 @@ import yaml
 import evalsi
 from evalsi.store import SqlStore
 from tests.integration.run_support import write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 PROBE = """
@@ -90,7 +91,11 @@ def test_a_run_stopped_before_its_first_write_is_recorded(tmp_path: Path) -> Non
         try:
             import asyncio
 
-            asyncio.run(evalsi.runs.execute_run(loaded, store=tmp_path / "s.db", progress=stop))
+            asyncio.run(
+                evalsi.runs.execute_run(
+                    loaded, store=tmp_path / "s.db", progress=stop, registry=BUILTINS
+                )
+            )
         except KeyboardInterrupt:
             pass
         else:  # pragma: no cover - the progress callback always raises

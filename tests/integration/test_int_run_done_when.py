@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalsi.runs import execute_run, run_spec_from_yaml
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 TARGET = '''
@@ -57,7 +58,7 @@ def test_trials_judge_and_gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     verdict = '{"score": 0.75, "explanation": "fine"}'
     with StubLLM(default=verdict) as judge:
         spec = run_spec_from_yaml(SPEC.format(judge=judge.openai_url), base_dir=tmp_path)
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         judge_calls = judge.calls(OPENAI_PATH)
     em = result.metric("exact-match")
     correct = [min(i % 4, 3) for i in range(n)]  # c_i, computed here, not by evalsi

@@ -16,6 +16,7 @@ from evalsi.runs._execute import execute_run
 from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.store import SqlStore
 from tests.integration.run_support import fast_retries, model_spec, write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, Fault, StubLLM
 
 
@@ -36,7 +37,7 @@ def test_trials_pass_at_k_match_the_answer_table(tmp_path: Path) -> None:
         spec = model_spec(
             stub.openai_url, data, trials=3, gates=("metric('exact-match').passHatK(3) >= 0.5",)
         )
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         assert stub.calls(OPENAI_PATH) == 36
         seeds = {r.body["seed"] for r in stub.requests(OPENAI_PATH)}
     assert len(seeds) == 36  # one seed per (sample, trial)
@@ -87,7 +88,7 @@ def test_varied_trials_match_enumeration(tmp_path: Path) -> None:
     _CALLS.clear()
     data = write_qa(tmp_path / "qa.jsonl", 16)
     spec = _python_spec(f"{__name__}:flaky_answer", data, trials=3)
-    result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+    result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
     m = result.metric("exact-match")
     counts = [min(i % 4, 3) for i in range(16)]
     for k in (1, 2, 3):
@@ -101,7 +102,7 @@ def test_varied_trials_match_enumeration(tmp_path: Path) -> None:
 def test_python_target_raising_is_an_error_not_a_failure(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 20)
     spec = _python_spec(f"{__name__}:raising_answer", data, trials=1)
-    result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+    result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
     m = result.metric("exact-match")
     assert (m.n, m.errors, m.mean, m.infra_errors) == (16, 4, 1.0, 0)
     assert result.tasks == {"ok": 16, "target_error": 4}
@@ -128,7 +129,11 @@ def test_429_and_5xx_are_retried_then_infra_errors(tmp_path: Path) -> None:
             path=OPENAI_PATH,
         )
         spec = model_spec(stub.openai_url, data, concurrency=1)
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", resilience=fast_retries(3)))
+        result = asyncio.run(
+            execute_run(
+                spec, store=tmp_path / "s.db", resilience=fast_retries(3), registry=BUILTINS
+            )
+        )
         assert stub.calls(OPENAI_PATH) == 6 + 2 + 2
     m = result.metric("exact-match")
     assert (m.n, m.mean, m.errors, m.infra_errors) == (5, 1.0, 0, 1)
@@ -145,7 +150,7 @@ def test_max_concurrency_is_respected(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 40)
     with StubLLM(latency_ms=20) as stub:
         spec = model_spec(stub.openai_url, data, concurrency=5)
-        asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         spans = [(r.started, r.finished or r.started) for r in stub.requests(OPENAI_PATH)]
     events = sorted([(s, 1) for s, _ in spans] + [(f, -1) for _, f in spans])
     peak = live = 0
@@ -160,7 +165,9 @@ def test_dry_run_calls_nothing_and_stores_nothing(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 10)
     with StubLLM() as stub:
         spec = model_spec(stub.openai_url, data, trials=2, budget=BudgetSpec(tokens=100, usd=1.0))
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", dry_run=True))
+        result = asyncio.run(
+            execute_run(spec, store=tmp_path / "s.db", dry_run=True, registry=BUILTINS)
+        )
         assert stub.calls() == 0
     assert not (tmp_path / "s.db").exists()
     plan = result.plan
@@ -180,7 +187,7 @@ def test_dry_run_prices_from_user_table(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("EVALSI_PRICING", str(prices))
     data = write_qa(tmp_path / "qa.jsonl", 4)
     spec = model_spec("http://127.0.0.1:9/v1", data, budget=BudgetSpec(usd=1.0))
-    plan = asyncio.run(execute_run(spec, dry_run=True)).plan
+    plan = asyncio.run(execute_run(spec, dry_run=True, registry=BUILTINS)).plan
     assert plan is not None
     projected = plan["projected"]
     expected = (projected["input_tokens"] * 1.0 + projected["output_tokens"] * 2.0) / 1e6
@@ -196,6 +203,7 @@ def test_budget_stops_the_run_and_resume_completes_it(tmp_path: Path) -> None:
             execute_run(
                 model_spec(stub.openai_url, data, concurrency=2, budget=BudgetSpec(tokens=20)),
                 store=tmp_path / "s.db",
+                registry=BUILTINS,
             )
         )
         assert stopped.status == "stopped"
@@ -209,12 +217,15 @@ def test_budget_stops_the_run_and_resume_completes_it(tmp_path: Path) -> None:
                 model_spec(stub.openai_url, data, concurrency=2),
                 store=tmp_path / "s.db",
                 resume=stopped.run_id,
+                registry=BUILTINS,
             )
         )
         assert stub.calls(OPENAI_PATH) == 30  # nothing done twice
         assert first_calls < 30
         full = asyncio.run(
-            execute_run(model_spec(stub.openai_url, data), store=tmp_path / "other.db")
+            execute_run(
+                model_spec(stub.openai_url, data), store=tmp_path / "other.db", registry=BUILTINS
+            )
         )
     assert resumed.status == "done"
     assert resumed.run_id == stopped.run_id
@@ -225,17 +236,27 @@ def test_budget_stops_the_run_and_resume_completes_it(tmp_path: Path) -> None:
 def test_resume_with_another_spec_names_the_difference(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 3)
     with StubLLM() as stub:
-        first = asyncio.run(execute_run(model_spec(stub.openai_url, data), store=tmp_path / "s.db"))
+        first = asyncio.run(
+            execute_run(
+                model_spec(stub.openai_url, data), store=tmp_path / "s.db", registry=BUILTINS
+            )
+        )
         other = model_spec(stub.openai_url, data, trials=2)
         with pytest.raises(Exception, match=r"spec\.trials"):
-            asyncio.run(execute_run(other, store=tmp_path / "s.db", resume=first.run_id))
+            asyncio.run(
+                execute_run(other, store=tmp_path / "s.db", resume=first.run_id, registry=BUILTINS)
+            )
 
 
 def test_manifest_records_target_and_seeds(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 3)
     with StubLLM() as stub:
         result = asyncio.run(
-            execute_run(model_spec(stub.openai_url, data, seed=7), store=tmp_path / "s.db")
+            execute_run(
+                model_spec(stub.openai_url, data, seed=7),
+                store=tmp_path / "s.db",
+                registry=BUILTINS,
+            )
         )
     store = SqlStore.open(tmp_path / "s.db")
     manifest = store.get_run(result.run_id).manifest
@@ -252,7 +273,11 @@ def test_twenty_thousand_samples_stream(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 20_000)
     with StubLLM(default="a") as stub:
         result = asyncio.run(
-            execute_run(model_spec(stub.openai_url, data, concurrency=64), store=tmp_path / "s.db")
+            execute_run(
+                model_spec(stub.openai_url, data, concurrency=64),
+                store=tmp_path / "s.db",
+                registry=BUILTINS,
+            )
         )
         assert stub.calls(OPENAI_PATH) == 20_000
     assert result.records == 20_000

@@ -17,6 +17,7 @@ from evalsi.runs._execute import execute_run
 from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.store import SqlStore
 from tests.integration.run_support import fast_retries, model_spec, write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, Fault, StubLLM
 
 _CALLS = {"n": 0}
@@ -59,7 +60,7 @@ def test_execute_only_then_grade_matches_a_one_shot_run(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 15)
     spec = _spec(data)
     db = tmp_path / "s.db"
-    executed = asyncio.run(execute_run(spec, store=db, execute_only=True))
+    executed = asyncio.run(execute_run(spec, store=db, execute_only=True, registry=BUILTINS))
     assert executed.status == "done"
     assert executed.metrics == []
     assert executed.tasks == {"ok": 36, "target_error": 9}
@@ -75,11 +76,15 @@ def test_execute_only_then_grade_matches_a_one_shot_run(tmp_path: Path) -> None:
     before = _CALLS["n"]
     graded = asyncio.run(
         grade_run(
-            db, executed.run_id, ["exact-match", "contains"], params={"contains": {"values": ["a"]}}
+            db,
+            executed.run_id,
+            ["exact-match", "contains"],
+            params={"contains": {"values": ["a"]}},
+            registry=BUILTINS,
         )
     )
     assert _CALLS["n"] == before  # the target is never called
-    one_shot = asyncio.run(execute_run(spec, store=tmp_path / "one.db"))
+    one_shot = asyncio.run(execute_run(spec, store=tmp_path / "one.db", registry=BUILTINS))
     assert graded.run_id != executed.run_id
     assert _figures(graded) == _figures(one_shot)
     assert graded.tasks == one_shot.tasks == {"ok": 36, "target_error": 9}
@@ -101,7 +106,9 @@ def test_execute_only_then_grade_matches_a_one_shot_run(tmp_path: Path) -> None:
 def test_grade_with_another_evaluator_set_and_a_gate(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 6)
     db = tmp_path / "s.db"
-    executed = asyncio.run(execute_run(_spec(data, trials=1), store=db, execute_only=True))
+    executed = asyncio.run(
+        execute_run(_spec(data, trials=1), store=db, execute_only=True, registry=BUILTINS)
+    )
     result = asyncio.run(
         grade_run(
             db,
@@ -109,6 +116,7 @@ def test_grade_with_another_evaluator_set_and_a_gate(tmp_path: Path) -> None:
             [{"ref": "exact-match", "params": {"ignore_case": True}, "name": "em-ci"}],
             gates=["metric('em-ci').mean >= 0.5"],
             max_evaluator_error_rate=0.5,  # one target error in six
+            registry=BUILTINS,
         )
     )
     m = result.metric("em-ci")
@@ -116,7 +124,9 @@ def test_grade_with_another_evaluator_set_and_a_gate(tmp_path: Path) -> None:
     assert m.mean == pytest.approx(3 / 5)  # s0 and s3 answer "A0 maybe": wrong either way
     assert result.gates[0]["verdict"] == "passed"
     assert result.exit_code == 0
-    again = asyncio.run(grade_run(db, executed.run_id, ["length"]))  # graded runs can be regraded
+    again = asyncio.run(
+        grade_run(db, executed.run_id, ["length"], registry=BUILTINS)
+    )  # graded runs can be regraded
     assert again.metric("length").n == 5
 
 
@@ -128,11 +138,17 @@ def test_infra_errors_of_the_source_are_counted_never_graded(tmp_path: Path) -> 
         spec = model_spec(stub.openai_url, data, concurrency=1)
         executed = asyncio.run(
             execute_run(
-                spec, store=tmp_path / "s.db", resilience=fast_retries(2), execute_only=True
+                spec,
+                store=tmp_path / "s.db",
+                resilience=fast_retries(2),
+                execute_only=True,
+                registry=BUILTINS,
             )
         )
         calls = stub.calls(OPENAI_PATH)
-        graded = asyncio.run(grade_run(tmp_path / "s.db", executed.run_id, ["exact-match"]))
+        graded = asyncio.run(
+            grade_run(tmp_path / "s.db", executed.run_id, ["exact-match"], registry=BUILTINS)
+        )
         assert stub.calls(OPENAI_PATH) == calls
     assert executed.tasks == {"ok": 3, "infra_error": 1}
     m = graded.metric("exact-match")
@@ -143,15 +159,17 @@ def test_infra_errors_of_the_source_are_counted_never_graded(tmp_path: Path) -> 
 def test_bad_source_and_changed_dataset_are_clear_errors(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 5)
     db = tmp_path / "s.db"
-    executed = asyncio.run(execute_run(_spec(data, trials=1), store=db, execute_only=True))
+    executed = asyncio.run(
+        execute_run(_spec(data, trials=1), store=db, execute_only=True, registry=BUILTINS)
+    )
     with pytest.raises(UserError, match="no run 'nope'"):
-        asyncio.run(grade_run(db, "nope", ["exact-match"]))
+        asyncio.run(grade_run(db, "nope", ["exact-match"], registry=BUILTINS))
     score = SqlStore.open(db).create_run(kind="score", spec={"evaluators": []})
     with pytest.raises(UserError, match="is a score run"):
-        asyncio.run(grade_run(db, score.id, ["exact-match"]))
+        asyncio.run(grade_run(db, score.id, ["exact-match"], registry=BUILTINS))
     write_qa(data, 6)  # one more sample: another version
     with pytest.raises(UserError, match="changed since run"):
-        asyncio.run(grade_run(db, executed.run_id, ["exact-match"]))
+        asyncio.run(grade_run(db, executed.run_id, ["exact-match"], registry=BUILTINS))
     kinds = [r.kind for r in SqlStore.open(db).list_runs()]
     assert "grade" not in kinds  # nothing half made
 
@@ -160,20 +178,26 @@ def test_execute_only_resume_redoes_only_the_missing_tasks(tmp_path: Path) -> No
     data = write_qa(tmp_path / "qa.jsonl", 10)
     db = tmp_path / "s.db"
     spec = _spec(data, trials=2)
-    executed = asyncio.run(execute_run(spec, store=db, execute_only=True))
+    executed = asyncio.run(execute_run(spec, store=db, execute_only=True, registry=BUILTINS))
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM outputs WHERE seq >= 6")
     before = _CALLS["n"]
-    resumed = asyncio.run(execute_run(spec, store=db, resume=executed.run_id))
+    resumed = asyncio.run(execute_run(spec, store=db, resume=executed.run_id, registry=BUILTINS))
     assert _CALLS["n"] - before == 8
     assert resumed.run_id == executed.run_id
     assert resumed.tasks == executed.tasks == {"ok": 16, "target_error": 4}
     assert resumed.metrics == []
     assert SqlStore.open(db).count_results(executed.run_id) == 0
-    graded = asyncio.run(execute_run(spec, store=tmp_path / "one.db"))
+    graded = asyncio.run(execute_run(spec, store=tmp_path / "one.db", registry=BUILTINS))
     with pytest.raises(UserError, match="cannot be resumed with --execute-only"):
         asyncio.run(
-            execute_run(spec, store=tmp_path / "one.db", resume=graded.run_id, execute_only=True)
+            execute_run(
+                spec,
+                store=tmp_path / "one.db",
+                resume=graded.run_id,
+                execute_only=True,
+                registry=BUILTINS,
+            )
         )
 
 
@@ -181,20 +205,20 @@ def test_rerun_makes_a_new_run_with_equal_figures(tmp_path: Path) -> None:
     data = write_qa(tmp_path / "qa.jsonl", 9)
     db = tmp_path / "s.db"
     spec = dataclasses.replace(_spec(data, trials=2), gates=("metric('exact-match').mean >= 0.1",))
-    first = asyncio.run(execute_run(spec, store=db))
+    first = asyncio.run(execute_run(spec, store=db, registry=BUILTINS))
     info = SqlStore.open(db).get_run(first.run_id)
     assert stored_spec(info).spec_hash == spec.spec_hash
     before = _CALLS["n"]
-    again = asyncio.run(rerun_run(db, first.run_id))
+    again = asyncio.run(rerun_run(db, first.run_id, registry=BUILTINS))
     assert _CALLS["n"] - before == 18
     assert again.run_id != first.run_id
     assert _figures(again) == _figures(first)
     assert again.gates == first.gates
-    executed = asyncio.run(execute_run(spec, store=db, execute_only=True))
-    replayed = asyncio.run(rerun_run(db, executed.run_id))
+    executed = asyncio.run(execute_run(spec, store=db, execute_only=True, registry=BUILTINS))
+    replayed = asyncio.run(rerun_run(db, executed.run_id, registry=BUILTINS))
     assert replayed.metrics == []
     assert replayed.tasks == executed.tasks
-    graded = asyncio.run(grade_run(db, executed.run_id, ["exact-match"]))
-    regraded = asyncio.run(rerun_run(db, graded.run_id))
+    graded = asyncio.run(grade_run(db, executed.run_id, ["exact-match"], registry=BUILTINS))
+    regraded = asyncio.run(rerun_run(db, graded.run_id, registry=BUILTINS))
     assert regraded.run_id != graded.run_id
     assert _figures(regraded) == _figures(graded)

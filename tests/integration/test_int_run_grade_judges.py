@@ -10,6 +10,7 @@ import pytest
 
 from evalsi.core import UserError
 from evalsi.runs import execute_run, grade_run, run_spec_from_yaml
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 SPEC = """\
@@ -40,12 +41,12 @@ def test_grade_from_uses_the_source_runs_judges(
     with StubLLM(default='{"score": 0.5, "explanation": "ok"}') as judge:
         spec = run_spec_from_yaml(SPEC.format(judge=judge.openai_url), base_dir=tmp_path)
         store = tmp_path / "s.db"
-        executed = asyncio.run(execute_run(spec, store=store, execute_only=True))
+        executed = asyncio.run(execute_run(spec, store=store, execute_only=True, registry=BUILTINS))
         assert judge.calls(OPENAI_PATH) == 0  # nothing graded yet
-        graded = asyncio.run(grade_run(store, executed.run_id, [rubric]))
+        graded = asyncio.run(grade_run(store, executed.run_id, [rubric], registry=BUILTINS))
         calls = judge.calls(OPENAI_PATH)
         with pytest.raises(UserError, match="no default judge"):
-            asyncio.run(grade_run(store, executed.run_id, [rubric], judges={}))
+            asyncio.run(grade_run(store, executed.run_id, [rubric], judges={}, registry=BUILTINS))
     assert calls == 5  # two trials give identical outputs: the cache judges each once
     m = graded.metric("llm-judge")
     assert m.n == 10

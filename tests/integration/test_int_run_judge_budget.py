@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalsi.runs import execute_run, run_spec_from_yaml
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import StubLLM
 
 SPEC = """\
@@ -43,7 +44,7 @@ def test_judge_tokens_count_against_the_budget(
     with StubLLM(default='{"score": 1, "explanation": "ok"}') as judge:
         text = SPEC.format(judge=judge.openai_url, budget="budget: {tokens: 300}")
         spec = run_spec_from_yaml(text, base_dir=tmp_path)
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
     # the Python target reports no tokens: only the judge's calls can have hit the budget
     assert result.status == "stopped"
     assert result.stopped_reason is not None
@@ -59,7 +60,9 @@ def test_progress_reports_tokens_and_an_eta(
     with StubLLM(default='{"score": 1, "explanation": "ok"}') as judge:
         spec = run_spec_from_yaml(SPEC.format(judge=judge.openai_url, budget=""), base_dir=tmp_path)
         result = asyncio.run(
-            execute_run(spec, store=tmp_path / "s.db", progress=lambda *a: seen.append(a))
+            execute_run(
+                spec, store=tmp_path / "s.db", progress=lambda *a: seen.append(a), registry=BUILTINS
+            )
         )
     assert result.status == "done"
     assert seen
@@ -85,7 +88,9 @@ def test_dry_run_projects_judge_calls_tokens_and_cost(
     )
     spec = run_spec_from_yaml(text, base_dir=tmp_path)
     with StubLLM() as never_called:
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", dry_run=True))
+        result = asyncio.run(
+            execute_run(spec, store=tmp_path / "s.db", dry_run=True, registry=BUILTINS)
+        )
         assert never_called.calls() == 0
     _user_table.cache_clear()
     judge = result.plan["projected"]["judges"]["default"]  # type: ignore[index]

@@ -14,6 +14,7 @@ from pathlib import Path
 from evalsi.runs._execute import execute_run
 from evalsi.store import SqlStore
 from tests.integration.run_support import model_spec, write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,10 +61,10 @@ def test_kill_9_then_resume_gives_identical_figures(tmp_path: Path) -> None:
         assert run.status == "interrupted"  # its pid is gone
         store.close()
         spec = model_spec(stub.openai_url, data, trials=2, concurrency=4)
-        resumed = asyncio.run(execute_run(spec, store=killed_db, resume=run.id))
+        resumed = asyncio.run(execute_run(spec, store=killed_db, resume=run.id, registry=BUILTINS))
         redone = stub.calls(OPENAI_PATH) - calls_before
         assert redone <= 300 - stored + 4  # only what was not stored (plus the in-flight ones)
-        full = asyncio.run(execute_run(spec, store=tmp_path / "full.db"))
+        full = asyncio.run(execute_run(spec, store=tmp_path / "full.db", registry=BUILTINS))
 
     assert resumed.status == "done"
     assert resumed.run_id == run.id

@@ -12,6 +12,7 @@ from evalsi.core import SpecError, UserError
 from evalsi.runs import execute_run
 from evalsi.store import SqlStore
 from tests.integration.run_support import fast_retries, model_spec, write_qa
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, Fault, StubLLM
 
 
@@ -20,7 +21,11 @@ def test_a_run_whose_every_task_was_lost_could_not_finish(tmp_path: Path) -> Non
     with StubLLM() as stub:
         stub.schedule(*[Fault(status=503, retry_after="0")] * 20, path=OPENAI_PATH)
         spec = model_spec(stub.openai_url, data, concurrency=1)
-        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", resilience=fast_retries(2)))
+        result = asyncio.run(
+            execute_run(
+                spec, store=tmp_path / "s.db", resilience=fast_retries(2), registry=BUILTINS
+            )
+        )
     assert result.status == "incomplete"
     assert result.exit_code == 3
     assert result.infra_errors == 3
@@ -32,14 +37,22 @@ def test_resume_refuses_a_dataset_that_changed(tmp_path: Path) -> None:
     with StubLLM() as stub:
         stub.schedule(None, None, *[Fault(status=503, retry_after="0")] * 20, path=OPENAI_PATH)
         spec = model_spec(stub.openai_url, data, concurrency=1)
-        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db", resilience=fast_retries(1)))
+        first = asyncio.run(
+            execute_run(
+                spec, store=tmp_path / "s.db", resilience=fast_retries(1), registry=BUILTINS
+            )
+        )
         assert first.infra_errors > 0
         lines = data.read_text().splitlines()
         data.write_text("\n".join(reversed(lines)) + "\n")  # same path, other order
         with pytest.raises(SpecError, match="dataset changed"):
             asyncio.run(
                 execute_run(
-                    spec, store=tmp_path / "s.db", resume=first.run_id, resilience=fast_retries(1)
+                    spec,
+                    store=tmp_path / "s.db",
+                    resume=first.run_id,
+                    resilience=fast_retries(1),
+                    registry=BUILTINS,
                 )
             )
     # the refused resume left the run as it was
@@ -67,10 +80,12 @@ spec:
         judge.schedule(*[Fault(status=503, retry_after="0")] * 60, path=OPENAI_PATH)
         text = spec_text.format(target=target.openai_url, judge=judge.openai_url)
         spec = run_spec_from_yaml(text, base_dir=tmp_path)
-        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db"))
+        first = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=BUILTINS))
         assert first.metric("llm-judge").infra_errors == 3
         judge.clear_faults()  # the judge is healthy again
-        resumed = asyncio.run(execute_run(spec, store=tmp_path / "s.db", resume=first.run_id))
+        resumed = asyncio.run(
+            execute_run(spec, store=tmp_path / "s.db", resume=first.run_id, registry=BUILTINS)
+        )
     m = resumed.metric("llm-judge")
     assert (m.n, m.infra_errors) == (3, 0)
 

@@ -27,6 +27,7 @@ from evalsi.runs import execute_run
 from evalsi.store import SqlStore
 from tests.integration.run_support import model_spec, write_qa
 from tests.support.asgi_server import AsgiServer
+from tests.support.registry import BUILTINS
 from tests.support.run_server_main import run_doc, run_message
 from tests.support.server_state import server_state
 from tests.support.stub_llm import StubLLM
@@ -225,7 +226,7 @@ def test_the_embedded_engine_keeps_its_freedom(tmp_path: Path) -> None:
     name = _loopback_name() or "localhost"
     with StubLLM(answers={f"q{i}": f"a{i}" for i in range(3)}) as stub:
         spec = model_spec(f"http://{name}:{stub.port}/v1", data)
-        result = asyncio.run(execute_run(spec, store=str(tmp_path / "e.db")))
+        result = asyncio.run(execute_run(spec, store=str(tmp_path / "e.db"), registry=BUILTINS))
         assert stub.calls("/v1/chat/completions") == 3
     assert result.status == "done"
     assert result.infra_errors == 0

@@ -18,6 +18,7 @@ from evalsi.store import SqlStore
 from evalsi.wire import run_from_proto
 from tests.integration.run_support import write_qa
 from tests.support.asgi_server import AsgiServer
+from tests.support.registry import BUILTINS
 from tests.support.run_server_main import run_app, run_doc, run_message, run_state
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
@@ -68,7 +69,7 @@ def test_cancel_then_resume_counts_every_task_once(tmp_path: Path) -> None:
         state.store.close()
         calls = stub.calls(OPENAI_PATH)
         spec = run_spec_from_dict({**doc, "spec": {**doc["spec"], "dataset": {"path": str(data)}}})
-        full = asyncio.run(execute_run(spec, store=tmp_path / "full.db"))
+        full = asyncio.run(execute_run(spec, store=tmp_path / "full.db", registry=BUILTINS))
         assert full.store is not None
         full.store.close()
 

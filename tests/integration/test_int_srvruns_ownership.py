@@ -24,6 +24,7 @@ from evalsi.store import SqlStore
 from evalsi.store._schema import runs
 from tests.integration.run_support import write_qa
 from tests.support.asgi_server import AsgiServer
+from tests.support.registry import BUILTINS
 from tests.support.run_server_main import run_app, run_doc, run_message, run_state
 from tests.support.stub_llm import StubLLM
 
@@ -103,7 +104,7 @@ def _finished_server_run(store: str, datasets: Path, base_url: str) -> tuple[str
     doc = run_doc(base_url, str(datasets / "qa.jsonl"), concurrency=4)
     spec = run_spec_from_dict(doc)
     origin = {"server": True, "host": "elsewhere", "project_id": "p1"}
-    result = asyncio.run(execute_run(spec, store=store, origin=origin))
+    result = asyncio.run(execute_run(spec, store=store, origin=origin, registry=BUILTINS))
     assert result.store is not None
     result.store.close()
     return result.run_id, spec
@@ -174,11 +175,11 @@ def test_a_run_queued_in_a_live_process_is_not_resumed_here(tmp_path: Path) -> N
             )
         assert db.get_run(run_id).status == "queued"
         with pytest.raises(UserError, match=f"still queued in another process .*pid {parent}"):
-            asyncio.run(execute_run(spec, store=db, resume=run_id))
+            asyncio.run(execute_run(spec, store=db, resume=run_id, registry=BUILTINS))
         with db.engine.begin() as conn:  # its owner died: now it may be taken over
             conn.execute(runs.update().where(runs.c.id == run_id).values(pid=2**22 + 7))
         assert db.get_run(run_id).status == "interrupted"
-        resumed = asyncio.run(execute_run(spec, store=db, resume=run_id))
+        resumed = asyncio.run(execute_run(spec, store=db, resume=run_id, registry=BUILTINS))
         assert resumed.store is not None
         with db.engine.connect() as conn:
             count = conn.execute(sa.select(sa.func.count()).select_from(runs)).scalar()

@@ -19,6 +19,7 @@ from evalsi.runs import execute_run, run_spec_from_dict
 from evalsi.store import SqlStore
 from evalsi.wire import run_from_proto
 from tests.integration.run_support import write_qa
+from tests.support.registry import BUILTINS
 from tests.support.run_server_main import run_doc, run_message
 from tests.support.server_state import free_port
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
@@ -96,7 +97,7 @@ def test_server_killed_mid_run_resumes_it_on_start(
             _stop(proc, signal.SIGTERM)
         redone = stub.calls(OPENAI_PATH) - calls_before
         spec = run_spec_from_dict({**doc, "spec": {**doc["spec"], "dataset": {"path": str(data)}}})
-        full = asyncio.run(execute_run(spec, store=tmp_path / "full.db"))
+        full = asyncio.run(execute_run(spec, store=tmp_path / "full.db", registry=BUILTINS))
         assert full.store is not None
         full.store.close()
 

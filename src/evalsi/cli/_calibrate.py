@@ -100,6 +100,7 @@ def evaluator_params(items: list[str], evaluator: str) -> dict[str, str]:
 def calibrate(args: argparse.Namespace) -> int:
     import asyncio
 
+    from evalsi.packs import builtin_registry
     from evalsi.runs import calibrate_async
 
     progress = None if args.quiet else ProgressLine()
@@ -113,6 +114,7 @@ def calibrate(args: argparse.Namespace) -> int:
                 metric=args.metric,
                 level=args.level,
                 store=args.store,
+                registry=builtin_registry(),
                 seed=args.seed,
                 name=args.name,
                 progress=progress,

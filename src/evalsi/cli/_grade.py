@@ -148,7 +148,9 @@ def rerun(args: argparse.Namespace) -> int:
         note(f"warning: unpinned: {item} (a rerun may not reproduce the figures)")
     progress = None if args.quiet else ProgressLine(unit="tasks", trouble="infra errors")
     try:
-        registry = stored_registry(source)
+        from evalsi.packs import builtin_registry
+
+        registry = stored_registry(source) or builtin_registry()
         result = asyncio.run(rerun_run(db, source.id, progress=progress, registry=registry))
     finally:
         if progress is not None:

@@ -104,16 +104,12 @@ async def calibrate_async(
     level: AlphaLevel | None = None,
     fields: FieldMap | None = None,
     store: StoreLike = None,
-    registry: Registry | None = None,
+    registry: Registry,
     seed: int = 0,
     name: str = "",
     progress: Progress | None = None,
 ) -> CalibrationResult:
     """Calibrate a judge evaluator against human labels; see ``evalsi.calibrate``."""
-    if registry is None:
-        from evalsi.packs import builtin_registry
-
-        registry = builtin_registry()
     bound = _bind_judge(judge, params, registry)
     check_judges([bound], judge_specs(judges))  # no default judge: say so before reading labels
     metric, kind = _metric_of(bound, metric)
@@ -137,6 +133,7 @@ async def calibrate_async(
         name=name or f"calibrate {bound.name}",
         judges=judges,
         progress=progress,
+        registry=registry,
     )
     if scored.records != len(read.items):
         raise UserError(

@@ -81,7 +81,7 @@ async def execute_run(
     resume: str | None = None,
     dry_run: bool = False,
     progress: RunProgress | None = None,
-    registry: Registry | None = None,
+    registry: Registry,
     resilience: Resilience | None = None,
     execute_only: bool = False,
     run_id: str | None = None,
@@ -101,7 +101,8 @@ async def execute_run(
         dry_run: return the plan (tasks, projected tokens and cost, budget checks) without
             calling the target or writing anything.
         progress: called after each graded batch with (tasks done, infra errors).
-        registry: evaluators to resolve refs against (default: built-ins + entry points).
+        registry: evaluators to resolve refs against; the caller chooses (the Python API and
+            the CLI hand over the built-ins plus entry points, the server its own).
         resilience: retry policy, breakers and rate limiters shared by this run's calls
             (default: a fresh one per run, with the default policies).
         execute_only: call the target and store its outputs, grade nothing (no evaluators, no
@@ -122,10 +123,6 @@ async def execute_run(
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
-    if registry is None:
-        from evalsi.packs import builtin_registry
-
-        registry = builtin_registry()
     if spec.trials < 1:
         raise SpecError(f"spec.trials must be at least 1, got {spec.trials}")
     if spec.max_concurrency < 1:

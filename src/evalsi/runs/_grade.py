@@ -58,7 +58,7 @@ async def grade_run(
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
     name: str = "",
-    registry: Registry | None = None,
+    registry: Registry,
     judges: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Grade the outputs stored by Run ``source_run`` with ``evaluators``, into a new run.
@@ -71,7 +71,7 @@ async def grade_run(
         evaluators, params, gates, min_completion_rate, max_evaluator_error_rate: as for
             ``evalsi.evaluate``.
         name: a label for the new run (default: the source run's name).
-        registry: the evaluators to resolve names against (default: built-ins + entry points).
+        registry: the evaluators to resolve names against, chosen by the caller.
         judges: judges for judge-pack evaluators (as for ``evalsi.evaluate``); default: the
             judges of the source run's spec.
 
@@ -81,10 +81,6 @@ async def grade_run(
     The target is never called. Trials are preserved, so pass@k and pass^k come out as for a
     one-shot run of the same spec with these evaluators.
     """
-    if registry is None:
-        from evalsi.packs import builtin_registry
-
-        registry = builtin_registry()
     db = open_store(store)
     source = db.get_run(source_run)
     _check_source(source)

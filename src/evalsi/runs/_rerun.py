@@ -44,7 +44,7 @@ async def rerun_run(
     run_id: str,
     *,
     progress: RunProgress | None = None,
-    registry: Registry | None = None,
+    registry: Registry,
     resilience: Resilience | None = None,
 ) -> RunResult:
     """Replay run ``run_id`` (a Run or a grade run) from its stored spec, as a new run.

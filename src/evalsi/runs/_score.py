@@ -61,7 +61,7 @@ async def score_async(
     on_bad_record: Literal["fail", "skip"] = "fail",
     batch_size: int = 2048,
     name: str = "",
-    registry: Registry | None = None,
+    registry: Registry,
     progress: Progress | None = None,
     gates: str | Sequence[str] = (),
     min_completion_rate: float = 0.8,
@@ -69,10 +69,6 @@ async def score_async(
     judges: Mapping[str, JudgeLike] | None = None,
 ) -> ScoreResult:
     """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments."""
-    if registry is None:
-        from evalsi.packs import builtin_registry
-
-        registry = builtin_registry()
     if bootstrap is not None and cluster_by is not None:
         raise UserError(
             "--bootstrap and --cluster-by cannot be combined yet: a record-level bootstrap "

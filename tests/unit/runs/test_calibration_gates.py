@@ -14,6 +14,7 @@ from evalsi.reports import render_report
 from evalsi.runs import calibrate_async, uncalibrated_gates
 from evalsi.runs._calibration_gates import gate_evaluators
 from evalsi.store import SqlStore
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import StubLLM
 from tests.unit.runs.calibration_support import RUBRIC, judges_for, rating_rows
 
@@ -70,8 +71,7 @@ def test_a_gate_on_an_uncalibrated_judge_warns_until_it_is_calibrated(tmp_path: 
         asyncio.run(
             calibrate_async(
                 rating_rows(), "llm-judge", params=PARAMS, judges=judges_for(stub.openai_url),
-                store=store,
-            )
+                store=store, registry=BUILTINS,)
         )  # fmt: skip
         assert uncalibrated_gates(store, store.get_run(run_id)) == []
         # another rubric is another judge to calibrate; so is another model

@@ -13,6 +13,7 @@ import pytest
 from evalsi.core import DatasetError, UserError
 from evalsi.runs import calibrate_async
 from evalsi.runs._calibration_labels import coerce_labels, read_labels
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 from tests.unit.runs.calibration_support import judges_for
 
@@ -77,6 +78,7 @@ def test_bad_labels_name_the_line_and_field_before_any_judge_call(
                     "pairwise",
                     judges=judges_for(stub.openai_url),
                     store=tmp_path / "s.db",
+                    registry=BUILTINS,
                 )
             )
         assert stub.calls(OPENAI_PATH) == 0
@@ -88,7 +90,13 @@ def test_a_missing_reference_is_named_for_reference_correctness(tmp_path: Path) 
     path = write(tmp_path, dict(GOOD, label=True), {"input": "q", "output": "a", "label": True})
     with pytest.raises(DatasetError, match=r":2: field 'reference': missing"):
         asyncio.run(
-            calibrate_async(path, "reference-correctness", judges=NEVER_ASKED, store=":memory:")
+            calibrate_async(
+                path,
+                "reference-correctness",
+                judges=NEVER_ASKED,
+                store=":memory:",
+                registry=BUILTINS,
+            )
         )
 
 
@@ -113,17 +121,35 @@ def test_labels_that_do_not_fit_the_judges_metric(tmp_path: Path) -> None:
         UserError, match=r"labels are numbers but reference-correctness gives a pass/fail label"
     ) as e:
         asyncio.run(
-            calibrate_async(path, "reference-correctness", judges=NEVER_ASKED, store=":memory:")
+            calibrate_async(
+                path,
+                "reference-correctness",
+                judges=NEVER_ASKED,
+                store=":memory:",
+                registry=BUILTINS,
+            )
         )
     assert "--metric" in (e.value.hint or "")
     with pytest.raises(UserError, match="no pass/fail, label or numeric metric named 'nope'"):
         asyncio.run(
-            calibrate_async(path, "pairwise", metric="nope", judges=NEVER_ASKED, store=":memory:")
+            calibrate_async(
+                path,
+                "pairwise",
+                metric="nope",
+                judges=NEVER_ASKED,
+                store=":memory:",
+                registry=BUILTINS,
+            )
         )
     with pytest.raises(UserError, match="level 'ordinal' needs numeric labels"):
         asyncio.run(
             calibrate_async(
-                path, "reference-correctness", level="ordinal", judges=NEVER_ASKED, store=":memory:"
+                path,
+                "reference-correctness",
+                level="ordinal",
+                judges=NEVER_ASKED,
+                store=":memory:",
+                registry=BUILTINS,
             )
         )
 
@@ -131,12 +157,20 @@ def test_labels_that_do_not_fit_the_judges_metric(tmp_path: Path) -> None:
 def test_only_judge_evaluators_can_be_calibrated_and_a_judge_is_required(tmp_path: Path) -> None:
     path = write(tmp_path, dict(GOOD, label=True))
     with pytest.raises(UserError, match="exact-match does not ask a judge model"):
-        asyncio.run(calibrate_async(path, "exact-match", store=":memory:"))
+        asyncio.run(calibrate_async(path, "exact-match", store=":memory:", registry=BUILTINS))
     with pytest.raises(UserError, match="no default judge"):
-        asyncio.run(calibrate_async(path, "reference-correctness", store=":memory:"))
+        asyncio.run(
+            calibrate_async(path, "reference-correctness", store=":memory:", registry=BUILTINS)
+        )
     with pytest.raises(UserError, match="give params with an evaluator name"):
         asyncio.run(
-            calibrate_async(path, {"ref": "llm-judge"}, params={"rubric": "x"}, store=":memory:")
+            calibrate_async(
+                path,
+                {"ref": "llm-judge"},
+                params={"rubric": "x"},
+                store=":memory:",
+                registry=BUILTINS,
+            )
         )
 
 
