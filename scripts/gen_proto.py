@@ -87,7 +87,7 @@ def _run_protoc(dest: Path) -> None:
         f"--pyi_out={dest}",
         f"--plugin=protoc-gen-connectrpc={_connect_plugin()}",
         f"--connectrpc_out={dest}",
-        # Without this the plugin targets protobuf-py instead of Google's runtime (STACK.md §1).
+        # Without this the plugin targets protobuf-py instead of Google's runtime, which we use.
         "--connectrpc_opt=protobuf=google",
         # Descriptors with comments: the server's OpenAPI document and reflection read them.
         f"--descriptor_set_out={dest / 'descriptors.binpb'}",

@@ -7,10 +7,11 @@ Usage::
     python scripts/gen_schema.py --check    # exit 1, naming each stale file, if out of date
     python scripts/gen_schema.py --out DIR  # generate into (or check) another directory
 
-DESIGN.md tenet 1: ``proto/`` is the single source of truth, so the schema a spec file is
-validated against is derived from the messages, never written by hand. protoc compiles the spec's
-.proto file into a ``FileDescriptorSet`` (with comments, which become ``description``s), and each
-message reachable from the root becomes a ``$defs`` entry following the proto3 JSON mapping:
+``proto/`` is the single source of truth (docs/ARCHITECTURE.md, "Where the schema lives"), so the
+schema a spec file is validated against is derived from the messages, never written by hand. protoc
+compiles the spec's .proto file into a ``FileDescriptorSet`` (with comments, which become
+``description``s), and each message reachable from the root becomes a ``$defs`` entry following the
+proto3 JSON mapping:
 
 - a message is an object with its fields' JSON (camelCase) names and
   ``additionalProperties: false``, so an unknown field is an error;

@@ -1,6 +1,6 @@
 """Shared helpers for the end-to-end tests: run the installed ``evalsi`` console script as a
 user does, in a temporary working directory, and check the user-facing contracts of
-DESIGN.md §4 (JSON alone on stdout, exit codes, one-line errors without a traceback).
+the CLI (JSON alone on stdout, exit codes, one-line errors without a traceback).
 """
 
 from __future__ import annotations

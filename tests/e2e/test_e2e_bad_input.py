@@ -1,5 +1,5 @@
 """Bad input through the CLI: exit 2, a short message on stderr naming the place, no traceback,
-and nothing on stdout even with ``--format json`` (DESIGN.md §4)."""
+and nothing on stdout even with ``--format json`` (the CLI's output contract)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue 16 at the console script: a mistyped flag shows the subcommand's usage and a "did you
-mean" (exit 2); a store path that cannot be created exits 3 (DESIGN.md §4: the run could not
+mean" (exit 2); a store path that cannot be created exits 3 (the run could not
 finish) with a message naming the path and why, and no traceback."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Crash safety: a run killed half way leaves a store that opens, a run marked `interrupted`,
-and every result committed before the kill readable (DESIGN.md §4: nothing recorded is lost).
+and every result committed before the kill readable (nothing recorded is lost).
 
 The store is SQLite in WAL mode, so the test reads it (read-only) while the CLI writes it. The
 deadlines below only stop a hung test; nothing asserts how long anything took.

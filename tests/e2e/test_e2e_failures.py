@@ -31,7 +31,7 @@ def test_json_lists_the_failures_with_their_reasons(
     proc = run_evalsi(tmp_path, "eval", "--data", "qa.jsonl", *ARGS, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert {"run_id", "status", "records", "metrics", "gates"} <= set(data)  # DESIGN §4 intact
+    assert {"run_id", "status", "records", "metrics", "gates"} <= set(data)  # JSON contract intact
     reasons = [(f["record_id"], f["metric"], f["detail"]) for f in data["failures"]]
     assert reasons[:4] == [
         ("q1", "exact-match", 'expected "Paris", got "paris."'),

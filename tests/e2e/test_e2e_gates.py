@@ -1,5 +1,5 @@
 """`evalsi eval --gate`: exit codes, the JSON "gates" contract, the table section and
-`evalsi runs show` reading the stored verdicts back (DESIGN.md §4)."""
+`evalsi runs show` reading the stored verdicts back."""
 
 from __future__ import annotations
 

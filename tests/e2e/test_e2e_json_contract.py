@@ -1,4 +1,4 @@
-"""`evalsi eval --format json`: one JSON object on stdout, the DESIGN.md §4 keys, exit 0; and
+"""`evalsi eval --format json`: one JSON object on stdout, the contract's keys, exit 0; and
 every shipped example dataset grades cleanly."""
 
 from __future__ import annotations

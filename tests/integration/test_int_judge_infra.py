@@ -1,5 +1,6 @@
 """A judge that keeps failing is infrastructure: its results are infra errors, not evaluator
-errors, never in n; a gate on that metric is inconclusive, not failed (tenet 2)."""
+errors, never in n; a gate on that metric is inconclusive, not failed (an infrastructure
+failure is never scored)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ in a background thread of the test process.
         httpx.get(server.url + "/healthz")
 
 Hypercorn's default ``keep_alive_max_requests`` (1000) sends GOAWAY and kills the in-flight
-gRPC call (STACK.md §2), so it is raised here as ``evalsi serve`` does.
+gRPC call, so it is raised here as ``evalsi serve`` does.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every docstring example in the package runs and prints what it says (STYLE: tested examples)."""
+"""Every docstring example in the package runs and prints what it says: an example is a test."""
 
 from __future__ import annotations
 

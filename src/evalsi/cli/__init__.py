@@ -1,6 +1,6 @@
 """The ``evalsi`` command: thin over the library. ``main`` maps errors to exit codes.
 
-Exit codes (DESIGN.md §4): 0 done and every gate passed; 1 a gate failed; 2 cannot judge (bad
+Exit codes: 0 done and every gate passed; 1 a gate failed; 2 cannot judge (bad
 input, bad spec); 3 the run could not finish (infrastructure, interruption, internal error).
 """
 

@@ -1,11 +1,11 @@
 """Errors a target call ends with: infrastructure (retried, never a failure) or the target's own.
 
-Tenet 2 of DESIGN.md decides the split. An ``InfraError`` (a 429, a 5xx, a timeout, a dropped
-connection, a body that cannot be read, an open circuit, an address the server's egress policy
-refuses) says nothing about the model: the task
-ends as ``infra_error(kind)`` and is excluded from the metrics. A ``TargetError`` (a 4xx the user
-must fix, such as a bad model name or a rejected key, or a Python target that raised) is recorded
-on the sample and is not retried.
+One rule decides the split: a failure of the infrastructure is never scored as the model's.
+An ``InfraError`` (a 429, a 5xx, a timeout, a dropped connection, a body that cannot be read, an
+open circuit, an address the server's egress policy refuses) says nothing about the model: the
+task ends as ``infra_error(kind)`` and is excluded from the metrics. A ``TargetError`` (a 4xx
+the user must fix, such as a bad model name or a rejected key, or a Python target that raised) is
+recorded on the sample and is not retried.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ class MetricSummary:
     higher_is_better: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of DESIGN.md §4 (``ci`` as ``[low, high]``)."""
+        """The JSON shape of ``--format json`` (``ci`` as ``[low, high]``)."""
         out: dict[str, Any] = {
             "evaluator": self.evaluator,
             "metric": self.metric,

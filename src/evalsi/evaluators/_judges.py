@@ -3,7 +3,7 @@
 A run (Score or Run) builds one ``JudgeClient`` per configured judge (connector, cache and
 accounting: ``runs/_judges.py``) and sets them with ``use_judges`` around grading; an evaluator
 asks for one by name with ``get_judge``. ``contextvars`` carry the mapping into every asyncio
-task the grading starts. There is no default judge (tenet 8): with none configured under the
+task the grading starts. There is no default judge: with none configured under the
 name, ``get_judge`` raises ``Skip`` with a reason that says how to configure one, and the runs
 refuse up front (``missing_judges``) a spec whose judge evaluators name an unconfigured judge.
 

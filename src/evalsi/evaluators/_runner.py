@@ -1,8 +1,9 @@
 """The batching runner: one bound evaluator over a batch of records → one result per record.
 
-The rules of tenet 2 live here. A record lacking a required field is SKIPPED with a reason. An
-exception inside an evaluator is an ERROR for that record (its type and message kept) and never
-stops the run; cancellation is never swallowed. Only well-formed scores are SCORED.
+The rules "only SCORED counts" and "errors are data" live here (docs/ARCHITECTURE.md). A record
+lacking a required field is SKIPPED with a reason. An exception inside an evaluator is an ERROR for
+that record (its type and message kept) and never stops the run; cancellation is never swallowed.
+Only well-formed scores are SCORED.
 """
 
 from __future__ import annotations

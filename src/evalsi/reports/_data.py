@@ -92,7 +92,7 @@ class Running:
         self.n = n
 
     def interval(self, kind: Kind) -> Interval:
-        """Wilson for pass rates, Student t for means (DESIGN: statistics are the product)."""
+        """Wilson for pass rates, Student t for means: every number shown has its interval."""
         if kind == "passed":
             return wilson(round(self.total), self.n)
         if self.n < 2:

@@ -1,10 +1,10 @@
 """Compare two stored runs, paired per record: what changed, by how much, and how sure we are.
 
-For every metric both runs hold (same evaluator instance name, same metric name), the records
-SCORED in both runs are paired by record id and trial; the comparison is made on those pairs
-only (DESIGN.md §2 tenets 2 and 3). Each run's results are streamed once: run A's values are
-kept as one float per (record, metric), run B's are matched against them as they stream by,
-so memory is O(records × metrics) floats and no result objects are held.
+For every metric both runs hold (same evaluator instance name, same metric name), the records SCORED
+in both runs are paired by record id and trial; the comparison is made on those pairs only (only
+SCORED values count; a difference comes with its interval). Each run's results are streamed once:
+run A's values are kept as one float per (record, metric), run B's are matched against them as they
+stream by, so memory is O(records × metrics) floats and no result objects are held.
 """
 
 from __future__ import annotations

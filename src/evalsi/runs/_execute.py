@@ -7,7 +7,7 @@ record runners with the task's trial, and commits outputs and results of a batch
 transaction: grading overlaps generation, and a killed process leaves every task either
 complete or absent.
 
-How a task ends (tenet 2):
+How a task ends (an infrastructure failure is never scored):
 
 - ``ok``: the target answered; every evaluator grades the output.
 - ``target_error``: the target itself failed on the sample (a Python target raised, a 4xx):

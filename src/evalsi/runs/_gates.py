@@ -478,7 +478,7 @@ def evaluate_gates(
     max_evaluator_error_rate: float = 0.1,
     isolation: Sequence[IsolationSummary] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every gate's verdict as the JSON dict of DESIGN.md §4 (plus ``verdict`` and ``reason``).
+    """Every gate's verdict as the JSON dict of ``--format json`` (plus ``verdict`` and ``reason``).
 
     ``isolation``: the run's per-evaluator sandbox isolation, for gates that read it."""
     return [

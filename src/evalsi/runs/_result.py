@@ -230,7 +230,7 @@ class ScoreResult:
         return iter_record_isolation(self.store, self.run_id)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract of DESIGN.md §4, plus the dataset version and bad-record count,
+        """The JSON contract of ``--format json``, plus the dataset version and bad-record count,
         the warnings and the first failing results (``failures``)."""
         return {
             "run_id": self.run_id,

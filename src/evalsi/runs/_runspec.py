@@ -77,7 +77,7 @@ class BudgetSpec:
 
 @dataclass(frozen=True, slots=True)
 class JudgeSpec:
-    """A model that grades (tenet 8: none by default, secrets by reference).
+    """A model that grades (none by default, secrets by reference).
 
     ``connector`` is ``openai-compatible`` or ``anthropic``; ``params`` are sent with every
     judge call (``temperature: 0`` is wise); ``max_concurrency`` caps this judge's calls in

@@ -1,7 +1,7 @@
 """The committed EvalRun JSON Schema must be exactly what scripts/gen_schema.py makes from proto/.
 
-DESIGN.md tenet 1: the JSON Schema of the YAML specs is generated from the proto, committed, and a
-test fails when it is stale.
+``proto/`` is the single source of truth: the JSON Schema of the YAML specs is generated from
+the proto, committed, and a test fails when it is stale.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The committed generated code must be exactly what scripts/gen_proto.py makes from proto/.
 
-DESIGN.md tenet 1: generated files are committed and a test fails when they are stale.
+``proto/`` is the single source of truth: generated files are committed and a test fails when
+they are stale.
 """
 
 from __future__ import annotations

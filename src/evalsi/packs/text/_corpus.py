@@ -8,7 +8,7 @@ sacrebleu's ``corpus_bleu`` / ``corpus_chrf`` / ``corpus_ter`` (checked in tests
 
 Sums of statistics take weights naturally, so these metrics implement ``prepare`` /
 ``reduce_weighted``: a bootstrap resample is one matrix-vector product instead of a re-read
-of the corpus (DESIGN: dataset-scope bootstrap protocol).
+of the corpus (the dataset-scope bootstrap of ``runs/_dataset_scope.py``).
 """
 
 from __future__ import annotations

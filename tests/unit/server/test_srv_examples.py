@@ -4,7 +4,7 @@ from pathlib import Path
 
 from evalsi.server._config import load_config
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "evalsi.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "evalsi.yaml"
 
 
 def test_the_example_config_loads_with_paths_beside_the_repo() -> None:

@@ -20,7 +20,7 @@ import evalsi._proto.evalsi.v1alpha1.run_service_pb2  # noqa: F401 - registers t
 from evalsi.server.protocol._openapi import build_openapi, merge_keywords, split_constraints
 from evalsi.server.protocol._rest import compile_template, handler_attr, http_rules
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SERVICES = [
     "evalsi.v1alpha1.EvaluationService",
     "evalsi.v1alpha1.RunService",
