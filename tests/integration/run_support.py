@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from evalsi.connectors import Resilience, RetryPolicy
-from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.specs import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 
 
 def write_qa(path: Path, n: int) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 
 import evalsi
 from evalsi.runs._execute import execute_run
-from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.specs import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from tests.integration.run_support import write_qa
 from tests.support.registry import BUILTINS
 

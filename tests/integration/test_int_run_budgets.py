@@ -10,7 +10,7 @@ import pytest
 
 from evalsi.runs._execute import execute_run
 from evalsi.runs._pricing import _user_table
-from evalsi.runs._runspec import BudgetSpec
+from evalsi.specs import BudgetSpec
 from tests.integration.run_support import model_spec, write_qa
 from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM

@@ -13,7 +13,7 @@ import pytest
 
 from evalsi.core import Outcome
 from evalsi.runs._execute import execute_run
-from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.specs import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.store import SqlStore
 from tests.integration.run_support import fast_retries, model_spec, write_qa
 from tests.support.registry import BUILTINS

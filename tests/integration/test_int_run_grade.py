@@ -14,7 +14,7 @@ import pytest
 from evalsi.core import UserError
 from evalsi.runs import grade_run, rerun_run, stored_spec
 from evalsi.runs._execute import execute_run
-from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.specs import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.store import SqlStore
 from tests.integration.run_support import fast_retries, model_spec, write_qa
 from tests.support.registry import BUILTINS

@@ -46,6 +46,7 @@ from evalsi.core._manifest import (
     Scope,
     parse_ref,
 )
+from evalsi.core._paths import expand_home
 from evalsi.core._pattern import MAX_PATTERN, Pattern, PatternMatch, compile_pattern
 from evalsi.core._record import (
     RECORD_FIELDS,
@@ -162,6 +163,7 @@ __all__ = [
     "compile_pattern",
     "content_hash",
     "decode_score",
+    "expand_home",
     "lazy_exports",
     "lazy_module",
     "message_from_dict",

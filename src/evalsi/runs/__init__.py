@@ -78,28 +78,26 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._run_result import RunResult
     from evalsi.runs._run_row import RunRow, StoreLike, open_store
-    from evalsi.runs._runspec import (
+    from evalsi.runs._scheduler import RunProgress, task_seed
+    from evalsi.runs._score import Progress, score_async
+    from evalsi.runs._session import Conclusion, ScoreSession
+    from evalsi.runs._stored import StoredSummary, summarize_stored
+    from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
+    from evalsi.runs._targets import MODEL_CONNECTORS
+    from evalsi.runs._trials import TrialStats
+    from evalsi.specs import (
+        TARGET_KINDS,
         BudgetSpec,
         DatasetSpec,
         EvaluatorEntry,
         JudgeSpec,
         RunSpec,
         TargetSpec,
-    )
-    from evalsi.runs._scheduler import RunProgress, task_seed
-    from evalsi.runs._score import Progress, score_async
-    from evalsi.runs._session import Conclusion, ScoreSession
-    from evalsi.runs._spec_load import (
-        TARGET_KINDS,
         judges_from_doc,
         load_run_spec,
         run_spec_from_dict,
         run_spec_from_yaml,
     )
-    from evalsi.runs._stored import StoredSummary, summarize_stored
-    from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
-    from evalsi.runs._targets import MODEL_CONNECTORS
-    from evalsi.runs._trials import TrialStats
 
 
 __all__ = [

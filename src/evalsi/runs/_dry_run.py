@@ -9,8 +9,8 @@ from evalsi.core import Content
 from evalsi.datasets import Dataset
 from evalsi.evaluators import BoundEvaluator, UsesJudge
 from evalsi.runs._pricing import price
-from evalsi.runs._runspec import RunSpec
 from evalsi.runs._targets import Render, RenderError, identity
+from evalsi.specs import RunSpec
 
 DEFAULT_OUTPUT_TOKENS = 256
 

@@ -64,9 +64,9 @@ from evalsi.runs._outputs import answered
 from evalsi.runs._plan import bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
-from evalsi.runs._runspec import RunSpec, work_document
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._targets import build_target, identity, renderer
+from evalsi.specs import RunSpec, work_document
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first target calls
     from evalsi.store import RunInfo, SqlStore

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from evalsi.core import Message, Usage, UserError, content_hash, message_to_dict
 from evalsi.evaluators import BoundEvaluator, JudgeReply, judges_needed
 from evalsi.runs._pricing import cost_usd
-from evalsi.runs._runspec import JudgeSpec
+from evalsi.specs import JudgeSpec
 
 if TYPE_CHECKING:  # the connectors (aiohttp) and SQLAlchemy load when a judge is built
     from evalsi.connectors import Resilience

@@ -21,7 +21,8 @@ from evalsi.runs._execute import execute_run
 from evalsi.runs._grade import grade_run
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import StoreLike, open_store
-from evalsi.runs._runspec import (
+from evalsi.runs._scheduler import RunProgress
+from evalsi.specs import (
     BudgetSpec,
     DatasetSpec,
     EvaluatorEntry,
@@ -29,7 +30,6 @@ from evalsi.runs._runspec import (
     RunSpec,
     TargetSpec,
 )
-from evalsi.runs._scheduler import RunProgress
 from evalsi.store import RunInfo
 
 
@@ -88,7 +88,7 @@ def stored_spec(info: RunInfo) -> RunSpec:
     if not isinstance(document, dict) or not document:
         raise UserError(f"run {info.id} did not store its spec; it cannot be rerun")
     if "apiVersion" in document:  # the YAML document as written
-        from evalsi.runs._spec_load import run_spec_from_dict
+        from evalsi.specs import run_spec_from_dict
 
         source = str(stored.get("source") or "")
         base = Path(source).parent if source else None

@@ -22,8 +22,8 @@ from evalsi.datasets import Dataset
 from evalsi.evaluators import RecordRunner
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._run_row import RunRow
-from evalsi.runs._runspec import RunSpec
 from evalsi.runs._targets import Render, RenderError
+from evalsi.specs import RunSpec
 from evalsi.store import OutputRow, TaskResults
 
 GRADE_BATCH = 64

@@ -26,7 +26,7 @@ from evalsi.connectors import (
     resolve_secret,
 )
 from evalsi.core import Content, Record, UserError
-from evalsi.runs._runspec import TargetSpec
+from evalsi.specs import TargetSpec
 
 Render = Callable[[Record], InputLike]
 

@@ -150,7 +150,10 @@ def _path(d: Mapping[str, Any], key: str, where: str) -> Path:
     value = d.get(key)
     if not isinstance(value, str) or not value.strip() or "\0" in value:
         raise ValueError(f"{where}.{key}: expected a non-empty path string, got {value!r}")
-    return Path(value).expanduser()
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:  # ~user with no such user
+        raise ValueError(f"{where}.{key}: {value!r} names no home directory here") from None
 
 
 def _unsafe_arg(s: str) -> bool:

@@ -67,7 +67,7 @@ from typing import Any
 import yaml
 
 from evalsi.connectors import EgressPolicy, EgressRule
-from evalsi.core import SpecError, UserError
+from evalsi.core import SpecError, UserError, expand_home
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
 from evalsi.server._state import (
@@ -632,7 +632,7 @@ def _read(path: Path) -> Any:
 
 def _path(p: _Problems, base: Path, at: str, value: Any) -> Path | None:
     text = _str(p, at, value)
-    return (base / Path(text).expanduser()).resolve() if text else None
+    return (base / expand_home(text)).resolve() if text else None
 
 
 def _storage(p: _Problems, base: Path, value: Any, data_dir: Path) -> str:

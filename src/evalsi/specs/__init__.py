@@ -1,38 +1,77 @@
 """Spec files (``EvalRun``, ``OnlineEvalPolicy``): YAML with the line of every key, the JSON
 Schemas generated from the proto, and errors that name the line, the field and what was
-expected. Each kind's own checks live with the kind (``runs``, ``traces``)."""
+expected; and the ``EvalRun`` itself: ``RunSpec`` and its loader. A policy's checks live with
+the policies (they bind evaluators)."""
 
-from evalsi.specs._checks import (
-    MAX_REPORTED,
-    MAX_SPEC_BYTES,
-    NAME,
-    Problem,
-    parse_duration,
-    raise_problems,
-    read_spec_text,
-    schema_problems,
-    schema_validator,
-    show,
-    unknown_field,
-)
-from evalsi.specs._yaml import KeyPath, check_plain, key_path_text, line_of, parse_yaml, where
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evalsi.core import lazy_exports
+
+if TYPE_CHECKING:
+    from evalsi.specs._checks import (
+        MAX_REPORTED,
+        MAX_SPEC_BYTES,
+        NAME,
+        Problem,
+        parse_duration,
+        raise_problems,
+        read_spec_text,
+        schema_problems,
+        schema_validator,
+        show,
+        unknown_field,
+    )
+    from evalsi.specs._evalrun import (
+        BudgetSpec,
+        DatasetSpec,
+        EvaluatorEntry,
+        JudgeSpec,
+        RunSpec,
+        TargetSpec,
+        work_document,
+    )
+    from evalsi.specs._evalrun_load import (
+        TARGET_KINDS,
+        judges_from_doc,
+        load_run_spec,
+        run_spec_from_dict,
+        run_spec_from_yaml,
+    )
+    from evalsi.specs._yaml import KeyPath, check_plain, key_path_text, line_of, parse_yaml, where
 
 __all__ = [
     "MAX_REPORTED",
     "MAX_SPEC_BYTES",
     "NAME",
+    "TARGET_KINDS",
+    "BudgetSpec",
+    "DatasetSpec",
+    "EvaluatorEntry",
+    "JudgeSpec",
     "KeyPath",
     "Problem",
+    "RunSpec",
+    "TargetSpec",
     "check_plain",
+    "judges_from_doc",
     "key_path_text",
     "line_of",
+    "load_run_spec",
     "parse_duration",
     "parse_yaml",
     "raise_problems",
     "read_spec_text",
+    "run_spec_from_dict",
+    "run_spec_from_yaml",
     "schema_problems",
     "schema_validator",
     "show",
     "unknown_field",
     "where",
+    "work_document",
 ]
+
+# Imported on first use (core/_lazy.py): `evalsi eval` reads no spec and loads no jsonschema.
+__getattr__ = lazy_exports(__name__, __file__)

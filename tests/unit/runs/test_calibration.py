@@ -18,6 +18,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from evalsi.runs import CalibrationResult, calibrate_async
 from evalsi.store import CalibrationKey, SqlStore, latest_calibration, list_calibrations
 from tests.support.proportions import wilson_reference
+from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 from tests.unit.runs.calibration_support import (
     PAIRS,
@@ -39,7 +40,7 @@ SCALE = [1, 2, 3, 4, 5]
 
 
 def calibrate(*args: Any, **kwargs: Any) -> CalibrationResult:
-    return asyncio.run(calibrate_async(*args, **kwargs))
+    return asyncio.run(calibrate_async(*args, **{"registry": BUILTINS, **kwargs}))
 
 
 @pytest.fixture

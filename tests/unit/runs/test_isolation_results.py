@@ -15,7 +15,7 @@ import evalsi
 from evalsi.core import IsolationReport
 from evalsi.reports import render_report
 from evalsi.runs import IsolationSummary, execute_run, grade_run
-from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
+from evalsi.specs import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.wire import run_from_proto, run_result_to_proto, run_to_proto
 from tests.unit.runs.test_isolation_records import (
     BWRAP,

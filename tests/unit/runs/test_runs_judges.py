@@ -7,7 +7,7 @@ import pytest
 from evalsi.core import Message, UserError
 from evalsi.packs import builtin_registry
 from evalsi.runs._judges import StoreJudge, check_judges, judge_specs
-from evalsi.runs._runspec import JudgeSpec
+from evalsi.specs import JudgeSpec
 from evalsi.store import SqlStore
 
 REG = builtin_registry(entry_points=False)

@@ -17,7 +17,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, ClassVar
 
-from evalsi.core import ParamError, Record, Score
+from evalsi.core import ParamError, Record, Score, UserError, expand_home
 from evalsi.evaluators import Skip
 from evalsi.packs.text._inputs import hypothesis, references
 
@@ -33,6 +33,14 @@ def _installed(module: str) -> bool:
         return False
 
 
+def _is_dir(path: str) -> bool:
+    """Whether ``path`` names a directory; ``~nosuchuser/...`` names none (expanding it raises)."""
+    try:
+        return expand_home(path).is_dir()
+    except (UserError, OSError, ValueError):
+        return False
+
+
 class LocalModelMetric:
     """Shared checks: the library is installed, the model is a local directory."""
 
@@ -44,7 +52,7 @@ class LocalModelMetric:
     def __init__(self, model: str) -> None:
         self._model_dir = model
         self._loaded: Any = None
-        if model and not Path(model).expanduser().is_dir():
+        if model and not _is_dir(model):
             raise ParamError(
                 f"{self.metric_name}: param 'model' must be a local model directory; "
                 f"{model!r} is not a directory (models are never downloaded)"

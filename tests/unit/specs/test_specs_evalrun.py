@@ -13,14 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalsi.core import SpecError, UserError
-from evalsi.runs._runspec import BudgetSpec, DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
-from evalsi.runs._spec_load import (
+from evalsi.core import SpecError, UserError, expand_home
+from evalsi.specs import (
+    BudgetSpec,
+    DatasetSpec,
+    EvaluatorEntry,
+    RunSpec,
+    TargetSpec,
     load_run_spec,
+    parse_duration,
     run_spec_from_dict,
     run_spec_from_yaml,
 )
-from evalsi.specs import parse_duration
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -602,3 +606,26 @@ def test_yaml_text_in_memory_names_its_source(tmp_path: Path) -> None:
         "inline:1: missing required field 'spec'",
         "inline:2: kind: expected 'EvalRun', got 'X'",
     ]
+
+
+NO_USER = "~no-such-user-evalsi"
+
+
+def test_a_home_of_no_user_is_a_spec_error_at_its_field(tmp_path: Path) -> None:
+    # pathlib raises a bare RuntimeError for ~user when there is no such user.
+    with pytest.raises(SpecError) as e:
+        run_spec_from_dict(minimal(dataset={"path": f"{NO_USER}/qa.jsonl"}), base_dir=tmp_path)
+    assert f"spec.dataset.path: '{NO_USER}/qa.jsonl': {NO_USER} is not a home directory" in str(
+        e.value
+    )
+    target = {"model": {"connector": "openai-compatible", "baseUrl": "http://127.0.0.1:1/v1",
+                        "model": "m", "secretRef": f"file:{NO_USER}/key"}}  # fmt: skip
+    with pytest.raises(SpecError, match=r"spec\.target\.model\.secretRef: .* is not a home"):
+        run_spec_from_dict(minimal(target=target), base_dir=tmp_path)
+
+
+def test_expand_home_expands_mine_and_names_an_unknown_user() -> None:
+    assert expand_home("~/x") == Path.home() / "x"
+    assert expand_home("a/~b") == Path("a/~b")
+    with pytest.raises(UserError, match=f"{NO_USER} is not a home directory on this machine"):
+        expand_home(f"{NO_USER}/data")

@@ -3,7 +3,7 @@
 Three steps, each reporting every problem it finds in one ``SpecError`` whose lines read
 ``run.yaml:12: spec.target.model.baseUrl: expected ...``:
 
-1. ``_spec_yaml`` parses the YAML, remembering the line of every key and list item (and
+1. ``_yaml`` parses the YAML, remembering the line of every key and list item (and
    refusing duplicate keys, alias bombs and values proto3 JSON cannot hold).
 2. The document is validated against ``schemas/evalrun.schema.json``, which
    ``scripts/gen_schema.py`` generates from ``proto/evalsi/v1alpha1/run.proto``; nothing here
@@ -23,8 +23,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalsi.core import UserError
-from evalsi.runs._runspec import (
+from evalsi.core import UserError, expand_home
+from evalsi.specs._checks import (
+    NAME,
+    Problem,
+    parse_duration,
+    raise_problems,
+    read_spec_text,
+    schema_problems,
+    show,
+    unknown_field,
+)
+from evalsi.specs._evalrun import (
     BudgetSpec,
     DatasetSpec,
     EvaluatorEntry,
@@ -32,20 +42,7 @@ from evalsi.runs._runspec import (
     RunSpec,
     TargetSpec,
 )
-from evalsi.specs import (
-    NAME,
-    KeyPath,
-    Problem,
-    check_plain,
-    line_of,
-    parse_duration,
-    parse_yaml,
-    raise_problems,
-    read_spec_text,
-    schema_problems,
-    show,
-    unknown_field,
-)
+from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
 API_VERSION = "evals.si/v1alpha1"
 KIND = "EvalRun"
@@ -319,7 +316,11 @@ class _SpecBuilder:
         if scheme == "env" and _ENV_NAME.fullmatch(rest):
             return ref
         if scheme == "file" and rest.strip():
-            return f"file:{self.base_dir / Path(rest).expanduser()}"
+            try:
+                return f"file:{self.base_dir / expand_home(rest)}"
+            except UserError as e:
+                self.bad(at, _user_message(e))
+                return ref
         # The value is not echoed: whoever got this wrong may have pasted the key itself.
         self.bad(
             at,
@@ -343,7 +344,11 @@ class _SpecBuilder:
             self.bad((*at, "path"), f"expected a file path or hf://OWNER/NAME, got {show(where)}")
             return None
         else:
-            resolved = (self.base_dir / Path(where).expanduser()).resolve()
+            try:
+                resolved = (self.base_dir / expand_home(where)).resolve()
+            except UserError as e:
+                self.bad((*at, "path"), _user_message(e))
+                return None
             if not resolved.exists():
                 self.bad(
                     (*at, "path"),
