@@ -12,7 +12,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 
 from tests.support.stub_llm import OPENAI_PATH, Fault, StubLLM
-from tests.unit.runs.calibration_support import (
+from tests.unit.runs.calibration.calibration_support import (
     PAIRS,
     QA,
     RUBRIC,

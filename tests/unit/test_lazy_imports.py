@@ -48,8 +48,9 @@ SCORE = """
 import sys
 from evalsi.cli import main
 code = main(sys.argv[1:])
-heavy = ("sqlalchemy.dialects.postgresql", "evalsi.runs._calibration", "evalsi.runs._execute",
-         "evalsi.server", "evalsi.client", "connectrpc", "jsonschema", "yaml", "evalsi.sandbox",
+heavy = ("sqlalchemy.dialects.postgresql", "evalsi.runs.calibration._calibrate",
+         "evalsi.runs._execute", "evalsi.server", "evalsi.client", "connectrpc", "jsonschema",
+         "yaml", "evalsi.sandbox",
          "evalsi.packs.code", "evalsi.packs.ml_classic", "evalsi.packs.judge", "evalsi.packs.text")
 print(repr(code), *[m for m in heavy if m in sys.modules], file=sys.stderr)
 """

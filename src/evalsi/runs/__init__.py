@@ -8,16 +8,6 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
-    from evalsi.runs._calibration import CalibrationResult, calibrate_async
-    from evalsi.runs._calibration_gates import uncalibrated_gates
-    from evalsi.runs._compare import compare_runs
-    from evalsi.runs._comparison import (
-        CompareKind,
-        Comparison,
-        MetricComparison,
-        Unmatched,
-        Verdict,
-    )
     from evalsi.runs._dataset_scope import (
         DatasetScope,
         cluster_dataset_runners,
@@ -33,9 +23,6 @@ if TYPE_CHECKING:
         failure_rows,
         first_failures,
     )
-    from evalsi.runs._gate_results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
-    from evalsi.runs._gate_syntax import EvaluatorMetrics
-    from evalsi.runs._gates import Gate, evaluate_gates, parse_gates
     from evalsi.runs._grade import grade_run
     from evalsi.runs._isolation import (
         ISOLATION_KEY,
@@ -85,6 +72,25 @@ if TYPE_CHECKING:
     from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
     from evalsi.runs._targets import MODEL_CONNECTORS
     from evalsi.runs._trials import TrialStats
+    from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
+    from evalsi.runs.compare import (
+        CompareKind,
+        Comparison,
+        MetricComparison,
+        Unmatched,
+        Verdict,
+        compare_runs,
+    )
+    from evalsi.runs.gates import (
+        GATE_COLUMNS,
+        EvaluatorMetrics,
+        Gate,
+        GateResult,
+        evaluate_gates,
+        gate_rows,
+        gates_exit_code,
+        parse_gates,
+    )
     from evalsi.specs import (
         TARGET_KINDS,
         BudgetSpec,

@@ -55,7 +55,6 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import BoundEvaluator, Registry, use_judges
-from evalsi.runs._gates import parse_gates
 from evalsi.runs._judges import (
     build_judges,
     check_judges,
@@ -66,6 +65,7 @@ from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._targets import build_target, identity, renderer
+from evalsi.runs.gates import parse_gates
 from evalsi.specs import RunSpec, work_document
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first target calls

@@ -29,7 +29,6 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
-from evalsi.runs._gates import parse_gates
 from evalsi.runs._judges import (
     build_judges,
     check_judges,
@@ -41,6 +40,7 @@ from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._stored_run import conclude_stored_run
+from evalsi.runs.gates import parse_gates
 from evalsi.store import OutputRow, RunInfo, SqlStore, TaskResults
 
 BATCH = 256

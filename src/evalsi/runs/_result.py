@@ -11,8 +11,8 @@ import orjson
 from evalsi.core import EvaluationResult, MetricSummary, Outcome
 from evalsi.runs._failing import SHOWN_FAILURES, FailingRecord, first_failures
 from evalsi.runs._failures import first_error_reason, judged_nothing
-from evalsi.runs._gate_results import GATE_COLUMNS, gate_rows, gates_exit_code
 from evalsi.runs._isolation import IsolationSummary, RecordIsolation, iter_record_isolation
+from evalsi.runs.gates import GATE_COLUMNS, gate_rows, gates_exit_code
 
 if TYPE_CHECKING:
     from evalsi.store import SqlStore

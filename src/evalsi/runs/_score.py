@@ -25,7 +25,6 @@ from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import Registry
 from evalsi.runs._aggregate import ClusterKeys
 from evalsi.runs._failures import judged_nothing, stored_reasons
-from evalsi.runs._gates import parse_gates
 from evalsi.runs._judges import (
     JudgeLike,
     build_judges,
@@ -37,6 +36,7 @@ from evalsi.runs._plan import EvaluatorLike, bind_all
 from evalsi.runs._result import ScoreResult
 from evalsi.runs._run_row import RunRow, StoreLike
 from evalsi.runs._session import ScoreSession
+from evalsi.runs.gates import parse_gates
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first graded batch
     from evalsi.store import BackgroundWriter

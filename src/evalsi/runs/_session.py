@@ -28,10 +28,10 @@ from evalsi.core import (
 from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, Runner, use_judges
 from evalsi.runs._aggregate import Aggregator
 from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_scope
-from evalsi.runs._gates import Gate, evaluate_gates
 from evalsi.runs._isolation import IsolationSummary
 from evalsi.runs._judges import judges_manifest, judges_summary
 from evalsi.runs._plan import runners_for
+from evalsi.runs.gates import Gate, evaluate_gates
 
 Graded = list[tuple[int, int, ResultBatch]]
 """``(evaluator index, position of the batch's first record, results)`` as the store takes them."""

@@ -21,10 +21,10 @@ from evalsi.runs._failures import (
     nothing_scored,
     stored_reasons,
 )
-from evalsi.runs._gates import Gate, evaluate_gates
 from evalsi.runs._judges import judges_manifest, judges_summary
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._stored import summarize_stored
+from evalsi.runs.gates import Gate, evaluate_gates
 
 if TYPE_CHECKING:
     from evalsi.store import SqlStore

@@ -5,7 +5,7 @@ name a spec gives it, nor its secret reference), one evaluator ref (``builtin/ll
 one prompt template (its hash) and one set of evaluator params (the rubric, the scale; not the
 judge's name). Change any of them and the judge must be calibrated again: ``CalibrationKey``
 hashes exactly these, and a run whose gate reads a judge is checked against the latest
-calibration under its key (``runs/_calibration_gates.py``).
+calibration under its key (``runs/calibration/_gates.py``).
 """
 
 from __future__ import annotations

@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.core import MetricSummary, UserError, cel_module
-from evalsi.runs._gate_results import GateResult, Verdict, _fmt
-from evalsi.runs._gate_syntax import (
+from evalsi.runs._isolation import LEVELS, IsolationSummary, summaries_by_evaluator
+from evalsi.runs.gates._results import GateResult, Verdict, _fmt
+from evalsi.runs.gates._syntax import (
     _ALLOWED_FUNCTIONS,
     _HELP,
     CI_FIELDS,
@@ -54,7 +55,6 @@ from evalsi.runs._gate_syntax import (
     _tokens,
     _where,
 )
-from evalsi.runs._isolation import LEVELS, IsolationSummary, summaries_by_evaluator
 
 if TYPE_CHECKING:
     import cel

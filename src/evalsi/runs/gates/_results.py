@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evalsi.runs._gate_syntax import _shorten
+from evalsi.runs.gates._syntax import _shorten
 
 Verdict = Literal["passed", "failed", "inconclusive"]
 

@@ -19,9 +19,15 @@ import scipy.special as sc
 from numpy.typing import NDArray
 
 from evalsi.core import Interval, Outcome, UserError
-from evalsi.runs._comparison import CompareKind, Comparison, MetricComparison, Unmatched, Verdict
 from evalsi.runs._result import format_number
 from evalsi.runs._run_row import StoreLike, open_store
+from evalsi.runs.compare._comparison import (
+    CompareKind,
+    Comparison,
+    MetricComparison,
+    Unmatched,
+    Verdict,
+)
 from evalsi.stats import mcnemar, newcombe_interval, paired_bootstrap
 from evalsi.store import RunInfo, SqlStore
 

@@ -22,7 +22,7 @@ from evalsi.runs import (
     open_store,
     parse_gates,
 )
-from evalsi.runs._gates import MAX_GATE_LENGTH, _tokens
+from evalsi.runs.gates._gates import MAX_GATE_LENGTH, _tokens
 
 EVALUATORS = [
     EvaluatorMetrics("exact-match", "exact-match", ("exact-match",)),

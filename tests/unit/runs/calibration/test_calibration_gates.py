@@ -12,11 +12,11 @@ import pytest
 import evalsi
 from evalsi.reports import render_report
 from evalsi.runs import calibrate_async, uncalibrated_gates
-from evalsi.runs._calibration_gates import gate_evaluators
+from evalsi.runs.calibration._gates import gate_evaluators
 from evalsi.store import SqlStore
 from tests.support.registry import BUILTINS
 from tests.support.stub_llm import StubLLM
-from tests.unit.runs.calibration_support import RUBRIC, judges_for, rating_rows
+from tests.unit.runs.calibration.calibration_support import RUBRIC, judges_for, rating_rows
 
 VERDICT = '{"score": 4, "explanation": "fine"}'
 PARAMS = {"rubric": RUBRIC, "scale": [1, 2, 3, 4, 5]}

@@ -22,7 +22,11 @@ import orjson
 from evalsi.core import EvaluationResult, Outcome, Record, UserError
 from evalsi.datasets import FieldMap
 from evalsi.evaluators import BoundEvaluator, Registry, judges_needed
-from evalsi.runs._calibration_labels import (
+from evalsi.runs._judges import JudgeLike, check_judges, judge_specs
+from evalsi.runs._plan import EvaluatorLike, bind_all
+from evalsi.runs._run_row import StoreLike, open_store
+from evalsi.runs._score import Progress, score_async
+from evalsi.runs.calibration._labels import (
     KIND_NAMES,
     KIND_PLURALS,
     LabelKind,
@@ -32,17 +36,13 @@ from evalsi.runs._calibration_labels import (
     coerce_labels,
     read_labels,
 )
-from evalsi.runs._calibration_stats import (
+from evalsi.runs.calibration._stats import (
     agreement,
     as_number,
     consensus,
     length_bias,
     position_bias,
 )
-from evalsi.runs._judges import JudgeLike, check_judges, judge_specs
-from evalsi.runs._plan import EvaluatorLike, bind_all
-from evalsi.runs._run_row import StoreLike, open_store
-from evalsi.runs._score import Progress, score_async
 from evalsi.stats import ALPHA_LEVELS, AlphaLevel
 from evalsi.store import CalibrationKey, SqlStore, save_calibration
 

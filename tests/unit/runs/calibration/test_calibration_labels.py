@@ -12,10 +12,10 @@ import pytest
 
 from evalsi.core import DatasetError, UserError
 from evalsi.runs import calibrate_async
-from evalsi.runs._calibration_labels import coerce_labels, read_labels
+from evalsi.runs.calibration._labels import coerce_labels, read_labels
 from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
-from tests.unit.runs.calibration_support import judges_for
+from tests.unit.runs.calibration.calibration_support import judges_for
 
 GOOD = {"id": "a", "input": "2+2?", "output": "4", "reference": "4"}
 NEVER_ASKED = judges_for("http://127.0.0.1:9/v1")  # these errors come before any judge call

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.special as sc
 
 from evalsi.core import Interval
-from evalsi.runs._calibration_labels import LabelKind, LabelValue
+from evalsi.runs.calibration._labels import LabelKind, LabelValue
 from evalsi.stats import (
     AlphaLevel,
     alpha_interval,

@@ -20,7 +20,7 @@ from evalsi.store import CalibrationKey, SqlStore, latest_calibration, list_cali
 from tests.support.proportions import wilson_reference
 from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
-from tests.unit.runs.calibration_support import (
+from tests.unit.runs.calibration.calibration_support import (
     PAIRS,
     QA,
     RATINGS,
