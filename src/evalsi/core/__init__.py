@@ -2,18 +2,15 @@
 
 from evalsi.core._batch import (
     INFRA_PREFIX,
-    KIND_CODES,
     LABEL,
     NUMBER,
     PASSED,
-    STRUCTURED,
     ResultBatch,
     decode_score,
 )
 from evalsi.core._cel import cel_module
 from evalsi.core._content import (
     Content,
-    ContentKind,
     JsonValue,
     MediaRef,
     Message,
@@ -38,7 +35,6 @@ from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._hashing import Hasher, content_hash
 from evalsi.core._lazy import lazy_exports, lazy_module, startup_mark
 from evalsi.core._manifest import (
-    RUNNABLE_SCOPES,
     EvaluatorManifest,
     EvaluatorRef,
     OutputSpec,
@@ -80,7 +76,6 @@ from evalsi.core._trace import (
     SPAN_TYPES,
     STATUS_ERROR,
     STATUS_OK,
-    STATUS_UNSET,
     Feedback,
     Span,
     SpanEvent,
@@ -92,23 +87,18 @@ from evalsi.core._trace import (
 
 __all__ = [
     "INFRA_PREFIX",
-    "KIND_CODES",
     "LABEL",
     "MAX_PATTERN",
     "NUMBER",
     "PASSED",
     "PER_TASK_SEED",
     "RECORD_FIELDS",
-    "RUNNABLE_SCOPES",
     "SPAN_TYPES",
     "STATUS_ERROR",
     "STATUS_OK",
-    "STATUS_UNSET",
-    "STRUCTURED",
     "USAGE_FIELDS",
     "VERSION",
     "Content",
-    "ContentKind",
     "DatasetError",
     "DatasetPin",
     "EvalsiError",

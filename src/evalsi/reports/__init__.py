@@ -4,9 +4,8 @@ Charts need matplotlib (``pip install evalsi[reports]``); without it the HTML re
 and shows the numbers alone.
 """
 
-from evalsi.reports._data import ReportData, gather_report
+from evalsi.reports._data import gather_report
 from evalsi.reports._render import (
-    FORMATS,
     ReportFormat,
     check_output_path,
     render_report,
@@ -14,8 +13,6 @@ from evalsi.reports._render import (
 )
 
 __all__ = [
-    "FORMATS",
-    "ReportData",
     "ReportFormat",
     "check_output_path",
     "gather_report",

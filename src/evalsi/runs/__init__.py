@@ -9,26 +9,20 @@ from evalsi.core import lazy_exports
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
     from evalsi.runs._dataset_scope import (
-        DatasetScope,
-        cluster_dataset_runners,
         dataset_bootstrap,
         finish_dataset_scope,
     )
     from evalsi.runs._execute import execute_run
     from evalsi.runs._failing import (
         FAILURE_COLUMNS,
-        SHOWN_FAILURES,
-        FailingRecord,
         failing_records,
         failure_rows,
         first_failures,
     )
     from evalsi.runs._grade import grade_run
     from evalsi.runs._isolation import (
-        ISOLATION_KEY,
         LEVELS,
         IsolationSummary,
-        RecordIsolation,
         ReportedIsolation,
         isolation_report,
         iter_record_isolation,
@@ -45,7 +39,6 @@ if TYPE_CHECKING:
         JUDGE_CONNECTORS,
         build_judges,
         judges_manifest,
-        judges_summary,
         run_judges,
         without_cache,
     )
@@ -53,9 +46,7 @@ if TYPE_CHECKING:
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
     from evalsi.runs._result import (
         ISOLATION_COLUMNS,
-        TABLE_COLUMNS,
         ScoreResult,
-        format_ci,
         format_number,
         isolation_rows,
         metric_columns,
@@ -65,11 +56,11 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._run_result import RunResult
     from evalsi.runs._run_row import RunRow, StoreLike, open_store
-    from evalsi.runs._scheduler import RunProgress, task_seed
+    from evalsi.runs._scheduler import RunProgress
     from evalsi.runs._score import Progress, score_async
     from evalsi.runs._session import Conclusion, ScoreSession
-    from evalsi.runs._stored import StoredSummary, summarize_stored
-    from evalsi.runs._summaries import summaries_from_dicts, summary_from_dict
+    from evalsi.runs._stored import summarize_stored
+    from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
     from evalsi.runs._trials import TrialStats
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
@@ -110,12 +101,9 @@ __all__ = [
     "FAILURE_COLUMNS",
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
-    "ISOLATION_KEY",
     "JUDGE_CONNECTORS",
     "LEVELS",
     "MODEL_CONNECTORS",
-    "SHOWN_FAILURES",
-    "TABLE_COLUMNS",
     "TARGET_KINDS",
     "Aggregator",
     "BudgetSpec",
@@ -123,19 +111,16 @@ __all__ = [
     "CompareKind",
     "Comparison",
     "Conclusion",
-    "DatasetScope",
     "DatasetSpec",
     "EvaluatorEntry",
     "EvaluatorLike",
     "EvaluatorMetrics",
-    "FailingRecord",
     "Gate",
     "GateResult",
     "IsolationSummary",
     "JudgeSpec",
     "MetricComparison",
     "Progress",
-    "RecordIsolation",
     "ReportedIsolation",
     "RunProgress",
     "RunResult",
@@ -144,7 +129,6 @@ __all__ = [
     "ScoreResult",
     "ScoreSession",
     "StoreLike",
-    "StoredSummary",
     "TargetSpec",
     "TrialStats",
     "Unmatched",
@@ -152,7 +136,6 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
-    "cluster_dataset_runners",
     "compare_runs",
     "dataset_bootstrap",
     "evaluate_gates",
@@ -161,7 +144,6 @@ __all__ = [
     "failure_rows",
     "finish_dataset_scope",
     "first_failures",
-    "format_ci",
     "format_number",
     "gate_rows",
     "gates_exit_code",
@@ -173,7 +155,6 @@ __all__ = [
     "iter_record_isolation",
     "judges_from_doc",
     "judges_manifest",
-    "judges_summary",
     "load_run_spec",
     "metric_columns",
     "metric_rows",
@@ -193,8 +174,6 @@ __all__ = [
     "stored_spec",
     "summaries_from_dicts",
     "summarize_stored",
-    "summary_from_dict",
-    "task_seed",
     "uncalibrated_gates",
     "unpinned",
     "weakest",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from evalsi.sinks._otel import EVENT_NAME, ExportCounts, OtelScoreExporter, evaluation_attributes
+from evalsi.sinks._otel import EVENT_NAME, OtelScoreExporter, evaluation_attributes
 
 __all__ = ["EVENT_NAME", "ExportCounts", "OtelScoreExporter", "evaluation_attributes"]

@@ -11,7 +11,6 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.specs._checks import (
-        MAX_REPORTED,
         MAX_SPEC_BYTES,
         NAME,
         Problem,
@@ -19,9 +18,7 @@ if TYPE_CHECKING:
         raise_problems,
         read_spec_text,
         schema_problems,
-        schema_validator,
         show,
-        unknown_field,
     )
     from evalsi.specs._evalrun import (
         BudgetSpec,
@@ -39,10 +36,9 @@ if TYPE_CHECKING:
         run_spec_from_dict,
         run_spec_from_yaml,
     )
-    from evalsi.specs._yaml import KeyPath, check_plain, key_path_text, line_of, parse_yaml, where
+    from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml, where
 
 __all__ = [
-    "MAX_REPORTED",
     "MAX_SPEC_BYTES",
     "NAME",
     "TARGET_KINDS",
@@ -56,7 +52,6 @@ __all__ = [
     "TargetSpec",
     "check_plain",
     "judges_from_doc",
-    "key_path_text",
     "line_of",
     "load_run_spec",
     "parse_duration",
@@ -66,9 +61,7 @@ __all__ = [
     "run_spec_from_dict",
     "run_spec_from_yaml",
     "schema_problems",
-    "schema_validator",
     "show",
-    "unknown_field",
     "where",
     "work_document",
 ]

@@ -12,7 +12,6 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.store._calibrations import (
-        Calibration,
         CalibrationKey,
         latest_calibration,
         list_calibrations,
@@ -32,7 +31,6 @@ __all__ = [
     "DEFAULT_PROJECT",
     "DEFAULT_STORE",
     "BackgroundWriter",
-    "Calibration",
     "CalibrationKey",
     "OutputRow",
     "RunInfo",

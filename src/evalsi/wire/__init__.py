@@ -26,8 +26,6 @@ from evalsi.wire._records import (
     record_to_proto,
 )
 from evalsi.wire._results import (
-    evaluator_ref_from_proto,
-    evaluator_ref_to_proto,
     manifest_from_proto,
     manifest_to_proto,
     result_from_proto,
@@ -39,7 +37,6 @@ from evalsi.wire._results import (
 )
 from evalsi.wire._runs import (
     Progress,
-    StoredRun,
     gate_from_proto,
     gate_to_proto,
     run_from_proto,
@@ -64,7 +61,6 @@ from evalsi.wire._traces import (
 from evalsi.wire._warnings import (
     cause_from_proto,
     cause_to_proto,
-    causes_from_proto,
     warning_from_proto,
     warning_to_proto,
     warnings_from_proto,
@@ -74,20 +70,16 @@ __all__ = [
     "ConnectorInfo",
     "PackInfo",
     "Progress",
-    "StoredRun",
     "StoredTrace",
     "attr_json",
     "cause_from_proto",
     "cause_to_proto",
-    "causes_from_proto",
     "comparison_from_proto",
     "comparison_to_proto",
     "connector_from_proto",
     "connector_to_proto",
     "content_from_proto",
     "content_to_proto",
-    "evaluator_ref_from_proto",
-    "evaluator_ref_to_proto",
     "feedback_from_proto",
     "feedback_to_proto",
     "flat_scores",
