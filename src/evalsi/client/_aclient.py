@@ -43,7 +43,6 @@ from evalsi.client._results import (
     ResultPages,
     ordered_results,
     remote_run_result,
-    run_info,
     score_result,
 )
 from evalsi.client._specs import (
@@ -69,6 +68,7 @@ from evalsi.wire import (
     record_to_proto,
     result_from_proto,
     run_from_proto,
+    run_info_from_proto,
     session_from_proto,
     span_from_proto,
     trace_from_proto,
@@ -361,7 +361,7 @@ class AsyncClient(AsyncPolicyMixin):
     async def run_info(self, run_id: str, *, project_id: str = "") -> RunInfo:
         request = run_pb.GetRunRequest(id=run_id, project_id=project_id)
         response = await self._call(self._runs.get_run, request)
-        return run_info(response.run)
+        return run_info_from_proto(response.run)
 
     async def list_runs(
         self, *, limit: int = 20, kind: str = "", status: str = "", project_id: str = ""
@@ -377,7 +377,7 @@ class AsyncClient(AsyncPolicyMixin):
                 project_id=project_id,
             )
             page = await self._call(self._runs.list_runs, request)
-            out.extend(run_info(r) for r in page.runs)
+            out.extend(run_info_from_proto(r) for r in page.runs)
             token = page.next_page_token
             if not token or not page.runs:
                 break

@@ -9,14 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
-from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
 from evalsi.core import EvaluationResult, Outcome
 from evalsi.runs import RunResult, ScoreResult, isolation_of_results
-from evalsi.store import RunInfo
 from evalsi.wire import (
     result_from_proto,
-    run_from_proto,
-    struct_from_proto,
     summary_from_proto,
     warnings_from_proto,
 )
@@ -149,39 +145,6 @@ def remote_run_result(result: RunResult, pages: ResultPages | None) -> RemoteRun
     return RemoteRunResult(**values, pages=pages)
 
 
-def run_info(run: run_pb.Run) -> RunInfo:
-    """A ``Run`` message as the store's ``RunInfo``, as ``evalsi runs`` prints it."""
-    details = struct_from_proto(run.details)
-    spec = struct_from_proto(run.spec)
-    result = run_from_proto(run)
-    summary: dict[str, Any] = {
-        "metrics": [summary_from_proto(m).to_dict() for m in run.metrics],
-        "gates": result.gates,
-        "dataset": details.get("dataset")
-        or {"source": _dataset_source(spec), "version": run.dataset_version or None},
-        "bad_records": details.get("bad_records", 0),
-        "warnings": result.warnings,
-        "infra_errors": details.get("infra_errors", 0),
-        "infra_error_causes": result.infra_error_causes,
-        "target_error_causes": result.target_error_causes,
-    }
-    manifest = details.get("manifest")
-    return RunInfo(
-        id=str(run.id),
-        kind=str(run.kind),
-        status=str(run.status),
-        created_at=_seconds(run, "create_time") or 0.0,
-        name=str(run.name),
-        finished_at=_seconds(run, "finish_time"),
-        records=int(run.records),
-        spec=spec,
-        manifest=manifest if isinstance(manifest, dict) else None,
-        summary=summary,
-        error=str(run.error) or None,
-        project_id=str(run.project_id) or "default",
-    )
-
-
 def evaluator_names(spec: dict[str, Any]) -> list[str]:
     """Instance names from a stored spec (a Score run's or an EvalRun document)."""
     entries = spec.get("evaluators")
@@ -194,17 +157,3 @@ def evaluator_names(spec: dict[str, Any]) -> list[str]:
             ref = str(e.get("ref") or "")
             names.append(str(e.get("name") or ref.split("@", 1)[0].rsplit("/", 1)[-1]))
     return names
-
-
-def _dataset_source(spec: dict[str, Any]) -> str:
-    inner = spec.get("spec")
-    if isinstance(inner, dict) and isinstance(inner.get("dataset"), dict):
-        return str(inner["dataset"].get("path", "?"))
-    return str(spec.get("data", "?"))
-
-
-def _seconds(message: Any, name: str) -> float | None:
-    if not message.HasField(name):
-        return None
-    ts = getattr(message, name)
-    return float(ts.seconds) + float(ts.nanos) / 1e9

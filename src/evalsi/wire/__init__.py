@@ -40,6 +40,7 @@ from evalsi.wire._runs import (
     gate_from_proto,
     gate_to_proto,
     run_from_proto,
+    run_info_from_proto,
     run_result_to_proto,
     run_to_proto,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "result_from_proto",
     "result_to_proto",
     "run_from_proto",
+    "run_info_from_proto",
     "run_result_to_proto",
     "run_to_proto",
     "score_from_proto",

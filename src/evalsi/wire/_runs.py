@@ -20,6 +20,7 @@ from google.protobuf import timestamp_pb2
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
 from evalsi.core import MetricSummary
 from evalsi.runs import RunResult, gates_exit_code, isolation_from_dicts, summaries_from_dicts
+from evalsi.store import RunInfo
 from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
 from evalsi.wire._results import summary_from_proto, summary_to_proto
 from evalsi.wire._warnings import (
@@ -303,6 +304,54 @@ __all__ = [
     "gate_from_proto",
     "gate_to_proto",
     "run_from_proto",
+    "run_info_from_proto",
     "run_result_to_proto",
     "run_to_proto",
 ]
+
+
+def run_info_from_proto(run: run_service_pb2.Run) -> RunInfo:
+    """A ``Run`` message as the store's ``RunInfo``, as ``evalsi runs`` prints it."""
+    details = struct_from_proto(run.details)
+    spec = struct_from_proto(run.spec)
+    result = run_from_proto(run)
+    summary: dict[str, Any] = {
+        "metrics": [summary_from_proto(m).to_dict() for m in run.metrics],
+        "gates": result.gates,
+        "dataset": details.get("dataset")
+        or {"source": _dataset_source(spec), "version": run.dataset_version or None},
+        "bad_records": details.get("bad_records", 0),
+        "warnings": result.warnings,
+        "infra_errors": details.get("infra_errors", 0),
+        "infra_error_causes": result.infra_error_causes,
+        "target_error_causes": result.target_error_causes,
+    }
+    manifest = details.get("manifest")
+    return RunInfo(
+        id=str(run.id),
+        kind=str(run.kind),
+        status=str(run.status),
+        created_at=_seconds(run, "create_time") or 0.0,
+        name=str(run.name),
+        finished_at=_seconds(run, "finish_time"),
+        records=int(run.records),
+        spec=spec,
+        manifest=manifest if isinstance(manifest, dict) else None,
+        summary=summary,
+        error=str(run.error) or None,
+        project_id=str(run.project_id) or "default",
+    )
+
+
+def _dataset_source(spec: dict[str, Any]) -> str:
+    inner = spec.get("spec")
+    if isinstance(inner, dict) and isinstance(inner.get("dataset"), dict):
+        return str(inner["dataset"].get("path", "?"))
+    return str(spec.get("data", "?"))
+
+
+def _seconds(message: Any, name: str) -> float | None:
+    if not message.HasField(name):
+        return None
+    ts = getattr(message, name)
+    return float(ts.seconds) + float(ts.nanos) / 1e9
