@@ -67,6 +67,11 @@ class HeldSpans:
             self._sizes[key] = total
             self.bytes += size
 
+    def covers(self, project: str, trace_id: str, span_ids: Iterable[str]) -> bool:
+        """Whether every one of these spans of the trace is held."""
+        held = self._rows.get((project, trace_id))
+        return held is not None and all(s in held for s in span_ids)
+
     def spill(self, project: str, trace_id: str) -> None:
         """Lets the trace's rows go: it is read back when it completes."""
         key = (project, trace_id)

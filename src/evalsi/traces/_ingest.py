@@ -437,8 +437,10 @@ class Ingest:
                     continue
                 refs = [ref_of(s) for s in trace.spans]
                 late = self.assembler.add(project, refs, self.clock())
-                if self.assembler.get(project, trace_id) is not None:
-                    # rows this process held (if any) are not the whole trace: read it back
+                span_ids = (s.span_id for s in trace.spans)
+                if self.assembler.get(project, trace_id) is not None and not self.held.covers(
+                    project, trace_id, span_ids
+                ):  # stored spans this process never held: the trace is read back whole
                     self.held.spill(project, trace_id)
                 if late:
                     await self._join_late(project, late)
