@@ -4,7 +4,8 @@ server wires no callbacks between them.
 
 Overflow rule: ingest ``offer``s a completed trace and never waits (a slow judge must not hold
 up trace rows or assembly); when the queue is full the trace is not handed over and is
-counted in ``dropped`` (its spans and row are stored; it is just not graded). Feedback on a
+counted in ``dropped`` (its spans and row are stored; it is just not graded); ingest asks
+for ``room`` first, so a trace that would be dropped is not even built (``refuse``). Feedback on a
 completed trace is ``put``: its request waits for room instead (feedback is rare, and one lost
 would be a missed ``onFeedback`` step).
 """
@@ -61,6 +62,15 @@ class TraceHandoff:
             self.dropped += 1
             return False
         return True
+
+    def room(self) -> int:
+        """How many more traces ``offer`` would take now."""
+        return self.maxsize - self._queue.qsize()
+
+    def refuse(self) -> None:
+        """Counts a trace dropped without being built (the queue had no room for it)."""
+        self.offered += 1
+        self.dropped += 1
 
     async def put(self, item: HandedTrace) -> None:
         """Hands a feedback signal over, waiting for room."""

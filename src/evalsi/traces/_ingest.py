@@ -574,6 +574,12 @@ class Ingest:
         handoff = self.handoff
         if handoff is None or not handoff.wants(project):
             return
+        # No room for some: not built nor read back at all (they would be dropped anyway).
+        room = handoff.room()
+        for trace_id in fresh[room:]:
+            handoff.refuse()
+            _dropped(handoff, trace_id)
+        fresh = fresh[:room]
         in_memory = {
             t: held[t]
             for t in fresh
@@ -596,11 +602,7 @@ class Ingest:
                 else:
                     self.stats.from_memory += 1
                 if not handoff.offer(item):
-                    log.warning(
-                        "the policies are behind: trace %s not graded (%d dropped so far)",
-                        trace_id,
-                        handoff.dropped,
-                    )
+                    _dropped(handoff, trace_id)
             except Exception:
                 log.exception("handing trace %s to the policies failed", trace_id)
 
@@ -649,6 +651,15 @@ class Ingest:
                 log.exception("handing trace %s over failed", item.trace.trace_id)
             finally:
                 self.handoff.task_done()
+
+
+def _dropped(handoff: TraceHandoff, trace_id: str) -> None:
+    if handoff.dropped & (handoff.dropped - 1) == 0:  # the 1st, 2nd, 4th...: a burst must
+        log.warning(  # not flood the log
+            "the policies are behind: trace %s not graded (%d dropped so far)",
+            trace_id,
+            handoff.dropped,
+        )
 
 
 def _settle_once(future: asyncio.Future[None], _: object) -> None:
