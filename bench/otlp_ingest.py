@@ -27,6 +27,9 @@ tops out near 4,600 spans/s here, too slow to load a server). Rows of the table:
 ``--serve-command "python my_serve.py"`` starts something else in place of ``evalsi serve``
 (given ``--config FILE``); ``--server-config FILE`` merges YAML into the generated evalsi.yaml;
 ``--otlp-ports`` sends to ``traces.otlp.grpcPort``/``httpPort`` instead of the main port.
+``--watch`` applies the freshness policy (``--policy FILE``, or the built-in one) before the
+stream, so every completed trace is also handed to the policies and graded while the spans are
+stored (the Watch path); the row then also counts the traces graded by the end.
 
 ``--freshness``: traces built on the fly (root span ending "now") at ``--rate`` traces/s for
 ``--duration`` s under a policy of non-judge evaluators (``--policy FILE``, or a built-in
@@ -255,6 +258,7 @@ class EvalsiServer:
         self.db = Path(self.config["storage"]["sqlite"]["path"])
         self.log = workdir / "serve.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.sent_at = 0.0  # when the stream's first request went (--watch)
 
     @property
     def http_url(self) -> str:
@@ -332,14 +336,25 @@ def measure_evalsi(
     stream: Stream, protocol: str, args: argparse.Namespace, extra: dict[str, Any]
 ) -> dict[str, Any]:
     """One path: a fresh server and store, the whole stream, timed until every row is in."""
+    packs = ("core", "agent") if args.watch else ("core",)
     with (
         tempfile.TemporaryDirectory(prefix="otlp-ingest-") as tmp,
         EvalsiServer(
-            Path(tmp), otlp_ports=args.otlp_ports, extra=extra, command=args.serve_command
+            Path(tmp),
+            otlp_ports=args.otlp_ports,
+            packs=packs,
+            extra=extra,
+            command=args.serve_command,
         ) as server,
     ):
+        policy = None
+        if args.watch:
+            text = Path(args.policy).read_text() if args.policy else FRESHNESS_POLICY
+            policy = str(yaml.safe_load(text)["metadata"]["name"])
+            _post_json(f"http://127.0.0.1:{server.port}/v1alpha1/policies", {"yaml": text})
         endpoint = server.http_url if protocol == "http" else server.grpc_target
         with RssWatch(server.pid) as rss:
+            server.sent_at = time.monotonic()
             sent = send(
                 protocol,
                 endpoint,
@@ -355,6 +370,7 @@ def measure_evalsi(
                 timeout_s=args.store_timeout,
                 alive=server.proc,
             )
+            graded = _wait_graded(server, policy, stream.traces, args.store_timeout)
         seconds = max(seen - sent.started, 1e-9)
         out = {
             "endpoint": endpoint,
@@ -368,9 +384,52 @@ def measure_evalsi(
             "tree_rss_peak_mb": round(rss.tree_peak_kb / 1024, 1),
             "send": sent.as_dict(),
         }
+        if policy is not None:
+            out["policy"] = policy
+            out.update(graded)
         if server.proc is not None and server.proc.poll() is not None:
             out["error"] = f"the server exited with code {server.proc.returncode}"
         return out
+
+
+def _metrics(server: EvalsiServer) -> dict[str, float]:
+    """The server's Prometheus counters and gauges, by name (labels summed)."""
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name = line.split("{")[0].split(" ")[0]
+            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[-1])
+    return out
+
+
+def _wait_graded(
+    server: EvalsiServer, policy: str | None, traces: int, timeout_s: float
+) -> dict[str, float]:
+    """``--watch``: waits until every trace (they complete a grace period after their root
+    span) was graded or not graded for lack of room; the counts, from ``/metrics``."""
+    if policy is None:
+        return {}
+    give_up = time.monotonic() + timeout_s
+    while True:
+        m = _metrics(server)
+        graded = m.get("evalsi_policy_evaluated_total", 0)
+        done = graded + m.get("evalsi_policy_overloaded_total", 0)
+        # the stream's last trace may stay open (cut short: an orphan) until orphan_s
+        settled = m.get("evalsi_ingest_open_traces", 0) <= 1
+        completed = m.get("evalsi_ingest_traces_total", traces)
+        over = time.monotonic() > give_up or (server.proc and server.proc.poll() is not None)
+        if (settled and done >= completed) or over:
+            return {
+                "traces_graded": graded,
+                "traces_not_graded": m.get("evalsi_policy_overloaded_total", 0),
+                "from_memory": m.get("evalsi_ingest_from_memory_total", 0),
+                "read_back": m.get("evalsi_ingest_read_back_total", 0),
+                "graded_seconds": round(time.monotonic() - server.sent_at, 3),
+            }
+        time.sleep(0.2)
 
 
 # -- freshness -----------------------------------------------------------------------------------
@@ -550,6 +609,11 @@ def print_table(report: dict[str, Any]) -> None:
             continue
         send = r["send"]
         notes = f"retries {send['retries']}, failed {send['failed_requests']}"
+        if "traces_graded" in r:
+            notes += (
+                f", traces graded {r['traces_graded']:,.0f} (not {r['traces_not_graded']:,.0f})"
+                f" by {r['graded_seconds']:.0f} s"
+            )
         if not r["complete"]:
             notes += " INCOMPLETE"
         row(f"evalsi ({protocol})", r, wire.get(protocol, {}).get("spans_per_s"), notes)
@@ -643,6 +707,7 @@ def main() -> int:
     parser.add_argument("--phoenix-spans", type=int, default=3000, help="Phoenix's slice")
     parser.add_argument("--phoenix-timeout", type=float, default=600.0)
     parser.add_argument("--freshness", action="store_true", help="only the freshness run")
+    parser.add_argument("--watch", action="store_true", help="stored with a policy applied")
     parser.add_argument("--policy", help="OnlineEvalPolicy YAML (default: a built-in one)")
     parser.add_argument("--rate", type=float, default=20.0, help="freshness traces/s")
     parser.add_argument("--duration", type=float, help="freshness seconds (default 60)")

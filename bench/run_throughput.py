@@ -53,7 +53,7 @@ from connector_throughput import start_stub  # noqa: E402
 
 from evalsi.packs import builtin_registry  # noqa: E402
 from evalsi.runs._execute import execute_run  # noqa: E402
-from evalsi.runs._runspec import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec  # noqa: E402
+from evalsi.specs import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec  # noqa: E402
 
 OUT = HERE / "out"
 RAW_PROCESS = """

@@ -32,6 +32,7 @@ from evalsi.core._errors import (
     UserError,
 )
 from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
+from evalsi.core._handoff import DEFAULT_HANDOFF_SIZE, HandedTrace, TraceHandoff
 from evalsi.core._hashing import Hasher, content_hash
 from evalsi.core._lazy import lazy_exports, lazy_module, startup_mark
 from evalsi.core._manifest import (
@@ -86,6 +87,7 @@ from evalsi.core._trace import (
 )
 
 __all__ = [
+    "DEFAULT_HANDOFF_SIZE",
     "INFRA_PREFIX",
     "LABEL",
     "MAX_PATTERN",
@@ -106,6 +108,7 @@ __all__ = [
     "EvaluatorManifest",
     "EvaluatorRef",
     "Feedback",
+    "HandedTrace",
     "Hasher",
     "Interval",
     "IsolationReport",
@@ -145,6 +148,7 @@ __all__ = [
     "Tensor",
     "ToolCall",
     "Trace",
+    "TraceHandoff",
     "Trajectory",
     "UnknownEvaluatorError",
     "Usage",

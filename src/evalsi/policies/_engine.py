@@ -16,6 +16,7 @@ recently graded trace ids are an LRU.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -25,11 +26,14 @@ from typing import Any
 
 from evalsi.connectors import EgressPolicy, Resilience
 from evalsi.core import (
+    DEFAULT_HANDOFF_SIZE,
     Feedback,
+    HandedTrace,
     NotFoundError,
     Record,
     ResultBatch,
     Trace,
+    TraceHandoff,
     UserError,
 )
 from evalsi.evaluators import JudgeClient, PackOptIn, Registry, judges_needed, use_judges
@@ -93,6 +97,11 @@ class PolicyEngine:
         on_scores: told the results of each graded trace (the span: the record's, else the
             root); its failures are logged and counted as ``errors``, never raised.
         grade_sync: runs sync evaluators off this loop (``SyncGrading``); None: in line.
+        inbox_size: completed traces the ``inbox`` holds before ingest's offers are dropped.
+
+    ``inbox`` is the hand-over ingest puts completed traces in (``TraceHandoff``); ``start``
+    consumes it: each trace graded as ``submit`` does, except that when ``max_pending`` are
+    being graded the consumer waits, so the inbox fills and its overflow rule applies.
     """
 
     def __init__(
@@ -111,6 +120,7 @@ class PolicyEngine:
         on_scores: ScoresHook | None = None,
         egress: EgressPolicy | None = None,
         grade_sync: SyncGrading | None = None,
+        inbox_size: int = DEFAULT_HANDOFF_SIZE,
     ) -> None:
         if registry is None:
             from evalsi.packs import builtin_registry
@@ -139,6 +149,9 @@ class PolicyEngine:
         self.on_scores = on_scores
         self.grade_sync = grade_sync
         self._lock = asyncio.Lock()
+        # Ingest hands traces over only for projects with a policy applied.
+        self.inbox = TraceHandoff(inbox_size, wants=self.active)
+        self._consumer: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._saving: asyncio.Task[None] | None = None
 
@@ -262,6 +275,31 @@ class PolicyEngine:
         )
 
     # -- traces ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Starts consuming ``inbox`` (on the running loop); ``close`` stops it."""
+        if self._consumer is None or self._consumer.done():
+            self._consumer = asyncio.create_task(self._consume(), name="evalsi-policy-inbox")
+
+    async def _consume(self) -> None:
+        while True:
+            item: HandedTrace = await self.inbox.get()
+            try:
+                while len(self._grading) >= self.max_pending:  # the inbox fills meanwhile
+                    await asyncio.wait(set(self._grading), return_when=asyncio.FIRST_COMPLETED)
+                if item.feedback is None:
+                    key = (item.trace.project, item.trace.trace_id)
+                    self._background(key, self.on_trace(item.trace, item.record))
+                else:
+                    work = self.on_feedback(item.trace, item.record, item.feedback)
+                    self._background(None, work)
+            finally:
+                self.inbox.task_done()
+
+    @property
+    def dropped(self) -> int:
+        """Traces not graded for lack of room: shed by ``submit`` or dropped by ``inbox``."""
+        return self.overloaded + self.inbox.dropped
+
     async def submit(self, trace: Trace, record: Record) -> None:
         """``on_trace`` in the background, for a caller that must not wait for judges (trace
         assembly): at most ``concurrency`` traces graded at once, and beyond ``max_pending``
@@ -557,6 +595,10 @@ class PolicyEngine:
         """Wait for the traces ``submit`` took and the alerts being delivered; past
         ``timeout_s`` (a server shutting down) what is left is cancelled and logged."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        if self._consumer is not None and not self._consumer.done():
+            # what ingest handed over first reaches grading (the consumer waits for room)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.inbox.join(), timeout_s)
         while self._grading or self._tasks:
             pending = {*self._grading, *self._tasks}
             left = None if deadline is None else deadline - time.monotonic()
@@ -574,6 +616,11 @@ class PolicyEngine:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
             self._ticker = None
+        await self.drain()  # what the inbox holds is graded before its consumer stops
+        if self._consumer is not None:
+            self._consumer.cancel()
+            await asyncio.gather(self._consumer, return_exceptions=True)
+            self._consumer = None
         if self._saving is not None:
             await asyncio.gather(self._saving, return_exceptions=True)
             self._saving = None

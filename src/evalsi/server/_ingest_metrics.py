@@ -2,9 +2,10 @@
 
 Counters since the server started: export requests taken, spans stored, late spans, traces
 completed, requests refused under load, feedback signals, traces recovered at start, span
-events received as OTLP log records. Gauges: traces being assembled and the spans held for
-them (against ``traces.maxOpenTraces`` / ``maxOpenSpans``). Register it on the app's registry:
-``registry.register(IngestCollector(ingest))``.
+events received as OTLP log records, completed traces handed to the policies from memory or
+read back. Gauges: traces being assembled and the spans held for them (against
+``traces.maxOpenTraces`` / ``maxOpenSpans``), bytes of span rows held to grade from memory.
+Register it on the app's registry: ``registry.register(IngestCollector(ingest))``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ _COUNTERS = (
     ("feedback", "Feedback signals stored (API and span events; re-sent ones once)."),
     ("recovered", "Traces a previous server left open, assembled again at start."),
     ("events", "Span events received as OTLP log records (re-sent ones once)."),
+    ("from_memory", "Completed traces handed to the policies from the span rows held."),
+    ("read_back", "Completed traces read back from the store for the policies."),
 )
 
 
@@ -50,4 +53,9 @@ class IngestCollector(Collector):
             "evalsi_ingest_held_spans",
             "Spans held for the traces being assembled.",
             value=assembler.held_spans,
+        )
+        yield GaugeMetricFamily(
+            "evalsi_ingest_held_row_bytes",
+            "Bytes of span rows held to grade completed traces without reading them back.",
+            value=self._ingest.held.bytes,
         )

@@ -91,5 +91,5 @@ class PolicyCollector(Collector):
         yield CounterMetricFamily(
             "evalsi_policy_overloaded",
             "Traces not graded because the policy engine's queue was full.",
-            value=float(self._engine.overloaded),
+            value=float(self._engine.dropped),
         )

@@ -45,9 +45,8 @@ class Watch:
             grace_s=cfg.grace_s,
             max_open=cfg.max_open_traces,
             max_open_spans=cfg.max_open_spans,
-            on_trace=engine.submit,
-            on_feedback=engine.submit_feedback,
-            wants_traces=engine.active,
+            # completed traces go to the engine as values, through its bounded inbox
+            handoff=engine.inbox,
         )
         # traces.ingestWorkers: processes that decode and store OTLP requests (started on the
         # first request); None: on the event loop.
@@ -65,6 +64,7 @@ class Watch:
         self._stop = asyncio.Event()
 
     async def start(self) -> None:
+        self.state.policies.start()
         await self.ingest.start()
         if self.policy_service is not None:
             await self.policy_service.start()

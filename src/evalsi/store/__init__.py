@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from evalsi.store._rows import OutputRow, TaskResults
     from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
-    from evalsi.store._trace_rows import span_rows, view_dict
+    from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
     from evalsi.store._trace_scores import TraceScore, trace_scores
     from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary, preview
     from evalsi.store._writer import BackgroundWriter
@@ -45,6 +45,7 @@ __all__ = [
     "list_calibrations",
     "new_run_id",
     "preview",
+    "row_bytes",
     "save_calibration",
     "span_rows",
     "trace_scores",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,13 @@ import sqlalchemy as sa
 
 from evalsi.core import Feedback, Score, Span, SpanEvent, SpanView, Trace, UserError
 from evalsi.store._schema import span_events, spans, trace_feedback, traces
-from evalsi.store._trace_rows import READ_COLUMNS, span_events_from_rows, span_from_row
+from evalsi.store._trace_rows import (
+    READ_COLUMNS,
+    span_events_from_rows,
+    span_from_row,
+    span_order,
+    spans_from_rows,
+)
 
 MAX_PAGE = 1000
 """The most rows one query returns."""
@@ -226,10 +232,26 @@ class TraceQueries:
             return None
         # sorted here: an ORDER BY would tempt SQLite into the (project, start) index instead
         # of the primary key's (project, trace)
-        found.sort(key=lambda x: (x.start_time_unix_nano, x.end_time_unix_nano, x.span_id))
+        found.sort(key=span_order)
         return Trace(
             trace_id, project=project, spans=found, feedback=self.feedback_for(project, trace_id)
         )
+
+    def trace_from_rows(
+        self,
+        project: str,
+        trace_id: str,
+        rows: Sequence[Sequence[Any]],
+        feedback: Sequence[Feedback] = (),
+    ) -> Trace:
+        """The trace ``get_trace`` would read, built from span rows held in memory since they
+        were written (``span_rows``): the same decoding and views, no query. Events stored
+        apart are not merged (a trace that has some is read back instead)."""
+        found = spans_from_rows(rows, pg=self._pg)
+        if self.views is not None:
+            for span in found:
+                span.view = self.views(span)
+        return Trace(trace_id, project=project, spans=found, feedback=list(feedback))
 
     def list_spans(
         self,
@@ -362,6 +384,38 @@ class TraceQueries:
                 )
                 for r in conn.execute(query)
             ]
+
+    def feedback_for_traces(
+        self, project: str, trace_ids: Sequence[str]
+    ) -> dict[str, list[Feedback]]:
+        """The feedback on each of these traces, oldest first (one query): the traces that
+        have none are left out."""
+        if not trace_ids:
+            return {}
+        f = trace_feedback.c
+        query = (
+            sa.select(f.trace_id, f.session_id, f.name, f.value, f.label, f.comment, f.source)
+            .add_columns(f.time_ns)
+            .where(f.project_id == project)
+            .where(f.trace_id.in_(sa.bindparam("ids", expanding=True)))
+            .order_by(f.time_ns, f.pk)
+        )
+        found: dict[str, list[Feedback]] = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(query, {"ids": sorted(set(trace_ids))}):
+                found.setdefault(r.trace_id, []).append(
+                    Feedback(
+                        trace_id=r.trace_id,
+                        session_id=r.session_id,
+                        name=r.name,
+                        value=r.value,
+                        label=r.label,
+                        comment=r.comment,
+                        source=r.source,
+                        time_unix_nano=int(r.time_ns),
+                    )
+                )
+        return found
 
     def _attr(self, column: sa.ColumnElement[Any], key: str) -> sa.ColumnElement[Any]:
         """A JSON attribute of a text column as text; booleans read "true"/"false" on both

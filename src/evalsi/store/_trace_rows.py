@@ -446,3 +446,22 @@ def span_from_row(row: Sequence[Any]) -> Span:
         view=view_from_dict(loads(view, {})) if view is not None else None,
         links=[SpanLink(t, i, a) for t, i, a in loads(links, [])],
     )
+
+
+def spans_from_rows(rows: Iterable[Sequence[Any]], *, pg: bool = False) -> list[Span]:
+    """Spans of written rows (``SPAN_COLUMNS``, as ``span_rows`` built them) as the store
+    would read them back: on PostgreSQL with NUL characters dropped as the writer drops them,
+    ordered as ``get_trace`` orders them. Views are not built here."""
+    found = [span_from_row((_strip_nul(_strip_json_nul(row)) if pg else row)[1:]) for row in rows]
+    found.sort(key=span_order)
+    return found
+
+
+def span_order(span: Span) -> tuple[int, int, str]:
+    """How a trace's spans are ordered when read: by start, end, span id."""
+    return (span.start_time_unix_nano, span.end_time_unix_nano, span.span_id)
+
+
+def row_bytes(row: Sequence[Any]) -> int:
+    """About what a span row holds in memory: its text, plus the tuple and its objects."""
+    return 400 + sum(len(v) for v in row if type(v) is str)

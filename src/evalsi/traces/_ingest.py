@@ -9,17 +9,24 @@ ingest worker process prepares and stores itself; its batch joins assembly the s
 
 A ticker completes traces (``Assembler`` over refs), summarises each from its refs, stores the
 trace rows through the same writer (never a connection of their own: two SQLite writers in
-one process would take turns at the file lock) and, when the policies want traces, reads the
-committed trace back from the store, builds its ``Record`` and calls ``on_trace``. Assembly
-holds refs only, so memory is bounded by ``max_open_spans`` small tuples, not raw payloads.
+one process would take turns at the file lock) and, when the policies want the project's
+traces (``TraceHandoff.wants``), hands each over as a value: ``HandedTrace`` offered to the
+bounded ``TraceHandoff`` queue the policy engine consumes (full: dropped and counted). The
+trace is built from the span rows ``HeldSpans`` kept while it was open (no read-back) when
+they fit its byte bounds; otherwise (spilled, assembled again at start-up, or with span events
+sent apart) it is read back from the store whole. Assembly holds refs, and the held rows are
+bounded in bytes, so memory stays bounded whatever the senders do.
 
 Span events sent as OTLP log records (``accept_events``) are stored apart and merged into
 their spans when read; the row of their trace is rebuilt from the store once it completes
 (its refs never saw them), or at once when it had completed already.
 
 Feedback (late signals) joins its trace or session: stored at once (an open trace is graded
-with it when it completes, as it is read back with its feedback), or handed to
-``on_feedback`` with the stored trace when that trace already completed.
+with it when it completes: its feedback is read with it), or handed over with the stored trace
+(``HandedTrace.feedback``) when that trace already completed.
+
+``on_trace``/``on_feedback`` (embedded use, tests): this ingest then consumes its own
+hand-over and calls them in order.
 """
 
 from __future__ import annotations
@@ -33,12 +40,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalsi.core import Feedback, Record, Span, Trace
+from evalsi.core import Feedback, HandedTrace, Record, Span, Trace, TraceHandoff
 from evalsi.datasets import record_to_row
 from evalsi.store import TraceStore, TraceSummary
 from evalsi.traces._assembler import Assembler, Completed
 from evalsi.traces._feedback import EVENT_NAMES, feedback_from_events
 from evalsi.traces._group_writer import GroupWriter, store_failure
+from evalsi.traces._held import DEFAULT_MAX_BYTES, HeldSpans, Row
 from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._rebuild import RowRebuilder
 from evalsi.traces._records import trace_to_record
@@ -71,6 +79,8 @@ class IngestStats:
     feedback: int = 0
     recovered: int = 0  # traces a previous server left open, assembled again at start
     events: int = 0  # span events received as OTLP log records (re-sent ones not counted)
+    from_memory: int = 0  # completed traces handed over from the rows held in memory
+    read_back: int = 0  # ... and read back from the store (spilled, recovered, events apart)
 
 
 RECOVER_WITHIN_S = 3600.0
@@ -91,6 +101,8 @@ class Ingest:
         max_open: int = 100_000,
         max_open_spans: int = 100_000,
         max_pending_spans: int = 200_000,
+        handoff: TraceHandoff | None = None,
+        max_held_bytes: int = DEFAULT_MAX_BYTES,
         on_trace: OnTrace | None = None,
         on_feedback: OnFeedback | None = None,
         wants_traces: Callable[[str], bool] | None = None,
@@ -105,11 +117,16 @@ class Ingest:
             max_spans=max_open_spans,
         )
         self.max_pending_spans = max_pending_spans
-        self.on_trace = on_trace
-        self.on_feedback = on_feedback
-        # Whether a project's completed traces are read back for ``on_trace`` (the policy
-        # engine answers False while no policy is applied there: nothing is read back).
-        self.wants_traces = wants_traces or (lambda project: True)
+        # Where completed traces go (None: nowhere; nothing is held or read back). Given
+        # callbacks instead, this ingest makes its own hand-over and delivers it to them.
+        self._callbacks = (on_trace, on_feedback)
+        if handoff is None and (on_trace is not None or on_feedback is not None):
+            handoff = TraceHandoff()
+        if handoff is not None and wants_traces is not None:
+            handoff.wants = wants_traces
+        self.handoff = handoff
+        self._delivery: asyncio.Task[None] | None = None
+        self.held = HeldSpans(max_held_bytes)
         self.clock = clock
         self.stats = IngestStats()
         self._pending = 0
@@ -122,6 +139,8 @@ class Ingest:
         self._handing: set[asyncio.Task[None]] = set()
         # completed traces whose hand-over to the policies is under way -> its task
         self._finishing: dict[tuple[str, str], asyncio.Future[None]] = {}
+        # completed traces that got late spans before their hand-over: read back with them
+        self._grew: set[tuple[str, str]] = set()
         # feedback on open traces, for those that turn out to have been graded before
         self._deferred: dict[tuple[str, str], list[Feedback]] = {}
         # feedback being stored and joined (done even if its request is cancelled meanwhile),
@@ -141,6 +160,8 @@ class Ingest:
         self._wake = asyncio.Event()
         self._stopping = False
         self._rows.start()
+        if self.handoff is not None and self._callbacks != (None, None):
+            self._delivery = asyncio.create_task(self._deliver(), name="evalsi-trace-handoff")
         self._accepting = True
         self._ticker = asyncio.create_task(self._tick_loop(), name="evalsi-trace-assembler")
         self._recovery = asyncio.create_task(self._recover(), name="evalsi-trace-recovery")
@@ -165,8 +186,14 @@ class Ingest:
             await self._ticker
             self._ticker = None
         await self._finish_all(self.assembler.flush(self.clock()))
-        while self._handing or self._joining:  # completed traces and feedback reach the hooks
+        while self._handing or self._joining:  # completed traces and feedback are handed over
             await asyncio.gather(*self._handing, *self._joining, return_exceptions=True)
+        if self._delivery is not None:  # our own callbacks: they get everything handed over
+            assert self.handoff is not None
+            await self.handoff.join()
+            self._delivery.cancel()
+            await asyncio.gather(self._delivery, return_exceptions=True)
+            self._delivery = None
         await self._rows.stop()
         self._loop = None
 
@@ -208,6 +235,11 @@ class Ingest:
         self._arriving.add(task)
         task.add_done_callback(self._arrived)
         return task
+
+    def keeps_rows(self, project: str) -> bool:
+        """Whether an ingest worker should send back the span rows of this project's requests
+        (kept while their traces are open, so they are graded without a read-back)."""
+        return self.handoff is not None and self.handoff.wants(project)
 
     def _arrived(self, task: asyncio.Task[Batch]) -> None:
         self._arriving.discard(task)
@@ -251,9 +283,16 @@ class Ingest:
         self.stats.requests += 1
         self.stats.spans += len(batch.refs)
         late = self.assembler.add(project, batch.refs, self.clock())
+        rows = batch.rows if batch.rows is not None else batch.kept
+        if rows and self.handoff is not None:
+            open_ = {r.trace_id for r in batch.refs}
+            self.held.hold(project, rows, [t for t in open_ if self.assembler.get(project, t)])
         for fb in batch.feedback:
             await self.feedback(project, fb)
         if late:
+            self._grew.update(
+                key for key in ((project, r.trace_id) for r in late) if key in self._finishing
+            )
             self.stats.late_spans += len(late)
             # not in _handing: it may wait for a hand-over that waits for room there
             self._background(self._joining, self._join_late(project, late))
@@ -301,7 +340,7 @@ class Ingest:
             # case it was graded before (late spans opened it again: see _completed_again)
             self._deferred.setdefault((project, feedback.trace_id), []).append(feedback)
             return
-        if self.on_feedback is None:
+        if self.handoff is None or not self.handoff.wants(project):
             return
         # Completed, not yet with the policies (its row being written, or read back): once
         # handed over, the engine sees whether it graded it (with this signal or not).
@@ -309,7 +348,7 @@ class Ingest:
         trace = await asyncio.to_thread(self.writer.get_trace, project, feedback.trace_id)
         if trace is None:
             return
-        await self.on_feedback(trace, trace_to_record(trace), feedback)
+        await self.handoff.put(HandedTrace(trace, trace_to_record(trace), feedback))
 
     async def _join_late(self, project: str, late: list[SpanRef]) -> None:
         """Late spans of completed traces: each trace's row rebuilt from its stored spans,
@@ -398,6 +437,11 @@ class Ingest:
                     continue
                 refs = [ref_of(s) for s in trace.spans]
                 late = self.assembler.add(project, refs, self.clock())
+                span_ids = (s.span_id for s in trace.spans)
+                if self.assembler.get(project, trace_id) is not None and not self.held.covers(
+                    project, trace_id, span_ids
+                ):  # stored spans this process never held: the trace is read back whole
+                    self.held.spill(project, trace_id)
                 if late:
                     await self._join_late(project, late)
                 elif not seen:  # not a trace this server is receiving now
@@ -455,8 +499,12 @@ class Ingest:
         """Trace rows of the completed traces (one transaction per project), then the policy
         hook, trace by trace; ``handed`` is settled once every hand-over is over."""
         ready: dict[str, list[TraceSummary]] = {}
+        held: dict[str, dict[str, list[Row]]] = {}
         for done in completed:
             pending = done.trace
+            rows = self.held.take(pending.project, pending.trace_id)  # let go, whatever follows
+            if rows is not None:
+                held.setdefault(pending.project, {})[pending.trace_id] = rows
             try:  # one bad trace must not stop assembly
                 summary = summarize_refs(pending.project, pending.trace_id, pending.spans)
             except Exception:
@@ -473,7 +521,8 @@ class Ingest:
                     await asyncio.wait(set(self._handing), return_when=asyncio.FIRST_COMPLETED)
                 existed: set[str] = set()
                 stored = self._store(project, (), summaries, existed)
-                work = self._hand_over(stored, project, summaries, existed)
+                kept = held.get(project, {})
+                work = self._hand_over(stored, project, summaries, existed, kept)
                 tasks.append(self._background(self._handing, work))
         finally:
             if tasks:
@@ -486,6 +535,7 @@ class Ingest:
     def _finished(self, keys: list[tuple[str, str]], handed: asyncio.Future[None]) -> None:
         for key in keys:
             self._deferred.pop(key, None)  # read back with the trace, or handed over
+            self._grew.discard(key)
             if self._finishing.get(key) is handed:
                 del self._finishing[key]
 
@@ -495,24 +545,25 @@ class Ingest:
         project: str,
         summaries: list[TraceSummary],
         existed: set[str],
+        held: dict[str, list[Row]],
     ) -> None:
-        """Once the trace rows are committed: each trace read back, then the policy hook.
+        """Once the trace rows are committed: each trace handed over, built from its ``held``
+        rows when it has them, else read back.
 
         A trace that had a row already (``existed``) was completed before, by a server since
         restarted or more than ``late_s`` ago: these spans were late ones. Its row is rebuilt
         from all its stored spans, it is not graded again, and feedback that arrived while it
-        was open goes to ``on_feedback``."""
+        was open is handed over with it."""
         try:
             await stored
         except Exception:
             log.exception("storing %d completed traces failed", len(summaries))
             return
-        fresh = [s for s in summaries if s.trace_id not in existed]
+        fresh = [s.trace_id for s in summaries if s.trace_id not in existed]
         self.stats.traces += len(fresh)
+        logged = set(fresh)  # not known: every one read back, with its events
         try:  # rows built from refs that never saw the events sent apart: built again
-            logged = await asyncio.to_thread(
-                self.writer.traces_with_events, project, [s.trace_id for s in fresh]
-            )
+            logged = await asyncio.to_thread(self.writer.traces_with_events, project, fresh)
             await self._rebuilder.rebuild(project, sorted(logged))
         except Exception:
             log.exception("rebuilding the rows of traces with span events failed")
@@ -520,16 +571,57 @@ class Ingest:
             if summary.trace_id in existed:
                 self.stats.late_spans += summary.span_count
                 await self._completed_again(project, summary.trace_id)
-        if self.on_trace is None or not self.wants_traces(project):
+        handoff = self.handoff
+        if handoff is None or not handoff.wants(project):
             return
-        for summary in fresh:
+        # No room for some: not built nor read back at all (they would be dropped anyway).
+        room = handoff.room()
+        for trace_id in fresh[room:]:
+            handoff.refuse()
+            _dropped(handoff, trace_id)
+        fresh = fresh[:room]
+        in_memory = {
+            t: held[t]
+            for t in fresh
+            if t in held and t not in logged and (project, t) not in self._grew
+        }
+        try:
+            built = await asyncio.to_thread(self._from_memory, project, in_memory)
+        except Exception:
+            log.exception("building %d traces from memory failed", len(in_memory))
+            built = {}
+        for trace_id in fresh:
             try:
-                trace = await asyncio.to_thread(self.writer.get_trace, project, summary.trace_id)
-                if trace is None:  # deleted meanwhile (retention)
-                    continue
-                await self.on_trace(trace, trace_to_record(trace))
+                item = built.get(trace_id)
+                if item is None:
+                    trace = await asyncio.to_thread(self.writer.get_trace, project, trace_id)
+                    if trace is None:  # deleted meanwhile (retention)
+                        continue
+                    item = HandedTrace(trace, trace_to_record(trace))
+                    self.stats.read_back += 1
+                else:
+                    self.stats.from_memory += 1
+                if not handoff.offer(item):
+                    _dropped(handoff, trace_id)
             except Exception:
-                log.exception("handing trace %s to the policies failed", summary.trace_id)
+                log.exception("handing trace %s to the policies failed", trace_id)
+
+    def _from_memory(self, project: str, held: dict[str, list[Row]]) -> dict[str, HandedTrace]:
+        """In a worker thread: the traces (and records) of held rows, with their feedback (one
+        query for all), as ``get_trace`` would read them."""
+        if not held:
+            return {}
+        feedback = self.writer.feedback_for_traces(project, list(held))
+        out: dict[str, HandedTrace] = {}
+        for trace_id, rows in held.items():
+            try:
+                trace = self.writer.trace_from_rows(
+                    project, trace_id, rows, feedback.get(trace_id, ())
+                )
+                out[trace_id] = HandedTrace(trace, trace_to_record(trace), from_memory=True)
+            except Exception:  # read back instead
+                log.exception("building trace %s from memory failed", trace_id)
+        return out
 
     async def _completed_again(self, project: str, trace_id: str) -> None:
         deferred = self._deferred.pop((project, trace_id), [])
@@ -537,11 +629,37 @@ class Ingest:
             trace = (await self._rebuilder.rebuild(project, [trace_id], keep=True)).get(trace_id)
             if trace is None:  # after the partial row
                 return
-            if self.on_feedback is not None and self.wants_traces(project):
+            if self.handoff is not None and self.handoff.wants(project):
+                record = trace_to_record(trace)
                 for feedback in deferred:
-                    await self.on_feedback(trace, trace_to_record(trace), feedback)
+                    await self.handoff.put(HandedTrace(trace, record, feedback))
         except Exception:  # this trace only
             log.exception("rebuilding the row of trace %s failed", trace_id)
+
+    async def _deliver(self) -> None:
+        """Our own hand-over to ``on_trace``/``on_feedback``, in order (see the module doc)."""
+        assert self.handoff is not None
+        on_trace, on_feedback = self._callbacks
+        while True:
+            item = await self.handoff.get()
+            try:
+                if item.feedback is None and on_trace is not None:
+                    await on_trace(item.trace, item.record)
+                elif item.feedback is not None and on_feedback is not None:
+                    await on_feedback(item.trace, item.record, item.feedback)
+            except Exception:
+                log.exception("handing trace %s over failed", item.trace.trace_id)
+            finally:
+                self.handoff.task_done()
+
+
+def _dropped(handoff: TraceHandoff, trace_id: str) -> None:
+    if handoff.dropped & (handoff.dropped - 1) == 0:  # the 1st, 2nd, 4th...: a burst must
+        log.warning(  # not flood the log
+            "the policies are behind: trace %s not graded (%d dropped so far)",
+            trace_id,
+            handoff.dropped,
+        )
 
 
 def _settle_once(future: asyncio.Future[None], _: object) -> None:

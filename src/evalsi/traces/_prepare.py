@@ -26,12 +26,15 @@ class Batch:
     """The spans of one export request, prepared.
 
     ``rows`` are the span rows still to be stored; ``None`` once they are committed (a worker
-    stored them). ``rejected``/``error_message`` carry the decoder's partial success.
+    stored them). ``kept``: the rows a worker committed and sent back all the same, for
+    assembly to hold (see ``traces._held``). ``rejected``/``error_message`` carry the
+    decoder's partial success.
     """
 
     refs: list[SpanRef]
     rows: list[tuple[Any, ...]] | None
     feedback: list[Feedback] = field(default_factory=list)
+    kept: list[tuple[Any, ...]] | None = None
     rejected: int = 0
     error_message: str = ""
 

@@ -44,6 +44,10 @@ class BatchSink(Protocol):
         self, project: str, store: Callable[[], Awaitable[Batch]]
     ) -> asyncio.Future[Batch]: ...
 
+    def keeps_rows(self, project: str) -> bool:
+        """Whether ``store`` should return the rows it stored (``Batch.kept``)."""
+        ...
+
 
 class LoggedEvent(NamedTuple):
     """An event of a span that arrived as an OTLP log record (GenAI instrumentations send a

@@ -434,21 +434,30 @@ async def test_spans_the_row_encoder_refuses_are_a_user_error(traces: TraceStore
 async def test_feedback_while_a_completed_trace_is_handed_over_waits_for_it(
     traces: TraceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The trace is no longer open, and not yet with the policies (its read-back is slow):
-    feedback waits for the hand-over, so the trace reaches each hook once."""
+    """The trace is no longer open, and not yet with the policies (building it, from the
+    rows held or read back, is slow): feedback waits for the hand-over, so the trace reaches
+    each hook once."""
     hook = Hook()
-    read = traces.get_trace
+    read, build = traces.get_trace, traces.trace_from_rows
     slow = threading.Event()
 
-    def slow_read(project: str, trace_id: str) -> Trace | None:
+    def busy() -> None:
         if not slow.is_set():
             slow.set()
             import time
 
             time.sleep(0.3)  # a busy store
+
+    def slow_read(project: str, trace_id: str) -> Trace | None:
+        busy()
         return read(project, trace_id)
 
+    def slow_build(*args: Any) -> Trace:
+        busy()
+        return build(*args)
+
     monkeypatch.setattr(traces, "get_trace", slow_read)
+    monkeypatch.setattr(traces, "trace_from_rows", slow_build)
     ingest = Ingest(traces, grace_s=0.05, on_trace=hook.on_trace, on_feedback=hook.on_feedback)
     await ingest.start()
     assert await ingest.recovered() == 0  # nothing left open before: no read back for it
@@ -588,20 +597,36 @@ async def test_a_late_span_while_its_trace_waits_for_hand_over_does_not_skip_gra
 
     monkeypatch.setattr(_ingest, "MAX_HANDING", 1)  # stands for 64 busy hand-overs
     other = "a" * 32
-    release = asyncio.Event()
+    release = threading.Event()
+    building: list[str] = []
     graded: list[str] = []
+    read, build = traces.get_trace, traces.trace_from_rows
+
+    def busy(trace_id: str) -> None:
+        building.append(trace_id)
+        if trace_id == other:
+            release.wait(10)  # its hand-over busy (a slow store)
+
+    def slow_read(project: str, trace_id: str) -> Trace | None:
+        busy(trace_id)
+        return read(project, trace_id)
+
+    def slow_build(project: str, trace_id: str, *args: Any) -> Trace:
+        busy(trace_id)
+        return build(project, trace_id, *args)
+
+    monkeypatch.setattr(traces, "get_trace", slow_read)
+    monkeypatch.setattr(traces, "trace_from_rows", slow_build)
 
     async def on_trace(trace: Trace, record: Record) -> None:
         graded.append(trace.trace_id)
-        if trace.trace_id == other:
-            await release.wait()  # the policies busy
 
     ingest = Ingest(traces, grace_s=0.05, on_trace=on_trace)
     await ingest.start()
     try:
         await ingest.accept("default", [Span(other, ROOT, name="busy")])
         async with asyncio.timeout(10):
-            while other not in graded:
+            while other not in building:
                 await asyncio.sleep(0.01)
             await ingest.accept("default", _spans())  # completes, waits for a hand-over slot
             while ("default", TID) not in ingest._finishing:

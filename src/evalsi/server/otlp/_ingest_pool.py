@@ -108,14 +108,18 @@ class IngestPool:
                 )
             return self._pool
 
-    async def prepare(self, project: str, raw: bytes, kind: str) -> Batch:
+    async def prepare(
+        self, project: str, raw: bytes, kind: str, *, keep_rows: bool = False
+    ) -> Batch:
         """Decodes, prepares and stores one uncompressed export body of media type ``kind``
-        in a worker. Raises ``DecodeError`` (400), ``UserError`` for rows the store refused
-        (400) or ``Overloaded`` (503) when the store or a worker failed."""
+        in a worker; with ``keep_rows`` the stored rows come back too (``Batch.kept``: the
+        policies grade the project's traces from them). Raises ``DecodeError`` (400),
+        ``UserError`` for rows the store refused (400) or ``Overloaded`` (503) when the store
+        or a worker failed."""
         pool = self._executor()
         try:
             answer: _Answer = await asyncio.get_running_loop().run_in_executor(
-                pool, _work, project, raw, kind
+                pool, _work, project, raw, kind, keep_rows
             )
         except BrokenProcessPool as e:
             # Every request in the workers fails with it (CPython stops the pool): the senders
@@ -178,7 +182,7 @@ def _exit_with(server: int) -> None:
     os._exit(0)  # the server is gone: nothing will read this worker's answers
 
 
-def _work(project: str, raw: bytes, kind: str) -> _Answer:
+def _work(project: str, raw: bytes, kind: str, keep_rows: bool = False) -> _Answer:
     assert _WORKER is not None, "the ingest worker was not started"
     store, redactor = _WORKER
     try:
@@ -200,5 +204,6 @@ def _work(project: str, raw: bytes, kind: str) -> _Answer:
         if isinstance(failure, UserError):
             return ("refused", failure.message, failure.hint or "")
         return ("busy", str(failure))
-    batch.rows = None  # stored: only the refs go back
+    # stored: only the refs go back (and the rows, when the policies grade from them)
+    batch.kept, batch.rows = (batch.rows if keep_rows else None), None
     return ("ok", batch)

@@ -109,7 +109,10 @@ class _Ingest:
                 # Decoded and stored in a worker, then assembled; that goes on if this
                 # request is cancelled (the spans may be committed already), and the bytes
                 # count against the budget until it is over.
-                arrival = batches.accept_stored(project, lambda: pool.prepare(project, raw, kind))
+                keep = batches.keeps_rows(project)
+                arrival = batches.accept_stored(
+                    project, lambda: pool.prepare(project, raw, kind, keep_rows=keep)
+                )
                 arrival.add_done_callback(lambda _: self.budget.give_back(size))
                 held = False
                 batch = await asyncio.shield(arrival)
