@@ -444,3 +444,24 @@ def test_the_callers_dataset_version_is_stored_and_checked(
         status, answer = _post(srv.url, "/v1alpha1/evaluate", {**BODY, "datasetVersion": bad})
         assert status == 400, answer
         assert "dataset_version: expected sha256:" in answer["message"]
+
+
+def test_a_cluster_key_no_record_has_is_refused_as_it_is_embedded(
+    server: tuple[AsgiServer, ServerState],
+) -> None:
+    srv, state = server
+    status, answer = _post(srv.url, "/v1alpha1/evaluate", {**BODY, "clusterBy": "dco"})
+    assert status == 400, answer
+    assert "cluster key 'dco': no record has it in its metadata" in answer["message"]
+    assert "did you mean 'doc'?" in answer["message"] + answer.get("hint", "")
+    # some records lack it: graded, each its own cluster, and a warning says how many
+    records = [*RECORDS, {"id": "q7", "output": {"text": "x"}, "reference": {"text": "x"}}]
+    status, answer = _post(srv.url, "/v1alpha1/evaluate", {**BODY, "records": records})
+    assert status == 200, answer
+    kinds = {w["kind"]: w for w in answer["warnings"]}
+    assert "1 of 7 record(s) have no metadata 'doc'" in kinds["cluster_key_missing"]["message"]
+    embedded = evalsi.evaluate(
+        [record_from_proto(json_format.ParseDict(r, pb.EvaluateRequest().records.add()))
+         for r in records], ["exact-match"], cluster_by="doc", store=":memory:",
+    )  # fmt: skip
+    assert [w["kind"] for w in embedded.warnings] == ["cluster_key_missing"]

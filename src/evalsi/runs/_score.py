@@ -23,7 +23,6 @@ from evalsi.core import (
 )
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import Registry
-from evalsi.runs._aggregate import ClusterKeys
 from evalsi.runs._failures import judged_nothing, stored_reasons
 from evalsi.runs._judges import (
     JudgeLike,
@@ -113,13 +112,10 @@ async def score_async(
         rates=rates,
         judges=clients,
     )
-    cluster_keys = ClusterKeys(cluster_by) if cluster_by is not None else None
     try:
         with _young_gc_relaxed(), contextlib.ExitStack() as stack:
             writer: BackgroundWriter | None = None  # made once the first batch is graded
             for batch in dataset.iter_batches(batch_size):
-                if cluster_keys is not None:
-                    cluster_keys.add(batch)
                 graded = (
                     await session.grade(batch) if session.has_async else session.grade_sync(batch)
                 )
@@ -137,14 +133,10 @@ async def score_async(
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
         if session.records == 0:  # nothing to grade: metrics over no record would read clean
             raise dataset.nothing_read()
-        warnings = [w.to_dict() for w in dataset.warnings]
-        cluster_warning = cluster_keys.check() if cluster_keys is not None else None
-        if cluster_warning is not None:
-            warnings.append(cluster_warning)
         end = session.conclude(
             source=dataset.name,
             version=dataset.version,
-            warnings=warnings,
+            warnings=[w.to_dict() for w in dataset.warnings],
             bad_records=dataset.bad_count,
             bad_examples=dataset.bad_records[:10],
         )

@@ -26,7 +26,7 @@ from evalsi.core import (
     content_hash,
 )
 from evalsi.evaluators import BoundEvaluator, DatasetRunner, RecordRunner, Runner, use_judges
-from evalsi.runs._aggregate import Aggregator
+from evalsi.runs._aggregate import Aggregator, ClusterKeys
 from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_scope
 from evalsi.runs._isolation import IsolationSummary
 from evalsi.runs._judges import judges_manifest, judges_summary
@@ -93,12 +93,16 @@ class ScoreSession:
             cluster_by=cluster_by,
             keep_values=bootstrap is not None,
         )
+        # --cluster-by KEY that no record has is an error, one that some lack a warning
+        self.cluster_keys = ClusterKeys(cluster_by) if cluster_by is not None else None
         self.records = 0
 
     async def grade(self, records: Sequence[Record], *, off_loop: SyncCall | None = None) -> Graded:
         """Grade one batch: async evaluators (judges) on this loop, sync ones inline or through
         ``off_loop``; dataset-scope runners are fed."""
         graded: Graded = []
+        if self.cluster_keys is not None:
+            self.cluster_keys.add(records)
         with use_judges(self.judges):
             for index, runner in enumerate(self.runners):
                 if isinstance(runner, DatasetRunner):
@@ -120,6 +124,8 @@ class ScoreSession:
         """``grade`` for sessions without async evaluators, blocking (a worker thread, or a
         loop that has nothing else to do)."""
         graded: Graded = []
+        if self.cluster_keys is not None:
+            self.cluster_keys.add(records)
         for index, runner in enumerate(self.runners):
             if isinstance(runner, DatasetRunner):
                 runner.feed(records)
@@ -145,7 +151,15 @@ class ScoreSession:
         bad_examples: Sequence[Sequence[Any]] = (),
     ) -> Conclusion:
         """Reduce the dataset scope (after the last record), then the summaries, the gates, and
-        the run's summary and manifest as the store keeps them."""
+        the run's summary and manifest as the store keeps them.
+
+        Raises:
+            UserError: ``cluster_by`` names a key no record has.
+        """
+        found = list(warnings)
+        lacking = self.cluster_keys.check() if self.cluster_keys is not None else None
+        if lacking is not None:
+            found.append(lacking)
         reduced = finish_dataset_scope(self.runners, self.aggregator, seed=self.seed)
         metrics = self.aggregator.summaries(
             bootstrap=self.bootstrap, seed=self.seed, dataset_intervals=reduced.intervals
@@ -164,7 +178,7 @@ class ScoreSession:
             "bad_records": bad_records,
             "bad_examples": [list(b) for b in bad_examples],
             "isolation": isolation_dicts,
-            "warnings": [dict(w) for w in warnings],
+            "warnings": [dict(w) for w in found],
         }
         if self.judges:
             summary["judges"] = judges_summary(self.judges)

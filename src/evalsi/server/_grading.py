@@ -362,7 +362,9 @@ class _Grading:
             *map(dict, self.config.warnings),
             *(w for w in own if w["kind"] not in given),
         ]
-        return self.session.conclude(source=DATA_NAME, version=self.version, warnings=self.warnings)
+        end = self.session.conclude(source=DATA_NAME, version=self.version, warnings=self.warnings)
+        self.warnings = end.summary["warnings"]  # with what grading noticed (cluster keys)
+        return end
 
     def fail(self, error: BaseException) -> None:
         """Record why the run stopped (a stream keeps what it committed before); never
