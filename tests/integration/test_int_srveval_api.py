@@ -449,7 +449,7 @@ def test_the_callers_dataset_version_is_stored_and_checked(
 def test_a_cluster_key_no_record_has_is_refused_as_it_is_embedded(
     server: tuple[AsgiServer, ServerState],
 ) -> None:
-    srv, state = server
+    srv, _ = server
     status, answer = _post(srv.url, "/v1alpha1/evaluate", {**BODY, "clusterBy": "dco"})
     assert status == 400, answer
     assert "cluster key 'dco': no record has it in its metadata" in answer["message"]
