@@ -110,10 +110,16 @@ def render_plain(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def render_markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub Markdown table; a cell's ``|`` is escaped and its line breaks become ``<br>``
+    (a reason with a hint on its own line must not end the row)."""
     head = "| " + " | ".join(columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    body = ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return "\n".join([head, sep, *body])
+
+
+def _md_cell(text: str) -> str:
+    return "<br>".join(text.replace("|", "\\|").splitlines()) if text else text
 
 
 @dataclass
