@@ -22,6 +22,7 @@ from evalsi.packs.code import find_ruff
 from evalsi.sandbox import Level, default_ladder
 from evalsi.store import SqlStore
 from tests.support.guides import guide_commands, load_jsonl, run_json
+from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "packs" / "code.md"
@@ -203,3 +204,40 @@ def test_without_a_qualifying_rung_nothing_runs_and_the_run_says_so(
     assert proc.stdout == ""
     assert "error: code-exec-tests runs code only in a sandbox at or above" in proc.stderr
     assert not marker.exists()
+
+
+def test_a_run_without_a_qualifying_rung_stops_before_its_first_call(
+    tmp_path: Path, run_evalsi: Callable[..., Any]
+) -> None:
+    """As `evalsi eval` does: a Run whose code evaluator has no sandbox here stops before it
+    calls the target (exit 2, naming the sandbox it lacks); nothing is spent."""
+    row = {
+        "id": "r1",
+        "input": "write sq",
+        "reference": "def check(candidate):\n    assert candidate(3) == 9\n",
+        "metadata": {"entry_point": "sq"},
+    }
+    (tmp_path / "data.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "evalsi.yaml").write_text("sandbox:\n  drivers: [none]\n")
+    with StubLLM(answers={"write sq": "def sq(x):\n    return x * x\n"}) as stub:
+        spec = {
+            "apiVersion": "evals.si/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "code-run"},
+            "spec": {
+                "target": {
+                    "model": {
+                        "connector": "openai-compatible",
+                        "baseUrl": stub.openai_url,
+                        "model": "m",
+                    }
+                },
+                "dataset": {"path": "data.jsonl"},
+                "evaluators": [{"ref": "code-exec-tests", "params": {"min_isolation": "confined"}}],
+            },
+        }
+        (tmp_path / "run.yaml").write_text(json.dumps(spec))
+        proc = run_evalsi(tmp_path, "run", "-f", "run.yaml")
+        assert stub.calls(OPENAI_PATH) == 0
+    assert proc.returncode == 2, proc.stderr
+    assert "error: code-exec-tests runs code only in a sandbox at or above" in proc.stderr

@@ -57,6 +57,14 @@ def spec_registry(path: str) -> Registry | None:
     return code_registry(refs, where=f"{path}: spec.evaluators", base=base)
 
 
+def spec_sandboxes(path: str, registry: Registry | None) -> None:
+    """``check_sandboxes`` for each evaluator of the run spec at ``path``, with its params."""
+    from evalsi.runs import load_run_spec
+
+    for entry in load_run_spec(path).evaluators:
+        check_sandboxes(registry, [entry.ref], {entry.ref: entry.params})
+
+
 def stored_registry(info: RunInfo) -> Registry | None:
     """``code_registry`` for a stored Run's code evaluators (``evalsi rerun``), loaded from the
     refs its spec was written with, relative to the spec's folder; a file whose sha256 differs
