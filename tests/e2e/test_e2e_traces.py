@@ -18,6 +18,7 @@ from evalsi.server._traces import TraceHandler
 from evalsi.store import SqlStore, TraceStore, TraceSummary
 from evalsi.traces._mappers import normalize_all
 from tests.e2e.conftest import check_user_error, parse_json_stdout
+from tests.support.registry import BUILTINS
 from tests.support.server_state import server_state, serving
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -112,8 +113,8 @@ def seed(path: str) -> None:
     store.close()
 
     async def grade() -> None:
-        engine = PolicyEngine(store=sql)
-        await engine.apply(policy_from_yaml(POLICY))
+        engine = PolicyEngine(store=sql, registry=BUILTINS)
+        await engine.apply(policy_from_yaml(POLICY, registry=BUILTINS))
         for trace in graded:
             n = int(trace.trace_id, 16)
             await engine.on_trace(

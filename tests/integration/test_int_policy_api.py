@@ -29,6 +29,7 @@ from evalsi.server._policy_metrics import PolicyCollector
 from evalsi.server._state import ServerState
 from evalsi.store import SqlStore
 from tests.support.asgi_server import AsgiServer
+from tests.support.registry import BUILTINS
 from tests.support.server_state import server_state, serving
 
 POLICY = """\
@@ -177,7 +178,7 @@ def test_the_rest_routes_take_the_message_or_yaml(
 ) -> None:
     _, srv = served
     base = srv.server.url + "/v1alpha1/policies"
-    doc = policy_from_yaml(POLICY).raw
+    doc = policy_from_yaml(POLICY, registry=BUILTINS).raw
     status, body = _rest(base, "POST", {"policy": doc, "projectId": "ignored-by-label"})
     assert status == 200, body
     assert body["policy"]["projectId"] == "team-a"
@@ -231,8 +232,8 @@ def test_a_restart_does_not_restore_a_secret_the_server_no_longer_allows(
 
 def test_prometheus_families_per_policy(tmp_path: Path) -> None:
     async def main() -> bytes:
-        engine = PolicyEngine(store=SqlStore.open(tmp_path / "s.db"))
-        await engine.apply(policy_from_yaml(POLICY))
+        engine = PolicyEngine(store=SqlStore.open(tmp_path / "s.db"), registry=BUILTINS)
+        await engine.apply(policy_from_yaml(POLICY, registry=BUILTINS))
         for i, text in enumerate(["thanks", "no"]):
             await engine.on_trace(*make(i, text))
         registry = CollectorRegistry()
@@ -251,8 +252,8 @@ def test_prometheus_families_per_policy(tmp_path: Path) -> None:
 def test_results_on_postgres(pg_url: str) -> None:
     async def main() -> tuple[str, SqlStore]:
         store = SqlStore.open(pg_url)
-        engine = PolicyEngine(store=store)
-        applied = await engine.apply(policy_from_yaml(POLICY))
+        engine = PolicyEngine(store=store, registry=BUILTINS)
+        applied = await engine.apply(policy_from_yaml(POLICY, registry=BUILTINS))
         for i in range(20):
             await engine.on_trace(*make(10**30 + i, "thanks"))  # keys use all 62 bits
         return applied.run_id, store
@@ -272,7 +273,7 @@ def test_the_python_client_calls(served: tuple[PolicyServiceClientSync, Served])
     from evalsi.core import NotFoundError, UserError
 
     _, srv = served
-    doc = policy_from_yaml(POLICY).raw
+    doc = policy_from_yaml(POLICY, registry=BUILTINS).raw
 
     async def main() -> None:
         async with AsyncClient(srv.server.url) as client:

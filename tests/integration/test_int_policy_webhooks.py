@@ -20,6 +20,7 @@ from evalsi.policies import PolicyEngine, policy_from_yaml
 from evalsi.policies._alerts import WebhookNotifier
 from evalsi.server._dataset_files import DatasetFiles
 from evalsi.server._policies import DatasetPromoter
+from tests.support.registry import BUILTINS
 
 EVALSI = Path(sys.executable).with_name("evalsi")
 
@@ -88,8 +89,10 @@ def test_an_alert_is_posted_once_and_a_retry_survives_a_503() -> None:
     async def main() -> tuple[Receiver, dict[str, Any]]:
         receiver = Receiver(fail=1)
         async with receiving(receiver) as url:
-            engine = PolicyEngine(notifier=WebhookNotifier(timeout_s=5, retries=2))
-            await engine.apply(policy_from_yaml(policy(url)))
+            engine = PolicyEngine(
+                notifier=WebhookNotifier(timeout_s=5, retries=2), registry=BUILTINS
+            )
+            await engine.apply(policy_from_yaml(policy(url), registry=BUILTINS))
             for i, text in enumerate(["thanks", "no", "nope", "never", "no", "thanks"]):
                 await engine.on_trace(*make(i, text))
             await engine.drain()
@@ -113,8 +116,10 @@ def test_a_dead_webhook_is_counted_and_grading_goes_on() -> None:
     async def main() -> dict[str, Any]:
         receiver = Receiver(fail=100)
         async with receiving(receiver) as url:
-            engine = PolicyEngine(notifier=WebhookNotifier(timeout_s=2, retries=1))
-            await engine.apply(policy_from_yaml(policy(url)))
+            engine = PolicyEngine(
+                notifier=WebhookNotifier(timeout_s=2, retries=1), registry=BUILTINS
+            )
+            await engine.apply(policy_from_yaml(policy(url), registry=BUILTINS))
             for i in range(6):
                 await engine.on_trace(*make(i, "no"))
             await engine.drain()
@@ -130,8 +135,10 @@ def test_promoted_traces_form_a_dataset_evalsi_eval_grades(tmp_path: Path) -> No
     extra = "  promote: {when: \"passed('contains') == false\", dataset: regressions}\n"
 
     async def main() -> dict[str, Any]:
-        engine = PolicyEngine(promoter=DatasetPromoter(files))
-        await engine.apply(policy_from_yaml(policy("http://127.0.0.1:9/unused", extra)))
+        engine = PolicyEngine(promoter=DatasetPromoter(files), registry=BUILTINS)
+        await engine.apply(
+            policy_from_yaml(policy("http://127.0.0.1:9/unused", extra), registry=BUILTINS)
+        )
         for i, text in enumerate(["thanks", "no way", "thanks!", "bye", "no way"]):
             await engine.on_trace(*make(i, text))
         await engine.on_trace(*make(1, "no way"))  # the same trace again: not appended twice

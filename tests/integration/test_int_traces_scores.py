@@ -25,6 +25,7 @@ from evalsi.server._state import TracesConfig
 from evalsi.store import SqlStore, TraceScore, trace_scores
 from tests.support.asgi_server import AsgiServer
 from tests.support.policy_traces import SUPPORT, agent_turn, wait_for
+from tests.support.registry import BUILTINS
 from tests.support.server_state import server_state, serving
 
 STRICT = """\
@@ -216,8 +217,8 @@ def make(i: int, output: str) -> tuple[Trace, Record]:
 
 def grade(store: SqlStore, outputs: list[str]) -> None:
     async def run() -> None:
-        engine = PolicyEngine(store=store)
-        await engine.apply(policy_from_yaml(SUPPORT))
+        engine = PolicyEngine(store=store, registry=BUILTINS)
+        await engine.apply(policy_from_yaml(SUPPORT, registry=BUILTINS))
         for i, output in enumerate(outputs):
             await engine.on_trace(*make(i, output))
 

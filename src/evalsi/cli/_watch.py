@@ -89,9 +89,10 @@ def watch(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from evalsi.packs import builtin_registry
     from evalsi.policies import load_policy
 
-    spec = load_policy(args.file, project=args.project)
+    spec = load_policy(args.file, project=args.project, registry=builtin_registry())
     summary = {
         "name": spec.name,
         "project_id": spec.project,

@@ -81,7 +81,7 @@ class PolicyEngine:
     """Applied policies and the work they do on each trace.
 
     Args:
-        registry: where cascade refs resolve (built-ins and entry points by default).
+        registry: where cascade refs resolve, chosen by the caller (the server: its own).
         store: keeps policies (re-applied by ``restore``) and their scores; None keeps nothing.
         packs: the project's ``evaluators.packs`` (cascade refs are explicit, so always allowed).
         judges: judge specs for names a policy's own ``spec.judges`` does not give (the
@@ -107,7 +107,7 @@ class PolicyEngine:
     def __init__(
         self,
         *,
-        registry: Registry | None = None,
+        registry: Registry,
         store: SqlStore | None = None,
         packs: PackOptIn | None = None,
         judges: Mapping[str, JudgeSpec] | None = None,
@@ -122,10 +122,6 @@ class PolicyEngine:
         grade_sync: SyncGrading | None = None,
         inbox_size: int = DEFAULT_HANDOFF_SIZE,
     ) -> None:
-        if registry is None:
-            from evalsi.packs import builtin_registry
-
-            registry = builtin_registry()
         self.registry = registry
         self.store = store
         self.runs = PolicyRuns(store) if store is not None else None

@@ -151,14 +151,15 @@ class PolicySpec:
 def load_policy(
     path: str | Path,
     *,
-    registry: Registry | None = None,
+    registry: Registry,
     packs: PackOptIn | None = None,
     project: str = "",
 ) -> PolicySpec:
     """Read and check an ``OnlineEvalPolicy`` YAML file.
 
     Example:
-        >>> load_policy("no/such/policy.yaml")
+        >>> from evalsi.packs import builtin_registry
+        >>> load_policy("no/such/policy.yaml", registry=builtin_registry())
         Traceback (most recent call last):
         ...
         evalsi.core._errors.SpecError: no/such/policy.yaml: cannot read the policy file (not found)
@@ -172,7 +173,7 @@ def policy_from_yaml(
     text: str,
     *,
     source: str = "",
-    registry: Registry | None = None,
+    registry: Registry,
     packs: PackOptIn | None = None,
     project: str = "",
 ) -> PolicySpec:
@@ -188,7 +189,7 @@ def policy_from_dict(
     doc: Mapping[str, Any],
     *,
     source: str = "",
-    registry: Registry | None = None,
+    registry: Registry,
     packs: PackOptIn | None = None,
     project: str = "",
 ) -> PolicySpec:
@@ -208,7 +209,7 @@ def _build(
     doc: Any,
     lines: dict[KeyPath, int],
     shown: str,
-    registry: Registry | None,
+    registry: Registry,
     packs: PackOptIn | None,
     project: str,
 ) -> PolicySpec:
@@ -219,10 +220,6 @@ def _build(
         )
     problems = schema_problems("onlineevalpolicy", doc, lines)
     if not problems:
-        if registry is None:
-            from evalsi.packs import builtin_registry
-
-            registry = builtin_registry()
         builder = _PolicyBuilder(doc, lines, registry, packs or PackOptIn(), project)
         spec = builder.build()
         if spec is not None:

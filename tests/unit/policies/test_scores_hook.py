@@ -20,6 +20,7 @@ from evalsi.core import (
 )
 from evalsi.policies._engine import PolicyEngine, ScoresHook
 from evalsi.policies._spec import policy_from_yaml
+from tests.support.registry import BUILTINS
 
 POLICY = """\
 apiVersion: evals.si/v1alpha1
@@ -75,8 +76,8 @@ def make(i: int, output: str, span_id: str = "") -> tuple[Trace, Record]:
 
 def grade(hook: ScoresHook, items: list[tuple[Trace, Record]]) -> PolicyEngine:
     async def run() -> PolicyEngine:
-        engine = PolicyEngine(on_scores=hook)
-        await engine.apply(policy_from_yaml(POLICY))
+        engine = PolicyEngine(on_scores=hook, registry=BUILTINS)
+        await engine.apply(policy_from_yaml(POLICY, registry=BUILTINS))
         for trace, record in items:
             await engine.on_trace(trace, record)
         return engine

@@ -10,6 +10,7 @@ import pytest
 
 from evalsi.core import SpecError
 from evalsi.policies._spec import load_policy, policy_from_dict, policy_from_yaml
+from tests.support.registry import BUILTINS
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "watch" / "policy.yaml"
@@ -24,12 +25,12 @@ spec:
 
 def bad(body: str) -> str:
     with pytest.raises(SpecError) as err:
-        policy_from_yaml(HEAD + body, source="p.yaml")
+        policy_from_yaml(HEAD + body, source="p.yaml", registry=BUILTINS)
     return str(err.value)
 
 
 def test_the_example_policy_loads_as_written() -> None:
-    p = load_policy(EXAMPLE)
+    p = load_policy(EXAMPLE, registry=BUILTINS)
     assert (p.name, p.project, p.rate, p.window_s) == ("prod-support-agent", "support", 0.05, 300)
     assert [(r.kind, r.quantile) for r in p.always] == [
         ("cel", 0.0),
@@ -52,11 +53,17 @@ def test_the_same_document_has_the_same_hash_and_a_change_changes_it() -> None:
         "metadata": {"name": "p"},
         "spec": {"cascade": [{"ref": "contains", "params": {"values": ["a"]}}]},
     }
-    a, b = policy_from_dict(doc), policy_from_dict(json.loads(json.dumps(doc)))
+    a, b = (
+        policy_from_dict(doc, registry=BUILTINS),
+        policy_from_dict(json.loads(json.dumps(doc)), registry=BUILTINS),
+    )
     assert a.spec_hash == b.spec_hash
     doc["spec"]["sampling"] = {"rate": 0.5}
-    assert policy_from_dict(doc).spec_hash != a.spec_hash
-    assert policy_from_dict(doc, project="other").spec_hash != policy_from_dict(doc).spec_hash
+    assert policy_from_dict(doc, registry=BUILTINS).spec_hash != a.spec_hash
+    assert (
+        policy_from_dict(doc, project="other", registry=BUILTINS).spec_hash
+        != policy_from_dict(doc, registry=BUILTINS).spec_hash
+    )
     assert a.rate == 1.0  # no sampling section: every selected trace is graded
 
 
@@ -114,7 +121,8 @@ def test_a_when_may_read_only_earlier_steps() -> None:
     # the same condition on the later step is fine
     policy_from_yaml(
         HEAD + "  cascade:\n    - {ref: length}\n"
-        "    - {ref: contains, when: \"score('length') > 3.0 && passed('length') != false\"}\n"
+        "    - {ref: contains, when: \"score('length') > 3.0 && passed('length') != false\"}\n",
+        registry=BUILTINS,
     )
 
 
@@ -149,7 +157,8 @@ def test_alert_names_are_distinct() -> None:
     # a CEL error that only the data can raise (x / 0 at n = 0) is decided per window
     policy_from_yaml(
         HEAD + "  cascade: [{ref: contains}]\n"
-        "  alerts: [{when: \"count('contains') * 100 / n < 50\", notify: 'https://h.example/x'}]\n"
+        "  alerts: [{when: \"count('contains') * 100 / n < 50\", notify: 'https://h.example/x'}]\n",
+        registry=BUILTINS,
     )
 
 
@@ -168,20 +177,24 @@ def test_duplicate_instance_names_are_refused() -> None:
 
 def test_the_wrong_kind_says_which_command_takes_it() -> None:
     with pytest.raises(SpecError) as err:
-        policy_from_yaml(HEAD.replace("OnlineEvalPolicy", "EvalRun") + "  cascade: []\n")
+        policy_from_yaml(
+            HEAD.replace("OnlineEvalPolicy", "EvalRun") + "  cascade: []\n", registry=BUILTINS
+        )
     assert "kind: expected 'OnlineEvalPolicy', got 'EvalRun'" in str(err.value)
 
 
 def test_the_project_label_must_be_a_project_id() -> None:
     policy = policy_from_yaml(
         HEAD.replace("{name: p}", "{name: p, labels: {evals.si/project: team-a}}")
-        + "  cascade: [{ref: contains}]\n"
+        + "  cascade: [{ref: contains}]\n",
+        registry=BUILTINS,
     )
     assert policy.project == "team-a"
     with pytest.raises(SpecError) as err:
         policy_from_yaml(
             HEAD.replace("{name: p}", "{name: p, labels: {evals.si/project: 'no way'}}")
-            + "  cascade: [{ref: contains}]\n"
+            + "  cascade: [{ref: contains}]\n",
+            registry=BUILTINS,
         )
     assert 'metadata.labels["evals.si/project"]: project_id' in str(err.value)
 
@@ -218,9 +231,9 @@ def test_the_example_round_trips_through_the_proto_message() -> None:
 
     from evalsi._proto.evalsi.v1alpha1 import policy_pb2
 
-    spec = load_policy(EXAMPLE)
+    spec = load_policy(EXAMPLE, registry=BUILTINS)
     message = json_format.ParseDict(spec.raw, policy_pb2.OnlineEvalPolicy())
     assert message.spec.sampling.rate == 0.05
     assert message.spec.cascade[1].when == "scores.all(s, s.passed)"
-    back = policy_from_dict(json_format.MessageToDict(message))
+    back = policy_from_dict(json_format.MessageToDict(message), registry=BUILTINS)
     assert back.spec_hash == spec.spec_hash

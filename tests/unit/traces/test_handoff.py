@@ -23,6 +23,7 @@ from evalsi.policies import PolicyEngine
 from evalsi.store import SqlStore, TraceStore, row_bytes
 from evalsi.traces import Batch, Ingest, Redactor, normalize, prepare
 from evalsi.traces._records import trace_to_record
+from tests.support.registry import BUILTINS
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT, CHILD, TOOL = "00f067aa0ba902b7", "00f067aa0ba902b8", "00f067aa0ba902b9"
@@ -125,7 +126,7 @@ def _results(calls: list[Sequence[EvaluationResult]]) -> list[list[Any]]:
 async def _scores(item: HandedTrace) -> list[Any]:
     """What the policy engine scores for this hand-over."""
     calls: list[Sequence[EvaluationResult]] = []
-    engine = PolicyEngine(on_scores=lambda **kw: calls.append(kw["results"]))
+    engine = PolicyEngine(on_scores=lambda **kw: calls.append(kw["results"]), registry=BUILTINS)
     await engine.apply(engine.load(yaml.safe_load(POLICY)))
     await engine.on_trace(item.trace, item.record)
     await engine.close()
@@ -212,7 +213,7 @@ async def test_the_hand_over_is_bounded_and_counts_what_it_drops(traces: TraceSt
 async def test_the_engine_consumer_waits_for_room_so_the_inbox_overflows() -> None:
     """The engine takes from its inbox only while fewer than ``max_pending`` traces are
     being graded: beyond that the inbox fills, and its offers fail (counted in ``dropped``)."""
-    engine = PolicyEngine(max_pending=1, inbox_size=1)
+    engine = PolicyEngine(max_pending=1, inbox_size=1, registry=BUILTINS)
     release = asyncio.Event()
     graded: list[str] = []
 
