@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evalsi.cli._evaluators import check_sandboxes, code_registry
+from evalsi.cli._evaluators import code_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
@@ -185,8 +185,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
     registry = code_registry(names, where="--evaluators", server=server)
-    if server is None:
-        check_sandboxes(registry, names, options["params"])
     progress = None if args.quiet else ProgressLine()
     result: ScoreResult
     try:

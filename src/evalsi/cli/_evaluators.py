@@ -4,9 +4,9 @@ registry the command hands to the engine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalsi.cli._output import note
 from evalsi.core import UserError
@@ -57,14 +57,6 @@ def spec_registry(path: str) -> Registry | None:
     return code_registry(refs, where=f"{path}: spec.evaluators", base=base)
 
 
-def spec_sandboxes(path: str, registry: Registry | None) -> None:
-    """``check_sandboxes`` for each evaluator of the run spec at ``path``, with its params."""
-    from evalsi.runs import load_run_spec
-
-    for entry in load_run_spec(path).evaluators:
-        check_sandboxes(registry, [entry.ref], {entry.ref: entry.params})
-
-
 def stored_registry(info: RunInfo) -> Registry | None:
     """``code_registry`` for a stored Run's code evaluators (``evalsi rerun``), loaded from the
     refs its spec was written with, relative to the spec's folder; a file whose sha256 differs
@@ -95,29 +87,3 @@ def stored_registry(info: RunInfo) -> Registry | None:
                     f"{source['sha256']}): the rerun grades with the code as it is now"
                 )
     return registry
-
-
-def check_sandboxes(
-    registry: Registry | None, names: Iterable[str], params: Mapping[str, Mapping[str, Any]]
-) -> None:
-    """Stop before any record when an evaluator that runs code in the sandbox (one with a
-    ``min_isolation`` param: the code pack) has no sandbox rung to run in here.
-
-    Raises:
-        UserError: no rung at or above its ``min_isolation`` works, with what to install.
-    """
-    from evalsi.packs import builtin_registry
-
-    registry = registry or builtin_registry()
-    for name in names:
-        try:
-            ev = registry.resolve(name)
-        except UserError:
-            continue  # an unknown name is reported where the run binds its evaluators
-        floor = next((p.default for p in ev.params if p.name == "min_isolation"), None)
-        if floor is None:
-            continue
-        given = {**params.get(ev.name, {}), **params.get(name, {})}
-        from evalsi.packs.code import require_sandbox
-
-        require_sandbox(str(given.get("min_isolation", floor)), who=name)

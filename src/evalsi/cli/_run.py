@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._eval import ProgressLine, add_no_cache_flag
-from evalsi.cli._evaluators import spec_registry, spec_sandboxes
+from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
@@ -91,10 +91,6 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             result = _run_remote(server, args, progress)
         else:
-            registry = spec_registry(args.file)  # FILE.py:NAME refs, loaded here
-            if not args.dry_run and not args.execute_only:
-                # a code evaluator with no sandbox here stops before the first call, as in eval
-                spec_sandboxes(args.file, registry)
             result = run_spec(
                 _local_spec(args),
                 store=args.store,
@@ -102,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 progress=progress,
                 execute_only=args.execute_only,
-                registry=registry,
+                registry=spec_registry(args.file),  # FILE.py:NAME refs, loaded here
             )
     finally:
         if progress is not None:

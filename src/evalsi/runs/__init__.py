@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         run_judges,
         without_cache,
     )
-    from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
+    from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
     from evalsi.runs._result import (
         ISOLATION_COLUMNS,
@@ -164,6 +164,7 @@ __all__ = [
     "record_isolation",
     "render_markdown",
     "render_plain",
+    "require_sandboxes",
     "rerun_run",
     "run_judges",
     "run_spec_from_dict",

@@ -60,7 +60,7 @@ from evalsi.runs._judges import (
     check_judges,
 )
 from evalsi.runs._outputs import answered
-from evalsi.runs._plan import bind_all, runners_for
+from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
@@ -159,6 +159,7 @@ async def execute_run(
             plan=plan,
         )
 
+    require_sandboxes(bound)  # before the store or the target: nothing spent
     document = spec_document(spec)
     completed: dict[tuple[int, int], str] = {}
     if resume is not None:

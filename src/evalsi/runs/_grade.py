@@ -36,7 +36,7 @@ from evalsi.runs._judges import (
     run_judges,
 )
 from evalsi.runs._outputs import answered, join_outputs, rebuild
-from evalsi.runs._plan import EvaluatorLike, bind_all, runners_for
+from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._stored_run import conclude_stored_run
@@ -85,6 +85,7 @@ async def grade_run(
     source = db.get_run(source_run)
     _check_source(source)
     bound = bind_all(evaluators, registry=registry, params=params)
+    require_sandboxes(bound)
     if not bound:
         raise UserError("no evaluators to grade with", hint="name at least one, e.g. exact-match")
     runners = runners_for(bound)

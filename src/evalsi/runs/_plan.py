@@ -6,7 +6,7 @@ does not run yet, two instances with one name) fails here, before any data is re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from evalsi.core import ParamError, UserError
@@ -80,3 +80,20 @@ def bind_all(
 
 def runners_for(bound: list[BoundEvaluator]) -> list[Runner]:
     return [make_runner(b) for b in bound]
+
+
+def require_sandboxes(bound: Sequence[BoundEvaluator]) -> None:
+    """Stop before any record or call when an evaluator that runs code in the sandbox (one
+    with a ``min_isolation`` param: the code pack) has no sandbox rung at or above it here:
+    every way in fails closed up front, instead of losing each record to infrastructure.
+
+    Raises:
+        UserError: names the evaluator, the level and what to install.
+    """
+    for b in bound:
+        floor = next((p.default for p in b.evaluator.params if p.name == "min_isolation"), None)
+        if floor is None:
+            continue
+        from evalsi.packs.code import require_sandbox
+
+        require_sandbox(str(b.params.get("min_isolation", floor)), who=b.name)

@@ -31,7 +31,7 @@ from evalsi.runs._judges import (
     judge_specs,
     judges_manifest,
 )
-from evalsi.runs._plan import EvaluatorLike, bind_all
+from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes
 from evalsi.runs._result import ScoreResult
 from evalsi.runs._run_row import RunRow, StoreLike
 from evalsi.runs._session import ScoreSession
@@ -76,6 +76,7 @@ async def score_async(
             "or --bootstrap alone",
         )
     bound = bind_all(evaluators, registry=registry, params=params)
+    require_sandboxes(bound)
     rates = {
         "min_completion_rate": min_completion_rate,
         "max_evaluator_error_rate": max_evaluator_error_rate,

@@ -28,6 +28,7 @@ from evalsi.runs import (
     EvaluatorMetrics,
     Gate,
     bind_all,
+    require_sandboxes,
     runners_for,
 )
 from evalsi.server._grading import Bootstrap, _add_results, _Config, _Grading, _Plan, off_loop
@@ -217,6 +218,7 @@ class EvaluationHandler:
                 raise _at(at, e) from None
         # Again as a whole, for what only the list can get wrong (one name used twice).
         checked = tuple(bind_all(bound, registry=registry))
+        require_sandboxes(checked)  # a code evaluator with no sandbox here: 400, nothing graded
         for i, b in enumerate(checked):
             missing = sorted(set(judges_needed([b])) - set(self._judge_specs))
             if missing:
