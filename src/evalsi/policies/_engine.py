@@ -503,8 +503,9 @@ class PolicyEngine:
         saved_at = time.monotonic()
         while True:
             await asyncio.sleep(ALERT_CHECK_S)
-            for live in list(self._policies.values()):
+            for live in self._live_now():
                 try:
+                    await self._refresh_corpora(live)
                     self._check_alerts_if_warm(live)
                 except Exception:  # must not stop the loop for the other policies
                     log.exception("policy %s: checking its alerts failed", live.spec.name)
@@ -595,6 +596,17 @@ class PolicyEngine:
             # what ingest handed over first reaches grading (the consumer waits for room)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.inbox.join(), timeout_s)
+        if not await self._settle(deadline):
+            return
+        # corpus metrics as of every graded trace, and the alerts they may fire, delivered
+        refreshed = [await self._refresh_corpora(live, force=True) for live in self._live_now()]
+        if any(refreshed):
+            for live in self._live_now():
+                self._check_alerts(live)
+            await self._settle(deadline)
+
+    async def _settle(self, deadline: float | None) -> bool:
+        """Wait for gradings and deliveries; past ``deadline`` cancel them (False)."""
         while self._grading or self._tasks:
             pending = {*self._grading, *self._tasks}
             left = None if deadline is None else deadline - time.monotonic()
@@ -603,8 +615,31 @@ class PolicyEngine:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-                return
+                return False
             await asyncio.wait(pending, timeout=left)
+        return True
+
+    def _live_now(self) -> list[LivePolicy]:
+        return list(self._policies.values())
+
+    async def _refresh_corpora(self, live: LivePolicy, *, force: bool = False) -> bool:
+        """Reduce the changed corpora of a policy's dataset-scope steps, off the event loop
+        (``_corpus``); whether the window changed."""
+        changed = False
+        async with live.reducing:  # the tick and a drain: an older reduce never lands last
+            for corpus in live.corpora.values():
+                if not corpus.due(force=force):
+                    continue
+                records = corpus.snapshot()
+                try:
+                    summaries = await asyncio.to_thread(corpus.reduce, records)
+                except Exception:  # a failing reduce is counted, the last metrics stay
+                    log.exception("policy %s: reducing %s failed", live.spec.name, corpus.name)
+                    live.counts.errors += 1
+                    continue
+                live.window.set_corpus(corpus.name, summaries)
+                changed = True
+        return changed
 
     async def close(self) -> None:
         """Finish deliveries and close the webhook session (the server's shutdown)."""

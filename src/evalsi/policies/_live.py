@@ -12,6 +12,7 @@ or context (``no content ...``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from evalsi.core import (
 from evalsi.evaluators import RecordRunner
 from evalsi.policies._alerts import AlertState
 from evalsi.policies._cel import ConditionError, evaluate
+from evalsi.policies._corpus import StepCorpus
 from evalsi.policies._hooks import SyncGrading
 from evalsi.policies._sampling import P2Quantile, result_key, sampled
 from evalsi.policies._spec import PolicySpec, Step
@@ -173,9 +175,16 @@ class LivePolicy:
         self.started = clock()  # on the engine's clock (windows and alerts use it)
         self.counts = Counts()
         self.window = Window(spec.window_s, clock=clock)
-        self.runners = [RecordRunner(step.bound) for step in spec.steps]
-        for runner in self.runners:
-            self.window.declare(runner.name, runner.metric)
+        # a record-scope step grades each trace; a dataset-scope one gathers them (``_corpus``)
+        self.runners = [None if s.corpus else RecordRunner(s.bound) for s in spec.steps]
+        self.corpora = {
+            i: StepCorpus(s.bound, spec.window_s, clock=clock)
+            for i, s in enumerate(spec.steps)
+            if s.corpus
+        }
+        self.reducing = asyncio.Lock()
+        for step in spec.steps:
+            self.window.declare(step.name, step.bound.manifest.ref.name)
         self.latency = {
             rule.quantile: P2Quantile(rule.quantile)
             for rule in spec.always
@@ -239,13 +248,17 @@ class LivePolicy:
             record = dataclasses.replace(record, id=trace.trace_id)
         seq, trial = result_key(trace.trace_id)
         no_content = record.metadata.get("content_captured") is False
-        rerun = {self.runners[i].name for i in steps}  # their earlier scores are replaced
+        rerun = {self.spec.steps[i].name for i in steps}  # their earlier scores are replaced
         known = [s for s in scores or () if s["evaluator"] not in rerun]
         rows: list[tuple[int, int, ResultBatch]] = []
         context = {**view, "feedback": feedback_view(feedback)}
         for index in steps:
             step, runner = self.spec.steps[index], self.runners[index]
-            reason = self._gate(step, runner, context, known, no_content)
+            reason = self._gate(step, context, known, no_content)
+            if runner is None:  # a corpus metric: the trace joins the window's corpus
+                if reason is None:
+                    self.corpora[index].add(record)
+                continue
             if reason is not None:
                 batch = ResultBatch(
                     runner.name, runner.ref, runner.metric, [record.id], trial=trial
@@ -267,7 +280,6 @@ class LivePolicy:
     def _gate(
         self,
         step: Step,
-        runner: RecordRunner,
         context: Mapping[str, Any],
         known: list[dict[str, Any]],
         no_content: bool,
@@ -281,7 +293,7 @@ class LivePolicy:
             if not holds:
                 return f"cascade: `when` is false ({step.when})"
         if no_content:
-            lacking = sorted(CONTENT_FIELDS.intersection(runner.bound.manifest.requires))
+            lacking = sorted(CONTENT_FIELDS.intersection(step.bound.manifest.requires))
             if lacking:
                 return (
                     f"no content captured for this trace (the instrumentation recorded no "

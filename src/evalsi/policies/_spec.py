@@ -8,8 +8,9 @@ with every problem reported at once as ``policy.yaml:12: spec.cascade[2].when: .
    ``proto/evalsi/v1alpha1/policy.proto`` (unknown fields are named, with the closest known);
 3. what a schema cannot say is checked here: the CEL conditions (``_cel``), durations,
    webhook URLs, the dataset name, the project label, and the cascade's evaluators, which are
-   resolved in the registry and bound with their params (record scope only: a cascade grades
-   one trace at a time), so a policy that loads is a policy that runs.
+   resolved in the registry and bound with their params (record scope, or dataset scope in the
+   cascade: a corpus metric over the window's traces), so a policy that loads is a policy that
+   runs.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ class Step:
     when: str
     bound: BoundEvaluator = field(compare=False, repr=False)
     program: cel.Program | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def corpus(self) -> bool:
+        """A dataset-scope step: it grades the window's traces together (``_corpus``)."""
+        return self.bound.scope is Scope.DATASET
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,7 @@ class _PolicyBuilder:
         )
         self.unique_names([*cascade, *on_feedback])
         names = [s.name for s in (*cascade, *on_feedback)]
+        per_trace = [s.name for s in (*cascade, *on_feedback) if not s.corpus]
         window_s = self.duration(("spec", "window"), spec.get("window", ""), DEFAULT_WINDOW_S)
         if not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
             self.bad(("spec", "window"), "expected a window from 1s to 24h")
@@ -297,7 +304,7 @@ class _PolicyBuilder:
                     f"alert-<index>); give each alert a distinct name",
                 )
             taken.add(alert_spec.name)
-        promote = self.promote(spec["promote"], names) if "promote" in spec else None
+        promote = self.promote(spec["promote"], per_trace) if "promote" in spec else None
         judges, judge_problems = judges_from_doc(self.doc, self.lines)
         self.problems.extend(judge_problems)
         if self.problems:
@@ -353,13 +360,16 @@ class _PolicyBuilder:
         seen = list(before)
         for i, item in enumerate(items):
             at: KeyPath = ("spec", key, i)
-            step = self.step(at, item, seen)
+            step = self.step(at, item, seen, corpus_ok=key == "cascade")
             if step is not None:
                 out.append(step)
-                seen.append(step.name)
+                if not step.corpus:  # a corpus metric has no score per trace to read
+                    seen.append(step.name)
         return out
 
-    def step(self, at: KeyPath, item: dict[str, Any], before: list[str]) -> Step | None:
+    def step(
+        self, at: KeyPath, item: dict[str, Any], before: list[str], *, corpus_ok: bool
+    ) -> Step | None:
         ref, params = item["ref"], dict(item.get("params", {}))
         try:
             ev = self.registry.resolve(ref)
@@ -370,11 +380,18 @@ class _PolicyBuilder:
             hint = f" ({e.hint})" if e.hint else ""
             self.bad(field_at, f"{e.message}{hint}")
             return None
-        if bound.scope is not Scope.RECORD:
+        if bound.scope is Scope.DATASET and not corpus_ok:
             self.bad(
                 (*at, "ref"),
-                f"{ev.name} is a {bound.scope.value}-scope evaluator; a cascade grades one trace "
-                "at a time (record scope only)",
+                f"{ev.name} is a dataset-scope evaluator; onFeedback grades one trace at a time "
+                "(put it in the cascade, where it grades the window's traces together)",
+            )
+            return None
+        if bound.scope not in (Scope.RECORD, Scope.DATASET):
+            self.bad(
+                (*at, "ref"),
+                f"{ev.name} is a {bound.scope.value}-scope evaluator; a cascade takes "
+                "record-scope evaluators (one trace) and dataset-scope ones (the window's traces)",
             )
             return None
         when = item.get("when", "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,12 +111,22 @@ class Window:
         # (key, evaluator) -> its entries (and their series) a later ``add(..., key=)``
         # supersedes, whichever metrics they are under
         self._keyed: dict[tuple[str, str], list[tuple[_Entry, _Series]]] = {}
+        # (evaluator, metric) -> a dataset-scope step's latest reduction of its corpus
+        self._corpus: dict[tuple[str, str], MetricSummary] = {}
 
     def declare(self, evaluator: str, own_metric: str) -> None:
         """Name an instance's own metric: what ``mean('instance')`` reads."""
         self._own[evaluator] = own_metric
 
     # -- writing --------------------------------------------------------------------------------
+    def set_corpus(self, evaluator: str, summaries: Sequence[MetricSummary]) -> None:
+        """A dataset-scope step's metrics over the window's traces (``_corpus``), replacing
+        what it reduced before (none when its corpus emptied)."""
+        for key in [k for k in self._corpus if k[0] == evaluator]:
+            del self._corpus[key]
+        for m in summaries:
+            self._corpus[(evaluator, m.metric)] = m
+
     def add_trace(self) -> None:
         """Count one graded trace (``n`` in alerts)."""
         now = self.clock()
@@ -188,27 +198,29 @@ class Window:
     def summaries(self) -> list[MetricSummary]:
         """One summary per (evaluator, metric) with anything in the window."""
         self._prune(self.clock())
-        out = []
-        for _, series in sorted(self._series.items()):
-            if series.live:
-                out.append(_summarize(series))
-        return out
+        out = {k: _summarize(s) for k, s in self._series.items() if s.live}
+        out.update(self._corpus)
+        return [out[k] for k in sorted(out)]
 
     def find(self, name: str, metric: str | None = None) -> MetricSummary | None:
         """The summary ``mean('name')`` reads: ``name`` is an instance (its own metric, or its
         only one), ``instance/metric``, or an instance with ``metric`` given apart."""
         self._prune(self.clock())
+        known = self._series.keys() | self._corpus.keys()
         evaluator = name
-        if metric is None and (evaluator, self._own.get(evaluator, "")) not in self._series:
+        if metric is None and (evaluator, self._own.get(evaluator, "")) not in known:
             head, sep, tail = name.partition("/")
-            if sep and any(k[0] == head for k in self._series):
+            if sep and any(k[0] == head for k in known):
                 evaluator, metric = head, tail
         if metric is None:
             metric = self._own.get(evaluator)
-            if metric is None or (evaluator, metric) not in self._series:
-                mine = [k for k in self._series if k[0] == evaluator]
+            if metric is None or (evaluator, metric) not in known:
+                mine = [k for k in known if k[0] == evaluator]
                 metric = mine[0][1] if len(mine) == 1 else metric
-        series = self._series.get((evaluator, metric or ""))
+        key = (evaluator, metric or "")
+        if key in self._corpus:
+            return self._corpus[key]
+        series = self._series.get(key)
         if series is None or not series.live:
             return None
         return _summarize(series)

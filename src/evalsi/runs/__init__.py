@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
     from evalsi.runs._dataset_scope import (
         dataset_bootstrap,
+        dataset_scope_of_outputs,
         finish_dataset_scope,
     )
     from evalsi.runs._execute import execute_run
@@ -138,6 +139,7 @@ __all__ = [
     "calibrate_async",
     "compare_runs",
     "dataset_bootstrap",
+    "dataset_scope_of_outputs",
     "evaluate_gates",
     "execute_run",
     "failing_records",

@@ -725,3 +725,93 @@ async def test_counts_and_alert_states_survive_a_restart(
     assert notifier.sent == []
     assert second.stats("p").evaluated == 4
     await second.close()
+
+
+# -- dataset-scope evaluators: corpus metrics over the window's traces --------------------------
+
+HYPS = ["the cat sat on the mat", "a dog runs in the park", "it is raining today", "hello there"]
+REFS = ["the cat sat on a mat", "the dog runs in the park", "it rains today", "hello there"]
+PAIRS = list(zip(HYPS, REFS, strict=True))
+
+
+def translated(i: int, hyp: str, ref: str, **metadata: Any) -> tuple[Trace, Record]:
+    trace, record = make(i, hyp, **metadata)
+    record.reference = Content.of_text(ref)
+    return trace, record
+
+
+@sync
+async def test_a_corpus_metric_in_the_cascade_is_the_window_reduced_as_sacrebleu_does(
+    registry: Registry,
+) -> None:
+    import sacrebleu
+
+    clock = Clock()
+    engine = PolicyEngine(registry=registry, clock=clock)
+    body = "  cascade: [{ref: test/cheap}, {ref: bleu}, {ref: chrf}]\n  window: 60s\n"
+    await engine.apply(policy(body, registry))
+    await feed(engine, [translated(i, h, r) for i, (h, r) in enumerate(PAIRS)])
+    window = {m.evaluator: m for m in engine.stats("p").window}
+    assert window["bleu"].mean == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
+    assert window["chrf"].mean == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+    assert window["bleu"].n == len(HYPS)
+    assert window["bleu"].ci.method == "bootstrap-percentile"
+    assert window["cheap"].n == len(HYPS)  # the record-scope step still grades each trace
+    # the traces leave with the window; a later one is the whole corpus
+    clock.now += 120
+    await feed(engine, [translated(10, HYPS[0], REFS[0])])
+    window = {m.evaluator: m for m in engine.stats("p").window}
+    assert window["bleu"].n == 1
+    assert window["bleu"].mean == pytest.approx(sacrebleu.corpus_bleu(HYPS[:1], [REFS[:1]]).score)
+    # with nothing left in the window the metric is gone, not stale
+    clock.now += 120
+    await engine.drain()
+    assert "bleu" not in {m.evaluator for m in engine.stats("p").window}
+
+
+@sync
+async def test_a_corpus_step_takes_only_the_traces_its_when_admits(registry: Registry) -> None:
+    import sacrebleu
+
+    engine = PolicyEngine(registry=registry, clock=Clock())
+    body = "  cascade:\n    - {ref: test/cheap}\n    - {ref: bleu, when: \"passed('cheap')\"}\n"
+    await engine.apply(policy(body, registry))
+    # "ok" in the output passes test/cheap: only those two join the corpus
+    items = [("ok the cat", "the cat"), ("no", "yes"), ("ok a dog", "a dog"), ("bad", "good")]
+    await feed(engine, [translated(i, h, r) for i, (h, r) in enumerate(items)])
+    bleu = next(m for m in engine.stats("p").window if m.evaluator == "bleu")
+    admitted = [items[0], items[2]]
+    expected = sacrebleu.corpus_bleu([h for h, _ in admitted], [[r for _, r in admitted]]).score
+    assert (bleu.n, bleu.mean) == (2, pytest.approx(expected))
+
+
+@sync
+async def test_an_alert_reads_a_corpus_metric(registry: Registry) -> None:
+    notifier = Recorder()
+    engine = PolicyEngine(registry=registry, notifier=notifier, clock=Clock())
+    body = (
+        "  cascade: [{ref: bleu}]\n"
+        "  alerts:\n"
+        "    - {name: low-bleu, when: \"mean('bleu') < 50 && n >= 3\", notify: 'https://h.test/a'}\n"
+    )
+    await engine.apply(policy(body, registry))
+    await feed(
+        engine,
+        [translated(i, "these are the same words", "these are the same words") for i in range(3)],
+    )
+    assert notifier.sent == []
+    assert engine.stats("p").firing == []
+    await feed(engine, [translated(i, "zz yy xx ww", "aa bb cc dd") for i in range(3, 12)])
+    assert [p["alert"] for _, p in notifier.sent] == ["low-bleu"]
+    assert "bleu" in {m["evaluator"] for m in notifier.sent[0][1]["metrics"]}
+    assert engine.stats("p").firing == ["low-bleu"]
+
+
+@sync
+async def test_a_corpus_metric_stores_no_row_per_trace(registry: Registry, tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "e.db")
+    engine = PolicyEngine(registry=registry, store=store, clock=Clock())
+    applied = await engine.apply(policy("  cascade: [{ref: exact-match}, {ref: bleu}]\n", registry))
+    await feed(engine, [translated(i, h, r) for i, (h, r) in enumerate(PAIRS)])
+    assert {r.evaluator for _, _, r in store.iter_results(applied.run_id)} == {"exact-match"}
+    store.close()

@@ -90,9 +90,29 @@ def test_bad_params_name_the_params() -> None:
     assert "furlongs" in text
 
 
-def test_a_dataset_scope_evaluator_cannot_grade_one_trace() -> None:
-    text = bad("  cascade: [{ref: f1}]\n")
-    assert "spec.cascade[0].ref: f1 is a dataset-scope evaluator" in text
+def test_a_dataset_scope_evaluator_grades_the_window_in_the_cascade_only() -> None:
+    p = policy_from_yaml(
+        HEAD + "  cascade: [{ref: f1}, {ref: exact-match}]\n", source="p.yaml", registry=BUILTINS
+    )
+    assert [s.corpus for s in p.cascade] == [True, False]
+    text = bad("  cascade: [{ref: exact-match}]\n  onFeedback: [{ref: f1}]\n")
+    assert "spec.onFeedback[0].ref: f1 is a dataset-scope evaluator; onFeedback grades" in text
+
+
+def test_a_corpus_metric_has_no_score_per_trace_for_a_when_or_promote() -> None:
+    text = bad("  cascade: [{ref: f1}, {ref: exact-match, when: \"score('f1') > 0.5\"}]\n")
+    assert "spec.cascade[1].when" in text
+    assert "f1" in text
+    text = bad("  cascade: [{ref: f1}]\n  promote: {when: \"score('f1') > 0.5\", dataset: d}\n")
+    assert "spec.promote.when" in text
+    assert "f1" in text
+    # alerts read the window, where the corpus metric lives
+    policy_from_yaml(
+        HEAD + "  cascade: [{ref: f1}]\n  alerts: [{when: \"mean('f1') < 0.5\", "
+        "notify: 'http://example.com/h'}]\n",
+        source="p.yaml",
+        registry=BUILTINS,
+    )
 
 
 @pytest.mark.parametrize(
