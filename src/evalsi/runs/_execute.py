@@ -89,6 +89,7 @@ async def execute_run(
     started: Callable[[str, int | None], Awaitable[None]] | None = None,
     cancelled: Callable[[], bool] | None = None,
     time_limit: float | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -120,6 +121,7 @@ async def execute_run(
         time_limit: seconds a sync evaluator's call may take before its records are ERROR
             ``timed out``; with it, sync evaluators grade in a thread, off the run's loop (the
             server passes ``limits.evaluatorSeconds``; embedded runs grade inline, unlimited).
+        clock: unix seconds, for when the run was created and ended and how long it took.
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -175,7 +177,7 @@ async def execute_run(
         )
         _check_same_samples(dataset, completed, run_id)  # before the run is touched
         db.reopen_run(run_id)
-        row = RunRow(db, kind="run", spec=info.spec)
+        row = RunRow(db, kind="run", spec=info.spec, clock=clock)
         row.adopt(run_id)
     else:
         stored_spec = {
@@ -198,7 +200,13 @@ async def execute_run(
             stored_spec["origin"] = dict(origin)
         project = (origin or {}).get("project_id") or DEFAULT_PROJECT
         row = RunRow(
-            store, kind="run", spec=stored_spec, name=spec.name, run_id=run_id, project_id=project
+            store,
+            kind="run",
+            spec=stored_spec,
+            name=spec.name,
+            run_id=run_id,
+            project_id=project,
+            clock=clock,
         )
         if started is not None:  # a server answers with the stored run before it runs
             row.open()
@@ -222,12 +230,12 @@ async def execute_run(
         total_tasks=_count_tasks(spec, len(completed)),
         time_limit=time_limit,
     )
-    began = time.time()
+    began = clock()
     try:
         if started is not None:
             await started(row.open()[1], executor.total_tasks)
             # Time spent queued is neither spend nor part of the ETA.
-            began, executor.started = time.time(), time.monotonic()
+            began, executor.started = clock(), time.monotonic()
         if spec.target.kind != "python" or judges:  # enough connections for every worker
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
         with use_judges(judges):  # contextvars reach the grader task created inside
@@ -241,7 +249,6 @@ async def execute_run(
         raise
     finally:
         await close_shared_session()
-    db, run_id = row.open()
     # Statistics (NumPy) import after the calls, not before the first one.
     from evalsi.runs._stored_run import conclude_stored_run
 
@@ -250,11 +257,11 @@ async def execute_run(
         "tokens": executor.spend.tokens,
         "usd": executor.spend.usd if not executor.spend.usd_unknown else None,
         "calls": executor.spend.calls,
-        "seconds": round(time.time() - began, 3),
+        "seconds": round(clock() - began, 3),
     }
+    db, run_id = row.open()
     return conclude_stored_run(
-        db,
-        run_id,
+        row,
         bound=bound,
         runners=runners,
         gates=gates,

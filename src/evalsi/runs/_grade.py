@@ -13,7 +13,7 @@ as a one-shot run's do.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from evalsi.connectors import close_shared_session
@@ -60,6 +60,7 @@ async def grade_run(
     name: str = "",
     registry: Registry,
     judges: Mapping[str, Any] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> RunResult:
     """Grade the outputs stored by Run ``source_run`` with ``evaluators``, into a new run.
 
@@ -74,6 +75,7 @@ async def grade_run(
         registry: the evaluators to resolve names against, chosen by the caller.
         judges: judges for judge-pack evaluators (as for ``evalsi.evaluate``); default: the
             judges of the source run's spec.
+        clock: unix seconds, for when the run was created and ended and how long it took.
 
     Raises:
         UserError: the source is not a finished Run, or its dataset changed since it ran.
@@ -110,9 +112,9 @@ async def grade_run(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
-    row = RunRow(db, kind="grade", spec=spec, name=name or source.name)
+    row = RunRow(db, kind="grade", spec=spec, name=name or source.name, clock=clock)
     db, run_id = row.open()
-    started = time.time()
+    started = clock()
     samples = 0
     built = build_judges(specs, db, bound)
     try:
@@ -135,10 +137,9 @@ async def grade_run(
     finally:
         if built:  # the judges' HTTP session belongs to this event loop
             await close_shared_session()
-    spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(time.time() - started, 3)}
+    spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(clock() - started, 3)}
     return conclude_stored_run(
-        db,
-        run_id,
+        row,
         bound=bound,
         runners=runners,
         gates=parsed_gates,

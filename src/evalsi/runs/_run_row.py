@@ -10,6 +10,8 @@ created, and recorded as failed, interrupted or cancelled.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -54,8 +56,10 @@ class RunRow:
         name: str = "",
         run_id: str | None = None,
         project_id: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.where = where
+        self.clock = clock  # unix seconds: when the run was created and ended
         self.kind = kind
         self.spec = spec
         self.name = name
@@ -91,7 +95,12 @@ class RunRow:
             try:
                 project = {} if self.project_id is None else {"project_id": self.project_id}
                 self._run_id = db.create_run(
-                    kind=self.kind, spec=self.spec, name=self.name, run_id=self._run_id, **project
+                    kind=self.kind,
+                    spec=self.spec,
+                    name=self.name,
+                    run_id=self._run_id,
+                    at=self.clock(),
+                    **project,
                 ).id
             except BaseException:
                 self.refused = True
@@ -111,8 +120,26 @@ class RunRow:
         )
         if status is RunStatus.CANCELLED:
             message = "cancelled on request"
+        self.finish(status, records=records, summary=None, manifest=None, error=message)
+        return status
+
+    def finish(
+        self,
+        status: RunStatus,
+        *,
+        records: int,
+        summary: dict[str, Any] | None,
+        manifest: dict[str, Any] | None,
+        error: str | None = None,
+    ) -> None:
+        """Record the run's end (creating the run if it was not yet)."""
         db, run_id = self.open()
         db.finish_run(
-            run_id, status=status, records=records, summary=None, manifest=None, error=message
+            run_id,
+            status=status,
+            records=records,
+            summary=summary,
+            manifest=manifest,
+            error=error,
+            at=self.clock(),
         )
-        return status

@@ -12,12 +12,14 @@ import contextlib
 import dataclasses
 import gc
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import (
     Record,
+    RunStatus,
     UserError,
     startup_mark,
 )
@@ -66,8 +68,10 @@ async def score_async(
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
     judges: Mapping[str, JudgeLike] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> ScoreResult:
-    """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments."""
+    """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments
+    (``clock``: unix seconds, for when the run was created and ended)."""
     if bootstrap is not None and cluster_by is not None:
         raise UserError(
             "--bootstrap and --cluster-by cannot be combined yet: a record-level bootstrap "
@@ -97,7 +101,7 @@ async def score_async(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
-    row = RunRow(store, kind="score", spec=spec, name=name)
+    row = RunRow(store, kind="score", spec=spec, name=name, clock=clock)
     clients: dict[str, Any] = {}
     if specs:  # judges cache their answers in the store: open it before any record
         clients = build_judges(specs, row.store(), bound)
@@ -153,9 +157,7 @@ async def score_async(
             await close_shared_session()
     nothing = judged_nothing(end.metrics, stored_reasons(db, run_id))
     end.summary["warnings"].extend(nothing)
-    db.finish_run(
-        run_id, status="done", records=session.records, summary=end.summary, manifest=end.manifest
-    )
+    row.finish(RunStatus.DONE, records=session.records, summary=end.summary, manifest=end.manifest)
     return ScoreResult(
         run_id=run_id,
         status="done",

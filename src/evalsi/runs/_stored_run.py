@@ -27,12 +27,11 @@ from evalsi.runs._stored import summarize_stored
 from evalsi.runs.gates import Gate, evaluate_gates
 
 if TYPE_CHECKING:
-    from evalsi.store import SqlStore
+    from evalsi.runs._run_row import RunRow
 
 
 def conclude_stored_run(
-    db: SqlStore,
-    run_id: str,
+    row: RunRow,
     *,
     bound: Sequence[BoundEvaluator],
     runners: Sequence[Runner],
@@ -52,7 +51,7 @@ def conclude_stored_run(
     extra: Mapping[str, Any] | None = None,
     lost_is_incomplete: bool = False,
 ) -> RunResult:
-    """Summarise, gate, settle the status of and store run ``run_id``; its result.
+    """Summarise, gate, settle the status of and store the run of ``row``; its result.
 
     ``answered`` yields every answered sample x trial (read lazily, only when a dataset-scope
     evaluator needs them); ``dataset`` is (name, version); ``stopped_reason`` says why the
@@ -60,6 +59,7 @@ def conclude_stored_run(
     ``lost_is_incomplete`` (a Run), a run whose every task was lost to infrastructure ends
     ``incomplete`` (exit 3, resumable) rather than ``failed``.
     """
+    db, run_id = row.open()
     counts = db.output_counts(run_id)
     stored = summarize_stored(
         db,
@@ -118,9 +118,8 @@ def conclude_stored_run(
     finished = manifest.finished(
         isolation=isolation, judges=judges_manifest(judges) if judges else None
     )
-    db.finish_run(
-        run_id,
-        status=status,
+    row.finish(
+        status,
         records=samples,
         summary=summary,
         manifest=finished.to_dict(),

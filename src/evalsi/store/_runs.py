@@ -128,9 +128,11 @@ class RunTable:
         run_id: str | None = None,
         project_id: str = DEFAULT_PROJECT,
         status: str = "running",
+        at: float | None = None,
     ) -> RunInfo:
-        """Store a new run owned by this process (``queued`` or ``running``) in ``project_id``;
-        its results and outputs inherit the project (and the reserved tenant)."""
+        """Store a new run owned by this process (``queued`` or ``running``) in ``project_id``,
+        created ``at`` (unix seconds; default now); its results and outputs inherit the
+        project (and the reserved tenant)."""
         check_project_id(project_id)
         _check_status(status, LIVE)
         run_id = run_id or new_run_id()
@@ -141,7 +143,7 @@ class RunTable:
                     name=name,
                     kind=kind,
                     status=status,
-                    created_at=time.time(),
+                    created_at=time.time() if at is None else at,
                     records=0,
                     spec=spec,
                     project_id=project_id,
@@ -164,14 +166,16 @@ class RunTable:
         summary: dict[str, Any] | None,
         manifest: dict[str, Any] | None,
         error: str | None = None,
+        at: float | None = None,
     ) -> None:
+        """End a run with ``status``, finished ``at`` (unix seconds; default now)."""
         with self.engine.begin() as conn:
             conn.execute(
                 runs.update()
                 .where(runs.c.id == run_id)
                 .values(
                     status=status,
-                    finished_at=time.time(),
+                    finished_at=time.time() if at is None else at,
                     records=records,
                     summary=summary,
                     manifest=manifest,
