@@ -122,19 +122,15 @@ class ScoreSession:
 
     def grade_sync(self, records: Sequence[Record]) -> Graded:
         """``grade`` for sessions without async evaluators, blocking (a worker thread, or a
-        loop that has nothing else to do)."""
-        graded: Graded = []
-        if self.cluster_keys is not None:
-            self.cluster_keys.add(records)
-        for index, runner in enumerate(self.runners):
-            if isinstance(runner, DatasetRunner):
-                runner.feed(records)
-                continue
-            batch = self._run(runner, records)
-            self.aggregator.add(index, batch, records)
-            graded.append((index, self.records, batch))
-        self.records += len(records)
-        return graded
+        loop that has nothing else to do): with nothing to await, the coroutine runs to its
+        end on the first step, with no event loop."""
+        step = self.grade(records)
+        try:
+            step.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        step.close()
+        raise RuntimeError("grade_sync on a session with async evaluators")
 
     def _run(self, runner: RecordRunner, records: Sequence[Record]) -> ResultBatch:
         if self.time_limit is None:
