@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from evalsi.core import EvalsiError, RunStatus, UserError
+from evalsi.core import EvalsiError, ResultBatch, RunStatus, UserError
 from evalsi.store import DEFAULT_STORE  # a plain constant: no SQLAlchemy yet
 
 if TYPE_CHECKING:
@@ -109,18 +109,68 @@ class RunRow:
         assert self._run_id is not None
         return db, self._run_id
 
-    def fail(self, error: BaseException, *, records: int, on_request: bool = False) -> RunStatus:
-        """Record that ``error`` stopped the run (creating the run if it was not yet); returns
-        the status given: interrupted, cancelled or failed."""
+    @property
+    def run_id(self) -> str:
+        """The run's id once created ("" before)."""
+        return (self._run_id or "") if self._created else ""
+
+    def save(
+        self,
+        status: RunStatus,
+        *,
+        records: int,
+        summary: dict[str, Any] | None,
+        manifest: dict[str, Any] | None,
+        batches: Sequence[tuple[int, int, ResultBatch]] = (),
+        error: str | None = None,
+    ) -> str:
+        """Store the run, over already, with its results in one transaction (a one-message
+        Evaluate: all of it or nothing); its id."""
+        project = {} if self.project_id is None else {"project_id": self.project_id}
+        self._run_id = self.store().save_run(
+            kind=self.kind,
+            spec=self.spec,
+            name=self.name,
+            run_id=self._run_id,
+            status=status,
+            records=records,
+            summary=summary,
+            manifest=manifest,
+            batches=batches,
+            error=error,
+            at=self.clock(),
+            **project,
+        )
+        self._created = True
+        return self._run_id
+
+    def fail(
+        self,
+        error: BaseException,
+        *,
+        records: int,
+        on_request: bool = False,
+        detail: bool = True,
+    ) -> RunStatus:
+        """Record that ``error`` stopped the run (stored at once if it was not yet); returns
+        the status given: interrupted, cancelled or failed. Without ``detail`` (a server's
+        run, read by other clients) an unexpected error is named by its type only."""
         status = RunStatus.of_exception(error, on_request=on_request)
         if self.refused:
             return status
         message = (
-            str(error) if isinstance(error, EvalsiError) else f"{type(error).__name__}: {error}"
+            str(error)
+            if isinstance(error, EvalsiError)
+            else f"{type(error).__name__}: {error}"
+            if detail
+            else type(error).__name__
         )
         if status is RunStatus.CANCELLED:
             message = "cancelled on request"
-        self.finish(status, records=records, summary=None, manifest=None, error=message)
+        if self._created:
+            self.finish(status, records=records, summary=None, manifest=None, error=message)
+        else:
+            self.save(status, records=records, summary=None, manifest=None, error=message)
         return status
 
     def finish(

@@ -28,7 +28,6 @@ from evalsi.core import (
     NUMBER,
     PASSED,
     Content,
-    EvalsiError,
     EvaluationResult,
     Hasher,
     MetricSummary,
@@ -36,12 +35,14 @@ from evalsi.core import (
     Record,
     ResultBatch,
     RunError,
+    RunStatus,
 )
 from evalsi.datasets import FieldMap, RepeatedIds
 from evalsi.evaluators import BoundEvaluator, RecordRunner, Runner
 from evalsi.runs import (
     Conclusion,
     Gate,
+    RunRow,
     ScoreSession,
     build_judges,
     judges_manifest,
@@ -207,7 +208,6 @@ class _Grading:
     def __init__(self, state: ServerState, config: _Config, name: str) -> None:
         self.store = state.store
         self.config = config
-        self.name = name
         plan = config.plan
         specs = {n: spec for n, spec in state.config.judges.items() if n in plan.judges}
         resilience = Resilience(egress=server_egress(state.config))
@@ -242,7 +242,9 @@ class _Grading:
             judges=self.judges,
             time_limit=float(state.config.limits.evaluator_seconds),
         )
-        self.run_id = ""
+        self.row = RunRow(
+            self.store, kind="score", spec=self.spec, name=name, project_id=config.project_id
+        )
         self._graded: list[tuple[int, int, ResultBatch]] = []
         self._hasher = Hasher()
         # Ids that repeat across the whole call (every message of a stream), as a dataset
@@ -256,6 +258,10 @@ class _Grading:
         self._begun = False  # records passed validation: a failure from here leaves a run
 
     @property
+    def run_id(self) -> str:
+        return self.row.run_id
+
+    @property
     def started(self) -> bool:
         return bool(self.run_id)
 
@@ -264,9 +270,7 @@ class _Grading:
         return self.config.dataset_version or self._hasher.hexdigest()
 
     def start(self) -> None:
-        self.run_id = self.store.create_run(
-            kind="score", spec=self.spec, name=self.name, project_id=self.config.project_id
-        ).id
+        self.row.open()
         self._begun = True
 
     @property
@@ -324,12 +328,8 @@ class _Grading:
         with self._lock:
             if self._settled:  # the request was cancelled meanwhile; `fail` stored the run
                 raise RunError("the request was cancelled before its run was stored")
-            self.run_id = self.store.save_run(
-                kind="score",
-                spec=self.spec,
-                name=self.name,
-                project_id=self.config.project_id,
-                status="done",
+            self.row.save(
+                RunStatus.DONE,
                 records=self.records,
                 summary=end.summary,
                 manifest=end.manifest,
@@ -343,12 +343,8 @@ class _Grading:
         end = self._conclude()
         if end.dataset_rows:
             self.store.write_batches(self.run_id, end.dataset_rows)
-        self.store.finish_run(
-            self.run_id,
-            status="done",
-            records=self.records,
-            summary=end.summary,
-            manifest=end.manifest,
+        self.row.finish(
+            RunStatus.DONE, records=self.records, summary=end.summary, manifest=end.manifest
         )
         self._settled = True
         return end.dataset_results, end.metrics, end.gates
@@ -369,23 +365,11 @@ class _Grading:
     def fail(self, error: BaseException) -> None:
         """Record why the run stopped (a stream keeps what it committed before); never
         raises, so the request's own error is what the caller sees."""
-        message = str(error) if isinstance(error, EvalsiError) else type(error).__name__
-        status = "failed" if isinstance(error, Exception) else "interrupted"
         with self._lock:
             if self._settled or not self._begun:  # a bad request leaves no run
                 return
             self._settled = True
         try:
-            if self.run_id:
-                self.store.finish_run(
-                    self.run_id, status=status, records=self.records, summary=None,
-                    manifest=None, error=message,
-                )  # fmt: skip
-            else:
-                self.run_id = self.store.save_run(
-                    kind="score", spec=self.spec, name=self.name, status=status,
-                    project_id=self.config.project_id,
-                    records=self.records, summary=None, manifest=None, error=message,
-                )  # fmt: skip
+            self.row.fail(error, records=self.records, detail=False)
         except Exception:  # the store failing too must not hide the first error
             log.warning("cannot record the failed run", exc_info=True)

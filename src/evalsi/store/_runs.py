@@ -197,8 +197,10 @@ class RunTable:
         run_id: str | None = None,
         project_id: str = DEFAULT_PROJECT,
         error: str | None = None,
+        at: float | None = None,
     ) -> str:
-        """Store a run that is already over, with its results, in ONE transaction; its id.
+        """Store a run that is already over (``at``: unix seconds, default now), with its
+        results, in ONE transaction; its id.
 
         What ``create_run`` + ``write_batches`` + ``finish_run`` store, for a caller that has
         every result in hand before it writes (a server's one-message Evaluate): either all of
@@ -208,7 +210,7 @@ class RunTable:
         check_project_id(project_id)
         _check_status(status)
         run_id = run_id or new_run_id()
-        now = time.time()
+        now = time.time() if at is None else at
         values: dict[str, Any] = {
             "id": run_id, "name": name, "kind": kind, "status": status, "created_at": now,
             "finished_at": now, "records": records, "spec": spec, "manifest": manifest,
