@@ -8,8 +8,8 @@ engine is handed each completed trace by the server; it never reads spans itself
 
 from __future__ import annotations
 
-from evalsi.policies._engine import AppliedPolicy, PolicyEngine
-from evalsi.policies._live import PolicyStats
+from evalsi.policies._engine import PolicyEngine
+from evalsi.policies._live import AppliedPolicy, PolicyStats
 from evalsi.policies._sampling import result_key
 from evalsi.policies._spec import PolicySpec, load_policy, policy_from_dict, policy_from_yaml
 

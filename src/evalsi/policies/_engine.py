@@ -1,8 +1,8 @@
 """The online policy engine: every completed trace through every applied policy.
 
 For each policy whose selector matches a trace: the sampling decision (rate by trace id, or an
-``always`` rule), the cascade (``_live``), the scores stored under the policy's ``watch``
-run (``_store``), the window updated, the alerts checked (webhooks sent in the
+``always`` rule), the cascade (``_live``; corpus metrics in ``_corpus``), the scores stored under
+its ``watch`` run (``_store``), the window updated, the alerts checked (webhooks sent in the
 background), and the record promoted to a dataset when ``promote.when`` holds. Late feedback
 (``on_feedback``) runs the policy's ``onFeedback`` steps, and grades a trace the rate passed
 over when the policy has the ``feedback.negative`` rule.
@@ -21,10 +21,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from evalsi.connectors import EgressPolicy, Resilience
+from evalsi.connectors import EgressPolicy
 from evalsi.core import (
     DEFAULT_HANDOFF_SIZE,
     Feedback,
@@ -36,11 +35,12 @@ from evalsi.core import (
     TraceHandoff,
     UserError,
 )
-from evalsi.evaluators import JudgeClient, PackOptIn, Registry, judges_needed, use_judges
+from evalsi.evaluators import JudgeClient, PackOptIn, Registry, use_judges
 from evalsi.policies._alerts import AlertState, Notifier, WebhookNotifier
 from evalsi.policies._cel import ConditionError, evaluate
-from evalsi.policies._hooks import JudgeFactory, ScoresHook, SyncGrading
+from evalsi.policies._hooks import JudgeFactory, ScoresHook, SyncGrading, store_judges
 from evalsi.policies._live import (
+    AppliedPolicy,
     LivePolicy,
     PolicyStats,
     feedback_view,
@@ -55,16 +55,6 @@ from evalsi.runs import JudgeSpec
 from evalsi.store import SqlStore
 
 log = logging.getLogger("evalsi.policies")
-
-
-@dataclass(frozen=True, slots=True)
-class AppliedPolicy:
-    """A policy as applied: its spec, the run holding its scores, when it was applied."""
-
-    spec: PolicySpec
-    run_id: str
-    applied_at: float
-    changed: bool = True
 
 
 DEFAULT_MAX_PENDING = 1024
@@ -246,29 +236,7 @@ class PolicyEngine:
     def default_judges(self, spec: PolicySpec) -> Mapping[str, JudgeClient]:
         """Store-backed judge clients (cached answers) for the judges the policy's evaluators
         ask for: the policy's own ``spec.judges``, else the engine's (the server's)."""
-        needed = judges_needed([s.bound for s in spec.steps])
-        if not needed:
-            return {}
-        specs = {**self.server_judges, **spec.judges}
-        missing = {name: users for name, users in needed.items() if name not in specs}
-        if missing:
-            name, users = next(iter(missing.items()))
-            raise UserError(
-                f"spec.cascade: {', '.join(users)} needs a judge named {name!r}, and none is "
-                "configured (evalsi has no default judge)",
-                hint=f"add spec.judges.{name} {{connector, baseUrl, model}} to the policy, or "
-                "configure it in the server's evalsi.yaml",
-            )
-        if self.store is None:
-            raise UserError("judges need a store for their answer cache; give the engine one")
-        from evalsi.runs import build_judges
-
-        return build_judges(
-            {n: specs[n] for n in needed},
-            self.store,
-            [s.bound for s in spec.steps],
-            resilience=Resilience(egress=self.egress) if self.egress is not None else None,
-        )
+        return store_judges(spec, self.store, self.server_judges, egress=self.egress)
 
     # -- traces ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -503,9 +471,9 @@ class PolicyEngine:
         saved_at = time.monotonic()
         while True:
             await asyncio.sleep(ALERT_CHECK_S)
-            for live in self._live_now():
+            for live in list(self._policies.values()):
                 try:
-                    await self._refresh_corpora(live)
+                    await live.refresh_corpora()
                     self._check_alerts_if_warm(live)
                 except Exception:  # must not stop the loop for the other policies
                     log.exception("policy %s: checking its alerts failed", live.spec.name)
@@ -554,24 +522,10 @@ class PolicyEngine:
             state = live.alert_states.setdefault(alert.name, AlertState())
             if state.update(holds, now, alert.cooldown_s):
                 live.counts.alerts_fired += 1
-                payload = self._payload(live, alert.name, alert.when)
+                payload = live.alert_payload(alert.name, alert.when)
                 task = asyncio.create_task(self._deliver(live, alert.notify, payload))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-
-    def _payload(self, live: LivePolicy, name: str, when: str) -> dict[str, Any]:
-        return {
-            "kind": "evalsi.alert",
-            "policy": live.spec.name,
-            "project": live.spec.project,
-            "alert": name,
-            "when": when,
-            "fired_at": time.time(),
-            "run_id": live.run_id,
-            "window_seconds": live.spec.window_s,
-            "n": live.window.n,
-            "metrics": [m.to_dict() for m in live.window.summaries()],
-        }
 
     async def _deliver(self, live: LivePolicy, url: str, payload: dict[str, Any]) -> None:
         try:
@@ -599,11 +553,10 @@ class PolicyEngine:
         if not await self._settle(deadline):
             return
         # corpus metrics as of every graded trace, and the alerts they may fire, delivered
-        refreshed = [await self._refresh_corpora(live, force=True) for live in self._live_now()]
-        if any(refreshed):
-            for live in self._live_now():
+        for live in list(self._policies.values()):
+            if await live.refresh_corpora(force=True):
                 self._check_alerts(live)
-            await self._settle(deadline)
+        await self._settle(deadline)
 
     async def _settle(self, deadline: float | None) -> bool:
         """Wait for gradings and deliveries; past ``deadline`` cancel them (False)."""
@@ -618,28 +571,6 @@ class PolicyEngine:
                 return False
             await asyncio.wait(pending, timeout=left)
         return True
-
-    def _live_now(self) -> list[LivePolicy]:
-        return list(self._policies.values())
-
-    async def _refresh_corpora(self, live: LivePolicy, *, force: bool = False) -> bool:
-        """Reduce the changed corpora of a policy's dataset-scope steps, off the event loop
-        (``_corpus``); whether the window changed."""
-        changed = False
-        async with live.reducing:  # the tick and a drain: an older reduce never lands last
-            for corpus in live.corpora.values():
-                if not corpus.due(force=force):
-                    continue
-                records = corpus.snapshot()
-                try:
-                    summaries = await asyncio.to_thread(corpus.reduce, records)
-                except Exception:  # a failing reduce is counted, the last metrics stay
-                    log.exception("policy %s: reducing %s failed", live.spec.name, corpus.name)
-                    live.counts.errors += 1
-                    continue
-                live.window.set_corpus(corpus.name, summaries)
-                changed = True
-        return changed
 
     async def close(self) -> None:
         """Finish deliveries and close the webhook session (the server's shutdown)."""

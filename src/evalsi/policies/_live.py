@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +39,8 @@ from evalsi.policies._hooks import SyncGrading
 from evalsi.policies._sampling import P2Quantile, result_key, sampled
 from evalsi.policies._spec import PolicySpec, Step
 from evalsi.policies._windows import Window
+
+log = logging.getLogger("evalsi.policies")
 
 CONTENT_FIELDS = frozenset({"input", "output", "reference", "context"})
 MIN_LATENCY_OBSERVATIONS = 20
@@ -154,6 +158,16 @@ class PolicyStats:
             "outcomes": dict(self.outcomes),
             "forced_by_feedback": self.forced_by_feedback,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPolicy:
+    """A policy as applied: its spec, the run holding its scores, when it was applied."""
+
+    spec: PolicySpec
+    run_id: str
+    applied_at: float
+    changed: bool = True
 
 
 class LivePolicy:
@@ -320,6 +334,40 @@ class LivePolicy:
             outcomes=dict(c.outcomes),
             forced_by_feedback=c.forced_by_feedback,
         )
+
+    def alert_payload(self, name: str, when: str) -> dict[str, Any]:
+        """The JSON an alert's webhook receives."""
+        return {
+            "kind": "evalsi.alert",
+            "policy": self.spec.name,
+            "project": self.spec.project,
+            "alert": name,
+            "when": when,
+            "fired_at": time.time(),
+            "run_id": self.run_id,
+            "window_seconds": self.spec.window_s,
+            "n": self.window.n,
+            "metrics": [m.to_dict() for m in self.window.summaries()],
+        }
+
+    async def refresh_corpora(self, *, force: bool = False) -> bool:
+        """Reduce the changed corpora of the dataset-scope steps off the event loop
+        (``_corpus``); whether the window changed."""
+        changed = False
+        async with self.reducing:  # the tick and a drain: an older reduce never lands last
+            for corpus in self.corpora.values():
+                if not corpus.due(force=force):
+                    continue
+                records = corpus.snapshot()
+                try:
+                    summaries = await asyncio.to_thread(corpus.reduce, records)
+                except Exception:  # a failing reduce is counted, the last metrics stay
+                    log.exception("policy %s: reducing %s failed", self.spec.name, corpus.name)
+                    self.counts.errors += 1
+                    continue
+                self.window.set_corpus(corpus.name, summaries)
+                changed = True
+        return changed
 
     # -- kept across restarts -------------------------------------------------------------------
     def state(self, wall_now: float) -> dict[str, Any]:
