@@ -64,12 +64,20 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evalsi.connectors import EgressPolicy, EgressRule
 from evalsi.core import SpecError, UserError, expand_home
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
+from evalsi.server._config_checks import (
+    Problems,
+    as_duration,
+    as_int,
+    as_mapping,
+    as_text,
+    as_ttl,
+    read_config,
+    show,
+)
 from evalsi.server._state import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -80,7 +88,6 @@ from evalsi.server._state import (
     ServerConfig,
     TracesConfig,
 )
-from evalsi.specs import parse_duration
 
 log = logging.getLogger("evalsi.server")
 
@@ -124,63 +131,6 @@ _SERVER = (
     "cors",
 )
 _STORAGE = ("sqlite", "postgres")
-MAX_CONFIG_BYTES = 1 << 20
-
-
-class _Problems:
-    def __init__(self, shown: str) -> None:
-        self.shown = shown
-        self.lines: list[str] = []
-
-    def bad(self, at: str, message: str) -> None:
-        self.lines.append(f"{self.shown}: {at}: {message}" if at else f"{self.shown}: {message}")
-
-    def raise_if_any(self) -> None:
-        if self.lines:
-            raise SpecError("\n".join(self.lines))
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return '"' + value + '"'
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    return str(value)
-
-
-def _mapping(p: _Problems, at: str, value: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        p.bad(at, f"expected a mapping, got {_show(value)}")
-        return {}
-    for key in value:
-        if key not in allowed:
-            where = f"{at}.{key}" if at else str(key)
-            p.bad(where, f"unknown field {key!r} (expected one of: {', '.join(allowed)})")
-    return value
-
-
-def _int(p: _Problems, at: str, value: Any, lo: int, hi: int, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        p.bad(at, f"expected an integer {lo}-{hi}, got {_show(value)}")
-        return default
-    return value
-
-
-def _str(p: _Problems, at: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        p.bad(at, f"expected a non-empty string, got {_show(value)}")
-        return None
-    return value
 
 
 def is_loopback(host: str) -> bool:
@@ -211,26 +161,26 @@ def load_config(
     shown = "evalsi.yaml"
     if path is not None:
         shown = str(path)
-        doc = _read(path)
+        doc = read_config(path)
         base = path.resolve().parent
-    p = _Problems(shown)
-    top = _mapping(p, "", doc, _TOP)
-    server = _mapping(p, "server", top.get("server"), _SERVER)
-    cfg_host = _str(p, "server.host", server.get("host")) or DEFAULT_HOST
-    cfg_port = _int(p, "server.port", server.get("port"), 1, 65535, DEFAULT_PORT)
+    p = Problems(shown)
+    top = as_mapping(p, "", doc, _TOP)
+    server = as_mapping(p, "server", top.get("server"), _SERVER)
+    cfg_host = as_text(p, "server.host", server.get("host")) or DEFAULT_HOST
+    cfg_port = as_int(p, "server.port", server.get("port"), 1, 65535, DEFAULT_PORT)
     grpc_value = server.get("grpcPort")  # absent: no native gRPC port
-    cfg_grpc = None if grpc_value is None else _int(p, "server.grpcPort", grpc_value, 1, 65535, 0)
-    max_body = _int(
+    cfg_grpc = None if grpc_value is None else as_int(p, "server.grpcPort", grpc_value, 1, 65535, 0)
+    max_body = as_int(
         p, "server.maxBodyBytes", server.get("maxBodyBytes"), 1024, 1 << 31, DEFAULT_MAX_BODY_BYTES
     )
-    max_runs = _int(p, "server.maxConcurrentRuns", server.get("maxConcurrentRuns"), 1, 1024, 4)
+    max_runs = as_int(p, "server.maxConcurrentRuns", server.get("maxConcurrentRuns"), 1, 1024, 4)
 
     data_dir = _path(p, base, "dataDir", top.get("dataDir")) or (base / ".evalsi")
     datasets_dir = _path(p, base, "datasetsDir", top.get("datasetsDir")) or (data_dir / "datasets")
     store = _storage(p, base, top.get("storage"), data_dir)
     allow_python = top.get("allowPythonTargets", False)
     if not isinstance(allow_python, bool):
-        p.bad("allowPythonTargets", f"expected true or false, got {_show(allow_python)}")
+        p.bad("allowPythonTargets", f"expected true or false, got {show(allow_python)}")
         allow_python = False
     judges = _judges(p, base, shown, top.get("judges"))
     allowed_env = _allowed_env(p, top.get("secrets"))
@@ -285,7 +235,7 @@ def load_config(
     )
 
 
-def _web(p: _Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _web(p: Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``server.allowedHosts`` (names, ``name:port`` or ``*``) and ``server.cors.allowOrigins``
     (``scheme://host[:port]``), for ``_web_guard``."""
     from evalsi.server._web_guard import normal_origin
@@ -293,7 +243,7 @@ def _web(p: _Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[s
     hosts: list[str] = []
     raw_hosts = server.get("allowedHosts") or []
     if not isinstance(raw_hosts, list):
-        p.bad("server.allowedHosts", f"expected a list of host names, got {_show(raw_hosts)}")
+        p.bad("server.allowedHosts", f"expected a list of host names, got {show(raw_hosts)}")
         raw_hosts = []
     for i, name in enumerate(raw_hosts):
         if name == "*" or (isinstance(name, str) and _HOST_NAME.fullmatch(name)):
@@ -301,20 +251,20 @@ def _web(p: _Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[s
         else:
             p.bad(
                 f"server.allowedHosts[{i}]",
-                f"expected a host name, name:port, [ipv6] or *, got {_show(name)}",
+                f"expected a host name, name:port, [ipv6] or *, got {show(name)}",
             )
-    cors = _mapping(p, "server.cors", server.get("cors"), ("allowOrigins",))
+    cors = as_mapping(p, "server.cors", server.get("cors"), ("allowOrigins",))
     origins: list[str] = []
     raw_origins = cors.get("allowOrigins") or []
     if not isinstance(raw_origins, list):
-        p.bad("server.cors.allowOrigins", f"expected a list of origins, got {_show(raw_origins)}")
+        p.bad("server.cors.allowOrigins", f"expected a list of origins, got {show(raw_origins)}")
         raw_origins = []
     for i, value in enumerate(raw_origins):
         origin = normal_origin(value) if isinstance(value, str) else None
         if origin is None:
             p.bad(
                 f"server.cors.allowOrigins[{i}]",
-                f"expected an origin such as https://app.example:8443, got {_show(value)}",
+                f"expected an origin such as https://app.example:8443, got {show(value)}",
             )
         else:
             origins.append(origin)
@@ -331,49 +281,49 @@ _LIMITS = {  # key: (field, smallest, largest)
 }
 
 
-def _limits(p: _Problems, value: Any) -> Limits:
+def _limits(p: Problems, value: Any) -> Limits:
     """``limits: {maxTrials, maxTasksPerRun, maxQueuedRuns, maxConcurrency,
     maxRequestRecords, evaluatorSeconds}``; each absent key keeps its default."""
-    section = _mapping(p, "limits", value, tuple(_LIMITS))
+    section = as_mapping(p, "limits", value, tuple(_LIMITS))
     default = Limits()
     chosen = {
-        name: _int(p, f"limits.{key}", section.get(key), lo, hi, getattr(default, name))
+        name: as_int(p, f"limits.{key}", section.get(key), lo, hi, getattr(default, name))
         for key, (name, lo, hi) in _LIMITS.items()
     }
     return Limits(**chosen)
 
 
-def _egress(p: _Problems, value: Any) -> EgressPolicy:
+def _egress(p: Problems, value: Any) -> EgressPolicy:
     """``egress: {allow, deny, allowPrivate}``: where the server's own calls (targets, judges,
     webhooks) may connect; the rules are ``evalsi.connectors.EgressPolicy``'s. The listen
     address is filled in by the server (``allowPrivate: auto`` follows it)."""
-    section = _mapping(p, "egress", value, ("allow", "deny", "allowPrivate"))
+    section = as_mapping(p, "egress", value, ("allow", "deny", "allowPrivate"))
     lists: dict[str, list[EgressRule]] = {"allow": [], "deny": []}
     for key, rules in lists.items():
         raw = section.get(key) or []
         if not isinstance(raw, list):
-            p.bad(f"egress.{key}", f"expected a list of addresses, ranges, hosts, got {_show(raw)}")
+            p.bad(f"egress.{key}", f"expected a list of addresses, ranges, hosts, got {show(raw)}")
             continue
         for i, entry in enumerate(raw):
             try:
                 if not isinstance(entry, str):
-                    raise ValueError(f"expected a string such as 10.0.0.0/8, got {_show(entry)}")
+                    raise ValueError(f"expected a string such as 10.0.0.0/8, got {show(entry)}")
                 rules.append(EgressRule.parse(entry, f"egress.{key}[{i}]"))
             except ValueError as e:
                 p.bad(f"egress.{key}[{i}]", str(e))
     raw_private = section.get("allowPrivate", "auto")
     allow_private = raw_private if isinstance(raw_private, bool) else None
     if raw_private not in ("auto", None) and not isinstance(raw_private, bool):
-        p.bad("egress.allowPrivate", f"expected auto, true or false, got {_show(raw_private)}")
+        p.bad("egress.allowPrivate", f"expected auto, true or false, got {show(raw_private)}")
     return EgressPolicy(tuple(lists["allow"]), tuple(lists["deny"]), allow_private)
 
 
 def load_sandbox_config(path: Path) -> SandboxConfig:
     """Only the ``sandbox`` section of ``path``, for embedded commands (no server floor: a
     spec's own ``min_isolation`` stands unless the file sets ``minIsolation``)."""
-    doc = _read(path)
+    doc = read_config(path)
     if doc is not None and not isinstance(doc, dict):
-        raise SpecError(f"{path}: expected a mapping at the top, got {_show(doc)}")
+        raise SpecError(f"{path}: expected a mapping at the top, got {show(doc)}")
     try:
         return parse_config((doc or {}).get("sandbox"))
     except SandboxConfigError as e:
@@ -384,7 +334,7 @@ SERVER_FLOOR = "confined"
 """A server never runs a program unconfined unless its evalsi.yaml says ``minIsolation: none``."""
 
 
-def _sandbox(p: _Problems, value: Any) -> SandboxConfig:
+def _sandbox(p: Problems, value: Any) -> SandboxConfig:
     """``sandbox: {drivers, minIsolation, concurrency, firecracker}`` (see evalsi.sandbox)."""
     if isinstance(value, dict) and "minIsolation" not in value:
         value = {**value, "minIsolation": SERVER_FLOOR}
@@ -398,17 +348,17 @@ def _sandbox(p: _Problems, value: Any) -> SandboxConfig:
         return SandboxConfig()
 
 
-def _traces(p: _Problems, value: Any) -> TracesConfig:
+def _traces(p: Problems, value: Any) -> TracesConfig:
     """``traces: {otlp, gracePeriod, maxOpenTraces, retention, redaction, export}``."""
     from evalsi.traces import parse_rules
 
-    top = _mapping(p, "traces", value, _TRACES)
-    otlp = _mapping(p, "traces.otlp", top.get("otlp"), _OTLP)
+    top = as_mapping(p, "traces", value, _TRACES)
+    otlp = as_mapping(p, "traces.otlp", top.get("otlp"), _OTLP)
     ports = {}
     for key in ("grpcPort", "httpPort"):
         raw = otlp.get(key)
-        ports[key] = None if raw is None else _int(p, f"traces.otlp.{key}", raw, 0, 65535, 0)
-    inflight = _int(
+        ports[key] = None if raw is None else as_int(p, f"traces.otlp.{key}", raw, 0, 65535, 0)
+    inflight = as_int(
         p,
         "traces.otlp.maxInflightBytes",
         otlp.get("maxInflightBytes"),
@@ -416,8 +366,8 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         1 << 36,
         OtlpConfig.max_inflight_bytes,
     )
-    grace = _duration(p, "traces.gracePeriod", top.get("gracePeriod"), TracesConfig.grace_s)
-    max_open = _int(
+    grace = as_duration(p, "traces.gracePeriod", top.get("gracePeriod"), TracesConfig.grace_s)
+    max_open = as_int(
         p,
         "traces.maxOpenTraces",
         top.get("maxOpenTraces"),
@@ -425,7 +375,7 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         10_000_000,
         TracesConfig.max_open_traces,
     )
-    max_spans = _int(
+    max_spans = as_int(
         p,
         "traces.maxOpenSpans",
         top.get("maxOpenSpans"),
@@ -440,23 +390,23 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
         if ok and 0 <= raw_workers <= 64:
             workers = raw_workers
         else:
-            got = _show(raw_workers)
+            got = show(raw_workers)
             p.bad("traces.ingestWorkers", f"expected auto or an integer 0-64, got {got}")
     retention: float | None = TracesConfig.retention_s
     projects: dict[str, float | None] = {}
     raw_retention = top.get("retention")
     if isinstance(raw_retention, dict):
-        section = _mapping(p, "traces.retention", raw_retention, ("default", "projects"))
+        section = as_mapping(p, "traces.retention", raw_retention, ("default", "projects"))
         if "default" in section:
-            retention = _ttl(p, "traces.retention.default", section["default"])
+            retention = as_ttl(p, "traces.retention.default", section["default"])
         named = section.get("projects") or {}
         if not isinstance(named, dict):
-            p.bad("traces.retention.projects", f"expected a mapping, got {_show(named)}")
+            p.bad("traces.retention.projects", f"expected a mapping, got {show(named)}")
             named = {}
         for name, ttl in named.items():
-            projects[str(name)] = _ttl(p, f"traces.retention.projects.{name}", ttl)
+            projects[str(name)] = as_ttl(p, f"traces.retention.projects.{name}", ttl)
     elif raw_retention is not None:
-        retention = _ttl(p, "traces.retention", raw_retention)
+        retention = as_ttl(p, "traces.retention", raw_retention)
     try:
         redaction = parse_rules(top.get("redaction"), "traces.redaction")
     except UserError as e:
@@ -475,20 +425,20 @@ def _traces(p: _Problems, value: Any) -> TracesConfig:
     )
 
 
-def _export(p: _Problems, value: Any) -> ScoreExportConfig | None:
+def _export(p: Problems, value: Any) -> ScoreExportConfig | None:
     """``traces.export: {otlp: {endpoint, headers, timeout}}``; None when absent."""
-    section = _mapping(p, "traces.export", value, ("otlp",))
+    section = as_mapping(p, "traces.export", value, ("otlp",))
     if section.get("otlp") is None:
         return None
     at = "traces.export.otlp"
-    otlp = _mapping(p, at, section["otlp"], _EXPORT_OTLP)
+    otlp = as_mapping(p, at, section["otlp"], _EXPORT_OTLP)
     endpoint = _endpoint(p, f"{at}.endpoint", otlp.get("endpoint"))
     headers: dict[str, str] = {}
     raw_headers = otlp.get("headers")
     if raw_headers is not None and not isinstance(raw_headers, dict):
         p.bad(
             f"{at}.headers",
-            f"expected a mapping of header names to values, got {_show(raw_headers)}",
+            f"expected a mapping of header names to values, got {show(raw_headers)}",
         )
         raw_headers = None
     for name, raw in (raw_headers or {}).items():
@@ -497,7 +447,7 @@ def _export(p: _Problems, value: Any) -> ScoreExportConfig | None:
             p.bad(where, "expected an HTTP header name (letters, digits, -)")
             continue
         if not isinstance(raw, str):
-            p.bad(where, f"expected a string (quote numbers), got {_show(raw)}")
+            p.bad(where, f"expected a string (quote numbers), got {show(raw)}")
             continue
         if raw.startswith("env:"):
             var = raw.removeprefix("env:")
@@ -509,7 +459,7 @@ def _export(p: _Problems, value: Any) -> ScoreExportConfig | None:
             p.bad(where, "expected a single-line value")
             continue
         headers[name] = raw
-    timeout = _duration(p, f"{at}.timeout", otlp.get("timeout"), ScoreExportConfig.timeout_s)
+    timeout = as_duration(p, f"{at}.timeout", otlp.get("timeout"), ScoreExportConfig.timeout_s)
     if timeout <= 0:
         p.bad(f"{at}.timeout", "expected a positive duration such as 10s")
     if endpoint is None:
@@ -517,61 +467,38 @@ def _export(p: _Problems, value: Any) -> ScoreExportConfig | None:
     return ScoreExportConfig(endpoint=endpoint, headers=headers, timeout_s=timeout)
 
 
-def _endpoint(p: _Problems, at: str, value: Any) -> str | None:
+def _endpoint(p: Problems, at: str, value: Any) -> str | None:
     """An http(s) URL; ``/v1/logs`` is added when it has no path (a collector's base URL)."""
     if value is None:
         p.bad(at, "required: the collector's OTLP/HTTP URL, e.g. http://collector:4318")
         return None
     url = urllib.parse.urlsplit(value) if isinstance(value, str) else None
     if url is None or url.scheme not in ("http", "https") or not url.hostname:
-        p.bad(at, f"expected an http(s) URL such as http://collector:4318, got {_show(value)}")
+        p.bad(at, f"expected an http(s) URL such as http://collector:4318, got {show(value)}")
         return None
     try:
         url.port  # noqa: B018 (parses it)
     except ValueError:
-        p.bad(at, f"expected a port 1-65535, got {_show(value)}")
+        p.bad(at, f"expected a port 1-65535, got {show(value)}")
         return None
     if url.path in ("", "/"):
         url = url._replace(path="/v1/logs")
     return urllib.parse.urlunsplit(url)
 
 
-def _duration(p: _Problems, at: str, value: Any, default: float) -> float:
-    if value is None:
-        return default
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    seconds = parse_duration(value) if isinstance(value, str) else None
-    if seconds is None:
-        p.bad(at, f"expected a duration such as 5s, 500ms or 2m, got {_show(value)}")
-        return default
-    return seconds
-
-
-def _ttl(p: _Problems, at: str, value: Any) -> float | None:
-    """A retention: a duration (7d, 12h) or ``never``."""
-    if value == "never":
-        return None
-    seconds = _duration(p, at, value, 0.0)
-    if seconds <= 0:
-        p.bad(at, f"expected a positive duration such as 7d or 12h, or never, got {_show(value)}")
-        return None
-    return seconds
-
-
-def _packs(p: _Problems, value: Any) -> tuple[str, ...]:
+def _packs(p: Problems, value: Any) -> tuple[str, ...]:
     """``evaluators: {packs: [core, ...]}``: the packs turned on; each must exist here."""
     if value is None:
         return DEFAULT_PACKS
     if not isinstance(value, dict):
-        p.bad("evaluators", f"expected a mapping with packs, got {_show(value)}")
+        p.bad("evaluators", f"expected a mapping with packs, got {show(value)}")
         return DEFAULT_PACKS
     for key in value:
         if key != "packs":
             p.bad(f"evaluators.{key}", "unknown key (expected packs)")
     names = value.get("packs", list(DEFAULT_PACKS))
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        p.bad("evaluators.packs", f"expected a list of pack names, got {_show(names)}")
+        p.bad("evaluators.packs", f"expected a list of pack names, got {show(names)}")
         return DEFAULT_PACKS
     from evalsi.evaluators import pack_of
     from evalsi.packs import BUILTIN_PACKS, builtin_registry
@@ -581,73 +508,52 @@ def _packs(p: _Problems, value: Any) -> tuple[str, ...]:
         if name not in known:
             p.bad(
                 f"evaluators.packs[{i}]",
-                f"unknown pack {_show(name)} (known: {', '.join(known)})",
+                f"unknown pack {show(name)} (known: {', '.join(known)})",
             )
     return tuple(dict.fromkeys(names))
 
 
-def _allowed_env(p: _Problems, value: Any) -> tuple[str, ...]:
+def _allowed_env(p: Problems, value: Any) -> tuple[str, ...]:
     """``secrets: {allowEnv: [NAME, ...]}``: the variables run specs may reference."""
     if value is None:
         return ()
     if not isinstance(value, dict):
-        p.bad("secrets", f"expected a mapping with allowEnv, got {_show(value)}")
+        p.bad("secrets", f"expected a mapping with allowEnv, got {show(value)}")
         return ()
     for key in value:
         if key != "allowEnv":
             p.bad(f"secrets.{key}", "unknown key (expected allowEnv)")
     names = value.get("allowEnv", [])
     if not isinstance(names, list):
-        p.bad("secrets.allowEnv", f"expected a list of variable names, got {_show(names)}")
+        p.bad("secrets.allowEnv", f"expected a list of variable names, got {show(names)}")
         return ()
     out: list[str] = []
     for i, name in enumerate(names):
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            p.bad(f"secrets.allowEnv[{i}]", f"expected a variable name, got {_show(name)}")
+            p.bad(f"secrets.allowEnv[{i}]", f"expected a variable name, got {show(name)}")
         else:
             out.append(name)
     return tuple(out)
 
 
-def _read(path: Path) -> Any:
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError as e:
-        raise SpecError(f"{path}: cannot read the config file (not found)") from e
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read the config file ({e.strerror or e})") from e
-    if len(data) > MAX_CONFIG_BYTES:
-        raise SpecError(f"{path}: the config file is larger than {MAX_CONFIG_BYTES} bytes")
-    try:
-        return yaml.safe_load(data.decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{path}: not UTF-8 text (byte {e.start})") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise SpecError(f"{path}{where}: not valid YAML: {problem}") from e
-
-
-def _path(p: _Problems, base: Path, at: str, value: Any) -> Path | None:
-    text = _str(p, at, value)
+def _path(p: Problems, base: Path, at: str, value: Any) -> Path | None:
+    text = as_text(p, at, value)
     return (base / expand_home(text)).resolve() if text else None
 
 
-def _storage(p: _Problems, base: Path, value: Any, data_dir: Path) -> str:
+def _storage(p: Problems, base: Path, value: Any, data_dir: Path) -> str:
     default = str(data_dir / "evalsi.db")
-    storage = _mapping(p, "storage", value, _STORAGE)
+    storage = as_mapping(p, "storage", value, _STORAGE)
     if len(storage) > 1:
         p.bad("storage", "set one of sqlite or postgres, not both")
         return default
     if "sqlite" in storage:
-        sqlite = _mapping(p, "storage.sqlite", storage["sqlite"], ("path",))
+        sqlite = as_mapping(p, "storage.sqlite", storage["sqlite"], ("path",))
         path = _path(p, base, "storage.sqlite.path", sqlite.get("path"))
         return str(path) if path else default
     if "postgres" in storage:
-        pg = _mapping(p, "storage.postgres", storage["postgres"], ("dsn",))
-        dsn = _str(p, "storage.postgres.dsn", pg.get("dsn"))
+        pg = as_mapping(p, "storage.postgres", storage["postgres"], ("dsn",))
+        dsn = as_text(p, "storage.postgres.dsn", pg.get("dsn"))
         if dsn is None:
             if "dsn" not in pg:
                 p.bad("storage.postgres", "missing required field 'dsn'")
@@ -659,11 +565,11 @@ def _storage(p: _Problems, base: Path, value: Any, data_dir: Path) -> str:
     return default
 
 
-def _judges(p: _Problems, base: Path, shown: str, value: Any) -> dict[str, Any]:
+def _judges(p: Problems, base: Path, shown: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        p.bad("judges", f"expected a mapping of name to judge, got {_show(value)}")
+        p.bad("judges", f"expected a mapping of name to judge, got {show(value)}")
         return {}
     from evalsi.runs import run_spec_from_dict
 
