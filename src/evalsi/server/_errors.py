@@ -128,18 +128,6 @@ class ErrorInterceptor:
         except Exception as e:
             raise to_connect_error(e) from e
 
-    async def intercept_client_stream(
-        self,
-        call_next: Callable[[AsyncIterator[REQ], Any], Awaitable[RES]],
-        request: AsyncIterator[REQ],
-        ctx: Any,
-        /,
-    ) -> RES:
-        try:
-            return await call_next(request, ctx)
-        except Exception as e:
-            raise to_connect_error(e) from e
-
     async def intercept_server_stream(
         self,
         call_next: Callable[[REQ, Any], AsyncIterator[RES]],
@@ -154,19 +142,9 @@ class ErrorInterceptor:
         except Exception as e:
             raise to_connect_error(e) from e
 
-    async def intercept_bidi_stream(
-        self,
-        call_next: Callable[[AsyncIterator[REQ], Any], AsyncIterator[RES]],
-        request: AsyncIterator[REQ],
-        ctx: Any,
-        /,
-    ) -> AsyncIterator[RES]:
-        try:
-            async with contextlib.aclosing(_aiter(call_next(request, ctx))) as stream:
-                async for message in stream:
-                    yield message
-        except Exception as e:
-            raise to_connect_error(e) from e
+    # A client stream is answered once, a bidi stream streams: the same wrapping serves each.
+    intercept_client_stream = intercept_unary
+    intercept_bidi_stream = intercept_server_stream
 
 
 async def _aiter(source: AsyncIterator[RES]) -> AsyncGenerator[RES]:
