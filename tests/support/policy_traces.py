@@ -29,9 +29,10 @@ spec:
 """
 
 
-def agent_turn(output: str) -> tuple[str, str, list[Any]]:
+def agent_turn(output: str, *, user: str | None = None) -> tuple[str, str, list[Any]]:
     """One agent turn as the OTel SDK records it (OpenInference attributes carry the input and
-    output): its trace id, root span id, and the finished spans."""
+    output, and ``user.id`` the user when given): its trace id, root span id, and the finished
+    spans."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -41,6 +42,8 @@ def agent_turn(output: str) -> tuple[str, str, list[Any]]:
         root.set_attribute("input.value", "my order is late")
         root.set_attribute("output.value", output)
         root.set_attribute("session.id", "s-1")
+        if user is not None:
+            root.set_attribute("user.id", user)
         with tracer.start_as_current_span("chat") as llm:
             llm.set_attribute("openinference.span.kind", "LLM")
     provider.shutdown()
