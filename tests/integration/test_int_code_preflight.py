@@ -16,7 +16,8 @@ import pytest
 
 import evalsi
 from evalsi.core import UserError
-from evalsi.runs import EvaluatorEntry, execute_run
+from evalsi.runs import execute_run
+from evalsi.specs import EvaluatorEntry
 from evalsi.store import SqlStore
 from tests.integration.run_support import model_spec, write_qa
 from tests.support.registry import BUILTINS

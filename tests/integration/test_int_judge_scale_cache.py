@@ -11,8 +11,9 @@ import pytest
 import evalsi
 from evalsi.core import Outcome, SpecError, UserError
 from evalsi.packs.judge import REPAIR_PROMPT
-from evalsi.runs import run_spec_from_yaml, without_cache
+from evalsi.runs import without_cache
 from evalsi.runs._judges import judge_specs
+from evalsi.specs import run_spec_from_yaml
 from evalsi.store import SqlStore
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 

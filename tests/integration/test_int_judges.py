@@ -14,7 +14,8 @@ import pytest
 import evalsi
 from evalsi.core import Outcome, SpecError, UserError
 from evalsi.packs.judge import REPAIR_PROMPT
-from evalsi.runs import execute_run, run_spec_from_yaml
+from evalsi.runs import execute_run
+from evalsi.specs import run_spec_from_yaml
 from evalsi.store import SqlStore
 from tests.integration.run_support import write_qa
 from tests.support.registry import BUILTINS
@@ -247,7 +248,8 @@ def test_judge_spec_errors(tmp_path: Path, change: tuple[str, str], message: str
 
 
 def test_code_built_spec_with_judges_reruns_from_the_cache(tmp_path: Path) -> None:
-    from evalsi.runs import EvaluatorEntry, JudgeSpec, rerun_run
+    from evalsi.runs import JudgeSpec, rerun_run
+    from evalsi.specs import EvaluatorEntry
     from tests.integration.run_support import model_spec
 
     data = write_qa(tmp_path / "qa.jsonl", 5)

@@ -13,7 +13,8 @@ import pytest
 import sacrebleu
 
 import evalsi
-from evalsi.runs import EvaluatorEntry, execute_run, grade_run
+from evalsi.runs import execute_run, grade_run
+from evalsi.specs import EvaluatorEntry
 from evalsi.store import SqlStore
 from tests.integration.run_support import model_spec
 from tests.support.registry import BUILTINS

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from evalsi.core import UserError
-from evalsi.runs import execute_run, grade_run, run_spec_from_yaml
+from evalsi.runs import execute_run, grade_run
+from evalsi.specs import run_spec_from_yaml
 from tests.support.registry import BUILTINS
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 

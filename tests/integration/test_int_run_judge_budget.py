@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.runs import execute_run, run_spec_from_yaml
+from evalsi.runs import execute_run
+from evalsi.specs import run_spec_from_yaml
 from tests.support.registry import BUILTINS
 from tests.support.stub_llm import StubLLM
 

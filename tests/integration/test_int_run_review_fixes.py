@@ -60,7 +60,7 @@ def test_resume_refuses_a_dataset_that_changed(tmp_path: Path) -> None:
 
 
 def test_judge_infra_errors_are_redone_on_resume(tmp_path: Path) -> None:
-    from evalsi.runs import run_spec_from_yaml
+    from evalsi.specs import run_spec_from_yaml
 
     (tmp_path / "qa.jsonl").write_text(
         "".join(json.dumps({"id": f"s{i}", "input": f"q{i}"}) + "\n" for i in range(3))

@@ -9,9 +9,7 @@ from evalsi.core import lazy_exports
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
     from evalsi.runs._dataset_scope import (
-        dataset_bootstrap,
         dataset_scope_of_outputs,
-        finish_dataset_scope,
     )
     from evalsi.runs._execute import execute_run
     from evalsi.runs._failing import (
@@ -22,12 +20,9 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._grade import grade_run
     from evalsi.runs._isolation import (
-        LEVELS,
         IsolationSummary,
         ReportedIsolation,
         isolation_report,
-        iter_record_isolation,
-        parse_isolation,
         record_isolation,
         scores_isolation,
         weakest,
@@ -63,7 +58,6 @@ if TYPE_CHECKING:
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
-    from evalsi.runs._trials import TrialStats
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
     from evalsi.runs.compare import (
         CompareKind,
@@ -85,16 +79,11 @@ if TYPE_CHECKING:
     )
     from evalsi.specs import (
         TARGET_KINDS,
-        BudgetSpec,
-        DatasetSpec,
-        EvaluatorEntry,
         JudgeSpec,
         RunSpec,
-        TargetSpec,
         judges_from_doc,
         load_run_spec,
         run_spec_from_dict,
-        run_spec_from_yaml,
     )
 
 
@@ -103,17 +92,13 @@ __all__ = [
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
     "JUDGE_CONNECTORS",
-    "LEVELS",
     "MODEL_CONNECTORS",
     "TARGET_KINDS",
     "Aggregator",
-    "BudgetSpec",
     "CalibrationResult",
     "CompareKind",
     "Comparison",
     "Conclusion",
-    "DatasetSpec",
-    "EvaluatorEntry",
     "EvaluatorLike",
     "EvaluatorMetrics",
     "Gate",
@@ -130,21 +115,17 @@ __all__ = [
     "ScoreResult",
     "ScoreSession",
     "StoreLike",
-    "TargetSpec",
-    "TrialStats",
     "Unmatched",
     "Verdict",
     "bind_all",
     "build_judges",
     "calibrate_async",
     "compare_runs",
-    "dataset_bootstrap",
     "dataset_scope_of_outputs",
     "evaluate_gates",
     "execute_run",
     "failing_records",
     "failure_rows",
-    "finish_dataset_scope",
     "first_failures",
     "format_number",
     "gate_rows",
@@ -154,7 +135,6 @@ __all__ = [
     "isolation_of_results",
     "isolation_report",
     "isolation_rows",
-    "iter_record_isolation",
     "judges_from_doc",
     "judges_manifest",
     "load_run_spec",
@@ -162,7 +142,6 @@ __all__ = [
     "metric_rows",
     "open_store",
     "parse_gates",
-    "parse_isolation",
     "record_isolation",
     "render_markdown",
     "render_plain",
@@ -170,7 +149,6 @@ __all__ = [
     "rerun_run",
     "run_judges",
     "run_spec_from_dict",
-    "run_spec_from_yaml",
     "runners_for",
     "score_async",
     "scores_isolation",

@@ -12,9 +12,8 @@ import pytest
 
 from evalsi.core import Content, Outcome, Record, Score
 from evalsi.evaluators import DatasetRunner, Skip, evaluator
-from evalsi.runs import dataset_bootstrap
 from evalsi.runs._aggregate import Aggregator
-from evalsi.runs._dataset_scope import finish_dataset_scope
+from evalsi.runs._dataset_scope import dataset_bootstrap, finish_dataset_scope
 
 Floats = npt.NDArray[np.float64]
 

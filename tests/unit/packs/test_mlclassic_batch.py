@@ -25,7 +25,7 @@ from evalsi.evaluators import DatasetRunner, Registry
 from evalsi.packs import ml_classic
 from evalsi.packs.ml_classic._arrays import encode, encode_ints
 from evalsi.packs.ml_classic._batch import LabelChunk, ProbChunk
-from evalsi.runs import dataset_bootstrap
+from evalsi.runs._dataset_scope import dataset_bootstrap
 
 REG = Registry(ml_classic.EVALUATORS)
 METRICS: list[tuple[str, dict[str, Any]]] = [

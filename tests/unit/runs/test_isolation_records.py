@@ -15,15 +15,8 @@ from evalsi import Record, Score, evaluator
 from evalsi.core import Content, EvaluationResult, IsolationReport, Outcome
 from evalsi.evaluators import Registry
 from evalsi.packs import builtin_registry
-from evalsi.runs import (
-    LEVELS,
-    Aggregator,
-    IsolationSummary,
-    ReportedIsolation,
-    parse_isolation,
-    record_isolation,
-    weakest,
-)
+from evalsi.runs import Aggregator, IsolationSummary, ReportedIsolation, record_isolation, weakest
+from evalsi.runs._isolation import LEVELS, parse_isolation
 from evalsi.sandbox import Isolation, Level
 
 # -- the stand-in evaluators (imported by the other isolation tests) ---------------------------
