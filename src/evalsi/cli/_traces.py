@@ -9,7 +9,7 @@ import dataclasses
 import datetime as dt
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import note, print_json, print_table
@@ -17,8 +17,8 @@ from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, ser
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
-    from evalsi.core import Feedback, Score, Span, Trace
-    from evalsi.store import SessionSummary, TraceScore, TraceSummary
+    from evalsi.core import Feedback, Score, SessionSummary, Span, Trace, TraceSummary
+    from evalsi.wire import ScoreRow
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
@@ -161,6 +161,7 @@ def show_trace(args: argparse.Namespace) -> int:
         raise UserError(f"TRACE_ID: expected 32 hex digits, got {args.trace_id!r}")
     server = server_of(args)
     trace: Trace | None
+    scores: Sequence[ScoreRow]
     if server is not None:
         refuse_local_flags(args, server, store="the server reads its own store")
         with connect(server) as client:
@@ -362,14 +363,16 @@ def _attr(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _local_scores(store: Any, project: str, trace_ids: list[str]) -> dict[str, list[TraceScore]]:
+def _local_scores(
+    store: Any, project: str, trace_ids: list[str]
+) -> Mapping[str, Sequence[ScoreRow]]:
     from evalsi.policies import result_key
     from evalsi.store import trace_scores
 
     return trace_scores(store.store, project, {t: result_key(t) for t in trace_ids})
 
 
-def _with_scores(summary: TraceSummary, scores: list[TraceScore]) -> TraceSummary:
+def _with_scores(summary: TraceSummary, scores: Sequence[ScoreRow]) -> TraceSummary:
     """The summary with the policy scores the server would have sent (flattened)."""
     from evalsi.wire import flat_scores
 
@@ -386,7 +389,7 @@ def pass_fail(scores: list[Score]) -> str:
     return f"fail {failed}/{len(verdicts)}" if failed else f"pass {len(verdicts)}/{len(verdicts)}"
 
 
-def trace_score_rows(s: TraceScore) -> list[dict[str, Any]]:
+def trace_score_rows(s: ScoreRow) -> list[dict[str, Any]]:
     """One JSON row per score of a policy result (one row, no value, when not scored)."""
     r = s.result
     base = {

@@ -54,10 +54,18 @@ from evalsi.client._specs import (
     raw_rows,
     row_chunks,
 )
-from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, Feedback, Span
+from evalsi.core import (
+    EvalsiError,
+    EvaluationResult,
+    EvaluatorManifest,
+    Feedback,
+    RunInfo,
+    SessionSummary,
+    Span,
+    TraceSummary,
+)
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.runs import Comparison, RunSpec
-from evalsi.store import RunInfo, SessionSummary, TraceSummary
 from evalsi.wire import (
     StoredTrace,
     comparison_from_proto,

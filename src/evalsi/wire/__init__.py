@@ -45,6 +45,7 @@ from evalsi.wire._runs import (
     run_to_proto,
 )
 from evalsi.wire._traces import (
+    ScoreRow,
     StoredTrace,
     attr_json,
     feedback_from_proto,
@@ -71,6 +72,7 @@ __all__ = [
     "ConnectorInfo",
     "PackInfo",
     "Progress",
+    "ScoreRow",
     "StoredTrace",
     "attr_json",
     "cause_from_proto",

@@ -13,24 +13,27 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import trace_pb2
 from evalsi.core import (
     SPAN_TYPES,
+    EvaluationResult,
     Feedback,
     JsonValue,
     Outcome,
     Score,
+    SessionSummary,
     Span,
     SpanEvent,
     SpanLink,
     SpanView,
     Trace,
+    TraceScore,
+    TraceSummary,
 )
-from evalsi.store import SessionSummary, TraceScore, TraceSummary
 from evalsi.wire._json import (
     _EXACT_INT_LIMIT,
     _set_struct,
@@ -58,6 +61,47 @@ class StoredTrace:
     trace: Trace
     summary: TraceSummary | None = None
     scores: list[TraceScore] = field(default_factory=list)
+
+
+class SummaryRow(Protocol):
+    """What ``trace_summary_to_proto`` reads: a ``core.TraceSummary``, or a store's row."""
+
+    trace_id: str
+    service: str
+    root_name: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    duration_ms: float
+    span_count: int
+    error: bool
+    session_id: str
+    user_id: str
+    input_preview: str
+    output_preview: str
+    record: dict[str, Any] | None
+    completed_at: float
+
+
+class SessionRow(Protocol):
+    """What ``session_to_proto`` reads: a ``core.SessionSummary``, or a store's row."""
+
+    session_id: str
+    trace_count: int
+    error_count: int
+    first_start_unix_nano: int
+    last_end_unix_nano: int
+    user_id: str
+
+
+class ScoreRow(Protocol):
+    """What ``trace_score_to_proto`` reads: a ``core.TraceScore``, or a store's row."""
+
+    @property
+    def policy(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def result(self) -> EvaluationResult: ...
 
 
 # -- times ----------------------------------------------------------------------------------------
@@ -190,7 +234,7 @@ def span_from_proto(message: trace_pb2.Span) -> Span:
 
 
 # -- traces ---------------------------------------------------------------------------------------
-def trace_score_to_proto(score: TraceScore) -> trace_pb2.TraceScore:
+def trace_score_to_proto(score: ScoreRow) -> trace_pb2.TraceScore:
     out = trace_pb2.TraceScore(policy=score.policy, run_id=score.run_id)
     out.result.CopyFrom(result_to_proto(score.result))
     out.result.ClearField("duration")  # not kept for online results
@@ -201,7 +245,7 @@ def trace_score_from_proto(message: trace_pb2.TraceScore) -> TraceScore:
     return TraceScore(str(message.policy), str(message.run_id), result_from_proto(message.result))
 
 
-def flat_scores(scores: Sequence[TraceScore]) -> list[Score]:
+def flat_scores(scores: Sequence[ScoreRow]) -> list[Score]:
     """The scores of the SCORED results, each tagged with ``metadata`` ``policy``,
     ``evaluator`` and ``run_id`` (``TraceSummary.scores`` on the client side)."""
     out: list[Score] = []
@@ -215,7 +259,7 @@ def flat_scores(scores: Sequence[TraceScore]) -> list[Score]:
 
 
 def trace_summary_to_proto(
-    summary: TraceSummary, scores: Sequence[TraceScore] = ()
+    summary: SummaryRow, scores: Sequence[ScoreRow] = ()
 ) -> trace_pb2.TraceSummary:
     """The summary message; ``scores`` are the policy results read for it
     (``store.trace_scores``)."""
@@ -265,7 +309,7 @@ def trace_summary_from_proto(
 
 
 def trace_to_proto(
-    trace: Trace, summary: TraceSummary | None = None, scores: Sequence[TraceScore] = ()
+    trace: Trace, summary: SummaryRow | None = None, scores: Sequence[ScoreRow] = ()
 ) -> trace_pb2.Trace:
     out = trace_pb2.Trace(trace_id=trace.trace_id)
     out.spans.extend(span_to_proto(s) for s in trace.spans)
@@ -325,7 +369,7 @@ def feedback_from_proto(message: trace_pb2.Feedback) -> Feedback:
     )
 
 
-def session_to_proto(session: SessionSummary) -> trace_pb2.Session:
+def session_to_proto(session: SessionRow) -> trace_pb2.Session:
     s = session
     out = trace_pb2.Session(
         session_id=s.session_id,
