@@ -21,6 +21,7 @@ from evalsi.wire._json import (
     _SCOPE_TO_PROTO,
     _SCORE_KIND_FROM_PROTO,
     _SCORE_KIND_TO_PROTO,
+    _filled,
     _opt_bool,
     _opt_float,
     _opt_int,
@@ -31,17 +32,12 @@ from evalsi.wire._json import (
     struct_from_proto,
     value_from_proto,
 )
-from evalsi.wire._records import (
-    _set_usage,
-    _usage_from_proto,
-)
+from evalsi.wire._records import _set_usage, _usage_from_proto
 
 
 # -- scores and results -------------------------------------------------------------------------
 def score_to_proto(score: Score) -> score_pb2.Score:
-    out = score_pb2.Score()
-    _set_score(out, score)
-    return out
+    return _filled(score_pb2.Score(), _set_score, score)
 
 
 def score_from_proto(message: score_pb2.Score) -> Score:

@@ -45,28 +45,17 @@ EXIT_INFRA = 3
 class StoredRun(Protocol):
     """What ``run_to_proto`` reads of a run: a ``core.RunInfo``, or a store's row."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def created_at(self) -> float: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def finished_at(self) -> float | None: ...
-    @property
-    def records(self) -> int: ...
-    @property
-    def spec(self) -> dict[str, Any]: ...
-    @property
-    def summary(self) -> dict[str, Any] | None: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def project_id(self) -> str: ...
+    id: str
+    kind: str
+    status: str
+    created_at: float
+    name: str
+    finished_at: float | None
+    records: int
+    spec: dict[str, Any]
+    summary: dict[str, Any] | None
+    error: str | None
+    project_id: str
 
 
 @dataclass(frozen=True, slots=True)
