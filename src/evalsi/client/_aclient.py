@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,7 +18,6 @@ from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
 from evalsi._proto.evalsi.v1alpha1 import dataset_service_pb2 as ds_pb
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
-from evalsi._proto.evalsi.v1alpha1 import trace_service_pb2 as tr_pb
 from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceClient
 from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceClient
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
@@ -54,33 +52,23 @@ from evalsi.client._specs import (
     raw_rows,
     row_chunks,
 )
+from evalsi.client._traces import AsyncTraceMixin
 from evalsi.core import (
     EvalsiError,
     EvaluationResult,
     EvaluatorManifest,
-    Feedback,
     RunInfo,
-    SessionSummary,
-    Span,
-    TraceSummary,
 )
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.runs import Comparison, RunSpec
 from evalsi.wire import (
-    StoredTrace,
     comparison_from_proto,
-    feedback_from_proto,
-    feedback_to_proto,
     gate_from_proto,
     manifest_from_proto,
     record_to_proto,
     result_from_proto,
     run_from_proto,
     run_info_from_proto,
-    session_from_proto,
-    span_from_proto,
-    trace_from_proto,
-    trace_summary_from_proto,
     warning_to_proto,
 )
 
@@ -101,7 +89,7 @@ def _register_exit_grace() -> None:
         _exit_grace_registered = True
 
 
-class AsyncClient(AsyncPolicyMixin):
+class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 
     A result's ``results`` property reads pages with a short-lived sync client, since
@@ -156,6 +144,17 @@ class AsyncClient(AsyncPolicyMixin):
     def __repr__(self) -> str:
         return f"<evalsi.AsyncClient {self.url} ({self.settings.protocol})>"
 
+    def _twin(self) -> AsyncClient:
+        """A new client with these settings (a client belongs to the loop that first uses it)."""
+        s = self.settings
+        return AsyncClient(
+            s.url,
+            protocol=s.protocol,
+            timeout=s.timeout,
+            headers=s.headers,
+            max_request_bytes=self.max_request_bytes,
+        )
+
     # -- plumbing -------------------------------------------------------------------------------
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
@@ -176,12 +175,26 @@ class AsyncClient(AsyncPolicyMixin):
         except (ConnectError, OSError, RuntimeError, ValueError) as e:
             raise translate(e, self.url) from e
 
+    async def _paged(
+        self, method: Callable[..., Any], request: Any, field: str, limit: int
+    ) -> list[Any]:
+        """Up to ``limit`` items of a listing, following its pages."""
+        out: list[Any] = []
+        while len(out) < limit:
+            request.page_size = min(limit - len(out), 1000)
+            page = await self._call(method, request)
+            items = getattr(page, field)
+            out.extend(items)
+            request.page_token = page.next_page_token
+            if not request.page_token or not items:
+                break
+        return out[:limit]
+
     def _sync_pages(self, run_id: str, project_id: str = "") -> Iterator[EvaluationResult]:
         # A short-lived client with these settings on a loop of its own (what a sync ``Client``
         # is made of), so a result can be read from code that runs no loop.
-        s = self.settings
-        loop = LoopThread(f"evalsi-client {s.url}")
-        client = AsyncClient(s.url, protocol=s.protocol, timeout=s.timeout, headers=s.headers)
+        loop = LoopThread(f"evalsi-client {self.url}")
+        client = self._twin()
         try:
             for page in loop.iterate(client.list_run_results(run_id, project_id=project_id)):
                 yield from page
@@ -253,18 +266,9 @@ class AsyncClient(AsyncPolicyMixin):
         )
 
     async def _evaluate_streamed(self, request: ev_pb.EvaluateRequest) -> ev_pb.EvaluateResponse:
-        config = ev_pb.EvaluateStreamConfig(
-            evaluators=request.evaluators,
-            cluster_by=request.cluster_by,
-            options=request.options,
-            name=request.name,
-            project_id=request.project_id,
-            gates=request.gates,
-            min_completion_rate=request.min_completion_rate,
-            max_evaluator_error_rate=request.max_evaluator_error_rate,
-            warnings=request.warnings,
-            dataset_version=request.dataset_version,
-        )
+        # The request's fields but its records, which follow in batches.
+        fields = ev_pb.EvaluateStreamConfig.DESCRIPTOR.fields
+        config = ev_pb.EvaluateStreamConfig(**{f.name: getattr(request, f.name) for f in fields})
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
             yield ev_pb.EvaluateStreamRequest(config=config)
@@ -374,22 +378,9 @@ class AsyncClient(AsyncPolicyMixin):
     async def list_runs(
         self, *, limit: int = 20, kind: str = "", status: str = "", project_id: str = ""
     ) -> list[RunInfo]:
-        out: list[RunInfo] = []
-        token = ""
-        while len(out) < limit:
-            request = run_pb.ListRunsRequest(
-                page_size=min(limit - len(out), 1000),
-                page_token=token,
-                kind=kind,
-                status=status,
-                project_id=project_id,
-            )
-            page = await self._call(self._runs.list_runs, request)
-            out.extend(run_info_from_proto(r) for r in page.runs)
-            token = page.next_page_token
-            if not token or not page.runs:
-                break
-        return out[:limit]
+        request = run_pb.ListRunsRequest(kind=kind, status=status, project_id=project_id)
+        found = await self._paged(self._runs.list_runs, request, "runs", limit)
+        return [run_info_from_proto(r) for r in found]
 
     async def watch_run(
         self, run_id: str, *, project_id: str = ""
@@ -539,108 +530,3 @@ class AsyncClient(AsyncPolicyMixin):
         request = ds_pb.ListDatasetVersionsRequest(name=name)
         response = await self._call(self._datasets.list_dataset_versions, request)
         return [common.dataset_info(d) for d in response.versions]
-
-    # -- TraceService -------------------------------------------------------------------------
-    async def _paged(
-        self, method: Callable[..., Any], request: Any, field: str, limit: int
-    ) -> list[Any]:
-        """Up to ``limit`` items of a listing, following its pages."""
-        out: list[Any] = []
-        while len(out) < limit:
-            request.page_size = min(limit - len(out), 1000)
-            page = await self._call(method, request)
-            items = getattr(page, field)
-            out.extend(items)
-            request.page_token = page.next_page_token
-            if not request.page_token or not items:
-                break
-        return out[:limit]
-
-    async def list_traces(
-        self,
-        *,
-        project_id: str = "",
-        limit: int = 50,
-        service: str = "",
-        since: float | None = None,
-        until: float | None = None,
-        session_id: str = "",
-        error: bool | None = None,
-        attributes: Mapping[str, str] | None = None,
-        name: str = "",
-    ) -> list[TraceSummary]:
-        request = tr_pb.ListTracesRequest(
-            project_id=project_id,
-            service=service,
-            session_id=session_id,
-            attributes=[f"{k}={v}" for k, v in (attributes or {}).items()],
-            name=name,
-        )
-        _set_range(request, since, until)
-        if error is not None:
-            request.error = error
-        found = await self._paged(self._traces.list_traces, request, "traces", limit)
-        return [trace_summary_from_proto(t) for t in found]
-
-    async def get_trace(self, trace_id: str, *, project_id: str = "") -> StoredTrace:
-        request = tr_pb.GetTraceRequest(project_id=project_id, trace_id=trace_id)
-        response = await self._call(self._traces.get_trace, request)
-        return trace_from_proto(response.trace, project_id or "default")
-
-    async def list_sessions(
-        self,
-        *,
-        project_id: str = "",
-        limit: int = 50,
-        service: str = "",
-        since: float | None = None,
-        until: float | None = None,
-        user_id: str = "",
-    ) -> list[SessionSummary]:
-        request = tr_pb.ListSessionsRequest(project_id=project_id, service=service, user_id=user_id)
-        _set_range(request, since, until)
-        found = await self._paged(self._traces.list_sessions, request, "sessions", limit)
-        return [session_from_proto(s) for s in found]
-
-    async def list_spans(
-        self,
-        *,
-        project_id: str = "",
-        limit: int = 50,
-        trace_id: str = "",
-        type: str = "",
-        name: str = "",
-        service: str = "",
-        since: float | None = None,
-        until: float | None = None,
-        error: bool | None = None,
-    ) -> list[Span]:
-        request = tr_pb.ListSpansRequest(
-            project_id=project_id, trace_id=trace_id, type=type, name=name, service=service
-        )
-        _set_range(request, since, until)
-        if error is not None:
-            request.error = error
-        found = await self._paged(self._traces.list_spans, request, "spans", limit)
-        return [span_from_proto(s) for s in found]
-
-    async def post_feedback(self, feedback: Feedback, *, project_id: str = "") -> Feedback:
-        """Attach a late signal to a trace or a session (the server stores a signal once: the
-        same fields and time again are the same signal). Without ``time_unix_nano`` it is
-        stamped with the time now; to retry a call that may have reached the server, give a
-        time, or send the same stamped feedback again, so the retry is not a second signal."""
-        if not feedback.time_unix_nano:
-            feedback = dataclasses.replace(feedback, time_unix_nano=time.time_ns())
-        request = tr_pb.PostFeedbackRequest(
-            project_id=project_id, feedback=feedback_to_proto(feedback)
-        )
-        response = await self._call(self._traces.post_feedback, request)
-        return feedback_from_proto(response.feedback)
-
-
-def _set_range(request: Any, since: float | None, until: float | None) -> None:
-    """``since``/``until`` are unix seconds."""
-    if since is not None:
-        request.since.FromNanoseconds(round(since * 1e9))
-    if until is not None:
-        request.until.FromNanoseconds(round(until * 1e9))
