@@ -7,7 +7,11 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_summary, print_table
-from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._remote import (
+    add_server_flag,
+    connect_reader,
+    server_of,
+)
 from evalsi.cli._warnings import warning_lines
 from evalsi.core import UserError
 
@@ -56,8 +60,7 @@ def list_runs(args: argparse.Namespace) -> int:
     server = server_of(args)
     runs: list[RunInfo] | list[StoredRun]
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             runs = client.list_runs(limit=max(args.limit, 1))
     else:
         try:
@@ -114,8 +117,7 @@ def show_run(args: argparse.Namespace) -> int:
     server = server_of(args)
     run: RunInfo | StoredRun
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             run = client.run_info(args.run_id)
             failing = []
             if args.failures > 0:  # pages are read only until the failures are found

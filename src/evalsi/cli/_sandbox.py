@@ -50,7 +50,6 @@ def register(commands: Any) -> None:
         description="Probe which sandbox rungs work on this machine, or run one command on the "
         "strongest rung available (never below --min-isolation).",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
     probe = sub.add_parser(
@@ -58,7 +57,6 @@ def register(commands: Any) -> None:
         help="each rung: driver, level, available, why not",
         description="Probe every rung of the ladder (its real profile against `true`).",
         epilog="examples:\n  evalsi sandbox probe\n  evalsi sandbox probe --format json\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     probe.add_argument("--format", choices=("table", "json"), default="table")
     add_config_flag(probe)
@@ -70,7 +68,6 @@ def register(commands: Any) -> None:
         description="Run CMD in a fresh sandbox with an empty workspace as its working "
         "directory, then remove the workspace.",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument(
         "--min-isolation",

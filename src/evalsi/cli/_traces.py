@@ -13,7 +13,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import note, print_json, print_table
-from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._remote import (
+    add_server_flag,
+    connect_reader,
+    server_of,
+)
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
@@ -78,17 +82,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 # -- list ------------------------------------------------------------------------------------------
 def list_traces(args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= 1000:
-        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
-    now = time.time()
-    since = parse_when(args.since, "--since", now)
-    until = parse_when(args.until, "--until", now)
+    since, until = _window(args)
     attributes = dict(_attr(a) for a in args.attr)
     error = True if args.errors else None
     server = server_of(args)
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             rows = client.list_traces(
                 project_id=args.project,
                 limit=args.limit,
@@ -163,8 +162,7 @@ def show_trace(args: argparse.Namespace) -> int:
     trace: Trace | None
     scores: Sequence[ScoreRow]
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             stored = client.get_trace(trace_id, project_id=args.project)
         trace, summary, scores = stored.trace, stored.summary, stored.scores
     else:
@@ -248,16 +246,11 @@ def show_trace(args: argparse.Namespace) -> int:
 
 # -- sessions --------------------------------------------------------------------------------------
 def list_sessions(args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= 1000:
-        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
-    now = time.time()
-    since = parse_when(args.since, "--since", now)
-    until = parse_when(args.until, "--until", now)
+    since, until = _window(args)
     server = server_of(args)
     rows: list[SessionSummary]
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             rows = client.list_sessions(
                 project_id=args.project,
                 limit=args.limit,
@@ -354,6 +347,14 @@ def parse_when(text: str | None, flag: str, now: float) -> float | None:
             f"a signed 64-bit integer), got {text!r}"
         )
     return seconds
+
+
+def _window(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """``--since`` and ``--until`` as unix seconds, once ``--limit`` is checked."""
+    if not 1 <= args.limit <= 1000:
+        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
+    now = time.time()
+    return parse_when(args.since, "--since", now), parse_when(args.until, "--until", now)
 
 
 def _attr(text: str) -> tuple[str, str]:
