@@ -21,7 +21,7 @@ from evalsi.cli._remote import (
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
-    from evalsi.core import Feedback, Score, SessionSummary, Span, Trace, TraceSummary
+    from evalsi.core import Score, SessionSummary, Span, Trace, TraceSummary
     from evalsi.wire import ScoreRow
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -188,7 +188,7 @@ def show_trace(args: argparse.Namespace) -> int:
                 "summary": _summary_json(summary) if summary is not None else None,
                 "record": summary.record if summary is not None else None,
                 "spans": [_span_json(s) for s in spans],
-                "feedback": [_feedback_json(f) for f in feedback],
+                "feedback": [_plain(f) for f in feedback],
                 "scores": [row for s in scores for row in trace_score_rows(s)],
             }
         )
@@ -270,7 +270,7 @@ def list_sessions(args: argparse.Namespace) -> int:
                 limit=args.limit,
             )
     if args.format == "json":
-        print_json({"sessions": [_session_json(r) for r in rows]})
+        print_json({"sessions": [_plain(r) for r in rows]})
         return 0
     if not rows:
         note("no sessions")
@@ -400,27 +400,12 @@ def trace_score_rows(s: ScoreRow) -> list[dict[str, Any]]:
         "evaluator_ref": r.evaluator_ref,
         "outcome": r.outcome.name.lower(),
     }
-    if not r.scores:
-        return [
-            {
-                **base,
-                "metric": "",
-                "kind": None,
-                "value": None,
-                "explanation": "",
-                "reason": r.reason,
-            }
-        ]
+    scores: list[tuple[str, Any, Any, str]] = [
+        (x.name or r.evaluator, x.kind, x.value, x.explanation) for x in r.scores
+    ]
     return [
-        {
-            **base,
-            "metric": x.name or r.evaluator,
-            "kind": x.kind,
-            "value": x.value,
-            "explanation": x.explanation,
-            "reason": r.reason,
-        }
-        for x in r.scores
+        {**base, "metric": m, "kind": kind, "value": v, "explanation": why, "reason": r.reason}
+        for m, kind, v, why in scores or [("", None, None, "")]
     ]
 
 
@@ -470,23 +455,13 @@ def _cut(text: str) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 
+def _plain(row: Any, *skip: str) -> dict[str, Any]:
+    """A dataclass row's fields, in their order, but ``skip``."""
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name not in skip}
+
+
 def _summary_json(s: TraceSummary) -> dict[str, Any]:
-    return {
-        "trace_id": s.trace_id,
-        "service": s.service,
-        "root_name": s.root_name,
-        "start_time_unix_nano": s.start_time_unix_nano,
-        "end_time_unix_nano": s.end_time_unix_nano,
-        "duration_ms": s.duration_ms,
-        "span_count": s.span_count,
-        "error": s.error,
-        "session_id": s.session_id,
-        "user_id": s.user_id,
-        "input_preview": s.input_preview,
-        "output_preview": s.output_preview,
-        "completed_at": s.completed_at,
-        "scores": _scores_json(s),
-    }
+    return {**_plain(s, "record", "scores"), "scores": _scores_json(s)}
 
 
 def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
@@ -503,17 +478,6 @@ def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
         }
         for x in s.scores
     ]
-
-
-def _session_json(s: SessionSummary) -> dict[str, Any]:
-    return {
-        "session_id": s.session_id,
-        "trace_count": s.trace_count,
-        "error_count": s.error_count,
-        "first_start_unix_nano": s.first_start_unix_nano,
-        "last_end_unix_nano": s.last_end_unix_nano,
-        "user_id": s.user_id,
-    }
 
 
 def _span_json(s: Span) -> dict[str, Any]:
@@ -553,16 +517,3 @@ def _view_json(s: Span) -> dict[str, Any] | None:
     from evalsi.wire import attr_json
 
     return attr_json(view_dict(s.view)) if s.view is not None else None
-
-
-def _feedback_json(f: Feedback) -> dict[str, Any]:
-    return {
-        "trace_id": f.trace_id,
-        "session_id": f.session_id,
-        "name": f.name,
-        "value": f.value,
-        "label": f.label,
-        "comment": f.comment,
-        "source": f.source,
-        "time_unix_nano": f.time_unix_nano,
-    }
