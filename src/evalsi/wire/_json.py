@@ -165,10 +165,6 @@ def _opt_fields(message: Any, names: Iterable[str]) -> dict[str, Any]:
     return {name: getattr(message, name) if message.HasField(name) else None for name in names}
 
 
-def _opt_int(message: Any, name: str) -> int | None:
-    return int(getattr(message, name)) if message.HasField(name) else None
-
-
 def _opt_float(message: Any, name: str) -> float | None:
     return float(getattr(message, name)) if message.HasField(name) else None
 
