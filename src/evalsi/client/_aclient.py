@@ -62,9 +62,17 @@ from evalsi.core import (
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.runs import Comparison, RunSpec
 from evalsi.wire import (
+    ConnectorInfo,
+    DatasetInfo,
+    DatasetPage,
+    PackInfo,
     comparison_from_proto,
+    connector_from_proto,
+    dataset_from_proto,
+    dataset_page_from_proto,
     gate_from_proto,
     manifest_from_proto,
+    pack_from_proto,
     record_to_proto,
     result_from_proto,
     run_from_proto,
@@ -471,32 +479,30 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
         response = await self._call(self._catalog.get_evaluator, request)
         return manifest_from_proto(response.evaluator)
 
-    async def list_packs(self) -> list[common.PackInfo]:
+    async def list_packs(self) -> list[PackInfo]:
         response = await self._call(self._catalog.list_packs, cat_pb.ListPacksRequest())
-        return [common.pack_info(p) for p in response.packs]
+        return [pack_from_proto(p) for p in response.packs]
 
-    async def list_connectors(self) -> list[common.ConnectorInfo]:
+    async def list_connectors(self) -> list[ConnectorInfo]:
         response = await self._call(self._catalog.list_connectors, cat_pb.ListConnectorsRequest())
-        return [common.connector_info(c) for c in response.connectors]
+        return [connector_from_proto(c) for c in response.connectors]
 
     # -- DatasetService -------------------------------------------------------------------------
-    async def create_dataset(
-        self, name: str, rows: Iterable[Mapping[str, Any]]
-    ) -> common.DatasetInfo:
+    async def create_dataset(self, name: str, rows: Iterable[Mapping[str, Any]]) -> DatasetInfo:
         return await self._send_rows(name, rows, base_version=None)
 
     async def append_rows(
         self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str = ""
-    ) -> common.DatasetInfo:
+    ) -> DatasetInfo:
         return await self._send_rows(name, rows, base_version=base_version)
 
-    async def upload_dataset(self, path: str, *, name: str = "") -> common.DatasetInfo:
+    async def upload_dataset(self, path: str, *, name: str = "") -> DatasetInfo:
         return await self._send_rows(name or dataset_name(path), raw_rows(path), base_version=None)
 
     async def _send_rows(
         self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str | None
-    ) -> common.DatasetInfo:
-        info: common.DatasetInfo | None = None
+    ) -> DatasetInfo:
+        info: DatasetInfo | None = None
         for chunk in row_chunks((dict(r) for r in rows), self.max_request_bytes):
             if info is None and base_version is None:
                 request: Any = ds_pb.CreateDatasetRequest(name=name, rows=chunk)
@@ -505,28 +511,28 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
                 base = info.version if info is not None else base_version or ""
                 request = ds_pb.AppendRowsRequest(name=name, base_version=base, rows=chunk)
                 response = await self._call(self._datasets.append_rows, request)
-            info = common.dataset_info(response.dataset)
+            info = dataset_from_proto(response.dataset)
         if info is None:
             if base_version is None:
                 request = ds_pb.CreateDatasetRequest(name=name)
                 response = await self._call(self._datasets.create_dataset, request)
-                return common.dataset_info(response.dataset)
+                return dataset_from_proto(response.dataset)
             return (await self.get_dataset(name, version=base_version)).dataset
         return info
 
-    async def list_datasets(self) -> list[common.DatasetInfo]:
+    async def list_datasets(self) -> list[DatasetInfo]:
         response = await self._call(self._datasets.list_datasets, ds_pb.ListDatasetsRequest())
-        return [common.dataset_info(d) for d in response.datasets]
+        return [dataset_from_proto(d) for d in response.datasets]
 
     async def get_dataset(
         self, name: str, *, version: str = "", page_size: int = 0, page_token: str = ""
-    ) -> common.DatasetPage:
+    ) -> DatasetPage:
         request = ds_pb.GetDatasetRequest(
             name=name, version=version, page_size=page_size, page_token=page_token
         )
-        return common.dataset_page(await self._call(self._datasets.get_dataset, request))
+        return dataset_page_from_proto(await self._call(self._datasets.get_dataset, request))
 
-    async def list_dataset_versions(self, name: str) -> list[common.DatasetInfo]:
+    async def list_dataset_versions(self, name: str) -> list[DatasetInfo]:
         request = ds_pb.ListDatasetVersionsRequest(name=name)
         response = await self._call(self._datasets.list_dataset_versions, request)
-        return [common.dataset_info(d) for d in response.versions]
+        return [dataset_from_proto(d) for d in response.versions]
