@@ -129,6 +129,3 @@ def _internal_error(e: Exception) -> int:
         3,
     )
 
-
-def entrypoint() -> None:
-    sys.exit(main())
