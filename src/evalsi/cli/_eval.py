@@ -60,13 +60,7 @@ def register(commands: Any) -> None:
         help="comma-separated evaluator names or refs (see `evalsi catalog list`), or code: "
         "FILE.py:NAME or MODULE:NAME (an @evaluator; a plain function is wrapped)",
     )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="EVALUATOR.KEY=VALUE",
-        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
-    )
+    add_param_flag(p)
     p.add_argument(
         "--format", choices=FORMATS, default="table", help="output format (default: table)"
     )
@@ -144,9 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from evalsi.datasets import FieldMap
     from evalsi.runs import ScoreResult
 
-    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
-    if not names:
-        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    names = evaluator_list(args.evaluators)
     overrides = {
         "input": args.input_field,
         "output": args.output_field,
@@ -199,6 +191,24 @@ def run(args: argparse.Namespace) -> int:
     title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
     print_result(args.format, title, result, args.show_failures)
     return result.exit_code
+
+
+def evaluator_list(text: str) -> list[str]:
+    """``--evaluators``: comma-separated, at least one."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    return names
+
+
+def add_param_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="EVALUATOR.KEY=VALUE",
+        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
+    )
 
 
 def grading_server(args: argparse.Namespace, **refused: str) -> str | None:

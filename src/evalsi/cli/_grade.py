@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evalsi.cli._eval import ProgressLine, add_no_cache_flag, parse_params
+from evalsi.cli._eval import (
+    ProgressLine,
+    add_no_cache_flag,
+    add_param_flag,
+    evaluator_list,
+    parse_params,
+)
 from evalsi.cli._evaluators import code_registry, stored_registry
 from evalsi.cli._output import (
     FORMATS,
@@ -17,7 +23,6 @@ from evalsi.cli._output import (
     with_failures,
 )
 from evalsi.cli._warnings import print_warnings, result_warnings
-from evalsi.core import UserError
 
 GRADE_EPILOG = """\
 examples:
@@ -57,13 +62,7 @@ def register(commands: Any) -> None:
         required=True,
         help="comma-separated evaluator names or refs (see `evalsi catalog list`)",
     )
-    g.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="EVALUATOR.KEY=VALUE",
-        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
-    )
+    add_param_flag(g)
     g.add_argument(
         "--gate", action="append", default=[], metavar="EXPR", help="a CEL gate, repeatable"
     )
@@ -102,9 +101,7 @@ def grade(args: argparse.Namespace) -> int:
     from evalsi.cli._eval import read_judges
     from evalsi.runs import open_store, run_judges, without_cache
 
-    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
-    if not names:
-        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    names = evaluator_list(args.evaluators)
     judges = read_judges(args.judges) if args.judges else None
     if args.no_cache:  # the source run's judges when none are given, without the cache
         if judges is None:

@@ -187,15 +187,12 @@ def run_command(args: argparse.Namespace) -> int:
     streamed = args.format == "text"
     # SandboxUnavailable → exit 3 through main
     result = run(cmd, spec, on_output=_passthrough if streamed else None)
-    if result.outcome.is_infra:
-        message = f"sandbox runner failure ({result.isolation.driver}): {result.outcome.detail}"
-        if args.format == "json":
-            print_json(to_dict(result))
-        return fail(message, 3)
+    iso = result.isolation
     if args.format == "json":
         print_json(to_dict(result))
-    else:
-        iso = result.isolation
+    if result.outcome.is_infra:
+        return fail(f"sandbox runner failure ({iso.driver}): {result.outcome.detail}", 3)
+    if streamed:
         note(
             f"sandbox: {describe(result)} · {iso.driver} ({iso.level}, {iso.enforcement}) · "
             f"{result.duration_ms:.0f} ms"
