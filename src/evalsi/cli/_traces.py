@@ -82,18 +82,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 # -- list ------------------------------------------------------------------------------------------
 def list_traces(args: argparse.Namespace) -> int:
-    since, until = _window(args)
+    remote, local = _window(args)
     attributes = dict(_attr(a) for a in args.attr)
     error = True if args.errors else None
     server = server_of(args)
     if server is not None:
         with connect_reader(args, server) as client:
             rows = client.list_traces(
-                project_id=args.project,
-                limit=args.limit,
-                service=args.service or "",
-                since=since,
-                until=until,
+                **remote,
                 session_id=args.session or "",
                 error=error,
                 attributes=attributes,
@@ -104,14 +100,11 @@ def list_traces(args: argparse.Namespace) -> int:
         with _local(args) as store:
             rows, _ = store.list_traces(
                 project,
-                service=args.service,
-                since_ns=_ns(since),
-                until_ns=_ns(until),
+                **local,
                 session_id=args.session,
                 error=error,
                 attributes=attributes,
                 name=args.name,
-                limit=args.limit,
             )
             found = _local_scores(store, project, [r.trace_id for r in rows])
         rows = [_with_scores(r, found.get(r.trace_id, [])) for r in rows]
@@ -246,29 +239,15 @@ def show_trace(args: argparse.Namespace) -> int:
 
 # -- sessions --------------------------------------------------------------------------------------
 def list_sessions(args: argparse.Namespace) -> int:
-    since, until = _window(args)
+    remote, local = _window(args)
     server = server_of(args)
     rows: list[SessionSummary]
     if server is not None:
         with connect_reader(args, server) as client:
-            rows = client.list_sessions(
-                project_id=args.project,
-                limit=args.limit,
-                service=args.service or "",
-                since=since,
-                until=until,
-                user_id=args.user or "",
-            )
+            rows = client.list_sessions(**remote, user_id=args.user or "")
     else:
         with _local(args) as store:
-            rows, _ = store.list_sessions(
-                args.project or "default",
-                service=args.service,
-                since_ns=_ns(since),
-                until_ns=_ns(until),
-                user_id=args.user,
-                limit=args.limit,
-            )
+            rows, _ = store.list_sessions(args.project or "default", **local, user_id=args.user)
     if args.format == "json":
         print_json({"sessions": [_plain(r) for r in rows]})
         return 0
@@ -349,12 +328,16 @@ def parse_when(text: str | None, flag: str, now: float) -> float | None:
     return seconds
 
 
-def _window(args: argparse.Namespace) -> tuple[float | None, float | None]:
-    """``--since`` and ``--until`` as unix seconds, once ``--limit`` is checked."""
+def _window(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--project``, ``--limit``, ``--service``, ``--since`` and ``--until`` as the client's
+    listings take them, and as the local store's do."""
     if not 1 <= args.limit <= 1000:
         raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
     now = time.time()
-    return parse_when(args.since, "--since", now), parse_when(args.until, "--until", now)
+    since, until = parse_when(args.since, "--since", now), parse_when(args.until, "--until", now)
+    remote = {"project_id": args.project, "limit": args.limit, "service": args.service or ""}
+    local = {"service": args.service, "since_ns": _ns(since), "until_ns": _ns(until)}
+    return {**remote, "since": since, "until": until}, {**local, "limit": args.limit}
 
 
 def _attr(text: str) -> tuple[str, str]:
