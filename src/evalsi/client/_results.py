@@ -143,4 +143,3 @@ def remote_run_result(result: RunResult, pages: ResultPages | None) -> RemoteRun
     values = {f.name: getattr(result, f.name) for f in dataclasses.fields(RunResult) if f.init}
     values["store"] = None
     return RemoteRunResult(**values, pages=pages)
-
