@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from evalsi.runs import RunSpec
 
@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # annotations only: calibration and the store load when they 
         ScoreResult,
     )
     from evalsi.store import SqlStore
+
+T = TypeVar("T")
 
 
 async def evaluate_async(
@@ -124,12 +126,7 @@ def evaluate(data: Any, evaluators: Iterable[EvaluatorLike], **options: Any) -> 
         >>> evalsi.evaluate([{"output": "{}"}], ["json-valid"], store=":memory:").records
         1
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(evaluate_async(data, evaluators, **options))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
-        return pool.submit(asyncio.run, evaluate_async(data, evaluators, **options)).result()
+    return _wait(evaluate_async(data, evaluators, **options))
 
 
 async def run_async(
@@ -180,12 +177,7 @@ def run(spec: RunSpec | str | os.PathLike[str], **options: Any) -> RunResult:
         >>> evalsi.run("run.yaml", dry_run=True).plan["tasks"]  # doctest: +SKIP
         20
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run_async(spec, **options))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
-        return pool.submit(asyncio.run, run_async(spec, **options)).result()
+    return _wait(run_async(spec, **options))
 
 
 async def grade_async(
@@ -229,12 +221,7 @@ def grade(source_run: str, evaluators: Iterable[EvaluatorLike], **options: Any) 
         >>> grade(r.run_id, ["exact-match"]).metric("exact-match").n  # doctest: +SKIP
         20
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(grade_async(source_run, evaluators, **options))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
-        return pool.submit(asyncio.run, grade_async(source_run, evaluators, **options)).result()
+    return _wait(grade_async(source_run, evaluators, **options))
 
 
 async def calibrate_async(
@@ -317,12 +304,18 @@ def calibrate(labels: Any, judge: EvaluatorLike, **options: Any) -> CalibrationR
         >>> import evalsi
         >>> r = evalsi.calibrate("prefs.jsonl", "pairwise", judges=JUDGES)  # doctest: +SKIP
     """
+    return _wait(calibrate_async(labels, judge, **options))
+
+
+def _wait(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` run to its end: on a loop of its own, or inside a running event loop (a
+    notebook) on a helper thread with its own loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(calibrate_async(labels, judge, **options))
+        return asyncio.run(work)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi") as pool:
-        return pool.submit(asyncio.run, calibrate_async(labels, judge, **options)).result()
+        return pool.submit(asyncio.run, work).result()
 
 
 def _registry(given: Registry | None) -> Registry:

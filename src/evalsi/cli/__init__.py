@@ -128,7 +128,3 @@ def _internal_error(e: Exception) -> int:
         "  hint: rerun with EVALSI_DEBUG=1 for the traceback and report it",
         3,
     )
-
-
-def entrypoint() -> None:
-    sys.exit(main())

@@ -40,7 +40,6 @@ def register(commands: Any) -> None:
         description="Run a judge evaluator on human-labelled records and report its agreement "
         "with the humans, its position bias and its length bias, with 95% intervals.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--judge",

@@ -6,7 +6,11 @@ import argparse
 from typing import Any
 
 from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
-from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._remote import (
+    add_server_flag,
+    connect_reader,
+    server_of,
+)
 from evalsi.core import UserError
 
 DESCRIPTION = """\
@@ -92,8 +96,7 @@ def compare(args: argparse.Namespace) -> int:
             raise UserError("--metric is empty", hint="name a metric, e.g. --metric exact-match")
     server = server_of(args)
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             result = client.compare_runs(
                 run_a, run_b, level=1.0 - args.alpha, seed=args.seed, metrics=metrics
             )

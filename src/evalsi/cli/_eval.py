@@ -9,14 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from evalsi.cli._evaluators import code_registry
-from evalsi.cli._output import (
-    FORMATS,
-    add_failures_flag,
-    failures_of,
-    print_failures,
-    print_json,
-    print_summary,
-)
+from evalsi.cli._output import FORMATS, add_failures_flag, print_json, print_result, with_failures
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 from evalsi.cli._warnings import print_warnings, result_warnings
@@ -57,7 +50,6 @@ def register(commands: Any) -> None:
         description="Grade a dataset whose records already hold outputs, with a 95% interval "
         "on every metric.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--data", required=True, help="a .jsonl/.json/.csv/.parquet file or hf://OWNER/NAME[@SPLIT]"
@@ -68,13 +60,7 @@ def register(commands: Any) -> None:
         help="comma-separated evaluator names or refs (see `evalsi catalog list`), or code: "
         "FILE.py:NAME or MODULE:NAME (an @evaluator; a plain function is wrapped)",
     )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="EVALUATOR.KEY=VALUE",
-        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
-    )
+    add_param_flag(p)
     p.add_argument(
         "--format", choices=FORMATS, default="table", help="output format (default: table)"
     )
@@ -152,9 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from evalsi.datasets import FieldMap
     from evalsi.runs import ScoreResult
 
-    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
-    if not names:
-        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    names = evaluator_list(args.evaluators)
     overrides = {
         "input": args.input_field,
         "output": args.output_field,
@@ -173,17 +157,7 @@ def run(args: argparse.Namespace) -> int:
         "min_completion_rate": args.min_completion_rate,
         "max_evaluator_error_rate": args.max_error_rate,
     }
-    server = server_of(args)
-    if server is not None:
-        refuse_local_flags(
-            args,
-            server,
-            store="the server stores the run",
-            judges="the server's judges are configured in its evalsi.yaml",
-            no_cache="the server's judges are configured in its evalsi.yaml (cache: false)",
-        )
-    else:
-        apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
+    server = grading_server(args, judges="the server's judges are configured in its evalsi.yaml")
     registry = code_registry(names, where="--evaluators", server=server)
     progress = None if args.quiet else ProgressLine()
     result: ScoreResult
@@ -212,14 +186,42 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = result.to_dict()
         data["warnings"] = [dict(w) for w in warnings]
-        if (failures := failures_of(result, args.show_failures)) is not None:
-            data["failures"] = [f.to_dict() for f in failures]
-        print_json(data)
+        print_json(with_failures(data, result, args.show_failures))
         return result.exit_code
     title = f"run {result.run_id} · {result.records} records · dataset {result.dataset_version}"
-    print_summary(args.format, title, result.metrics, result.gates, result.isolation)
-    print_failures(args.format, failures_of(result, n := args.show_failures), n)
+    print_result(args.format, title, result, args.show_failures)
     return result.exit_code
+
+
+def evaluator_list(text: str) -> list[str]:
+    """``--evaluators``: comma-separated, at least one."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    return names
+
+
+def add_param_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="EVALUATOR.KEY=VALUE",
+        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
+    )
+
+
+def grading_server(args: argparse.Namespace, **refused: str) -> str | None:
+    """The server to grade on, refusing ``--store``, ``--no-cache`` and ``refused`` (flags
+    that only work here); without one, ./evalsi.yaml's sandbox section is applied (for code
+    evaluators)."""
+    server = server_of(args)
+    if server is None:
+        apply_sandbox_config(None)
+        return None
+    judges = "the server's judges are configured in its evalsi.yaml (cache: false)"
+    refuse_local_flags(args, server, store="the server stores the run", **refused, no_cache=judges)
+    return server
 
 
 def add_no_cache_flag(parser: argparse.ArgumentParser) -> None:

@@ -6,19 +6,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evalsi.cli._eval import ProgressLine, add_no_cache_flag, parse_params
+from evalsi.cli._eval import (
+    ProgressLine,
+    add_no_cache_flag,
+    add_param_flag,
+    evaluator_list,
+    parse_params,
+)
 from evalsi.cli._evaluators import code_registry, stored_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
-    failures_of,
     note,
-    print_failures,
     print_json,
-    print_summary,
+    print_result,
+    with_failures,
 )
 from evalsi.cli._warnings import print_warnings, result_warnings
-from evalsi.core import UserError
 
 GRADE_EPILOG = """\
 examples:
@@ -51,7 +55,6 @@ def register(commands: Any) -> None:
         description="Grade the outputs a Run stored (e.g. with --execute-only) into a new run "
         "linked to it, without calling the target.",
         epilog=GRADE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("--from", dest="source", required=True, metavar="RUN_ID", help="the Run")
     g.add_argument(
@@ -59,13 +62,7 @@ def register(commands: Any) -> None:
         required=True,
         help="comma-separated evaluator names or refs (see `evalsi catalog list`)",
     )
-    g.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="EVALUATOR.KEY=VALUE",
-        help="an evaluator param, repeatable: --param exact-match.ignore_case=true",
-    )
+    add_param_flag(g)
     g.add_argument(
         "--gate", action="append", default=[], metavar="EXPR", help="a CEL gate, repeatable"
     )
@@ -91,7 +88,6 @@ def register(commands: Any) -> None:
         help="replay a run from its stored spec, as a new run",
         description="Replay a Run or grade run from the spec it stored, as a new run.",
         epilog=RERUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument("run_id", metavar="RUN_ID", help="the run to replay (id, prefix or latest)")
     r.add_argument("--format", choices=FORMATS, default="table", help="output format")
@@ -105,9 +101,7 @@ def grade(args: argparse.Namespace) -> int:
     from evalsi.cli._eval import read_judges
     from evalsi.runs import open_store, run_judges, without_cache
 
-    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
-    if not names:
-        raise UserError("--evaluators is empty", hint="name at least one, e.g. exact-match")
+    names = evaluator_list(args.evaluators)
     judges = read_judges(args.judges) if args.judges else None
     if args.no_cache:  # the source run's judges when none are given, without the cache
         if judges is None:
@@ -170,10 +164,7 @@ def _show(result: Any, fmt: str, *, extra: dict[str, Any], failures: int = 5) ->
     if result.status == "failed" and result.stopped_reason:
         note(f"error: run {result.run_id} failed: {result.stopped_reason}")
     if fmt == "json":
-        data = {**result.to_dict(), **extra}
-        if (failing := failures_of(result, failures)) is not None:
-            data["failures"] = [f.to_dict() for f in failing]
-        print_json(data)
+        print_json(with_failures({**result.to_dict(), **extra}, result, failures))
         return int(result.exit_code)
     links = " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in extra.items() if v)
     title = f"run {result.run_id} · {result.status} · {result.records} samples x {result.trials}"
@@ -181,6 +172,5 @@ def _show(result: Any, fmt: str, *, extra: dict[str, Any], failures: int = 5) ->
         title += f" · {links}"
     if result.stopped_reason:
         title += f" · stopped: {result.stopped_reason}"
-    print_summary(fmt, title, result.metrics, result.gates, result.isolation)
-    print_failures(fmt, failures_of(result, failures), failures)
+    print_result(fmt, title, result, failures)
     return int(result.exit_code)

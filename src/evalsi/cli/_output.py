@@ -111,3 +111,16 @@ def print_failures(fmt: str, failures: Sequence[Any] | None, limit: int) -> None
     if len(failures) >= limit:
         title += f" (the first {limit}; --show-failures N lists more)"
     printer(FAILURE_COLUMNS, failure_rows(failures), title=title)
+
+
+def with_failures(data: dict[str, Any], result: Any, limit: int) -> dict[str, Any]:
+    """A result's JSON ``data`` with its first ``limit`` failures, when it has results."""
+    if (failures := failures_of(result, limit)) is not None:
+        data["failures"] = [f.to_dict() for f in failures]
+    return data
+
+
+def print_result(fmt: str, title: str, result: Any, limit: int) -> None:
+    """A finished result: the title, metrics, gates and isolation, then its failures."""
+    print_summary(fmt, title, result.metrics, result.gates, result.isolation)
+    print_failures(fmt, failures_of(result, limit), limit)

@@ -14,7 +14,7 @@ import difflib
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -27,6 +27,12 @@ class EvalsiParser(argparse.ArgumentParser):
     """
 
     _seen: list[str] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # An epilog is laid out by hand (examples, exit codes): printed as written.
+        if kwargs.get("epilog"):
+            kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

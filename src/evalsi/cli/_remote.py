@@ -52,3 +52,9 @@ def connect(server: str) -> Client:
     from evalsi.client import Client
 
     return Client(server)
+
+
+def connect_reader(args: argparse.Namespace, server: str) -> Client:
+    """``connect``, for a command that reads a store: ``--store`` is refused."""
+    refuse_local_flags(args, server, store="the server reads its own store")
+    return connect(server)

@@ -34,7 +34,6 @@ def register(commands: Any) -> None:
         "distributions, slices, failures, gates, comparison, manifest. RUN may be a unique "
         "id prefix or `latest`.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run_id", metavar="RUN")
     p.add_argument(

@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._eval import ProgressLine, add_no_cache_flag
+from evalsi.cli._eval import ProgressLine, add_no_cache_flag, grading_server
 from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import (
     FORMATS,
     add_failures_flag,
-    failures_of,
     note,
-    print_failures,
     print_json,
-    print_summary,
+    print_result,
+    with_failures,
 )
-from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
-from evalsi.cli._sandbox import apply_config as apply_sandbox_config
+from evalsi.cli._remote import add_server_flag, connect
 from evalsi.cli._warnings import print_warnings, result_warnings
 
 if TYPE_CHECKING:
@@ -51,7 +49,6 @@ def register(commands: Any) -> None:
         description="Run an EvalRun spec: call the target for every sample x trial, grade the "
         "outputs, gate on the statistics.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-f", "--file", required=True, metavar="SPEC", help="the EvalRun YAML file")
     p.add_argument("--resume", metavar="RUN_ID", help="complete this earlier run of the same spec")
@@ -73,17 +70,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from evalsi._api import run as run_spec
 
-    server = server_of(args)
-    if server is not None:
-        refuse_local_flags(
-            args,
-            server,
-            store="the server stores the run",
-            execute_only="runs created over the API are always graded",
-            no_cache="the server's judges are configured in its evalsi.yaml (cache: false)",
-        )
-    else:
-        apply_sandbox_config(None)  # ./evalsi.yaml's sandbox section, for code evaluators
+    server = grading_server(args, execute_only="runs created over the API are always graded")
     progress = (
         None if args.quiet or args.dry_run else ProgressLine(unit="tasks", trouble="infra errors")
     )
@@ -110,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
         data = result.to_dict()
         if result.plan is None:
             data["graded"] = graded
-            if graded and (failures := failures_of(result, args.show_failures)) is not None:
-                data["failures"] = [f.to_dict() for f in failures]
+            if graded:
+                with_failures(data, result, args.show_failures)
         print_json(data)
         return result.exit_code
     if result.plan is not None:
@@ -124,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
         tasks = ", ".join(f"{k} {v}" for k, v in sorted(result.tasks.items()))
         print(f"{title} · not graded (evalsi grade --from {result.run_id})\ntasks: {tasks}")
         return result.exit_code
-    print_summary(args.format, title, result.metrics, result.gates, result.isolation)
-    print_failures(args.format, failures_of(result, n := args.show_failures), n)
+    print_result(args.format, title, result, args.show_failures)
     return result.exit_code
 
 

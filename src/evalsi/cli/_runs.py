@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_summary, print_table
-from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._remote import (
+    add_server_flag,
+    connect_reader,
+    server_of,
+)
 from evalsi.cli._warnings import warning_lines
 from evalsi.core import UserError
+
+if TYPE_CHECKING:
+    from evalsi.core import RunInfo
+    from evalsi.store import RunInfo as StoredRun  # the same fields, read from a local store
 
 
 def register(commands: Any) -> None:
@@ -50,9 +58,9 @@ def list_runs(args: argparse.Namespace) -> int:
     from evalsi.runs import open_store
 
     server = server_of(args)
+    runs: list[RunInfo] | list[StoredRun]
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             runs = client.list_runs(limit=max(args.limit, 1))
     else:
         try:
@@ -107,9 +115,9 @@ def show_run(args: argparse.Namespace) -> int:
     )
 
     server = server_of(args)
+    run: RunInfo | StoredRun
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             run = client.run_info(args.run_id)
             failing = []
             if args.failures > 0:  # pages are read only until the failures are found

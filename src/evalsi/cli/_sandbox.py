@@ -50,7 +50,6 @@ def register(commands: Any) -> None:
         description="Probe which sandbox rungs work on this machine, or run one command on the "
         "strongest rung available (never below --min-isolation).",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
     probe = sub.add_parser(
@@ -58,7 +57,6 @@ def register(commands: Any) -> None:
         help="each rung: driver, level, available, why not",
         description="Probe every rung of the ladder (its real profile against `true`).",
         epilog="examples:\n  evalsi sandbox probe\n  evalsi sandbox probe --format json\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     probe.add_argument("--format", choices=("table", "json"), default="table")
     add_config_flag(probe)
@@ -70,7 +68,6 @@ def register(commands: Any) -> None:
         description="Run CMD in a fresh sandbox with an empty workspace as its working "
         "directory, then remove the workspace.",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument(
         "--min-isolation",
@@ -190,15 +187,12 @@ def run_command(args: argparse.Namespace) -> int:
     streamed = args.format == "text"
     # SandboxUnavailable → exit 3 through main
     result = run(cmd, spec, on_output=_passthrough if streamed else None)
-    if result.outcome.is_infra:
-        message = f"sandbox runner failure ({result.isolation.driver}): {result.outcome.detail}"
-        if args.format == "json":
-            print_json(to_dict(result))
-        return fail(message, 3)
+    iso = result.isolation
     if args.format == "json":
         print_json(to_dict(result))
-    else:
-        iso = result.isolation
+    if result.outcome.is_infra:
+        return fail(f"sandbox runner failure ({iso.driver}): {result.outcome.detail}", 3)
+    if streamed:
         note(
             f"sandbox: {describe(result)} · {iso.driver} ({iso.level}, {iso.enforcement}) · "
             f"{result.duration_ms:.0f} ms"

@@ -57,7 +57,6 @@ def register(commands: Any) -> None:
         help="run the API server (gRPC, gRPC-Web, Connect, REST on one port)",
         description="Serve the evalsi API: every service on every protocol, on one port.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--host", help="listen address (default 127.0.0.1; non-loopback needs --no-auth)"

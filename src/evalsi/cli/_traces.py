@@ -9,16 +9,20 @@ import dataclasses
 import datetime as dt
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import note, print_json, print_table
-from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
+from evalsi.cli._remote import (
+    add_server_flag,
+    connect_reader,
+    server_of,
+)
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
-    from evalsi.core import Feedback, Score, Span, Trace
-    from evalsi.store import SessionSummary, TraceScore, TraceSummary
+    from evalsi.core import Score, SessionSummary, Span, Trace, TraceSummary
+    from evalsi.wire import ScoreRow
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
@@ -78,23 +82,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 # -- list ------------------------------------------------------------------------------------------
 def list_traces(args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= 1000:
-        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
-    now = time.time()
-    since = parse_when(args.since, "--since", now)
-    until = parse_when(args.until, "--until", now)
+    remote, local = _window(args)
     attributes = dict(_attr(a) for a in args.attr)
     error = True if args.errors else None
     server = server_of(args)
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             rows = client.list_traces(
-                project_id=args.project,
-                limit=args.limit,
-                service=args.service or "",
-                since=since,
-                until=until,
+                **remote,
                 session_id=args.session or "",
                 error=error,
                 attributes=attributes,
@@ -105,14 +100,11 @@ def list_traces(args: argparse.Namespace) -> int:
         with _local(args) as store:
             rows, _ = store.list_traces(
                 project,
-                service=args.service,
-                since_ns=_ns(since),
-                until_ns=_ns(until),
+                **local,
                 session_id=args.session,
                 error=error,
                 attributes=attributes,
                 name=args.name,
-                limit=args.limit,
             )
             found = _local_scores(store, project, [r.trace_id for r in rows])
         rows = [_with_scores(r, found.get(r.trace_id, [])) for r in rows]
@@ -161,9 +153,9 @@ def show_trace(args: argparse.Namespace) -> int:
         raise UserError(f"TRACE_ID: expected 32 hex digits, got {args.trace_id!r}")
     server = server_of(args)
     trace: Trace | None
+    scores: Sequence[ScoreRow]
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
+        with connect_reader(args, server) as client:
             stored = client.get_trace(trace_id, project_id=args.project)
         trace, summary, scores = stored.trace, stored.summary, stored.scores
     else:
@@ -189,7 +181,7 @@ def show_trace(args: argparse.Namespace) -> int:
                 "summary": _summary_json(summary) if summary is not None else None,
                 "record": summary.record if summary is not None else None,
                 "spans": [_span_json(s) for s in spans],
-                "feedback": [_feedback_json(f) for f in feedback],
+                "feedback": [_plain(f) for f in feedback],
                 "scores": [row for s in scores for row in trace_score_rows(s)],
             }
         )
@@ -247,36 +239,17 @@ def show_trace(args: argparse.Namespace) -> int:
 
 # -- sessions --------------------------------------------------------------------------------------
 def list_sessions(args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= 1000:
-        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
-    now = time.time()
-    since = parse_when(args.since, "--since", now)
-    until = parse_when(args.until, "--until", now)
+    remote, local = _window(args)
     server = server_of(args)
     rows: list[SessionSummary]
     if server is not None:
-        refuse_local_flags(args, server, store="the server reads its own store")
-        with connect(server) as client:
-            rows = client.list_sessions(
-                project_id=args.project,
-                limit=args.limit,
-                service=args.service or "",
-                since=since,
-                until=until,
-                user_id=args.user or "",
-            )
+        with connect_reader(args, server) as client:
+            rows = client.list_sessions(**remote, user_id=args.user or "")
     else:
         with _local(args) as store:
-            rows, _ = store.list_sessions(
-                args.project or "default",
-                service=args.service,
-                since_ns=_ns(since),
-                until_ns=_ns(until),
-                user_id=args.user,
-                limit=args.limit,
-            )
+            rows, _ = store.list_sessions(args.project or "default", **local, user_id=args.user)
     if args.format == "json":
-        print_json({"sessions": [_session_json(r) for r in rows]})
+        print_json({"sessions": [_plain(r) for r in rows]})
         return 0
     if not rows:
         note("no sessions")
@@ -355,6 +328,18 @@ def parse_when(text: str | None, flag: str, now: float) -> float | None:
     return seconds
 
 
+def _window(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--project``, ``--limit``, ``--service``, ``--since`` and ``--until`` as the client's
+    listings take them, and as the local store's do."""
+    if not 1 <= args.limit <= 1000:
+        raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
+    now = time.time()
+    since, until = parse_when(args.since, "--since", now), parse_when(args.until, "--until", now)
+    remote = {"project_id": args.project, "limit": args.limit, "service": args.service or ""}
+    local = {"service": args.service, "since_ns": _ns(since), "until_ns": _ns(until)}
+    return {**remote, "since": since, "until": until}, {**local, "limit": args.limit}
+
+
 def _attr(text: str) -> tuple[str, str]:
     key, eq, value = text.partition("=")
     if not eq or not key:
@@ -362,14 +347,16 @@ def _attr(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _local_scores(store: Any, project: str, trace_ids: list[str]) -> dict[str, list[TraceScore]]:
+def _local_scores(
+    store: Any, project: str, trace_ids: list[str]
+) -> Mapping[str, Sequence[ScoreRow]]:
     from evalsi.policies import result_key
     from evalsi.store import trace_scores
 
     return trace_scores(store.store, project, {t: result_key(t) for t in trace_ids})
 
 
-def _with_scores(summary: TraceSummary, scores: list[TraceScore]) -> TraceSummary:
+def _with_scores(summary: TraceSummary, scores: Sequence[ScoreRow]) -> TraceSummary:
     """The summary with the policy scores the server would have sent (flattened)."""
     from evalsi.wire import flat_scores
 
@@ -386,7 +373,7 @@ def pass_fail(scores: list[Score]) -> str:
     return f"fail {failed}/{len(verdicts)}" if failed else f"pass {len(verdicts)}/{len(verdicts)}"
 
 
-def trace_score_rows(s: TraceScore) -> list[dict[str, Any]]:
+def trace_score_rows(s: ScoreRow) -> list[dict[str, Any]]:
     """One JSON row per score of a policy result (one row, no value, when not scored)."""
     r = s.result
     base = {
@@ -396,27 +383,12 @@ def trace_score_rows(s: TraceScore) -> list[dict[str, Any]]:
         "evaluator_ref": r.evaluator_ref,
         "outcome": r.outcome.name.lower(),
     }
-    if not r.scores:
-        return [
-            {
-                **base,
-                "metric": "",
-                "kind": None,
-                "value": None,
-                "explanation": "",
-                "reason": r.reason,
-            }
-        ]
+    scores: list[tuple[str, Any, Any, str]] = [
+        (x.name or r.evaluator, x.kind, x.value, x.explanation) for x in r.scores
+    ]
     return [
-        {
-            **base,
-            "metric": x.name or r.evaluator,
-            "kind": x.kind,
-            "value": x.value,
-            "explanation": x.explanation,
-            "reason": r.reason,
-        }
-        for x in r.scores
+        {**base, "metric": m, "kind": kind, "value": v, "explanation": why, "reason": r.reason}
+        for m, kind, v, why in scores or [("", None, None, "")]
     ]
 
 
@@ -466,23 +438,13 @@ def _cut(text: str) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 
+def _plain(row: Any, *skip: str) -> dict[str, Any]:
+    """A dataclass row's fields, in their order, but ``skip``."""
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name not in skip}
+
+
 def _summary_json(s: TraceSummary) -> dict[str, Any]:
-    return {
-        "trace_id": s.trace_id,
-        "service": s.service,
-        "root_name": s.root_name,
-        "start_time_unix_nano": s.start_time_unix_nano,
-        "end_time_unix_nano": s.end_time_unix_nano,
-        "duration_ms": s.duration_ms,
-        "span_count": s.span_count,
-        "error": s.error,
-        "session_id": s.session_id,
-        "user_id": s.user_id,
-        "input_preview": s.input_preview,
-        "output_preview": s.output_preview,
-        "completed_at": s.completed_at,
-        "scores": _scores_json(s),
-    }
+    return {**_plain(s, "record", "scores"), "scores": _scores_json(s)}
 
 
 def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
@@ -499,17 +461,6 @@ def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
         }
         for x in s.scores
     ]
-
-
-def _session_json(s: SessionSummary) -> dict[str, Any]:
-    return {
-        "session_id": s.session_id,
-        "trace_count": s.trace_count,
-        "error_count": s.error_count,
-        "first_start_unix_nano": s.first_start_unix_nano,
-        "last_end_unix_nano": s.last_end_unix_nano,
-        "user_id": s.user_id,
-    }
 
 
 def _span_json(s: Span) -> dict[str, Any]:
@@ -549,16 +500,3 @@ def _view_json(s: Span) -> dict[str, Any] | None:
     from evalsi.wire import attr_json
 
     return attr_json(view_dict(s.view)) if s.view is not None else None
-
-
-def _feedback_json(f: Feedback) -> dict[str, Any]:
-    return {
-        "trace_id": f.trace_id,
-        "session_id": f.session_id,
-        "name": f.name,
-        "value": f.value,
-        "label": f.label,
-        "comment": f.comment,
-        "source": f.source,
-        "time_unix_nano": f.time_unix_nano,
-    }

@@ -3,15 +3,10 @@ types as the embedded API."""
 
 from evalsi.client._aclient import AsyncClient
 from evalsi.client._client import Client
-from evalsi.client._common import (
-    ConnectorInfo,
-    DatasetInfo,
-    DatasetPage,
-    PackInfo,
-    StreamUpdate,
-)
+from evalsi.client._common import StreamUpdate
 from evalsi.client._errors import ServerUnavailable
 from evalsi.client._results import RemoteRunResult, RemoteScoreResult
+from evalsi.wire import ConnectorInfo, DatasetInfo, DatasetPage, PackInfo
 
 __all__ = [
     "AsyncClient",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,7 +18,6 @@ from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
 from evalsi._proto.evalsi.v1alpha1 import dataset_service_pb2 as ds_pb
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
-from evalsi._proto.evalsi.v1alpha1 import trace_service_pb2 as tr_pb
 from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceClient
 from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceClient
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
@@ -54,25 +52,31 @@ from evalsi.client._specs import (
     raw_rows,
     row_chunks,
 )
-from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, Feedback, Span
+from evalsi.client._traces import AsyncTraceMixin
+from evalsi.core import (
+    EvalsiError,
+    EvaluationResult,
+    EvaluatorManifest,
+    RunInfo,
+)
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.runs import Comparison, RunSpec
-from evalsi.store import RunInfo, SessionSummary, TraceSummary
 from evalsi.wire import (
-    StoredTrace,
+    ConnectorInfo,
+    DatasetInfo,
+    DatasetPage,
+    PackInfo,
     comparison_from_proto,
-    feedback_from_proto,
-    feedback_to_proto,
+    connector_from_proto,
+    dataset_from_proto,
+    dataset_page_from_proto,
     gate_from_proto,
     manifest_from_proto,
+    pack_from_proto,
     record_to_proto,
     result_from_proto,
     run_from_proto,
     run_info_from_proto,
-    session_from_proto,
-    span_from_proto,
-    trace_from_proto,
-    trace_summary_from_proto,
     warning_to_proto,
 )
 
@@ -93,7 +97,7 @@ def _register_exit_grace() -> None:
         _exit_grace_registered = True
 
 
-class AsyncClient(AsyncPolicyMixin):
+class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 
     A result's ``results`` property reads pages with a short-lived sync client, since
@@ -148,6 +152,17 @@ class AsyncClient(AsyncPolicyMixin):
     def __repr__(self) -> str:
         return f"<evalsi.AsyncClient {self.url} ({self.settings.protocol})>"
 
+    def _twin(self) -> AsyncClient:
+        """A new client with these settings (a client belongs to the loop that first uses it)."""
+        s = self.settings
+        return AsyncClient(
+            s.url,
+            protocol=s.protocol,
+            timeout=s.timeout,
+            headers=s.headers,
+            max_request_bytes=self.max_request_bytes,
+        )
+
     # -- plumbing -------------------------------------------------------------------------------
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
@@ -168,12 +183,26 @@ class AsyncClient(AsyncPolicyMixin):
         except (ConnectError, OSError, RuntimeError, ValueError) as e:
             raise translate(e, self.url) from e
 
+    async def _paged(
+        self, method: Callable[..., Any], request: Any, field: str, limit: int
+    ) -> list[Any]:
+        """Up to ``limit`` items of a listing, following its pages."""
+        out: list[Any] = []
+        while len(out) < limit:
+            request.page_size = min(limit - len(out), 1000)
+            page = await self._call(method, request)
+            items = getattr(page, field)
+            out.extend(items)
+            request.page_token = page.next_page_token
+            if not request.page_token or not items:
+                break
+        return out[:limit]
+
     def _sync_pages(self, run_id: str, project_id: str = "") -> Iterator[EvaluationResult]:
         # A short-lived client with these settings on a loop of its own (what a sync ``Client``
         # is made of), so a result can be read from code that runs no loop.
-        s = self.settings
-        loop = LoopThread(f"evalsi-client {s.url}")
-        client = AsyncClient(s.url, protocol=s.protocol, timeout=s.timeout, headers=s.headers)
+        loop = LoopThread(f"evalsi-client {self.url}")
+        client = self._twin()
         try:
             for page in loop.iterate(client.list_run_results(run_id, project_id=project_id)):
                 yield from page
@@ -245,18 +274,9 @@ class AsyncClient(AsyncPolicyMixin):
         )
 
     async def _evaluate_streamed(self, request: ev_pb.EvaluateRequest) -> ev_pb.EvaluateResponse:
-        config = ev_pb.EvaluateStreamConfig(
-            evaluators=request.evaluators,
-            cluster_by=request.cluster_by,
-            options=request.options,
-            name=request.name,
-            project_id=request.project_id,
-            gates=request.gates,
-            min_completion_rate=request.min_completion_rate,
-            max_evaluator_error_rate=request.max_evaluator_error_rate,
-            warnings=request.warnings,
-            dataset_version=request.dataset_version,
-        )
+        # The request's fields but its records, which follow in batches.
+        fields = ev_pb.EvaluateStreamConfig.DESCRIPTOR.fields
+        config = ev_pb.EvaluateStreamConfig(**{f.name: getattr(request, f.name) for f in fields})
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
             yield ev_pb.EvaluateStreamRequest(config=config)
@@ -366,22 +386,9 @@ class AsyncClient(AsyncPolicyMixin):
     async def list_runs(
         self, *, limit: int = 20, kind: str = "", status: str = "", project_id: str = ""
     ) -> list[RunInfo]:
-        out: list[RunInfo] = []
-        token = ""
-        while len(out) < limit:
-            request = run_pb.ListRunsRequest(
-                page_size=min(limit - len(out), 1000),
-                page_token=token,
-                kind=kind,
-                status=status,
-                project_id=project_id,
-            )
-            page = await self._call(self._runs.list_runs, request)
-            out.extend(run_info_from_proto(r) for r in page.runs)
-            token = page.next_page_token
-            if not token or not page.runs:
-                break
-        return out[:limit]
+        request = run_pb.ListRunsRequest(kind=kind, status=status, project_id=project_id)
+        found = await self._paged(self._runs.list_runs, request, "runs", limit)
+        return [run_info_from_proto(r) for r in found]
 
     async def watch_run(
         self, run_id: str, *, project_id: str = ""
@@ -472,32 +479,30 @@ class AsyncClient(AsyncPolicyMixin):
         response = await self._call(self._catalog.get_evaluator, request)
         return manifest_from_proto(response.evaluator)
 
-    async def list_packs(self) -> list[common.PackInfo]:
+    async def list_packs(self) -> list[PackInfo]:
         response = await self._call(self._catalog.list_packs, cat_pb.ListPacksRequest())
-        return [common.pack_info(p) for p in response.packs]
+        return [pack_from_proto(p) for p in response.packs]
 
-    async def list_connectors(self) -> list[common.ConnectorInfo]:
+    async def list_connectors(self) -> list[ConnectorInfo]:
         response = await self._call(self._catalog.list_connectors, cat_pb.ListConnectorsRequest())
-        return [common.connector_info(c) for c in response.connectors]
+        return [connector_from_proto(c) for c in response.connectors]
 
     # -- DatasetService -------------------------------------------------------------------------
-    async def create_dataset(
-        self, name: str, rows: Iterable[Mapping[str, Any]]
-    ) -> common.DatasetInfo:
+    async def create_dataset(self, name: str, rows: Iterable[Mapping[str, Any]]) -> DatasetInfo:
         return await self._send_rows(name, rows, base_version=None)
 
     async def append_rows(
         self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str = ""
-    ) -> common.DatasetInfo:
+    ) -> DatasetInfo:
         return await self._send_rows(name, rows, base_version=base_version)
 
-    async def upload_dataset(self, path: str, *, name: str = "") -> common.DatasetInfo:
+    async def upload_dataset(self, path: str, *, name: str = "") -> DatasetInfo:
         return await self._send_rows(name or dataset_name(path), raw_rows(path), base_version=None)
 
     async def _send_rows(
         self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str | None
-    ) -> common.DatasetInfo:
-        info: common.DatasetInfo | None = None
+    ) -> DatasetInfo:
+        info: DatasetInfo | None = None
         for chunk in row_chunks((dict(r) for r in rows), self.max_request_bytes):
             if info is None and base_version is None:
                 request: Any = ds_pb.CreateDatasetRequest(name=name, rows=chunk)
@@ -506,133 +511,28 @@ class AsyncClient(AsyncPolicyMixin):
                 base = info.version if info is not None else base_version or ""
                 request = ds_pb.AppendRowsRequest(name=name, base_version=base, rows=chunk)
                 response = await self._call(self._datasets.append_rows, request)
-            info = common.dataset_info(response.dataset)
+            info = dataset_from_proto(response.dataset)
         if info is None:
             if base_version is None:
                 request = ds_pb.CreateDatasetRequest(name=name)
                 response = await self._call(self._datasets.create_dataset, request)
-                return common.dataset_info(response.dataset)
+                return dataset_from_proto(response.dataset)
             return (await self.get_dataset(name, version=base_version)).dataset
         return info
 
-    async def list_datasets(self) -> list[common.DatasetInfo]:
+    async def list_datasets(self) -> list[DatasetInfo]:
         response = await self._call(self._datasets.list_datasets, ds_pb.ListDatasetsRequest())
-        return [common.dataset_info(d) for d in response.datasets]
+        return [dataset_from_proto(d) for d in response.datasets]
 
     async def get_dataset(
         self, name: str, *, version: str = "", page_size: int = 0, page_token: str = ""
-    ) -> common.DatasetPage:
+    ) -> DatasetPage:
         request = ds_pb.GetDatasetRequest(
             name=name, version=version, page_size=page_size, page_token=page_token
         )
-        return common.dataset_page(await self._call(self._datasets.get_dataset, request))
+        return dataset_page_from_proto(await self._call(self._datasets.get_dataset, request))
 
-    async def list_dataset_versions(self, name: str) -> list[common.DatasetInfo]:
+    async def list_dataset_versions(self, name: str) -> list[DatasetInfo]:
         request = ds_pb.ListDatasetVersionsRequest(name=name)
         response = await self._call(self._datasets.list_dataset_versions, request)
-        return [common.dataset_info(d) for d in response.versions]
-
-    # -- TraceService -------------------------------------------------------------------------
-    async def _paged(
-        self, method: Callable[..., Any], request: Any, field: str, limit: int
-    ) -> list[Any]:
-        """Up to ``limit`` items of a listing, following its pages."""
-        out: list[Any] = []
-        while len(out) < limit:
-            request.page_size = min(limit - len(out), 1000)
-            page = await self._call(method, request)
-            items = getattr(page, field)
-            out.extend(items)
-            request.page_token = page.next_page_token
-            if not request.page_token or not items:
-                break
-        return out[:limit]
-
-    async def list_traces(
-        self,
-        *,
-        project_id: str = "",
-        limit: int = 50,
-        service: str = "",
-        since: float | None = None,
-        until: float | None = None,
-        session_id: str = "",
-        error: bool | None = None,
-        attributes: Mapping[str, str] | None = None,
-        name: str = "",
-    ) -> list[TraceSummary]:
-        request = tr_pb.ListTracesRequest(
-            project_id=project_id,
-            service=service,
-            session_id=session_id,
-            attributes=[f"{k}={v}" for k, v in (attributes or {}).items()],
-            name=name,
-        )
-        _set_range(request, since, until)
-        if error is not None:
-            request.error = error
-        found = await self._paged(self._traces.list_traces, request, "traces", limit)
-        return [trace_summary_from_proto(t) for t in found]
-
-    async def get_trace(self, trace_id: str, *, project_id: str = "") -> StoredTrace:
-        request = tr_pb.GetTraceRequest(project_id=project_id, trace_id=trace_id)
-        response = await self._call(self._traces.get_trace, request)
-        return trace_from_proto(response.trace, project_id or "default")
-
-    async def list_sessions(
-        self,
-        *,
-        project_id: str = "",
-        limit: int = 50,
-        service: str = "",
-        since: float | None = None,
-        until: float | None = None,
-        user_id: str = "",
-    ) -> list[SessionSummary]:
-        request = tr_pb.ListSessionsRequest(project_id=project_id, service=service, user_id=user_id)
-        _set_range(request, since, until)
-        found = await self._paged(self._traces.list_sessions, request, "sessions", limit)
-        return [session_from_proto(s) for s in found]
-
-    async def list_spans(
-        self,
-        *,
-        project_id: str = "",
-        limit: int = 50,
-        trace_id: str = "",
-        type: str = "",
-        name: str = "",
-        service: str = "",
-        since: float | None = None,
-        until: float | None = None,
-        error: bool | None = None,
-    ) -> list[Span]:
-        request = tr_pb.ListSpansRequest(
-            project_id=project_id, trace_id=trace_id, type=type, name=name, service=service
-        )
-        _set_range(request, since, until)
-        if error is not None:
-            request.error = error
-        found = await self._paged(self._traces.list_spans, request, "spans", limit)
-        return [span_from_proto(s) for s in found]
-
-    async def post_feedback(self, feedback: Feedback, *, project_id: str = "") -> Feedback:
-        """Attach a late signal to a trace or a session (the server stores a signal once: the
-        same fields and time again are the same signal). Without ``time_unix_nano`` it is
-        stamped with the time now; to retry a call that may have reached the server, give a
-        time, or send the same stamped feedback again, so the retry is not a second signal."""
-        if not feedback.time_unix_nano:
-            feedback = dataclasses.replace(feedback, time_unix_nano=time.time_ns())
-        request = tr_pb.PostFeedbackRequest(
-            project_id=project_id, feedback=feedback_to_proto(feedback)
-        )
-        response = await self._call(self._traces.post_feedback, request)
-        return feedback_from_proto(response.feedback)
-
-
-def _set_range(request: Any, since: float | None, until: float | None) -> None:
-    """``since``/``until`` are unix seconds."""
-    if since is not None:
-        request.since.FromNanoseconds(round(since * 1e9))
-    if until is not None:
-        request.until.FromNanoseconds(round(until * 1e9))
+        return [dataset_from_proto(d) for d in response.versions]

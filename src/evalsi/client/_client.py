@@ -128,14 +128,7 @@ class Client:
     def aio(self) -> AsyncClient:
         """An ``AsyncClient`` with the same settings (created on first use)."""
         if self._aio is None:
-            s = self.settings
-            self._aio = AsyncClient(
-                s.url,
-                protocol=s.protocol,
-                timeout=s.timeout,
-                headers=s.headers,
-                max_request_bytes=self.max_request_bytes,
-            )
+            self._aio = self._async._twin()
         return self._aio
 
     def __repr__(self) -> str:

@@ -1,5 +1,5 @@
 """What the sync and async clients share: settings, transports, the pieces of each call that
-do no I/O, and the small value types the catalog and dataset calls return."""
+do no I/O."""
 
 from __future__ import annotations
 
@@ -9,15 +9,8 @@ from typing import Any, Literal
 
 from connectrpc.protocol import ProtocolType
 
-from evalsi._proto.evalsi.v1alpha1 import (
-    catalog_service_pb2 as cat_pb,
-)
-from evalsi._proto.evalsi.v1alpha1 import (
-    dataset_service_pb2 as ds_pb,
-)
-from evalsi._proto.evalsi.v1alpha1 import (
-    evaluation_service_pb2 as ev_pb,
-)
+from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
+from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi.client._requests import evaluator_name
 from evalsi.core import EvaluationResult, EvaluatorManifest, MetricSummary, RunError, UserError
 from evalsi.wire import (
@@ -154,72 +147,6 @@ def stream_update(message: ev_pb.EvaluateStreamResponse) -> StreamUpdate:
         results=[result_from_proto(r) for r in message.results],
         metrics=[summary_from_proto(m) for m in message.metrics],
         dataset_version=str(message.dataset_version),
-    )
-
-
-@dataclass(frozen=True)
-class PackInfo:
-    """A pack the server offers; ``enabled`` when its project config turns the pack on."""
-
-    name: str
-    description: str
-    evaluators: tuple[str, ...]
-    extra: str = ""
-    enabled: bool = False
-
-
-@dataclass(frozen=True)
-class ConnectorInfo:
-    name: str
-    roles: tuple[str, ...]
-    description: str
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """A dataset version the server keeps; ``path`` is what a run spec's dataset.path names."""
-
-    name: str
-    version: str
-    rows: int
-    created_at: float | None
-    path: str
-
-
-@dataclass(frozen=True)
-class DatasetPage:
-    dataset: DatasetInfo
-    rows: list[dict[str, Any]]
-    next_page_token: str
-
-
-def pack_info(p: cat_pb.Pack) -> PackInfo:
-    return PackInfo(
-        str(p.name),
-        str(p.description),
-        tuple(str(e) for e in p.evaluators),
-        str(p.extra),
-        bool(p.enabled),
-    )
-
-
-def connector_info(c: cat_pb.Connector) -> ConnectorInfo:
-    roles = tuple(r.strip() for r in str(c.roles).split(",") if r.strip())
-    return ConnectorInfo(str(c.name), roles, str(c.description))
-
-
-def dataset_info(d: ds_pb.Dataset) -> DatasetInfo:
-    created = None
-    if d.HasField("create_time"):
-        created = float(d.create_time.seconds) + d.create_time.nanos / 1e9
-    return DatasetInfo(str(d.name), str(d.version), int(d.rows), created, str(d.path))
-
-
-def dataset_page(response: ds_pb.GetDatasetResponse) -> DatasetPage:
-    return DatasetPage(
-        dataset_info(response.dataset),
-        [struct_from_proto(r) for r in response.rows],
-        str(response.next_page_token),
     )
 
 

@@ -1,8 +1,7 @@
-"""PolicyService calls for ``AsyncClient`` (a mixin) and a small standalone async client.
+"""PolicyService calls for ``AsyncClient`` (a mixin).
 
 ``AsyncPolicyMixin`` needs what ``AsyncClient`` has: ``url``, ``settings``, ``_transport`` and
-``_call``; it builds its ``PolicyServiceClient`` on first use. ``AsyncPolicyClient`` is the
-mixin on its own plumbing, for callers (``evalsi watch``) that need nothing else.
+``_call``; it builds its ``PolicyServiceClient`` on first use.
 
 A policy file is sent as text (``ApplyPolicyRequest.yaml``), so the server's errors name its
 lines; ``apply_policy`` puts the file's name back in front of them.

@@ -4,22 +4,25 @@ params keep their embedded spelling."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
-from evalsi._proto.evalsi.v1alpha1 import (
-    evaluation_service_pb2 as ev_pb,
-)
-from evalsi._proto.evalsi.v1alpha1 import (
-    record_pb2,
-)
+from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
+from evalsi._proto.evalsi.v1alpha1 import record_pb2
 from evalsi.core import UserError
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.wire import record_to_proto, struct_to_proto
 
 # Leaves room under the server's default 32 MiB body cap for framing and JSON overhead.
 DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+
+class _Message(Protocol):
+    def ByteSize(self) -> int: ...
+
+
+M = TypeVar("M", bound=_Message)
 
 CI_METHODS = {"percentile": "bootstrap-percentile", "bca": "bootstrap-bca"}
 
@@ -131,18 +134,16 @@ def read_records(
     )
 
 
-def record_batches(
-    records: Sequence[record_pb2.Record], max_bytes: int
-) -> Iterator[list[record_pb2.Record]]:
-    """Consecutive records, as many per batch as fit in ``max_bytes`` (at least one)."""
-    batch: list[record_pb2.Record] = []
+def record_batches(messages: Iterable[M], max_bytes: int) -> Iterator[list[M]]:
+    """Consecutive messages, as many per batch as fit in ``max_bytes`` (at least one)."""
+    batch: list[M] = []
     size = 0
-    for record in records:
-        n = record.ByteSize() + 8
+    for message in messages:
+        n = message.ByteSize() + 8
         if batch and size + n > max_bytes:
             yield batch
             batch, size = [], 0
-        batch.append(record)
+        batch.append(message)
         size += n
     if batch:
         yield batch

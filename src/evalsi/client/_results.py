@@ -143,17 +143,3 @@ def remote_run_result(result: RunResult, pages: ResultPages | None) -> RemoteRun
     values = {f.name: getattr(result, f.name) for f in dataclasses.fields(RunResult) if f.init}
     values["store"] = None
     return RemoteRunResult(**values, pages=pages)
-
-
-def evaluator_names(spec: dict[str, Any]) -> list[str]:
-    """Instance names from a stored spec (a Score run's or an EvalRun document)."""
-    entries = spec.get("evaluators")
-    if entries is None:
-        inner = spec.get("spec")
-        entries = inner.get("evaluators") if isinstance(inner, dict) else None
-    names: list[str] = []
-    for e in entries or []:
-        if isinstance(e, dict):
-            ref = str(e.get("ref") or "")
-            names.append(str(e.get("name") or ref.split("@", 1)[0].rsplit("/", 1)[-1]))
-    return names

@@ -16,6 +16,7 @@ import orjson
 from google.protobuf import json_format, struct_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import run_pb2
+from evalsi.client._requests import record_batches
 from evalsi.core import DatasetError, SpecError, UserError
 from evalsi.runs import RunSpec, load_run_spec, run_spec_from_dict
 from evalsi.wire import struct_to_proto
@@ -106,18 +107,7 @@ def raw_rows(path: str) -> Iterator[dict[str, Any]]:
 
 def row_chunks(rows: Iterator[dict[str, Any]], max_bytes: int) -> Iterator[list[struct_pb2.Struct]]:
     """Rows as Structs, as many per chunk as fit in ``max_bytes`` (at least one)."""
-    chunk: list[struct_pb2.Struct] = []
-    size = 0
-    for row in rows:
-        message = struct_to_proto(row)
-        n = message.ByteSize() + 8
-        if chunk and size + n > max_bytes:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(message)
-        size += n
-    if chunk:
-        yield chunk
+    return record_batches((struct_to_proto(row) for row in rows), max_bytes)
 
 
 def _loads(data: bytes, path: str, line: int) -> Any:

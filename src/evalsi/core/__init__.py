@@ -73,6 +73,7 @@ from evalsi.core._score import (
     ScoreKind,
 )
 from evalsi.core._status import RunStatus
+from evalsi.core._summaries import RunInfo, SessionSummary, TraceScore, TraceSummary
 from evalsi.core._trace import (
     SPAN_TYPES,
     STATUS_ERROR,
@@ -128,12 +129,14 @@ __all__ = [
     "Record",
     "ResultBatch",
     "RunError",
+    "RunInfo",
     "RunManifest",
     "RunStatus",
     "Scope",
     "Score",
     "ScoreKind",
     "Seeds",
+    "SessionSummary",
     "SourceRun",
     "Span",
     "SpanEvent",
@@ -149,6 +152,8 @@ __all__ = [
     "ToolCall",
     "Trace",
     "TraceHandoff",
+    "TraceScore",
+    "TraceSummary",
     "Trajectory",
     "UnknownEvaluatorError",
     "Usage",

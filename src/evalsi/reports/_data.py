@@ -254,11 +254,6 @@ class ReportData:
         ]  # fmt: skip
 
     @property
-    def partial_isolation(self) -> list[IsolationSummary]:
-        """The sandboxed evaluators whose enforcement was partial (a limit was missing)."""
-        return [i for i in self.isolation if i.enforcement == "partial"]
-
-    @property
     def cluster_by(self) -> str | None:
         value = self.run.spec.get("cluster_by")
         return str(value) if value else None

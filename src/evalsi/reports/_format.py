@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -124,3 +125,23 @@ def pretty_json(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     except TypeError:
         return str(value)
+
+
+# The HTML templates' vocabulary: filters (``{{ m | mean }}``) and functions.
+FILTERS: dict[str, Callable[..., str]] = {
+    "num": format_number,
+    "ci": format_interval,
+    "when": when,
+    "signed": signed,
+    "label": metric_label,
+    "mean": metric_mean,
+    "pct": percent,
+    "value": any_value,
+    "record_isolation": record_isolation_text,
+}
+GLOBALS: dict[str, Callable[..., str]] = {
+    "duration": duration,
+    "failures_title": failures_title,
+    "gate_verdict": gate_verdict,
+    "isolation_warning": isolation_warning,
+}

@@ -11,23 +11,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from evalsi.core import UserError
 from evalsi.reports._charts import NO_CHARTS, Charts, build_charts
 from evalsi.reports._data import ReportData, gather_report
-from evalsi.reports._format import (
-    any_value,
-    duration,
-    failures_title,
-    format_interval,
-    gate_verdict,
-    isolation_warning,
-    metric_label,
-    metric_mean,
-    percent,
-    pretty_json,
-    record_isolation_text,
-    signed,
-    when,
-)
+from evalsi.reports._format import FILTERS, GLOBALS, pretty_json
 from evalsi.reports._markdown import render_markdown
-from evalsi.runs import format_number, open_store
+from evalsi.runs import open_store
 from evalsi.store import SqlStore
 
 if TYPE_CHECKING:
@@ -133,23 +119,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(
-        num=format_number,
-        ci=format_interval,
-        when=when,
-        signed=signed,
-        label=metric_label,
-        mean=metric_mean,
-        pct=percent,
-        value=any_value,
-    )
-    env.filters.update(record_isolation=record_isolation_text)
-    env.globals.update(
-        duration=duration,
-        failures_title=failures_title,
-        gate_verdict=gate_verdict,
-        isolation_warning=isolation_warning,
-    )
+    env.filters.update(FILTERS)
+    env.globals.update(GLOBALS)
     return env
 
 

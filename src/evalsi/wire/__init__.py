@@ -6,9 +6,13 @@ them works on core types.
 
 from evalsi.wire._catalog import (
     ConnectorInfo,
+    DatasetInfo,
+    DatasetPage,
     PackInfo,
     connector_from_proto,
     connector_to_proto,
+    dataset_from_proto,
+    dataset_page_from_proto,
     pack_from_proto,
     pack_to_proto,
 )
@@ -45,6 +49,7 @@ from evalsi.wire._runs import (
     run_to_proto,
 )
 from evalsi.wire._traces import (
+    ScoreRow,
     StoredTrace,
     attr_json,
     feedback_from_proto,
@@ -69,8 +74,11 @@ from evalsi.wire._warnings import (
 
 __all__ = [
     "ConnectorInfo",
+    "DatasetInfo",
+    "DatasetPage",
     "PackInfo",
     "Progress",
+    "ScoreRow",
     "StoredTrace",
     "attr_json",
     "cause_from_proto",
@@ -81,6 +89,8 @@ __all__ = [
     "connector_to_proto",
     "content_from_proto",
     "content_to_proto",
+    "dataset_from_proto",
+    "dataset_page_from_proto",
     "feedback_from_proto",
     "feedback_to_proto",
     "flat_scores",

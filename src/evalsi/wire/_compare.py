@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
-from evalsi.core import Interval
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2
 from evalsi.runs import CompareKind, Comparison, MetricComparison, Unmatched, Verdict
 from evalsi.stats import McNemar
-from evalsi.wire._json import _opt_bool, _opt_float
+from evalsi.wire._json import _fields, _opt_fields, _opt_float, _set_fields
+from evalsi.wire._results import interval_from_proto, set_interval
 
 _VERDICT_TO_PROTO: dict[str, str] = {
     "improved": "improved",
@@ -73,47 +73,23 @@ def comparison_from_proto(message: run_service_pb2.CompareRunsResponse) -> Compa
     )
 
 
+_METRIC = ("evaluator", "metric", "n_paired", "note")
+_METRIC_OPTIONAL = ("delta", "p_value", "mde", "higher_is_better")
+_MCNEMAR = ("b01", "b10", "statistic", "p_value", "method")
+
+
 def _set_metric(out: run_service_pb2.MetricComparison, m: MetricComparison) -> None:
-    out.evaluator = m.evaluator
-    out.metric = m.metric
-    out.kind = m.kind
-    out.n_paired = m.n_paired
-    out.n_baseline = m.n_a
-    out.n_candidate = m.n_b
-    for name, value in (
-        ("mean_baseline", m.mean_a),
-        ("mean_candidate", m.mean_b),
-        ("delta", m.delta),
-        ("p_value", m.p_value),
-        ("mde", m.mde),
-    ):
+    _set_fields(out, m, (*_METRIC, *_METRIC_OPTIONAL, "kind"))
+    out.n_baseline, out.n_candidate = m.n_a, m.n_b
+    for name, value in (("mean_baseline", m.mean_a), ("mean_candidate", m.mean_b)):
         if value is not None:
             setattr(out, name, value)
-    _set_interval(out.ci, m.ci)
+    set_interval(out.ci, m.ci)
     if m.mcnemar is not None:
-        t = m.mcnemar
-        out.mcnemar_p_value = t.p_value
+        out.mcnemar_p_value = m.mcnemar.p_value
         out.mcnemar.SetInParent()
-        out.mcnemar.b01, out.mcnemar.b10 = t.b01, t.b10
-        out.mcnemar.statistic, out.mcnemar.p_value, out.mcnemar.method = (
-            t.statistic,
-            t.p_value,
-            t.method,
-        )
+        _set_fields(out.mcnemar, m.mcnemar, _MCNEMAR)
     out.verdict = _VERDICT_TO_PROTO.get(m.verdict, m.verdict)
-    if m.higher_is_better is not None:
-        out.higher_is_better = m.higher_is_better
-    out.note = m.note
-
-
-def _set_interval(out: score_pb2.Interval, ci: Interval) -> None:
-    out.SetInParent()
-    if ci.low is not None:
-        out.low = ci.low
-    if ci.high is not None:
-        out.high = ci.high
-    out.method = ci.method
-    out.level = ci.level
 
 
 def _metric_from_proto(m: run_service_pb2.MetricComparison) -> MetricComparison:
@@ -127,24 +103,16 @@ def _metric_from_proto(m: run_service_pb2.MetricComparison) -> MetricComparison:
     if verdict is None:
         raise ValueError(f"MetricComparison.verdict {m.verdict!r} is not a known verdict")
     return MetricComparison(
-        evaluator=str(m.evaluator),
-        metric=str(m.metric),
+        **_fields(m, _METRIC),
+        **_opt_fields(m, _METRIC_OPTIONAL),
         kind=kind,
-        n_paired=int(m.n_paired),
         n_a=int(m.n_baseline),
         n_b=int(m.n_candidate),
         mean_a=_opt_float(m, "mean_baseline"),
         mean_b=_opt_float(m, "mean_candidate"),
-        delta=_opt_float(m, "delta"),
-        ci=Interval(
-            _opt_float(m.ci, "low"), _opt_float(m.ci, "high"), str(m.ci.method), float(m.ci.level)
-        ),
-        p_value=_opt_float(m, "p_value"),
+        ci=interval_from_proto(m.ci),
         mcnemar=test,
         verdict=verdict,
-        mde=_opt_float(m, "mde"),
-        higher_is_better=_opt_bool(m, "higher_is_better"),
-        note=str(m.note),
     )
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar, get_args
 
 from google.protobuf import struct_pb2
 
@@ -21,55 +21,38 @@ ProvenanceSourceName = Literal["", "dataset", "run", "trace"]
 
 
 # Largest magnitude below which every integer is exactly representable as a double.
-
 _EXACT_INT_LIMIT = 2**53
 
-_STEP_KIND_TO_PROTO: dict[StepKind, record_pb2.StepKind] = {
-    "llm_call": record_pb2.STEP_KIND_LLM_CALL,
-    "tool_call": record_pb2.STEP_KIND_TOOL_CALL,
-    "retrieval": record_pb2.STEP_KIND_RETRIEVAL,
-    "message": record_pb2.STEP_KIND_MESSAGE,
-    "agent": record_pb2.STEP_KIND_AGENT,
-    "embedding": record_pb2.STEP_KIND_EMBEDDING,
-    "chain": record_pb2.STEP_KIND_CHAIN,
-    "guardrail": record_pb2.STEP_KIND_GUARDRAIL,
-    "other": record_pb2.STEP_KIND_OTHER,
-}
-_STEP_KIND_FROM_PROTO: dict[int, StepKind] = {v: k for k, v in _STEP_KIND_TO_PROTO.items()}
+K = TypeVar("K")
+V = TypeVar("V", bound=int)
+M = TypeVar("M")
 
-_SOURCE_TO_PROTO: dict[ProvenanceSourceName, record_pb2.ProvenanceSource] = {
-    "": record_pb2.PROVENANCE_SOURCE_UNSPECIFIED,
-    "dataset": record_pb2.PROVENANCE_SOURCE_DATASET,
-    "run": record_pb2.PROVENANCE_SOURCE_RUN,
-    "trace": record_pb2.PROVENANCE_SOURCE_TRACE,
-}
-_SOURCE_FROM_PROTO: dict[int, ProvenanceSourceName] = {v: k for k, v in _SOURCE_TO_PROTO.items()}
 
-_SCORE_KIND_TO_PROTO: dict[ScoreKind, score_pb2.ScoreKind] = {
-    "number": score_pb2.SCORE_KIND_NUMBER,
-    "passed": score_pb2.SCORE_KIND_PASSED,
-    "label": score_pb2.SCORE_KIND_LABEL,
-    "structured": score_pb2.SCORE_KIND_STRUCTURED,
-}
-_SCORE_KIND_FROM_PROTO: dict[int, ScoreKind] = {v: k for k, v in _SCORE_KIND_TO_PROTO.items()}
+def _enum_maps(keys: Iterable[K], enum: type[V], prefix: str) -> tuple[dict[K, V], dict[int, K]]:
+    """Each key's member of a proto enum (``PREFIX_KEY``; ``""`` is the unspecified one), and
+    back by number; a key the schema lacks fails at import."""
+    to: dict[K, V] = {
+        k: getattr(enum, f"{prefix}_{str(getattr(k, 'name', k) or 'unspecified').upper()}")
+        for k in keys
+    }
+    return to, {v: k for k, v in to.items()}
 
-_OUTCOME_TO_PROTO: dict[Outcome, score_pb2.Outcome] = {
-    Outcome.SCORED: score_pb2.OUTCOME_SCORED,
-    Outcome.SKIPPED: score_pb2.OUTCOME_SKIPPED,
-    Outcome.ERROR: score_pb2.OUTCOME_ERROR,
-    Outcome.CANCELLED: score_pb2.OUTCOME_CANCELLED,
-}
+
+_STEP_KINDS: tuple[StepKind, ...] = get_args(StepKind)
+_SOURCES: tuple[ProvenanceSourceName, ...] = get_args(ProvenanceSourceName)
+_SCORE_KINDS: tuple[ScoreKind, ...] = get_args(ScoreKind)
+_STEP_KIND_TO_PROTO, _STEP_KIND_FROM_PROTO = _enum_maps(
+    _STEP_KINDS, record_pb2.StepKind, "STEP_KIND"
+)
+_SOURCE_TO_PROTO, _SOURCE_FROM_PROTO = _enum_maps(
+    _SOURCES, record_pb2.ProvenanceSource, "PROVENANCE_SOURCE"
+)
+_SCORE_KIND_TO_PROTO, _SCORE_KIND_FROM_PROTO = _enum_maps(
+    _SCORE_KINDS, score_pb2.ScoreKind, "SCORE_KIND"
+)
 # No entry for OUTCOME_UNSPECIFIED: an unset outcome has no safe reading (it would be miscounted).
-_OUTCOME_FROM_PROTO: dict[int, Outcome] = {v: k for k, v in _OUTCOME_TO_PROTO.items()}
-
-_SCOPE_TO_PROTO: dict[Scope, evaluator_pb2.Scope] = {
-    Scope.RECORD: evaluator_pb2.SCOPE_RECORD,
-    Scope.DATASET: evaluator_pb2.SCOPE_DATASET,
-    Scope.SPAN: evaluator_pb2.SCOPE_SPAN,
-    Scope.SESSION: evaluator_pb2.SCOPE_SESSION,
-    Scope.COMPARATIVE: evaluator_pb2.SCOPE_COMPARATIVE,
-}
-_SCOPE_FROM_PROTO: dict[int, Scope] = {v: k for k, v in _SCOPE_TO_PROTO.items()}
+_OUTCOME_TO_PROTO, _OUTCOME_FROM_PROTO = _enum_maps(Outcome, score_pb2.Outcome, "OUTCOME")
+_SCOPE_TO_PROTO, _SCOPE_FROM_PROTO = _enum_maps(Scope, evaluator_pb2.Scope, "SCOPE")
 # The schema documents an unset scope as the common case, a record-scope evaluator.
 _SCOPE_FROM_PROTO[evaluator_pb2.SCOPE_UNSPECIFIED] = Scope.RECORD
 
@@ -77,9 +60,7 @@ _SCOPE_FROM_PROTO[evaluator_pb2.SCOPE_UNSPECIFIED] = Scope.RECORD
 # -- JSON values --------------------------------------------------------------------------------
 def value_to_proto(value: JsonValue) -> struct_pb2.Value:
     """A JSON value (what ``json.loads`` returns; tuples are accepted as lists) as a ``Value``."""
-    out = struct_pb2.Value()
-    _set_value(out, value)
-    return out
+    return _filled(struct_pb2.Value(), _set_value, value)
 
 
 def value_from_proto(message: struct_pb2.Value) -> JsonValue:
@@ -100,9 +81,7 @@ def value_from_proto(message: struct_pb2.Value) -> JsonValue:
 
 def struct_to_proto(mapping: Mapping[str, JsonValue]) -> struct_pb2.Struct:
     """A JSON object as a ``Struct``."""
-    out = struct_pb2.Struct()
-    _set_struct(out, mapping)
-    return out
+    return _filled(struct_pb2.Struct(), _set_struct, mapping)
 
 
 def struct_from_proto(message: struct_pb2.Struct) -> dict[str, JsonValue]:
@@ -161,9 +140,29 @@ def _number_from_proto(number: float) -> int | float:
     return number
 
 
-# -- optional scalars ---------------------------------------------------------------------------
-def _opt_int(message: Any, name: str) -> int | None:
-    return int(getattr(message, name)) if message.HasField(name) else None
+# -- fields and optional scalars ----------------------------------------------------------------
+def _filled(out: M, fill: Callable[[M, K], None], value: K) -> M:
+    """``out`` after ``fill(out, value)``: a ``_set_x`` as an ``x_to_proto``."""
+    fill(out, value)
+    return out
+
+
+def _fields(obj: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The attributes ``names`` of ``obj``: the scalar fields a core type and its message share,
+    copied by name both ways."""
+    return {name: getattr(obj, name) for name in names}
+
+
+def _set_fields(out: Any, obj: Any, names: Iterable[str]) -> None:
+    """The attributes ``names`` of ``obj`` that are not None, set on the message ``out``."""
+    for name, value in _fields(obj, names).items():
+        if value is not None:
+            setattr(out, name, value)
+
+
+def _opt_fields(message: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The fields ``names`` of ``message``, None where an optional one is unset."""
+    return {name: getattr(message, name) if message.HasField(name) else None for name in names}
 
 
 def _opt_float(message: Any, name: str) -> float | None:

@@ -22,8 +22,10 @@ from evalsi.wire._json import (
     _SOURCE_TO_PROTO,
     _STEP_KIND_FROM_PROTO,
     _STEP_KIND_TO_PROTO,
-    _opt_float,
-    _opt_int,
+    _fields,
+    _filled,
+    _opt_fields,
+    _set_fields,
     _set_value,
     _set_value_map,
     _value_map_from_proto,
@@ -33,9 +35,7 @@ from evalsi.wire._json import (
 
 # -- content ------------------------------------------------------------------------------------
 def content_to_proto(content: Content) -> record_pb2.Content:
-    out = record_pb2.Content()
-    _set_content(out, content)
-    return out
+    return _filled(record_pb2.Content(), _set_content, content)
 
 
 def content_from_proto(message: record_pb2.Content) -> Content:
@@ -141,33 +141,23 @@ def _tool_call_from_proto(message: record_pb2.ToolCall) -> ToolCall:
 
 
 # -- usage, trajectory, provenance --------------------------------------------------------------
+_USAGE = ("input_tokens", "output_tokens", "total_tokens", "cost_usd", "latency_ms")
+_STEP = ("name", "error", "start_time_unix_nano", "end_time_unix_nano", "span_id")
+_PROVENANCE = ("dataset", "dataset_version", "line", "run_id", "trace_id", "span_id")
+
+
 def _set_usage(out: record_pb2.Usage, usage: Usage) -> None:
     out.SetInParent()  # Usage() with nothing known is still "usage was reported"
-    if usage.input_tokens is not None:
-        out.input_tokens = usage.input_tokens
-    if usage.output_tokens is not None:
-        out.output_tokens = usage.output_tokens
-    if usage.total_tokens is not None:
-        out.total_tokens = usage.total_tokens
-    if usage.cost_usd is not None:
-        out.cost_usd = usage.cost_usd
-    if usage.latency_ms is not None:
-        out.latency_ms = usage.latency_ms
+    _set_fields(out, usage, _USAGE)
 
 
 def _usage_from_proto(message: record_pb2.Usage) -> Usage:
-    return Usage(
-        input_tokens=_opt_int(message, "input_tokens"),
-        output_tokens=_opt_int(message, "output_tokens"),
-        total_tokens=_opt_int(message, "total_tokens"),
-        cost_usd=_opt_float(message, "cost_usd"),
-        latency_ms=_opt_float(message, "latency_ms"),
-    )
+    return Usage(**_opt_fields(message, _USAGE))
 
 
 def _set_step(out: record_pb2.Step, step: Step) -> None:
     out.kind = _STEP_KIND_TO_PROTO[step.kind]
-    out.name = step.name
+    _set_fields(out, step, _STEP)
     if step.input is not None:
         _set_value(out.input, step.input)
     if step.output is not None:
@@ -176,44 +166,30 @@ def _set_step(out: record_pb2.Step, step: Step) -> None:
         _set_tool_call(out.tool_call, step.tool_call)
     if step.usage is not None:
         _set_usage(out.usage, step.usage)
-    out.error = step.error
-    out.start_time_unix_nano = step.start_time_unix_nano
-    out.end_time_unix_nano = step.end_time_unix_nano
-    out.span_id = step.span_id
 
 
 def _step_from_proto(message: record_pb2.Step) -> Step:
     return Step(
+        **_fields(message, _STEP),
         # Unset, or a kind added by a newer schema: still a step, of no kind we know.
         kind=_STEP_KIND_FROM_PROTO.get(int(message.kind), "other"),
-        name=str(message.name),
         input=value_from_proto(message.input),
         output=value_from_proto(message.output),
         tool_call=(
             _tool_call_from_proto(message.tool_call) if message.HasField("tool_call") else None
         ),
         usage=_usage_from_proto(message.usage) if message.HasField("usage") else None,
-        error=str(message.error),
-        start_time_unix_nano=int(message.start_time_unix_nano),
-        end_time_unix_nano=int(message.end_time_unix_nano),
-        span_id=str(message.span_id),
     )
 
 
 def _set_provenance(out: record_pb2.Provenance, provenance: Provenance) -> None:
     out.SetInParent()
     out.source = _SOURCE_TO_PROTO[provenance.source]
-    out.dataset = provenance.dataset
-    out.dataset_version = provenance.dataset_version
-    out.line = provenance.line
-    out.run_id = provenance.run_id
-    out.trace_id = provenance.trace_id
-    out.span_id = provenance.span_id
+    _set_fields(out, provenance, _PROVENANCE)
     if provenance.isolation is not None:
         isolation = provenance.isolation
         out.isolation.SetInParent()
-        out.isolation.level = isolation.level
-        out.isolation.driver = isolation.driver
+        _set_fields(out.isolation, isolation, ("level", "driver"))
         for key, detail in isolation.details.items():
             out.isolation.details[key] = detail
 
@@ -228,13 +204,8 @@ def _provenance_from_proto(message: record_pb2.Provenance) -> Provenance:
             details={str(k): str(v) for k, v in report.details.items()},
         )
     return Provenance(
+        **_fields(message, _PROVENANCE),
         source=_SOURCE_FROM_PROTO.get(int(message.source), ""),
-        dataset=str(message.dataset),
-        dataset_version=str(message.dataset_version),
-        line=int(message.line),
-        run_id=str(message.run_id),
-        trace_id=str(message.trace_id),
-        span_id=str(message.span_id),
         isolation=isolation,
     )
 

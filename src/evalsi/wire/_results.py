@@ -21,9 +21,12 @@ from evalsi.wire._json import (
     _SCOPE_TO_PROTO,
     _SCORE_KIND_FROM_PROTO,
     _SCORE_KIND_TO_PROTO,
+    _fields,
+    _filled,
     _opt_bool,
+    _opt_fields,
     _opt_float,
-    _opt_int,
+    _set_fields,
     _set_struct,
     _set_value,
     _set_value_map,
@@ -31,17 +34,12 @@ from evalsi.wire._json import (
     struct_from_proto,
     value_from_proto,
 )
-from evalsi.wire._records import (
-    _set_usage,
-    _usage_from_proto,
-)
+from evalsi.wire._records import _set_usage, _usage_from_proto
 
 
 # -- scores and results -------------------------------------------------------------------------
 def score_to_proto(score: Score) -> score_pb2.Score:
-    out = score_pb2.Score()
-    _set_score(out, score)
-    return out
+    return _filled(score_pb2.Score(), _set_score, score)
 
 
 def score_from_proto(message: score_pb2.Score) -> Score:
@@ -122,71 +120,44 @@ def _outcome_from_proto(number: int) -> Outcome:
 
 
 # -- summaries ----------------------------------------------------------------------------------
+_SUMMARY = ("evaluator", "metric", "n", "scored", "skipped", "errors", "cancelled", "infra_errors")
+_SUMMARY_OPTIONAL = ("mean", "std", "clusters", "trial_variance", "higher_is_better")
+_MANIFEST = ("description", "example", "pack", "batchable")
+
+
 def summary_to_proto(summary: MetricSummary) -> score_pb2.MetricSummary:
     out = score_pb2.MetricSummary(
-        evaluator=summary.evaluator,
-        metric=summary.metric,
+        **_fields(summary, _SUMMARY),
         kind=_SCORE_KIND_TO_PROTO[summary.kind],
-        n=summary.n,
-        scored=summary.scored,
-        skipped=summary.skipped,
-        errors=summary.errors,
-        cancelled=summary.cancelled,
-        infra_errors=summary.infra_errors,
+        labels=summary.labels,
+        pass_at_k=summary.pass_at_k,
+        pass_hat_k=summary.pass_hat_k,
     )
-    if summary.mean is not None:
-        out.mean = summary.mean
-    if summary.std is not None:
-        out.std = summary.std
-    ci = summary.ci
-    out.ci.SetInParent()
-    if ci.low is not None:
-        out.ci.low = ci.low
-    if ci.high is not None:
-        out.ci.high = ci.high
-    out.ci.method = ci.method
-    out.ci.level = ci.level
-    for label, count in summary.labels.items():
-        out.labels[label] = count
-    if summary.clusters is not None:
-        out.clusters = summary.clusters
-    for k, value in summary.pass_at_k.items():
-        out.pass_at_k[k] = value
-    for k, value in summary.pass_hat_k.items():
-        out.pass_hat_k[k] = value
-    if summary.trial_variance is not None:
-        out.trial_variance = summary.trial_variance
-    if summary.higher_is_better is not None:
-        out.higher_is_better = summary.higher_is_better
+    _set_fields(out, summary, _SUMMARY_OPTIONAL)
+    set_interval(out.ci, summary.ci)
     return out
 
 
 def summary_from_proto(message: score_pb2.MetricSummary) -> MetricSummary:
-    ci = message.ci
     return MetricSummary(
-        evaluator=str(message.evaluator),
-        metric=str(message.metric),
+        **_fields(message, _SUMMARY),
+        **_opt_fields(message, _SUMMARY_OPTIONAL),
         kind=_score_kind_from_proto(int(message.kind), "MetricSummary.kind"),
-        n=int(message.n),
-        mean=_opt_float(message, "mean"),
-        std=_opt_float(message, "std"),
-        ci=Interval(
-            low=_opt_float(ci, "low"),
-            high=_opt_float(ci, "high"),
-            method=str(ci.method),
-            level=float(ci.level),
-        ),
-        scored=int(message.scored),
-        skipped=int(message.skipped),
-        errors=int(message.errors),
-        cancelled=int(message.cancelled),
-        infra_errors=int(message.infra_errors),
-        labels={str(k): int(v) for k, v in message.labels.items()},
-        clusters=_opt_int(message, "clusters"),
-        pass_at_k={str(k): float(v) for k, v in message.pass_at_k.items()},
-        pass_hat_k={str(k): float(v) for k, v in message.pass_hat_k.items()},
-        trial_variance=_opt_float(message, "trial_variance"),
-        higher_is_better=_opt_bool(message, "higher_is_better"),
+        ci=interval_from_proto(message.ci),
+        labels=dict(message.labels),
+        pass_at_k=dict(message.pass_at_k),
+        pass_hat_k=dict(message.pass_hat_k),
+    )
+
+
+def set_interval(out: score_pb2.Interval, ci: Interval) -> None:
+    out.SetInParent()
+    _set_fields(out, ci, ("low", "high", "method", "level"))
+
+
+def interval_from_proto(message: score_pb2.Interval) -> Interval:
+    return Interval(
+        **_opt_fields(message, ("low", "high")), method=message.method, level=message.level
     )
 
 
@@ -211,10 +182,7 @@ def manifest_to_proto(manifest: EvaluatorManifest) -> evaluator_pb2.EvaluatorMan
         ref=evaluator_ref_to_proto(manifest.ref),
         scope=_SCOPE_TO_PROTO[manifest.scope],
         requires=list(manifest.requires),
-        description=manifest.description,
-        example=manifest.example,
-        pack=manifest.pack,
-        batchable=manifest.batchable,
+        **_fields(manifest, _MANIFEST),
     )
     for spec in manifest.outputs:
         _set_output_spec(out.outputs.add(), spec)
@@ -232,22 +200,16 @@ def manifest_from_proto(message: evaluator_pb2.EvaluatorManifest) -> EvaluatorMa
         requires=tuple(str(r) for r in message.requires),
         outputs=tuple(_output_spec_from_proto(o) for o in message.outputs),
         params_schema=struct_from_proto(message.params_schema),
-        description=str(message.description),
-        example=str(message.example),
-        pack=str(message.pack),
-        batchable=bool(message.batchable),
+        **_fields(message, _MANIFEST),
     )
 
 
 def _set_output_spec(out: evaluator_pb2.OutputSpec, spec: OutputSpec) -> None:
-    out.name = spec.name
+    _set_fields(out, spec, ("name", "higher_is_better", "description"))
     out.type = _SCORE_KIND_TO_PROTO[spec.type]
     if spec.range is not None:
         out.range.SetInParent()  # (0, 0) is a range too
         out.range.low, out.range.high = spec.range
-    if spec.higher_is_better is not None:
-        out.higher_is_better = spec.higher_is_better
-    out.description = spec.description
 
 
 def _output_spec_from_proto(message: evaluator_pb2.OutputSpec) -> OutputSpec:

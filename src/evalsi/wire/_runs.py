@@ -18,9 +18,8 @@ from typing import Any, Protocol
 from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
-from evalsi.core import MetricSummary
+from evalsi.core import MetricSummary, RunInfo
 from evalsi.runs import RunResult, gates_exit_code, isolation_from_dicts, summaries_from_dicts
-from evalsi.store import RunInfo
 from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
 from evalsi.wire._results import summary_from_proto, summary_to_proto
 from evalsi.wire._warnings import (
@@ -44,30 +43,19 @@ EXIT_INFRA = 3
 
 
 class StoredRun(Protocol):
-    """What ``run_to_proto`` reads of a run (``evalsi.store.RunInfo`` has all of it)."""
+    """What ``run_to_proto`` reads of a run: a ``core.RunInfo``, or a store's row."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def created_at(self) -> float: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def finished_at(self) -> float | None: ...
-    @property
-    def records(self) -> int: ...
-    @property
-    def spec(self) -> dict[str, Any]: ...
-    @property
-    def summary(self) -> dict[str, Any] | None: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def project_id(self) -> str: ...
+    id: str
+    kind: str
+    status: str
+    created_at: float
+    name: str
+    finished_at: float | None
+    records: int
+    spec: dict[str, Any]
+    summary: dict[str, Any] | None
+    error: str | None
+    project_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +299,7 @@ __all__ = [
 
 
 def run_info_from_proto(run: run_service_pb2.Run) -> RunInfo:
-    """A ``Run`` message as the store's ``RunInfo``, as ``evalsi runs`` prints it."""
+    """A ``Run`` message as a ``RunInfo``, as ``evalsi runs`` prints it."""
     details = struct_from_proto(run.details)
     spec = struct_from_proto(run.spec)
     result = run_from_proto(run)

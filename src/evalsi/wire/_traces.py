@@ -13,26 +13,30 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import trace_pb2
 from evalsi.core import (
     SPAN_TYPES,
+    EvaluationResult,
     Feedback,
     JsonValue,
     Outcome,
     Score,
+    SessionSummary,
     Span,
     SpanEvent,
     SpanLink,
     SpanView,
     Trace,
+    TraceScore,
+    TraceSummary,
 )
-from evalsi.store import SessionSummary, TraceScore, TraceSummary
 from evalsi.wire._json import (
     _EXACT_INT_LIMIT,
+    _fields,
     _set_struct,
     _set_value,
     struct_from_proto,
@@ -58,6 +62,47 @@ class StoredTrace:
     trace: Trace
     summary: TraceSummary | None = None
     scores: list[TraceScore] = field(default_factory=list)
+
+
+class SummaryRow(Protocol):
+    """What ``trace_summary_to_proto`` reads: a ``core.TraceSummary``, or a store's row."""
+
+    trace_id: str
+    service: str
+    root_name: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    duration_ms: float
+    span_count: int
+    error: bool
+    session_id: str
+    user_id: str
+    input_preview: str
+    output_preview: str
+    record: dict[str, Any] | None
+    completed_at: float
+
+
+class SessionRow(Protocol):
+    """What ``session_to_proto`` reads: a ``core.SessionSummary``, or a store's row."""
+
+    session_id: str
+    trace_count: int
+    error_count: int
+    first_start_unix_nano: int
+    last_end_unix_nano: int
+    user_id: str
+
+
+class ScoreRow(Protocol):
+    """What ``trace_score_to_proto`` reads: a ``core.TraceScore``, or a store's row."""
+
+    @property
+    def policy(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def result(self) -> EvaluationResult: ...
 
 
 # -- times ----------------------------------------------------------------------------------------
@@ -95,20 +140,25 @@ def _set_attrs(out: Any, attrs: Mapping[str, Any]) -> None:
 
 
 # -- spans ----------------------------------------------------------------------------------------
+_SPAN = (
+    "trace_id", "span_id", "parent_span_id", "name", "kind", "status_code", "status_message",
+    "scope_name", "scope_version",
+)  # fmt: skip
+_VIEW = ("convention", "name", "model", "session_id", "user_id")
+_SUMMARY = (
+    "trace_id", "service", "root_name", "duration_ms", "span_count", "error", "session_id",
+    "user_id", "input_preview", "output_preview",
+)  # fmt: skip
+_SESSION = ("session_id", "trace_count", "error_count", "user_id")
+_FEEDBACK = ("trace_id", "session_id", "name", "label", "comment", "source")
+
+
 def span_to_proto(span: Span) -> trace_pb2.Span:
     out = trace_pb2.Span(
-        trace_id=span.trace_id,
-        span_id=span.span_id,
-        parent_span_id=span.parent_span_id,
-        name=span.name,
-        kind=span.kind,
+        **_fields(span, _SPAN),
         type=span.view.type if span.view is not None else "generic",
         service=span.service,
         duration_ms=span.duration_ms,
-        status_code=span.status_code,
-        status_message=span.status_message,
-        scope_name=span.scope_name,
-        scope_version=span.scope_version,
     )
     set_ns(out.start_time, span.start_time_unix_nano)
     set_ns(out.end_time, span.end_time_unix_nano)
@@ -128,13 +178,9 @@ def span_to_proto(span: Span) -> trace_pb2.Span:
 
 def _set_view(out: trace_pb2.SpanView, view: SpanView) -> None:
     out.SetInParent()
-    out.type, out.convention, out.name, out.model = (
-        view.type,
-        view.convention,
-        view.name,
-        view.model,
-    )
-    out.session_id, out.user_id = view.session_id, view.user_id
+    out.type = view.type
+    for name, value in _fields(view, _VIEW).items():
+        setattr(out, name, value)
     if view.input is not None:
         _set_value(out.input, attr_json(view.input))
     if view.output is not None:
@@ -146,42 +192,30 @@ def _set_view(out: trace_pb2.SpanView, view: SpanView) -> None:
         _set_usage(out.usage, view.usage)
 
 
+def _view_from_proto(v: trace_pb2.SpanView) -> SpanView:
+    return SpanView(
+        **_fields(v, _VIEW),
+        type=v.type if v.type in SPAN_TYPES else "generic",
+        input=value_from_proto(v.input) if v.HasField("input") else None,
+        output=value_from_proto(v.output) if v.HasField("output") else None,
+        tool_call=_tool_call_from_proto(v.tool_call) if v.HasField("tool_call") else None,
+        documents=[str(d) for d in v.documents],
+        usage=_usage_from_proto(v.usage) if v.HasField("usage") else None,
+    )
+
+
 def span_from_proto(message: trace_pb2.Span) -> Span:
-    view = None
-    if message.HasField("view"):
-        v = message.view
-        view = SpanView(
-            type=v.type if v.type in SPAN_TYPES else "generic",
-            convention=str(v.convention),
-            name=str(v.name),
-            model=str(v.model),
-            input=value_from_proto(v.input) if v.HasField("input") else None,
-            output=value_from_proto(v.output) if v.HasField("output") else None,
-            tool_call=_tool_call_from_proto(v.tool_call) if v.HasField("tool_call") else None,
-            documents=[str(d) for d in v.documents],
-            usage=_usage_from_proto(v.usage) if v.HasField("usage") else None,
-            session_id=str(v.session_id),
-            user_id=str(v.user_id),
-        )
     return Span(
-        trace_id=str(message.trace_id),
-        span_id=str(message.span_id),
-        parent_span_id=str(message.parent_span_id),
-        name=str(message.name),
-        kind=int(message.kind),
+        **_fields(message, _SPAN),
         start_time_unix_nano=ns_of(message.start_time),
         end_time_unix_nano=ns_of(message.end_time),
-        status_code=int(message.status_code),
-        status_message=str(message.status_message),
         attributes=struct_from_proto(message.attributes),
         events=[
             SpanEvent(str(e.name), ns_of(e.time), struct_from_proto(e.attributes))
             for e in message.events
         ],
         resource=struct_from_proto(message.resource),
-        scope_name=str(message.scope_name),
-        scope_version=str(message.scope_version),
-        view=view,
+        view=_view_from_proto(message.view) if message.HasField("view") else None,
         links=[
             SpanLink(str(k.trace_id), str(k.span_id), struct_from_proto(k.attributes))
             for k in message.links
@@ -190,7 +224,7 @@ def span_from_proto(message: trace_pb2.Span) -> Span:
 
 
 # -- traces ---------------------------------------------------------------------------------------
-def trace_score_to_proto(score: TraceScore) -> trace_pb2.TraceScore:
+def trace_score_to_proto(score: ScoreRow) -> trace_pb2.TraceScore:
     out = trace_pb2.TraceScore(policy=score.policy, run_id=score.run_id)
     out.result.CopyFrom(result_to_proto(score.result))
     out.result.ClearField("duration")  # not kept for online results
@@ -201,7 +235,7 @@ def trace_score_from_proto(message: trace_pb2.TraceScore) -> TraceScore:
     return TraceScore(str(message.policy), str(message.run_id), result_from_proto(message.result))
 
 
-def flat_scores(scores: Sequence[TraceScore]) -> list[Score]:
+def flat_scores(scores: Sequence[ScoreRow]) -> list[Score]:
     """The scores of the SCORED results, each tagged with ``metadata`` ``policy``,
     ``evaluator`` and ``run_id`` (``TraceSummary.scores`` on the client side)."""
     out: list[Score] = []
@@ -215,23 +249,12 @@ def flat_scores(scores: Sequence[TraceScore]) -> list[Score]:
 
 
 def trace_summary_to_proto(
-    summary: TraceSummary, scores: Sequence[TraceScore] = ()
+    summary: SummaryRow, scores: Sequence[ScoreRow] = ()
 ) -> trace_pb2.TraceSummary:
     """The summary message; ``scores`` are the policy results read for it
     (``store.trace_scores``)."""
     s = summary
-    out = trace_pb2.TraceSummary(
-        trace_id=s.trace_id,
-        service=s.service,
-        root_name=s.root_name,
-        duration_ms=s.duration_ms,
-        span_count=s.span_count,
-        error=s.error,
-        session_id=s.session_id,
-        user_id=s.user_id,
-        input_preview=s.input_preview,
-        output_preview=s.output_preview,
-    )
+    out = trace_pb2.TraceSummary(**_fields(s, _SUMMARY))
     set_ns(out.start_time, s.start_time_unix_nano)
     set_ns(out.end_time, s.end_time_unix_nano)
     # whole seconds and the fraction apart, so that 1700000000.25 does not come back ...249999
@@ -246,18 +269,9 @@ def trace_summary_from_proto(
 ) -> TraceSummary:
     m = message
     return TraceSummary(
-        trace_id=str(m.trace_id),
-        service=str(m.service),
-        root_name=str(m.root_name),
+        **_fields(m, _SUMMARY),
         start_time_unix_nano=ns_of(m.start_time),
         end_time_unix_nano=ns_of(m.end_time),
-        duration_ms=float(m.duration_ms),
-        span_count=int(m.span_count),
-        error=bool(m.error),
-        session_id=str(m.session_id),
-        user_id=str(m.user_id),
-        input_preview=str(m.input_preview),
-        output_preview=str(m.output_preview),
         record=record,
         completed_at=m.complete_time.seconds + m.complete_time.nanos / NS,
         scores=flat_scores([trace_score_from_proto(s) for s in m.scores]),
@@ -265,7 +279,7 @@ def trace_summary_from_proto(
 
 
 def trace_to_proto(
-    trace: Trace, summary: TraceSummary | None = None, scores: Sequence[TraceScore] = ()
+    trace: Trace, summary: SummaryRow | None = None, scores: Sequence[ScoreRow] = ()
 ) -> trace_pb2.Trace:
     out = trace_pb2.Trace(trace_id=trace.trace_id)
     out.spans.extend(span_to_proto(s) for s in trace.spans)
@@ -295,56 +309,33 @@ def trace_from_proto(message: trace_pb2.Trace, project: str = "default") -> Stor
 
 # -- feedback and sessions ------------------------------------------------------------------------
 def feedback_to_proto(feedback: Feedback) -> trace_pb2.Feedback:
-    f = feedback
-    out = trace_pb2.Feedback(
-        trace_id=f.trace_id,
-        session_id=f.session_id,
-        name=f.name,
-        label=f.label,
-        comment=f.comment,
-        source=f.source,
-    )
-    if f.value is not None:
-        out.value = f.value
-    if f.time_unix_nano:
-        set_ns(out.time, f.time_unix_nano)
+    out = trace_pb2.Feedback(**_fields(feedback, _FEEDBACK))
+    if feedback.value is not None:
+        out.value = feedback.value
+    if feedback.time_unix_nano:
+        set_ns(out.time, feedback.time_unix_nano)
     return out
 
 
 def feedback_from_proto(message: trace_pb2.Feedback) -> Feedback:
     m = message
     return Feedback(
-        trace_id=str(m.trace_id),
-        session_id=str(m.session_id),
-        name=str(m.name),
+        **(_fields(m, _FEEDBACK) | {"source": m.source or "api"}),
         value=float(m.value) if m.HasField("value") else None,
-        label=str(m.label),
-        comment=str(m.comment),
-        source=str(m.source) or "api",
         time_unix_nano=_opt_ns(m, "time") or 0,
     )
 
 
-def session_to_proto(session: SessionSummary) -> trace_pb2.Session:
-    s = session
-    out = trace_pb2.Session(
-        session_id=s.session_id,
-        trace_count=s.trace_count,
-        error_count=s.error_count,
-        user_id=s.user_id,
-    )
-    set_ns(out.first_start_time, s.first_start_unix_nano)
-    set_ns(out.last_end_time, s.last_end_unix_nano)
+def session_to_proto(session: SessionRow) -> trace_pb2.Session:
+    out = trace_pb2.Session(**_fields(session, _SESSION))
+    set_ns(out.first_start_time, session.first_start_unix_nano)
+    set_ns(out.last_end_time, session.last_end_unix_nano)
     return out
 
 
 def session_from_proto(message: trace_pb2.Session) -> SessionSummary:
-    m = message
     return SessionSummary(
-        session_id=str(m.session_id),
-        trace_count=int(m.trace_count),
-        error_count=int(m.error_count),
-        first_start_unix_nano=ns_of(m.first_start_time),
-        last_end_unix_nano=ns_of(m.last_end_time),
-        user_id=str(m.user_id),
+        **_fields(message, _SESSION),
+        first_start_unix_nano=ns_of(message.first_start_time),
+        last_end_unix_nano=ns_of(message.last_end_time),
     )
