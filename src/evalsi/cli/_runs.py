@@ -17,7 +17,6 @@ from evalsi.core import UserError
 
 if TYPE_CHECKING:
     from evalsi.core import RunInfo
-    from evalsi.store import RunInfo as StoredRun  # the same fields, read from a local store
 
 
 def register(commands: Any) -> None:
@@ -58,7 +57,7 @@ def list_runs(args: argparse.Namespace) -> int:
     from evalsi.runs import open_store
 
     server = server_of(args)
-    runs: list[RunInfo] | list[StoredRun]
+    runs: list[RunInfo]
     if server is not None:
         with connect_reader(args, server) as client:
             runs = client.list_runs(limit=max(args.limit, 1))
@@ -115,7 +114,7 @@ def show_run(args: argparse.Namespace) -> int:
     )
 
     server = server_of(args)
-    run: RunInfo | StoredRun
+    run: RunInfo
     if server is not None:
         with connect_reader(args, server) as client:
             run = client.run_info(args.run_id)

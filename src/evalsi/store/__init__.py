@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
+    from evalsi.core import RunInfo
     from evalsi.store._calibrations import (
         CalibrationKey,
         latest_calibration,
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
         save_calibration,
     )
     from evalsi.store._rows import OutputRow, TaskResults
-    from evalsi.store._runs import DEFAULT_PROJECT, RunInfo, check_project_id, new_run_id
+    from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
     from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
     from evalsi.store._trace_scores import TraceScore, trace_scores

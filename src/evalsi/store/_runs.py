@@ -16,12 +16,11 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from evalsi.core import NotFoundError, ResultBatch, RunStatus, StoreError, UserError
+from evalsi.core import NotFoundError, ResultBatch, RunInfo, RunStatus, StoreError, UserError
 from evalsi.store._owner import (
     HEARTBEAT_SECONDS,
     HOST,
@@ -41,32 +40,6 @@ DEFAULT_PROJECT = "default"
 
 SCOPE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """What a project id may be: safe in a URL path, a file name, a label."""
-
-
-@dataclass(slots=True)
-class RunInfo:
-    """A run as the store knows it."""
-
-    id: str
-    kind: str
-    status: str
-    created_at: float
-    name: str = ""
-    finished_at: float | None = None
-    records: int = 0
-    spec: dict[str, Any] = field(default_factory=dict)
-    manifest: dict[str, Any] | None = None
-    summary: dict[str, Any] | None = None
-    error: str | None = None
-    pid: int | None = None
-    project_id: str = DEFAULT_PROJECT
-    tenant_id: str = ""  # reserved for multi-tenancy: "" until auth arrives
-    host: str | None = None  # the owner's host, pid and heartbeat (see _owner.py)
-    heartbeat_at: float | None = None
-
-    @property
-    def evaluators(self) -> list[dict[str, Any]]:
-        return list(self.spec.get("evaluators", []))
 
 
 class RunKey(NamedTuple):

@@ -23,6 +23,7 @@ from evalsi.core import (
     EvaluationResult,
     Outcome,
     ResultBatch,
+    RunInfo,
     Score,
     StoreError,
     UserError,
@@ -39,7 +40,7 @@ from evalsi.store._rows import (
     scores_json,
     sqlite_pragmas,
 )
-from evalsi.store._runs import RunInfo, RunKey, RunTable, new_run_id
+from evalsi.store._runs import RunKey, RunTable, new_run_id
 from evalsi.store._schema import judge_cache, outputs, results
 
 __all__ = ["OutputRow", "RunInfo", "SqlStore", "TaskResults", "new_run_id"]

@@ -13,7 +13,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from google.protobuf import timestamp_pb2
 
@@ -42,22 +42,6 @@ EXIT_CANNOT_JUDGE = 2
 EXIT_INFRA = 3
 
 
-class StoredRun(Protocol):
-    """What ``run_to_proto`` reads of a run: a ``core.RunInfo``, or a store's row."""
-
-    id: str
-    kind: str
-    status: str
-    created_at: float
-    name: str
-    finished_at: float | None
-    records: int
-    spec: dict[str, Any]
-    summary: dict[str, Any] | None
-    error: str | None
-    project_id: str
-
-
 @dataclass(frozen=True, slots=True)
 class Progress:
     """Tasks finished in this session of a run, of ``total`` (0 when unknown)."""
@@ -68,7 +52,7 @@ class Progress:
 
 
 def run_to_proto(
-    info: StoredRun,
+    info: RunInfo,
     *,
     status: str | None = None,
     progress: Progress | None = None,
@@ -288,7 +272,6 @@ def _list(value: Any) -> list[Any]:
 
 __all__ = [
     "Progress",
-    "StoredRun",
     "gate_from_proto",
     "gate_to_proto",
     "run_from_proto",
