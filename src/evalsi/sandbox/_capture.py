@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from evalsi.sandbox import _uidpool
 
 FLOOD_FACTOR = 64
+LAUNCHER_CAP = 1 << 16  # what a launcher's own pipe may say (its errors, its status)
 # After the launcher exited and its group was killed: how long pipes may stay open (held by a
 # descendant that left the session) before the rest of the output is given up.
 LINGER_SECONDS = 2.0
@@ -143,20 +144,91 @@ def collect(
     return Collected(streams, timed_out, flooded, rc, cpu)
 
 
-def streamer(
-    on_output: Callable[[str, bytes], None] | None, names: dict[int, str]
-) -> Callable[[int, bytes], None] | None:
-    """Adapt a caller's ``on_output(stream_name, chunk)`` to ``collect``'s fd-keyed one;
-    fds without a name (a launcher's own pipe) are not streamed."""
-    if on_output is None:
-        return None
+@dataclass(slots=True)
+class Captured:
+    """What ``Pipes.collect`` read: the program's two streams and the launcher's own."""
 
-    def forward(fd: int, chunk: bytes) -> None:
-        name = names.get(fd)
-        if name is not None:
-            on_output(name, chunk)
+    got: Collected
+    out: Stream
+    err: Stream
+    launcher: Stream
 
-    return forward
+
+class Pipes:
+    """One execution's pipes: the program's stdout and stderr, its stdin (a pipe fed with
+    ``stdin``, or /dev/null for None) and, with ``launcher``, the launcher's own pipe, which
+    the program never holds. The ``*_w`` ends and ``stdin_fd`` go to the child."""
+
+    def __init__(self, stdin: bytes | None, *, launcher: bool = False) -> None:
+        self._input = stdin
+        self.out_r, self.out_w = os.pipe()
+        self.err_r, self.err_w = os.pipe()
+        self.launcher_r, self.launcher_w = _pipe(launcher)
+        self.in_r, self.in_w = _pipe(stdin is not None)
+
+    @property
+    def stdin_fd(self) -> int:
+        return self.in_r if self.in_r is not None else subprocess.DEVNULL
+
+    def close(self) -> None:
+        """Close every end: the child never started."""
+        close(self.out_w, self.err_w, self.launcher_w, self.in_r)
+        close(self.out_r, self.err_r, self.launcher_r, self.in_w)
+
+    def collect(
+        self,
+        proc: subprocess.Popen[bytes],
+        timeout_seconds: float,
+        cap: int,
+        *,
+        err_cap: int | None = None,
+        pool_uid: int | None = None,
+        end_group_on_exit: bool = False,
+        on_output: Callable[[str, bytes], None] | None = None,
+    ) -> Captured:
+        """Close the child's ends, feed its stdin and ``collect`` (each program stream capped
+        at ``cap``, stderr at ``err_cap`` if given); ``on_output`` sees the program's streams
+        by name, never the launcher's."""
+        close(self.out_w, self.err_w, self.launcher_w, self.in_r)
+        if self.in_w is not None:
+            feed_stdin(self.in_w, self._input or b"")
+        fds = {self.out_r: cap, self.err_r: cap if err_cap is None else err_cap}
+        if self.launcher_r is not None:
+            fds[self.launcher_r] = LAUNCHER_CAP
+        names = {self.out_r: "stdout", self.err_r: "stderr"}
+        forward = None
+        if on_output is not None:
+            callback = on_output
+
+            def forward(fd: int, chunk: bytes) -> None:
+                name = names.get(fd)
+                if name is not None:
+                    callback(name, chunk)
+
+        try:
+            got = collect(
+                proc,
+                fds,
+                timeout_seconds,
+                pool_uid,
+                end_group_on_exit=end_group_on_exit,
+                on_output=forward,
+            )
+        finally:
+            close(self.out_r, self.err_r, self.launcher_r)
+        out, err = got.streams[self.out_r], got.streams[self.err_r]
+        launcher = Stream(0) if self.launcher_r is None else got.streams[self.launcher_r]
+        return Captured(got, out, err, launcher)
+
+
+def _pipe(wanted: bool) -> tuple[int | None, int | None]:
+    return os.pipe() if wanted else (None, None)
+
+
+def close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
 
 
 def feed_stdin(fd: int, data: bytes) -> None:

@@ -57,6 +57,11 @@ def missing(group: Group | None) -> tuple[str, ...]:
     return ("cgroup",) if group is None else ("cgroup-cpu",)
 
 
+def missing_here() -> tuple[str, ...]:
+    """``missing`` for the group an execution here will get, said before it runs."""
+    return ("cgroup-cpu",) if available() else ("cgroup",)
+
+
 @functools.cache
 def unavailable_reason() -> str | None:
     """None when per-sandbox groups can be made here; else why not (probed once)."""

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from evalsi.sandbox._config import SandboxConfig, config_generation, current_config
@@ -22,7 +21,6 @@ from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
     Level,
-    OutputCallback,
     RungReport,
     SandboxSpec,
     SandboxUnavailable,
@@ -43,17 +41,7 @@ class UnavailableDriver:
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
         return Isolation(self.name, self.level, "partial", ("unavailable",))
 
-    def exec(
-        self,
-        spec: SandboxSpec,
-        workspace: Path,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        timeout_seconds: float | None = None,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> ExecResult:
+    def exec(self, *_: Any, **__: Any) -> ExecResult:
         raise SandboxUnavailable(f"SANDBOX_UNAVAILABLE: {self.name}: {self.reason}")
 
 

@@ -9,18 +9,21 @@ import stat
 from pathlib import Path
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
+# fmt: off
 ETC = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "alternatives",
-    "localtime",
-    "nsswitch.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
     "mime.types",
 )
+# fmt: on
+
 TOP_LEVEL = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
 # A memory overrun as programs report it on stderr (rlimits give ENOMEM, not a kill).
 MEMORY = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
+
+
+def environ(home: str) -> dict[str, str]:
+    """What every program's environment starts from, before the spec's variables."""
+    return {"PATH": PATH, "HOME": home, "LANG": "C.UTF-8"}
 
 
 def hand_over(workspace: Path, uid: int, gid: int, *, read_only: bool = False) -> None:
