@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -111,26 +110,11 @@ class BwrapDriver(Rung):
             raise FileNotFoundError("bwrap not found")
         root = str(spec.root) if spec.root is not None else "/"
         cmd = [
-            self.binary,
-            "--unshare-all",
-            "--unshare-user",
-            "--disable-userns",
-            "--die-with-parent",
-            "--new-session",
-            "--as-pid-1",
-            "--clearenv",
-            "--cap-drop",
-            "ALL",
-            "--uid",
-            str(_SANDBOX_ID),
-            "--gid",
-            str(_SANDBOX_ID),
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            os.path.join(root, "usr"),
-            "/usr",
-        ]
+            self.binary, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL",
+            "--uid", str(_SANDBOX_ID), "--gid", str(_SANDBOX_ID), "--hostname", "sandbox",
+            "--ro-bind", os.path.join(root, "usr"), "/usr",
+        ]  # fmt: skip
         for name in _profile.TOP_LEVEL:
             host = os.path.join(root, name)
             if os.path.islink(host):
@@ -218,25 +202,21 @@ class BwrapDriver(Rung):
             _rlimits.apply(limits)
 
         try:
-            proc = subprocess.Popen(
+            proc = pipes.spawn(
                 cmd,
-                stdin=pipes.stdin_fd,
-                stdout=pipes.out_w,
                 stderr=pipes.launcher_w,
                 pass_fds=(_FD_PROG_ERR, _FD_SECCOMP),
                 preexec_fn=child_setup,
-                start_new_session=True,
                 cwd="/",
                 **slot.popen_user(),
             )
         except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec setup
-            pipes.close()
             return call.failed(self.isolation, f"bwrap could not start: {exc}")
         io = pipes.collect(
             proc,
             call.timeout,
             spec.resources.output_bytes,
-            pool_uid=slot.uid if slot.switch else None,
+            pool_uid=slot.own_uid,
             on_output=call.on_output,
         )
         outcome = _classify(io, _rlimits.cpu_limit(spec.resources))
@@ -250,7 +230,7 @@ def _classify(io: _capture.Captured, cpu_limit: float | None) -> Outcome:
     """Map bwrap's result to an outcome; bwrap reports a child killed by signal N as 128+N.
 
     Only bwrap's own pipe can carry a runner failure; the program's stderr is never read for
-    one. A SIGKILL counts as the CPU limit when the program's CPU time (from wait4) reached it."""
+    one."""
     got = io.got
     if got.timed_out:
         return Outcome("timeout")
@@ -264,17 +244,10 @@ def _classify(io: _capture.Captured, cpu_limit: float | None) -> Outcome:
         return Outcome("runner_failure", detail=f"bwrap killed by signal {-rc}")
     if rc > 128:
         sig = rc - 128
-        if sig == signal.SIGSYS:
-            return Outcome("denied", code=-sig, detail="seccomp")
-        if sig == signal.SIGXCPU:
+        if _profile.hit_cpu_limit(sig, got, cpu_limit):
             return Outcome("resource_exceeded", code=-sig, detail="cpu")
-        if sig == signal.SIGXFSZ:
-            return Outcome("resource_exceeded", code=-sig, detail="disk")
-        # The kernel kills at the hard limit; rusage as bwrap reaps it can read a little under.
-        if sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= 0.9 * cpu_limit:
-            return Outcome("resource_exceeded", code=-sig, detail="cpu")
-        return Outcome("exit", code=-sig)
-    if rc != 0 and _profile.MEMORY.search(bytes(io.err.head[-4096:])):
+        return _profile.killed_by(sig) or Outcome("exit", code=-sig)
+    if _profile.out_of_memory(rc, bytes(io.err.head)):
         return Outcome("resource_exceeded", code=rc, detail="memory")
     return Outcome("exit", code=rc)
 

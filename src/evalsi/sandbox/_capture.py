@@ -17,8 +17,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evalsi.sandbox import _uidpool
 
@@ -166,9 +167,18 @@ class Pipes:
         self.launcher_r, self.launcher_w = _pipe(launcher)
         self.in_r, self.in_w = _pipe(stdin is not None)
 
-    @property
-    def stdin_fd(self) -> int:
-        return self.in_r if self.in_r is not None else subprocess.DEVNULL
+    def spawn(self, argv: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in a new session on these pipes, its stderr the program's pipe
+        unless ``popen`` says otherwise; every end is closed if it cannot start."""
+        popen.setdefault("stderr", self.err_w)
+        stdin = self.in_r if self.in_r is not None else subprocess.DEVNULL
+        try:
+            return subprocess.Popen(
+                argv, stdin=stdin, stdout=self.out_w, start_new_session=True, **popen
+            )
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Close every end: the child never started."""
@@ -292,7 +302,7 @@ def _stop(proc: subprocess.Popen[bytes], pool_uid: int | None) -> None:
         _uidpool.kill_leftovers(pool_uid, spare=proc.pid)
         end = time.monotonic() + 2.0
         while time.monotonic() < end:  # the launcher exits once its child is gone
-            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            if _exited(proc):
                 return
             time.sleep(0.001)
     kill_group(proc)

@@ -37,7 +37,6 @@ import math
 import os
 import secrets
 import signal
-import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -100,7 +99,7 @@ class FirecrackerConfig:
             raise ValueError(
                 f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_KEYS)})"
             )
-        paths = {key: _path(d, key, where) for key in ("binary", "kernel", "rootfs")}
+        binary, kernel, rootfs = (_path(d, key, where) for key in ("binary", "kernel", "rootfs"))
         vcpus = d.get("vcpus", 1)
         if isinstance(vcpus, bool) or not isinstance(vcpus, int) or not 1 <= vcpus <= 32:
             raise ValueError(f"{where}.vcpus: expected an integer from 1 to 32, got {vcpus!r}")
@@ -110,12 +109,7 @@ class FirecrackerConfig:
         ):
             raise ValueError(f"{where}.memory_mb: expected an integer ≥ 128 (MiB), got {memory!r}")
         boot = d.get("boot_timeout_seconds", 10.0)
-        if (
-            isinstance(boot, bool)
-            or not isinstance(boot, int | float)
-            or not math.isfinite(boot)
-            or not 0 < boot <= 600
-        ):
+        if isinstance(boot, bool) or not isinstance(boot, int | float) or not 0 < boot <= 600:
             raise ValueError(
                 f"{where}.boot_timeout_seconds: expected a number of seconds in (0, 600], "
                 f"got {boot!r}"
@@ -126,15 +120,7 @@ class FirecrackerConfig:
                 f"{where}.guest_python: expected an absolute path without spaces or quotes "
                 f"inside the guest, got {python!r}"
             )
-        return cls(
-            paths["binary"],
-            paths["kernel"],
-            paths["rootfs"],
-            vcpus,
-            memory,
-            float(boot),
-            python,
-        )
+        return cls(binary, kernel, rootfs, vcpus, memory, float(boot), python)
 
 
 def _path(d: Mapping[str, Any], key: str, where: str) -> Path:
@@ -167,22 +153,15 @@ def vm_config(
         memory = (spec.resources.memory_mb or DEFAULT_MEMORY_MB) + GUEST_OVERHEAD_MB
     return {
         "boot-source": {"kernel_image_path": str(config.kernel), "boot_args": boot_args(config)},
-        "drives": [
-            {
-                "drive_id": "rootfs",
-                "path_on_host": str(rootfs),
-                "is_root_device": True,
-                "is_read_only": True,
-            },
-            {
-                "drive_id": "job",
-                "path_on_host": str(job_image),
-                "is_root_device": False,
-                "is_read_only": False,
-            },
-        ],
+        "drives": [_drive("rootfs", rootfs, root=True), _drive("job", job_image, root=False)],
         "machine-config": {"vcpu_count": config.vcpus, "mem_size_mib": memory, "smt": False},
     }
+
+
+def _drive(name: str, path: Path, *, root: bool) -> dict[str, Any]:
+    """The root drive is read-only; the job drive is the one the guest writes."""
+    return {"drive_id": name, "path_on_host": str(path), "is_root_device": root,
+            "is_read_only": root}  # fmt: skip
 
 
 def guest_limits(spec: SandboxSpec) -> dict[str, int | None]:
@@ -346,18 +325,8 @@ class FirecrackerDriver(Rung):
         cmd = [str(config.binary), "--no-api", "--config-file", str(cfg)]
         cmd += ["--log-path", str(log), "--level", "Warning"]
         try:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=pipes.out_w,
-                stderr=pipes.err_w,
-                cwd=tmp,
-                env={"PATH": _PATH},
-                close_fds=True,
-                start_new_session=True,
-            )
+            proc = pipes.spawn(cmd, cwd=tmp, env={"PATH": _PATH})
         except OSError as e:
-            pipes.close()
             return f"firecracker could not start: {e}"
         try:
             pidfd = os.pidfd_open(proc.pid)  # kills by pidfd never hit a reused pid

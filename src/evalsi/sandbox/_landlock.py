@@ -40,7 +40,6 @@ import errno
 import functools
 import marshal
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -63,18 +62,10 @@ from evalsi.sandbox._types import (
 
 _RX = ll.FS_READ_FILE | ll.FS_READ_DIR | ll.FS_EXECUTE
 _RW = (
-    _RX
-    | ll.FS_WRITE_FILE
-    | ll.FS_REMOVE_DIR
-    | ll.FS_REMOVE_FILE
-    | ll.FS_MAKE_DIR
-    | ll.FS_MAKE_REG
-    | ll.FS_MAKE_SYM
-    | ll.FS_MAKE_FIFO
-    | ll.FS_MAKE_SOCK
-    | ll.FS_REFER
+    _RX | ll.FS_WRITE_FILE | ll.FS_REMOVE_DIR | ll.FS_REMOVE_FILE | ll.FS_MAKE_DIR
+    | ll.FS_MAKE_REG | ll.FS_MAKE_SYM | ll.FS_MAKE_FIFO | ll.FS_MAKE_SOCK | ll.FS_REFER
     | ll.FS_TRUNCATE
-)
+)  # fmt: skip
 _MARSHAL_VERSION = 4  # readable by any Python 3.4+ launcher interpreter
 _BACKSTOP = 5.0  # seconds past the deadline before the collector kills the launcher
 _DEV_RW = ("/dev/null", "/dev/zero", "/dev/full")
@@ -303,19 +294,10 @@ class LandlockDriver(Rung):
                 data = data[os.write(cfg_fd, data) :]
             os.lseek(cfg_fd, 0, os.SEEK_SET)
             cmd = [python, "-I", "-S", "-c", _launcher_source(), str(cfg_fd), str(report_fd)]
-            proc = subprocess.Popen(
-                cmd,
-                stdin=pipes.stdin_fd,
-                stdout=pipes.out_w,
-                stderr=pipes.err_w,
-                pass_fds=(cfg_fd, report_fd),
-                start_new_session=True,
-                cwd="/",
-                env={},
-                **slot.popen_user(),
+            proc = pipes.spawn(
+                cmd, pass_fds=(cfg_fd, report_fd), cwd="/", env={}, **slot.popen_user()
             )
         except (OSError, subprocess.SubprocessError) as exc:
-            pipes.close()
             return call.failed(isolation, f"landlock launcher could not start: {exc}")
         finally:
             os.close(cfg_fd)
@@ -325,7 +307,7 @@ class LandlockDriver(Rung):
             proc,
             call.timeout + _BACKSTOP,
             spec.resources.output_bytes,
-            pool_uid=slot.uid if slot.switch else None,
+            pool_uid=slot.own_uid,
             on_output=call.on_output,
         )
         cpu_limit = _rlimits.cpu_limit(spec.resources)
@@ -364,26 +346,14 @@ def classify(
         return Outcome("runner_failure", detail=detail)
     how, number = status[1], int(status[2])
     code = -number if how == "signal" else number
-    if how == "signal":
-        if number == signal.SIGSYS:
-            return Outcome("denied", code=code, detail="seccomp")
-        if number == signal.SIGXCPU:
-            return Outcome("resource_exceeded", code=code, detail="cpu")
-        if number == signal.SIGXFSZ:
-            return Outcome("resource_exceeded", code=code, detail="disk")
+    killed = _profile.killed_by(number) if how == "signal" else None
+    if killed is not None:
+        return killed
     if oom:  # any process of the program was OOM-killed: the sandbox hit its memory limit
         return Outcome("resource_exceeded", code=code, detail="memory")
-    if how == "signal":
-        # RLIMIT_CPU's hard limit (SIGKILL, for a program that ignores SIGXCPU). The rusage
-        # the collector sees can fall a little short of the limit the kernel counted.
-        if (
-            number == signal.SIGKILL
-            and cpu_limit is not None
-            and got.cpu_seconds >= 0.9 * cpu_limit
-        ):
-            return Outcome("resource_exceeded", code=code, detail="cpu")
-        return Outcome("exit", code=code)
-    if number != 0 and _profile.MEMORY.search(stderr[-4096:]):
+    if how == "signal" and _profile.hit_cpu_limit(number, got, cpu_limit):
+        return Outcome("resource_exceeded", code=code, detail="cpu")
+    if how != "signal" and _profile.out_of_memory(number, stderr):
         return Outcome("resource_exceeded", code=code, detail="memory")
     return Outcome("exit", code=code)
 

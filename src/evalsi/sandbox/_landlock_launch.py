@@ -48,23 +48,13 @@ SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
 
-# Filesystem rights (ABI 1 unless noted).
-FS_EXECUTE = 1 << 0
-FS_WRITE_FILE = 1 << 1
-FS_READ_FILE = 1 << 2
-FS_READ_DIR = 1 << 3
-FS_REMOVE_DIR = 1 << 4
-FS_REMOVE_FILE = 1 << 5
-FS_MAKE_CHAR = 1 << 6
-FS_MAKE_DIR = 1 << 7
-FS_MAKE_REG = 1 << 8
-FS_MAKE_SOCK = 1 << 9
-FS_MAKE_FIFO = 1 << 10
-FS_MAKE_BLOCK = 1 << 11
-FS_MAKE_SYM = 1 << 12
-FS_REFER = 1 << 13  # ABI 2
-FS_TRUNCATE = 1 << 14  # ABI 3
-FS_IOCTL_DEV = 1 << 15  # ABI 5
+# Filesystem rights, bit by bit in the UAPI's order (ABI 1, but REFER: 2, TRUNCATE: 3,
+# IOCTL_DEV: 5).
+(
+    FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR, FS_REMOVE_DIR, FS_REMOVE_FILE,
+    FS_MAKE_CHAR, FS_MAKE_DIR, FS_MAKE_REG, FS_MAKE_SOCK, FS_MAKE_FIFO, FS_MAKE_BLOCK,
+    FS_MAKE_SYM, FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV,
+) = (1 << bit for bit in range(16))  # fmt: skip
 FS_ALL = (1 << 16) - 1
 # The only rights a rule on a non-directory may carry (the kernel refuses others).
 FS_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
@@ -109,13 +99,7 @@ class _SockFprog(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
-_libc.prctl.argtypes = [
-    ctypes.c_int,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-]
+_libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
 
 
 def _errno_text() -> str:

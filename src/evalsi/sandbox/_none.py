@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import signal
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,19 +49,13 @@ class NoneDriver(Rung):
         limits = _rlimits.limits_for(spec.resources, nproc=False, cpu_grace=1)
         pipes = _capture.Pipes(call.stdin)
         try:
-            proc = subprocess.Popen(
-                list(argv),
+            proc = pipes.spawn(
+                argv,
                 cwd=workspace,
                 env=call.environ(spec, {}),
-                stdin=pipes.stdin_fd,
-                stdout=pipes.out_w,
-                stderr=pipes.err_w,
-                close_fds=True,
-                start_new_session=True,
                 preexec_fn=lambda: _rlimits.apply(limits, clamp=True),  # only setrlimit
             )
         except OSError as e:
-            pipes.close()
             if isinstance(e, FileNotFoundError):
                 # What a shell answers for a missing command: the program's problem, not ours.
                 code, why = 127, f"command not found ({e.strerror})"

@@ -33,6 +33,11 @@ class Slot:
     gid: int
     switch: bool
 
+    @property
+    def own_uid(self) -> int | None:
+        """The uid only this execution's processes run as (None: the caller's own)."""
+        return self.uid if self.switch else None
+
     def popen_user(self) -> dict[str, Any]:
         """``Popen``'s arguments that start the child as this slot's uid, without groups."""
         return {"user": self.uid, "group": self.gid, "extra_groups": []} if self.switch else {}

@@ -51,7 +51,7 @@ def can_bound() -> bool:
 def create(resources: Resources) -> Workspace:
     """A new private workspace; bounded by a tmpfs when this process may mount one."""
     base = Path(tempfile.mkdtemp(prefix=_PREFIX))  # 0700 until the mount is on it
-    _janitor().register(base)
+    _janitor.register(base)
     try:
         if can_bound() and resources.disk_mb is not None:
             _mount_tmpfs(base, resources)
@@ -73,7 +73,7 @@ def remove(base: Path) -> None:
     with contextlib.suppress(OSError):
         _umount(base)
     remove_tree(base)
-    _janitor().unregister(base)
+    _janitor.unregister(base)
 
 
 def private_tmp(workspace: Path) -> Path | None:
@@ -197,8 +197,4 @@ class _Janitor:
         return self._fd
 
 
-_the_janitor = _Janitor()
-
-
-def _janitor() -> _Janitor:
-    return _the_janitor
+_janitor = _Janitor()
