@@ -14,7 +14,6 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 
 from evalsi.core import UserError
 from evalsi.sandbox import _workspace
@@ -170,12 +169,7 @@ class Sandbox:
     def __enter__(self) -> Sandbox:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.destroy()
 
 
@@ -309,18 +303,13 @@ def _require_regular(st: os.stat_result, relative: str) -> None:
         raise SandboxFileError(f"copy_out: {relative!r} is a {kind}, not a regular file; refused")
 
 
+_KINDS = {stat.S_IFLNK: "symlink", stat.S_IFDIR: "directory", stat.S_IFIFO: "FIFO",
+          stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+          stat.S_IFBLK: "block device"}  # fmt: skip
+
+
 def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISLNK, "symlink"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
 
 
 def _read_host_file(path: Path) -> bytes:

@@ -232,10 +232,8 @@ def _classify(io: _capture.Captured, cpu_limit: float | None) -> Outcome:
     Only bwrap's own pipe can carry a runner failure; the program's stderr is never read for
     one."""
     got = io.got
-    if got.timed_out:
-        return Outcome("timeout")
-    if got.flooded:
-        return Outcome("resource_exceeded", detail="output")
+    if (cut := got.cut_short()) is not None:
+        return cut
     rc = got.returncode
     bw = bytes(io.launcher.head).decode(errors="replace").strip()
     if bw.startswith(("bwrap:", _SHIM_FAILED)) and rc == _BWRAP_CODE:

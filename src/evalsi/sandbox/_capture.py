@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.sandbox import _uidpool
+from evalsi.sandbox._types import Outcome
 
 FLOOD_FACTOR = 64
 LAUNCHER_CAP = 1 << 16  # what a launcher's own pipe may say (its errors, its status)
@@ -56,6 +57,12 @@ class Collected:
     flooded: bool
     returncode: int
     cpu_seconds: float  # user + system time of the launcher and everything it reaped
+
+    def cut_short(self) -> Outcome | None:
+        """The outcome when the collector ended the run: the wall clock, or an output flood."""
+        if self.timed_out:
+            return Outcome("timeout")
+        return Outcome("resource_exceeded", detail="output") if self.flooded else None
 
 
 def collect(

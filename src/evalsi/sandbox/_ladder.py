@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evalsi.sandbox._config import SandboxConfig, config_generation, current_config
@@ -27,13 +28,13 @@ from evalsi.sandbox._types import (
 )
 
 
+@dataclass(eq=False)
 class UnavailableDriver:
     """A rung that is known not to work here; ``exec`` refuses (the ladder never picks it)."""
 
-    def __init__(self, name: str, level: Level, reason: str) -> None:
-        self.name = name
-        self.level = level
-        self.reason = reason
+    name: str
+    level: Level
+    reason: str
 
     def probe(self) -> RungReport:
         return RungReport(self.name, self.level, False, self.reason)

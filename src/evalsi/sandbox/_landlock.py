@@ -327,10 +327,8 @@ def classify(
     """Map the launcher's report to an outcome. Only the report pipe (which the program never
     holds) can carry a runner failure or the program's status; ``group`` (the execution's
     cgroups) says whether the memory or process total struck."""
-    if got.timed_out:
-        return Outcome("timeout")
-    if got.flooded:
-        return Outcome("resource_exceeded", detail="output")
+    if (cut := got.cut_short()) is not None:
+        return cut
     lines = report.decode(errors="replace").splitlines()
     for line in lines:
         if line.startswith("error "):

@@ -79,10 +79,8 @@ class NoneDriver(Rung):
 
 
 def _outcome(got: _capture.Collected) -> Outcome:
-    if got.timed_out:
-        return Outcome("timeout")
-    if got.flooded:
-        return Outcome("resource_exceeded", detail="output")
+    if (cut := got.cut_short()) is not None:
+        return cut
     if got.returncode == -signal.SIGXCPU:
         return Outcome("resource_exceeded", detail="cpu")
     if got.returncode == -signal.SIGXFSZ:

@@ -104,7 +104,7 @@ def _umount(target: Path) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def remove_tree(root: Path) -> None:
+def remove_tree(root: Path, *, ignore_errors: bool = True) -> None:
     """``rmtree`` that first restores the owner permissions a program removed (never through
     a symlink), so directories it made read-only or unsearchable go too."""
     if not root.exists():
@@ -117,7 +117,7 @@ def remove_tree(root: Path) -> None:
                     os.chmod(path, 0o700)
     with contextlib.suppress(OSError):
         os.chmod(root, 0o700)
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=ignore_errors)
 
 
 # The janitor: a separate process (own session, so a kill of the harness's group spares it)
