@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from evalsi.sandbox import _capture
+from evalsi.sandbox import _capture, _profile
 from evalsi.sandbox._driver import Call, Rung, succeeded
 from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 from evalsi.sandbox._vmjob import (
@@ -62,7 +62,6 @@ NO_CONFIG = "no firecracker binary configured (sandbox.firecracker.binary in eva
 KERNEL_ARGS = "console=ttyS0 reboot=k panic=1 pci=off quiet loglevel=1 random.trust_cpu=on"
 GUEST_OVERHEAD_MB = 64  # the guest kernel and init, on top of the program's memory
 DEFAULT_MEMORY_MB = 512
-_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LAUNCHER_STDERR_CAP = 1 << 16
 LOG_NAME = "firecracker.log"
 _REPORT_GRACE_SECONDS = 5.0  # after the program's wall clock: kill leftovers, unmount, reboot
@@ -248,7 +247,7 @@ class FirecrackerDriver(Rung):
                     "(an unpacked directory cannot be a VM's root drive)",
                 )
             rootfs = spec.root
-        merged = call.environ(spec, {"PATH": _PATH, "HOME": "/workspace", "LANG": "C.UTF-8"})
+        merged = call.environ(spec, _profile.environ("/workspace"))
         nonce = secrets.token_hex(16)
         job = job_description(
             nonce=nonce,
@@ -265,14 +264,8 @@ class FirecrackerDriver(Rung):
             tmp = Path(tmp_name)
             image = tmp / "job.ext4"
             try:
-                build_job_image(
-                    image,
-                    tmp / "staging",
-                    workspace,
-                    job,
-                    call.stdin,
-                    spec.resources.disk_mb or 64,
-                )
+                disk_mb = spec.resources.disk_mb or 64
+                build_job_image(image, tmp / "staging", workspace, job, call.stdin, disk_mb)
             except (JobImageError, OSError) as e:
                 return call.failed(isolation, f"job image: {e}")
             cfg = tmp / "vm.json"
@@ -325,7 +318,7 @@ class FirecrackerDriver(Rung):
         cmd = [str(config.binary), "--no-api", "--config-file", str(cfg)]
         cmd += ["--log-path", str(log), "--level", "Warning"]
         try:
-            proc = pipes.spawn(cmd, cwd=tmp, env={"PATH": _PATH})
+            proc = pipes.spawn(cmd, cwd=tmp, env={"PATH": _profile.PATH})
         except OSError as e:
             return f"firecracker could not start: {e}"
         try:

@@ -285,14 +285,14 @@ class LandlockDriver(Rung):
         isolation: Isolation,
     ) -> ExecResult:
         cfg_fd = os.memfd_create("evalsi-landlock", os.MFD_CLOEXEC)
-        pipes = _capture.Pipes(call.stdin, launcher=True)
-        report_fd = pipes.launcher_w
-        assert report_fd is not None
         try:
             data = memoryview(marshal.dumps(config, _MARSHAL_VERSION))
             while data:
                 data = data[os.write(cfg_fd, data) :]
             os.lseek(cfg_fd, 0, os.SEEK_SET)
+            pipes = _capture.Pipes(call.stdin, launcher=True)
+            report_fd = pipes.launcher_w
+            assert report_fd is not None
             cmd = [python, "-I", "-S", "-c", _launcher_source(), str(cfg_fd), str(report_fd)]
             proc = pipes.spawn(
                 cmd, pass_fds=(cfg_fd, report_fd), cwd="/", env={}, **slot.popen_user()

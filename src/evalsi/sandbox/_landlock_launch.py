@@ -102,6 +102,10 @@ _libc.prctl.restype = ctypes.c_int
 _libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
 
 
+def _syscall(number: int, *args: object) -> int:
+    return int(_libc.syscall(ctypes.c_long(number), *args))
+
+
 def _errno_text() -> str:
     err = ctypes.get_errno()
     return f"{os.strerror(err)} (errno {err})"
@@ -110,16 +114,12 @@ def _errno_text() -> str:
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; raises ``OSError`` when Landlock is missing
     (ENOSYS: not built in) or disabled (EOPNOTSUPP: not in the ``lsm=`` list)."""
-    abi = _libc.syscall(
-        ctypes.c_long(SYS_CREATE_RULESET),
-        ctypes.c_void_p(None),
-        ctypes.c_size_t(0),
-        ctypes.c_uint32(CREATE_RULESET_VERSION),
-    )
+    version = ctypes.c_uint32(CREATE_RULESET_VERSION)
+    abi = _syscall(SYS_CREATE_RULESET, ctypes.c_void_p(None), ctypes.c_size_t(0), version)
     if abi < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return int(abi)
+    return abi
 
 
 def abi_refusal(abi: int) -> str | None:
@@ -148,15 +148,11 @@ def checked_abi(override: int | None) -> int:
 
 def create_ruleset(handled_fs: int, handled_net: int, scoped: int) -> int:
     attr = _RulesetAttr(handled_fs, handled_net, scoped)
-    fd = _libc.syscall(
-        ctypes.c_long(SYS_CREATE_RULESET),
-        ctypes.byref(attr),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-        ctypes.c_uint32(0),
-    )
+    size = ctypes.c_size_t(ctypes.sizeof(attr))
+    fd = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), size, ctypes.c_uint32(0))
     if fd < 0:
         raise LaunchError("landlock", f"create_ruleset failed: {_errno_text()}")
-    return int(fd)
+    return fd
 
 
 def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, required: bool) -> None:
@@ -172,13 +168,8 @@ def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, require
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= FS_FILE_RIGHTS
         attr = _PathBeneathAttr(access & handled_fs, fd)
-        rc = _libc.syscall(
-            ctypes.c_long(SYS_ADD_RULE),
-            ctypes.c_int(ruleset),
-            ctypes.c_int(RULE_PATH_BENEATH),
-            ctypes.byref(attr),
-            ctypes.c_uint32(0),
-        )
+        rule = (ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(attr), ctypes.c_uint32(0))
+        rc = _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), *rule)
         if rc < 0:
             raise LaunchError("landlock", f"add_rule {path!r} failed: {_errno_text()}")
     finally:
@@ -186,7 +177,7 @@ def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, require
 
 
 def restrict_self(ruleset: int) -> None:
-    rc = _libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    rc = _syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     if rc < 0:
         raise LaunchError("landlock", f"restrict_self failed: {_errno_text()}")
 
@@ -327,7 +318,7 @@ def _reset_reserved_ignored() -> None:
         return
     action = (ctypes.c_ulong * 4)()  # handler SIG_DFL, no flags, no restorer, empty mask
     for sig in reserved:
-        _libc.syscall(ctypes.c_long(number), ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
+        _syscall(number, ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
 
 
 def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:
