@@ -166,13 +166,9 @@ class BwrapDriver(Rung):
                         _profile.hand_over(tmp, slot.uid, slot.gid)
                 limits = _cgroup.limits(slot.uid, spec.resources) if slot.switch else None
                 with limits or contextlib.nullcontext() as group:
-                    cmd = self.command(
-                        spec,
-                        argv,
-                        workspace=str(workspace.resolve()),
-                        env=call.env,
-                        cgroup_procs=group.procs[0] if group is not None else None,
-                    )
+                    procs = group.procs[0] if group is not None else None
+                    ws = str(workspace.resolve())
+                    cmd = self.command(spec, argv, workspace=ws, env=call.env, cgroup_procs=procs)
                     return self._run(spec, cmd, slot, group, seccomp_fd, call)
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
             return call.failed(self.isolation, f"sandbox busy: {exc}")

@@ -289,15 +289,10 @@ class FirecrackerDriver(Rung):
         stderr = bytes(parser.stderr)
         if outcome.kind == "runner_failure":  # what Firecracker and the console last said
             stderr = bytes(launcher.head) + log_tail + bytes(parser.noise) + stderr
-        return ExecResult(
-            outcome=outcome,
-            stdout=bytes(parser.stdout),
-            stderr=stderr,
-            duration_ms=call.elapsed_ms(),
-            isolation=isolation,
-            stdout_truncated=parser.dropped["stdout"] > 0 or _positive(dropped, 0),
-            stderr_truncated=parser.dropped["stderr"] > 0 or _positive(dropped, 1),
-        )
+        out_cut = parser.dropped["stdout"] > 0 or _positive(dropped, 0)
+        err_cut = parser.dropped["stderr"] > 0 or _positive(dropped, 1)
+        out = bytes(parser.stdout)
+        return ExecResult(outcome, out, stderr, call.elapsed_ms(), isolation, out_cut, err_cut)
 
     def _boot(
         self,

@@ -34,13 +34,11 @@ _PREFIX = "evalsi-sandbox-"
 
 @dataclass(frozen=True, slots=True)
 class Workspace:
-    """``path``: the workspace; ``tmp``: the sandbox's /tmp on the same bounded mount, or
-    None when there is no mount (the driver then gives /tmp its own sized tmpfs)."""
+    """``path``: the workspace, inside ``base``; beside it ``tmp/``, the sandbox's /tmp on the
+    same bounded mount, when there is a mount (else the driver gives /tmp its own tmpfs)."""
 
     base: Path
     path: Path
-    tmp: Path | None
-    bounded: bool
 
 
 def can_bound() -> bool:
@@ -55,14 +53,11 @@ def create(resources: Resources) -> Workspace:
     try:
         if can_bound() and resources.disk_mb is not None:
             _mount_tmpfs(base, resources)
-            workspace, tmp = base / "workspace", base / "tmp"
-            workspace.mkdir(mode=0o700)
-            tmp.mkdir(mode=0o700)
-            return Workspace(base, workspace, tmp, True)
-        base.chmod(0o711)  # pool uids pass through to their workspace; nobody lists it
-        workspace = base / "workspace"
-        workspace.mkdir(mode=0o700)
-        return Workspace(base, workspace, None, False)
+            (base / "tmp").mkdir(mode=0o700)
+        else:
+            base.chmod(0o711)  # pool uids pass through to their workspace; nobody lists it
+        (base / "workspace").mkdir(mode=0o700)
+        return Workspace(base, base / "workspace")
     except BaseException:
         remove(base)
         raise
