@@ -14,7 +14,6 @@ before exec. So "bwrap: …" on the launcher pipe is a runner failure the progra
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -24,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from evalsi.sandbox import _capture, _cgroup, _profile, _rlimits, _seccomp, _uidpool, _workspace
-from evalsi.sandbox._driver import Call, Rung, succeeded
+from evalsi.sandbox._driver import Call, Rung
 from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 
 _SANDBOX_ID = 65534
@@ -84,7 +83,7 @@ class BwrapDriver(Rung):
             result = self.run_true(SandboxSpec(timeout_seconds=10.0))
         except (OSError, ValueError) as exc:  # e.g. a temp dir sandbox uids cannot reach
             return self.report(False, f"probe could not run: {exc}")
-        if succeeded(result):
+        if result.exit_code == 0:
             return self.report(True)
         detail = result.outcome.detail or result.stderr.decode(errors="replace").strip()
         if "namespace" in detail or "uid map" in detail or "setting up uid" in detail:
@@ -164,8 +163,7 @@ class BwrapDriver(Rung):
                     tmp = _workspace.private_tmp(workspace)
                     if tmp is not None:
                         _profile.hand_over(tmp, slot.uid, slot.gid)
-                limits = _cgroup.limits(slot.uid, spec.resources) if slot.switch else None
-                with limits or contextlib.nullcontext() as group:
+                with _cgroup.limits(slot.own_uid, spec.resources) as group:
                     procs = group.procs[0] if group is not None else None
                     ws = str(workspace.resolve())
                     cmd = self.command(spec, argv, workspace=ws, env=call.env, cgroup_procs=procs)

@@ -144,7 +144,3 @@ class Rung:
         """``true`` under ``spec`` in a fresh temporary workspace (in ``tmp``, if given)."""
         with tempfile.TemporaryDirectory(prefix=prefix, dir=tmp) as ws:
             return self.exec(spec, Path(ws), ["true"])
-
-
-def succeeded(result: ExecResult) -> bool:
-    return result.outcome.kind == "exit" and result.outcome.code == 0

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from evalsi.sandbox import _capture, _profile
-from evalsi.sandbox._driver import Call, Rung, succeeded
+from evalsi.sandbox._driver import Call, Rung
 from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 from evalsi.sandbox._vmjob import (
     JobImageError,
@@ -201,7 +201,7 @@ class FirecrackerDriver(Rung):
         spec = SandboxSpec(timeout_seconds=boot, min_isolation=Level.VM)
         result = self.run_true(spec, "evalsi-fc-probe-")
         outcome = result.outcome
-        if succeeded(result):
+        if result.exit_code == 0:
             return self.report(True)
         if outcome.detail.startswith("guest did not boot"):
             reason = f"canary VM did not boot within {boot:g} s"

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from evalsi.sandbox import _capture, _cgroup, _profile, _rlimits, _seccomp, _uidpool, _workspace
 from evalsi.sandbox import _landlock_launch as ll
-from evalsi.sandbox._driver import Call, Rung, succeeded
+from evalsi.sandbox._driver import Call, Rung
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
@@ -150,7 +150,7 @@ class LandlockDriver(Rung):
             result = self.run_true(SandboxSpec(min_isolation=self.level), tmp="/tmp")
         except (OSError, ValueError) as exc:
             return self.report(False, f"probe could not run: {exc}")
-        if succeeded(result):
+        if result.exit_code == 0:
             return self.report(True)
         detail = result.outcome.detail or result.stderr.decode(errors="replace").strip()
         return self.report(False, f"profile failed on true: {result.outcome.kind} {detail}")
@@ -194,14 +194,11 @@ class LandlockDriver(Rung):
                     if slot.switch:
                         _profile.hand_over(tmp, slot.uid, slot.gid)
                     with contextlib.ExitStack() as stack:
-                        group = None
-                        if slot.switch:
-                            try:
-                                group = stack.enter_context(
-                                    _cgroup.limits(slot.uid, spec.resources)
-                                )
-                            except OSError as exc:  # never run without the reported totals
-                                return call.failed(isolation, f"cgroup: {exc}")
+                        limits = _cgroup.limits(slot.own_uid, spec.resources)
+                        try:
+                            group = stack.enter_context(limits)
+                        except OSError as exc:  # never run without the reported totals
+                            return call.failed(isolation, f"cgroup: {exc}")
                         isolation = _isolation(self.name, self.level, spec, _cgroup.missing(group))
                         config = self._config(
                             spec, workspace.resolve(), tmp, argv, call, slot, bpf, group

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalsi.sandbox import _capture, _rlimits
-from evalsi.sandbox._driver import Call, Rung, succeeded
+from evalsi.sandbox._driver import Call, Rung
 from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 
 # What a plain subprocess never enforces, whatever the spec says.
@@ -31,7 +31,7 @@ class NoneDriver(Rung):
 
     def probe(self) -> RungReport:
         result = self.run_true(SandboxSpec(min_isolation=Level.NONE))
-        ok = succeeded(result)
+        ok = result.exit_code == 0
         return self.report(ok, "" if ok else f"`true` did not succeed: {result.outcome}")
 
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
