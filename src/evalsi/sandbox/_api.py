@@ -16,11 +16,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from evalsi.core import UserError
-from evalsi.sandbox import _workspace
 from evalsi.sandbox._config import current_config
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._ladder import Ladder, default_ladder
 from evalsi.sandbox._types import ExecResult, Isolation, OutputCallback, SandboxSpec
+from evalsi.sandbox._workspace import create as create_workspace
+from evalsi.sandbox._workspace import remove as remove_workspace
+from evalsi.sandbox._workspace import remove_tree
 
 DEFAULT_COPY_OUT_BYTES = 16 << 20
 
@@ -51,7 +53,7 @@ class Sandbox:
         spec = spec or SandboxSpec()
         floor = max(spec.min_isolation, current_config().min_isolation)
         driver = (ladder or default_ladder()).choose(floor)
-        space = _workspace.create(spec.resources)  # private; bounded by a tmpfs as root
+        space = create_workspace(spec.resources)  # private; bounded by a tmpfs as root
         return cls(spec, driver, space.path, base=space.base)
 
     @property
@@ -161,9 +163,9 @@ class Sandbox:
         if self._workspace is None:
             return
         if self._base is not None:
-            _workspace.remove(self._base)
+            remove_workspace(self._base)
         else:
-            _workspace.remove_tree(self._workspace)
+            remove_tree(self._workspace)
         self._workspace = None
 
     def __enter__(self) -> Sandbox:

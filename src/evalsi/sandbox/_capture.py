@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalsi.sandbox import _uidpool
 from evalsi.sandbox._types import Outcome
+from evalsi.sandbox._uidpool import kill_leftovers
 
 FLOOD_FACTOR = 64
 LAUNCHER_CAP = 1 << 16  # what a launcher's own pipe may say (its errors, its status)
@@ -213,14 +213,10 @@ class Pipes:
         if self.launcher_r is not None:
             fds[self.launcher_r] = LAUNCHER_CAP
         names = {self.out_r: "stdout", self.err_r: "stderr"}
-        forward = None
-        if on_output is not None:
-            callback = on_output
 
-            def forward(fd: int, chunk: bytes) -> None:
-                name = names.get(fd)
-                if name is not None:
-                    callback(name, chunk)
+        def forward(fd: int, chunk: bytes) -> None:
+            if on_output is not None and fd in names:
+                on_output(names[fd], chunk)
 
         try:
             got = collect(
@@ -306,7 +302,7 @@ def _reap(proc: subprocess.Popen[bytes], until: float | None) -> tuple[int | Non
 
 def _stop(proc: subprocess.Popen[bytes], pool_uid: int | None) -> None:
     if pool_uid is not None:
-        _uidpool.kill_leftovers(pool_uid, spare=proc.pid)
+        kill_leftovers(pool_uid, spare=proc.pid)
         end = time.monotonic() + 2.0
         while time.monotonic() < end:  # the launcher exits once its child is gone
             if _exited(proc):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from evalsi.sandbox import _capture
+from evalsi.sandbox._capture import Captured
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
@@ -82,7 +82,7 @@ class Call:
         """The whole environment inside: ``defaults``, then the spec's, then this call's."""
         return {**defaults, **spec.env, **(self.env or {})}
 
-    def result(self, outcome: Outcome, isolation: Isolation, io: _capture.Captured) -> ExecResult:
+    def result(self, outcome: Outcome, isolation: Isolation, io: Captured) -> ExecResult:
         """The execution's result; a runner failure's stderr starts with what the launcher
         said on its own pipe (the program never holds it)."""
         stderr = bytes(io.err.head)

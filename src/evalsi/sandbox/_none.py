@@ -15,8 +15,10 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalsi.sandbox import _capture, _rlimits
+from evalsi.sandbox._capture import Collected, Pipes
 from evalsi.sandbox._driver import Call, Rung
+from evalsi.sandbox._rlimits import apply as apply_limits
+from evalsi.sandbox._rlimits import limits_for
 from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 
 # What a plain subprocess never enforces, whatever the spec says.
@@ -46,14 +48,14 @@ class NoneDriver(Rung):
         isolation = self.isolation_for(spec)
         # RLIMIT_NPROC would count every process of the host uid: left out. SIGXCPU at the
         # CPU limit (reported as cpu exceeded), SIGKILL one second later.
-        limits = _rlimits.limits_for(spec.resources, nproc=False, cpu_grace=1)
-        pipes = _capture.Pipes(call.stdin)
+        limits = limits_for(spec.resources, nproc=False, cpu_grace=1)
+        pipes = Pipes(call.stdin)
         try:
             proc = pipes.spawn(
                 argv,
                 cwd=workspace,
                 env=call.environ(spec, {}),
-                preexec_fn=lambda: _rlimits.apply(limits, clamp=True),  # only setrlimit
+                preexec_fn=lambda: apply_limits(limits, clamp=True),  # only setrlimit
             )
         except OSError as e:
             if isinstance(e, FileNotFoundError):
@@ -78,7 +80,7 @@ class NoneDriver(Rung):
         return call.result(_outcome(io.got), isolation, io)
 
 
-def _outcome(got: _capture.Collected) -> Outcome:
+def _outcome(got: Collected) -> Outcome:
     if (cut := got.cut_short()) is not None:
         return cut
     if got.returncode == -signal.SIGXCPU:
