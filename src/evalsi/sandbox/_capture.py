@@ -165,7 +165,7 @@ class Captured:
 class Pipes:
     """One execution's pipes: the program's stdout and stderr, its stdin (a pipe fed with
     ``stdin``, or /dev/null for None) and, with ``launcher``, the launcher's own pipe, which
-    the program never holds. The ``*_w`` ends and ``stdin_fd`` go to the child."""
+    the program never holds. The ``*_w`` ends are the child's."""
 
     def __init__(self, stdin: bytes | None, *, launcher: bool = False) -> None:
         self._input = stdin
