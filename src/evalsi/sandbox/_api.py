@@ -14,14 +14,15 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 
 from evalsi.core import UserError
-from evalsi.sandbox import _workspace
 from evalsi.sandbox._config import current_config
 from evalsi.sandbox._driver import Driver
 from evalsi.sandbox._ladder import Ladder, default_ladder
 from evalsi.sandbox._types import ExecResult, Isolation, OutputCallback, SandboxSpec
+from evalsi.sandbox._workspace import create as create_workspace
+from evalsi.sandbox._workspace import remove as remove_workspace
+from evalsi.sandbox._workspace import remove_tree
 
 DEFAULT_COPY_OUT_BYTES = 16 << 20
 
@@ -52,7 +53,7 @@ class Sandbox:
         spec = spec or SandboxSpec()
         floor = max(spec.min_isolation, current_config().min_isolation)
         driver = (ladder or default_ladder()).choose(floor)
-        space = _workspace.create(spec.resources)  # private; bounded by a tmpfs as root
+        space = create_workspace(spec.resources)  # private; bounded by a tmpfs as root
         return cls(spec, driver, space.path, base=space.base)
 
     @property
@@ -162,20 +163,15 @@ class Sandbox:
         if self._workspace is None:
             return
         if self._base is not None:
-            _workspace.remove(self._base)
+            remove_workspace(self._base)
         else:
-            _workspace.remove_tree(self._workspace)
+            remove_tree(self._workspace)
         self._workspace = None
 
     def __enter__(self) -> Sandbox:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.destroy()
 
 
@@ -309,18 +305,13 @@ def _require_regular(st: os.stat_result, relative: str) -> None:
         raise SandboxFileError(f"copy_out: {relative!r} is a {kind}, not a regular file; refused")
 
 
+_KINDS = {stat.S_IFLNK: "symlink", stat.S_IFDIR: "directory", stat.S_IFIFO: "FIFO",
+          stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+          stat.S_IFBLK: "block device"}  # fmt: skip
+
+
 def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISLNK, "symlink"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
 
 
 def _read_host_file(path: Path) -> bytes:

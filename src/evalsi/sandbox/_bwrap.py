@@ -14,29 +14,17 @@ before exec. So "bwrap: …" on the launcher pipe is a runner failure the progra
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
-import signal
 import subprocess
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
 from evalsi.sandbox import _capture, _cgroup, _profile, _rlimits, _seccomp, _uidpool, _workspace
-from evalsi.sandbox._types import (
-    ExecResult,
-    Isolation,
-    Level,
-    Outcome,
-    OutputCallback,
-    Resources,
-    RungReport,
-    SandboxSpec,
-)
+from evalsi.sandbox._driver import Call, Rung
+from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 
 _SANDBOX_ID = 65534
 # Child fd layout: 0 stdin, 1 stdout, 2 bwrap's own stderr, then these.
@@ -57,7 +45,7 @@ NOT_INSTALLED = "bubblewrap is not installed: apt-get install bubblewrap (Debian
 """The probe's reason when no ``bwrap`` binary is found (it is a system package, not a pip one)."""
 
 
-class BwrapDriver:
+class BwrapDriver(Rung):
     """Bubblewrap namespaces + seccomp allow-list + rlimits under a pool uid."""
 
     name = "bwrap"
@@ -75,7 +63,7 @@ class BwrapDriver:
 
     @property
     def isolation(self) -> Isolation:
-        missing: tuple[str, ...] = ("cgroup-cpu",) if _cgroup.available() else ("cgroup",)
+        missing = _cgroup.missing_here()
         if not _workspace.can_bound():
             missing += ("workspace-quota",)
         return Isolation(self.name, self.level, "partial", missing)
@@ -86,19 +74,17 @@ class BwrapDriver:
 
     def probe(self) -> RungReport:
         if self.binary is None or not os.access(self.binary, os.X_OK):
-            return RungReport(self.name, self.level, False, NOT_INSTALLED)
+            return self.report(False, NOT_INSTALLED)
         try:
             _seccomp.filter_bpf("deny")
         except _seccomp.SeccompUnavailable as exc:
-            return RungReport(self.name, self.level, False, f"seccomp filter failed: {exc}")
-        spec = SandboxSpec(timeout_seconds=10.0)
+            return self.report(False, f"seccomp filter failed: {exc}")
         try:
-            with tempfile.TemporaryDirectory(prefix="evalsi-probe-") as ws:
-                result = self.exec(spec, Path(ws), ["true"])
+            result = self.run_true(SandboxSpec(timeout_seconds=10.0))
         except (OSError, ValueError) as exc:  # e.g. a temp dir sandbox uids cannot reach
-            return RungReport(self.name, self.level, False, f"probe could not run: {exc}")
-        if result.outcome.kind == "exit" and result.outcome.code == 0:
-            return RungReport(self.name, self.level, True)
+            return self.report(False, f"probe could not run: {exc}")
+        if result.exit_code == 0:
+            return self.report(True)
         detail = result.outcome.detail or result.stderr.decode(errors="replace").strip()
         if "namespace" in detail or "uid map" in detail or "setting up uid" in detail:
             reason = f"user namespaces disabled: {detail}"
@@ -106,7 +92,7 @@ class BwrapDriver:
             reason = f"seccomp filter failed to load: {detail}"
         else:
             reason = f"profile failed on true: {result.outcome.kind} {detail}".strip()
-        return RungReport(self.name, self.level, False, reason)
+        return self.report(False, reason)
 
     def command(
         self,
@@ -123,26 +109,11 @@ class BwrapDriver:
             raise FileNotFoundError("bwrap not found")
         root = str(spec.root) if spec.root is not None else "/"
         cmd = [
-            self.binary,
-            "--unshare-all",
-            "--unshare-user",
-            "--disable-userns",
-            "--die-with-parent",
-            "--new-session",
-            "--as-pid-1",
-            "--clearenv",
-            "--cap-drop",
-            "ALL",
-            "--uid",
-            str(_SANDBOX_ID),
-            "--gid",
-            str(_SANDBOX_ID),
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            os.path.join(root, "usr"),
-            "/usr",
-        ]
+            self.binary, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--as-pid-1", "--clearenv", "--cap-drop", "ALL",
+            "--uid", str(_SANDBOX_ID), "--gid", str(_SANDBOX_ID), "--hostname", "sandbox",
+            "--ro-bind", os.path.join(root, "usr"), "/usr",
+        ]  # fmt: skip
         for name in _profile.TOP_LEVEL:
             host = os.path.join(root, name)
             if os.path.islink(host):
@@ -168,13 +139,7 @@ class BwrapDriver:
             cmd += ["--bind", cgroup_procs, _CGROUP_FILE]
         bind = "--ro-bind" if spec.file_access == "read-only" else "--bind"
         cmd += [bind, workspace, "/workspace", "--remount-ro", "/", "--chdir", "/workspace"]
-        merged = {
-            "PATH": _profile.PATH,
-            "HOME": "/workspace",
-            "LANG": "C.UTF-8",
-            **spec.env,
-            **(env or {}),
-        }
+        merged = {**_profile.environ("/workspace"), **spec.env, **(env or {})}
         for key, value in merged.items():
             cmd += ["--setenv", key, value]
         shim = _SHIM if cgroup_procs is None else _JOIN + _SHIM
@@ -182,181 +147,99 @@ class BwrapDriver:
         cmd += ["--", "/bin/sh", "-c", shim, "sh", *argv]
         return cmd
 
-    def exec(
-        self,
-        spec: SandboxSpec,
-        workspace: Path,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        timeout_seconds: float | None = None,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
+    def _exec(
+        self, spec: SandboxSpec, workspace: Path, argv: Sequence[str], call: Call
     ) -> ExecResult:
-        if not argv:
-            raise ValueError("argv is empty")
-        timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
-        start = time.perf_counter()
         if self.binary is None:
-            return self._failed(start, "bwrap not found")
+            return call.failed(self.isolation, "bwrap not found")
         try:
             seccomp_fd = _seccomp.filter_fd(spec.network)
         except (_seccomp.SeccompUnavailable, OSError) as exc:
-            return self._failed(start, f"seccomp: {exc}")
+            return call.failed(self.isolation, f"seccomp: {exc}")
         try:
-            with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
+            with _uidpool.acquire(timeout_seconds=max(call.timeout, 10.0)) as slot:
                 if slot.switch:
                     _profile.hand_over(workspace, slot.uid, slot.gid)
                     tmp = _workspace.private_tmp(workspace)
                     if tmp is not None:
                         _profile.hand_over(tmp, slot.uid, slot.gid)
-                limits = _cgroup.limits(slot.uid, spec.resources) if slot.switch else None
-                with limits or contextlib.nullcontext() as group:
-                    cmd = self.command(
-                        spec,
-                        argv,
-                        workspace=str(workspace.resolve()),
-                        env=env,
-                        cgroup_procs=group.procs[0] if group is not None else None,
-                    )
-                    return self._run(
-                        spec.resources,
-                        cmd,
-                        slot,
-                        group,
-                        seccomp_fd,
-                        stdin,
-                        timeout,
-                        start,
-                        on_output,
-                    )
+                with _cgroup.limits(slot.own_uid, spec.resources) as group:
+                    procs = group.procs[0] if group is not None else None
+                    ws = str(workspace.resolve())
+                    cmd = self.command(spec, argv, workspace=ws, env=call.env, cgroup_procs=procs)
+                    return self._run(spec, cmd, slot, group, seccomp_fd, call)
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
-            return self._failed(start, f"sandbox busy: {exc}")
+            return call.failed(self.isolation, f"sandbox busy: {exc}")
         except OSError as exc:  # the cgroup could not be made: never run without it
-            return self._failed(start, f"cgroup: {exc}")
+            return call.failed(self.isolation, f"cgroup: {exc}")
         finally:
             os.close(seccomp_fd)
 
     def _run(
         self,
-        res: Resources,
+        spec: SandboxSpec,
         cmd: list[str],
         slot: _uidpool.Slot,
         group: _cgroup.Group | None,
         seccomp_fd: int,
-        stdin: bytes | None,
-        timeout: float,
-        start: float,
-        on_output: OutputCallback | None,
+        call: Call,
     ) -> ExecResult:
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        bw_r, bw_w = os.pipe()
-        in_r, in_w = os.pipe() if stdin is not None else (None, None)
-        limits = _rlimits.limits_for(res)
+        pipes = _capture.Pipes(call.stdin, launcher=True)
+        limits = _rlimits.limits_for(spec.resources)
         _occupy_low_fds()
 
         def child_setup() -> None:  # runs in the forked child, before exec
-            high_err = _dup_high(err_w)
+            high_err = _dup_high(pipes.err_w)
             high_sec = _dup_high(seccomp_fd)
             os.dup2(high_err, _FD_PROG_ERR)
             os.dup2(high_sec, _FD_SECCOMP)
             _rlimits.apply(limits)
 
         try:
-            proc = subprocess.Popen(
+            proc = pipes.spawn(
                 cmd,
-                stdin=in_r if in_r is not None else subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=bw_w,
+                stderr=pipes.launcher_w,
                 pass_fds=(_FD_PROG_ERR, _FD_SECCOMP),
                 preexec_fn=child_setup,
-                start_new_session=True,
                 cwd="/",
-                user=slot.uid if slot.switch else None,
-                group=slot.gid if slot.switch else None,
-                extra_groups=[] if slot.switch else None,
+                **slot.popen_user(),
             )
         except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec setup
-            for fd in (out_r, out_w, err_r, err_w, bw_r, bw_w, in_r, in_w):
-                if fd is not None:
-                    os.close(fd)
-            return self._failed(start, f"bwrap could not start: {exc}")
-        for fd in (out_w, err_w, bw_w, in_r):
-            if fd is not None:
-                os.close(fd)
-        if in_w is not None:
-            _capture.feed_stdin(in_w, stdin or b"")
-        cap = res.output_bytes
-        try:
-            reap = slot.uid if slot.switch else None
-            fds = {out_r: cap, err_r: cap, bw_r: 1 << 16}
-            stream = _capture.streamer(on_output, {out_r: "stdout", err_r: "stderr"})
-            got = _capture.collect(proc, fds, timeout, reap, on_output=stream)
-        finally:
-            for fd in (out_r, err_r, bw_r):
-                os.close(fd)
-        out, err, launcher = got.streams[out_r], got.streams[err_r], got.streams[bw_r]
-        outcome = _classify(got, err, launcher, _rlimits.cpu_limit(res))
+            return call.failed(self.isolation, f"bwrap could not start: {exc}")
+        io = pipes.collect(
+            proc,
+            call.timeout,
+            spec.resources.output_bytes,
+            pool_uid=slot.own_uid,
+            on_output=call.on_output,
+        )
+        outcome = _classify(io, _rlimits.cpu_limit(spec.resources))
         if group is not None and outcome.kind in ("exit", "denied") and group.oom_killed():
             # the group's total, which no single process exceeded
             outcome = Outcome("resource_exceeded", code=outcome.code, detail="memory")
-        stderr = bytes(err.head)
-        if outcome.kind == "runner_failure":
-            stderr = bytes(launcher.head) + stderr
-        return ExecResult(
-            outcome=outcome,
-            stdout=bytes(out.head),
-            stderr=stderr,
-            duration_ms=(time.perf_counter() - start) * 1000,
-            isolation=self.isolation,
-            stdout_truncated=out.truncated,
-            stderr_truncated=err.truncated,
-        )
-
-    def _failed(self, start: float, detail: str) -> ExecResult:
-        return ExecResult(
-            outcome=Outcome("runner_failure", detail=detail),
-            stdout=b"",
-            stderr=b"",
-            duration_ms=(time.perf_counter() - start) * 1000,
-            isolation=self.isolation,
-        )
+        return call.result(outcome, self.isolation, io)
 
 
-def _classify(
-    got: _capture.Collected,
-    err: _capture.Stream,
-    launcher: _capture.Stream,
-    cpu_limit: float | None,
-) -> Outcome:
+def _classify(io: _capture.Captured, cpu_limit: float | None) -> Outcome:
     """Map bwrap's result to an outcome; bwrap reports a child killed by signal N as 128+N.
 
     Only bwrap's own pipe can carry a runner failure; the program's stderr is never read for
-    one. A SIGKILL counts as the CPU limit when the program's CPU time (from wait4) reached it."""
-    if got.timed_out:
-        return Outcome("timeout")
-    if got.flooded:
-        return Outcome("resource_exceeded", detail="output")
+    one."""
+    got = io.got
+    if (cut := got.cut_short()) is not None:
+        return cut
     rc = got.returncode
-    bw = bytes(launcher.head).decode(errors="replace").strip()
+    bw = bytes(io.launcher.head).decode(errors="replace").strip()
     if bw.startswith(("bwrap:", _SHIM_FAILED)) and rc == _BWRAP_CODE:
         return Outcome("runner_failure", detail=bw.splitlines()[0])
     if rc < 0:  # bwrap itself was killed
         return Outcome("runner_failure", detail=f"bwrap killed by signal {-rc}")
     if rc > 128:
         sig = rc - 128
-        if sig == signal.SIGSYS:
-            return Outcome("denied", code=-sig, detail="seccomp")
-        if sig == signal.SIGXCPU:
+        if _profile.hit_cpu_limit(sig, got, cpu_limit):
             return Outcome("resource_exceeded", code=-sig, detail="cpu")
-        if sig == signal.SIGXFSZ:
-            return Outcome("resource_exceeded", code=-sig, detail="disk")
-        # The kernel kills at the hard limit; rusage as bwrap reaps it can read a little under.
-        if sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= 0.9 * cpu_limit:
-            return Outcome("resource_exceeded", code=-sig, detail="cpu")
-        return Outcome("exit", code=-sig)
-    if rc != 0 and _profile.MEMORY.search(bytes(err.head[-4096:])):
+        return _profile.killed_by(sig) or Outcome("exit", code=-sig)
+    if _profile.out_of_memory(rc, bytes(io.err.head)):
         return Outcome("resource_exceeded", code=rc, detail="memory")
     return Outcome("exit", code=rc)
 

@@ -17,12 +17,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from evalsi.sandbox import _uidpool
+from evalsi.sandbox._types import Outcome
+from evalsi.sandbox._uidpool import kill_leftovers
 
 FLOOD_FACTOR = 64
+LAUNCHER_CAP = 1 << 16  # what a launcher's own pipe may say (its errors, its status)
 # After the launcher exited and its group was killed: how long pipes may stay open (held by a
 # descendant that left the session) before the rest of the output is given up.
 LINGER_SECONDS = 2.0
@@ -54,6 +57,12 @@ class Collected:
     flooded: bool
     returncode: int
     cpu_seconds: float  # user + system time of the launcher and everything it reaped
+
+    def cut_short(self) -> Outcome | None:
+        """The outcome when the collector ended the run: the wall clock, or an output flood."""
+        if self.timed_out:
+            return Outcome("timeout")
+        return Outcome("resource_exceeded", detail="output") if self.flooded else None
 
 
 def collect(
@@ -143,20 +152,96 @@ def collect(
     return Collected(streams, timed_out, flooded, rc, cpu)
 
 
-def streamer(
-    on_output: Callable[[str, bytes], None] | None, names: dict[int, str]
-) -> Callable[[int, bytes], None] | None:
-    """Adapt a caller's ``on_output(stream_name, chunk)`` to ``collect``'s fd-keyed one;
-    fds without a name (a launcher's own pipe) are not streamed."""
-    if on_output is None:
-        return None
+@dataclass(slots=True)
+class Captured:
+    """What ``Pipes.collect`` read: the program's two streams and the launcher's own."""
 
-    def forward(fd: int, chunk: bytes) -> None:
-        name = names.get(fd)
-        if name is not None:
-            on_output(name, chunk)
+    got: Collected
+    out: Stream
+    err: Stream
+    launcher: Stream
 
-    return forward
+
+class Pipes:
+    """One execution's pipes: the program's stdout and stderr, its stdin (a pipe fed with
+    ``stdin``, or /dev/null for None) and, with ``launcher``, the launcher's own pipe, which
+    the program never holds. The ``*_w`` ends are the child's."""
+
+    def __init__(self, stdin: bytes | None, *, launcher: bool = False) -> None:
+        self._input = stdin
+        self.out_r, self.out_w = os.pipe()
+        self.err_r, self.err_w = os.pipe()
+        self.launcher_r, self.launcher_w = _pipe(launcher)
+        self.in_r, self.in_w = _pipe(stdin is not None)
+
+    def spawn(self, argv: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in a new session on these pipes, its stderr the program's pipe
+        unless ``popen`` says otherwise; every end is closed if it cannot start."""
+        popen.setdefault("stderr", self.err_w)
+        stdin = self.in_r if self.in_r is not None else subprocess.DEVNULL
+        try:
+            return subprocess.Popen(
+                argv, stdin=stdin, stdout=self.out_w, start_new_session=True, **popen
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close every end: the child never started."""
+        close(self.out_w, self.err_w, self.launcher_w, self.in_r)
+        close(self.out_r, self.err_r, self.launcher_r, self.in_w)
+
+    def collect(
+        self,
+        proc: subprocess.Popen[bytes],
+        timeout_seconds: float,
+        cap: int,
+        *,
+        err_cap: int | None = None,
+        pool_uid: int | None = None,
+        end_group_on_exit: bool = False,
+        on_output: Callable[[str, bytes], None] | None = None,
+    ) -> Captured:
+        """Close the child's ends, feed its stdin and ``collect`` (each program stream capped
+        at ``cap``, stderr at ``err_cap`` if given); ``on_output`` sees the program's streams
+        by name, never the launcher's."""
+        close(self.out_w, self.err_w, self.launcher_w, self.in_r)
+        if self.in_w is not None:
+            feed_stdin(self.in_w, self._input or b"")
+        fds = {self.out_r: cap, self.err_r: cap if err_cap is None else err_cap}
+        if self.launcher_r is not None:
+            fds[self.launcher_r] = LAUNCHER_CAP
+        names = {self.out_r: "stdout", self.err_r: "stderr"}
+
+        def forward(fd: int, chunk: bytes) -> None:
+            if on_output is not None and fd in names:
+                on_output(names[fd], chunk)
+
+        try:
+            got = collect(
+                proc,
+                fds,
+                timeout_seconds,
+                pool_uid,
+                end_group_on_exit=end_group_on_exit,
+                on_output=forward,
+            )
+        finally:
+            close(self.out_r, self.err_r, self.launcher_r)
+        out, err = got.streams[self.out_r], got.streams[self.err_r]
+        launcher = Stream(0) if self.launcher_r is None else got.streams[self.launcher_r]
+        return Captured(got, out, err, launcher)
+
+
+def _pipe(wanted: bool) -> tuple[int | None, int | None]:
+    return os.pipe() if wanted else (None, None)
+
+
+def close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
 
 
 def feed_stdin(fd: int, data: bytes) -> None:
@@ -217,10 +302,10 @@ def _reap(proc: subprocess.Popen[bytes], until: float | None) -> tuple[int | Non
 
 def _stop(proc: subprocess.Popen[bytes], pool_uid: int | None) -> None:
     if pool_uid is not None:
-        _uidpool.kill_leftovers(pool_uid, spare=proc.pid)
+        kill_leftovers(pool_uid, spare=proc.pid)
         end = time.monotonic() + 2.0
         while time.monotonic() < end:  # the launcher exits once its child is gone
-            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            if _exited(proc):
                 return
             time.sleep(0.001)
     kill_group(proc)

@@ -57,6 +57,11 @@ def missing(group: Group | None) -> tuple[str, ...]:
     return ("cgroup",) if group is None else ("cgroup-cpu",)
 
 
+def missing_here() -> tuple[str, ...]:
+    """``missing`` for the group an execution here will get, said before it runs."""
+    return ("cgroup-cpu",) if available() else ("cgroup",)
+
+
 @functools.cache
 def unavailable_reason() -> str | None:
     """None when per-sandbox groups can be made here; else why not (probed once)."""
@@ -86,10 +91,10 @@ def available() -> bool:
 
 
 @contextlib.contextmanager
-def limits(uid: int, res: Resources) -> Iterator[Group | None]:
+def limits(uid: int | None, res: Resources) -> Iterator[Group | None]:
     """A fresh group for one execution under pool uid ``uid`` with ``res`` applied, removed
-    afterwards (None: cgroups are unavailable here)."""
-    if not available():
+    afterwards (None: cgroups are unavailable here, or there is no pool uid to hand it to)."""
+    if uid is None or not available():
         yield None
         return
     layout = _layout()

@@ -93,9 +93,9 @@ def parse_config(value: Any, where: str = "sandbox") -> SandboxConfig:
     raw_fc = value.get("firecracker")
     if raw_fc is not None:
         try:
-            firecracker = _firecracker_module().FirecrackerConfig.from_mapping(
-                raw_fc, f"{where}.firecracker"
-            )
+            # Imported here: the firecracker rung's module is only loaded when configured.
+            fc = importlib.import_module("evalsi.sandbox._firecracker")
+            firecracker = fc.FirecrackerConfig.from_mapping(raw_fc, f"{where}.firecracker")
         except ValueError as e:  # "<where>.firecracker.<key>: <why>"
             field_name, sep, why = str(e).partition(": ")
             problems.append((field_name, why) if sep else (f"{where}.firecracker", str(e)))
@@ -124,10 +124,6 @@ def _drivers(value: Any, where: str, problems: list[tuple[str, str]]) -> tuple[s
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _firecracker_module() -> Any:
-    return importlib.import_module("evalsi.sandbox._firecracker")
 
 
 _lock = threading.Lock()

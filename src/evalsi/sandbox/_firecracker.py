@@ -37,26 +37,16 @@ import math
 import os
 import secrets
 import signal
-import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from evalsi.sandbox import _capture
-from evalsi.sandbox._driver import Driver
-from evalsi.sandbox._types import (
-    ExecResult,
-    Isolation,
-    Level,
-    Outcome,
-    OutputCallback,
-    RungReport,
-    SandboxSpec,
-)
+from evalsi.sandbox import _capture, _profile
+from evalsi.sandbox._driver import Call, Rung
+from evalsi.sandbox._types import ExecResult, Isolation, Level, Outcome, RungReport, SandboxSpec
 from evalsi.sandbox._vmjob import (
     JobImageError,
     SerialParser,
@@ -72,7 +62,6 @@ NO_CONFIG = "no firecracker binary configured (sandbox.firecracker.binary in eva
 KERNEL_ARGS = "console=ttyS0 reboot=k panic=1 pci=off quiet loglevel=1 random.trust_cpu=on"
 GUEST_OVERHEAD_MB = 64  # the guest kernel and init, on top of the program's memory
 DEFAULT_MEMORY_MB = 512
-_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LAUNCHER_STDERR_CAP = 1 << 16
 LOG_NAME = "firecracker.log"
 _REPORT_GRACE_SECONDS = 5.0  # after the program's wall clock: kill leftovers, unmount, reboot
@@ -109,7 +98,7 @@ class FirecrackerConfig:
             raise ValueError(
                 f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_KEYS)})"
             )
-        paths = {key: _path(d, key, where) for key in ("binary", "kernel", "rootfs")}
+        binary, kernel, rootfs = (_path(d, key, where) for key in ("binary", "kernel", "rootfs"))
         vcpus = d.get("vcpus", 1)
         if isinstance(vcpus, bool) or not isinstance(vcpus, int) or not 1 <= vcpus <= 32:
             raise ValueError(f"{where}.vcpus: expected an integer from 1 to 32, got {vcpus!r}")
@@ -119,12 +108,7 @@ class FirecrackerConfig:
         ):
             raise ValueError(f"{where}.memory_mb: expected an integer ≥ 128 (MiB), got {memory!r}")
         boot = d.get("boot_timeout_seconds", 10.0)
-        if (
-            isinstance(boot, bool)
-            or not isinstance(boot, int | float)
-            or not math.isfinite(boot)
-            or not 0 < boot <= 600
-        ):
+        if isinstance(boot, bool) or not isinstance(boot, int | float) or not 0 < boot <= 600:
             raise ValueError(
                 f"{where}.boot_timeout_seconds: expected a number of seconds in (0, 600], "
                 f"got {boot!r}"
@@ -135,15 +119,7 @@ class FirecrackerConfig:
                 f"{where}.guest_python: expected an absolute path without spaces or quotes "
                 f"inside the guest, got {python!r}"
             )
-        return cls(
-            paths["binary"],
-            paths["kernel"],
-            paths["rootfs"],
-            vcpus,
-            memory,
-            float(boot),
-            python,
-        )
+        return cls(binary, kernel, rootfs, vcpus, memory, float(boot), python)
 
 
 def _path(d: Mapping[str, Any], key: str, where: str) -> Path:
@@ -176,22 +152,15 @@ def vm_config(
         memory = (spec.resources.memory_mb or DEFAULT_MEMORY_MB) + GUEST_OVERHEAD_MB
     return {
         "boot-source": {"kernel_image_path": str(config.kernel), "boot_args": boot_args(config)},
-        "drives": [
-            {
-                "drive_id": "rootfs",
-                "path_on_host": str(rootfs),
-                "is_root_device": True,
-                "is_read_only": True,
-            },
-            {
-                "drive_id": "job",
-                "path_on_host": str(job_image),
-                "is_root_device": False,
-                "is_read_only": False,
-            },
-        ],
+        "drives": [_drive("rootfs", rootfs, root=True), _drive("job", job_image, root=False)],
         "machine-config": {"vcpu_count": config.vcpus, "mem_size_mib": memory, "smt": False},
     }
+
+
+def _drive(name: str, path: Path, *, root: bool) -> dict[str, Any]:
+    """The root drive is read-only; the job drive is the one the guest writes."""
+    return {"drive_id": name, "path_on_host": str(path), "is_root_device": root,
+            "is_read_only": root}  # fmt: skip
 
 
 def guest_limits(spec: SandboxSpec) -> dict[str, int | None]:
@@ -205,7 +174,7 @@ def guest_limits(spec: SandboxSpec) -> dict[str, int | None]:
     }
 
 
-class FirecrackerDriver:
+class FirecrackerDriver(Rung):
     """One microVM per exec; available only after a canary VM ran ``true``."""
 
     name = "firecracker"
@@ -226,20 +195,19 @@ class FirecrackerDriver:
     def probe(self) -> RungReport:
         reason = self._static_reason()
         if reason:
-            return RungReport(self.name, self.level, False, reason)
+            return self.report(False, reason)
         assert self.config is not None
         boot = self.config.boot_timeout_seconds
         spec = SandboxSpec(timeout_seconds=boot, min_isolation=Level.VM)
-        with tempfile.TemporaryDirectory(prefix="evalsi-fc-probe-") as ws:
-            result = self.exec(spec, Path(ws), ["true"])
+        result = self.run_true(spec, "evalsi-fc-probe-")
         outcome = result.outcome
-        if outcome.kind == "exit" and outcome.code == 0:
-            return RungReport(self.name, self.level, True)
+        if result.exit_code == 0:
+            return self.report(True)
         if outcome.detail.startswith("guest did not boot"):
             reason = f"canary VM did not boot within {boot:g} s"
         else:
             reason = f"canary VM failed on true: {outcome.kind} {outcome.detail}".strip()
-        return RungReport(self.name, self.level, False, reason)
+        return self.report(False, reason)
 
     def _static_reason(self) -> str:
         c = self.config
@@ -263,62 +231,48 @@ class FirecrackerDriver:
         os.close(fd)
         return ""
 
-    def exec(
-        self,
-        spec: SandboxSpec,
-        workspace: Path,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        timeout_seconds: float | None = None,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
+    def _exec(
+        self, spec: SandboxSpec, workspace: Path, argv: Sequence[str], call: Call
     ) -> ExecResult:
-        if not argv:
-            raise ValueError("argv is empty")
-        start = time.perf_counter()
         isolation = self.isolation_for(spec)
         config = self.config
         if config is None:
-            return _failed(start, isolation, NO_CONFIG)
+            return call.failed(isolation, NO_CONFIG)
         rootfs = config.rootfs
         if spec.root is not None:
             if not spec.root.is_file():
-                return _failed(
-                    start,
+                return call.failed(
                     isolation,
                     f"firecracker: spec.root {spec.root} is not an ext4 image file "
                     "(an unpacked directory cannot be a VM's root drive)",
                 )
             rootfs = spec.root
-        timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
-        merged = {"PATH": _PATH, "HOME": "/workspace", "LANG": "C.UTF-8", **spec.env, **(env or {})}
+        merged = call.environ(spec, _profile.environ("/workspace"))
         nonce = secrets.token_hex(16)
         job = job_description(
             nonce=nonce,
             argv=argv,
             env=merged,
-            timeout_seconds=timeout,
+            timeout_seconds=call.timeout,
             output_bytes=spec.resources.output_bytes,
             limits=guest_limits(spec),
             network=spec.network,
             read_only=spec.file_access == "read-only",
-            has_stdin=stdin is not None,
+            has_stdin=call.stdin is not None,
         )
         with tempfile.TemporaryDirectory(prefix="evalsi-fc-") as tmp_name:
             tmp = Path(tmp_name)
             image = tmp / "job.ext4"
             try:
-                build_job_image(
-                    image, tmp / "staging", workspace, job, stdin, spec.resources.disk_mb or 64
-                )
+                disk_mb = spec.resources.disk_mb or 64
+                build_job_image(image, tmp / "staging", workspace, job, call.stdin, disk_mb)
             except (JobImageError, OSError) as e:
-                return _failed(start, isolation, f"job image: {e}")
+                return call.failed(isolation, f"job image: {e}")
             cfg = tmp / "vm.json"
             cfg.write_text(json.dumps(vm_config(config, spec, rootfs, image), indent=2))
-            run = self._boot(config, cfg, tmp, nonce, spec, timeout, on_output)
+            run = self._boot(config, cfg, tmp, nonce, spec, call)
             if isinstance(run, str):
-                return _failed(start, isolation, run)
+                return call.failed(isolation, run)
             got, parser, booted_out, launcher = run
             outcome = classify(got, parser, booted_out, launcher, config.boot_timeout_seconds)
             log_tail = _tail(tmp / LOG_NAME) if outcome.kind == "runner_failure" else b""
@@ -335,15 +289,10 @@ class FirecrackerDriver:
         stderr = bytes(parser.stderr)
         if outcome.kind == "runner_failure":  # what Firecracker and the console last said
             stderr = bytes(launcher.head) + log_tail + bytes(parser.noise) + stderr
-        return ExecResult(
-            outcome=outcome,
-            stdout=bytes(parser.stdout),
-            stderr=stderr,
-            duration_ms=(time.perf_counter() - start) * 1000,
-            isolation=isolation,
-            stdout_truncated=parser.dropped["stdout"] > 0 or _positive(dropped, 0),
-            stderr_truncated=parser.dropped["stderr"] > 0 or _positive(dropped, 1),
-        )
+        out_cut = parser.dropped["stdout"] > 0 or _positive(dropped, 0)
+        err_cut = parser.dropped["stderr"] > 0 or _positive(dropped, 1)
+        out = bytes(parser.stdout)
+        return ExecResult(outcome, out, stderr, call.elapsed_ms(), isolation, out_cut, err_cut)
 
     def _boot(
         self,
@@ -352,43 +301,27 @@ class FirecrackerDriver:
         tmp: Path,
         nonce: str,
         spec: SandboxSpec,
-        timeout: float,
-        on_output: OutputCallback | None,
+        call: Call,
     ) -> tuple[_capture.Collected, SerialParser, bool, _capture.Stream] | str:
         """Run Firecracker and collect its console; a string is a runner failure."""
         cap = spec.resources.output_bytes
-        parser = SerialParser(nonce, cap, on_output)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        parser = SerialParser(nonce, cap, call.on_output)
+        pipes = _capture.Pipes(None)
         # Its log goes to a file: on the console it could split a record line in two.
         log = tmp / LOG_NAME
         log.touch(mode=0o600)
         cmd = [str(config.binary), "--no-api", "--config-file", str(cfg)]
         cmd += ["--log-path", str(log), "--level", "Warning"]
         try:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=tmp,
-                env={"PATH": _PATH},
-                close_fds=True,
-                start_new_session=True,
-            )
+            proc = pipes.spawn(cmd, cwd=tmp, env={"PATH": _profile.PATH})
         except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w):
-                os.close(fd)
             return f"firecracker could not start: {e}"
-        os.close(out_w)
-        os.close(err_w)
         try:
             pidfd = os.pidfd_open(proc.pid)  # kills by pidfd never hit a reused pid
         except OSError as e:
+            pipes.close()
             _capture.kill_group(proc)
             proc.wait()
-            for fd in (out_r, err_r):
-                os.close(fd)
             return f"pidfd_open failed (Linux 5.3 or later is needed): {e}"
         booted_out = threading.Event()
 
@@ -401,19 +334,20 @@ class FirecrackerDriver:
         timer = threading.Timer(config.boot_timeout_seconds, boot_expired)
         timer.daemon = True
 
-        def feed(fd: int, chunk: bytes) -> None:
-            if fd == out_r:
+        def feed(stream: str, chunk: bytes) -> None:
+            if stream == "stdout":
                 parser.feed(chunk)
 
         # The console carries base64 (4/3) of both streams, record framing and kernel noise.
         serial_cap = (2 * cap * 4) // 3 + (2 * cap // 768 + 64) * 64 + (1 << 20)
-        wall = config.boot_timeout_seconds + timeout + _REPORT_GRACE_SECONDS
+        wall = config.boot_timeout_seconds + call.timeout + _REPORT_GRACE_SECONDS
         timer.start()
         try:
-            got = _capture.collect(
+            io = pipes.collect(
                 proc,
-                {out_r: serial_cap, err_r: _LAUNCHER_STDERR_CAP},
                 wall,
+                serial_cap,
+                err_cap=_LAUNCHER_STDERR_CAP,
                 end_group_on_exit=True,
                 on_output=feed,
             )
@@ -421,10 +355,8 @@ class FirecrackerDriver:
             timer.cancel()
             timer.join()
             os.close(pidfd)
-            os.close(out_r)
-            os.close(err_r)
         parser.finish()
-        return got, parser, booted_out.is_set(), got.streams[err_r]
+        return io.got, parser, booted_out.is_set(), io.err
 
 
 def classify(
@@ -517,16 +449,6 @@ def _positive(values: Any, index: int) -> bool:
         return False
 
 
-def _failed(start: float, isolation: Isolation, detail: str) -> ExecResult:
-    return ExecResult(
-        outcome=Outcome("runner_failure", detail=detail),
-        stdout=b"",
-        stderr=b"",
-        duration_ms=(time.perf_counter() - start) * 1000,
-        isolation=isolation,
-    )
-
-
-def firecracker_rung(config: FirecrackerConfig | None = None) -> Driver:
+def firecracker_rung(config: FirecrackerConfig | None = None) -> FirecrackerDriver:
     """The vm rung for the ladder; without a config its probe says what to configure."""
     return FirecrackerDriver(config)

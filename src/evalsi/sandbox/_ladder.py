@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evalsi.sandbox._config import SandboxConfig, config_generation, current_config
@@ -22,20 +22,19 @@ from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
     Level,
-    OutputCallback,
     RungReport,
     SandboxSpec,
     SandboxUnavailable,
 )
 
 
+@dataclass(eq=False)
 class UnavailableDriver:
     """A rung that is known not to work here; ``exec`` refuses (the ladder never picks it)."""
 
-    def __init__(self, name: str, level: Level, reason: str) -> None:
-        self.name = name
-        self.level = level
-        self.reason = reason
+    name: str
+    level: Level
+    reason: str
 
     def probe(self) -> RungReport:
         return RungReport(self.name, self.level, False, self.reason)
@@ -43,17 +42,7 @@ class UnavailableDriver:
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
         return Isolation(self.name, self.level, "partial", ("unavailable",))
 
-    def exec(
-        self,
-        spec: SandboxSpec,
-        workspace: Path,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        timeout_seconds: float | None = None,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> ExecResult:
+    def exec(self, *_: Any, **__: Any) -> ExecResult:
         raise SandboxUnavailable(f"SANDBOX_UNAVAILABLE: {self.name}: {self.reason}")
 
 

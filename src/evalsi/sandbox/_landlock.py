@@ -40,25 +40,21 @@ import errno
 import functools
 import marshal
 import os
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from evalsi.sandbox import _capture, _cgroup, _profile, _rlimits, _seccomp, _uidpool, _workspace
 from evalsi.sandbox import _landlock_launch as ll
-from evalsi.sandbox._driver import Driver
+from evalsi.sandbox._driver import Call, Rung
 from evalsi.sandbox._types import (
     ExecResult,
     Isolation,
     Level,
     Outcome,
-    OutputCallback,
-    Resources,
     RungReport,
     SandboxSpec,
     SandboxUnavailable,
@@ -66,18 +62,10 @@ from evalsi.sandbox._types import (
 
 _RX = ll.FS_READ_FILE | ll.FS_READ_DIR | ll.FS_EXECUTE
 _RW = (
-    _RX
-    | ll.FS_WRITE_FILE
-    | ll.FS_REMOVE_DIR
-    | ll.FS_REMOVE_FILE
-    | ll.FS_MAKE_DIR
-    | ll.FS_MAKE_REG
-    | ll.FS_MAKE_SYM
-    | ll.FS_MAKE_FIFO
-    | ll.FS_MAKE_SOCK
-    | ll.FS_REFER
+    _RX | ll.FS_WRITE_FILE | ll.FS_REMOVE_DIR | ll.FS_REMOVE_FILE | ll.FS_MAKE_DIR
+    | ll.FS_MAKE_REG | ll.FS_MAKE_SYM | ll.FS_MAKE_FIFO | ll.FS_MAKE_SOCK | ll.FS_REFER
     | ll.FS_TRUNCATE
-)
+)  # fmt: skip
 _MARSHAL_VERSION = 4  # readable by any Python 3.4+ launcher interpreter
 _BACKSTOP = 5.0  # seconds past the deadline before the collector kills the launcher
 _DEV_RW = ("/dev/null", "/dev/zero", "/dev/full")
@@ -108,7 +96,7 @@ _PROC_SELF: tuple[tuple[str, int], ...] = (
 _OOM_SCORE_ADJ = 1000  # in a memory cgroup: the program dies first, not the launcher
 
 
-class LandlockDriver:
+class LandlockDriver(Rung):
     """Landlock (ABI ≥ 6) + seccomp allow-list + rlimits under a pool uid."""
 
     name = "landlock"
@@ -146,45 +134,33 @@ class LandlockDriver:
             why = {errno.ENOSYS: "not built in", errno.EOPNOTSUPP: "disabled at boot"}.get(
                 exc.errno or 0, exc.strerror
             )
-            return self._report(False, f"Landlock not supported/disabled ({why})")
+            return self.report(False, f"Landlock not supported/disabled ({why})")
         if self._abi_override is not None:
             abi = min(abi, self._abi_override)
         refusal = ll.abi_refusal(abi)
         if refusal is not None:
-            return self._report(False, refusal)
+            return self.report(False, refusal)
         try:
             self._bpf("deny")
         except _seccomp.SeccompUnavailable as exc:
-            return self._report(False, f"seccomp filter failed: {exc}")
+            return self.report(False, f"seccomp filter failed: {exc}")
         if self.python is None:
-            return self._report(False, "no Python interpreter the sandbox uids can execute")
+            return self.report(False, "no Python interpreter the sandbox uids can execute")
         try:
-            with tempfile.TemporaryDirectory(prefix="evalsi-probe-", dir="/tmp") as ws:
-                result = self.exec(SandboxSpec(min_isolation=self.level), Path(ws), ["true"])
+            result = self.run_true(SandboxSpec(min_isolation=self.level), tmp="/tmp")
         except (OSError, ValueError) as exc:
-            return self._report(False, f"probe could not run: {exc}")
-        if result.outcome.kind == "exit" and result.outcome.code == 0:
-            return self._report(True, "")
+            return self.report(False, f"probe could not run: {exc}")
+        if result.exit_code == 0:
+            return self.report(True)
         detail = result.outcome.detail or result.stderr.decode(errors="replace").strip()
-        return self._report(False, f"profile failed on true: {result.outcome.kind} {detail}")
+        return self.report(False, f"profile failed on true: {result.outcome.kind} {detail}")
 
     def isolation_for(self, spec: SandboxSpec) -> Isolation:
-        cgroups = ("cgroup-cpu",) if _cgroup.available() else ("cgroup",)
-        return _isolation(self.name, self.level, spec, cgroups)
+        return _isolation(self.name, self.level, spec, _cgroup.missing_here())
 
-    def exec(
-        self,
-        spec: SandboxSpec,
-        workspace: Path,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        timeout_seconds: float | None = None,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
+    def _exec(
+        self, spec: SandboxSpec, workspace: Path, argv: Sequence[str], call: Call
     ) -> ExecResult:
-        if not argv:
-            raise ValueError("argv is empty")
         if spec.root is not None:  # never run the host's binaries in place of an image's
             raise SandboxUnavailable(
                 "SANDBOX_UNAVAILABLE: landlock: an image root (spec.root) needs a mount "
@@ -197,16 +173,14 @@ class LandlockDriver:
                 "network); the namespaced rung (bwrap) can"
             )
         isolation = self.isolation_for(spec)  # until the cgroups are known
-        timeout = spec.timeout_seconds if timeout_seconds is None else timeout_seconds
-        start = time.perf_counter()
         try:
             bpf = self._bpf(spec.network)
         except _seccomp.SeccompUnavailable as exc:
-            return _failed(start, isolation, f"seccomp: {exc}")
+            return call.failed(isolation, f"seccomp: {exc}")
         if self.python is None:
-            return _failed(start, isolation, "landlock: no usable Python for the launcher")
+            return call.failed(isolation, "landlock: no usable Python for the launcher")
         try:
-            with _uidpool.acquire(timeout_seconds=max(timeout, 10.0)) as slot:
+            with _uidpool.acquire(timeout_seconds=max(call.timeout, 10.0)) as slot:
                 if slot.switch:  # read-only: root keeps the files (no chmod by their owner)
                     read_only = spec.file_access == "read-only"
                     _profile.hand_over(workspace, slot.uid, slot.gid, read_only=read_only)
@@ -220,23 +194,19 @@ class LandlockDriver:
                     if slot.switch:
                         _profile.hand_over(tmp, slot.uid, slot.gid)
                     with contextlib.ExitStack() as stack:
-                        group = None
-                        if slot.switch:
-                            try:
-                                group = stack.enter_context(
-                                    _cgroup.limits(slot.uid, spec.resources)
-                                )
-                            except OSError as exc:  # never run without the reported totals
-                                return _failed(start, isolation, f"cgroup: {exc}")
+                        limits = _cgroup.limits(slot.own_uid, spec.resources)
+                        try:
+                            group = stack.enter_context(limits)
+                        except OSError as exc:  # never run without the reported totals
+                            return call.failed(isolation, f"cgroup: {exc}")
                         isolation = _isolation(self.name, self.level, spec, _cgroup.missing(group))
                         config = self._config(
-                            spec, workspace.resolve(), tmp, argv, env, slot, bpf, timeout, group
+                            spec, workspace.resolve(), tmp, argv, call, slot, bpf, group
                         )
                         try:
                             return self._run(
-                                self.python, config, spec.resources, slot, group, stdin,
-                                timeout, start, isolation, on_output,
-                            )  # fmt: skip
+                                self.python, config, spec, slot, group, call, isolation
+                            )
                         finally:
                             if slot.switch:  # anything that outlived the launcher, before
                                 _uidpool.kill_leftovers(slot.uid)  # its cgroups go
@@ -244,7 +214,7 @@ class LandlockDriver:
                     if shared_tmp is None:
                         _workspace.remove_tree(tmp)
         except TimeoutError as exc:  # every pool uid busy: infrastructure, retried
-            return _failed(start, isolation, f"sandbox busy: {exc}")
+            return call.failed(isolation, f"sandbox busy: {exc}")
 
     def _bpf(self, network: _seccomp.NetworkMode) -> bytes:
         if self._bpf_override is not None:
@@ -258,10 +228,9 @@ class LandlockDriver:
         workspace: Path,
         tmp: Path,
         argv: Sequence[str],
-        env: Mapping[str, str] | None,
+        call: Call,
         slot: _uidpool.Slot,
         bpf: bytes,
-        timeout: float,
         group: _cgroup.Group | None,
     ) -> dict[str, object]:
         """What the launcher needs: rules as (path, access, required) triples."""
@@ -282,14 +251,7 @@ class LandlockDriver:
         rules += [(str(path), _RX, True) for path in spec.read_only_paths]
         rules.append((str(workspace), _RX if spec.file_access == "read-only" else _RW, True))
         rules.append((str(tmp), _RW, True))
-        merged = {
-            "PATH": _profile.PATH,
-            "HOME": str(workspace),
-            "LANG": "C.UTF-8",
-            "TMPDIR": str(tmp),
-            **spec.env,
-            **(env or {}),
-        }
+        merged = call.environ(spec, {**_profile.environ(str(workspace)), "TMPDIR": str(tmp)})
         limits = _rlimits.limits_for(spec.resources, nproc=slot.switch, cpu_grace=1)
         return {
             "parent": os.getpid(),
@@ -306,82 +268,49 @@ class LandlockDriver:
             "rlimits": limits,
             "seccomp": bpf,
             "abi_override": self._abi_override,
-            "timeout": timeout,
+            "timeout": call.timeout,
         }
 
     def _run(
         self,
         python: str,
         config: dict[str, object],
-        res: Resources,
+        spec: SandboxSpec,
         slot: _uidpool.Slot,
         group: _cgroup.Group | None,
-        stdin: bytes | None,
-        timeout: float,
-        start: float,
+        call: Call,
         isolation: Isolation,
-        on_output: OutputCallback | None,
     ) -> ExecResult:
         cfg_fd = os.memfd_create("evalsi-landlock", os.MFD_CLOEXEC)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        in_r, in_w = os.pipe() if stdin is not None else (None, None)
         try:
             data = memoryview(marshal.dumps(config, _MARSHAL_VERSION))
             while data:
                 data = data[os.write(cfg_fd, data) :]
             os.lseek(cfg_fd, 0, os.SEEK_SET)
-            cmd = [python, "-I", "-S", "-c", _launcher_source(), str(cfg_fd), str(rep_w)]
-            proc = subprocess.Popen(
-                cmd,
-                stdin=in_r if in_r is not None else subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                pass_fds=(cfg_fd, rep_w),
-                start_new_session=True,
-                cwd="/",
-                env={},
-                user=slot.uid if slot.switch else None,
-                group=slot.gid if slot.switch else None,
-                extra_groups=[] if slot.switch else None,
+            pipes = _capture.Pipes(call.stdin, launcher=True)
+            report_fd = pipes.launcher_w
+            assert report_fd is not None
+            cmd = [python, "-I", "-S", "-c", _launcher_source(), str(cfg_fd), str(report_fd)]
+            proc = pipes.spawn(
+                cmd, pass_fds=(cfg_fd, report_fd), cwd="/", env={}, **slot.popen_user()
             )
         except (OSError, subprocess.SubprocessError) as exc:
-            _close(out_r, err_r, rep_r, in_w)
-            return _failed(start, isolation, f"landlock launcher could not start: {exc}")
+            return call.failed(isolation, f"landlock launcher could not start: {exc}")
         finally:
-            _close(cfg_fd, out_w, err_w, rep_w, in_r)
-        if in_w is not None:
-            _capture.feed_stdin(in_w, stdin or b"")
-        cap = res.output_bytes
-        try:
-            reap = slot.uid if slot.switch else None
-            fds = {out_r: cap, err_r: cap, rep_r: 1 << 16}
-            stream = _capture.streamer(on_output, {out_r: "stdout", err_r: "stderr"})
-            # The launcher enforces the deadline (and kills its whole domain); the collector's
-            # is the backstop for a launcher that hangs.
-            got = _capture.collect(proc, fds, timeout + _BACKSTOP, reap, on_output=stream)
-        finally:
-            _close(out_r, err_r, rep_r)
-        out, err, rep = got.streams[out_r], got.streams[err_r], got.streams[rep_r]
-        outcome = classify(
-            got, bytes(err.head), bytes(rep.head), _rlimits.cpu_limit(res), group=group
+            os.close(cfg_fd)
+        # The launcher enforces the deadline (and kills its whole domain); the collector's
+        # is the backstop for a launcher that hangs.
+        io = pipes.collect(
+            proc,
+            call.timeout + _BACKSTOP,
+            spec.resources.output_bytes,
+            pool_uid=slot.own_uid,
+            on_output=call.on_output,
         )
-        stderr = bytes(err.head)
-        if outcome.kind == "runner_failure":
-            stderr = bytes(rep.head) + stderr
-        return ExecResult(
-            outcome=outcome,
-            stdout=bytes(out.head),
-            stderr=stderr,
-            duration_ms=(time.perf_counter() - start) * 1000,
-            isolation=isolation,
-            stdout_truncated=out.truncated,
-            stderr_truncated=err.truncated,
-        )
-
-    def _report(self, available: bool, reason: str) -> RungReport:
-        return RungReport(self.name, self.level, available, reason)
+        cpu_limit = _rlimits.cpu_limit(spec.resources)
+        report = bytes(io.launcher.head)
+        outcome = classify(io.got, bytes(io.err.head), report, cpu_limit, group=group)
+        return call.result(outcome, isolation, io)
 
 
 def classify(
@@ -395,10 +324,8 @@ def classify(
     """Map the launcher's report to an outcome. Only the report pipe (which the program never
     holds) can carry a runner failure or the program's status; ``group`` (the execution's
     cgroups) says whether the memory or process total struck."""
-    if got.timed_out:
-        return Outcome("timeout")
-    if got.flooded:
-        return Outcome("resource_exceeded", detail="output")
+    if (cut := got.cut_short()) is not None:
+        return cut
     lines = report.decode(errors="replace").splitlines()
     for line in lines:
         if line.startswith("error "):
@@ -414,26 +341,14 @@ def classify(
         return Outcome("runner_failure", detail=detail)
     how, number = status[1], int(status[2])
     code = -number if how == "signal" else number
-    if how == "signal":
-        if number == signal.SIGSYS:
-            return Outcome("denied", code=code, detail="seccomp")
-        if number == signal.SIGXCPU:
-            return Outcome("resource_exceeded", code=code, detail="cpu")
-        if number == signal.SIGXFSZ:
-            return Outcome("resource_exceeded", code=code, detail="disk")
+    killed = _profile.killed_by(number) if how == "signal" else None
+    if killed is not None:
+        return killed
     if oom:  # any process of the program was OOM-killed: the sandbox hit its memory limit
         return Outcome("resource_exceeded", code=code, detail="memory")
-    if how == "signal":
-        # RLIMIT_CPU's hard limit (SIGKILL, for a program that ignores SIGXCPU). The rusage
-        # the collector sees can fall a little short of the limit the kernel counted.
-        if (
-            number == signal.SIGKILL
-            and cpu_limit is not None
-            and got.cpu_seconds >= 0.9 * cpu_limit
-        ):
-            return Outcome("resource_exceeded", code=code, detail="cpu")
-        return Outcome("exit", code=code)
-    if number != 0 and _profile.MEMORY.search(stderr[-4096:]):
+    if how == "signal" and _profile.hit_cpu_limit(number, got, cpu_limit):
+        return Outcome("resource_exceeded", code=code, detail="cpu")
+    if how != "signal" and _profile.out_of_memory(number, stderr):
         return Outcome("resource_exceeded", code=code, detail="memory")
     return Outcome("exit", code=code)
 
@@ -451,14 +366,9 @@ def _isolation(name: str, level: Level, spec: SandboxSpec, cgroups: Sequence[str
     return Isolation(name, level, "partial", tuple(missing))
 
 
-def landlock_rung() -> Driver:
-    """The Landlock driver, or an unavailable rung saying why it could not be built."""
-    try:
-        return LandlockDriver()
-    except Exception as exc:  # noqa: BLE001 - a driver that cannot start is an unavailable rung
-        from evalsi.sandbox._ladder import UnavailableDriver
-
-        return UnavailableDriver("landlock", Level.CONFINED, f"driver could not start: {exc}")
+def landlock_rung() -> LandlockDriver:
+    """The confined rung for the ladder."""
+    return LandlockDriver()
 
 
 @functools.cache
@@ -476,19 +386,3 @@ def _usable_by_others(path: str) -> bool:
         return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
     except OSError:
         return False
-
-
-def _failed(start: float, isolation: Isolation, detail: str) -> ExecResult:
-    return ExecResult(
-        outcome=Outcome("runner_failure", detail=detail),
-        stdout=b"",
-        stderr=b"",
-        duration_ms=(time.perf_counter() - start) * 1000,
-        isolation=isolation,
-    )
-
-
-def _close(*fds: int | None) -> None:
-    for fd in fds:
-        if fd is not None:
-            os.close(fd)

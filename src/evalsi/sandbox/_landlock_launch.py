@@ -48,23 +48,13 @@ SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
 
-# Filesystem rights (ABI 1 unless noted).
-FS_EXECUTE = 1 << 0
-FS_WRITE_FILE = 1 << 1
-FS_READ_FILE = 1 << 2
-FS_READ_DIR = 1 << 3
-FS_REMOVE_DIR = 1 << 4
-FS_REMOVE_FILE = 1 << 5
-FS_MAKE_CHAR = 1 << 6
-FS_MAKE_DIR = 1 << 7
-FS_MAKE_REG = 1 << 8
-FS_MAKE_SOCK = 1 << 9
-FS_MAKE_FIFO = 1 << 10
-FS_MAKE_BLOCK = 1 << 11
-FS_MAKE_SYM = 1 << 12
-FS_REFER = 1 << 13  # ABI 2
-FS_TRUNCATE = 1 << 14  # ABI 3
-FS_IOCTL_DEV = 1 << 15  # ABI 5
+# Filesystem rights, bit by bit in the UAPI's order (ABI 1, but REFER: 2, TRUNCATE: 3,
+# IOCTL_DEV: 5).
+(
+    FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR, FS_REMOVE_DIR, FS_REMOVE_FILE,
+    FS_MAKE_CHAR, FS_MAKE_DIR, FS_MAKE_REG, FS_MAKE_SOCK, FS_MAKE_FIFO, FS_MAKE_BLOCK,
+    FS_MAKE_SYM, FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV,
+) = (1 << bit for bit in range(16))  # fmt: skip
 FS_ALL = (1 << 16) - 1
 # The only rights a rule on a non-directory may carry (the kernel refuses others).
 FS_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
@@ -109,13 +99,11 @@ class _SockFprog(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
-_libc.prctl.argtypes = [
-    ctypes.c_int,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-]
+_libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+
+
+def _syscall(number: int, *args: object) -> int:
+    return int(_libc.syscall(ctypes.c_long(number), *args))
 
 
 def _errno_text() -> str:
@@ -126,16 +114,12 @@ def _errno_text() -> str:
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; raises ``OSError`` when Landlock is missing
     (ENOSYS: not built in) or disabled (EOPNOTSUPP: not in the ``lsm=`` list)."""
-    abi = _libc.syscall(
-        ctypes.c_long(SYS_CREATE_RULESET),
-        ctypes.c_void_p(None),
-        ctypes.c_size_t(0),
-        ctypes.c_uint32(CREATE_RULESET_VERSION),
-    )
+    version = ctypes.c_uint32(CREATE_RULESET_VERSION)
+    abi = _syscall(SYS_CREATE_RULESET, ctypes.c_void_p(None), ctypes.c_size_t(0), version)
     if abi < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return int(abi)
+    return abi
 
 
 def abi_refusal(abi: int) -> str | None:
@@ -164,15 +148,11 @@ def checked_abi(override: int | None) -> int:
 
 def create_ruleset(handled_fs: int, handled_net: int, scoped: int) -> int:
     attr = _RulesetAttr(handled_fs, handled_net, scoped)
-    fd = _libc.syscall(
-        ctypes.c_long(SYS_CREATE_RULESET),
-        ctypes.byref(attr),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-        ctypes.c_uint32(0),
-    )
+    size = ctypes.c_size_t(ctypes.sizeof(attr))
+    fd = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), size, ctypes.c_uint32(0))
     if fd < 0:
         raise LaunchError("landlock", f"create_ruleset failed: {_errno_text()}")
-    return int(fd)
+    return fd
 
 
 def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, required: bool) -> None:
@@ -188,13 +168,8 @@ def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, require
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= FS_FILE_RIGHTS
         attr = _PathBeneathAttr(access & handled_fs, fd)
-        rc = _libc.syscall(
-            ctypes.c_long(SYS_ADD_RULE),
-            ctypes.c_int(ruleset),
-            ctypes.c_int(RULE_PATH_BENEATH),
-            ctypes.byref(attr),
-            ctypes.c_uint32(0),
-        )
+        rule = (ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(attr), ctypes.c_uint32(0))
+        rc = _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), *rule)
         if rc < 0:
             raise LaunchError("landlock", f"add_rule {path!r} failed: {_errno_text()}")
     finally:
@@ -202,7 +177,7 @@ def add_path_rule(ruleset: int, path: str, access: int, handled_fs: int, require
 
 
 def restrict_self(ruleset: int) -> None:
-    rc = _libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    rc = _syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     if rc < 0:
         raise LaunchError("landlock", f"restrict_self failed: {_errno_text()}")
 
@@ -343,7 +318,7 @@ def _reset_reserved_ignored() -> None:
         return
     action = (ctypes.c_ulong * 4)()  # handler SIG_DFL, no flags, no restorer, empty mask
     for sig in reserved:
-        _libc.syscall(ctypes.c_long(number), ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
+        _syscall(number, ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
 
 
 def _child(cfg: dict[str, Any], parent: int, report_fd: int) -> None:

@@ -5,22 +5,48 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import stat
 from pathlib import Path
 
+from evalsi.sandbox._capture import Collected
+from evalsi.sandbox._types import Outcome
+
 PATH = "/usr/local/bin:/usr/bin:/bin"
+# fmt: off
 ETC = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "alternatives",
-    "localtime",
-    "nsswitch.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
     "mime.types",
 )
+# fmt: on
 TOP_LEVEL = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
-# A memory overrun as programs report it on stderr (rlimits give ENOMEM, not a kill).
 MEMORY = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
+_RLIMIT: dict[int, str] = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "disk"}
+
+
+def killed_by(sig: int) -> Outcome | None:
+    """A kill by the seccomp filter (denied) or by a per-process rlimit; None for any other."""
+    if sig == signal.SIGSYS:
+        return Outcome("denied", code=-sig, detail="seccomp")
+    if sig in _RLIMIT:
+        return Outcome("resource_exceeded", code=-sig, detail=_RLIMIT[sig])
+    return None
+
+
+def hit_cpu_limit(sig: int, got: Collected, cpu_limit: float | None) -> bool:
+    """A SIGKILL at RLIMIT_CPU's hard limit (for a program that ignores SIGXCPU). The rusage
+    the collector sees can fall a little short of the limit the kernel counted."""
+    return sig == signal.SIGKILL and cpu_limit is not None and got.cpu_seconds >= 0.9 * cpu_limit
+
+
+def out_of_memory(code: int, stderr: bytes) -> bool:
+    """A failing program that reports a memory overrun (rlimits give ENOMEM, not a kill)."""
+    return code != 0 and MEMORY.search(stderr[-4096:]) is not None
+
+
+def environ(home: str) -> dict[str, str]:
+    """What every program's environment starts from, before the spec's variables."""
+    return {"PATH": PATH, "HOME": home, "LANG": "C.UTF-8"}
 
 
 def hand_over(workspace: Path, uid: int, gid: int, *, read_only: bool = False) -> None:

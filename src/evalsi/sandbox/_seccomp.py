@@ -100,20 +100,10 @@ TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
 # The ioctls a program on pipes and regular files uses; others answer EPERM.
 _IOCTLS = (
-    0x5401,  # TCGETS (isatty)
-    0x5402,  # TCSETS
-    0x5403,  # TCSETSW
-    0x5404,  # TCSETSF
-    0x540F,  # TIOCGPGRP
-    0x5410,  # TIOCSPGRP
-    0x5413,  # TIOCGWINSZ
-    0x5414,  # TIOCSWINSZ
-    0x541B,  # FIONREAD
-    0x5421,  # FIONBIO
-    0x5450,  # FIONCLEX
-    0x5451,  # FIOCLEX
-    0x5452,  # FIOASYNC
-)
+    0x5401, 0x5402, 0x5403, 0x5404,  # TCGETS (isatty), TCSETS, TCSETSW, TCSETSF
+    0x540F, 0x5410, 0x5413, 0x5414,  # TIOCGPGRP, TIOCSPGRP, TIOCGWINSZ, TIOCSWINSZ
+    0x541B, 0x5421, 0x5450, 0x5451, 0x5452,  # FIONREAD, FIONBIO, FIONCLEX, FIOCLEX, FIOASYNC
+)  # fmt: skip
 _LOW32 = 0xFFFFFFFF  # the kernel reads ioctl's cmd and socket's family as 32-bit ints
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 POOL_BASE = 2_000_000_000
 POOL_SIZE = 256
@@ -31,6 +32,15 @@ class Slot:
     uid: int
     gid: int
     switch: bool
+
+    @property
+    def own_uid(self) -> int | None:
+        """The uid only this execution's processes run as (None: the caller's own)."""
+        return self.uid if self.switch else None
+
+    def popen_user(self) -> dict[str, Any]:
+        """``Popen``'s arguments that start the child as this slot's uid, without groups."""
+        return {"user": self.uid, "group": self.gid, "extra_groups": []} if self.switch else {}
 
 
 @contextmanager

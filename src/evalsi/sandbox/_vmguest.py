@@ -42,6 +42,12 @@ LINGER_SECONDS = 1.0
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 32, 4096
 _PR_SET_NO_NEW_PRIVS = 38
 _RB_AUTOBOOT = 0x01234567
+_RLIMITS = (
+    ("cpu", resource.RLIMIT_CPU),
+    ("nproc", resource.RLIMIT_NPROC),
+    ("nofile", resource.RLIMIT_NOFILE),
+    ("fsize", resource.RLIMIT_FSIZE),
+)
 
 
 class Console:
@@ -219,18 +225,10 @@ def child_setup_for(job: dict[str, Any], cwd: str) -> Callable[[], None]:
     def setup() -> None:
         os.setsid()
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if limits.get("cpu") is not None:
-            cpu = int(limits["cpu"])
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        if limits.get("nproc") is not None:
-            n = int(limits["nproc"])
-            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
-        if limits.get("nofile") is not None:
-            n = int(limits["nofile"])
-            resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
-        if limits.get("fsize") is not None:
-            n = int(limits["fsize"])
-            resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+        for key, which in _RLIMITS:
+            if limits.get(key) is not None:
+                n = int(limits[key])
+                resource.setrlimit(which, (n, n))
         if os.getuid() == 0:
             os.setgroups([])
             os.setgid(SANDBOX_ID)
@@ -296,14 +294,8 @@ def main() -> None:  # pragma: no cover - runs only as pid 1 inside the microVM
         console.record("S", b"")
         _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV)
         tmp_size = job["limits"].get("tmp_mb")
-        _mount(
-            libc,
-            "tmpfs",
-            "/tmp",
-            "tmpfs",
-            _MS_NOSUID | _MS_NODEV,
-            f"mode=1777,size={tmp_size}m" if tmp_size else "mode=1777",
-        )
+        tmp_options = f"mode=1777,size={tmp_size}m" if tmp_size else "mode=1777"
+        _mount(libc, "tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, tmp_options)
         work = JOB_DIR + "/workspace"
         _give_workspace(work)
         cwd = "/workspace" if os.path.isdir("/workspace") else work

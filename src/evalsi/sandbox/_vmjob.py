@@ -46,6 +46,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from evalsi.sandbox._workspace import remove_tree
+
 GUEST_INIT = "init.py"
 JOB_DEVICE = "/dev/vdb"  # the second virtio block device: root is vda
 _IMAGE_SLACK_MB = 8  # ext4 metadata, lost+found, the control files
@@ -147,23 +149,9 @@ def build_job_image(
         _write_private(control / "stdin", stdin)
         used += len(stdin)
     size_kb = ((used >> 20) + disk_mb + _IMAGE_SLACK_MB) * 1024
-    cmd = [
-        "mke2fs",
-        "-q",
-        "-F",
-        "-t",
-        "ext4",
-        "-O",
-        "^has_journal",  # the guest unmounts cleanly, or the host does not read the image
-        "-E",
-        "root_owner=0:0",
-        "-L",
-        "evalsi-job",
-        "-d",
-        str(staging),
-        str(image),
-        f"{size_kb}k",
-    ]
+    # No journal: the guest unmounts cleanly, or the host does not read the image.
+    cmd = ["mke2fs", "-q", "-F", "-t", "ext4", "-O", "^has_journal", "-E", "root_owner=0:0",
+           "-L", "evalsi-job", "-d", str(staging), str(image), f"{size_kb}k"]  # fmt: skip
     _run_tool(cmd, "mke2fs")
 
 
@@ -454,18 +442,8 @@ def replace_tree(workspace: Path, fresh: Path) -> None:
     for entry in os.scandir(workspace):
         path = os.path.join(workspace, entry.name)
         if entry.is_dir(follow_symlinks=False):
-            _make_removable(path)
-            shutil.rmtree(path)
+            remove_tree(Path(path), ignore_errors=False)
         else:
             os.unlink(path)
     for entry in os.scandir(fresh):
         shutil.move(os.path.join(fresh, entry.name), os.path.join(workspace, entry.name))
-
-
-def _make_removable(path: str) -> None:
-    for dirpath, dirnames, _ in os.walk(path):
-        os.chmod(dirpath, 0o700)
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, 0o700)

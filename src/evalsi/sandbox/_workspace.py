@@ -34,13 +34,11 @@ _PREFIX = "evalsi-sandbox-"
 
 @dataclass(frozen=True, slots=True)
 class Workspace:
-    """``path``: the workspace; ``tmp``: the sandbox's /tmp on the same bounded mount, or
-    None when there is no mount (the driver then gives /tmp its own sized tmpfs)."""
+    """``path``: the workspace, inside ``base``; beside it ``tmp/``, the sandbox's /tmp on the
+    same bounded mount, when there is a mount (else the driver gives /tmp its own tmpfs)."""
 
     base: Path
     path: Path
-    tmp: Path | None
-    bounded: bool
 
 
 def can_bound() -> bool:
@@ -51,18 +49,15 @@ def can_bound() -> bool:
 def create(resources: Resources) -> Workspace:
     """A new private workspace; bounded by a tmpfs when this process may mount one."""
     base = Path(tempfile.mkdtemp(prefix=_PREFIX))  # 0700 until the mount is on it
-    _janitor().register(base)
+    _janitor.register(base)
     try:
         if can_bound() and resources.disk_mb is not None:
             _mount_tmpfs(base, resources)
-            workspace, tmp = base / "workspace", base / "tmp"
-            workspace.mkdir(mode=0o700)
-            tmp.mkdir(mode=0o700)
-            return Workspace(base, workspace, tmp, True)
-        base.chmod(0o711)  # pool uids pass through to their workspace; nobody lists it
-        workspace = base / "workspace"
-        workspace.mkdir(mode=0o700)
-        return Workspace(base, workspace, None, False)
+            (base / "tmp").mkdir(mode=0o700)
+        else:
+            base.chmod(0o711)  # pool uids pass through to their workspace; nobody lists it
+        (base / "workspace").mkdir(mode=0o700)
+        return Workspace(base, base / "workspace")
     except BaseException:
         remove(base)
         raise
@@ -73,7 +68,7 @@ def remove(base: Path) -> None:
     with contextlib.suppress(OSError):
         _umount(base)
     remove_tree(base)
-    _janitor().unregister(base)
+    _janitor.unregister(base)
 
 
 def private_tmp(workspace: Path) -> Path | None:
@@ -104,7 +99,7 @@ def _umount(target: Path) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def remove_tree(root: Path) -> None:
+def remove_tree(root: Path, *, ignore_errors: bool = True) -> None:
     """``rmtree`` that first restores the owner permissions a program removed (never through
     a symlink), so directories it made read-only or unsearchable go too."""
     if not root.exists():
@@ -117,7 +112,7 @@ def remove_tree(root: Path) -> None:
                     os.chmod(path, 0o700)
     with contextlib.suppress(OSError):
         os.chmod(root, 0o700)
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=ignore_errors)
 
 
 # The janitor: a separate process (own session, so a kill of the harness's group spares it)
@@ -197,8 +192,4 @@ class _Janitor:
         return self._fd
 
 
-_the_janitor = _Janitor()
-
-
-def _janitor() -> _Janitor:
-    return _the_janitor
+_janitor = _Janitor()
