@@ -741,8 +741,10 @@ for _ in range(count):
     kids.append(pid)
 os.close(w)
 got = b""
-while len(got) < count and select.select([r], [], [], 1)[0]:
-    got += os.read(r, 10)  # a killed child never writes: one quiet second ends the wait
+# a killed child never writes: five quiet seconds end the wait (a loaded machine is slow to
+# allocate 150 MiB four times over)
+while len(got) < count and select.select([r], [], [], 5)[0]:
+    got += os.read(r, 10)
 # Children still alive now, each holding what it allocated (one the OOM killer took after it
 # wrote "+" is gone): the bound is on memory held at once, not on allocations over time.
 alive = sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in kids)
