@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import ParamError, Record, Score
+from evalsi.packs._declare import builtin, number, passed
 
 
 class Length:
@@ -52,23 +52,11 @@ class Length:
         return [Score(number=float(n)), Score(name="length-in-bounds", passed=inside)]
 
 
-length = evaluator(
-    name="builtin/length",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[
-        OutputSpec("length", "number", None, None, "length of the output in `unit`s (>= 0)"),
-        OutputSpec(
-            "length-in-bounds",
-            "passed",
-            (0.0, 1.0),
-            True,
-            "min <= length <= max (only when a bound is set)",
-        ),
-    ],
-    example=(
-        "evalsi eval --data summaries.jsonl --evaluators length "
-        "--param length.unit=words --param length.max=120"
-    ),
+length = builtin(
+    "core",
+    "length",
+    number("length", "length of the output in `unit`s (>= 0)", None, None),
+    passed("length-in-bounds", "min <= length <= max (only when a bound is set)"),
+    example="evalsi eval --data summaries.jsonl --evaluators length "
+    "--param length.unit=words --param length.max=120",
 )(Length)
