@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsi.core import OutputSpec, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import Record, Score
+from evalsi.packs._declare import builtin, number
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,
@@ -126,33 +126,15 @@ def _few(items: list[str]) -> str:
     return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
 
 
-tool_call_accuracy = evaluator(
-    name="builtin/tool-call-accuracy",
-    version="1.0.0",
-    pack="agent",
+tool_call_accuracy = builtin(
+    "agent",
+    "tool-call-accuracy",
+    number(
+        "tool-call-accuracy",
+        "calls with the right name and arguments / max(agent calls, reference calls)",
+    ),
+    number("tool-name-accuracy", "calls paired by name / max(agent calls, reference calls)"),
+    number("tool-args-accuracy", "paired calls whose arguments match / paired calls"),
     requires=("trajectory",),
-    outputs=[
-        OutputSpec(
-            "tool-call-accuracy",
-            "number",
-            (0.0, 1.0),
-            True,
-            "calls with the right name and arguments / max(agent calls, reference calls)",
-        ),
-        OutputSpec(
-            "tool-name-accuracy",
-            "number",
-            (0.0, 1.0),
-            True,
-            "calls paired by name / max(agent calls, reference calls)",
-        ),
-        OutputSpec(
-            "tool-args-accuracy",
-            "number",
-            (0.0, 1.0),
-            True,
-            "paired calls whose arguments match / paired calls",
-        ),
-    ],
     example="evalsi eval --data examples/agent/trips.jsonl --evaluators tool-call-accuracy",
 )(ToolCallAccuracy)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evalsi.core import OutputSpec, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import Record, Score
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,
@@ -128,22 +128,14 @@ def _few(items: list[str]) -> str:
     return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
 
 
-trajectory_match = evaluator(
-    name="builtin/trajectory-match",
-    version="1.0.0",
-    pack="agent",
-    requires=("trajectory",),
-    outputs=[
-        OutputSpec(
-            "trajectory-match",
-            "passed",
-            (0.0, 1.0),
-            True,
-            "the agent's calls match the reference under the mode (strict by default)",
-        )
-    ],
-    example=(
-        "evalsi eval --data examples/agent/trips.jsonl --evaluators trajectory-match "
-        "--param trajectory-match.mode=unordered"
+trajectory_match = builtin(
+    "agent",
+    "trajectory-match",
+    passed(
+        "trajectory-match",
+        "the agent's calls match the reference under the mode (strict by default)",
     ),
+    requires=("trajectory",),
+    example="evalsi eval --data examples/agent/trips.jsonl --evaluators trajectory-match "
+    "--param trajectory-match.mode=unordered",
 )(TrajectoryMatch)

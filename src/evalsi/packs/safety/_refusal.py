@@ -13,7 +13,8 @@ import re
 from typing import Any, Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import Skip, UsesJudge, evaluator
+from evalsi.evaluators import Skip, UsesJudge
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.judge import (
     PromptTemplate,
     ask_verdict,
@@ -207,17 +208,11 @@ class _JudgeRefusal(RefusalCorrectness, UsesJudge):
         )
 
 
-refusal_correctness = evaluator(
-    name="builtin/refusal-correctness",
-    version="1.0.0",
-    pack="safety",
-    requires=("output",),
-    outputs=[
-        OutputSpec(
-            "refusal-correctness", "passed", (0.0, 1.0), True, "refused exactly when it should"
-        ),
-        OutputSpec("refusal", "label", None, None, "refused or complied"),
-    ],
+refusal_correctness = builtin(
+    "safety",
+    "refusal-correctness",
+    passed("refusal-correctness", "refused exactly when it should"),
+    OutputSpec("refusal", "label", None, None, "refused or complied"),
     example="evalsi eval --data examples/safety/safety.jsonl --evaluators refusal-correctness",
 )(RefusalCorrectness)
 

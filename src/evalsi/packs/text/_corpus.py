@@ -41,8 +41,9 @@ class Stats:
     signature: str
 
 
-def _build(metric: str, factory: Any, **kwargs: Any) -> Any:
+def _build(metric: str, cls: str, **kwargs: Any) -> Any:
     """A sacrebleu metric object; a tokenizer that cannot load is a bind-time UserError."""
+    factory = getattr(need_module(metric, "sacrebleu.metrics"), cls)
     try:
         return factory(**kwargs)
     except (ImportError, RuntimeError, OSError, AssertionError) as e:
@@ -107,7 +108,6 @@ class CorpusStats(SacreStats, WeightedReduce[Stats, Score]):
 
 def _bleu_metric(
     metric: str,
-    *,
     tokenize: str,
     lowercase: bool,
     smooth_method: str,
@@ -123,10 +123,9 @@ def _bleu_metric(
         )
     if smooth_value is not None and not smooth_value > 0:
         raise ParamError(f"{metric}: param 'smooth_value' must be > 0, got {smooth_value}")
-    mod = need_module(metric, "sacrebleu.metrics")
     return _build(
         metric,
-        mod.BLEU,
+        "BLEU",
         tokenize=tokenize,
         lowercase=lowercase,
         smooth_method=smooth_method,
@@ -177,12 +176,8 @@ class Bleu(CorpusStats):
         self._bind(
             _bleu_metric(
                 self.metric_name,
-                tokenize=tokenize,
-                lowercase=lowercase,
-                smooth_method=smooth_method,
-                smooth_value=smooth_value,
-                max_ngram_order=max_ngram_order,
-                effective_order=effective_order,
+                *(tokenize, lowercase, smooth_method, smooth_value),
+                *(max_ngram_order, effective_order),
             )
         )
 
@@ -220,11 +215,10 @@ class Chrf(CorpusStats):
         _at_least(name, "char_order", char_order, 1)
         _at_least(name, "word_order", word_order, 0)
         _at_least(name, "beta", beta, 0)
-        mod = need_module(name, "sacrebleu.metrics")
         self._bind(
             _build(
                 name,
-                mod.CHRF,
+                "CHRF",
                 char_order=char_order,
                 word_order=word_order,
                 beta=beta,
@@ -265,11 +259,10 @@ class Ter(CorpusStats):
         asian_support: bool = False,
         case_sensitive: bool = False,
     ) -> None:
-        mod = need_module(self.metric_name, "sacrebleu.metrics")
         self._bind(
             _build(
                 self.metric_name,
-                mod.TER,
+                "TER",
                 normalized=normalized,
                 no_punct=no_punct,
                 asian_support=asian_support,
@@ -312,12 +305,8 @@ class SentenceBleu(SacreStats):
         self._bind(
             _bleu_metric(
                 self.metric_name,
-                tokenize=tokenize,
-                lowercase=lowercase,
-                smooth_method=smooth_method,
-                smooth_value=smooth_value,
-                max_ngram_order=max_ngram_order,
-                effective_order=effective_order,
+                *(tokenize, lowercase, smooth_method, smooth_value),
+                *(max_ngram_order, effective_order),
             )
         )
         self._signatures: dict[int, str] = {}
