@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import OutputSpec, OutputType, ParamError, Score
-from evalsi.evaluators import Evaluator, WeightedReduce, evaluator
+from evalsi.evaluators import Evaluator, WeightedReduce
+from evalsi.packs._declare import builtin
 
 P = TypeVar("P")
 Floats = npt.NDArray[np.float64]
@@ -65,12 +66,11 @@ def declare(
     ``bounds`` is the metric's range (None when unbounded), ``higher`` whether higher is better
     (None for a structured value); both clip and orient intervals and comparisons.
     """
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        scope=scope,
-        pack="ml-classic",
+    return builtin(
+        "ml-classic",
+        name,
+        OutputSpec(name, output, bounds, higher, desc),
         requires=("output", "reference"),
-        outputs=[OutputSpec(name, output, bounds, higher, desc)],
+        scope=scope,
         example=example or f"evalsi eval --data predictions.jsonl --evaluators {name}",
     )(cls)

@@ -13,8 +13,9 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import Evaluator, Skip, evaluator
+from evalsi.core import ParamError, Record, Score
+from evalsi.evaluators import Evaluator, Skip
+from evalsi.packs._declare import builtin, number
 from evalsi.packs.rag._labels import Labels, gains, labels_of, retrieved_keys
 
 _SHOWN = 5
@@ -176,15 +177,12 @@ class ContextMrr(_Retrieval):
 
 def _declare(cls: type[_Retrieval], desc: str) -> Evaluator:
     name = cls.metric
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        pack="rag",
+    return builtin(
+        "rag",
+        name,
+        number(name, desc),
         requires=("context",),
-        outputs=[OutputSpec(name, "number", (0.0, 1.0), True, desc)],
-        example=(
-            f"evalsi eval --data examples/rag/rag.jsonl --evaluators {name} --param {name}.k=3"
-        ),
+        example=f"evalsi eval --data examples/rag/rag.jsonl --evaluators {name} --param {name}.k=3",
     )(cls)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalsi.core import OutputSpec, ParamError, Score
-from evalsi.evaluators import Evaluator, UsesJudge, evaluator
+from evalsi.core import ParamError, Score
+from evalsi.evaluators import Evaluator, UsesJudge
+from evalsi.packs._declare import builtin, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,
@@ -162,15 +163,12 @@ class RagJudge(UsesJudge):
 def declare_judged(cls: type[RagJudge], requires: tuple[str, ...], desc: str) -> Evaluator:
     """Register ``cls`` as ``builtin/<metric>@1.0.0`` of the rag pack."""
     name = cls.metric
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        pack="rag",
+    return builtin(
+        "rag",
+        name,
+        number(name, desc),
+        passed(f"{name}-passed", "score >= pass_threshold"),
         requires=requires,
-        outputs=[
-            OutputSpec(name, "number", (0.0, 1.0), True, desc),
-            OutputSpec(f"{name}-passed", "passed", (0.0, 1.0), True, "score >= pass_threshold"),
-        ],
         example=f'evalsi.evaluate("examples/rag/rag.jsonl", ["{name}"], {EXAMPLE_JUDGES})',
     )(cls)
 
