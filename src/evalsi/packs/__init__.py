@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evalsi.evaluators import Evaluator, Pack, Registry
+from evalsi.core import OutputSpec, Scope
+from evalsi.evaluators import Evaluator, Pack, Registry, evaluator
 
 
 class PackEntry(NamedTuple):
@@ -215,6 +216,51 @@ def __getattr__(name: str) -> Any:
     if name in _SUBPACKAGES:  # `evalsi.packs.core` used as an attribute, as before
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# How the packs' own modules declare a built-in evaluator: one home for the namespace, the
+# version and the common shapes of an output spec. Here rather than in a module of its own,
+# which would import as a pack (``evalsi.packs.<name>``).
+
+
+def builtin(
+    pack: str,
+    name: str,
+    *outputs: OutputSpec,
+    example: str,
+    requires: Iterable[str] = ("output",),
+    scope: Scope | str = Scope.RECORD,
+) -> Callable[[Any], Evaluator]:
+    """The decorator that registers a function or class as ``builtin/<name>@1.0.0``."""
+    return evaluator(
+        name=f"builtin/{name}",
+        version="1.0.0",
+        scope=scope,
+        pack=pack,
+        requires=requires,
+        outputs=outputs,
+        example=example,
+    )
+
+
+def passed(name: str, desc: str) -> OutputSpec:
+    """A pass/fail metric."""
+    return OutputSpec(name, "passed", (0.0, 1.0), True, desc)
+
+
+def number(
+    name: str,
+    desc: str,
+    bounds: tuple[float, float] | None = (0.0, 1.0),
+    higher: bool | None = True,
+) -> OutputSpec:
+    """A numeric metric, a score in 0..1 where higher is better unless said otherwise."""
+    return OutputSpec(name, "number", bounds, higher, desc)
+
+
+def lower(name: str, desc: str) -> OutputSpec:
+    """An unbounded number where lower is better: steps, tokens, time, money, edits."""
+    return OutputSpec(name, "number", None, False, desc)
 
 
 __all__ = ["BUILTIN_PACKS", "PACK_INDEX", "PackEntry", "builtin_registry"]

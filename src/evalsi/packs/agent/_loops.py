@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from evalsi.core import ParamError, Record, Score
-from evalsi.packs._declare import builtin, lower, passed
+from evalsi.packs import builtin, lower, passed
 from evalsi.packs.agent._calls import Call, agent_calls, check_kinds
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from evalsi.core import Record, Score, UserError
 from evalsi.evaluators import Skip
-from evalsi.packs._declare import builtin, passed
+from evalsi.packs import builtin, passed
 from evalsi.packs.code._sandboxed import IsolationName, behaviour, make_spec, run_program_async
 from evalsi.packs.code._shapes import extract_code
 from evalsi.sandbox import ExecResult
@@ -184,7 +184,8 @@ def _line_findings(result: ExecResult, filename: str) -> list[dict[str, Any]]:
     "code",
     "lint-check",
     passed("lint-check", "no lint findings"),
-    example="evalsi eval --data examples/code/solutions.jsonl --evaluators lint-check --format json",
+    example="evalsi eval --data examples/code/solutions.jsonl --evaluators lint-check "
+    "--format json",
 )
 async def lint_check(
     record: Record,

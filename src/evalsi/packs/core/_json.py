@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import Content, JsonValue, ParamError, Record, Score
-from evalsi.packs._declare import builtin, passed
+from evalsi.packs import builtin, passed
 from evalsi.packs.core._reference import clip
 
 if TYPE_CHECKING:

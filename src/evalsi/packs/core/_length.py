@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from evalsi.core import ParamError, Record, Score
-from evalsi.packs._declare import builtin, number, passed
+from evalsi.packs import builtin, number, passed
 
 
 class Length:

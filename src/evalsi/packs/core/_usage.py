@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from evalsi.core import ParamError, Record, Score, Usage
 from evalsi.evaluators import Evaluator
-from evalsi.packs._declare import builtin, lower, passed
+from evalsi.packs import builtin, lower, passed
 
 
 def _ms(value: float) -> str:

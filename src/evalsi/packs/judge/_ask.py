@@ -234,19 +234,3 @@ def number_check(low: float, high: float, key: str = "score") -> Check:
 def explanation_of(data: dict[str, Any]) -> str:
     value = data.get("explanation", data.get("reasoning", ""))
     return value if isinstance(value, str) else json.dumps(value)
-
-
-__all__ = [
-    "EXAMPLE_JUDGES",
-    "REPAIR_PROMPT",
-    "JudgeFormatError",
-    "PromptTemplate",
-    "Verdict",
-    "ask_all",
-    "ask_verdict",
-    "explanation_of",
-    "find_json_object",
-    "judge_metadata",
-    "number_check",
-    "total_usage",
-]

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from evalsi.core import OutputSpec, OutputType, ParamError, Score
 from evalsi.evaluators import Evaluator, WeightedReduce
-from evalsi.packs._declare import builtin
+from evalsi.packs import builtin
 
 P = TypeVar("P")
 Floats = npt.NDArray[np.float64]

@@ -230,15 +230,3 @@ context_relevance = declare_judged(
 context_sufficiency = declare_judged(
     ContextSufficiency, ("input", "context"), "share of the needed information in the context"
 )
-
-__all__ = [
-    "ANSWER_RELEVANCE_TEMPLATE",
-    "CONTEXT_RELEVANCE_TEMPLATE",
-    "CONTEXT_SUFFICIENCY_TEMPLATE",
-    "AnswerRelevance",
-    "ContextRelevance",
-    "ContextSufficiency",
-    "answer_relevance",
-    "context_relevance",
-    "context_sufficiency",
-]

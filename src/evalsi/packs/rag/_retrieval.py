@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Evaluator, Skip
-from evalsi.packs._declare import builtin, number
+from evalsi.packs import builtin, number
 from evalsi.packs.rag._labels import Labels, gains, labels_of, retrieved_keys
 
 _SHOWN = 5
@@ -192,16 +192,3 @@ context_ndcg = _declare(ContextNdcg, "NDCG of the ranking at k, 0..1")
 context_mrr = _declare(ContextMrr, "reciprocal rank of the first relevant chunk, 0..1")
 
 RETRIEVAL: tuple[Evaluator, ...] = (context_precision, context_recall, context_ndcg, context_mrr)
-
-__all__ = [
-    "RETRIEVAL",
-    "ContextMrr",
-    "ContextNdcg",
-    "ContextPrecision",
-    "ContextRecall",
-    "context_mrr",
-    "context_ndcg",
-    "context_precision",
-    "context_recall",
-    "dcg",
-]

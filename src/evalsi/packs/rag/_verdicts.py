@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from evalsi.core import ParamError, Score
 from evalsi.evaluators import Evaluator, UsesJudge
-from evalsi.packs._declare import builtin, number, passed
+from evalsi.packs import builtin, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,
@@ -171,6 +171,3 @@ def declare_judged(cls: type[RagJudge], requires: tuple[str, ...], desc: str) ->
         requires=requires,
         example=f'evalsi.evaluate("examples/rag/rag.jsonl", ["{name}"], {EXAMPLE_JUDGES})',
     )(cls)
-
-
-__all__ = ["SYSTEM", "ListVerdict", "RagJudge", "declare_judged", "quote", "reason_of"]

@@ -249,22 +249,3 @@ def find_pii(text: str, kinds: tuple[str, ...] = tuple(PII_DETECTORS)) -> list[F
     """The personal data of ``kinds`` in ``text``, without overlaps, in text order."""
     found = [f for kind in kinds for f in PII_DETECTORS[kind](text)]
     return resolve_overlaps(found, list(PII_DETECTORS))
-
-
-__all__ = [
-    "IBAN_LENGTHS",
-    "PII_DETECTORS",
-    "Detector",
-    "Finding",
-    "card_brand",
-    "find_cards",
-    "find_emails",
-    "find_ibans",
-    "find_ipv4",
-    "find_phones",
-    "find_pii",
-    "find_ssns",
-    "iban_valid",
-    "luhn_valid",
-    "resolve_overlaps",
-]

@@ -143,14 +143,3 @@ KEY_DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
     "api-key": find_api_keys,
 }
 """The credential detectors, in priority order (they outrank personal data in overlaps)."""
-
-
-__all__ = [
-    "KEY_DETECTORS",
-    "KEY_PATTERNS",
-    "KeyPattern",
-    "find_api_keys",
-    "find_jwts",
-    "find_private_keys",
-    "key_prefix_length",
-]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Skip
-from evalsi.packs._declare import builtin, passed
+from evalsi.packs import builtin, passed
 from evalsi.packs.safety._canary import TRANSFORMS, CanaryMatcher, mask_canary
 from evalsi.packs.safety._text import produced_text, string_list
 
@@ -119,8 +119,6 @@ prompt_injection = builtin(
     "safety",
     "prompt-injection",
     passed("prompt-injection", "resisted the injection; 1 - mean is the attack success rate"),
-    example="evalsi eval --data examples/safety/injection-probes.jsonl --evaluators prompt-injection",
+    example="evalsi eval --data examples/safety/injection-probes.jsonl "
+    "--evaluators prompt-injection",
 )(PromptInjection)
-
-
-__all__ = ["PromptInjection", "SecretLeakage", "prompt_injection", "secret_leakage"]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs._declare import builtin, passed
+from evalsi.packs import builtin, passed
 from evalsi.packs.judge import (
     PromptTemplate,
     ask_verdict,
@@ -215,13 +215,3 @@ refusal_correctness = builtin(
     OutputSpec("refusal", "label", None, None, "refused or complied"),
     example="evalsi eval --data examples/safety/safety.jsonl --evaluators refusal-correctness",
 )(RefusalCorrectness)
-
-
-__all__ = [
-    "REFUSAL_PATTERNS",
-    "REFUSAL_TEMPLATE",
-    "RefusalCorrectness",
-    "keyword_refusal",
-    "refusal_correctness",
-    "should_refuse",
-]

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score, UserError
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs._declare import builtin, passed
+from evalsi.packs import builtin, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     PromptTemplate,
@@ -229,6 +229,3 @@ toxicity = builtin(
     OutputSpec("toxicity-score", "number", (0.0, 1.0), False, "0 not toxic .. 1 severe"),
     example='evalsi.evaluate("answers.jsonl", ["toxicity"], ' + EXAMPLE_JUDGES + ")",
 )(Toxicity)
-
-
-__all__ = ["CATEGORIES", "DEFAULT_TOXIC_LABELS", "TOXICITY_TEMPLATE", "Toxicity", "toxicity"]
