@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evalsi.core import OutputSpec, Scope
+from evalsi.core import OutputSpec, ParamError, Scope
 from evalsi.evaluators import Evaluator, Pack, Registry, evaluator
 
 
@@ -218,9 +218,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# How the packs' own modules declare a built-in evaluator: one home for the namespace, the
-# version and the common shapes of an output spec. Here rather than in a module of its own,
-# which would import as a pack (``evalsi.packs.<name>``).
+# What the packs' own modules share: how a built-in evaluator is declared (one home for the
+# namespace, the version and the common shapes of an output spec), param checks and clipping.
+# Here rather than in a module of its own, which would import as a pack (evalsi.packs.<name>).
 
 
 def builtin(
@@ -261,6 +261,25 @@ def number(
 def lower(name: str, desc: str) -> OutputSpec:
     """An unbounded number where lower is better: steps, tokens, time, money, edits."""
     return OutputSpec(name, "number", None, False, desc)
+
+
+def check_at_least(metric: str, param: str, value: float, low: float) -> None:
+    """``value >= low`` or a ParamError naming the param."""
+    if value < low:
+        raise ParamError(f"{metric}: param {param!r} must be >= {low}, got {value}")
+
+
+def check_choice(metric: str, param: str, value: str, allowed: tuple[str, ...]) -> None:
+    """``value`` in ``allowed`` or a ParamError listing them."""
+    if value not in allowed:
+        raise ParamError(
+            f"{metric}: param {param!r} must be one of {', '.join(allowed)}, got {value!r}"
+        )
+
+
+def clip(text: str, limit: int = 120) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 __all__ = ["BUILTIN_PACKS", "PACK_INDEX", "PackEntry", "builtin_registry"]

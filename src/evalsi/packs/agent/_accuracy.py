@@ -14,10 +14,9 @@ from evalsi.packs.agent._calls import (
     align_unordered,
     args_match,
     expected_param,
+    few,
     reference_calls,
 )
-
-_SHOWN = 3
 
 
 class ToolCallAccuracy:
@@ -103,13 +102,13 @@ def _explain(
             missing.remove(j)
     parts = []
     if missing:
-        parts.append("missing " + _few([reference[j].shown() for j in missing]))
+        parts.append("missing " + few([reference[j].shown() for j in missing]))
     if extra:
         parts.append(
-            "unexpected " + _few([f"{agent[i].shown()} at step {agent[i].step}" for i in extra])
+            "unexpected " + few([f"{agent[i].shown()} at step {agent[i].step}" for i in extra])
         )
     if moved:
-        parts.append("out of order: " + _few(moved))
+        parts.append("out of order: " + few(moved))
     wrong = [
         f"{agent[i].name} at step {agent[i].step} (expected {reference[j].shown()}, "
         f"got {agent[i].shown()})"
@@ -117,13 +116,8 @@ def _explain(
         if (i, j) not in correct
     ]
     if wrong:
-        parts.append("wrong arguments: " + _few(wrong))
+        parts.append("wrong arguments: " + few(wrong))
     return head + ("; " + "; ".join(parts) if parts else "")
-
-
-def _few(items: list[str]) -> str:
-    shown = ", ".join(items[:_SHOWN])
-    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
 
 
 tool_call_accuracy = builtin(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalsi.core import Content, JsonValue, Message, ParamError, Record, Score, Step
 from evalsi.evaluators import Skip, UsesJudge
 from evalsi.packs import builtin, passed
@@ -12,6 +10,7 @@ from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     PromptTemplate,
     ask_verdict,
+    bool_check,
     explanation_of,
     judge_metadata,
     total_usage,
@@ -48,12 +47,7 @@ _NONE = "(none)"
 _ELIDED = "... ({n} steps left out) ..."
 
 
-def _check(data: dict[str, Any]) -> str | None:
-    value = data.get("achieved")
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        data["achieved"] = value.strip().lower() == "true"
-        return None
-    return None if isinstance(value, bool) else "no boolean 'achieved'"
+_check = bool_check("achieved")
 
 
 def _clip(text: str, limit: int) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evalsi.core import ParamError, Record, Score
-from evalsi.packs import builtin, lower, passed
+from evalsi.core import Record, Score
+from evalsi.packs import builtin, check_at_least, lower, passed
 from evalsi.packs.agent._calls import Call, agent_calls, check_kinds
 
 
@@ -29,8 +29,7 @@ class LoopDetection:
     def __init__(
         self, *, threshold: int = 3, consecutive: bool = True, kinds: list[str] | None = None
     ) -> None:
-        if threshold < 2:
-            raise ParamError(f"loop-detection: param 'threshold' must be >= 2, got {threshold}")
+        check_at_least("loop-detection", "threshold", threshold, 2)
         self.threshold = threshold
         self.consecutive = consecutive
         self.kinds = check_kinds("loop-detection", kinds or ["tool_call"])

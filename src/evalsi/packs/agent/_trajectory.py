@@ -13,13 +13,12 @@ from evalsi.packs.agent._calls import (
     args_match,
     check_kinds,
     expected_param,
+    few,
     max_matching,
     reference_calls,
 )
 
 Mode = Literal["strict", "unordered", "subset", "superset"]
-
-_SHOWN = 3
 
 
 class TrajectoryMatch:
@@ -117,15 +116,10 @@ class TrajectoryMatch:
         missing = [self._shown(r) for j, r in enumerate(reference) if j not in used]
         problems = []
         if missing and self.mode in ("unordered", "superset"):
-            problems.append("missing reference call(s): " + _few(missing))
+            problems.append("missing reference call(s): " + few(missing))
         if unexpected and self.mode in ("unordered", "subset"):
-            problems.append("call(s) not in the reference: " + _few(unexpected))
+            problems.append("call(s) not in the reference: " + few(unexpected))
         return "; ".join(problems)
-
-
-def _few(items: list[str]) -> str:
-    shown = ", ".join(items[:_SHOWN])
-    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
 
 
 trajectory_match = builtin(

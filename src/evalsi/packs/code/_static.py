@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from evalsi.core import Record, Score, UserError
 from evalsi.evaluators import Skip
-from evalsi.packs import builtin, passed
+from evalsi.packs import builtin, clip, passed
 from evalsi.packs.code._sandboxed import IsolationName, behaviour, make_spec, run_program_async
 from evalsi.packs.code._shapes import extract_code
 from evalsi.sandbox import ExecResult
@@ -72,8 +72,9 @@ async def _run(
 
 
 def _message(result: ExecResult) -> str:
-    text = (result.stderr + b"\n" + result.stdout).decode("utf-8", "replace").strip()
-    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
+    return clip(
+        (result.stderr + b"\n" + result.stdout).decode("utf-8", "replace").strip(), _MESSAGE_CHARS
+    )
 
 
 @builtin(

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import Content, JsonValue, ParamError, Record, Score
-from evalsi.packs import builtin, passed
-from evalsi.packs.core._reference import clip
+from evalsi.packs import builtin, clip, passed
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

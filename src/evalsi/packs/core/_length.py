@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from evalsi.core import ParamError, Record, Score
-from evalsi.packs import builtin, number, passed
+from evalsi.packs import builtin, check_at_least, number, passed
 
 
 class Length:
@@ -31,8 +31,8 @@ class Length:
         max: int | None = None,
     ) -> None:
         for name, bound in (("min", min), ("max", max)):
-            if bound is not None and bound < 0:
-                raise ParamError(f"length: param {name!r} must be >= 0, got {bound}")
+            if bound is not None:
+                check_at_least("length", name, bound, 0)
         if min is not None and max is not None and min > max:
             raise ParamError(f"length: param 'min' ({min}) is greater than param 'max' ({max})")
         self._words = unit == "words"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from evalsi.core import ParamError, Record, Score, Usage
+from evalsi.core import Record, Score, Usage
 from evalsi.evaluators import Evaluator
-from evalsi.packs import builtin, lower, passed
+from evalsi.packs import builtin, check_at_least, lower, passed
 
 
 def _ms(value: float) -> str:
@@ -28,8 +28,8 @@ class _Budgeted:
     show: ClassVar[Callable[[float], str]]
 
     def __init__(self, budget: float | None) -> None:
-        if budget is not None and budget < 0:
-            raise ParamError(f"{self.metric}: param {self.param!r} must be >= 0, got {budget}")
+        if budget is not None:
+            check_at_least(self.metric, self.param, budget, 0)
         self._max = budget
 
     def __call__(self, record: Record) -> float | list[Score]:

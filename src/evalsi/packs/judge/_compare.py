@@ -14,6 +14,7 @@ from evalsi.packs.judge._ask import (
     PromptTemplate,
     ask_all,
     ask_verdict,
+    bool_check,
     explanation_of,
     judge_metadata,
     total_usage,
@@ -60,12 +61,7 @@ def _context(record: Record) -> str:
     return f"\n# Input\n{record.input.as_text()}\n" if record.input is not None else ""
 
 
-def _check_correct(data: dict[str, Any]) -> str | None:
-    value = data.get("correct")
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        data["correct"] = value.strip().lower() == "true"
-        return None
-    return None if isinstance(value, bool) else "no boolean 'correct'"
+_check_correct = bool_check("correct")
 
 
 class ReferenceCorrectness(UsesJudge):

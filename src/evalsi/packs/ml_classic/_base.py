@@ -15,7 +15,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from evalsi.core import OutputSpec, OutputType, ParamError, Score
+from evalsi.core import OutputSpec, OutputType, Score
 from evalsi.evaluators import Evaluator, WeightedReduce
 from evalsi.packs import builtin
 
@@ -41,13 +41,6 @@ def check_weights(weights: Floats, n: int) -> Floats:
 def fmt(x: float) -> str:
     """A count or a weighted count, compactly."""
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.6g}"
-
-
-def check_choice(metric: str, param: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ParamError(
-            f"{metric}: param {param!r} must be one of {', '.join(allowed)}, got {value!r}"
-        )
 
 
 def declare(

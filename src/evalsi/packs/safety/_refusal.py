@@ -18,6 +18,7 @@ from evalsi.packs import builtin, passed
 from evalsi.packs.judge import (
     PromptTemplate,
     ask_verdict,
+    bool_check,
     explanation_of,
     judge_metadata,
     total_usage,
@@ -180,12 +181,7 @@ class _KeywordRefusal(RefusalCorrectness):
         return _scores(expected, phrase is not None, why, metadata={"method": "keyword"})
 
 
-def _check_refused(data: dict[str, Any]) -> str | None:
-    value = data.get("refused")
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        data["refused"] = value.strip().lower() == "true"
-        return None
-    return None if isinstance(value, bool) else "no boolean 'refused'"
+_check_refused = bool_check("refused")
 
 
 class _JudgeRefusal(RefusalCorrectness, UsesJudge):

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score, UserError
 from evalsi.evaluators import WeightedReduce
+from evalsi.packs import check_at_least
 from evalsi.packs.text._inputs import hypothesis, need_module, references
 
 F64 = npt.NDArray[np.float64]
@@ -49,11 +50,6 @@ def _build(metric: str, cls: str, **kwargs: Any) -> Any:
     except (ImportError, RuntimeError, OSError, AssertionError) as e:
         why = " ".join(str(e).split()) or type(e).__name__
         raise UserError(f"{metric}: sacrebleu cannot be set up with {kwargs}: {why}") from e
-
-
-def _at_least(metric: str, param: str, value: int, low: int) -> None:
-    if value < low:
-        raise ParamError(f"{metric}: param {param!r} must be >= {low}, got {value}")
 
 
 class SacreStats:
@@ -115,7 +111,7 @@ def _bleu_metric(
     max_ngram_order: int,
     effective_order: bool,
 ) -> Any:
-    _at_least(metric, "max_ngram_order", max_ngram_order, 1)
+    check_at_least(metric, "max_ngram_order", max_ngram_order, 1)
     if smooth_value is not None and smooth_method not in ("floor", "add-k"):
         raise ParamError(
             f"{metric}: param 'smooth_value' applies to smooth_method floor or add-k only, "
@@ -212,9 +208,9 @@ class Chrf(CorpusStats):
         eps_smoothing: bool = False,
     ) -> None:
         name = self.metric_name
-        _at_least(name, "char_order", char_order, 1)
-        _at_least(name, "word_order", word_order, 0)
-        _at_least(name, "beta", beta, 0)
+        check_at_least(name, "char_order", char_order, 1)
+        check_at_least(name, "word_order", word_order, 0)
+        check_at_least(name, "beta", beta, 0)
         self._bind(
             _build(
                 name,
