@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from evalsi.core import OutputSpec, ParamError, Score
 from evalsi.evaluators import Evaluator
-from evalsi.packs import builtin
+from evalsi.packs import builtin, number
 
 F64 = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -40,7 +40,7 @@ def declare(
 
 def rate(name: str, desc: str) -> OutputSpec:
     """A share in 0..1 where lower is better (missing values, drifted features, a gap…)."""
-    return OutputSpec(name, "number", (0.0, 1.0), False, desc)
+    return number(name, desc, higher=False)
 
 
 def per_name(metric: str, values: dict[str, float]) -> list[Score]:

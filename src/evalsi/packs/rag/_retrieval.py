@@ -30,10 +30,22 @@ def dcg(gain: npt.NDArray[np.float64]) -> float:
     return float(np.dot(gain, _discounts(len(gain))))
 
 
+_ARGS = """
+
+    Args:
+        k: the cutoff (default: every retrieved chunk).
+        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
+            or ``chunk_id``, the first present).
+    """
+
+
 class _Retrieval:
     """Shared params and evidence; subclasses compute one number from the gains."""
 
     metric: ClassVar[str] = ""
+
+    def __init_subclass__(cls) -> None:
+        cls.__doc__ = (cls.__doc__ or "").rstrip() + _ARGS  # the params' docs, written once
 
     def __init__(self, *, k: int | None = None, id_key: str = "") -> None:
         if k is not None and k < 1:
@@ -101,11 +113,6 @@ class ContextPrecision(_Retrieval):
     ``k``, ``hits / retrieved``. A chunk's relevance comes from the record's labels (reference
     ``{"context_ids": [...]}`` or metadata.relevant_ids; see the rag pack guide); a chunk
     retrieved twice counts once. A query with no relevant chunk scores 0.
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-precision"
@@ -119,11 +126,6 @@ class ContextRecall(_Retrieval):
 
     ``hits / relevant``; a query whose labels list no relevant chunk is SKIPPED (there is
     nothing to find).
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-recall"
@@ -140,11 +142,6 @@ class ContextNdcg(_Retrieval):
     k ranks, IDCG@k the same for the best possible order of every labelled grade. Grades are 1
     for listed ids, or the grades of a ``{id: grade}`` object. Without ``k``, k is the number
     retrieved. A query with no relevant chunk is SKIPPED.
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-ndcg"
@@ -160,11 +157,6 @@ class ContextMrr(_Retrieval):
 
     The run's mean over queries is the mean reciprocal rank. A query with no relevant chunk is
     SKIPPED.
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-mrr"

@@ -13,9 +13,9 @@ import importlib
 from pathlib import Path
 from typing import Any, Literal
 
-from evalsi.core import OutputSpec, ParamError, Record, Score, UserError
+from evalsi.core import ParamError, Record, Score, UserError
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs import builtin, passed
+from evalsi.packs import builtin, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     PromptTemplate,
@@ -226,6 +226,6 @@ toxicity = builtin(
     "safety",
     "toxicity",
     passed("toxicity", "toxicity below the threshold"),
-    OutputSpec("toxicity-score", "number", (0.0, 1.0), False, "0 not toxic .. 1 severe"),
+    number("toxicity-score", "0 not toxic .. 1 severe", higher=False),
     example='evalsi.evaluate("answers.jsonl", ["toxicity"], ' + EXAMPLE_JUDGES + ")",
 )(Toxicity)
