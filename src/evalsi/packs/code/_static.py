@@ -52,7 +52,6 @@ async def _run(
     record: Record,
     name: str,
     argv: list[str],
-    *,
     min_isolation: IsolationName,
     timeout_seconds: float,
     memory_mb: int,
@@ -110,15 +109,7 @@ async def compile_check(
             f"compile-check: language {language!r} needs the command param, an argv template "
             "such as ['gcc', '-fsyntax-only', '{file}'] (python is built in)"
         )
-    result = await _run(
-        record,
-        name,
-        argv,
-        min_isolation=min_isolation,
-        timeout_seconds=timeout_seconds,
-        memory_mb=memory_mb,
-        concurrency=concurrency,
-    )
+    result = await _run(record, name, argv, min_isolation, timeout_seconds, memory_mb, concurrency)
     meta: dict[str, Any] = {"isolation": result.isolation.to_dict(), "argv": argv}
     if result.outcome.kind != "exit":
         why = behaviour(result)
@@ -223,14 +214,7 @@ async def lint_check(
         else:
             argv, kind = ["python3", "-m", "pyflakes", name], "pyflakes"
     result = await _run(
-        record,
-        name,
-        argv,
-        min_isolation=min_isolation,
-        timeout_seconds=timeout_seconds,
-        memory_mb=memory_mb,
-        concurrency=concurrency,
-        read_only_paths=ro,
+        record, name, argv, min_isolation, timeout_seconds, memory_mb, concurrency, ro
     )
     meta: dict[str, Any] = {"isolation": result.isolation.to_dict(), "linter": kind}
     if result.outcome.kind != "exit":
