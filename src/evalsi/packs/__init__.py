@@ -277,6 +277,12 @@ def check_choice(metric: str, param: str, value: str, allowed: tuple[str, ...]) 
         )
 
 
+def few(items: list[str], shown: int = 3) -> str:
+    """The first ``shown`` items, and how many more there are, for an explanation."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
 def clip(text: str, limit: int = 120) -> str:
     """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalsi.core import Record, Score
-from evalsi.packs import builtin, number
+from evalsi.packs import builtin, few, number
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,
@@ -14,7 +14,6 @@ from evalsi.packs.agent._calls import (
     align_unordered,
     args_match,
     expected_param,
-    few,
     reference_calls,
 )
 

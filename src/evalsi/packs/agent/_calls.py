@@ -70,12 +70,6 @@ class Call:
         return self.key if self.constrained else self.name
 
 
-def few(items: list[str], shown: int = 3) -> str:
-    """The first ``shown`` items, and how many more there are."""
-    more = f" and {len(items) - shown} more" if len(items) > shown else ""
-    return ", ".join(items[:shown]) + more
-
-
 def check_kinds(evaluator_name: str, kinds: Iterable[str]) -> tuple[str, ...]:
     """The step kinds a ``kinds`` param names; a ParamError for an unknown or empty list."""
     out = tuple(kinds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from evalsi.core import Record, Score
-from evalsi.packs import builtin, passed
+from evalsi.packs import builtin, few, passed
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,
@@ -13,7 +13,6 @@ from evalsi.packs.agent._calls import (
     args_match,
     check_kinds,
     expected_param,
-    few,
     max_matching,
     reference_calls,
 )

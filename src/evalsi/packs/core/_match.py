@@ -11,7 +11,7 @@ from typing import Literal
 
 from evalsi.core import Content, JsonValue, OutputSpec, ParamError, Record, Score
 from evalsi.evaluators import Skip
-from evalsi.packs import builtin, number, passed
+from evalsi.packs import builtin, few, number, passed
 from evalsi.packs.core._normalize import make_normalizer
 from evalsi.packs.core._reference import (
     NOT_JSON,
@@ -246,9 +246,8 @@ class Contains:
             missing = [value for value, needle in needles if needle not in text]
             if not missing:
                 return True
-            shown = ", ".join(shorten(v, 40) for v in missing[:5])
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            return Score(passed=False, explanation=f"missing {shown}{more}")
+            shown = few([shorten(v, 40) for v in missing], 5)
+            return Score(passed=False, explanation=f"missing {shown}")
         for _, needle in needles:
             if needle in text:
                 return True

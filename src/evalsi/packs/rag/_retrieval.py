@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Evaluator, Skip
-from evalsi.packs import builtin, clip, number
+from evalsi.packs import builtin, clip, few, number
 from evalsi.packs.rag._labels import Labels, gains, labels_of, retrieved_keys
 
 _SHOWN = 5
@@ -94,9 +94,7 @@ def _evidence(
         return f"{head}; {labels.source} lists no relevant chunk"
     tail = f"{len(ranks)} of {labels.relevant} relevant chunks found"
     if missing:
-        names = [clip(m, 40) for m in missing[:_SHOWN]]
-        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        tail += f" (missing: {', '.join(names)}{more})"
+        tail += f" (missing: {few([clip(m, 40) for m in missing], _SHOWN)})"
     return f"{head}; {tail}"
 
 
