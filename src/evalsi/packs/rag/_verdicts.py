@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from evalsi.core import ParamError, Score
 from evalsi.evaluators import Evaluator, UsesJudge
-from evalsi.packs import builtin, number, passed
+from evalsi.packs import builtin, clip, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,
@@ -115,8 +115,7 @@ def reason_of(item: dict[str, Any]) -> str:
 
 def quote(text: str, limit: int = 160) -> str:
     """``text`` in double quotes, cut to about ``limit`` characters."""
-    text = " ".join(text.split())
-    return f'"{text}"' if len(text) <= limit else f'"{text[: limit - 1]}…"'
+    return f'"{clip(" ".join(text.split()), limit)}"'
 
 
 class RagJudge(UsesJudge):

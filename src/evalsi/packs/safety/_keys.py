@@ -18,10 +18,10 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from evalsi.packs.safety._detect import Finding
+from evalsi.packs.safety._detect import Detector, Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ def find_jwts(text: str) -> Iterator[Finding]:
             yield Finding("jwt", m.start(), m.end(), m.group(), str(header.get("alg", "")))
 
 
-KEY_DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
+KEY_DETECTORS: dict[str, Detector] = {
     "private-key": find_private_keys,
     "jwt": find_jwts,
     "api-key": find_api_keys,
