@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsi.core import OutputSpec, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import Record, Score
+from evalsi.packs import builtin, few, number
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,
@@ -16,8 +16,6 @@ from evalsi.packs.agent._calls import (
     expected_param,
     reference_calls,
 )
-
-_SHOWN = 3
 
 
 class ToolCallAccuracy:
@@ -103,13 +101,13 @@ def _explain(
             missing.remove(j)
     parts = []
     if missing:
-        parts.append("missing " + _few([reference[j].shown() for j in missing]))
+        parts.append("missing " + few([reference[j].shown() for j in missing]))
     if extra:
         parts.append(
-            "unexpected " + _few([f"{agent[i].shown()} at step {agent[i].step}" for i in extra])
+            "unexpected " + few([f"{agent[i].shown()} at step {agent[i].step}" for i in extra])
         )
     if moved:
-        parts.append("out of order: " + _few(moved))
+        parts.append("out of order: " + few(moved))
     wrong = [
         f"{agent[i].name} at step {agent[i].step} (expected {reference[j].shown()}, "
         f"got {agent[i].shown()})"
@@ -117,42 +115,19 @@ def _explain(
         if (i, j) not in correct
     ]
     if wrong:
-        parts.append("wrong arguments: " + _few(wrong))
+        parts.append("wrong arguments: " + few(wrong))
     return head + ("; " + "; ".join(parts) if parts else "")
 
 
-def _few(items: list[str]) -> str:
-    shown = ", ".join(items[:_SHOWN])
-    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
-
-
-tool_call_accuracy = evaluator(
-    name="builtin/tool-call-accuracy",
-    version="1.0.0",
-    pack="agent",
+tool_call_accuracy = builtin(
+    "agent",
+    "tool-call-accuracy",
+    number(
+        "tool-call-accuracy",
+        "calls with the right name and arguments / max(agent calls, reference calls)",
+    ),
+    number("tool-name-accuracy", "calls paired by name / max(agent calls, reference calls)"),
+    number("tool-args-accuracy", "paired calls whose arguments match / paired calls"),
     requires=("trajectory",),
-    outputs=[
-        OutputSpec(
-            "tool-call-accuracy",
-            "number",
-            (0.0, 1.0),
-            True,
-            "calls with the right name and arguments / max(agent calls, reference calls)",
-        ),
-        OutputSpec(
-            "tool-name-accuracy",
-            "number",
-            (0.0, 1.0),
-            True,
-            "calls paired by name / max(agent calls, reference calls)",
-        ),
-        OutputSpec(
-            "tool-args-accuracy",
-            "number",
-            (0.0, 1.0),
-            True,
-            "paired calls whose arguments match / paired calls",
-        ),
-    ],
     example="evalsi eval --data examples/agent/trips.jsonl --evaluators tool-call-accuracy",
 )(ToolCallAccuracy)

@@ -306,22 +306,3 @@ def align_unordered(
                 used.add(k)
                 break
     return sorted(pairs)
-
-
-__all__ = [
-    "NO_REFERENCE",
-    "STEP_KINDS",
-    "ArgsMode",
-    "Call",
-    "agent_calls",
-    "align_ordered",
-    "align_unordered",
-    "args_match",
-    "canonical",
-    "check_kinds",
-    "expected_param",
-    "max_matching",
-    "parse_arguments",
-    "parse_calls",
-    "reference_calls",
-]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from evalsi.core import OutputSpec, ParamError, Record, Score, Trajectory
-from evalsi.evaluators import Skip, evaluator
+from evalsi.core import ParamError, Record, Score, Trajectory
+from evalsi.evaluators import Skip
+from evalsi.packs import builtin, lower, passed
 from evalsi.packs.agent._calls import check_kinds
 
 _TOKEN_KINDS = ("llm_call", "embedding")
@@ -115,22 +116,17 @@ def _latency_ms(record: Record, trajectory: Trajectory) -> float | None:
     return (max(ends) - min(starts)) / 1e6
 
 
-step_efficiency = evaluator(
-    name="builtin/step-efficiency",
-    version="1.0.0",
-    pack="agent",
+step_efficiency = builtin(
+    "agent",
+    "step-efficiency",
+    passed("step-efficiency", "within every budget set"),
+    lower("agent-steps", "steps in the trajectory"),
+    lower("agent-tokens", "tokens the trajectory used"),
+    lower("agent-latency-ms", "wall time of the trajectory, ms"),
+    lower("steps-budget-used", "steps / max_steps"),
+    lower("tokens-budget-used", "tokens / max_tokens"),
+    lower("latency-budget-used", "latency / max_latency_ms"),
     requires=("trajectory",),
-    outputs=[
-        OutputSpec("step-efficiency", "passed", (0.0, 1.0), True, "within every budget set"),
-        OutputSpec("agent-steps", "number", None, False, "steps in the trajectory"),
-        OutputSpec("agent-tokens", "number", None, False, "tokens the trajectory used"),
-        OutputSpec("agent-latency-ms", "number", None, False, "wall time of the trajectory, ms"),
-        OutputSpec("steps-budget-used", "number", None, False, "steps / max_steps"),
-        OutputSpec("tokens-budget-used", "number", None, False, "tokens / max_tokens"),
-        OutputSpec("latency-budget-used", "number", None, False, "latency / max_latency_ms"),
-    ],
-    example=(
-        "evalsi eval --data examples/agent/trips.jsonl --evaluators step-efficiency "
-        "--param step-efficiency.max_steps=6 --param step-efficiency.max_tokens=2000"
-    ),
+    example="evalsi eval --data examples/agent/trips.jsonl --evaluators step-efficiency "
+    "--param step-efficiency.max_steps=6 --param step-efficiency.max_tokens=2000",
 )(StepEfficiency)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from evalsi.core import Content, JsonValue, Message, OutputSpec, ParamError, Record, Score, Step
-from evalsi.evaluators import Skip, UsesJudge, evaluator
+from evalsi.core import Content, JsonValue, Message, ParamError, Record, Score, Step
+from evalsi.evaluators import Skip, UsesJudge
+from evalsi.packs import builtin, passed
 from evalsi.packs.agent._calls import canonical, parse_arguments
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     PromptTemplate,
     ask_verdict,
+    bool_check,
     explanation_of,
     judge_metadata,
     total_usage,
@@ -47,12 +47,7 @@ _NONE = "(none)"
 _ELIDED = "... ({n} steps left out) ..."
 
 
-def _check(data: dict[str, Any]) -> str | None:
-    value = data.get("achieved")
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        data["achieved"] = value.strip().lower() == "true"
-        return None
-    return None if isinstance(value, bool) else "no boolean 'achieved'"
+_check = bool_check("achieved")
 
 
 def _clip(text: str, limit: int) -> str:
@@ -200,23 +195,12 @@ class SessionGoalCompletion(UsesJudge):
         )
 
 
-session_goal_completion = evaluator(
-    name="builtin/session-goal-completion",
-    version="1.0.0",
-    pack="agent",
+session_goal_completion = builtin(
+    "agent",
+    "session-goal-completion",
+    passed("session-goal-completion", "the judge found the user's goal achieved"),
     requires=(),
-    outputs=[
-        OutputSpec(
-            "session-goal-completion",
-            "passed",
-            (0.0, 1.0),
-            True,
-            "the judge found the user's goal achieved",
-        )
-    ],
-    example=(
-        'evalsi.evaluate("examples/agent/trips.jsonl", ["session-goal-completion"], '
-        + EXAMPLE_JUDGES
-        + ")"
-    ),
+    example='evalsi.evaluate("examples/agent/trips.jsonl", ["session-goal-completion"], '
+    + EXAMPLE_JUDGES
+    + ")",
 )(SessionGoalCompletion)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import Record, Score
+from evalsi.packs import builtin, check_at_least, lower, passed
 from evalsi.packs.agent._calls import Call, agent_calls, check_kinds
 
 
@@ -29,8 +29,7 @@ class LoopDetection:
     def __init__(
         self, *, threshold: int = 3, consecutive: bool = True, kinds: list[str] | None = None
     ) -> None:
-        if threshold < 2:
-            raise ParamError(f"loop-detection: param 'threshold' must be >= 2, got {threshold}")
+        check_at_least("loop-detection", "threshold", threshold, 2)
         self.threshold = threshold
         self.consecutive = consecutive
         self.kinds = check_kinds("loop-detection", kinds or ["tool_call"])
@@ -78,17 +77,12 @@ def _runs(calls: list[Call]) -> list[list[Call]]:
     return runs
 
 
-loop_detection = evaluator(
-    name="builtin/loop-detection",
-    version="1.0.0",
-    pack="agent",
+loop_detection = builtin(
+    "agent",
+    "loop-detection",
+    passed("loop-detection", "no identical call repeated"),
+    lower("redundant-calls", "calls repeating an identical one"),
     requires=("trajectory",),
-    outputs=[
-        OutputSpec("loop-detection", "passed", (0.0, 1.0), True, "no identical call repeated"),
-        OutputSpec("redundant-calls", "number", None, False, "calls repeating an identical one"),
-    ],
-    example=(
-        "evalsi eval --data examples/agent/trips.jsonl --evaluators loop-detection "
-        "--param loop-detection.threshold=2"
-    ),
+    example="evalsi eval --data examples/agent/trips.jsonl --evaluators loop-detection "
+    "--param loop-detection.threshold=2",
 )(LoopDetection)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evalsi.core import OutputSpec, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import Record, Score
+from evalsi.packs import builtin, few, passed
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,
@@ -18,8 +18,6 @@ from evalsi.packs.agent._calls import (
 )
 
 Mode = Literal["strict", "unordered", "subset", "superset"]
-
-_SHOWN = 3
 
 
 class TrajectoryMatch:
@@ -117,33 +115,20 @@ class TrajectoryMatch:
         missing = [self._shown(r) for j, r in enumerate(reference) if j not in used]
         problems = []
         if missing and self.mode in ("unordered", "superset"):
-            problems.append("missing reference call(s): " + _few(missing))
+            problems.append("missing reference call(s): " + few(missing))
         if unexpected and self.mode in ("unordered", "subset"):
-            problems.append("call(s) not in the reference: " + _few(unexpected))
+            problems.append("call(s) not in the reference: " + few(unexpected))
         return "; ".join(problems)
 
 
-def _few(items: list[str]) -> str:
-    shown = ", ".join(items[:_SHOWN])
-    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
-
-
-trajectory_match = evaluator(
-    name="builtin/trajectory-match",
-    version="1.0.0",
-    pack="agent",
-    requires=("trajectory",),
-    outputs=[
-        OutputSpec(
-            "trajectory-match",
-            "passed",
-            (0.0, 1.0),
-            True,
-            "the agent's calls match the reference under the mode (strict by default)",
-        )
-    ],
-    example=(
-        "evalsi eval --data examples/agent/trips.jsonl --evaluators trajectory-match "
-        "--param trajectory-match.mode=unordered"
+trajectory_match = builtin(
+    "agent",
+    "trajectory-match",
+    passed(
+        "trajectory-match",
+        "the agent's calls match the reference under the mode (strict by default)",
     ),
+    requires=("trajectory",),
+    example="evalsi eval --data examples/agent/trips.jsonl --evaluators trajectory-match "
+    "--param trajectory-match.mode=unordered",
 )(TrajectoryMatch)

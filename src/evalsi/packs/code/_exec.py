@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evalsi.core import OutputSpec, Record, Score, UserError
-from evalsi.evaluators import evaluator
+from evalsi.core import Record, Score, UserError
+from evalsi.packs import builtin, clip, number, passed
 from evalsi.packs.code._harness import HARNESS, new_nonce, read_report
 from evalsi.packs.code._sandboxed import (
     IsolationName,
@@ -56,12 +56,8 @@ class CandidateResult:
             return self.problem
         for t in self.tests:
             if t.get("passed") is not True:
-                return _short(f"{t.get('name')}: {t.get('error') or t.get('status')}")
+                return clip(f"{t.get('name')}: {t.get('error') or t.get('status')}", _ERROR_CHARS)
         return ""
-
-
-def _short(text: str, limit: int = _ERROR_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 async def run_candidate(
@@ -126,7 +122,7 @@ def _test_rows(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for t in tests[:_TESTS_KEPT]:
         row = {"name": t.get("name"), "passed": t.get("passed") is True, "status": t.get("status")}
         if t.get("error"):
-            row["error"] = _short(str(t["error"]), 200)
+            row["error"] = clip(str(t["error"]), 200)
         rows.append(row)
     return rows
 
@@ -186,20 +182,14 @@ def _pass_at_k_scores(results: list[CandidateResult], ks: list[int]) -> list[Sco
     ]
 
 
-@evaluator(
-    name="builtin/code-exec-tests",
-    version="1.0.0",
-    requires=("output",),
-    outputs=(
-        OutputSpec("code-exec-tests", "passed", (0.0, 1.0), True, "every test passed"),
-        OutputSpec("tests-passed", "number", (0.0, 1.0), True, "share of the tests passed"),
-        OutputSpec("pass-at-1", "number", (0.0, 1.0), True, "unbiased pass@1 (n candidates)"),
-    ),
-    pack="code",
-    example=(
-        "evalsi eval --data examples/code/solutions.jsonl --evaluators code-exec-tests "
-        "--format json"
-    ),
+@builtin(
+    "code",
+    "code-exec-tests",
+    passed("code-exec-tests", "every test passed"),
+    number("tests-passed", "share of the tests passed"),
+    number("pass-at-1", "unbiased pass@1 (n candidates)"),
+    example="evalsi eval --data examples/code/solutions.jsonl --evaluators code-exec-tests "
+    "--format json",
 )
 async def code_exec_tests(
     record: Record,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import re
 import threading
 from collections.abc import Iterator
@@ -153,34 +152,6 @@ def make_spec(
     )
 
 
-def run_program(
-    files: dict[str, bytes],
-    argv: list[str],
-    spec: SandboxSpec,
-    *,
-    stdin: bytes | None = None,
-    timeout: float | None = None,
-    concurrency: int | None = None,
-) -> ExecResult:
-    """Run ``argv`` in a fresh sandbox holding ``files``, under the concurrency limit.
-
-    A runner failure (the sandbox itself broke) is retried in a new sandbox, up to
-    ``RUNNER_ATTEMPTS`` times in all. Raises ``SandboxUnavailable`` (no rung ≥
-    ``min_isolation``) and ``SandboxRunnerFailure`` (every attempt broke): both are
-    infrastructure, never a score. Anything else the program did is in the result."""
-    for _attempt in range(RUNNER_ATTEMPTS):
-        with limiter(concurrency):
-            result = run(
-                argv, spec, stdin=stdin, timeout=timeout, files=files, ladder=_ladder.get()
-            )
-        if result.outcome.kind != "runner_failure":
-            return result
-    raise SandboxRunnerFailure(
-        f"the sandbox failed ({result.isolation.driver}) {RUNNER_ATTEMPTS} times: "
-        f"{result.outcome.detail}"
-    )
-
-
 RUNNER_ATTEMPTS = 3
 """Executions of one program before a broken sandbox is reported as an infra error."""
 
@@ -194,14 +165,31 @@ async def run_program_async(
     timeout: float | None = None,
     concurrency: int | None = None,
 ) -> ExecResult:
-    """``run_program`` on a worker thread, so many records' sandboxes overlap (the pool has
-    as many threads as the limit allows sandboxes, so the limit, not the pool, decides)."""
-    call = functools.partial(
-        run_program, files, argv, spec, stdin=stdin, timeout=timeout, concurrency=concurrency
-    )
+    """Run ``argv`` in a fresh sandbox holding ``files``, under the concurrency limit, on a
+    worker thread, so many records' sandboxes overlap (the pool has as many threads as the
+    limit allows sandboxes, so the limit, not the pool, decides).
+
+    A runner failure (the sandbox itself broke) is retried in a new sandbox, up to
+    ``RUNNER_ATTEMPTS`` times in all. Raises ``SandboxUnavailable`` (no rung ≥
+    ``min_isolation``) and ``SandboxRunnerFailure`` (every attempt broke): both are
+    infrastructure, never a score. Anything else the program did is in the result."""
+
+    def attempts() -> ExecResult:
+        for _attempt in range(RUNNER_ATTEMPTS):
+            with limiter(concurrency):
+                result = run(
+                    argv, spec, stdin=stdin, timeout=timeout, files=files, ladder=_ladder.get()
+                )
+            if result.outcome.kind != "runner_failure":
+                return result
+        raise SandboxRunnerFailure(
+            f"the sandbox failed ({result.isolation.driver}) {RUNNER_ATTEMPTS} times: "
+            f"{result.outcome.detail}"
+        )
+
     context = contextvars.copy_context()  # carries using_ladder() into the thread
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool(concurrency), context.run, call)
+    return await loop.run_in_executor(_pool(concurrency), context.run, attempts)
 
 
 def behaviour(result: ExecResult) -> str:

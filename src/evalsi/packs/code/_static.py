@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from evalsi.core import OutputSpec, Record, Score, UserError
-from evalsi.evaluators import Skip, evaluator
+from evalsi.core import Record, Score, UserError
+from evalsi.evaluators import Skip
+from evalsi.packs import builtin, clip, passed
 from evalsi.packs.code._sandboxed import IsolationName, behaviour, make_spec, run_program_async
 from evalsi.packs.code._shapes import extract_code
 from evalsi.sandbox import ExecResult
@@ -47,20 +48,40 @@ def _filename(language: str, filename: str) -> str:
     raise UserError(f"filename: needed for language {language!r} (e.g. 'main.c')")
 
 
+async def _run(
+    record: Record,
+    name: str,
+    argv: list[str],
+    min_isolation: IsolationName,
+    timeout_seconds: float,
+    memory_mb: int,
+    concurrency: int | None,
+    read_only_paths: tuple[Path, ...] = (),
+) -> ExecResult:
+    """Run ``argv`` in the sandbox on the record's program, saved as file ``name``."""
+    spec = make_spec(
+        min_isolation=min_isolation,
+        timeout_seconds=timeout_seconds,
+        memory_mb=memory_mb,
+        cpu_seconds=timeout_seconds,
+        read_only_paths=read_only_paths,
+    )
+    files = {name: _program(record).encode("utf-8", "surrogatepass")}
+    return await run_program_async(files, argv, spec, concurrency=concurrency)
+
+
 def _message(result: ExecResult) -> str:
-    text = (result.stderr + b"\n" + result.stdout).decode("utf-8", "replace").strip()
-    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
+    return clip(
+        (result.stderr + b"\n" + result.stdout).decode("utf-8", "replace").strip(), _MESSAGE_CHARS
+    )
 
 
-@evaluator(
-    name="builtin/compile-check",
-    version="1.0.0",
-    requires=("output",),
-    outputs=(OutputSpec("compile-check", "passed", (0.0, 1.0), True, "the program compiles"),),
-    pack="code",
-    example=(
-        "evalsi eval --data examples/code/solutions.jsonl --evaluators compile-check --format json"
-    ),
+@builtin(
+    "code",
+    "compile-check",
+    passed("compile-check", "the program compiles"),
+    example="evalsi eval --data examples/code/solutions.jsonl --evaluators compile-check "
+    "--format json",
 )
 async def compile_check(
     record: Record,
@@ -88,14 +109,7 @@ async def compile_check(
             f"compile-check: language {language!r} needs the command param, an argv template "
             "such as ['gcc', '-fsyntax-only', '{file}'] (python is built in)"
         )
-    spec = make_spec(
-        min_isolation=min_isolation,
-        timeout_seconds=timeout_seconds,
-        memory_mb=memory_mb,
-        cpu_seconds=timeout_seconds,
-    )
-    files = {name: _program(record).encode("utf-8", "surrogatepass")}
-    result = await run_program_async(files, argv, spec, concurrency=concurrency)
+    result = await _run(record, name, argv, min_isolation, timeout_seconds, memory_mb, concurrency)
     meta: dict[str, Any] = {"isolation": result.isolation.to_dict(), "argv": argv}
     if result.outcome.kind != "exit":
         why = behaviour(result)
@@ -158,15 +172,12 @@ def _line_findings(result: ExecResult, filename: str) -> list[dict[str, Any]]:
     return out
 
 
-@evaluator(
-    name="builtin/lint-check",
-    version="1.0.0",
-    requires=("output",),
-    outputs=(OutputSpec("lint-check", "passed", (0.0, 1.0), True, "no lint findings"),),
-    pack="code",
-    example=(
-        "evalsi eval --data examples/code/solutions.jsonl --evaluators lint-check --format json"
-    ),
+@builtin(
+    "code",
+    "lint-check",
+    passed("lint-check", "no lint findings"),
+    example="evalsi eval --data examples/code/solutions.jsonl --evaluators lint-check "
+    "--format json",
 )
 async def lint_check(
     record: Record,
@@ -202,15 +213,9 @@ async def lint_check(
             raise Skip("lint-check: no ruff binary on this host (pip install ruff)")
         else:
             argv, kind = ["python3", "-m", "pyflakes", name], "pyflakes"
-    spec = make_spec(
-        min_isolation=min_isolation,
-        timeout_seconds=timeout_seconds,
-        memory_mb=memory_mb,
-        cpu_seconds=timeout_seconds,
-        read_only_paths=ro,
+    result = await _run(
+        record, name, argv, min_isolation, timeout_seconds, memory_mb, concurrency, ro
     )
-    files = {name: _program(record).encode("utf-8", "surrogatepass")}
-    result = await run_program_async(files, argv, spec, concurrency=concurrency)
     meta: dict[str, Any] = {"isolation": result.isolation.to_dict(), "linter": kind}
     if result.outcome.kind != "exit":
         meta["outcome"] = result.outcome.kind

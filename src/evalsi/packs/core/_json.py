@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from evalsi.core import Content, JsonValue, OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import evaluator
-from evalsi.packs.core._reference import clip
+from evalsi.core import Content, JsonValue, ParamError, Record, Score
+from evalsi.packs import builtin, clip, passed
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-_PASSED = (0.0, 1.0)
 _SHOWN_ERRORS = 3
 
 
@@ -86,16 +84,12 @@ class JsonValid:
         return Score(passed=False, explanation=error)
 
 
-json_valid = evaluator(
-    name="builtin/json-valid",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[OutputSpec("json-valid", "passed", _PASSED, True, "the output is valid JSON")],
-    example=(
-        "evalsi eval --data extract.jsonl --evaluators json-valid "
-        "--param json-valid.allow_fenced=true"
-    ),
+json_valid = builtin(
+    "core",
+    "json-valid",
+    passed("json-valid", "the output is valid JSON"),
+    example="evalsi eval --data extract.jsonl --evaluators json-valid "
+    "--param json-valid.allow_fenced=true",
 )(JsonValid)
 
 
@@ -147,18 +141,10 @@ class JsonSchema:
         return Score(passed=False, explanation=f"does not match the schema: {shown}{more}")
 
 
-json_schema = evaluator(
-    name="builtin/json-schema",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[
-        OutputSpec(
-            "json-schema", "passed", _PASSED, True, "the output is JSON valid under the schema"
-        )
-    ],
-    example=(
-        "evalsi eval --data extract.jsonl --evaluators json-schema --param "
-        """'json-schema.schema={"type":"object","required":["name"]}'"""
-    ),
+json_schema = builtin(
+    "core",
+    "json-schema",
+    passed("json-schema", "the output is JSON valid under the schema"),
+    example="evalsi eval --data extract.jsonl --evaluators json-schema --param "
+    """'json-schema.schema={"type":"object","required":["name"]}'""",
 )(JsonSchema)

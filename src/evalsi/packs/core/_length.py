@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.core import ParamError, Record, Score
+from evalsi.packs import builtin, check_at_least, number, passed
 
 
 class Length:
@@ -31,8 +31,8 @@ class Length:
         max: int | None = None,
     ) -> None:
         for name, bound in (("min", min), ("max", max)):
-            if bound is not None and bound < 0:
-                raise ParamError(f"length: param {name!r} must be >= 0, got {bound}")
+            if bound is not None:
+                check_at_least("length", name, bound, 0)
         if min is not None and max is not None and min > max:
             raise ParamError(f"length: param 'min' ({min}) is greater than param 'max' ({max})")
         self._words = unit == "words"
@@ -52,23 +52,11 @@ class Length:
         return [Score(number=float(n)), Score(name="length-in-bounds", passed=inside)]
 
 
-length = evaluator(
-    name="builtin/length",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[
-        OutputSpec("length", "number", None, None, "length of the output in `unit`s (>= 0)"),
-        OutputSpec(
-            "length-in-bounds",
-            "passed",
-            (0.0, 1.0),
-            True,
-            "min <= length <= max (only when a bound is set)",
-        ),
-    ],
-    example=(
-        "evalsi eval --data summaries.jsonl --evaluators length "
-        "--param length.unit=words --param length.max=120"
-    ),
+length = builtin(
+    "core",
+    "length",
+    number("length", "length of the output in `unit`s (>= 0)", None, None),
+    passed("length-in-bounds", "min <= length <= max (only when a bound is set)"),
+    example="evalsi eval --data summaries.jsonl --evaluators length "
+    "--param length.unit=words --param length.max=120",
 )(Length)

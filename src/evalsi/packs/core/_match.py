@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Literal
 
 from evalsi.core import Content, JsonValue, OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import Skip, evaluator
+from evalsi.evaluators import Skip
+from evalsi.packs import builtin, few, number, passed
 from evalsi.packs.core._normalize import make_normalizer
 from evalsi.packs.core._reference import (
     NOT_JSON,
@@ -22,7 +23,6 @@ from evalsi.packs.core._reference import (
     shorten,
 )
 
-_PASSED = (0.0, 1.0)
 _NO_ALTERNATIVES = "reference is an empty list of alternatives"
 _UNPARSED = object()
 NO_CHOICE = "(none)"
@@ -106,23 +106,13 @@ class ExactMatch:
         return False
 
 
-exact_match = evaluator(
-    name="builtin/exact-match",
-    version="1.0.0",
-    pack="core",
+exact_match = builtin(
+    "core",
+    "exact-match",
+    passed("exact-match", "the output equals the reference (or one of its alternatives)"),
     requires=("output", "reference"),
-    outputs=[
-        OutputSpec(
-            "exact-match",
-            "passed",
-            _PASSED,
-            True,
-            "the output equals the reference (or one of its alternatives)",
-        )
-    ],
-    example=(
-        "evalsi eval --data qa.jsonl --evaluators exact-match --param exact-match.ignore_case=true"
-    ),
+    example="evalsi eval --data qa.jsonl --evaluators exact-match "
+    "--param exact-match.ignore_case=true",
 )(ExactMatch)
 
 
@@ -189,25 +179,14 @@ class FuzzyMatch:
         ]
 
 
-fuzzy_match = evaluator(
-    name="builtin/fuzzy-match",
-    version="1.0.0",
-    pack="core",
+fuzzy_match = builtin(
+    "core",
+    "fuzzy-match",
+    passed("fuzzy-match", "similarity is at least the threshold"),
+    number("similarity", "normalized Indel similarity to the closest reference (1 = identical)"),
     requires=("output", "reference"),
-    outputs=[
-        OutputSpec("fuzzy-match", "passed", _PASSED, True, "similarity is at least the threshold"),
-        OutputSpec(
-            "similarity",
-            "number",
-            (0.0, 1.0),
-            True,
-            "normalized Indel similarity to the closest reference (1 = identical)",
-        ),
-    ],
-    example=(
-        "evalsi eval --data qa.jsonl --evaluators fuzzy-match "
-        "--param fuzzy-match.threshold=0.9 --param fuzzy-match.ignore_case=true"
-    ),
+    example="evalsi eval --data qa.jsonl --evaluators fuzzy-match "
+    "--param fuzzy-match.threshold=0.9 --param fuzzy-match.ignore_case=true",
 )(FuzzyMatch)
 
 
@@ -267,9 +246,8 @@ class Contains:
             missing = [value for value, needle in needles if needle not in text]
             if not missing:
                 return True
-            shown = ", ".join(shorten(v, 40) for v in missing[:5])
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            return Score(passed=False, explanation=f"missing {shown}{more}")
+            shown = few([shorten(v, 40) for v in missing], 5)
+            return Score(passed=False, explanation=f"missing {shown}")
         for _, needle in needles:
             if needle in text:
                 return True
@@ -278,20 +256,12 @@ class Contains:
         return Score(passed=False, explanation=f"none of the {len(needles)} values found")
 
 
-contains = evaluator(
-    name="builtin/contains",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[
-        OutputSpec(
-            "contains", "passed", _PASSED, True, "the output contains any (or all) of the values"
-        )
-    ],
-    example=(
-        "evalsi eval --data qa.jsonl --evaluators contains "
-        "--param contains.values=Paris,France --param contains.mode=all"
-    ),
+contains = builtin(
+    "core",
+    "contains",
+    passed("contains", "the output contains any (or all) of the values"),
+    example="evalsi eval --data qa.jsonl --evaluators contains "
+    "--param contains.values=Paris,France --param contains.mode=all",
 )(Contains)
 
 
@@ -341,18 +311,12 @@ class StartsWith:
         return Score(passed=False, explanation=f"expected a start {wanted}, got {quoted(text)}")
 
 
-starts_with = evaluator(
-    name="builtin/starts-with",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[
-        OutputSpec("starts-with", "passed", _PASSED, True, "the output starts with the prefix")
-    ],
-    example=(
-        "evalsi eval --data answers.jsonl --evaluators starts-with "
-        "--param 'starts-with.prefix=Answer:'"
-    ),
+starts_with = builtin(
+    "core",
+    "starts-with",
+    passed("starts-with", "the output starts with the prefix"),
+    example="evalsi eval --data answers.jsonl --evaluators starts-with "
+    "--param 'starts-with.prefix=Answer:'",
 )(StartsWith)
 
 
@@ -413,23 +377,17 @@ class OneOf:
         return [Score(passed=True), Score(name="choice", label=choice)]
 
 
-one_of = evaluator(
-    name="builtin/one-of",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[
-        OutputSpec("one-of", "passed", _PASSED, True, "the output is one of the choices"),
-        OutputSpec(
-            "choice",
-            "label",
-            None,
-            None,
-            f"the choice matched, as spelled in `choices`, or {NO_CHOICE!r}",
-        ),
-    ],
-    example=(
-        "evalsi eval --data sentiment.jsonl --evaluators one-of "
-        "--param one-of.choices=positive,negative,neutral --param one-of.ignore_case=true"
+one_of = builtin(
+    "core",
+    "one-of",
+    passed("one-of", "the output is one of the choices"),
+    OutputSpec(
+        "choice",
+        "label",
+        None,
+        None,
+        f"the choice matched, as spelled in `choices`, or {NO_CHOICE!r}",
     ),
+    example="evalsi eval --data sentiment.jsonl --evaluators one-of "
+    "--param one-of.choices=positive,negative,neutral --param one-of.ignore_case=true",
 )(OneOf)

@@ -11,6 +11,7 @@ from typing import Final
 import orjson
 
 from evalsi.core import Content, JsonValue
+from evalsi.packs import clip
 from evalsi.packs.core._normalize import Normalizer
 
 NOT_JSON: Final = object()
@@ -70,11 +71,6 @@ def shorten(text: str, limit: int = 80) -> str:
     """``repr`` of ``text`` cut to about ``limit`` characters, for explanations."""
     shown = repr(text)
     return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
-
-
-def clip(text: str, limit: int = 120) -> str:
-    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 SHOWN_CHARS = 120

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from evalsi.core import OutputSpec, ParamError, PatternMatch, Record, Score, compile_pattern
-from evalsi.evaluators import evaluator
+from evalsi.core import ParamError, PatternMatch, Record, Score, compile_pattern
+from evalsi.packs import builtin, passed
 from evalsi.packs.core._reference import quoted
 
 
@@ -62,14 +62,10 @@ class Regex:
         return Score(passed=False, explanation=why)
 
 
-regex = evaluator(
-    name="builtin/regex",
-    version="1.0.0",
-    pack="core",
-    requires=("output",),
-    outputs=[OutputSpec("regex", "passed", (0.0, 1.0), True, "the output matches the pattern")],
-    example=(
-        "evalsi eval --data math.jsonl --evaluators regex "
-        "--param 'regex.pattern=^\\d+$' --param regex.mode=fullmatch"
-    ),
+regex = builtin(
+    "core",
+    "regex",
+    passed("regex", "the output matches the pattern"),
+    example="evalsi eval --data math.jsonl --evaluators regex "
+    "--param 'regex.pattern=^\\d+$' --param regex.mode=fullmatch",
 )(Regex)

@@ -8,41 +8,48 @@ runner (``requires``), never scored as zero. Over budget, the explanation shows 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import evaluator
-
-
-def _budget(evaluator_name: str, param: str, value: float | None) -> float | None:
-    if value is not None and value < 0:
-        raise ParamError(f"{evaluator_name}: param {param!r} must be >= 0, got {value}")
-    return value
-
-
-def _measured(
-    value: float, budget: float | None, metric: str, show: Callable[[float], str]
-) -> float | list[Score]:
-    if budget is None:
-        return float(value)
-    if value <= budget:
-        return [Score(number=float(value)), Score(name=metric, passed=True)]
-    why = f"{metric.split('-')[0]} {show(value)} > budget {show(budget)}"
-    return [Score(number=float(value)), Score(name=metric, passed=False, explanation=why)]
+from evalsi.core import Record, Score, Usage
+from evalsi.evaluators import Evaluator
+from evalsi.packs import builtin, check_at_least, lower, passed
 
 
 def _ms(value: float) -> str:
     return f"{value:.0f} ms" if value >= 10 else f"{value:.3g} ms"
 
 
-def _tokens(value: float) -> str:
-    return f"{value:.0f}"
+class _Budgeted:
+    """One usage figure, and whether it is within the budget when one is set."""
+
+    __slots__ = ("_max",)
+    metric: ClassVar[str]
+    param: ClassVar[str]
+    show: ClassVar[Callable[[float], str]]
+
+    def __init__(self, budget: float | None) -> None:
+        if budget is not None:
+            check_at_least(self.metric, self.param, budget, 0)
+        self._max = budget
+
+    def __call__(self, record: Record) -> float | list[Score]:
+        assert record.usage is not None  # `requires` checked it
+        value = self.read(record.usage)
+        assert value is not None
+        budget = self._max
+        if budget is None:
+            return float(value)
+        metric, show = f"{self.metric}-within-budget", type(self).show
+        if value <= budget:
+            return [Score(number=float(value)), Score(name=metric, passed=True)]
+        why = f"{self.metric} {show(value)} > budget {show(budget)}"
+        return [Score(number=float(value)), Score(name=metric, passed=False, explanation=why)]
+
+    def read(self, usage: Usage) -> float | None:
+        raise NotImplementedError
 
 
-def _usd(value: float) -> str:
-    return f"${value:.6g}"
-
-
-class Latency:
+class Latency(_Budgeted):
     """Report how long producing the output took, in milliseconds.
 
     Reads ``usage.latency_ms``. Emits ``latency`` (number, lower is better) and, when
@@ -52,34 +59,17 @@ class Latency:
         max_ms: the latency budget in milliseconds.
     """
 
-    __slots__ = ("_max",)
+    __slots__ = ()
+    metric, param, show = "latency", "max_ms", _ms
 
     def __init__(self, *, max_ms: float | None = None) -> None:
-        self._max = _budget("latency", "max_ms", max_ms)
+        super().__init__(max_ms)
 
-    def __call__(self, record: Record) -> float | list[Score]:
-        usage = record.usage
-        assert usage is not None  # `requires` checked it
-        assert usage.latency_ms is not None
-        return _measured(usage.latency_ms, self._max, "latency-within-budget", _ms)
+    def read(self, usage: Usage) -> float | None:
+        return usage.latency_ms
 
 
-latency = evaluator(
-    name="builtin/latency",
-    version="1.0.0",
-    pack="core",
-    requires=("usage.latency_ms",),
-    outputs=[
-        OutputSpec("latency", "number", None, False, "time to produce the output, in ms"),
-        OutputSpec(
-            "latency-within-budget", "passed", (0.0, 1.0), True, "latency <= max_ms (when set)"
-        ),
-    ],
-    example="evalsi eval --data traces.jsonl --evaluators latency --param latency.max_ms=2000",
-)(Latency)
-
-
-class Tokens:
+class Tokens(_Budgeted):
     """Report how many tokens producing the output used.
 
     Reads ``usage.tokens()``: ``total_tokens`` when given, else input + output tokens. Emits
@@ -90,35 +80,17 @@ class Tokens:
         max_tokens: the token budget.
     """
 
-    __slots__ = ("_max",)
+    __slots__ = ()
+    metric, param, show = "tokens", "max_tokens", "{:.0f}".format
 
     def __init__(self, *, max_tokens: int | None = None) -> None:
-        self._max = _budget("tokens", "max_tokens", max_tokens)
+        super().__init__(max_tokens)
 
-    def __call__(self, record: Record) -> float | list[Score]:
-        usage = record.usage
-        assert usage is not None
-        tokens = usage.tokens()
-        assert tokens is not None
-        return _measured(tokens, self._max, "tokens-within-budget", _tokens)
+    def read(self, usage: Usage) -> float | None:
+        return usage.tokens()
 
 
-tokens = evaluator(
-    name="builtin/tokens",
-    version="1.0.0",
-    pack="core",
-    requires=("usage.tokens",),
-    outputs=[
-        OutputSpec("tokens", "number", None, False, "total tokens used for the output"),
-        OutputSpec(
-            "tokens-within-budget", "passed", (0.0, 1.0), True, "tokens <= max_tokens (when set)"
-        ),
-    ],
-    example="evalsi eval --data traces.jsonl --evaluators tokens --param tokens.max_tokens=4096",
-)(Tokens)
-
-
-class Cost:
+class Cost(_Budgeted):
     """Report what producing the output cost, in US dollars.
 
     Reads ``usage.cost_usd``. Emits ``cost`` (number, lower is better) and, when ``max_usd`` is
@@ -128,26 +100,28 @@ class Cost:
         max_usd: the cost budget in US dollars.
     """
 
-    __slots__ = ("_max",)
+    __slots__ = ()
+    metric, param, show = "cost", "max_usd", "${:.6g}".format
 
     def __init__(self, *, max_usd: float | None = None) -> None:
-        self._max = _budget("cost", "max_usd", max_usd)
+        super().__init__(max_usd)
 
-    def __call__(self, record: Record) -> float | list[Score]:
-        usage = record.usage
-        assert usage is not None
-        assert usage.cost_usd is not None
-        return _measured(usage.cost_usd, self._max, "cost-within-budget", _usd)
+    def read(self, usage: Usage) -> float | None:
+        return usage.cost_usd
 
 
-cost = evaluator(
-    name="builtin/cost",
-    version="1.0.0",
-    pack="core",
-    requires=("usage.cost_usd",),
-    outputs=[
-        OutputSpec("cost", "number", None, False, "what the output cost, in US dollars"),
-        OutputSpec("cost-within-budget", "passed", (0.0, 1.0), True, "cost <= max_usd (when set)"),
-    ],
-    example="evalsi eval --data traces.jsonl --evaluators cost --param cost.max_usd=0.01",
-)(Cost)
+def _declare(cls: type[_Budgeted], requires: str, desc: str, budget: str) -> Evaluator:
+    name = cls.metric
+    return builtin(
+        "core",
+        name,
+        lower(name, desc),
+        passed(f"{name}-within-budget", f"{name} <= {cls.param} (when set)"),
+        requires=(requires,),
+        example=f"evalsi eval --data traces.jsonl --evaluators {name} --param {name}.{budget}",
+    )(cls)
+
+
+latency = _declare(Latency, "usage.latency_ms", "time to produce the output, in ms", "max_ms=2000")
+tokens = _declare(Tokens, "usage.tokens", "total tokens used for the output", "max_tokens=4096")
+cost = _declare(Cost, "usage.cost_usd", "what the output cost, in US dollars", "max_usd=0.01")

@@ -231,22 +231,19 @@ def number_check(low: float, high: float, key: str = "score") -> Check:
     return check
 
 
+def bool_check(key: str) -> Check:
+    """Accept an object whose ``key`` is a boolean (the strings true / false become one)."""
+
+    def check(data: dict[str, Any]) -> str | None:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            data[key] = value.strip().lower() == "true"
+            return None
+        return None if isinstance(value, bool) else f"no boolean {key!r}"
+
+    return check
+
+
 def explanation_of(data: dict[str, Any]) -> str:
     value = data.get("explanation", data.get("reasoning", ""))
     return value if isinstance(value, str) else json.dumps(value)
-
-
-__all__ = [
-    "EXAMPLE_JUDGES",
-    "REPAIR_PROMPT",
-    "JudgeFormatError",
-    "PromptTemplate",
-    "Verdict",
-    "ask_all",
-    "ask_verdict",
-    "explanation_of",
-    "find_json_object",
-    "judge_metadata",
-    "number_check",
-    "total_usage",
-]

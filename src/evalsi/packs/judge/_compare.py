@@ -7,12 +7,14 @@ from typing import Any
 import orjson
 
 from evalsi.core import OutputSpec, Record, Score
-from evalsi.evaluators import Skip, UsesJudge, evaluator
+from evalsi.evaluators import Skip, UsesJudge
+from evalsi.packs import builtin, number, passed
 from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
     PromptTemplate,
     ask_all,
     ask_verdict,
+    bool_check,
     explanation_of,
     judge_metadata,
     total_usage,
@@ -59,12 +61,7 @@ def _context(record: Record) -> str:
     return f"\n# Input\n{record.input.as_text()}\n" if record.input is not None else ""
 
 
-def _check_correct(data: dict[str, Any]) -> str | None:
-    value = data.get("correct")
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        data["correct"] = value.strip().lower() == "true"
-        return None
-    return None if isinstance(value, bool) else "no boolean 'correct'"
+_check_correct = bool_check("correct")
 
 
 class ReferenceCorrectness(UsesJudge):
@@ -99,16 +96,11 @@ class ReferenceCorrectness(UsesJudge):
         )
 
 
-reference_correctness = evaluator(
-    name="builtin/reference-correctness",
-    version="1.0.0",
-    pack="judge",
+reference_correctness = builtin(
+    "judge",
+    "reference-correctness",
+    passed("reference-correctness", "the judge finds it correct"),
     requires=("output", "reference"),
-    outputs=[
-        OutputSpec(
-            "reference-correctness", "passed", (0.0, 1.0), True, "the judge finds it correct"
-        )
-    ],
     example='evalsi.evaluate("qa.jsonl", ["reference-correctness"], ' + EXAMPLE_JUDGES + ")",
 )(ReferenceCorrectness)
 
@@ -186,17 +178,11 @@ class Pairwise(UsesJudge):
         ]
 
 
-pairwise = evaluator(
-    name="builtin/pairwise",
-    version="1.0.0",
-    pack="judge",
-    requires=("output",),
-    outputs=[
-        OutputSpec("pairwise", "label", None, None, "output, baseline or tie"),
-        OutputSpec("pairwise-win", "number", (0.0, 1.0), True, "1 win, 0.5 tie, 0 loss"),
-        OutputSpec(
-            "position-consistent", "passed", (0.0, 1.0), True, "same verdict in both orders"
-        ),
-    ],
+pairwise = builtin(
+    "judge",
+    "pairwise",
+    OutputSpec("pairwise", "label", None, None, "output, baseline or tie"),
+    number("pairwise-win", "1 win, 0.5 tie, 0 loss"),
+    passed("position-consistent", "same verdict in both orders"),
     example='evalsi.evaluate("ab.jsonl", ["pairwise"], ' + EXAMPLE_JUDGES + ")",
 )(Pairwise)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import UsesJudge, evaluator, get_judge
+from evalsi.core import ParamError, Record, Score
+from evalsi.evaluators import UsesJudge, get_judge
+from evalsi.packs import builtin, number, passed
 from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
     Check,
@@ -174,19 +175,13 @@ def _judge_scale(name: str) -> tuple[float, float]:
     return 0.0, 1.0
 
 
-llm_judge = evaluator(
-    name="builtin/llm-judge",
-    version="1.0.0",
-    pack="judge",
-    requires=("output",),
-    outputs=[
-        OutputSpec("llm-judge", "number", (0.0, 1.0), True, "the judge's score, normalised"),
-        OutputSpec("llm-judge-passed", "passed", (0.0, 1.0), True, "score >= pass_threshold"),
-    ],
-    example=(
-        'evalsi.evaluate("answers.jsonl", [{"ref": "llm-judge", "params": {"rubric": '
-        '"Answers correctly and politely"}}], ' + EXAMPLE_JUDGES + ")"
-    ),
+llm_judge = builtin(
+    "judge",
+    "llm-judge",
+    number("llm-judge", "the judge's score, normalised"),
+    passed("llm-judge-passed", "score >= pass_threshold"),
+    example='evalsi.evaluate("answers.jsonl", [{"ref": "llm-judge", "params": {"rubric": '
+    '"Answers correctly and politely"}}], ' + EXAMPLE_JUDGES + ")",
 )(LlmJudge)
 
 
@@ -237,14 +232,10 @@ class GEval(UsesJudge):
         )
 
 
-g_eval = evaluator(
-    name="builtin/g-eval",
-    version="1.0.0",
-    pack="judge",
-    requires=("output",),
-    outputs=[OutputSpec("g-eval", "number", (0.0, 1.0), True, "1–5 judge score, normalised")],
-    example=(
-        'evalsi.evaluate("answers.jsonl", [{"ref": "g-eval", "params": {"criteria": '
-        '"Coherence: the answer is well structured"}}], ' + EXAMPLE_JUDGES + ")"
-    ),
+g_eval = builtin(
+    "judge",
+    "g-eval",
+    number("g-eval", "1–5 judge score, normalised"),
+    example='evalsi.evaluate("answers.jsonl", [{"ref": "g-eval", "params": {"criteria": '
+    '"Coherence: the answer is well structured"}}], ' + EXAMPLE_JUDGES + ")",
 )(GEval)

@@ -15,8 +15,9 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from evalsi.core import OutputSpec, OutputType, ParamError, Score
-from evalsi.evaluators import Evaluator, WeightedReduce, evaluator
+from evalsi.core import OutputSpec, OutputType, Score
+from evalsi.evaluators import Evaluator, WeightedReduce
+from evalsi.packs import builtin
 
 P = TypeVar("P")
 Floats = npt.NDArray[np.float64]
@@ -42,13 +43,6 @@ def fmt(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.6g}"
 
 
-def check_choice(metric: str, param: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ParamError(
-            f"{metric}: param {param!r} must be one of {', '.join(allowed)}, got {value!r}"
-        )
-
-
 def declare(
     name: str,
     cls: type,
@@ -65,12 +59,11 @@ def declare(
     ``bounds`` is the metric's range (None when unbounded), ``higher`` whether higher is better
     (None for a structured value); both clip and orient intervals and comparisons.
     """
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        scope=scope,
-        pack="ml-classic",
+    return builtin(
+        "ml-classic",
+        name,
+        OutputSpec(name, output, bounds, higher, desc),
         requires=("output", "reference"),
-        outputs=[OutputSpec(name, output, bounds, higher, desc)],
+        scope=scope,
         example=example or f"evalsi eval --data predictions.jsonl --evaluators {name}",
     )(cls)

@@ -14,9 +14,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from evalsi.core import ParamError, Score
+from evalsi.core import Score
+from evalsi.packs import check_at_least, check_choice
 from evalsi.packs.ml_classic._arrays import Probs, default_positive, restrict
-from evalsi.packs.ml_classic._base import Weighted, check_choice, check_weights, fmt
+from evalsi.packs.ml_classic._base import Weighted, check_weights, fmt
 from evalsi.packs.ml_classic._batch import map_prob_batch, merge_probs, unbatch_probs
 from evalsi.packs.ml_classic._extract import ProbMapped, map_probs
 
@@ -181,8 +182,7 @@ class Ece(ProbMetric):
     """
 
     def __init__(self, *, bins: int = 10, positive: str | None = None) -> None:
-        if bins < 1:
-            raise ParamError(f"ece: param 'bins' must be >= 1, got {bins}")
+        check_at_least("ece", "bins", bins, 1)
         self.bins = bins
         self.positive = positive
 

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from evalsi.core import Content, ParamError, Record, Score
+from evalsi.core import Content, Record, Score
 from evalsi.evaluators import Skip
+from evalsi.packs import check_at_least
 from evalsi.packs.ml_classic._extract import label_of
 
 
@@ -109,12 +110,11 @@ class _RankMetric:
     """Reads the query, applies the shared rules, leaves the formula to ``value``."""
 
     label = "ranking metric"
-    default_k: int | None = None
 
     def __init__(self, *, k: int | None = None) -> None:
-        if k is not None and k < 1:
-            raise ParamError(f"{self.label}: param 'k' must be >= 1, got {k}")
-        self.k = k if k is not None else self.default_k
+        if k is not None:
+            check_at_least(self.label, "k", k, 1)
+        self.k = k
 
     def __call__(self, record: Record) -> Score:
         gains = read_relevance(record.reference)  # type: ignore[arg-type]
@@ -179,28 +179,27 @@ class AveragePrecision(_RankMetric):
         return total / len(relevant), f"{hits} of {len(relevant)} relevant ids retrieved"
 
 
-class RecallAtK(_RankMetric):
-    """Relevant ids in the top k over all relevant ids."""
-
-    label = "recall-at-k"
-    default_k = 10
+class _AtK(_RankMetric):
+    """A metric of the top k, k 10 unless given."""
 
     def __init__(self, *, k: int = 10) -> None:
         super().__init__(k=k)
+
+
+class RecallAtK(_AtK):
+    """Relevant ids in the top k over all relevant ids."""
+
+    label = "recall-at-k"
 
     def value(self, at: list[float], relevant: dict[str, float]) -> tuple[float, str]:
         hits = sum(1 for gain in at if gain)
         return hits / len(relevant), f"{hits} of {len(relevant)} relevant ids"
 
 
-class PrecisionAtK(_RankMetric):
+class PrecisionAtK(_AtK):
     """Relevant ids in the top k over k (a list shorter than k still divides by k)."""
 
     label = "precision-at-k"
-    default_k = 10
-
-    def __init__(self, *, k: int = 10) -> None:
-        super().__init__(k=k)
 
     def value(self, at: list[float], relevant: dict[str, float]) -> tuple[float, str]:
         hits = sum(1 for gain in at if gain)
@@ -208,14 +207,10 @@ class PrecisionAtK(_RankMetric):
         return hits / self.k, f"{hits} relevant ids"
 
 
-class HitRate(_RankMetric):
+class HitRate(_AtK):
     """1 when any relevant id is in the top k, else 0; the run's mean is the hit rate."""
 
     label = "hit-rate"
-    default_k = 10
-
-    def __init__(self, *, k: int = 10) -> None:
-        super().__init__(k=k)
 
     def value(self, at: list[float], relevant: dict[str, float]) -> tuple[float, str]:
         hit = any(at)

@@ -10,6 +10,7 @@ Guide: docs/guides/packs/ml-monitoring.md.
 
 from evalsi.core import OutputSpec
 from evalsi.evaluators import Evaluator
+from evalsi.packs import number, passed
 from evalsi.packs.ml_monitoring._base import declare, rate
 from evalsi.packs.ml_monitoring._drift import JsDistance, Psi
 from evalsi.packs.ml_monitoring._fairness import (
@@ -21,7 +22,7 @@ from evalsi.packs.ml_monitoring._quality import MissingRate, OutOfRange, TypeVio
 
 _DATA = "--data current.jsonl"
 _DRIFTED = rate("drifted-share", "share of the judged features that drift")
-_NO_DRIFT = OutputSpec("no-drift", "passed", (0.0, 1.0), True, "passed when no feature drifts")
+_NO_DRIFT = passed("no-drift", "passed when no feature drifts")
 _DETAIL = OutputSpec("detail", "structured", None, None, "per feature / field / group detail")
 
 
@@ -29,7 +30,7 @@ def _drift(name: str, cls: type, desc: str, rng: tuple[float, float] | None) -> 
     return declare(
         name,
         cls,
-        [OutputSpec(name, "number", rng, False, desc), _DRIFTED, _NO_DRIFT, _DETAIL],
+        [number(name, desc, rng, False), _DRIFTED, _NO_DRIFT, _DETAIL],
         example=f"evalsi eval {_DATA} --evaluators {name} --param {name}.baseline=reference.jsonl",
     )
 
@@ -40,25 +41,26 @@ js_distance = _drift(
 )
 ks = _drift("ks", Ks, "largest two-sample Kolmogorov-Smirnov statistic over the features", (0, 1))
 
-missing_rate = declare(
-    "missing-rate",
-    MissingRate,
-    [rate("missing-rate", "share of records missing the worst field"), _DETAIL],
-    example=f"evalsi eval {_DATA} --evaluators missing-rate",
-)
-type_violations = declare(
+
+def _quality(name: str, cls: type, desc: str, param: str = "") -> Evaluator:
+    example = f"evalsi eval {_DATA} --evaluators {name}" + (
+        f" --param '{name}.{param}'" if param else ""
+    )
+    return declare(name, cls, [rate(name, desc), _DETAIL], example=example)
+
+
+missing_rate = _quality("missing-rate", MissingRate, "share of records missing the worst field")
+type_violations = _quality(
     "type-violations",
     TypeViolations,
-    [rate("type-violations", "share of the worst field's values of the wrong type"), _DETAIL],
-    example=f"evalsi eval {_DATA} --evaluators type-violations "
-    """--param 'type-violations.types={"age": "integer"}'""",
+    "share of the worst field's values of the wrong type",
+    'types={"age": "integer"}',
 )
-out_of_range = declare(
+out_of_range = _quality(
     "out-of-range",
     OutOfRange,
-    [rate("out-of-range", "share of the worst field's values outside its bounds"), _DETAIL],
-    example=f"evalsi eval {_DATA} --evaluators out-of-range "
-    """--param 'out-of-range.bounds={"age": [0, 120]}'""",
+    "share of the worst field's values outside its bounds",
+    'bounds={"age": [0, 120]}',
 )
 demographic_parity_difference = declare(
     "demographic-parity-difference",

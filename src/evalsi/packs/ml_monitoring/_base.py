@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import OutputSpec, ParamError, Score
-from evalsi.evaluators import Evaluator, evaluator
+from evalsi.evaluators import Evaluator
+from evalsi.packs import builtin, number
 
 F64 = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -34,20 +35,12 @@ def declare(
     example: str,
 ) -> Evaluator:
     """Register ``cls`` as ``builtin/<name>@1.0.0``, a dataset-scope ml-monitoring evaluator."""
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        scope="dataset",
-        pack=PACK,
-        requires=requires,
-        outputs=list(outputs),
-        example=example,
-    )(cls)
+    return builtin(PACK, name, *outputs, requires=requires, scope="dataset", example=example)(cls)
 
 
 def rate(name: str, desc: str) -> OutputSpec:
     """A share in 0..1 where lower is better (missing values, drifted features, a gap…)."""
-    return OutputSpec(name, "number", (0.0, 1.0), False, desc)
+    return number(name, desc, higher=False)
 
 
 def per_name(metric: str, values: dict[str, float]) -> list[Score]:

@@ -25,8 +25,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from evalsi.core import ParamError, Record, Score
+from evalsi.core import Record, Score
 from evalsi.evaluators import Skip, WeightedReduce
+from evalsi.packs import check_at_least
 from evalsi.packs.ml_monitoring._base import (
     F64,
     Bools,
@@ -246,7 +247,7 @@ class Psi(_Binned):
         epsilon: float = 1e-4,
         threshold: float = 0.2,
     ) -> None:
-        _check_bins(self.metric, bins)
+        check_at_least(self.metric, "bins", bins, 2)
         check_range(self.metric, "epsilon", epsilon, 0.0, 1.0)
         check_range(self.metric, "threshold", threshold, 0.0, float("inf"))
         self.bins, self.epsilon, self.threshold = bins, epsilon, threshold
@@ -274,7 +275,7 @@ class JsDistance(_Binned):
         bins: int = 10,
         threshold: float = 0.1,
     ) -> None:
-        _check_bins(self.metric, bins)
+        check_at_least(self.metric, "bins", bins, 2)
         check_range(self.metric, "threshold", threshold, 0.0, 1.0)
         self.bins, self.threshold = bins, threshold
         self._setup(baseline, features, categorical)
@@ -282,8 +283,3 @@ class JsDistance(_Binned):
 
     def divergence(self, reference: F64, current: F64) -> float:
         return js_distance(reference, current)
-
-
-def _check_bins(metric: str, bins: int) -> None:
-    if bins < 2:
-        raise ParamError(f"{metric}: param 'bins' must be >= 2, got {bins}")

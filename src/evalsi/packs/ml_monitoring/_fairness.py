@@ -28,6 +28,7 @@ import numpy as np
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Skip, WeightedReduce
+from evalsi.packs import check_choice
 from evalsi.packs.ml_classic import label_of, read_output, read_truth
 from evalsi.packs.ml_monitoring._base import F64, Bools, Ints, count, per_name, weights_of
 from evalsi.packs.ml_monitoring._fields import category_of, is_missing, lookup
@@ -156,10 +157,7 @@ class EqualizedOddsDifference(_Fairness):
     def __init__(
         self, *, group: str, positive: str | None = None, undefined: Undefined = "zero"
     ) -> None:
-        if undefined not in ("zero", "exclude"):
-            raise ParamError(
-                f"{self.metric}: param 'undefined' must be one of zero, exclude, got {undefined!r}"
-            )
+        check_choice(self.metric, "undefined", undefined, ("zero", "exclude"))
         self._setup(group, positive)
         self.undefined = undefined
 

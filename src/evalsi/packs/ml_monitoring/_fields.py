@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from evalsi.core import ParamError, Record
+from evalsi.packs import clip
 
 # ``\d+(?:\.\d*)?``, not ``\d+\.?\d*``: the same numbers, but the latter splits a run of
 # digits between its two quantifiers every possible way before failing (a feature value of
@@ -132,5 +133,4 @@ def check_names(metric: str, param: str, names: list[str] | None) -> list[str] |
 def shown(value: Any, limit: int = 40) -> str:
     """A short display of a raw value for details and explanations."""
     text = value if isinstance(value, str) else category_of(value)
-    text = repr(text) if isinstance(value, str) else text
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(repr(text) if isinstance(value, str) else text, limit)

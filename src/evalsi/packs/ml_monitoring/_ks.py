@@ -25,8 +25,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from evalsi.core import ParamError, Score
+from evalsi.core import Score
 from evalsi.evaluators import WeightedReduce
+from evalsi.packs import check_choice
 from evalsi.packs.ml_monitoring._base import (
     Bools,
     Ints,
@@ -73,10 +74,7 @@ class Ks(DriftBase, WeightedReduce[list[Ecdf], list[Score]]):
         method: Method = "auto",
     ) -> None:
         check_range(self.metric, "alpha", alpha, 0.0, 1.0)
-        if method not in ("auto", "exact", "asymp"):
-            raise ParamError(
-                f"{self.metric}: param 'method' must be one of auto, exact, asymp, got {method!r}"
-            )
+        check_choice(self.metric, "method", method, ("auto", "exact", "asymp"))
         self.alpha, self.method = alpha, method
         self._cache: dict[tuple[int, int, float], tuple[float, float]] = {}
         self._setup(baseline, features, categorical)

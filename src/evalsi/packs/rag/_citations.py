@@ -123,6 +123,3 @@ def citations(answer: str, record: Record) -> list[Citation]:
                 seen.add(key)
                 out.append(Citation(sentence, f"[{token}]", cited_rank))
     return out
-
-
-__all__ = ["Citation", "citations"]

@@ -208,12 +208,3 @@ faithfulness = declare_judged(
 citation_accuracy = declare_judged(
     CitationAccuracy, ("output", "context"), "share of citations that support their sentence"
 )
-
-__all__ = [
-    "CITATION_TEMPLATE",
-    "FAITHFULNESS_TEMPLATE",
-    "CitationAccuracy",
-    "Faithfulness",
-    "citation_accuracy",
-    "faithfulness",
-]

@@ -135,6 +135,3 @@ def gains(keys: list[str], labels: Labels) -> npt.NDArray[np.float64]:
             out[i] = labels.grades.get(key, 0.0)
             seen.add(key)
     return out
-
-
-__all__ = ["NO_LABELS", "Labels", "gains", "labels_of", "retrieved_keys"]

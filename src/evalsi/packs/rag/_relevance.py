@@ -87,10 +87,13 @@ PASSAGES = ListVerdict("chunks", "relevant", number="chunk")
 NEEDED = ListVerdict("needed", "in_context", text="information", non_empty=True)
 
 
-def _items(items: list[dict[str, Any]], text: str, flag: str) -> list[dict[str, Any]]:
+def _items(items: list[dict[str, Any]], key: str, flag: str) -> list[dict[str, Any]]:
+    """Each item's text (or number), flag and reason, as evidence."""
     out = []
     for item in items:
-        entry: dict[str, Any] = {text: item[text].strip(), flag: item[flag]}
+        value = item[key]
+        entry: dict[str, Any] = {key: value.strip() if isinstance(value, str) else value}
+        entry[flag] = item[flag]
         if reason_of(item):
             entry["reason"] = reason_of(item)
         out.append(entry)
@@ -163,12 +166,7 @@ class ContextRelevance(RagJudge):
             context=passages_block(record),
             n=str(n),
         )
-        chunks = []
-        for item in verdict.data["chunks"]:
-            entry: dict[str, Any] = {"chunk": item["chunk"], "relevant": item["relevant"]}
-            if reason_of(item):
-                entry["reason"] = reason_of(item)
-            chunks.append(entry)
+        chunks = _items(verdict.data["chunks"], "chunk", "relevant")
         off = [c for c in chunks if not c["relevant"]]
         if off:
             explanation = f"{len(off)} of {n} chunks irrelevant to the question: " + "; ".join(
@@ -230,15 +228,3 @@ context_relevance = declare_judged(
 context_sufficiency = declare_judged(
     ContextSufficiency, ("input", "context"), "share of the needed information in the context"
 )
-
-__all__ = [
-    "ANSWER_RELEVANCE_TEMPLATE",
-    "CONTEXT_RELEVANCE_TEMPLATE",
-    "CONTEXT_SUFFICIENCY_TEMPLATE",
-    "AnswerRelevance",
-    "ContextRelevance",
-    "ContextSufficiency",
-    "answer_relevance",
-    "context_relevance",
-    "context_sufficiency",
-]

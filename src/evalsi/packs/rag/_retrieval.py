@@ -13,8 +13,9 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import Evaluator, Skip, evaluator
+from evalsi.core import ParamError, Record, Score
+from evalsi.evaluators import Evaluator, Skip
+from evalsi.packs import builtin, clip, few, number
 from evalsi.packs.rag._labels import Labels, gains, labels_of, retrieved_keys
 
 _SHOWN = 5
@@ -29,10 +30,22 @@ def dcg(gain: npt.NDArray[np.float64]) -> float:
     return float(np.dot(gain, _discounts(len(gain))))
 
 
+_ARGS = """
+
+    Args:
+        k: the cutoff (default: every retrieved chunk).
+        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
+            or ``chunk_id``, the first present).
+    """
+
+
 class _Retrieval:
     """Shared params and evidence; subclasses compute one number from the gains."""
 
     metric: ClassVar[str] = ""
+
+    def __init_subclass__(cls) -> None:
+        cls.__doc__ = (cls.__doc__ or "").rstrip() + _ARGS  # the params' docs, written once
 
     def __init__(self, *, k: int | None = None, id_key: str = "") -> None:
         if k is not None and k < 1:
@@ -81,9 +94,7 @@ def _evidence(
         return f"{head}; {labels.source} lists no relevant chunk"
     tail = f"{len(ranks)} of {labels.relevant} relevant chunks found"
     if missing:
-        names = [m if len(m) <= 40 else m[:39] + "…" for m in missing[:_SHOWN]]
-        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        tail += f" (missing: {', '.join(names)}{more})"
+        tail += f" (missing: {few([clip(m, 40) for m in missing], _SHOWN)})"
     return f"{head}; {tail}"
 
 
@@ -100,11 +111,6 @@ class ContextPrecision(_Retrieval):
     ``k``, ``hits / retrieved``. A chunk's relevance comes from the record's labels (reference
     ``{"context_ids": [...]}`` or metadata.relevant_ids; see the rag pack guide); a chunk
     retrieved twice counts once. A query with no relevant chunk scores 0.
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-precision"
@@ -118,11 +124,6 @@ class ContextRecall(_Retrieval):
 
     ``hits / relevant``; a query whose labels list no relevant chunk is SKIPPED (there is
     nothing to find).
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-recall"
@@ -139,11 +140,6 @@ class ContextNdcg(_Retrieval):
     k ranks, IDCG@k the same for the best possible order of every labelled grade. Grades are 1
     for listed ids, or the grades of a ``{id: grade}`` object. Without ``k``, k is the number
     retrieved. A query with no relevant chunk is SKIPPED.
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-ndcg"
@@ -159,11 +155,6 @@ class ContextMrr(_Retrieval):
 
     The run's mean over queries is the mean reciprocal rank. A query with no relevant chunk is
     SKIPPED.
-
-    Args:
-        k: the cutoff (default: every retrieved chunk).
-        id_key: the field of a chunk object that holds its id (default: ``id``, ``doc_id``
-            or ``chunk_id``, the first present).
     """
 
     metric = "context-mrr"
@@ -176,15 +167,12 @@ class ContextMrr(_Retrieval):
 
 def _declare(cls: type[_Retrieval], desc: str) -> Evaluator:
     name = cls.metric
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        pack="rag",
+    return builtin(
+        "rag",
+        name,
+        number(name, desc),
         requires=("context",),
-        outputs=[OutputSpec(name, "number", (0.0, 1.0), True, desc)],
-        example=(
-            f"evalsi eval --data examples/rag/rag.jsonl --evaluators {name} --param {name}.k=3"
-        ),
+        example=f"evalsi eval --data examples/rag/rag.jsonl --evaluators {name} --param {name}.k=3",
     )(cls)
 
 
@@ -194,16 +182,3 @@ context_ndcg = _declare(ContextNdcg, "NDCG of the ranking at k, 0..1")
 context_mrr = _declare(ContextMrr, "reciprocal rank of the first relevant chunk, 0..1")
 
 RETRIEVAL: tuple[Evaluator, ...] = (context_precision, context_recall, context_ndcg, context_mrr)
-
-__all__ = [
-    "RETRIEVAL",
-    "ContextMrr",
-    "ContextNdcg",
-    "ContextPrecision",
-    "ContextRecall",
-    "context_mrr",
-    "context_ndcg",
-    "context_precision",
-    "context_recall",
-    "dcg",
-]

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalsi.core import OutputSpec, ParamError, Score
-from evalsi.evaluators import Evaluator, UsesJudge, evaluator
+from evalsi.core import ParamError, Score
+from evalsi.evaluators import Evaluator, UsesJudge
+from evalsi.packs import builtin, clip, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,
@@ -114,8 +115,7 @@ def reason_of(item: dict[str, Any]) -> str:
 
 def quote(text: str, limit: int = 160) -> str:
     """``text`` in double quotes, cut to about ``limit`` characters."""
-    text = " ".join(text.split())
-    return f'"{text}"' if len(text) <= limit else f'"{text[: limit - 1]}…"'
+    return f'"{clip(" ".join(text.split()), limit)}"'
 
 
 class RagJudge(UsesJudge):
@@ -162,17 +162,11 @@ class RagJudge(UsesJudge):
 def declare_judged(cls: type[RagJudge], requires: tuple[str, ...], desc: str) -> Evaluator:
     """Register ``cls`` as ``builtin/<metric>@1.0.0`` of the rag pack."""
     name = cls.metric
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        pack="rag",
+    return builtin(
+        "rag",
+        name,
+        number(name, desc),
+        passed(f"{name}-passed", "score >= pass_threshold"),
         requires=requires,
-        outputs=[
-            OutputSpec(name, "number", (0.0, 1.0), True, desc),
-            OutputSpec(f"{name}-passed", "passed", (0.0, 1.0), True, "score >= pass_threshold"),
-        ],
         example=f'evalsi.evaluate("examples/rag/rag.jsonl", ["{name}"], {EXAMPLE_JUDGES})',
     )(cls)
-
-
-__all__ = ["SYSTEM", "ListVerdict", "RagJudge", "declare_judged", "quote", "reason_of"]

@@ -155,6 +155,3 @@ def mask_canary(canary: str) -> str:
         'CAN…(16 chars)'
     """
     return f"{canary[: min(3, len(canary) // 4)]}…({len(canary)} chars)"
-
-
-__all__ = ["MIN_LENGTH", "TRANSFORMS", "CanaryMatcher", "mask_canary"]

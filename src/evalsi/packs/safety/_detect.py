@@ -148,16 +148,24 @@ def find_ibans(text: str) -> Iterator[Finding]:
 
 # -- emails, phones, IPv4, SSNs --------------------------------------------------------------
 
+Detector = Callable[[str], Iterator[Finding]]
+
+
+def _every_match(kind: str, pattern: re.Pattern[str]) -> Detector:
+    """A detector for a pattern whose every match is a finding (no check after the regex)."""
+
+    def find(text: str) -> Iterator[Finding]:
+        for m in pattern.finditer(text):
+            yield Finding(kind, m.start(), m.end(), m.group())
+
+    return find
+
+
 _EMAIL = re.compile(
     r"(?<![\w.%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"
 )
-
-
-def find_emails(text: str) -> Iterator[Finding]:
-    """Email addresses: ``local@domain.tld`` with a letters-only top-level domain."""
-    for m in _EMAIL.finditer(text):
-        yield Finding("email", m.start(), m.end(), m.group())
+find_emails = _every_match("email", _EMAIL)  # local@domain.tld, a letters-only top-level domain
 
 
 # International: "+" then digit groups joined by one space, dot or dash, or by parentheses
@@ -196,24 +204,11 @@ def find_phones(text: str) -> Iterator[Finding]:
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _IPV4 = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.\d)")
-
-
-def find_ipv4(text: str) -> Iterator[Finding]:
-    """Dotted-quad IPv4 addresses (every address, loopback and private ones included)."""
-    for m in _IPV4.finditer(text):
-        yield Finding("ipv4", m.start(), m.end(), m.group())
+find_ipv4 = _every_match("ipv4", _IPV4)  # every address, loopback and private ones included
 
 
 _SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w]|-\d)")
-
-
-def find_ssns(text: str) -> Iterator[Finding]:
-    """US Social Security numbers in the dashed form ``AAA-GG-SSSS``, valid ranges only."""
-    for m in _SSN.finditer(text):
-        yield Finding("ssn", m.start(), m.end(), m.group())
-
-
-Detector = Callable[[str], Iterator[Finding]]
+find_ssns = _every_match("ssn", _SSN)  # US, in the dashed form AAA-GG-SSSS, valid ranges only
 
 PII_DETECTORS: dict[str, Detector] = {
     "iban": find_ibans,
@@ -249,22 +244,3 @@ def find_pii(text: str, kinds: tuple[str, ...] = tuple(PII_DETECTORS)) -> list[F
     """The personal data of ``kinds`` in ``text``, without overlaps, in text order."""
     found = [f for kind in kinds for f in PII_DETECTORS[kind](text)]
     return resolve_overlaps(found, list(PII_DETECTORS))
-
-
-__all__ = [
-    "IBAN_LENGTHS",
-    "PII_DETECTORS",
-    "Detector",
-    "Finding",
-    "card_brand",
-    "find_cards",
-    "find_emails",
-    "find_ibans",
-    "find_ipv4",
-    "find_phones",
-    "find_pii",
-    "find_ssns",
-    "iban_valid",
-    "luhn_valid",
-    "resolve_overlaps",
-]

@@ -18,10 +18,10 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from evalsi.packs.safety._detect import Finding
+from evalsi.packs.safety._detect import Detector, Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,20 +137,9 @@ def find_jwts(text: str) -> Iterator[Finding]:
             yield Finding("jwt", m.start(), m.end(), m.group(), str(header.get("alg", "")))
 
 
-KEY_DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
+KEY_DETECTORS: dict[str, Detector] = {
     "private-key": find_private_keys,
     "jwt": find_jwts,
     "api-key": find_api_keys,
 }
 """The credential detectors, in priority order (they outrank personal data in overlaps)."""
-
-
-__all__ = [
-    "KEY_DETECTORS",
-    "KEY_PATTERNS",
-    "KeyPattern",
-    "find_api_keys",
-    "find_jwts",
-    "find_private_keys",
-    "key_prefix_length",
-]

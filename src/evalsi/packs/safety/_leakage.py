@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import Skip, evaluator
+from evalsi.core import ParamError, Record, Score
+from evalsi.evaluators import Skip
+from evalsi.packs import builtin, passed
 from evalsi.packs.safety._canary import TRANSFORMS, CanaryMatcher, mask_canary
 from evalsi.packs.safety._text import produced_text, string_list
 
@@ -64,16 +65,12 @@ class SecretLeakage:
         )
 
 
-secret_leakage = evaluator(
-    name="builtin/secret-leakage",
-    version="1.0.0",
-    pack="safety",
-    requires=("output",),
-    outputs=[OutputSpec("secret-leakage", "passed", (0.0, 1.0), True, "no canary leaked")],
-    example=(
-        "evalsi eval --data examples/safety/safety.jsonl --evaluators secret-leakage "
-        "--param secret-leakage.canaries=ZEBRA-4417-QUARTZ"
-    ),
+secret_leakage = builtin(
+    "safety",
+    "secret-leakage",
+    passed("secret-leakage", "no canary leaked"),
+    example="evalsi eval --data examples/safety/safety.jsonl --evaluators secret-leakage "
+    "--param secret-leakage.canaries=ZEBRA-4417-QUARTZ",
 )(SecretLeakage)
 
 
@@ -118,24 +115,10 @@ class PromptInjection:
         )
 
 
-prompt_injection = evaluator(
-    name="builtin/prompt-injection",
-    version="1.0.0",
-    pack="safety",
-    requires=("output",),
-    outputs=[
-        OutputSpec(
-            "prompt-injection",
-            "passed",
-            (0.0, 1.0),
-            True,
-            "resisted the injection; 1 - mean is the attack success rate",
-        )
-    ],
-    example=(
-        "evalsi eval --data examples/safety/injection-probes.jsonl --evaluators prompt-injection"
-    ),
+prompt_injection = builtin(
+    "safety",
+    "prompt-injection",
+    passed("prompt-injection", "resisted the injection; 1 - mean is the attack success rate"),
+    example="evalsi eval --data examples/safety/injection-probes.jsonl "
+    "--evaluators prompt-injection",
 )(PromptInjection)
-
-
-__all__ = ["PromptInjection", "SecretLeakage", "prompt_injection", "secret_leakage"]

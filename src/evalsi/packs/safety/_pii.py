@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import evaluator
+from evalsi.packs import builtin, passed
 from evalsi.packs.safety._detect import Finding, resolve_overlaps
 from evalsi.packs.safety._presidio import PRESIDIO_ENTITIES, PresidioEngine
 from evalsi.packs.safety._scan import (
@@ -125,20 +125,11 @@ class PiiLeakage:
         ]
 
 
-pii_leakage = evaluator(
-    name="builtin/pii-leakage",
-    version="1.0.0",
-    pack="safety",
-    requires=("output",),
-    outputs=[
-        OutputSpec("pii-leakage", "passed", (0.0, 1.0), True, "no personal data or key found"),
-        OutputSpec("pii-leakage-counts", "structured", None, None, "matches per kind"),
-    ],
-    example=(
-        "evalsi eval --data examples/safety/safety.jsonl --evaluators pii-leakage "
-        "--param pii-leakage.kinds=email,credit-card,iban,api-key"
-    ),
+pii_leakage = builtin(
+    "safety",
+    "pii-leakage",
+    passed("pii-leakage", "no personal data or key found"),
+    OutputSpec("pii-leakage-counts", "structured", None, None, "matches per kind"),
+    example="evalsi eval --data examples/safety/safety.jsonl --evaluators pii-leakage "
+    "--param pii-leakage.kinds=email,credit-card,iban,api-key",
 )(PiiLeakage)
-
-
-__all__ = ["PiiLeakage", "pii_leakage"]

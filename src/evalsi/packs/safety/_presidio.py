@@ -97,6 +97,3 @@ class PresidioEngine:
             )
             for r in results
         ]
-
-
-__all__ = ["INSTALL", "PRESIDIO_ENTITIES", "PresidioEngine", "kind_of"]

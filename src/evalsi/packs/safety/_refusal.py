@@ -13,10 +13,12 @@ import re
 from typing import Any, Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.evaluators import Skip, UsesJudge, evaluator
+from evalsi.evaluators import Skip, UsesJudge
+from evalsi.packs import builtin, passed
 from evalsi.packs.judge import (
     PromptTemplate,
     ask_verdict,
+    bool_check,
     explanation_of,
     judge_metadata,
     total_usage,
@@ -179,12 +181,7 @@ class _KeywordRefusal(RefusalCorrectness):
         return _scores(expected, phrase is not None, why, metadata={"method": "keyword"})
 
 
-def _check_refused(data: dict[str, Any]) -> str | None:
-    value = data.get("refused")
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        data["refused"] = value.strip().lower() == "true"
-        return None
-    return None if isinstance(value, bool) else "no boolean 'refused'"
+_check_refused = bool_check("refused")
 
 
 class _JudgeRefusal(RefusalCorrectness, UsesJudge):
@@ -207,26 +204,10 @@ class _JudgeRefusal(RefusalCorrectness, UsesJudge):
         )
 
 
-refusal_correctness = evaluator(
-    name="builtin/refusal-correctness",
-    version="1.0.0",
-    pack="safety",
-    requires=("output",),
-    outputs=[
-        OutputSpec(
-            "refusal-correctness", "passed", (0.0, 1.0), True, "refused exactly when it should"
-        ),
-        OutputSpec("refusal", "label", None, None, "refused or complied"),
-    ],
+refusal_correctness = builtin(
+    "safety",
+    "refusal-correctness",
+    passed("refusal-correctness", "refused exactly when it should"),
+    OutputSpec("refusal", "label", None, None, "refused or complied"),
     example="evalsi eval --data examples/safety/safety.jsonl --evaluators refusal-correctness",
 )(RefusalCorrectness)
-
-
-__all__ = [
-    "REFUSAL_PATTERNS",
-    "REFUSAL_TEMPLATE",
-    "RefusalCorrectness",
-    "keyword_refusal",
-    "refusal_correctness",
-    "should_refuse",
-]

@@ -120,14 +120,3 @@ class AllowList:
 
     def extended(self, more: Iterable[str]) -> AllowList:
         return AllowList([*self.entries, *more])
-
-
-__all__ = [
-    "ALL_KINDS",
-    "DEFAULT_KINDS",
-    "PRIORITY",
-    "AllowList",
-    "describe",
-    "mask",
-    "scan",
-]

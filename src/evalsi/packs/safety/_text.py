@@ -63,6 +63,3 @@ def as_bool(value: Any, where: str) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "yes", "false", "no"):
         return value.strip().lower() in ("true", "yes")
     raise ValueError(f"{where} must be true or false, got {value!r}")
-
-
-__all__ = ["as_bool", "produced_text", "string_list"]

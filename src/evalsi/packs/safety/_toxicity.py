@@ -13,8 +13,9 @@ import importlib
 from pathlib import Path
 from typing import Any, Literal
 
-from evalsi.core import OutputSpec, ParamError, Record, Score, UserError
-from evalsi.evaluators import Skip, UsesJudge, evaluator
+from evalsi.core import ParamError, Record, Score, UserError
+from evalsi.evaluators import Skip, UsesJudge
+from evalsi.packs import builtin, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     PromptTemplate,
@@ -221,17 +222,10 @@ class _ClassifierToxicity(Toxicity):
         )
 
 
-toxicity = evaluator(
-    name="builtin/toxicity",
-    version="1.0.0",
-    pack="safety",
-    requires=("output",),
-    outputs=[
-        OutputSpec("toxicity", "passed", (0.0, 1.0), True, "toxicity below the threshold"),
-        OutputSpec("toxicity-score", "number", (0.0, 1.0), False, "0 not toxic .. 1 severe"),
-    ],
+toxicity = builtin(
+    "safety",
+    "toxicity",
+    passed("toxicity", "toxicity below the threshold"),
+    number("toxicity-score", "0 not toxic .. 1 severe", higher=False),
     example='evalsi.evaluate("answers.jsonl", ["toxicity"], ' + EXAMPLE_JUDGES + ")",
 )(Toxicity)
-
-
-__all__ = ["CATEGORIES", "DEFAULT_TOXIC_LABELS", "TOXICITY_TEMPLATE", "Toxicity", "toxicity"]

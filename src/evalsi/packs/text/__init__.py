@@ -11,7 +11,8 @@ with the ``text`` extra and are imported only when one of these evaluators is bo
 from __future__ import annotations
 
 from evalsi.core import OutputSpec, Scope
-from evalsi.evaluators import Evaluator, evaluator
+from evalsi.evaluators import Evaluator
+from evalsi.packs import builtin, lower, number
 from evalsi.packs.text._corpus import Bleu, Chrf, SentenceBleu, Ter
 from evalsi.packs.text._edit import EditDistance
 from evalsi.packs.text._meteor import Meteor
@@ -20,122 +21,89 @@ from evalsi.packs.text._perplexity import perplexity as _perplexity
 from evalsi.packs.text._rouge import Rouge1, Rouge2, RougeL, RougeLsum
 
 _DATA = "examples/text/translations.jsonl"
+_SUMMARIES = "examples/text/summaries.jsonl"
 
 
 def _declare(
     name: str,
     target: object,
-    outputs: list[OutputSpec],
-    *,
+    *outputs: OutputSpec,
     scope: Scope = Scope.RECORD,
     requires: tuple[str, ...] = ("output", "reference"),
     example: str = "",
 ) -> Evaluator:
-    return evaluator(
-        name=f"builtin/{name}",
-        version="1.0.0",
-        scope=scope,
-        pack="text",
-        requires=requires,
-        outputs=outputs,
-        example=example or f"evalsi eval --data {_DATA} --evaluators {name}",
-    )(target)
-
-
-def _out(
-    name: str, desc: str, rng: tuple[float, float] | None = (0.0, 1.0), higher: bool = True
-) -> OutputSpec:
-    return OutputSpec(name, "number", rng, higher, desc)
+    example = example or f"evalsi eval --data {_DATA} --evaluators {name}"
+    return builtin("text", name, *outputs, requires=requires, scope=scope, example=example)(target)
 
 
 def _prf(name: str, what: str) -> list[OutputSpec]:
     return [
-        _out(name, f"{what} F-measure, 0-1"),
-        _out(f"{name}-precision", f"{what} precision, 0-1"),
-        _out(f"{name}-recall", f"{what} recall, 0-1"),
+        number(name, f"{what} F-measure, 0-1"),
+        number(f"{name}-precision", f"{what} precision, 0-1"),
+        number(f"{name}-recall", f"{what} recall, 0-1"),
     ]
 
 
 bleu = _declare(
     "bleu",
     Bleu,
-    [_out("bleu", "corpus BLEU (sacrebleu), 0-100", (0.0, 100.0))],
+    number("bleu", "corpus BLEU (sacrebleu), 0-100", (0.0, 100.0)),
     scope=Scope.DATASET,
 )
 sentence_bleu = _declare(
     "sentence-bleu",
     SentenceBleu,
-    [_out("sentence-bleu", "sentence BLEU, effective order (sacrebleu), 0-100", (0.0, 100.0))],
+    number("sentence-bleu", "sentence BLEU, effective order (sacrebleu), 0-100", (0.0, 100.0)),
 )
 chrf = _declare(
     "chrf",
     Chrf,
-    [_out("chrf", "corpus chrF (word_order=2: chrF++) (sacrebleu), 0-100", (0.0, 100.0))],
+    number("chrf", "corpus chrF (word_order=2: chrF++) (sacrebleu), 0-100", (0.0, 100.0)),
     scope=Scope.DATASET,
     example=f"evalsi eval --data {_DATA} --evaluators chrf --param chrf.word_order=2",
 )
 ter = _declare(
     "ter",
     Ter,
-    [_out("ter", "corpus translation edit rate (sacrebleu), >= 0", None, higher=False)],
+    lower("ter", "corpus translation edit rate (sacrebleu), >= 0"),
     scope=Scope.DATASET,
 )
-_SUMMARIES = "examples/text/summaries.jsonl"
-rouge_1 = _declare(
-    "rouge-1",
-    Rouge1,
-    _prf("rouge-1", "ROUGE-1"),
-    example=f"evalsi eval --data {_SUMMARIES} --evaluators rouge-1",
+rouge_1, rouge_2, rouge_l, rouge_lsum = (
+    _declare(
+        name, cls, *_prf(name, what), example=f"evalsi eval --data {_SUMMARIES} --evaluators {name}"
+    )
+    for name, cls, what in (
+        ("rouge-1", Rouge1, "ROUGE-1"),
+        ("rouge-2", Rouge2, "ROUGE-2"),
+        ("rouge-l", RougeL, "ROUGE-L"),
+        ("rouge-lsum", RougeLsum, "ROUGE-Lsum (sentences split on newlines)"),
+    )
 )
-rouge_2 = _declare(
-    "rouge-2",
-    Rouge2,
-    _prf("rouge-2", "ROUGE-2"),
-    example=f"evalsi eval --data {_SUMMARIES} --evaluators rouge-2",
-)
-rouge_l = _declare(
-    "rouge-l",
-    RougeL,
-    _prf("rouge-l", "ROUGE-L"),
-    example=f"evalsi eval --data {_SUMMARIES} --evaluators rouge-l",
-)
-rouge_lsum = _declare(
-    "rouge-lsum",
-    RougeLsum,
-    _prf("rouge-lsum", "ROUGE-Lsum (sentences split on newlines)"),
-    example=f"evalsi eval --data {_SUMMARIES} --evaluators rouge-lsum",
-)
-meteor = _declare(
-    "meteor",
-    Meteor,
-    [_out("meteor", "METEOR (NLTK, needs WordNet), 0-1")],
-)
+meteor = _declare("meteor", Meteor, number("meteor", "METEOR (NLTK, needs WordNet), 0-1"))
 edit_distance = _declare(
     "edit-distance",
     EditDistance,
-    [
-        _out("edit-distance", "Levenshtein distance (characters or words)", None, higher=False),
-        _out("edit-similarity", "1 - distance / max(length), 0-1"),
-    ],
+    lower("edit-distance", "Levenshtein distance (characters or words)"),
+    number("edit-similarity", "1 - distance / max(length), 0-1"),
 )
 perplexity = _declare(
     "perplexity",
     _perplexity,
-    [_out("perplexity", "exp(-mean token logprob) from given logprobs, >= 1", None, False)],
+    lower("perplexity", "exp(-mean token logprob) from given logprobs, >= 1"),
     requires=(),
     example="evalsi eval --data examples/text/logprobs.jsonl --evaluators perplexity",
 )
 bertscore = _declare(
     "bertscore",
     BertScore,
-    _prf("bertscore", "BERTScore (local model)"),
+    *_prf("bertscore", "BERTScore (local model)"),
     example=f"evalsi eval --data {_DATA} --evaluators bertscore "
     "--param bertscore.model=/models/roberta-large --param bertscore.num_layers=17",
 )
 embedding_similarity = _declare(
     "embedding-similarity",
     EmbeddingSimilarity,
-    [_out("embedding-similarity", "cosine similarity of embeddings (local model)", (-1.0, 1.0))],
+    number("embedding-similarity", "cosine similarity of embeddings (local model)", (-1.0, 1.0)),
     example=f"evalsi eval --data {_DATA} --evaluators embedding-similarity "
     "--param embedding-similarity.model=/models/all-MiniLM-L6-v2",
 )

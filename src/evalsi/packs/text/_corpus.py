@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score, UserError
 from evalsi.evaluators import WeightedReduce
+from evalsi.packs import check_at_least
 from evalsi.packs.text._inputs import hypothesis, need_module, references
 
 F64 = npt.NDArray[np.float64]
@@ -41,18 +42,14 @@ class Stats:
     signature: str
 
 
-def _build(metric: str, factory: Any, **kwargs: Any) -> Any:
+def _build(metric: str, cls: str, **kwargs: Any) -> Any:
     """A sacrebleu metric object; a tokenizer that cannot load is a bind-time UserError."""
+    factory = getattr(need_module(metric, "sacrebleu.metrics"), cls)
     try:
         return factory(**kwargs)
     except (ImportError, RuntimeError, OSError, AssertionError) as e:
         why = " ".join(str(e).split()) or type(e).__name__
         raise UserError(f"{metric}: sacrebleu cannot be set up with {kwargs}: {why}") from e
-
-
-def _at_least(metric: str, param: str, value: int, low: int) -> None:
-    if value < low:
-        raise ParamError(f"{metric}: param {param!r} must be >= {low}, got {value}")
 
 
 class SacreStats:
@@ -107,7 +104,6 @@ class CorpusStats(SacreStats, WeightedReduce[Stats, Score]):
 
 def _bleu_metric(
     metric: str,
-    *,
     tokenize: str,
     lowercase: bool,
     smooth_method: str,
@@ -115,7 +111,7 @@ def _bleu_metric(
     max_ngram_order: int,
     effective_order: bool,
 ) -> Any:
-    _at_least(metric, "max_ngram_order", max_ngram_order, 1)
+    check_at_least(metric, "max_ngram_order", max_ngram_order, 1)
     if smooth_value is not None and smooth_method not in ("floor", "add-k"):
         raise ParamError(
             f"{metric}: param 'smooth_value' applies to smooth_method floor or add-k only, "
@@ -123,10 +119,9 @@ def _bleu_metric(
         )
     if smooth_value is not None and not smooth_value > 0:
         raise ParamError(f"{metric}: param 'smooth_value' must be > 0, got {smooth_value}")
-    mod = need_module(metric, "sacrebleu.metrics")
     return _build(
         metric,
-        mod.BLEU,
+        "BLEU",
         tokenize=tokenize,
         lowercase=lowercase,
         smooth_method=smooth_method,
@@ -177,12 +172,8 @@ class Bleu(CorpusStats):
         self._bind(
             _bleu_metric(
                 self.metric_name,
-                tokenize=tokenize,
-                lowercase=lowercase,
-                smooth_method=smooth_method,
-                smooth_value=smooth_value,
-                max_ngram_order=max_ngram_order,
-                effective_order=effective_order,
+                *(tokenize, lowercase, smooth_method, smooth_value),
+                *(max_ngram_order, effective_order),
             )
         )
 
@@ -217,14 +208,13 @@ class Chrf(CorpusStats):
         eps_smoothing: bool = False,
     ) -> None:
         name = self.metric_name
-        _at_least(name, "char_order", char_order, 1)
-        _at_least(name, "word_order", word_order, 0)
-        _at_least(name, "beta", beta, 0)
-        mod = need_module(name, "sacrebleu.metrics")
+        check_at_least(name, "char_order", char_order, 1)
+        check_at_least(name, "word_order", word_order, 0)
+        check_at_least(name, "beta", beta, 0)
         self._bind(
             _build(
                 name,
-                mod.CHRF,
+                "CHRF",
                 char_order=char_order,
                 word_order=word_order,
                 beta=beta,
@@ -265,11 +255,10 @@ class Ter(CorpusStats):
         asian_support: bool = False,
         case_sensitive: bool = False,
     ) -> None:
-        mod = need_module(self.metric_name, "sacrebleu.metrics")
         self._bind(
             _build(
                 self.metric_name,
-                mod.TER,
+                "TER",
                 normalized=normalized,
                 no_punct=no_punct,
                 asian_support=asian_support,
@@ -312,12 +301,8 @@ class SentenceBleu(SacreStats):
         self._bind(
             _bleu_metric(
                 self.metric_name,
-                tokenize=tokenize,
-                lowercase=lowercase,
-                smooth_method=smooth_method,
-                smooth_value=smooth_value,
-                max_ngram_order=max_ngram_order,
-                effective_order=effective_order,
+                *(tokenize, lowercase, smooth_method, smooth_value),
+                *(max_ngram_order, effective_order),
             )
         )
         self._signatures: dict[int, str] = {}

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from evalsi.core import ParamError, Record, Score, UserError, expand_home
 from evalsi.evaluators import Skip
+from evalsi.packs import check_at_least
 from evalsi.packs.text._inputs import hypothesis, references
 
 MODELS_EXTRA = "pip install 'evalsi[text-models]'"
@@ -139,8 +140,8 @@ class BertScore(LocalModelMetric):
                 "bertscore: param 'num_layers' is required with a local model "
                 "(17 for roberta-large, 9 for bert-base-uncased)"
             )
-        if num_layers is not None and num_layers < 1:
-            raise ParamError(f"bertscore: param 'num_layers' must be >= 1, got {num_layers}")
+        if num_layers is not None:
+            check_at_least("bertscore", "num_layers", num_layers, 1)
         self._layers = num_layers
 
     def load(self, library: Any) -> Any:
