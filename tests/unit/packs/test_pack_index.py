@@ -46,7 +46,7 @@ import sys
 from evalsi.packs import builtin_registry
 registry = builtin_registry()
 {action}
-packs = sorted({{m.split('.')[2] for m in sys.modules if m.startswith('evalsi.packs.')}})
+packs = sorted({{m.split('.')[2] for m in sys.modules if m.startswith('evalsi.packs.')}} - {{'_declare'}})
 print(*packs, 'sandbox' if 'evalsi.sandbox' in sys.modules else '-')
 """
 

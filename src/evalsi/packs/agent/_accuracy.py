@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalsi.core import Record, Score
-from evalsi.packs import builtin, few, number
+from evalsi.packs._declare import builtin, few, number
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evalsi.core import ParamError, Record, Score, Trajectory
 from evalsi.evaluators import Skip
-from evalsi.packs import builtin, lower, passed
+from evalsi.packs._declare import builtin, lower, passed
 from evalsi.packs.agent._calls import check_kinds
 
 _TOKEN_KINDS = ("llm_call", "embedding")

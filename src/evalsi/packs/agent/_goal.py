@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evalsi.core import Content, JsonValue, Message, ParamError, Record, Score, Step
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs import builtin, passed
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.agent._calls import canonical, parse_arguments
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from evalsi.core import Record, Score
-from evalsi.packs import builtin, check_at_least, lower, passed
+from evalsi.packs._declare import builtin, check_at_least, lower, passed
 from evalsi.packs.agent._calls import Call, agent_calls, check_kinds
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from evalsi.core import Record, Score
-from evalsi.packs import builtin, few, passed
+from evalsi.packs._declare import builtin, few, passed
 from evalsi.packs.agent._calls import (
     ArgsMode,
     Call,

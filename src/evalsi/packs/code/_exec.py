@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalsi.core import Record, Score, UserError
-from evalsi.packs import builtin, clip, number, passed
+from evalsi.packs._declare import builtin, clip, number, passed
 from evalsi.packs.code._harness import HARNESS, new_nonce, read_report
 from evalsi.packs.code._sandboxed import (
     IsolationName,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from evalsi.core import Record, Score, UserError
 from evalsi.evaluators import Skip
-from evalsi.packs import builtin, clip, passed
+from evalsi.packs._declare import builtin, clip, passed
 from evalsi.packs.code._sandboxed import IsolationName, behaviour, make_spec, run_program_async
 from evalsi.packs.code._shapes import extract_code
 from evalsi.sandbox import ExecResult

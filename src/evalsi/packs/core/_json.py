@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import Content, JsonValue, ParamError, Record, Score
-from evalsi.packs import builtin, clip, passed
+from evalsi.packs._declare import builtin, clip, passed
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from evalsi.core import ParamError, Record, Score
-from evalsi.packs import builtin, check_at_least, number, passed
+from evalsi.packs._declare import builtin, check_at_least, number, passed
 
 
 class Length:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from evalsi.core import Content, JsonValue, OutputSpec, ParamError, Record, Score
 from evalsi.evaluators import Skip
-from evalsi.packs import builtin, few, number, passed
+from evalsi.packs._declare import builtin, few, number, passed
 from evalsi.packs.core._normalize import make_normalizer
 from evalsi.packs.core._reference import (
     NOT_JSON,

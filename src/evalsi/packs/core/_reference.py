@@ -11,7 +11,7 @@ from typing import Final
 import orjson
 
 from evalsi.core import Content, JsonValue
-from evalsi.packs import clip
+from evalsi.packs._declare import clip
 from evalsi.packs.core._normalize import Normalizer
 
 NOT_JSON: Final = object()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from evalsi.core import ParamError, PatternMatch, Record, Score, compile_pattern
-from evalsi.packs import builtin, passed
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.core._reference import quoted
 
 

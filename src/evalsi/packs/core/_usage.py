@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from evalsi.core import Record, Score, Usage
 from evalsi.evaluators import Evaluator
-from evalsi.packs import builtin, check_at_least, lower, passed
+from evalsi.packs._declare import builtin, check_at_least, lower, passed
 
 
 def _ms(value: float) -> str:

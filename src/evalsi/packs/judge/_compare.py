@@ -8,7 +8,7 @@ import orjson
 
 from evalsi.core import OutputSpec, Record, Score
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs import builtin, number, passed
+from evalsi.packs._declare import builtin, number, passed
 from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
     PromptTemplate,

@@ -6,7 +6,7 @@ from typing import Any
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import UsesJudge, get_judge
-from evalsi.packs import builtin, number, passed
+from evalsi.packs._declare import builtin, number, passed
 from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
     Check,

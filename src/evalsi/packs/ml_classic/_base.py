@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from evalsi.core import OutputSpec, OutputType, Score
 from evalsi.evaluators import Evaluator, WeightedReduce
-from evalsi.packs import builtin
+from evalsi.packs._declare import builtin
 
 P = TypeVar("P")
 Floats = npt.NDArray[np.float64]

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import Score
-from evalsi.packs import check_choice
+from evalsi.packs._declare import check_choice
 from evalsi.packs.ml_classic._arrays import Labels, default_positive, label_weights
 from evalsi.packs.ml_classic._base import AVERAGES, Weighted, check_weights, fmt
 from evalsi.packs.ml_classic._batch import map_label_batch, merge_labels, unbatch_labels

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalsi.core import Score
-from evalsi.packs import check_at_least, check_choice
+from evalsi.packs._declare import check_at_least, check_choice
 from evalsi.packs.ml_classic._arrays import Probs, default_positive, restrict
 from evalsi.packs.ml_classic._base import Weighted, check_weights, fmt
 from evalsi.packs.ml_classic._batch import map_prob_batch, merge_probs, unbatch_probs

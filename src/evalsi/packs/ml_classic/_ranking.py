@@ -28,7 +28,7 @@ import orjson
 
 from evalsi.core import Content, Record, Score
 from evalsi.evaluators import Skip
-from evalsi.packs import check_at_least
+from evalsi.packs._declare import check_at_least
 from evalsi.packs.ml_classic._extract import label_of
 
 

@@ -10,7 +10,7 @@ Guide: docs/guides/packs/ml-monitoring.md.
 
 from evalsi.core import OutputSpec
 from evalsi.evaluators import Evaluator
-from evalsi.packs import number, passed
+from evalsi.packs._declare import number, passed
 from evalsi.packs.ml_monitoring._base import declare, rate
 from evalsi.packs.ml_monitoring._drift import JsDistance, Psi
 from evalsi.packs.ml_monitoring._fairness import (

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from evalsi.core import OutputSpec, ParamError, Score
 from evalsi.evaluators import Evaluator
-from evalsi.packs import builtin, number
+from evalsi.packs._declare import builtin, number
 
 F64 = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]

@@ -27,7 +27,7 @@ import numpy as np
 
 from evalsi.core import Record, Score
 from evalsi.evaluators import Skip, WeightedReduce
-from evalsi.packs import check_at_least
+from evalsi.packs._declare import check_at_least
 from evalsi.packs.ml_monitoring._base import (
     F64,
     Bools,

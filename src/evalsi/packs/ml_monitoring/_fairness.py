@@ -28,7 +28,7 @@ import numpy as np
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Skip, WeightedReduce
-from evalsi.packs import check_choice
+from evalsi.packs._declare import check_choice
 from evalsi.packs.ml_classic import label_of, read_output, read_truth
 from evalsi.packs.ml_monitoring._base import F64, Bools, Ints, count, per_name, weights_of
 from evalsi.packs.ml_monitoring._fields import category_of, is_missing, lookup

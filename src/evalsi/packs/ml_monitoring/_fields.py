@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from evalsi.core import ParamError, Record
-from evalsi.packs import clip
+from evalsi.packs._declare import clip
 
 # ``\d+(?:\.\d*)?``, not ``\d+\.?\d*``: the same numbers, but the latter splits a run of
 # digits between its two quantifiers every possible way before failing (a feature value of

@@ -27,7 +27,7 @@ import numpy as np
 
 from evalsi.core import Score
 from evalsi.evaluators import WeightedReduce
-from evalsi.packs import check_choice
+from evalsi.packs._declare import check_choice
 from evalsi.packs.ml_monitoring._base import (
     Bools,
     Ints,

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Evaluator, Skip
-from evalsi.packs import builtin, clip, few, number
+from evalsi.packs._declare import builtin, clip, few, number
 from evalsi.packs.rag._labels import Labels, gains, labels_of, retrieved_keys
 
 _SHOWN = 5

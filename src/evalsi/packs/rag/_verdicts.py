@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from evalsi.core import ParamError, Score
 from evalsi.evaluators import Evaluator, UsesJudge
-from evalsi.packs import builtin, clip, number, passed
+from evalsi.packs._declare import builtin, clip, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,

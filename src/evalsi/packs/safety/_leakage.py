@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Skip
-from evalsi.packs import builtin, passed
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.safety._canary import TRANSFORMS, CanaryMatcher, mask_canary
 from evalsi.packs.safety._text import produced_text, string_list
 

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
-from evalsi.packs import builtin, passed
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.safety._detect import Finding, resolve_overlaps
 from evalsi.packs.safety._presidio import PRESIDIO_ENTITIES, PresidioEngine
 from evalsi.packs.safety._scan import (

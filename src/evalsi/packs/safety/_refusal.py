@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from evalsi.core import OutputSpec, ParamError, Record, Score
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs import builtin, passed
+from evalsi.packs._declare import builtin, passed
 from evalsi.packs.judge import (
     PromptTemplate,
     ask_verdict,

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from evalsi.core import ParamError, Record, Score, UserError
 from evalsi.evaluators import Skip, UsesJudge
-from evalsi.packs import builtin, number, passed
+from evalsi.packs._declare import builtin, number, passed
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     PromptTemplate,

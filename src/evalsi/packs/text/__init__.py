@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from evalsi.core import OutputSpec, Scope
 from evalsi.evaluators import Evaluator
-from evalsi.packs import builtin, lower, number
+from evalsi.packs._declare import builtin, lower, number
 from evalsi.packs.text._corpus import Bleu, Chrf, SentenceBleu, Ter
 from evalsi.packs.text._edit import EditDistance
 from evalsi.packs.text._meteor import Meteor

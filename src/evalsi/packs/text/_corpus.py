@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from evalsi.core import ParamError, Record, Score, UserError
 from evalsi.evaluators import WeightedReduce
-from evalsi.packs import check_at_least
+from evalsi.packs._declare import check_at_least
 from evalsi.packs.text._inputs import hypothesis, need_module, references
 
 F64 = npt.NDArray[np.float64]

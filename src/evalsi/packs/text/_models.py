@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from evalsi.core import ParamError, Record, Score, UserError, expand_home
 from evalsi.evaluators import Skip
-from evalsi.packs import check_at_least
+from evalsi.packs._declare import check_at_least
 from evalsi.packs.text._inputs import hypothesis, references
 
 MODELS_EXTRA = "pip install 'evalsi[text-models]'"
