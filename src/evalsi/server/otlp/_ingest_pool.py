@@ -12,11 +12,12 @@ The pool starts on the first export request, not with the server: a server that 
 receives traces never spawns it. An export is answered 200 only after its worker committed,
 as on the event loop; a worker that dies fails its request with 503 and the pool restarts.
 
-Requests that wait for a worker go to it together (``MAX_GROUP_BYTES`` at most) and their
-spans are committed in one transaction, as the event loop's writer groups its commits: one
-512-span request a transaction cost ~40 µs of SQLite work a span, four ~32 (measured), and
-the workers take turns at SQLite's write lock a quarter as often. A request alone is sent at
-once: grouping never makes a sender wait for another.
+Requests that wait for a worker (two groups a worker are in the pool at most) go to it
+together (``MAX_GROUP_BYTES`` at most) and their spans are committed in one transaction, as
+the event loop's writer groups its commits: one 512-span request a transaction cost ~40 µs
+of SQLite work a span, four ~32 (measured), and the workers take turns at SQLite's write
+lock less often. A request alone is sent at once: grouping never makes a sender wait for
+another.
 """
 
 from __future__ import annotations
@@ -142,10 +143,13 @@ class IngestPool:
         return _batch_of(await answer)
 
     def _dispatch(self) -> None:
-        """Waiting requests to the free workers, shared out evenly, in groups of at most
+        """Waiting requests to the workers, shared out evenly, in groups of at most
         ``MAX_GROUP_BYTES`` (a request alone goes at once, whatever its size)."""
-        while self._waiting and self._running < self.workers:
-            share = -(-len(self._waiting) // (self.workers - self._running))
+        # A group a worker is on and one queued behind it: a worker done with its group takes
+        # the next at once instead of waiting a turn of the event loop for it.
+        limit = 2 * self.workers
+        while self._waiting and self._running < limit:
+            share = -(-len(self._waiting) // (limit - self._running))
             group = [self._waiting.popleft()]
             size = len(group[0][0][1])
             while (
