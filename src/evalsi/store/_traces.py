@@ -69,8 +69,6 @@ def feedback_key(feedback: Feedback, time_ns: int) -> str:
     return hashlib.sha256(orjson.dumps(fields)).hexdigest()[:32]
 
 
-_IDS: sa.BindParameter[str] = sa.bindparam("ids", expanding=True)
-
 DELETE_BATCH = 5000
 """Rows per retention delete: each batch is its own short transaction, so ingest waits at most
 one batch for SQLite's write lock."""
@@ -234,9 +232,7 @@ class TraceStore(TraceQueries):
     def traces_with_events(self, project: str, trace_ids: Sequence[str]) -> set[str]:
         """Which of these traces have events stored apart from their spans (their rows are
         built from the store, events merged, rather than from assembly's refs)."""
-        e = span_events.c
-        query = sa.select(e.trace_id).where(e.project_id == project, e.trace_id.in_(_IDS))
-        return self._trace_ids(query.distinct(), trace_ids, "span events")
+        return self._trace_ids("SELECT DISTINCT trace_id FROM span_events", project, trace_ids)
 
     # -- retention ---------------------------------------------------------------------------------
     def delete_expired(
@@ -347,20 +343,34 @@ class TraceStore(TraceQueries):
 
     def summarized(self, project: str, trace_ids: Sequence[str]) -> set[str]:
         """Which of these traces already have a trace row."""
-        t = traces.c
-        query = sa.select(t.trace_id).where(t.project_id == project, t.trace_id.in_(_IDS))
-        return self._trace_ids(query, trace_ids, "trace rows")
+        return self._trace_ids("SELECT trace_id FROM traces", project, trace_ids)
 
-    def _trace_ids(self, query: sa.Select[Any], trace_ids: Sequence[str], what: str) -> set[str]:
-        """The trace ids ``query`` finds among ``trace_ids`` (bound to ``_IDS`` a page at a
-        time)."""
+    def _trace_ids(self, select: str, project: str, trace_ids: Sequence[str]) -> set[str]:
+        """The trace ids ``select`` (from a table with ``project_id`` and ``trace_id``) finds
+        among ``trace_ids`` in ``project``, a page at a time. Plain driver SQL: ingest asks
+        this for every batch of completed traces, and through SQLAlchemy (an expanding ``IN``
+        compiled per call) it cost ~0.7 ms a call, raw ~0.07 ms."""
         found: set[str] = set()
+        mark = "%s" if self._pg else "?"
+        if not trace_ids:
+            return found
         try:
-            with self.engine.connect() as conn:
+            conn = self.engine.raw_connection()  # back to the pool (rolled back) on close
+            try:
+                cur = conn.cursor()
                 for start in range(0, len(trace_ids), MAX_PAGE):
-                    chunk = list(trace_ids[start : start + MAX_PAGE])
-                    found.update(str(r[0]) for r in conn.execute(query, {"ids": chunk}))
-        except sa.exc.SQLAlchemyError as e:
+                    chunk = tuple(trace_ids[start : start + MAX_PAGE])
+                    cur.execute(
+                        f"{select} WHERE project_id = {mark} "
+                        f"AND trace_id IN ({', '.join([mark] * len(chunk))})",
+                        (project, *chunk),
+                    )
+                    found.update(str(r[0]) for r in cur.fetchall())
+                cur.close()
+            finally:
+                conn.close()
+        except (sa.exc.SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as e:
+            what = "span events" if select.endswith("span_events") else "trace rows"
             raise StoreError(f"cannot read {what} in {self.store.location}: {e}") from e
         return found
 
