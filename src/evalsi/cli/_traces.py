@@ -21,8 +21,7 @@ from evalsi.cli._remote import (
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
-    from evalsi.core import Score, SessionSummary, Span, Trace, TraceSummary
-    from evalsi.wire import ScoreRow
+    from evalsi.core import Score, SessionSummary, Span, Trace, TraceScore, TraceSummary
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
@@ -153,7 +152,7 @@ def show_trace(args: argparse.Namespace) -> int:
         raise UserError(f"TRACE_ID: expected 32 hex digits, got {args.trace_id!r}")
     server = server_of(args)
     trace: Trace | None
-    scores: Sequence[ScoreRow]
+    scores: Sequence[TraceScore]
     if server is not None:
         with connect_reader(args, server) as client:
             stored = client.get_trace(trace_id, project_id=args.project)
@@ -349,14 +348,14 @@ def _attr(text: str) -> tuple[str, str]:
 
 def _local_scores(
     store: Any, project: str, trace_ids: list[str]
-) -> Mapping[str, Sequence[ScoreRow]]:
+) -> Mapping[str, Sequence[TraceScore]]:
     from evalsi.policies import result_key
     from evalsi.store import trace_scores
 
     return trace_scores(store.store, project, {t: result_key(t) for t in trace_ids})
 
 
-def _with_scores(summary: TraceSummary, scores: Sequence[ScoreRow]) -> TraceSummary:
+def _with_scores(summary: TraceSummary, scores: Sequence[TraceScore]) -> TraceSummary:
     """The summary with the policy scores the server would have sent (flattened)."""
     from evalsi.wire import flat_scores
 
@@ -373,7 +372,7 @@ def pass_fail(scores: list[Score]) -> str:
     return f"fail {failed}/{len(verdicts)}" if failed else f"pass {len(verdicts)}/{len(verdicts)}"
 
 
-def trace_score_rows(s: ScoreRow) -> list[dict[str, Any]]:
+def trace_score_rows(s: TraceScore) -> list[dict[str, Any]]:
     """One JSON row per score of a policy result (one row, no value, when not scored)."""
     r = s.result
     base = {

@@ -73,7 +73,14 @@ from evalsi.core._score import (
     ScoreKind,
 )
 from evalsi.core._status import RunStatus
-from evalsi.core._summaries import RunInfo, SessionSummary, TraceScore, TraceSummary
+from evalsi.core._summaries import (
+    PREVIEW_CHARS,
+    RunInfo,
+    SessionSummary,
+    TraceScore,
+    TraceSummary,
+    preview,
+)
 from evalsi.core._trace import (
     SPAN_TYPES,
     STATUS_ERROR,
@@ -95,6 +102,7 @@ __all__ = [
     "NUMBER",
     "PASSED",
     "PER_TASK_SEED",
+    "PREVIEW_CHARS",
     "RECORD_FIELDS",
     "SPAN_TYPES",
     "STATUS_ERROR",
@@ -169,6 +177,7 @@ __all__ = [
     "message_to_dict",
     "missing_extra",
     "parse_ref",
+    "preview",
     "require_extra",
     "startup_mark",
 ]

@@ -4,10 +4,20 @@ from its messages, so a client never reads a store's rows)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.core._score import EvaluationResult, Score
+from evalsi.core._trace import Trace
+
+PREVIEW_CHARS = 280
+"""A trace summary's input and output previews are cut to this many characters."""
+
+
+def preview(text: str) -> str:
+    """``text`` cut to ``PREVIEW_CHARS``, marked with an ellipsis when cut."""
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 @dataclass(slots=True)
@@ -57,6 +67,36 @@ class TraceSummary:
     completed_at: float = 0.0  # unix seconds
     # the online policies' scored results, each tagged with metadata policy/evaluator/run_id
     scores: list[Score] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        trace: Trace,
+        *,
+        record: dict[str, Any] | None = None,
+        user_id: str = "",
+        input_preview: str = "",
+        output_preview: str = "",
+        completed_at: float | None = None,
+    ) -> TraceSummary:
+        """The summary of an assembled trace (previews are cut to ``PREVIEW_CHARS``)."""
+        root = trace.root
+        return cls(
+            trace_id=trace.trace_id,
+            service=trace.service,
+            root_name=root.name if root is not None else "",
+            start_time_unix_nano=trace.start_time_unix_nano,
+            end_time_unix_nano=trace.end_time_unix_nano,
+            duration_ms=trace.duration_ms,
+            span_count=len(trace.spans),
+            error=trace.error,
+            session_id=trace.session_id,
+            user_id=user_id,
+            input_preview=preview(input_preview),
+            output_preview=preview(output_preview),
+            record=record,
+            completed_at=time.time() if completed_at is None else completed_at,
+        )
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.core import RunInfo
+    from evalsi.core import RunInfo, SessionSummary, TraceScore, TraceSummary, preview
     from evalsi.store._calibrations import (
         CalibrationKey,
         latest_calibration,
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
     from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
-    from evalsi.store._trace_scores import TraceScore, trace_scores
-    from evalsi.store._traces import SessionSummary, TraceStore, TraceSummary, preview
+    from evalsi.store._trace_scores import trace_scores
+    from evalsi.store._traces import TraceStore
     from evalsi.store._writer import BackgroundWriter
 
 DEFAULT_STORE = ".evalsi/evalsi.db"

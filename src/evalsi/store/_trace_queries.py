@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import sqlalchemy as sa
 
-from evalsi.core import Feedback, Score, Span, SpanEvent, SpanView, Trace, UserError
+from evalsi.core import (
+    Feedback,
+    SessionSummary,
+    Span,
+    SpanEvent,
+    SpanView,
+    Trace,
+    TraceSummary,
+    UserError,
+)
 from evalsi.store._schema import span_events, spans, trace_feedback, traces
 from evalsi.store._trace_rows import (
     READ_COLUMNS,
@@ -34,79 +41,7 @@ from evalsi.store._trace_rows import (
 
 MAX_PAGE = 1000
 """The most rows one query returns."""
-PREVIEW_CHARS = 280
-"""Input and output previews are cut to this many characters."""
 MAX_ATTRIBUTE_FILTERS = 8
-
-
-@dataclass(slots=True)
-class TraceSummary:
-    """The per-trace row written when the assembler completes a trace."""
-
-    trace_id: str
-    service: str = ""
-    root_name: str = ""
-    start_time_unix_nano: int = 0
-    end_time_unix_nano: int = 0
-    duration_ms: float = 0.0
-    span_count: int = 0
-    error: bool = False
-    session_id: str = ""
-    user_id: str = ""
-    input_preview: str = ""
-    output_preview: str = ""
-    # the assembled Record as JSON-able data (None in listings, which leave it out)
-    record: dict[str, Any] | None = None
-    completed_at: float = 0.0  # unix seconds
-    # Online policy scores of this trace: filled by the server from policy results, not
-    # stored with the summary row.
-    scores: list[Score] = field(default_factory=list)
-
-    @classmethod
-    def of(
-        cls,
-        trace: Trace,
-        *,
-        record: dict[str, Any] | None = None,
-        user_id: str = "",
-        input_preview: str = "",
-        output_preview: str = "",
-        completed_at: float | None = None,
-    ) -> TraceSummary:
-        """The summary of an assembled trace (previews are cut to ``PREVIEW_CHARS``)."""
-        root = trace.root
-        return cls(
-            trace_id=trace.trace_id,
-            service=trace.service,
-            root_name=root.name if root is not None else "",
-            start_time_unix_nano=trace.start_time_unix_nano,
-            end_time_unix_nano=trace.end_time_unix_nano,
-            duration_ms=trace.duration_ms,
-            span_count=len(trace.spans),
-            error=trace.error,
-            session_id=trace.session_id,
-            user_id=user_id,
-            input_preview=preview(input_preview),
-            output_preview=preview(output_preview),
-            record=record,
-            completed_at=time.time() if completed_at is None else completed_at,
-        )
-
-
-@dataclass(slots=True)
-class SessionSummary:
-    """The traces of one session id: how many, when, how many failed."""
-
-    session_id: str
-    trace_count: int
-    error_count: int
-    first_start_unix_nano: int
-    last_end_unix_nano: int
-    user_id: str = ""  # one of the session's user ids (sessions rarely have several)
-
-
-def preview(text: str) -> str:
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 class TraceQueries:

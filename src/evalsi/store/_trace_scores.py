@@ -10,12 +10,11 @@ the record id; the record id is compared too, so two traces sharing a hash never
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from evalsi.core import EvaluationResult, StoreError
+from evalsi.core import EvaluationResult, StoreError, TraceScore
 from evalsi.store._schema import results, runs
 from evalsi.store._sql import SqlStore
 from evalsi.store._sql import _decode as decode_result
@@ -23,15 +22,6 @@ from evalsi.store._sql import _decode as decode_result
 WATCH_KIND = "watch"
 MAX_TRACES = 1000
 """Trace ids one call reads (a ListTraces page at most)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TraceScore:
-    """One evaluator's result on a trace under a policy version (its ``watch`` run)."""
-
-    policy: str
-    run_id: str
-    result: EvaluationResult
 
 
 def trace_scores(

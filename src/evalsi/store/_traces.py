@@ -35,17 +35,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import sqlalchemy as sa
 
-from evalsi.core import Feedback, Span, SpanEvent, SpanView, StoreError, UserError
-from evalsi.store._runs import check_project_id
-from evalsi.store._schema import runs, span_events, trace_feedback, traces
-from evalsi.store._trace_queries import (
-    MAX_PAGE,
-    PREVIEW_CHARS,
-    SessionSummary,
-    TraceQueries,
+from evalsi.core import (
+    Feedback,
+    Span,
+    SpanEvent,
+    SpanView,
+    StoreError,
     TraceSummary,
+    UserError,
     preview,
 )
+from evalsi.store._runs import check_project_id
+from evalsi.store._schema import runs, span_events, trace_feedback, traces
+from evalsi.store._trace_queries import MAX_PAGE, TraceQueries
 from evalsi.store._trace_rows import MAX_SERVICE, RowsWriter, dumps, span_event_row, span_rows
 
 if TYPE_CHECKING:
@@ -54,11 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DELETE_BATCH",
     "MAX_PAGE",
-    "PREVIEW_CHARS",
-    "SessionSummary",
     "TraceStore",
-    "TraceSummary",
-    "preview",
 ]
 
 

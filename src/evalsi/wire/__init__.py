@@ -49,7 +49,6 @@ from evalsi.wire._runs import (
     run_to_proto,
 )
 from evalsi.wire._traces import (
-    ScoreRow,
     StoredTrace,
     attr_json,
     feedback_from_proto,
@@ -78,7 +77,6 @@ __all__ = [
     "DatasetPage",
     "PackInfo",
     "Progress",
-    "ScoreRow",
     "StoredTrace",
     "attr_json",
     "cause_from_proto",

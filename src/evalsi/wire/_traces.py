@@ -13,14 +13,13 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from google.protobuf import timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import trace_pb2
 from evalsi.core import (
     SPAN_TYPES,
-    EvaluationResult,
     Feedback,
     JsonValue,
     Outcome,
@@ -62,47 +61,6 @@ class StoredTrace:
     trace: Trace
     summary: TraceSummary | None = None
     scores: list[TraceScore] = field(default_factory=list)
-
-
-class SummaryRow(Protocol):
-    """What ``trace_summary_to_proto`` reads: a ``core.TraceSummary``, or a store's row."""
-
-    trace_id: str
-    service: str
-    root_name: str
-    start_time_unix_nano: int
-    end_time_unix_nano: int
-    duration_ms: float
-    span_count: int
-    error: bool
-    session_id: str
-    user_id: str
-    input_preview: str
-    output_preview: str
-    record: dict[str, Any] | None
-    completed_at: float
-
-
-class SessionRow(Protocol):
-    """What ``session_to_proto`` reads: a ``core.SessionSummary``, or a store's row."""
-
-    session_id: str
-    trace_count: int
-    error_count: int
-    first_start_unix_nano: int
-    last_end_unix_nano: int
-    user_id: str
-
-
-class ScoreRow(Protocol):
-    """What ``trace_score_to_proto`` reads: a ``core.TraceScore``, or a store's row."""
-
-    @property
-    def policy(self) -> str: ...
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def result(self) -> EvaluationResult: ...
 
 
 # -- times ----------------------------------------------------------------------------------------
@@ -224,7 +182,7 @@ def span_from_proto(message: trace_pb2.Span) -> Span:
 
 
 # -- traces ---------------------------------------------------------------------------------------
-def trace_score_to_proto(score: ScoreRow) -> trace_pb2.TraceScore:
+def trace_score_to_proto(score: TraceScore) -> trace_pb2.TraceScore:
     out = trace_pb2.TraceScore(policy=score.policy, run_id=score.run_id)
     out.result.CopyFrom(result_to_proto(score.result))
     out.result.ClearField("duration")  # not kept for online results
@@ -235,7 +193,7 @@ def trace_score_from_proto(message: trace_pb2.TraceScore) -> TraceScore:
     return TraceScore(str(message.policy), str(message.run_id), result_from_proto(message.result))
 
 
-def flat_scores(scores: Sequence[ScoreRow]) -> list[Score]:
+def flat_scores(scores: Sequence[TraceScore]) -> list[Score]:
     """The scores of the SCORED results, each tagged with ``metadata`` ``policy``,
     ``evaluator`` and ``run_id`` (``TraceSummary.scores`` on the client side)."""
     out: list[Score] = []
@@ -249,7 +207,7 @@ def flat_scores(scores: Sequence[ScoreRow]) -> list[Score]:
 
 
 def trace_summary_to_proto(
-    summary: SummaryRow, scores: Sequence[ScoreRow] = ()
+    summary: TraceSummary, scores: Sequence[TraceScore] = ()
 ) -> trace_pb2.TraceSummary:
     """The summary message; ``scores`` are the policy results read for it
     (``store.trace_scores``)."""
@@ -279,7 +237,7 @@ def trace_summary_from_proto(
 
 
 def trace_to_proto(
-    trace: Trace, summary: SummaryRow | None = None, scores: Sequence[ScoreRow] = ()
+    trace: Trace, summary: TraceSummary | None = None, scores: Sequence[TraceScore] = ()
 ) -> trace_pb2.Trace:
     out = trace_pb2.Trace(trace_id=trace.trace_id)
     out.spans.extend(span_to_proto(s) for s in trace.spans)
@@ -326,7 +284,7 @@ def feedback_from_proto(message: trace_pb2.Feedback) -> Feedback:
     )
 
 
-def session_to_proto(session: SessionRow) -> trace_pb2.Session:
+def session_to_proto(session: SessionSummary) -> trace_pb2.Session:
     out = trace_pb2.Session(**_fields(session, _SESSION))
     set_ns(out.first_start_time, session.first_start_unix_nano)
     set_ns(out.last_end_time, session.last_end_unix_nano)

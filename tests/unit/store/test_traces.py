@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalsi.core import (
+    PREVIEW_CHARS,
     STATUS_ERROR,
     STATUS_OK,
     Feedback,
@@ -297,7 +298,7 @@ def test_trace_summary_keeps_the_record_and_counts_late_spans(ts: TraceStore) ->
     assert got is not None
     assert got.span_count == 2  # the stored spans, though the summary saw one
     assert got.record == record
-    assert len(got.output_preview) == traces_module.PREVIEW_CHARS
+    assert len(got.output_preview) == PREVIEW_CHARS
     assert got.output_preview.endswith("…")
     assert not got.error
     ts.write_spans("default", [span(1, 3, parent=1, status=STATUS_ERROR)])  # late, failed
