@@ -46,7 +46,8 @@ import sys
 from evalsi.packs import builtin_registry
 registry = builtin_registry()
 {action}
-packs = sorted({{m.split('.')[2] for m in sys.modules if m.startswith('evalsi.packs.')}} - {{'_declare'}})
+loaded = {{m.split('.')[2] for m in sys.modules if m.startswith('evalsi.packs.')}}
+packs = sorted(loaded - {{'_declare'}})  # the packs' shared module is not a pack
 print(*packs, 'sandbox' if 'evalsi.sandbox' in sys.modules else '-')
 """
 
