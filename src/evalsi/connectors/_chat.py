@@ -94,10 +94,7 @@ class ChatModel(ABC):
         return (await self.complete(messages, seed=seed)).to_output()
 
     async def _post(
-        self,
-        body: dict[str, Any],
-        parse: Callable[[Any, str], Completion],
-        estimate: int,
+        self, body: dict[str, Any], parse: Callable[[Any, str], Completion], estimate: int
     ) -> Completion:
         """POST ``body`` to the endpoint under the run's resilience (rate limits, breaker,
         retries) and ``parse`` the JSON reply; usage gets the call's latency."""

@@ -13,11 +13,7 @@ from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience
 from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._secrets import Secret, as_secret
-from evalsi.connectors._types import (
-    Completion,
-    estimate_tokens,
-    input_messages,
-)
+from evalsi.connectors._types import Completion, estimate_tokens, input_messages
 from evalsi.core import JsonValue, Message, ToolCall, Usage
 
 if TYPE_CHECKING:

@@ -121,15 +121,7 @@ _OTLP = ("grpcPort", "httpPort", "maxInflightBytes")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # server.allowedHosts: a DNS name or IPv4 address, or [IPv6], with an optional :port
 _HOST_NAME = re.compile(r"(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
-_SERVER = (
-    "host",
-    "port",
-    "grpcPort",
-    "maxBodyBytes",
-    "maxConcurrentRuns",
-    "allowedHosts",
-    "cors",
-)
+_SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns", "allowedHosts", "cors")
 _STORAGE = ("sqlite", "postgres")
 
 
@@ -507,8 +499,7 @@ def _packs(p: Problems, value: Any) -> tuple[str, ...]:
     for i, name in enumerate(names):
         if name not in known:
             p.bad(
-                f"evaluators.packs[{i}]",
-                f"unknown pack {show(name)} (known: {', '.join(known)})",
+                f"evaluators.packs[{i}]", f"unknown pack {show(name)} (known: {', '.join(known)})"
             )
     return tuple(dict.fromkeys(names))
 

@@ -39,23 +39,11 @@ from evalsi.core import (
 )
 from evalsi.datasets import FieldMap, RepeatedIds
 from evalsi.evaluators import BoundEvaluator, RecordRunner, Runner
-from evalsi.runs import (
-    Conclusion,
-    Gate,
-    RunRow,
-    ScoreSession,
-    build_judges,
-    judges_manifest,
-)
+from evalsi.runs import Conclusion, Gate, RunRow, ScoreSession, build_judges, judges_manifest
 from evalsi.server._egress import server_egress
 from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
-from evalsi.wire import (
-    gate_to_proto,
-    result_to_proto,
-    summary_to_proto,
-    warning_to_proto,
-)
+from evalsi.wire import gate_to_proto, result_to_proto, summary_to_proto, warning_to_proto
 
 log = logging.getLogger("evalsi.server")
 

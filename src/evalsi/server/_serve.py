@@ -83,10 +83,7 @@ def serve(config: ServerConfig) -> int:
                 "evalsi serve: OTLP traces on the main port (POST /v1/traces, gRPC TraceService)%s",
                 "".join(
                     f"; {name} on {port}"
-                    for name, port in (
-                        ("OTLP/gRPC", otlp.grpc_port),
-                        ("OTLP/HTTP", otlp.http_port),
-                    )
+                    for name, port in (("OTLP/gRPC", otlp.grpc_port), ("OTLP/HTTP", otlp.http_port))
                     if port is not None
                 ),
             )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -40,7 +41,7 @@ from google.protobuf.message import DecodeError
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 
 from evalsi.core import UserError
-from evalsi.server._errors import to_connect_error
+from evalsi.server._errors import _aiter, to_connect_error
 from evalsi.server._metrics import Metrics, code_of
 from evalsi.server.protocol._reflection import V1ALPHA_SERVICE
 from evalsi.server.protocol._rest import handler_attr
@@ -215,14 +216,10 @@ class _Call:
         """A server-stream or bidi call: the handler's messages, then OK or an error status."""
         started = time.perf_counter()
         try:
-            source = aiter(self._function(self._input(request), self._context(context)))
-            try:
-                async for message in source:
+            source = self._function(self._input(request), self._context(context))
+            async with contextlib.aclosing(_aiter(source)) as messages:
+                async for message in messages:
                     yield message
-            finally:
-                close = getattr(source, "aclose", None)
-                if close is not None:
-                    await close()
         except (asyncio.CancelledError, GeneratorExit):
             self._done(started, _CANCELED)
             raise
