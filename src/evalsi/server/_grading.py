@@ -10,8 +10,6 @@ import contextvars
 import dataclasses
 import functools
 import logging
-import platform
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -90,8 +88,6 @@ to ``evalsi.evaluate``, so reports know there is no file to re-read."""
 # API's for the same records (a test pins it).
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _FIELDS = dataclasses.asdict(FieldMap())
-_PYTHON = sys.version.split()[0]
-_PLATFORM = platform.platform()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
