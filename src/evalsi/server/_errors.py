@@ -145,6 +145,11 @@ async def _aiter(source: AsyncIterator[RES]) -> AsyncGenerator[RES]:
         async for item in source:
             yield item
     finally:
-        close = getattr(source, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(source)
+
+
+async def aclose(stream: Any) -> None:
+    """Close ``stream`` if it can be closed (an async generator can, a plain iterator not)."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()

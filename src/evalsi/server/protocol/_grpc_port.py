@@ -43,6 +43,7 @@ from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from evalsi.core import UserError
 from evalsi.server._errors import _aiter, to_connect_error
 from evalsi.server._metrics import Metrics, code_of
+from evalsi.server._web_guard import bracketed
 from evalsi.server.protocol._reflection import V1ALPHA_SERVICE
 from evalsi.server.protocol._rest import handler_attr
 
@@ -113,11 +114,8 @@ class GrpcPort:
 
     def bind(self, host: str, port: int, setting: str = "--grpc-port (server.grpcPort)") -> int:
         """Listen on ``host:port`` (0: any free port); returns the port bound."""
-        address = (
-            f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-        )
         try:
-            bound = int(self._server.add_insecure_port(address))
+            bound = int(self._server.add_insecure_port(f"{bracketed(host)}:{port}"))
         except RuntimeError as e:  # grpcio raises RuntimeError("Failed to bind to address ...")
             raise _bind_error(host, port, str(e), setting) from e
         if bound == 0:

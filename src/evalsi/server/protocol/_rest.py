@@ -41,7 +41,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from evalsi.core import UserError
-from evalsi.server._errors import OversizeError, error_body, http_status, to_connect_error
+from evalsi.server._errors import OversizeError, aclose, error_body, http_status, to_connect_error
 from evalsi.server._metrics import Metrics
 from evalsi.server.protocol._json_codec import message_to_dict, parse_dict
 
@@ -403,15 +403,9 @@ class RestRoute(BaseRoute):
         except StopAsyncIteration:
             return Response(b"", media_type=NDJSON)
         except BaseException:
-            await _aclose(stream)
+            await aclose(stream)
             raise
         return StreamingResponse(_ndjson(first, stream, outcome), media_type=NDJSON)
-
-
-async def _aclose(stream: Any) -> None:
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        await close()
 
 
 async def _ndjson(first: Any, rest: AsyncIterator[Any], outcome: list[str]) -> AsyncIterator[bytes]:
@@ -425,7 +419,7 @@ async def _ndjson(first: Any, rest: AsyncIterator[Any], outcome: list[str]) -> A
         outcome[0] = err.code.value
         yield json.dumps({"error": error_body(err)}).encode() + b"\n"
     finally:
-        await _aclose(rest)
+        await aclose(rest)
 
 
 def _method_info(rm: RestMethod) -> MethodInfo[Any, Any]:
