@@ -24,12 +24,7 @@ from evalsi.connectors._http_target import HttpTarget, render
 from evalsi.connectors._jsonpath import JsonPath, JsonPathMiss
 from evalsi.connectors._openai import OpenAICompatible
 from evalsi.connectors._python import PythonTarget, load_callable
-from evalsi.connectors._ratelimit import (
-    RateLimiter,
-    RateLimiterRegistry,
-    RateLimits,
-    TokenBucket,
-)
+from evalsi.connectors._ratelimit import RateLimiter, RateLimiterRegistry, RateLimits, TokenBucket
 from evalsi.connectors._retry import RetryPolicy, parse_retry_after, retrying
 from evalsi.connectors._secrets import Secret, resolve_secret
 from evalsi.connectors._types import (

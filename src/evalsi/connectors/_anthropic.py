@@ -11,12 +11,8 @@ from evalsi.connectors._chat import ChatModel
 from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience
 from evalsi.connectors._ratelimit import RateLimits
-from evalsi.connectors._secrets import Secret, as_secret
-from evalsi.connectors._types import (
-    Completion,
-    estimate_tokens,
-    input_messages,
-)
+from evalsi.connectors._secrets import Secret
+from evalsi.connectors._types import Completion, estimate_tokens, input_messages
 from evalsi.core import JsonValue, Message, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -43,6 +39,7 @@ class Anthropic(ChatModel):
 
     connector = "anthropic"
     supports_seed = False
+    _path = "/v1/messages"
 
     def __init__(
         self,
@@ -60,13 +57,14 @@ class Anthropic(ChatModel):
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.version = version
-        self._setup(
-            base_url, model, params, as_secret(api_key), timeout, system, rate_limits,
-            resilience, session, path="/v1/messages",
-            headers={"anthropic-version": version, **(headers or {})},
+        super().__init__(
+            base_url, model, params, api_key=api_key, timeout=timeout, system=system,
+            headers={"anthropic-version": version, **(headers or {})}, rate_limits=rate_limits,
+            resilience=resilience, session=session,
         )  # fmt: skip
-        if self.api_key is not None:
-            self._headers["x-api-key"] = self.api_key.reveal()
+
+    def _auth(self, api_key: Secret) -> dict[str, str]:
+        return {"x-api-key": api_key.reveal()}
 
     def _describe_extra(self) -> dict[str, Any]:
         return {"version": self.version}

@@ -1,7 +1,7 @@
 """What the chat-model connectors share: identity, a safe repr, and ``invoke`` over ``complete``.
 
-Subclasses set the attributes in their constructor and implement ``complete``; the base adds
-nothing to the wire format, which stays each provider's own.
+Subclasses name their endpoint (``_path``) and key headers (``_auth``) and implement
+``complete``; the base adds nothing to the wire format, which stays each provider's own.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
 from evalsi.connectors._http import request_json, shared_session
 from evalsi.connectors._ratelimit import RateLimits
-from evalsi.connectors._secrets import Secret
+from evalsi.connectors._secrets import Secret, as_secret
 from evalsi.connectors._types import Completion, InputLike, TargetOutput, input_messages
 from evalsi.core import Message
 
@@ -38,23 +38,23 @@ class ChatModel(ABC):
     _headers: dict[str, str]
     _secrets: tuple[Secret, ...]
     _key_id: str
+    _path = ""  # the endpoint below base_url
 
-    def _setup(
+    def __init__(
         self,
         base_url: str,
         model: str,
-        params: Mapping[str, Any] | None,
-        api_key: Secret | None,
-        timeout: float,
-        system: str | None,
-        rate_limits: RateLimits | None,
-        resilience: Resilience | None,
-        session: aiohttp.ClientSession | None,
+        params: Mapping[str, Any] | None = None,
         *,
-        path: str,
-        headers: Mapping[str, str] | None,
+        api_key: Secret | str | None = None,
+        timeout: float = 120.0,
+        system: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        rate_limits: RateLimits | None = None,
+        resilience: Resilience | None = None,
+        session: aiohttp.ClientSession | None = None,
     ) -> None:
-        """The fields every chat connector sets; the subclass adds its auth header after."""
+        api_key = as_secret(api_key)
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.params = dict(params or {})
@@ -64,10 +64,16 @@ class ChatModel(ABC):
         self.rate_limits = rate_limits
         self.resilience = resilience
         self._session = session
-        self._url = f"{self.base_url}{path}"
+        self._url = f"{self.base_url}{self._path}"
         self._headers = dict(headers or {})
+        if api_key is not None:
+            self._headers.update(self._auth(api_key))
         self._secrets = (api_key,) if api_key is not None else ()
         self._key_id = api_key.ref if api_key is not None else ""
+
+    @abstractmethod
+    def _auth(self, api_key: Secret) -> dict[str, str]:
+        """The headers that carry the key (added after the caller's)."""
 
     def __repr__(self) -> str:  # the key is shown by reference only, never revealed
         return (
@@ -94,10 +100,7 @@ class ChatModel(ABC):
         return (await self.complete(messages, seed=seed)).to_output()
 
     async def _post(
-        self,
-        body: dict[str, Any],
-        parse: Callable[[Any, str], Completion],
-        estimate: int,
+        self, body: dict[str, Any], parse: Callable[[Any, str], Completion], estimate: int
     ) -> Completion:
         """POST ``body`` to the endpoint under the run's resilience (rate limits, breaker,
         retries) and ``parse`` the JSON reply; usage gets the call's latency."""

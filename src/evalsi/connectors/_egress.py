@@ -358,10 +358,7 @@ class EgressPolicy:
         category = classify(address)
         for rule in self.deny:
             if rule.matches(host, address, port):
-                return self._denied(
-                    host, address, port, f"matches {rule.source} {rule.text!r}",
-                    rule.source, f"remove {rule.text!r} from egress.deny in evalsi.yaml",
-                )  # fmt: skip
+                return self._denied_by(rule, host, address, port)
         if category in ("metadata", "link-local"):
             if any(rule.unlocks(address, category, port) for rule in self.allow):
                 return None
@@ -403,10 +400,7 @@ class EgressPolicy:
             return
         for rule in self.deny:
             if rule.network is None and rule.matches(host, None, port):
-                raise self._denied(
-                    host, None, port, f"matches {rule.source} {rule.text!r}",
-                    rule.source, f"remove {rule.text!r} from egress.deny in evalsi.yaml",
-                )  # fmt: skip
+                raise self._denied_by(rule, host, None, port)
 
     def check_url(self, url: str, *, where: str = "") -> None:
         """The static check of a URL a caller names: its literal address, or what its name
@@ -430,6 +424,14 @@ class EgressPolicy:
             if not where:
                 raise
             raise e.at(where) from None
+
+    def _denied_by(
+        self, rule: EgressRule, host: str | None, address: IPAddress | None, port: int
+    ) -> EgressDenied:
+        return self._denied(
+            host, address, port, f"matches {rule.source} {rule.text!r}",
+            rule.source, f"remove {rule.text!r} from egress.deny in evalsi.yaml",
+        )  # fmt: skip
 
     def _denied(
         self,

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
 from evalsi.connectors._chat import ChatModel
 from evalsi.connectors._errors import InfraError
-from evalsi.connectors._guard import Resilience
-from evalsi.connectors._ratelimit import RateLimits
-from evalsi.connectors._secrets import Secret, as_secret
-from evalsi.connectors._types import (
-    Completion,
-    estimate_tokens,
-    input_messages,
-)
+from evalsi.connectors._secrets import Secret
+from evalsi.connectors._types import Completion, estimate_tokens, input_messages
 from evalsi.core import JsonValue, Message, ToolCall, Usage
-
-if TYPE_CHECKING:
-    import aiohttp
 
 
 class OpenAICompatible(ChatModel):
@@ -41,27 +32,10 @@ class OpenAICompatible(ChatModel):
 
     connector = "openai-compatible"
     supports_seed = True
+    _path = "/chat/completions"
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        params: Mapping[str, Any] | None = None,
-        *,
-        api_key: Secret | str | None = None,
-        timeout: float = 120.0,
-        system: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        rate_limits: RateLimits | None = None,
-        resilience: Resilience | None = None,
-        session: aiohttp.ClientSession | None = None,
-    ) -> None:
-        self._setup(
-            base_url, model, params, as_secret(api_key), timeout, system, rate_limits,
-            resilience, session, path="/chat/completions", headers=headers,
-        )  # fmt: skip
-        if self.api_key is not None:
-            self._headers["Authorization"] = f"Bearer {self.api_key.reveal()}"
+    def _auth(self, api_key: Secret) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key.reveal()}"}
 
     async def complete(
         self, messages: Sequence[Message] | str, *, seed: int | None = None, **params: Any

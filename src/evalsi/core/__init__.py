@@ -1,13 +1,6 @@
 """Domain types shared by every layer. Imports no other evalsi package."""
 
-from evalsi.core._batch import (
-    INFRA_PREFIX,
-    LABEL,
-    NUMBER,
-    PASSED,
-    ResultBatch,
-    decode_score,
-)
+from evalsi.core._batch import INFRA_PREFIX, LABEL, NUMBER, PASSED, ResultBatch, decode_score
 from evalsi.core._cel import cel_module
 from evalsi.core._content import (
     Content,
@@ -64,14 +57,7 @@ from evalsi.core._run_manifest import (
     Seeds,
     SourceRun,
 )
-from evalsi.core._score import (
-    EvaluationResult,
-    Interval,
-    MetricSummary,
-    Outcome,
-    Score,
-    ScoreKind,
-)
+from evalsi.core._score import EvaluationResult, Interval, MetricSummary, Outcome, Score, ScoreKind
 from evalsi.core._status import RunStatus
 from evalsi.core._summaries import (
     PREVIEW_CHARS,

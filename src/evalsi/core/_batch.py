@@ -21,7 +21,6 @@ NUMBER, PASSED, LABEL, STRUCTURED = 1, 2, 3, 4
 INFRA_PREFIX = "infra_error("
 """How an ERROR's reason starts when infrastructure failed (a judge's 5xx after retries...):
 such results are counted as ``infra_errors``, apart from the evaluator's own errors."""
-KIND_CODES = {"number": NUMBER, "passed": PASSED, "label": LABEL, "structured": STRUCTURED}
 
 _OUTCOMES = {int(o): o for o in Outcome}
 

@@ -20,8 +20,6 @@ class Scope(enum.StrEnum):
     COMPARATIVE = "comparative"
 
 
-RUNNABLE_SCOPES = frozenset({Scope.RECORD, Scope.DATASET})
-
 OutputType = Literal["number", "passed", "label", "structured"]
 
 

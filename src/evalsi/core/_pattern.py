@@ -112,8 +112,7 @@ def compile_pattern(
     except re2.error as e:
         reason = e.args[0].decode(errors="replace") if isinstance(e.args[0], bytes) else str(e)
         raise error(
-            f"{where}: {shown!r} is not a valid regular expression: {reason}",
-            hint=_hint(reason),
+            f"{where}: {shown!r} is not a valid regular expression: {reason}", hint=_hint(reason)
         ) from None
     except (_Refused, UnicodeEncodeError) as e:
         raise error(

@@ -141,12 +141,5 @@ class Record:
 USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens", "tokens", "cost_usd", "latency_ms")
 """What ``requires`` may name as ``usage.<field>`` (``tokens`` is total, or input + output)."""
 
-RECORD_FIELDS = (
-    "input",
-    "output",
-    "reference",
-    "context",
-    "trajectory",
-    "usage",
-)
+RECORD_FIELDS = ("input", "output", "reference", "context", "trajectory", "usage")
 """The field names a manifest's ``requires`` may list (besides ``usage.*`` and ``metadata.*``)."""

@@ -11,7 +11,7 @@ import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 VERSION = "0.1.0"
@@ -54,12 +54,8 @@ class Seeds:
     passed_to_target: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"seed": self.seed}
-        if self.per_task is not None:
-            out["per_task"] = self.per_task
-        if self.passed_to_target is not None:
-            out["passed_to_target"] = self.passed_to_target
-        return out
+        optional = {"per_task": self.per_task, "passed_to_target": self.passed_to_target}
+        return {"seed": self.seed, **{k: v for k, v in optional.items() if v is not None}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,15 +156,8 @@ class RunManifest:
             "spec_source": self.spec_source,
             "spec_document_hash": self.spec_document_hash,
             "judges": None if self.judges is None else dict(self.judges),
-            "source_run": None,
+            "source_run": None if self.source_run is None else asdict(self.source_run),
         }
-        if self.source_run is not None:
-            s = self.source_run
-            optional["source_run"] = {
-                "id": s.id,
-                "spec_hash": s.spec_hash,
-                "dataset_version": s.dataset_version,
-            }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
 

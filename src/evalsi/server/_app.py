@@ -68,9 +68,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
         EvaluationServiceASGIApplication,
     )
-    from evalsi._proto.evalsi.v1alpha1.policy_service_connect import (
-        PolicyServiceASGIApplication,
-    )
+    from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
     from evalsi.server._catalog import CatalogHandler

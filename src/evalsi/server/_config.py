@@ -121,15 +121,7 @@ _OTLP = ("grpcPort", "httpPort", "maxInflightBytes")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # server.allowedHosts: a DNS name or IPv4 address, or [IPv6], with an optional :port
 _HOST_NAME = re.compile(r"(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
-_SERVER = (
-    "host",
-    "port",
-    "grpcPort",
-    "maxBodyBytes",
-    "maxConcurrentRuns",
-    "allowedHosts",
-    "cors",
-)
+_SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns", "allowedHosts", "cors")
 _STORAGE = ("sqlite", "postgres")
 
 
@@ -241,10 +233,7 @@ def _web(p: Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[st
     from evalsi.server._web_guard import normal_origin
 
     hosts: list[str] = []
-    raw_hosts = server.get("allowedHosts") or []
-    if not isinstance(raw_hosts, list):
-        p.bad("server.allowedHosts", f"expected a list of host names, got {show(raw_hosts)}")
-        raw_hosts = []
+    raw_hosts = _list(p, "server.allowedHosts", server.get("allowedHosts"), "host names")
     for i, name in enumerate(raw_hosts):
         if name == "*" or (isinstance(name, str) and _HOST_NAME.fullmatch(name)):
             hosts.append(name.lower().rstrip("."))
@@ -255,10 +244,7 @@ def _web(p: Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[st
             )
     cors = as_mapping(p, "server.cors", server.get("cors"), ("allowOrigins",))
     origins: list[str] = []
-    raw_origins = cors.get("allowOrigins") or []
-    if not isinstance(raw_origins, list):
-        p.bad("server.cors.allowOrigins", f"expected a list of origins, got {show(raw_origins)}")
-        raw_origins = []
+    raw_origins = _list(p, "server.cors.allowOrigins", cors.get("allowOrigins"), "origins")
     for i, value in enumerate(raw_origins):
         origin = normal_origin(value) if isinstance(value, str) else None
         if origin is None:
@@ -281,6 +267,14 @@ _LIMITS = {  # key: (field, smallest, largest)
 }
 
 
+def _list(p: Problems, at: str, value: Any, what: str) -> list[Any]:
+    """``value`` as a list (absent or empty: ``[]``); anything else is reported, read as ``[]``."""
+    if not isinstance(value or [], list):
+        p.bad(at, f"expected a list of {what}, got {show(value)}")
+        return []
+    return value or []
+
+
 def _limits(p: Problems, value: Any) -> Limits:
     """``limits: {maxTrials, maxTasksPerRun, maxQueuedRuns, maxConcurrency,
     maxRequestRecords, evaluatorSeconds}``; each absent key keeps its default."""
@@ -300,10 +294,7 @@ def _egress(p: Problems, value: Any) -> EgressPolicy:
     section = as_mapping(p, "egress", value, ("allow", "deny", "allowPrivate"))
     lists: dict[str, list[EgressRule]] = {"allow": [], "deny": []}
     for key, rules in lists.items():
-        raw = section.get(key) or []
-        if not isinstance(raw, list):
-            p.bad(f"egress.{key}", f"expected a list of addresses, ranges, hosts, got {show(raw)}")
-            continue
+        raw = _list(p, f"egress.{key}", section.get(key), "addresses, ranges, hosts")
         for i, entry in enumerate(raw):
             try:
                 if not isinstance(entry, str):
@@ -507,8 +498,7 @@ def _packs(p: Problems, value: Any) -> tuple[str, ...]:
     for i, name in enumerate(names):
         if name not in known:
             p.bad(
-                f"evaluators.packs[{i}]",
-                f"unknown pack {show(name)} (known: {', '.join(known)})",
+                f"evaluators.packs[{i}]", f"unknown pack {show(name)} (known: {', '.join(known)})"
             )
     return tuple(dict.fromkeys(names))
 

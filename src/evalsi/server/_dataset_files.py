@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import math
 import os
 import re
@@ -141,13 +142,8 @@ class DatasetFiles:
 
     def rows(self, v: Version, start: int, count: int) -> list[dict[str, Any]]:
         """Up to ``count`` rows from row ``start`` (0-based) of a version."""
-        out: list[dict[str, Any]] = []
-        for i, line in enumerate(self._lines(v)):
-            if i >= start + count:
-                break
-            if i >= start:
-                out.append(orjson.loads(line))
-        return out
+        lines = itertools.islice(self._lines(v), start, start + count)
+        return [orjson.loads(line) for line in lines]
 
     def _lines(self, v: Version) -> Iterator[bytes]:
         path = self._dir(v.name) / file_name(v.version)

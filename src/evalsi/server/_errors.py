@@ -117,11 +117,7 @@ class ErrorInterceptor:
     """
 
     async def intercept_unary(
-        self,
-        call_next: Callable[[REQ, Any], Awaitable[RES]],
-        request: REQ,
-        ctx: Any,
-        /,
+        self, call_next: Callable[[REQ, Any], Awaitable[RES]], request: REQ, ctx: Any, /
     ) -> RES:
         try:
             return await call_next(request, ctx)
@@ -129,11 +125,7 @@ class ErrorInterceptor:
             raise to_connect_error(e) from e
 
     async def intercept_server_stream(
-        self,
-        call_next: Callable[[REQ, Any], AsyncIterator[RES]],
-        request: REQ,
-        ctx: Any,
-        /,
+        self, call_next: Callable[[REQ, Any], AsyncIterator[RES]], request: REQ, ctx: Any, /
     ) -> AsyncIterator[RES]:
         try:
             async with contextlib.aclosing(_aiter(call_next(request, ctx))) as stream:
@@ -153,6 +145,11 @@ async def _aiter(source: AsyncIterator[RES]) -> AsyncGenerator[RES]:
         async for item in source:
             yield item
     finally:
-        close = getattr(source, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(source)
+
+
+async def aclose(stream: Any) -> None:
+    """Close ``stream`` if it can be closed (an async generator can, a plain iterator not)."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()

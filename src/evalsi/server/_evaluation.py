@@ -18,19 +18,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as pb
-from evalsi.core import (
-    ParamError,
-    UnknownEvaluatorError,
-    UserError,
-)
+from evalsi.core import ParamError, UnknownEvaluatorError, UserError
 from evalsi.evaluators import BoundEvaluator, DatasetRunner, judges_needed
-from evalsi.runs import (
-    EvaluatorMetrics,
-    Gate,
-    bind_all,
-    require_sandboxes,
-    runners_for,
-)
+from evalsi.runs import EvaluatorMetrics, Gate, bind_all, require_sandboxes, runners_for
 from evalsi.server._grading import Bootstrap, _add_results, _Config, _Grading, _Plan, off_loop
 from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState

@@ -10,8 +10,6 @@ import contextvars
 import dataclasses
 import functools
 import logging
-import platform
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,23 +37,11 @@ from evalsi.core import (
 )
 from evalsi.datasets import FieldMap, RepeatedIds
 from evalsi.evaluators import BoundEvaluator, RecordRunner, Runner
-from evalsi.runs import (
-    Conclusion,
-    Gate,
-    RunRow,
-    ScoreSession,
-    build_judges,
-    judges_manifest,
-)
+from evalsi.runs import Conclusion, Gate, RunRow, ScoreSession, build_judges, judges_manifest
 from evalsi.server._egress import server_egress
 from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
-from evalsi.wire import (
-    gate_to_proto,
-    result_to_proto,
-    summary_to_proto,
-    warning_to_proto,
-)
+from evalsi.wire import gate_to_proto, result_to_proto, summary_to_proto, warning_to_proto
 
 log = logging.getLogger("evalsi.server")
 
@@ -102,8 +88,6 @@ to ``evalsi.evaluate``, so reports know there is no file to re-read."""
 # API's for the same records (a test pins it).
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _FIELDS = dataclasses.asdict(FieldMap())
-_PYTHON = sys.version.split()[0]
-_PLATFORM = platform.platform()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -95,11 +95,7 @@ class RpcMetricsInterceptor:
         method = ctx.method
         protocol = protocol_of(ctx.request_headers.get("content-type", ""))
         self._metrics.observe(
-            method.service_name,
-            method.name,
-            protocol,
-            code_of(error),
-            time.perf_counter() - token,
+            method.service_name, method.name, protocol, code_of(error), time.perf_counter() - token
         )
 
 

@@ -6,14 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evalsi._proto.evalsi.v1alpha1 import record_pb2
-from evalsi.core import (
-    Content,
-    Record,
-    UserError,
-)
-from evalsi.wire import (
-    record_from_proto,
-)
+from evalsi.core import Content, Record, UserError
+from evalsi.wire import record_from_proto
 
 _CONTENT_KINDS = "text, messages, json, row, tensor or media"
 

@@ -27,12 +27,7 @@ from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import Limits, ServerState
 from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
-from evalsi.wire import (
-    comparison_to_proto,
-    result_to_proto,
-    run_result_to_proto,
-    run_to_proto,
-)
+from evalsi.wire import comparison_to_proto, result_to_proto, run_result_to_proto, run_to_proto
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 1000
@@ -200,10 +195,7 @@ class RunHandler:
         if status and status not in STATUSES:
             raise UserError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
         if token and not _is_run(store, token):
-            raise UserError(
-                f"page_token: {token[:40]!r} is not a token this server gave",
-                hint="pass next_page_token from the previous page, or nothing for the first",
-            )
+            raise _bad_token(token)
         return store.list_runs(
             limit,
             after=token or None,
@@ -246,18 +238,13 @@ def check_limits(spec: RunSpec, limits: Limits) -> None:
     ``check_task_limit``, which reads the dataset)."""
     if spec.trials > limits.max_trials:
         raise over_limit("spec.trials", spec.trials, limits.max_trials, "maxTrials")
-    if spec.max_concurrency > limits.max_concurrency:
-        raise over_limit(
-            "spec.maxConcurrency", spec.max_concurrency, limits.max_concurrency, "maxConcurrency"
-        )
-    for name, judge in spec.judges.items():
-        if judge.max_concurrency > limits.max_concurrency:
-            raise over_limit(
-                f"spec.judges.{name}.maxConcurrency",
-                judge.max_concurrency,
-                limits.max_concurrency,
-                "maxConcurrency",
-            )
+    concurrency = [("spec.maxConcurrency", spec.max_concurrency)]
+    concurrency += [
+        (f"spec.judges.{n}.maxConcurrency", j.max_concurrency) for n, j in spec.judges.items()
+    ]
+    for where, value in concurrency:
+        if value > limits.max_concurrency:
+            raise over_limit(where, value, limits.max_concurrency, "maxConcurrency")
 
 
 def check_not_empty(spec: RunSpec, datasets_dir: Any) -> None:
@@ -356,11 +343,15 @@ def _offset(token: str) -> int:
     if not token:
         return 0
     if not _OFFSET.fullmatch(token):
-        raise UserError(
-            f"page_token: {token[:40]!r} is not a token this server gave",
-            hint="pass next_page_token from the previous page, or nothing for the first",
-        )
+        raise _bad_token(token)
     return int(token)
+
+
+def _bad_token(token: str) -> UserError:
+    return UserError(
+        f"page_token: {token[:40]!r} is not a token this server gave",
+        hint="pass next_page_token from the previous page, or nothing for the first",
+    )
 
 
 def _is_run(store: SqlStore, run_id: str) -> bool:

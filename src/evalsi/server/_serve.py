@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalsi.core import RunError
 from evalsi.server._state import ServerConfig, ServerState
+from evalsi.server._web_guard import bracketed
 
 if TYPE_CHECKING:
     from evalsi.server.protocol import GrpcPort
@@ -50,6 +51,7 @@ def serve(config: ServerConfig) -> int:
     _setup_logging()
     from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
+    from evalsi.server._config import is_loopback
     from evalsi.server._run_manager import RunManager
     from evalsi.server.otlp import GC_THRESHOLDS
     from evalsi.store import SqlStore
@@ -61,7 +63,7 @@ def serve(config: ServerConfig) -> int:
         state = ServerState(config=config, store=store, registry=builtin_registry())
         state.runs = RunManager(state)
         app = build_app(state)
-        if config.no_auth and not _loopback(config.host):
+        if config.no_auth and not is_loopback(config.host):
             log.warning(
                 "listening on %s without authentication (--no-auth): anyone who can reach "
                 "the port can run evaluations and read every result",
@@ -73,7 +75,7 @@ def serve(config: ServerConfig) -> int:
             log.info(
                 "evalsi serve: listening on http://%s:%d (gRPC, gRPC-Web, Connect, REST); "
                 "store %s; datasets %s",
-                _host_for_url(config.host),
+                bracketed(config.host),
                 config.port,
                 store.location,
                 config.datasets_dir,
@@ -83,10 +85,7 @@ def serve(config: ServerConfig) -> int:
                 "evalsi serve: OTLP traces on the main port (POST /v1/traces, gRPC TraceService)%s",
                 "".join(
                     f"; {name} on {port}"
-                    for name, port in (
-                        ("OTLP/gRPC", otlp.grpc_port),
-                        ("OTLP/HTTP", otlp.http_port),
-                    )
+                    for name, port in (("OTLP/gRPC", otlp.grpc_port), ("OTLP/HTTP", otlp.http_port))
                     if port is not None
                 ),
             )
@@ -99,16 +98,6 @@ def serve(config: ServerConfig) -> int:
         store.close()
     log.info("evalsi serve: stopped")
     return 0
-
-
-def _loopback(host: str) -> bool:
-    from evalsi.server._config import is_loopback
-
-    return is_loopback(host)
-
-
-def _host_for_url(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 async def _run(app: Any, config: ServerConfig, listening: Callable[[], None]) -> None:
@@ -136,7 +125,7 @@ async def run_servers(
 
     hc = Config()
     # traces.otlp ports (4317/4318) are extra binds of the same app, answering OTLP only.
-    hc.bind = [f"{_host_for_url(config.host)}:{config.port}", *otlp_binds(config)]
+    hc.bind = [f"{bracketed(config.host)}:{config.port}", *otlp_binds(config)]
     hc.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
     hc.graceful_timeout = GRACEFUL_TIMEOUT_S
     hc.accesslog = None
@@ -194,7 +183,7 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
                 sock.close()
             why = "address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e
             raise RunError(
-                f"cannot listen on {_host_for_url(config.host)}:{port}: {why}",
+                f"cannot listen on {bracketed(config.host)}:{port}: {why}",
                 hint="another evalsi serve may be running; pick another --port"
                 if port == config.port
                 else "pick another traces.otlp port, or stop whatever is using this one",
@@ -219,7 +208,7 @@ def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
         raw={f"{SERVICE}/Export": RawExport, f"{LOGS_SERVICE}/Export": RawExport},
     )
     bound = native.bind(config.host, port, "traces.otlp.grpcPort")
-    log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", _host_for_url(config.host), bound)
+    log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", bracketed(config.host), bound)
     return native
 
 
@@ -230,5 +219,5 @@ def _grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
 
     native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=config.max_body_bytes)
     port = native.bind(config.host, config.grpc_port)
-    log.info("evalsi serve: native gRPC (grpcio) on %s:%d", _host_for_url(config.host), port)
+    log.info("evalsi serve: native gRPC (grpcio) on %s:%d", bracketed(config.host), port)
     return native

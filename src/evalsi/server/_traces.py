@@ -20,8 +20,9 @@ from connectrpc.request import RequestContext
 from evalsi._proto.evalsi.v1alpha1 import trace_service_pb2 as pb
 from evalsi.core import SPAN_TYPES, NotFoundError, Trace, UserError
 from evalsi.policies import result_key
+from evalsi.server._runs import _page_size, _project
 from evalsi.server._state import ServerState
-from evalsi.store import DEFAULT_PROJECT, TraceScore, TraceStore, check_project_id, trace_scores
+from evalsi.store import TraceScore, TraceStore, trace_scores
 from evalsi.traces import normalize, record_row
 from evalsi.wire import (
     feedback_from_proto,
@@ -72,7 +73,7 @@ class TraceHandler:
             error=request.error if request.HasField("error") else None,
             attributes=_attributes(request.attributes),
             name=request.name or None,
-            limit=_page_size(request.page_size),
+            limit=_page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE),
             page_token=request.page_token,
         )
 
@@ -124,7 +125,7 @@ class TraceHandler:
             since_ns=since,
             until_ns=until,
             user_id=request.user_id or None,
-            limit=_page_size(request.page_size),
+            limit=_page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE),
             page_token=request.page_token,
         )
         out = pb.ListSessionsResponse(next_page_token=token)
@@ -147,7 +148,7 @@ class TraceHandler:
             since_ns=since,
             until_ns=until,
             error=request.error if request.HasField("error") else None,
-            limit=_page_size(request.page_size),
+            limit=_page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE),
             page_token=request.page_token,
         )
         out = pb.ListSpansResponse(next_page_token=token)
@@ -183,29 +184,11 @@ class TraceHandler:
         return pb.PostFeedbackResponse(feedback=feedback_to_proto(feedback))
 
 
-def _project(value: str) -> str:
-    if not value:
-        return DEFAULT_PROJECT
-    try:
-        return check_project_id(value)
-    except UserError as e:
-        raise UserError(f"project_id: {e.message}", hint=e.hint) from None
-
-
 def _trace_id(value: str, field: str = "trace_id") -> str:
     lowered = value.lower()
     if not _TRACE_ID.fullmatch(lowered):
         raise UserError(f"{field}: expected 32 hex digits, got {value!r}")
     return lowered
-
-
-def _page_size(value: int) -> int:
-    """0 (the default) to MAX_PAGE, as the OpenAPI document says: larger is refused, not cut."""
-    if not 0 <= value <= MAX_PAGE:
-        raise UserError(
-            f"page_size: expected 0 (the default, {DEFAULT_PAGE}) to {MAX_PAGE}, got {value}"
-        )
-    return value or DEFAULT_PAGE
 
 
 # Span times are unix nanoseconds in signed 64-bit columns.

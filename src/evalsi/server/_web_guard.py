@@ -148,7 +148,7 @@ class WebGuard:
         name, port = _split_host(host, _DEFAULT_PORTS.get(scope.get("scheme", "http"), 80))
         if name is None:
             return False
-        if name in self.hosts or f"{_bracketed(name)}:{port}" in self.hosts:
+        if name in self.hosts or f"{bracketed(name)}:{port}" in self.hosts:
             return True
         server = scope.get("server")
         if not server or server[1] is None:
@@ -176,7 +176,7 @@ def _normal_origin(value: str) -> str:
         return ""
     if url.path not in ("", "/") or url.query or url.fragment:
         return ""
-    host = _bracketed(url.hostname.lower())
+    host = bracketed(url.hostname.lower())
     if port is None or port == _DEFAULT_PORTS[url.scheme]:
         return f"{url.scheme}://{host}"
     return f"{url.scheme}://{host}:{port}"
@@ -192,7 +192,7 @@ def _same_origin(origin: str, scope: Scope, host: str | None) -> bool:
         server = scope.get("server")
         if not server:
             return False
-        host = f"{_bracketed(str(server[0]))}:{server[1]}"
+        host = f"{bracketed(str(server[0]))}:{server[1]}"
     return _normal_origin(origin) == _normal_origin(f"{scheme}://{host}")
 
 
@@ -207,7 +207,8 @@ def _split_host(host: str, default_port: int) -> tuple[str | None, int]:
     return url.hostname.lower().rstrip("."), port if port is not None else default_port
 
 
-def _bracketed(name: str) -> str:
+def bracketed(name: str) -> str:
+    """An IPv6 address in brackets, as URLs and Host headers write it; anything else as is."""
     return f"[{name}]" if ":" in name and not name.startswith("[") else name
 
 

@@ -123,11 +123,7 @@ def kappa_interval(
 
 
 def index_bootstrap(
-    n: int,
-    statistic: Callable[[FloatArray], FloatArray],
-    level: float,
-    n_resamples: int,
-    seed: int,
+    n: int, statistic: Callable[[FloatArray], FloatArray], level: float, n_resamples: int, seed: int
 ) -> Interval:
     """Percentile interval of ``statistic`` over resamples of the indexes 0..n-1 (each row of
     its argument is one resample), ignoring resamples where it is undefined (NaN)."""

@@ -58,9 +58,14 @@ def _matrix(data: ArrayLike) -> FloatArray:
     return matrix
 
 
-def _check_level(level: str) -> None:
+def _prepare(data: ArrayLike, level: AlphaLevel) -> tuple[int, Rows, int]:
+    """Pairable units, alpha per row of unit weights, and distinct values (0 for interval)."""
     if level not in ALPHA_LEVELS:
         raise ValueError(f"level must be one of {', '.join(ALPHA_LEVELS)}, got {level!r}")
+    matrix = _matrix(data)
+    if level == "interval":
+        return (*_interval(matrix), 0)
+    return _categorical(matrix, level)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,12 +189,7 @@ def krippendorff_alpha(data: ArrayLike, *, level: AlphaLevel = "interval") -> fl
         >>> round(krippendorff_alpha(data, level="nominal"), 3)
         0.743
     """
-    _check_level(level)
-    matrix = _matrix(data)
-    if level == "interval":
-        count, rows = _interval(matrix)
-    else:
-        count, rows, _ = _categorical(matrix, level)
+    count, rows, _ = _prepare(data, level)
     if not count:
         return None
     value = float(rows(np.ones((1, count)))[0])
@@ -210,18 +210,13 @@ def alpha_interval(
         ValueError: For nominal or ratio data with more than ``MAX_VALUES`` distinct values,
             or ordinal data with more than ``MAX_ORDINAL_VALUES``.
     """
-    _check_level(level)
-    matrix = _matrix(data)
-    if level == "interval":
-        count, rows = _interval(matrix)
-    else:
-        count, rows, distinct = _categorical(matrix, level)
-        limit = MAX_ORDINAL_VALUES if level == "ordinal" else MAX_VALUES
-        if distinct > limit:
-            raise ValueError(
-                f"a {level} bootstrap over {distinct} distinct values is not offered (at most "
-                f"{limit}); use the interval level for fine-grained scores"
-            )
+    count, rows, distinct = _prepare(data, level)
+    limit = MAX_ORDINAL_VALUES if level == "ordinal" else MAX_VALUES
+    if distinct > limit:  # never for interval data (0 distinct values counted)
+        raise ValueError(
+            f"a {level} bootstrap over {distinct} distinct values is not offered (at most "
+            f"{limit}); use the interval level for fine-grained scores"
+        )
 
     def statistic(resamples: FloatArray) -> FloatArray:
         idx = resamples.astype(np.int64)

@@ -217,7 +217,12 @@ def clustered_interval(
         (-1.4683, 8.4683)
     """
     level = check_level(level)
-    x = as_values(values)
+    sizes, sums = _cluster_sums(as_values(values), clusters)
+    return clustered_interval_from_sums(sizes, sums, level)
+
+
+def _cluster_sums(x: FloatArray, clusters: Sequence[Hashable]) -> tuple[Values, Values]:
+    """Records and sum of ``x`` per cluster, the clusters in order of first appearance."""
     if len(clusters) != x.size:
         raise ValueError(
             f"values and clusters must have the same length, got {x.size} and {len(clusters)}"
@@ -225,11 +230,7 @@ def clustered_interval(
     index: dict[Hashable, int] = {}
     codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), np.intp, x.size)
     g = len(index)
-    if g < 2:
-        return Interval(None, None, "cluster-t", level)
-    sizes = np.bincount(codes, minlength=g)
-    sums = np.bincount(codes, weights=x, minlength=g)
-    return clustered_interval_from_sums(sizes, sums, level)
+    return np.bincount(codes, minlength=g), np.bincount(codes, weights=x, minlength=g)
 
 
 def clustered_interval_from_sums(sizes: Values, sums: Values, level: float = 0.95) -> Interval:
@@ -353,15 +354,7 @@ def cluster_wilson(values: Values, clusters: Sequence[Hashable], level: float = 
     """
     level = check_level(level)
     x = as_values(values)
-    if len(clusters) != x.size:
-        raise ValueError(
-            f"values and clusters must have the same length, got {x.size} and {len(clusters)}"
-        )
+    sizes, sums = _cluster_sums(x, clusters)
     if not np.all((x == 0.0) | (x == 1.0)):
         raise ValueError("values of a pass rate must be 0 or 1")
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), np.intp, x.size)
-    g = len(index)
-    sizes = np.bincount(codes, minlength=g)
-    sums = np.bincount(codes, weights=x, minlength=g)
     return cluster_wilson_from_sums(sizes, sums, level)

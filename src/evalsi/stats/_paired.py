@@ -60,12 +60,7 @@ class McNemar:
 
 
 def paired_bootstrap(
-    a: Values,
-    b: Values,
-    *,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
+    a: Values, b: Values, *, n_resamples: int = 2000, seed: int = 0, level: float = 0.95
 ) -> PairedDelta:
     """Paired bootstrap for the mean difference between two runs on the same samples.
 
@@ -180,12 +175,6 @@ def mcnemar(
     # Not clamped at zero, to match statsmodels: with b01 == b10 this gives 1/(b01 + b10).
     statistic = (abs(b01 - b10) - 1.0) ** 2 / discordant
     return McNemar(b01, b10, statistic, float(sc.chdtrc(1, statistic)), "chi2")
-
-
-def _plain_wilson(successes: int, n: int, level: float) -> tuple[float, float]:
-    """Wilson's bounds as Newcombe's method uses them (without our edge rule), n > 0."""
-    found = wilson(successes, n, level, edges=False)
-    return float(found.low or 0.0), float(1.0 if found.high is None else found.high)
 
 
 def newcombe_interval(

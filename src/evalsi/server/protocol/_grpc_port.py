@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -40,8 +41,9 @@ from google.protobuf.message import DecodeError
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 
 from evalsi.core import UserError
-from evalsi.server._errors import to_connect_error
+from evalsi.server._errors import _aiter, to_connect_error
 from evalsi.server._metrics import Metrics, code_of
+from evalsi.server._web_guard import bracketed
 from evalsi.server.protocol._reflection import V1ALPHA_SERVICE
 from evalsi.server.protocol._rest import handler_attr
 
@@ -112,11 +114,8 @@ class GrpcPort:
 
     def bind(self, host: str, port: int, setting: str = "--grpc-port (server.grpcPort)") -> int:
         """Listen on ``host:port`` (0: any free port); returns the port bound."""
-        address = (
-            f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-        )
         try:
-            bound = int(self._server.add_insecure_port(address))
+            bound = int(self._server.add_insecure_port(f"{bracketed(host)}:{port}"))
         except RuntimeError as e:  # grpcio raises RuntimeError("Failed to bind to address ...")
             raise _bind_error(host, port, str(e), setting) from e
         if bound == 0:
@@ -215,14 +214,10 @@ class _Call:
         """A server-stream or bidi call: the handler's messages, then OK or an error status."""
         started = time.perf_counter()
         try:
-            source = aiter(self._function(self._input(request), self._context(context)))
-            try:
-                async for message in source:
+            source = self._function(self._input(request), self._context(context))
+            async with contextlib.aclosing(_aiter(source)) as messages:
+                async for message in messages:
                     yield message
-            finally:
-                close = getattr(source, "aclose", None)
-                if close is not None:
-                    await close()
         except (asyncio.CancelledError, GeneratorExit):
             self._done(started, _CANCELED)
             raise

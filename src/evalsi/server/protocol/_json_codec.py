@@ -66,10 +66,6 @@ def _is_map(field: FieldDescriptor) -> bool:
     return mt is not None and mt.GetOptions().map_entry
 
 
-def _is_repeated(field: FieldDescriptor) -> bool:
-    return bool(field.is_repeated)
-
-
 def _is_wkt(desc: Descriptor | None) -> bool:
     return desc is not None and desc.full_name.startswith(_WKT_PREFIX)
 
@@ -148,7 +144,7 @@ def _field_out(field: FieldDescriptor, defaults: bool) -> tuple[str, _Out]:
             }
         return field.json_name, lambda m: {str(k): convert(v) for k, v in m.items()}
     convert = _scalar_out(field, defaults)
-    if _is_repeated(field):
+    if field.is_repeated:
         if convert is _same:
             return field.json_name, list
         return field.json_name, lambda items: [convert(v) for v in items]
@@ -172,7 +168,7 @@ class _Table:
                     continue
                 if _is_map(f):
                     self.defaults.append((f.json_name, None, dict))
-                elif _is_repeated(f):
+                elif f.is_repeated:
                     self.defaults.append((f.json_name, None, list))
                 else:
                     self.defaults.append((f.json_name, self.fields[f][1](f.default_value), None))
@@ -330,7 +326,7 @@ def _field_in(field: FieldDescriptor) -> _In:
 
         return mapping
     convert = _scalar_in(field)
-    if _is_repeated(field):
+    if field.is_repeated:
 
         def repeated(value: Any, depth: int) -> list[Any]:
             if type(value) is not list:

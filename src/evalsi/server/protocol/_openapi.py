@@ -78,10 +78,7 @@ _UINT64_PATTERN = f"^{decimal_upto(2**64 - 1)}$"
 _RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 _NUMBER: dict[str, Any] = {
-    "oneOf": [
-        {"type": "number"},
-        {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]},
-    ]
+    "oneOf": [{"type": "number"}, {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]}]
 }
 _WKT: dict[str, dict[str, Any]] = {
     "google.protobuf.Struct": {"type": "object", "additionalProperties": True},
@@ -249,10 +246,7 @@ class _Schemas:
     def field(self, field: Any) -> dict[str, Any]:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value = field.message_type.fields_by_name["value"]
-            schema: dict[str, Any] = {
-                "type": "object",
-                "additionalProperties": self.single(value),
-            }
+            schema: dict[str, Any] = {"type": "object", "additionalProperties": self.single(value)}
         elif field.is_repeated:
             schema = {"type": "array", "items": self.single(field)}
         else:
@@ -263,10 +257,7 @@ class _Schemas:
             schema = (
                 {"allOf": [schema], "description": text}
                 if "$ref" in schema
-                else {
-                    **schema,
-                    "description": text,
-                }
+                else {**schema, "description": text}
             )
         return schema
 
@@ -370,13 +361,7 @@ def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
         "operationId": f"{rm.service.rsplit('.', 1)[-1]}_{rm.name}",
         "tags": [rm.service.rsplit(".", 1)[-1]],
         "summary": rm.name,
-        "responses": {
-            "200": ok,
-            "400": error,
-            "404": error,
-            "413": error,
-            "default": error,
-        },
+        "responses": {"200": ok, "400": error, "404": error, "413": error, "default": error},
     }
     if text := schemas.text(full):
         op["description"] = text

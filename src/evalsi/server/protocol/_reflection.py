@@ -125,7 +125,7 @@ class V1AlphaReflectionASGIApplication(ConnectASGIApplication[ReflectionHandler]
                         stream_type=StreamType.BIDI_STREAM,
                     ),
                     function=svc.server_reflection_info,
-                ),
+                )
             },
             **kwargs,
         )

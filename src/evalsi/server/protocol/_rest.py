@@ -41,7 +41,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from evalsi.core import UserError
-from evalsi.server._errors import OversizeError, error_body, http_status, to_connect_error
+from evalsi.server._errors import OversizeError, aclose, error_body, http_status, to_connect_error
 from evalsi.server._metrics import Metrics
 from evalsi.server.protocol._json_codec import message_to_dict, parse_dict
 
@@ -154,24 +154,17 @@ def compile_template(template: str) -> tuple[re.Pattern[str], str, tuple[PathVar
         else:
             nxt = path.find("{", i)
             literal = path[i:] if nxt == -1 else path[i:nxt]
-            regex += "/".join(
-                _segments_regex(s) if s in ("*", "**") else re.escape(s) for s in literal.split("/")
-            )
+            regex += _segments_regex(literal)
             openapi += literal
             i += len(literal)
     return re.compile(f"^{regex}{re.escape(verb)}$"), openapi + verb, tuple(path_vars)
 
 
+_WILDCARDS = {"*": "[^/]+", "**": ".+"}
+
+
 def _segments_regex(pattern: str) -> str:
-    parts = []
-    for seg in pattern.split("/"):
-        if seg == "*":
-            parts.append("[^/]+")
-        elif seg == "**":
-            parts.append(".+")
-        else:
-            parts.append(re.escape(seg))
-    return "/".join(parts)
+    return "/".join(_WILDCARDS.get(seg) or re.escape(seg) for seg in pattern.split("/"))
 
 
 # --- requests --------------------------------------------------------------------------------
@@ -237,17 +230,13 @@ def _put(doc: dict[str, Any], message: Any, dotted: str, value: Any, where: str)
             doc.pop(other, None)
             doc[field.name] = value
             return
-        if field.message_type is None or _is_repeated(field):
+        if field.message_type is None or field.is_repeated:
             raise UserError(f"{where} {dotted!r}: {part!r} is not a message field")
         child = doc.pop(other, None) or doc.get(field.name) or {}
         if not isinstance(child, dict):
             raise UserError(f"{where} {dotted!r}: {part!r} must be an object")
         doc[field.name] = child
         doc, message = child, field.message_type
-
-
-def _is_repeated(field: Any) -> bool:
-    return bool(field.is_repeated)
 
 
 def _leaf(message: Any, dotted: str) -> Any:
@@ -296,7 +285,7 @@ def build_request(rm: RestMethod, path_params: Mapping[str, str], query: str, bo
             field = _leaf(desc, key)
             where = f"query parameter {key!r}"
             converted = _scalar(field, value, where)
-            if _is_repeated(field):
+            if field.is_repeated:
                 repeated.setdefault(key, []).append(converted)
             elif key in repeated:
                 raise UserError(f"{where} is given more than once")
@@ -304,7 +293,7 @@ def build_request(rm: RestMethod, path_params: Mapping[str, str], query: str, bo
                 repeated[key] = [converted]
         for key, values in repeated.items():
             field = _leaf(desc, key)
-            _put(doc, desc, key, values if _is_repeated(field) else values[0], "query parameter")
+            _put(doc, desc, key, values if field.is_repeated else values[0], "query parameter")
     for var in rm.path_vars:
         field = _leaf(desc, var.field)
         value = _scalar(field, path_params[var.group], f"path parameter {var.field!r}")
@@ -414,15 +403,9 @@ class RestRoute(BaseRoute):
         except StopAsyncIteration:
             return Response(b"", media_type=NDJSON)
         except BaseException:
-            await _aclose(stream)
+            await aclose(stream)
             raise
         return StreamingResponse(_ndjson(first, stream, outcome), media_type=NDJSON)
-
-
-async def _aclose(stream: Any) -> None:
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        await close()
 
 
 async def _ndjson(first: Any, rest: AsyncIterator[Any], outcome: list[str]) -> AsyncIterator[bytes]:
@@ -436,7 +419,7 @@ async def _ndjson(first: Any, rest: AsyncIterator[Any], outcome: list[str]) -> A
         outcome[0] = err.code.value
         yield json.dumps({"error": error_body(err)}).encode() + b"\n"
     finally:
-        await _aclose(rest)
+        await aclose(rest)
 
 
 def _method_info(rm: RestMethod) -> MethodInfo[Any, Any]:
