@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterator
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from evalsi.core import DatasetError, Record, UserError
-from evalsi.datasets._fields import FieldMap, Plan, plan_of
+from evalsi.datasets._fields import FieldMap, Plan, RowError, build_record, plan_of
 from evalsi.datasets._warnings import DatasetWarning, RepeatedIds, bad_records_warning
 
 OnBadRecord = Literal["fail", "skip"]
@@ -66,6 +66,16 @@ class ReadState:
         self.physical = physical
         if len(self.bad_records) < MAX_BAD_MESSAGES:
             self.bad_records.append((line, reason))
+
+    def record(
+        self, row: dict[str, Any], line: int, path: str, *, physical: bool = True
+    ) -> Record | None:
+        """The record ``row`` makes, or None when it makes none (then ``bad`` has seen it)."""
+        try:
+            return build_record(row, self.plan, line, path, self.id_offset)
+        except RowError as e:
+            self.bad(path, line, str(e), physical=physical)
+            return None
 
 
 class Dataset(ABC):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import Interval
-from evalsi.runs._result import format_number, render_markdown, render_plain
+from evalsi.runs._result import find_metric, format_number, render_markdown, render_plain
 from evalsi.stats import McNemar
 
 Verdict = Literal["improved", "regressed", "changed", "no significant change", "insufficient data"]
@@ -125,13 +125,7 @@ class Comparison:
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricComparison:
         """The comparison of one metric (the evaluator's own metric when ``metric`` is omitted)."""
-        for m in self.metrics:
-            if m.evaluator == evaluator and m.metric == (metric or evaluator):
-                return m
-        for m in self.metrics:
-            if m.evaluator == evaluator and metric is None:
-                return m
-        raise KeyError(f"no compared metric {metric or evaluator!r} for evaluator {evaluator!r}")
+        return find_metric(self.metrics, evaluator, metric, "compared metric")
 
     def to_dict(self) -> dict[str, Any]:
         """One JSON object: runs, dataset versions, warnings, metrics, unmatched metrics."""
