@@ -5,7 +5,7 @@ plain-text table and Markdown renderings. ``compare_runs`` (in ``_compare``) bui
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import Interval
@@ -102,12 +102,7 @@ class Unmatched:
     run_id: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "evaluator": self.evaluator,
-            "metric": self.metric,
-            "only_in": self.only_in,
-            "run_id": self.run_id,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
