@@ -101,9 +101,7 @@ class Dataset(ABC):
 
     def __init__(self, name: str, *, fields: FieldMap, on_bad_record: OnBadRecord) -> None:
         if on_bad_record not in ("fail", "skip"):
-            raise UserError(
-                f"on_bad_record must be 'fail' or 'skip', not {on_bad_record!r}",
-            )
+            raise UserError(f"on_bad_record must be 'fail' or 'skip', not {on_bad_record!r}")
         self.name = name
         self.fields = fields
         self.on_bad_record: OnBadRecord = on_bad_record

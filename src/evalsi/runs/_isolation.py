@@ -223,9 +223,7 @@ def summaries_from_dicts(items: Any) -> list[IsolationSummary]:
     return [IsolationSummary.from_dict(d) for d in items if isinstance(d, Mapping)]
 
 
-def summaries_by_evaluator(
-    items: Sequence[IsolationSummary] | None,
-) -> dict[str, IsolationSummary]:
+def summaries_by_evaluator(items: Sequence[IsolationSummary] | None) -> dict[str, IsolationSummary]:
     return {s.evaluator: s for s in items or ()}
 
 
