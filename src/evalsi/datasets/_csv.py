@@ -19,7 +19,7 @@ import orjson
 
 from evalsi.core import DatasetError, Hasher, Record
 from evalsi.datasets._dataset import ReadState
-from evalsi.datasets._fields import Plan, RowError, build_record
+from evalsi.datasets._fields import Plan
 from evalsi.datasets._files import CHUNK_SIZE, find_utf8_error, open_binary, read_error
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ def read_csv(path: str, state: ReadState) -> Iterator[Record]:
     """
     hasher = Hasher()
     plan = state.plan
-    offset = state.id_offset
     with open_binary(path) as raw:
         text = _Lines(
             io.TextIOWrapper(
@@ -84,12 +83,9 @@ def read_csv(path: str, state: ReadState) -> Iterator[Record]:
                 if cell and cell[0] in "[{":
                     with contextlib.suppress(orjson.JSONDecodeError):  # else it stays text
                         row[col] = orjson.loads(cell)
-            try:
-                record = build_record(row, plan, line, path, offset)
-            except RowError as e:
-                state.bad(path, line, str(e))
-                continue
-            yield record
+            record = state.record(row, line, path)
+            if record is not None:
+                yield record
         state.last_line = reader.line_num
     state.version = hasher.hexdigest()
 

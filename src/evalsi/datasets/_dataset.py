@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterator
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from evalsi.core import DatasetError, Record, UserError
-from evalsi.datasets._fields import FieldMap, Plan, plan_of
+from evalsi.datasets._fields import FieldMap, Plan, RowError, build_record, plan_of
 from evalsi.datasets._warnings import DatasetWarning, RepeatedIds, bad_records_warning
 
 OnBadRecord = Literal["fail", "skip"]
@@ -67,6 +67,16 @@ class ReadState:
         if len(self.bad_records) < MAX_BAD_MESSAGES:
             self.bad_records.append((line, reason))
 
+    def record(
+        self, row: dict[str, Any], line: int, path: str, *, physical: bool = True
+    ) -> Record | None:
+        """The record ``row`` makes, or None when it makes none (then ``bad`` has seen it)."""
+        try:
+            return build_record(row, self.plan, line, path, self.id_offset)
+        except RowError as e:
+            self.bad(path, line, str(e), physical=physical)
+            return None
+
 
 class Dataset(ABC):
     """A source of records, read in batches, with a content version.
@@ -91,9 +101,7 @@ class Dataset(ABC):
 
     def __init__(self, name: str, *, fields: FieldMap, on_bad_record: OnBadRecord) -> None:
         if on_bad_record not in ("fail", "skip"):
-            raise UserError(
-                f"on_bad_record must be 'fail' or 'skip', not {on_bad_record!r}",
-            )
+            raise UserError(f"on_bad_record must be 'fail' or 'skip', not {on_bad_record!r}")
         self.name = name
         self.fields = fields
         self.on_bad_record: OnBadRecord = on_bad_record

@@ -14,7 +14,7 @@ import orjson
 
 from evalsi.core import DatasetError, Hasher, Record
 from evalsi.datasets._dataset import ReadState
-from evalsi.datasets._fields import RowError, build_record, describe
+from evalsi.datasets._fields import describe
 from evalsi.datasets._files import is_gzip, open_binary, read_error, utf8_error_in
 
 _WRAPPER_KEYS: Final = ("data", "records", "rows")
@@ -31,18 +31,13 @@ def read_json(path: str, state: ReadState) -> Iterator[Record]:
     hasher.update(data)
     rows = _rows(data, path)
     del data
-    plan = state.plan
-    offset = state.id_offset
     for n, row in enumerate(rows, 1):
         if type(row) is not dict:
             state.bad(path, n, f"expected a JSON object, got {describe(row)}", physical=False)
             continue
-        try:
-            record = build_record(row, plan, n, path, offset)
-        except RowError as e:
-            state.bad(path, n, str(e), physical=False)
-            continue
-        yield record
+        record = state.record(row, n, path, physical=False)
+        if record is not None:
+            yield record
     state.last_line = len(rows)
     state.version = hasher.hexdigest()
 

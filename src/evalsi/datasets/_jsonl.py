@@ -10,7 +10,7 @@ import orjson
 
 from evalsi.core import Hasher, Record
 from evalsi.datasets._dataset import ReadState
-from evalsi.datasets._fields import RowError, build_record, describe
+from evalsi.datasets._fields import describe
 from evalsi.datasets._files import CHUNK_SIZE, is_gzip, open_binary, read_error, utf8_error_in
 
 _BOM = b"\xef\xbb\xbf"
@@ -23,9 +23,7 @@ def read_jsonl(path: str, state: ReadState) -> Iterator[Record]:
     one that is not UTF-8 names the offending byte's offset in the file.
     """
     hasher = Hasher()
-    plan = state.plan
-    offset = state.id_offset
-    bad = state.bad
+    bad, make = state.bad, state.record
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     lineno = 0
@@ -57,12 +55,9 @@ def read_jsonl(path: str, state: ReadState) -> Iterator[Record]:
                 if type(row) is not dict:
                     bad(path, lineno, f"expected a JSON object, got {describe(row)}")
                     continue
-                try:
-                    record = build_record(row, plan, lineno, path, offset)
-                except RowError as e:
-                    bad(path, lineno, str(e))
-                    continue
-                yield record
+                record = make(row, lineno, path)
+                if record is not None:
+                    yield record
     state.last_line = lineno
     state.version = hasher.hexdigest()
 

@@ -9,7 +9,7 @@ import orjson
 
 from evalsi.core import Content, DatasetError, Hasher, Record
 from evalsi.datasets._dataset import Dataset, OnBadRecord, ReadState
-from evalsi.datasets._fields import FieldMap, RowError, build_record, describe
+from evalsi.datasets._fields import FieldMap, describe
 
 MEMORY_NAME: Final = "<memory>"
 _CANONICAL: Final = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
@@ -47,7 +47,6 @@ class MemoryDataset(Dataset):
                 )
             self._consumed = True
         hasher = Hasher()
-        plan = state.plan
         path = self.name
         dumps = orjson.dumps
         n = 0
@@ -58,12 +57,9 @@ class MemoryDataset(Dataset):
                 raise DatasetError(f"record {n}: cannot be hashed: {e}", path=path) from None
             hasher.update(b"\n")
             if isinstance(item, dict):
-                try:
-                    record = build_record(item, plan, n, path, state.id_offset)
-                except RowError as e:
-                    state.bad(path, n, str(e), physical=False)
-                    continue
-                yield record
+                record = state.record(item, n, path, physical=False)
+                if record is not None:
+                    yield record
             elif isinstance(item, Record):
                 yield item
             else:

@@ -11,7 +11,6 @@ from typing import Any, Final
 
 from evalsi.core import DatasetError, Record
 from evalsi.datasets._dataset import ReadState
-from evalsi.datasets._fields import RowError, build_record
 from evalsi.datasets._files import hash_file
 
 _ROWS_PER_BATCH: Final = 4096
@@ -34,20 +33,15 @@ def read_parquet(path: str, state: ReadState) -> Iterator[Record]:
     pq = require_pyarrow(path)
     import pyarrow as pa
 
-    plan = state.plan
-    offset = state.id_offset
     n = 0
     try:
         with pq.ParquetFile(path) as pf:
             for batch in pf.iter_batches(batch_size=_ROWS_PER_BATCH):
                 for row in batch.to_pylist():
                     n += 1
-                    try:
-                        record = build_record(row, plan, n, path, offset)
-                    except RowError as e:
-                        state.bad(path, n, str(e), physical=False)
-                        continue
-                    yield record
+                    record = state.record(row, n, path, physical=False)
+                    if record is not None:
+                        yield record
     except (pa.ArrowException, OSError) as e:
         where = f" (after row {n})" if n else ""
         raise DatasetError(f"not a readable Parquet file{where}: {e}", path=path) from e

@@ -33,17 +33,8 @@ _BY_SUFFIX: Final[dict[str, FileFormat]] = {
     ".csv": "csv",
     ".parquet": "parquet",
 }
-SUPPORTED_SUFFIXES: Final = (
-    ".jsonl",
-    ".ndjson",
-    ".json",
-    ".csv",
-    ".parquet",
-    ".jsonl.gz",
-    ".ndjson.gz",
-    ".json.gz",
-    ".csv.gz",
-)
+# The text formats may also be gzipped; Parquet compresses itself.
+SUPPORTED_SUFFIXES: Final = (*_BY_SUFFIX, *(s + ".gz" for s in _BY_SUFFIX if s != ".parquet"))
 
 
 def open_dataset(

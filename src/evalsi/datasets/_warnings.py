@@ -8,7 +8,7 @@ layer prints on stderr, stores with the run and puts in ``--format json``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -36,12 +36,7 @@ class DatasetWarning:
     examples: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "count": self.count,
-            "examples": list(self.examples),
-        }
+        return {**asdict(self), "examples": list(self.examples)}
 
 
 class RepeatedIds:

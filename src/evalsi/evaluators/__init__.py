@@ -13,12 +13,7 @@ from evalsi.evaluators._judges import (
 from evalsi.evaluators._packs import DEFAULT_PACKS, Pack, PackOptIn, pack_of
 from evalsi.evaluators._params import validate_params
 from evalsi.evaluators._registry import Registry
-from evalsi.evaluators._runner import (
-    DatasetRunner,
-    RecordRunner,
-    Runner,
-    make_runner,
-)
+from evalsi.evaluators._runner import DatasetRunner, RecordRunner, Runner, make_runner
 from evalsi.evaluators._weighted import WeightedReduce
 
 __all__ = [

@@ -27,8 +27,8 @@ from typing import Any
 from evalsi.core import UserError
 from evalsi.evaluators._decorator import Evaluator, evaluator
 
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_ATTR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+"""A module name, or an attribute path inside one."""
 
 # One module per file version: two refs into one file share its module (and its globals).
 _loaded: dict[tuple[str, str], Any] = {}
@@ -52,7 +52,7 @@ def load_code_evaluator(text: str, *, base: Path | None = None, where: str = "")
     at = f"{where}: " if where else ""
     shown = f"{at}evaluator {text!r}"
     target, sep, attr = text.rpartition(":")
-    if not sep or not target or not _ATTR.match(attr):
+    if not sep or not target or not _DOTTED.match(attr):
         raise UserError(
             f"{shown}: expected FILE.py:NAME or MODULE:NAME",
             hint="for example --evaluators ./my_evals.py:numeric_close or my_pkg.evals:tone",
@@ -60,7 +60,7 @@ def load_code_evaluator(text: str, *, base: Path | None = None, where: str = "")
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target) if base is None else base / target  # shown as typed
         module, source = _load_file(path, shown)
-    elif _MODULE.match(target):
+    elif _DOTTED.match(target):
         module, source = _import_module(target, shown)
     else:
         raise UserError(

@@ -222,74 +222,48 @@ def evaluator(
     """
 
     def wrap(obj: Any) -> Evaluator:
-        return _build(
-            obj,
-            name=name,
-            version=version,
-            scope=Scope(scope),
-            requires=tuple(requires),
-            outputs=outputs,
-            output=output,
-            batch=batch,
-            description=description,
+        kind, needs = Scope(scope), tuple(requires)
+        if not callable(obj):
+            raise TypeError(f"@evaluator needs a function or a class, got {obj!r}")
+        raw_name = name or obj.__name__.replace("_", "-").lower()
+        ref = parse_ref(raw_name if "/" in raw_name else f"local/{raw_name}")
+        ref = type(ref)(ref.namespace, ref.name, version)
+        for field in needs:
+            if field in RECORD_FIELDS or (field.startswith("metadata.") and len(field) > 9):
+                continue
+            if field.startswith("usage.") and field[6:] in USAGE_FIELDS:
+                continue
+            known = ", ".join(RECORD_FIELDS)
+            usage = ", ".join(f"usage.{u}" for u in USAGE_FIELDS)
+            raise TypeError(
+                f"{ref}: requires names an unknown record field {field!r} (known: {known}, "
+                f"{usage}, metadata.<key>)"
+            )
+        is_class = inspect.isclass(obj)
+        if kind is Scope.DATASET and not (
+            is_class
+            and callable(getattr(obj, "map", None))
+            and callable(getattr(obj, "reduce", None))
+        ):
+            raise TypeError(f"{ref}: a dataset-scope evaluator is a class with map() and reduce()")
+        # The first positional parameter is the record (function) or self (class): not a param.
+        params = params_from_signature(obj.__init__ if is_class else obj, skip_first=True)
+        specs = _outputs(ref.name, outputs, output)
+        doc = inspect.getdoc(obj) or ""
+        manifest = EvaluatorManifest(
+            ref=ref,
+            scope=kind,
+            requires=needs,
+            outputs=specs,
+            params_schema=params_schema(params),
+            description=description if description is not None else doc.split("\n\n")[0].strip(),
             example=example,
             pack=pack,
+            batchable=batch or (is_class and callable(getattr(obj, "evaluate_batch", None))),
         )
+        return Evaluator(obj, manifest, params)
 
     return wrap(target) if target is not None else wrap
-
-
-def _build(
-    obj: Any,
-    *,
-    name: str | None,
-    version: str,
-    scope: Scope,
-    requires: tuple[str, ...],
-    outputs: Iterable[OutputSpec | str] | None,
-    output: OutputType | None,
-    batch: bool,
-    description: str | None,
-    example: str,
-    pack: str,
-) -> Evaluator:
-    if not callable(obj):
-        raise TypeError(f"@evaluator needs a function or a class, got {obj!r}")
-    raw_name = name or obj.__name__.replace("_", "-").lower()
-    ref = parse_ref(raw_name if "/" in raw_name else f"local/{raw_name}")
-    ref = type(ref)(ref.namespace, ref.name, version)
-    for field in requires:
-        if field in RECORD_FIELDS or (field.startswith("metadata.") and len(field) > 9):
-            continue
-        if field.startswith("usage.") and field[6:] in USAGE_FIELDS:
-            continue
-        known = ", ".join(RECORD_FIELDS)
-        usage = ", ".join(f"usage.{u}" for u in USAGE_FIELDS)
-        raise TypeError(
-            f"{ref}: requires names an unknown record field {field!r} (known: {known}, "
-            f"{usage}, metadata.<key>)"
-        )
-    is_class = inspect.isclass(obj)
-    if scope is Scope.DATASET and not (
-        is_class and callable(getattr(obj, "map", None)) and callable(getattr(obj, "reduce", None))
-    ):
-        raise TypeError(f"{ref}: a dataset-scope evaluator is a class with map() and reduce()")
-    # The first positional parameter is the record (function) or self (class): not a param.
-    params = params_from_signature(obj.__init__ if is_class else obj, skip_first=True)
-    specs = _outputs(ref.name, outputs, output)
-    doc = inspect.getdoc(obj) or ""
-    manifest = EvaluatorManifest(
-        ref=ref,
-        scope=scope,
-        requires=requires,
-        outputs=specs,
-        params_schema=params_schema(params),
-        description=description if description is not None else doc.split("\n\n")[0].strip(),
-        example=example,
-        pack=pack,
-        batchable=batch or (is_class and callable(getattr(obj, "evaluate_batch", None))),
-    )
-    return Evaluator(obj, manifest, params)
 
 
 def _outputs(

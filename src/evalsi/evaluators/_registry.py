@@ -18,10 +18,8 @@ Loader = Callable[[], Iterable[Evaluator]]
 
 def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
     # Numeric parts compare as numbers, so 1.10.0 > 1.9.0; pre-release tags sort after digits.
-    parts: list[tuple[int, int | str]] = []
-    for piece in version.replace("-", ".").replace("+", ".").split("."):
-        parts.append((0, int(piece)) if piece.isdigit() else (-1, piece))
-    return tuple(parts)
+    pieces = version.replace("-", ".").replace("+", ".").split(".")
+    return tuple((0, int(p)) if p.isdigit() else (-1, p) for p in pieces)
 
 
 class Registry:

@@ -8,16 +8,9 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
-    from evalsi.runs._dataset_scope import (
-        dataset_scope_of_outputs,
-    )
+    from evalsi.runs._dataset_scope import dataset_scope_of_outputs
     from evalsi.runs._execute import execute_run
-    from evalsi.runs._failing import (
-        FAILURE_COLUMNS,
-        failing_records,
-        failure_rows,
-        first_failures,
-    )
+    from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
     from evalsi.runs._grade import grade_run
     from evalsi.runs._isolation import (
         IsolationSummary,
@@ -28,9 +21,7 @@ if TYPE_CHECKING:
         weakest,
     )
     from evalsi.runs._isolation import summaries_from_dicts as isolation_from_dicts
-    from evalsi.runs._isolation import (
-        summarize_results as isolation_of_results,
-    )
+    from evalsi.runs._isolation import summarize_results as isolation_of_results
     from evalsi.runs._judges import (
         JUDGE_CONNECTORS,
         build_judges,

@@ -15,6 +15,7 @@ of n more reductions, so dataset scope always uses the percentile method and say
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -171,14 +172,8 @@ def dataset_scope_of_outputs(
     if trials > 1:
         for runner in feeding:
             runner.cluster_key = _sample_of
-    batch: list[Record] = []
-    for record in answered:
-        batch.append(record)
-        if len(batch) >= FEED_BATCH:
-            for runner in feeding:
-                runner.feed(batch)
-            batch = []
-    if batch:
+    samples = iter(answered)
+    while batch := list(itertools.islice(samples, FEED_BATCH)):
         for runner in feeding:
             runner.feed(batch)
     aggregator = Aggregator([(b.name, b.manifest.outputs) for b in bound], cluster_by=None)

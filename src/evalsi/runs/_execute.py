@@ -55,10 +55,7 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import BoundEvaluator, Registry, use_judges
-from evalsi.runs._judges import (
-    build_judges,
-    check_judges,
-)
+from evalsi.runs._judges import build_judges, check_judges
 from evalsi.runs._outputs import answered
 from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult

@@ -76,29 +76,25 @@ def failure_warnings(counts: Mapping[str, int], causes: Causes) -> list[dict[str
     """Warnings for a run that scored some tasks and lost others to failed calls."""
     total = sum(counts.values())
     out: list[dict[str, Any]] = []
-    lost = counts.get("infra_error", 0)
+    lost, failed = counts.get("infra_error", 0), counts.get("target_error", 0)
     if lost:
-        out.append(
-            {
-                "kind": "infra_errors",
-                "message": f"{lost} of {total} tasks were lost to infrastructure errors (never "
-                f"part of n; --resume retries them): {describe_causes(causes.infra)}",
-                "count": lost,
-                "examples": [c["example"] for c in causes.infra[:5]],
-            }
-        )
-    failed = counts.get("target_error", 0)
+        what = "tasks were lost to infrastructure errors (never part of n; --resume retries them)"
+        out.append(_warning("infra_errors", lost, total, what, causes.infra))
     if failed:
-        out.append(
-            {
-                "kind": "target_errors",
-                "message": f"{failed} of {total} target calls failed (every evaluator's result "
-                f"is an error for them): {describe_causes(causes.target)}",
-                "count": failed,
-                "examples": [c["example"] for c in causes.target[:5]],
-            }
-        )
+        what = "target calls failed (every evaluator's result is an error for them)"
+        out.append(_warning("target_errors", failed, total, what, causes.target))
     return out
+
+
+def _warning(
+    kind: str, count: int, total: int, what: str, causes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "message": f"{count} of {total} {what}: {describe_causes(causes)}",
+        "count": count,
+        "examples": [c["example"] for c in causes[:5]],
+    }
 
 
 def judged_nothing(

@@ -29,12 +29,7 @@ from evalsi.core import (
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
 from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
-from evalsi.runs._judges import (
-    build_judges,
-    check_judges,
-    judge_specs,
-    run_judges,
-)
+from evalsi.runs._judges import build_judges, check_judges, judge_specs, run_judges
 from evalsi.runs._outputs import answered, join_outputs, rebuild
 from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult

@@ -21,7 +21,7 @@ enforcement, so a malformed report can only make a gate fail, never pass.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import EvaluationResult, IsolationReport, Outcome, Score
@@ -196,17 +196,7 @@ class IsolationSummary:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "evaluator": self.evaluator,
-            "level": self.level,
-            "driver": self.driver,
-            "drivers": list(self.drivers),
-            "enforcement": self.enforcement,
-            "missing": list(self.missing),
-            "sandboxed": self.sandboxed,
-            "partial": self.partial,
-            "unreported": self.unreported,
-        }
+        return {**asdict(self), "drivers": list(self.drivers), "missing": list(self.missing)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> IsolationSummary:
@@ -233,9 +223,7 @@ def summaries_from_dicts(items: Any) -> list[IsolationSummary]:
     return [IsolationSummary.from_dict(d) for d in items if isinstance(d, Mapping)]
 
 
-def summaries_by_evaluator(
-    items: Sequence[IsolationSummary] | None,
-) -> dict[str, IsolationSummary]:
+def summaries_by_evaluator(items: Sequence[IsolationSummary] | None) -> dict[str, IsolationSummary]:
     return {s.evaluator: s for s in items or ()}
 
 
@@ -287,12 +275,8 @@ def summarize_results(results: Iterable[EvaluationResult]) -> list[IsolationSumm
         if result.outcome is Outcome.SCORED:
             scored[0] += 1
             tally.add(result.scores)
-    out = []
-    for name, (tally, scored) in tallies.items():
-        found = tally.summary(name, scored[0])
-        if found is not None:
-            out.append(found)
-    return out
+    found = (tally.summary(name, scored[0]) for name, (tally, scored) in tallies.items())
+    return [s for s in found if s is not None]
 
 
 def _short(value: Any, limit: int = 40) -> str:

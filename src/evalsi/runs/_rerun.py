@@ -22,14 +22,7 @@ from evalsi.runs._grade import grade_run
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import StoreLike, open_store
 from evalsi.runs._scheduler import RunProgress
-from evalsi.specs import (
-    BudgetSpec,
-    DatasetSpec,
-    EvaluatorEntry,
-    JudgeSpec,
-    RunSpec,
-    TargetSpec,
-)
+from evalsi.specs import BudgetSpec, DatasetSpec, EvaluatorEntry, JudgeSpec, RunSpec, TargetSpec
 from evalsi.store import RunInfo
 
 

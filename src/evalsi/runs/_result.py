@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -118,6 +118,28 @@ def render_markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> st
     return "\n".join([head, sep, *body])
 
 
+class _Named(Protocol):
+    @property
+    def evaluator(self) -> str: ...
+    @property
+    def metric(self) -> str: ...
+
+
+_M = TypeVar("_M", bound=_Named)
+
+
+def find_metric(metrics: Sequence[_M], evaluator: str, metric: str | None, what: str) -> _M:
+    """The entry of ``metric`` of ``evaluator`` in ``metrics``; with ``metric`` omitted, the
+    evaluator's own metric, else its first. ``what`` names the entry in the KeyError."""
+    for m in metrics:
+        if m.evaluator == evaluator and m.metric == (metric or evaluator):
+            return m
+    for m in metrics:
+        if m.evaluator == evaluator and metric is None:
+            return m
+    raise KeyError(f"no {what} {metric or evaluator!r} for evaluator {evaluator!r}")
+
+
 def _md_cell(text: str) -> str:
     return "<br>".join(text.replace("|", "\\|").splitlines()) if text else text
 
@@ -195,13 +217,7 @@ class ScoreResult:
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricSummary:
         """The summary of one metric (the evaluator's own metric when ``metric`` is omitted)."""
-        for m in self.metrics:
-            if m.evaluator == evaluator and m.metric == (metric or evaluator):
-                return m
-        for m in self.metrics:
-            if m.evaluator == evaluator and metric is None:
-                return m
-        raise KeyError(f"no metric {metric or evaluator!r} for evaluator {evaluator!r}")
+        return find_metric(self.metrics, evaluator, metric, "metric")
 
     @property
     def has_results(self) -> bool:
@@ -260,25 +276,24 @@ class ScoreResult:
 
     def table(self) -> str:
         """A plain-text table of n / mean / 95% CI per metric, then the gates if any."""
-        table = render_plain(metric_columns(self.metrics), metric_rows(self.metrics))
-        if self.isolation:
-            table += "\n\nsandbox isolation\n" + render_plain(
-                ISOLATION_COLUMNS, isolation_rows(self.isolation)
-            )
-        if self.gates:
-            table += "\n\ngates\n" + render_plain(GATE_COLUMNS, gate_rows(self.gates))
-        return table
+        return self._tables(render_plain, "\n\n{}\n")
 
     def markdown(self) -> str:
         """The same tables in Markdown, for CI summaries."""
-        table = render_markdown(metric_columns(self.metrics), metric_rows(self.metrics))
+        tables = self._tables(render_markdown, "\n\n**{}**\n\n")
+        return f"**run** `{self.run_id}` · {self.records} records\n\n{tables}"
+
+    def _tables(
+        self, render: Callable[[Sequence[str], Sequence[Sequence[str]]], str], heading: str
+    ) -> str:
+        """The metrics table, then isolation and gates (when any) under ``heading``."""
+        table = render(metric_columns(self.metrics), metric_rows(self.metrics))
         if self.isolation:
-            table += "\n\n**sandbox isolation**\n\n" + render_markdown(
-                ISOLATION_COLUMNS, isolation_rows(self.isolation)
-            )
+            table += heading.format("sandbox isolation")
+            table += render(ISOLATION_COLUMNS, isolation_rows(self.isolation))
         if self.gates:
-            table += "\n\n**gates**\n\n" + render_markdown(GATE_COLUMNS, gate_rows(self.gates))
-        return f"**run** `{self.run_id}` · {self.records} records\n\n{table}"
+            table += heading.format("gates") + render(GATE_COLUMNS, gate_rows(self.gates))
+        return table
 
     def __repr__(self) -> str:
         return f"<ScoreResult {self.run_id} {self.status} records={self.records}>\n{self.table()}"

@@ -69,10 +69,6 @@ class RunRow:
         self._run_id = run_id
         self._created = False
 
-    @property
-    def opened(self) -> bool:
-        return self._created
-
     def store(self) -> SqlStore:
         """The store, opened on the first call."""
         if self._db is None:

@@ -314,11 +314,10 @@ class Executor:
                 return
 
     async def _grade(self, items: list[_Done]) -> None:
-        rows: list[OutputRow] = []
+        rows = [_output_row(item) for item in items]
         graded: list[TaskResults] = []
         by_trial: dict[int, list[_Done]] = {}
         for item in items:
-            rows.append(_output_row(item))
             if item.status == "infra_error":
                 self.infra += 1
             else:

@@ -17,22 +17,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from evalsi.core import (
-    Record,
-    RunStatus,
-    UserError,
-    startup_mark,
-)
+from evalsi.core import Record, RunStatus, UserError, startup_mark
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import Registry
 from evalsi.runs._failures import judged_nothing, stored_reasons
-from evalsi.runs._judges import (
-    JudgeLike,
-    build_judges,
-    check_judges,
-    judge_specs,
-    judges_manifest,
-)
+from evalsi.runs._judges import JudgeLike, build_judges, check_judges, judge_specs, judges_manifest
 from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes
 from evalsi.runs._result import ScoreResult
 from evalsi.runs._run_row import RunRow, StoreLike

@@ -44,8 +44,6 @@ from evalsi.specs._evalrun import (
 )
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
-API_VERSION = "evals.si/v1alpha1"
-KIND = "EvalRun"
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_TIMEOUT_S = 60.0
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -217,22 +215,11 @@ class _SpecBuilder:
             return TargetSpec(kind="python", python=ref, **common)
         if "http" in t:
             return TargetSpec(kind="http", http=self.http((*at, "http"), t["http"]), **common)
-        m, mat = t["model"], (*at, "model")
-        connector, base_url = m["connector"], m.get("baseUrl", "")
-        if base_url and not _URL.fullmatch(base_url):
-            self.bad(
-                (*mat, "baseUrl"), f"expected an http:// or https:// URL, got {show(base_url)}"
-            )
-        elif not base_url and connector == "anthropic":
-            base_url = ANTHROPIC_BASE_URL
-        elif not base_url:
-            self.bad(mat, "missing required field 'baseUrl' (e.g. http://127.0.0.1:8000/v1)")
-        secret = m.get("secretRef", "")
-        if secret:
-            secret = self.secret((*mat, "secretRef"), secret)
+        m = t["model"]
+        base_url, secret = self.endpoint((*at, "model"), m)
         return TargetSpec(
             kind="model",
-            connector=connector,
+            connector=m["connector"],
             base_url=base_url,
             model=m["model"],
             params=dict(m.get("params", {})),
@@ -242,19 +229,10 @@ class _SpecBuilder:
 
     def judge(self, name: str, j: dict[str, Any]) -> JudgeSpec:
         at: KeyPath = ("spec", "judges", name)
-        connector, base_url = j["connector"], j.get("baseUrl", "")
-        if base_url and not _URL.fullmatch(base_url):
-            self.bad((*at, "baseUrl"), f"expected an http:// or https:// URL, got {show(base_url)}")
-        elif not base_url and connector == "anthropic":
-            base_url = ANTHROPIC_BASE_URL
-        elif not base_url:
-            self.bad(at, "missing required field 'baseUrl' (e.g. http://127.0.0.1:8000/v1)")
-        secret = j.get("secretRef", "")
-        if secret:
-            secret = self.secret((*at, "secretRef"), secret)
+        base_url, secret = self.endpoint(at, j)
         return JudgeSpec(
             name=name,
-            connector=connector,
+            connector=j["connector"],
             base_url=base_url,
             model=j["model"],
             params=dict(j.get("params", {})),
@@ -264,6 +242,21 @@ class _SpecBuilder:
             scale=self.scale((*at, "scale"), j["scale"]) if "scale" in j else None,
             cache=bool(j.get("cache", True)),
         )
+
+    def endpoint(self, at: KeyPath, m: dict[str, Any]) -> tuple[str, str]:
+        """The checked base URL (Anthropic's when omitted for it) and secret of a model or a
+        judge."""
+        base_url = m.get("baseUrl", "")
+        if base_url and not _URL.fullmatch(base_url):
+            self.bad((*at, "baseUrl"), f"expected an http:// or https:// URL, got {show(base_url)}")
+        elif not base_url and m["connector"] == "anthropic":
+            base_url = ANTHROPIC_BASE_URL
+        elif not base_url:
+            self.bad(at, "missing required field 'baseUrl' (e.g. http://127.0.0.1:8000/v1)")
+        secret = m.get("secretRef", "")
+        if secret:
+            secret = self.secret((*at, "secretRef"), secret)
+        return base_url, secret
 
     def scale(self, at: KeyPath, s: dict[str, Any]) -> tuple[float, float] | None:
         low, high = s.get("min"), s.get("max")

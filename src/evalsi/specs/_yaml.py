@@ -74,10 +74,7 @@ def parse_yaml(text: str, shown: str) -> tuple[Any, dict[KeyPath, int]]:
         if loader is not None:
             loader.dispose()
     if doc is None:
-        raise SpecError(
-            f"{shown}: the file is empty",
-            hint=_EMPTY_HINT,
-        )
+        raise SpecError(f"{shown}: the file is empty", hint=_EMPTY_HINT)
     check_plain(doc, (), shown, lines)
     return doc, lines
 

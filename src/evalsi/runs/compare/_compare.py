@@ -38,6 +38,7 @@ POWER: Final = 0.8
 # the cheapest key to hold), else (record id, trial, occurrence of that id in the run).
 _Key = str | tuple[str, int, int]
 _Metric = tuple[str, str]  # (evaluator instance name, metric name)
+_Column = tuple["array[int]", "array[float]"]  # a metric's (record rows, values)
 
 
 def compare_runs(
@@ -183,10 +184,7 @@ class _Side:
         return None if version is None else str(version)
 
     def evaluator_spec(self, name: str) -> dict[str, Any] | None:
-        for spec in self.info.evaluators:
-            if spec.get("name") == name:
-                return spec
-        return None
+        return next((s for s in self.info.evaluators if s.get("name") == name), None)
 
 
 class _Comparer:
@@ -212,6 +210,16 @@ class _Comparer:
         evaluator, name = metric
         return any(w in (name, evaluator, f"{evaluator}/{name}") for w in self.wanted)
 
+    def _collect(
+        self, cols: dict[_Metric, _Column], row: int, values: list[tuple[_Metric, float]]
+    ) -> None:
+        """Append a record's selected values (at ``row``) to their metrics' columns."""
+        for metric, value in values:
+            if self.selected(metric):
+                rows, vals = cols.setdefault(metric, (array("q"), array("d")))
+                rows.append(row)
+                vals.append(value)
+
     def _check_wanted(self, metrics: Iterable[_Metric], *, final: bool) -> None:
         """Name the ``metrics`` filters that match nothing (before streaming, when we can tell)."""
         if self.wanted is None:
@@ -235,14 +243,10 @@ class _Comparer:
         self._check_wanted([*a.summary_metrics(), *b.summary_metrics()], final=False)
         # Run A: one dense float column per metric over A's records, NaN where not scored.
         index: dict[_Key, int] = {}
-        cols_a: dict[_Metric, tuple[array[int], array[float]]] = {}
+        cols_a: dict[_Metric, _Column] = {}
         for key, values in a.keys(self.db):
             i = index.setdefault(key, len(index))
-            for metric, value in values:
-                if self.selected(metric):
-                    rows, vals = cols_a.setdefault(metric, (array("q"), array("d")))
-                    rows.append(i)
-                    vals.append(value)
+            self._collect(cols_a, i, values)
         dense: dict[_Metric, NDArray[np.float64]] = {}
         for metric, (rows, vals) in cols_a.items():
             column = np.full(len(index), np.nan)
@@ -252,18 +256,14 @@ class _Comparer:
         # Run B: each value is matched to A's record row (-1 when A lacks the record).
         in_b = np.zeros(len(index), dtype=np.bool_)
         b_only = 0
-        cols_b: dict[_Metric, tuple[array[int], array[float]]] = {}
+        cols_b: dict[_Metric, _Column] = {}
         for key, values in b.keys(self.db):
             i = index.get(key, -1)
             if i < 0:
                 b_only += 1
             else:
                 in_b[i] = True
-            for metric, value in values:
-                if self.selected(metric):
-                    rows, vals = cols_b.setdefault(metric, (array("q"), array("d")))
-                    rows.append(i)
-                    vals.append(value)
+            self._collect(cols_b, i, values)
 
         kinds_a, kinds_b = a.metric_kinds(), b.metric_kinds()
         common = [m for m in kinds_a if m in kinds_b and self.selected(m)]

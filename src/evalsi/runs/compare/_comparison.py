@@ -5,11 +5,11 @@ plain-text table and Markdown renderings. ``compare_runs`` (in ``_compare``) bui
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import Interval
-from evalsi.runs._result import format_number, render_markdown, render_plain
+from evalsi.runs._result import find_metric, format_number, render_markdown, render_plain
 from evalsi.stats import McNemar
 
 Verdict = Literal["improved", "regressed", "changed", "no significant change", "insufficient data"]
@@ -102,12 +102,7 @@ class Unmatched:
     run_id: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "evaluator": self.evaluator,
-            "metric": self.metric,
-            "only_in": self.only_in,
-            "run_id": self.run_id,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +120,7 @@ class Comparison:
 
     def metric(self, evaluator: str, metric: str | None = None) -> MetricComparison:
         """The comparison of one metric (the evaluator's own metric when ``metric`` is omitted)."""
-        for m in self.metrics:
-            if m.evaluator == evaluator and m.metric == (metric or evaluator):
-                return m
-        for m in self.metrics:
-            if m.evaluator == evaluator and metric is None:
-                return m
-        raise KeyError(f"no compared metric {metric or evaluator!r} for evaluator {evaluator!r}")
+        return find_metric(self.metrics, evaluator, metric, "compared metric")
 
     def to_dict(self) -> dict[str, Any]:
         """One JSON object: runs, dataset versions, warnings, metrics, unmatched metrics."""
