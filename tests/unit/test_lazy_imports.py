@@ -111,3 +111,19 @@ def test_the_bench_mark_gives_the_first_record_on_the_machine_clock(tmp_path: Pa
 def test_without_the_bench_mark_nothing_is_written(tmp_path: Path, mark: str | None) -> None:
     _, stderr, _ = _eval_process(tmp_path, mark)
     assert "evalsi-mark" not in stderr
+
+
+def test_a_sub_package_read_as_an_attribute_is_imported_then() -> None:
+    code = (
+        "import sys, evalsi\n"
+        "assert 'evalsi.runs' not in sys.modules\n"
+        "assert evalsi.runs.grade_run.__name__ == 'grade_run'\n"
+        "assert evalsi.store.SqlStore.__name__ == 'SqlStore'\n"
+        "for name in ('nothere', '_api2', 'runs.x'):\n"
+        "    try:\n"
+        "        getattr(evalsi, name)\n"
+        "    except AttributeError:\n"
+        "        continue\n"
+        "    raise SystemExit(name)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
