@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evalsi.core import VERSION as __version__
-
 if TYPE_CHECKING:
     from evalsi._api import (
         calibrate,
@@ -28,6 +26,7 @@ if TYPE_CHECKING:
         run,
         run_async,
     )
+    from evalsi.core import VERSION as __version__
     from evalsi.core import (
         Content,
         DatasetError,
@@ -121,7 +120,9 @@ def __getattr__(name: str) -> Any:
         if public and importlib.util.find_spec(f"evalsi.{name}") is not None:
             return importlib.import_module(f"evalsi.{name}")
         raise AttributeError(f"module 'evalsi' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE.get(name, "evalsi.core")), name)
+    # ``__version__`` too is read on first use: importing evalsi.core costs ~0.2 s
+    original = "VERSION" if name == "__version__" else name
+    value = getattr(importlib.import_module(_WHERE.get(name, "evalsi.core")), original)
     globals()[name] = value
     return value
 

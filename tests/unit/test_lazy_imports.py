@@ -127,3 +127,13 @@ def test_a_sub_package_read_as_an_attribute_is_imported_then() -> None:
         "    raise SystemExit(name)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_import_evalsi_loads_no_sub_package_until_a_name_is_used() -> None:
+    code = (
+        "import sys, evalsi\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('evalsi.'))\n"
+        "assert loaded == [], loaded\n"
+        "assert evalsi.__version__ == evalsi.core.VERSION\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
