@@ -23,8 +23,20 @@ from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetService
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClient
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceClient
-from evalsi.client import _common as common
 from evalsi.client._bridge import LoopThread
+from evalsi.client._common import (
+    DEFAULT_TIMEOUT,
+    WATCH_PAGE,
+    StreamUpdate,
+    check_gates,
+    check_local_only,
+    exact_refs,
+    gate_list,
+    manifests,
+    settings,
+    spec_dicts,
+    stream_update,
+)
 from evalsi.client._errors import translate
 from evalsi.client._policies import AsyncPolicyMixin
 from evalsi.client._requests import (
@@ -116,11 +128,11 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
         url: str,
         *,
         protocol: Literal["connect", "grpc", "grpc-web"] = "connect",
-        timeout: float | None = common.DEFAULT_TIMEOUT,
+        timeout: float | None = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     ) -> None:
-        self.settings = common.settings(url, protocol, timeout, headers)
+        self.settings = settings(url, protocol, timeout, headers)
         self.url = self.settings.url
         self.max_request_bytes = max_request_bytes
         _register_exit_grace()
@@ -235,9 +247,9 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
         **local_only: Any,
     ) -> RemoteScoreResult:
         """``Client.evaluate``, awaited."""
-        common.check_local_only(local_only)
+        check_local_only(local_only)
         specs = evaluator_specs(evaluators, params)
-        wanted = common.gate_list(gates)
+        wanted = gate_list(gates)
         local = read_records(data, fields=fields, on_bad_record=on_bad_record)
         request = ev_pb.EvaluateRequest(
             records=local.records,
@@ -258,7 +270,7 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
             response = await self._evaluate_streamed(request)
         if progress is not None:
             progress(len(local.records), local.bad_records)
-        common.check_gates(wanted, response.gates, self.url)
+        check_gates(wanted, response.gates, self.url)
         results = ordered_results(response.results, local.ids, [evaluator_name(s) for s in specs])
         return score_result(
             response,
@@ -266,7 +278,7 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
             local_version=local.version,
             bad_records=local.bad_records,
             bad_examples=local.bad_examples,
-            evaluators=common.spec_dicts(specs, common.exact_refs(results)),
+            evaluators=spec_dicts(specs, exact_refs(results)),
             results=results,
             gates=[gate_from_proto(g) for g in response.gates],
             pages=self._pages_of(request.project_id),
@@ -312,7 +324,7 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
         batch_size: int = 1000,
         concurrency: int = 0,
         project_id: str = "",
-    ) -> AsyncIterator[common.StreamUpdate]:
+    ) -> AsyncIterator[StreamUpdate]:
         """``Client.evaluate_stream`` as an async iterator."""
         config = ev_pb.EvaluateStreamConfig(
             evaluators=evaluator_specs(evaluators, params),
@@ -333,7 +345,7 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
 
         stream = self._evaluation.evaluate_stream(messages(), headers=self.settings.headers)
         async for message in self._stream(stream):
-            yield common.stream_update(message)
+            yield stream_update(message)
 
     # -- RunService -----------------------------------------------------------------------------
     async def create_run(
@@ -424,7 +436,7 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
         return self._result(response.run, project_id)
 
     async def list_run_results(
-        self, run_id: str, *, page_size: int = common.WATCH_PAGE, project_id: str = ""
+        self, run_id: str, *, page_size: int = WATCH_PAGE, project_id: str = ""
     ) -> AsyncIterator[list[EvaluationResult]]:
         token = ""
         while True:
@@ -472,7 +484,7 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
     # -- CatalogService -------------------------------------------------------------------------
     async def list_evaluators(self, *, pack: str = "") -> list[EvaluatorManifest]:
         request = cat_pb.ListEvaluatorsRequest(pack=pack)
-        return common.manifests(await self._call(self._catalog.list_evaluators, request))
+        return manifests(await self._call(self._catalog.list_evaluators, request))
 
     async def get_evaluator(self, ref: str) -> EvaluatorManifest:
         request = cat_pb.GetEvaluatorRequest(ref=ref)

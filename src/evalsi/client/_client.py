@@ -20,9 +20,9 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from evalsi.client import _common as common
 from evalsi.client._aclient import AsyncClient
 from evalsi.client._bridge import LoopThread
+from evalsi.client._common import DEFAULT_TIMEOUT
 from evalsi.client._requests import DEFAULT_MAX_REQUEST_BYTES
 from evalsi.core import EvaluationResult
 
@@ -89,7 +89,7 @@ class Client:
         url: str,
         *,
         protocol: Literal["connect", "grpc", "grpc-web"] = "connect",
-        timeout: float | None = common.DEFAULT_TIMEOUT,
+        timeout: float | None = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     ) -> None:

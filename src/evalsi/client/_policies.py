@@ -22,7 +22,7 @@ from pyqwest import HTTPTransport
 from evalsi._proto.evalsi.v1alpha1 import policy_pb2
 from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceClient
-from evalsi.client import _common as common
+from evalsi.client._common import Settings
 from evalsi.core import UserError
 from evalsi.policies import PolicyStats
 from evalsi.specs import read_spec_text
@@ -100,7 +100,7 @@ class AsyncPolicyMixin:
     """``apply_policy``, ``list_policies``, ``get_policy``, ``delete_policy``, ``policy_stats``."""
 
     url: str
-    settings: common.Settings
+    settings: Settings
     _transport: HTTPTransport
     _call: Callable[..., Any]
     _policies_client: PolicyServiceClient | None = None

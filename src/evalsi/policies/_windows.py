@@ -206,7 +206,7 @@ class Window:
         """The summary ``mean('name')`` reads: ``name`` is an instance (its own metric, or its
         only one), ``instance/metric``, or an instance with ``metric`` given apart."""
         self._prune(self.clock())
-        known = self._series.keys() | self._corpus.keys()
+        known = self._series.keys() | self._corpus.keys() if self._corpus else self._series.keys()
         evaluator = name
         if metric is None and (evaluator, self._own.get(evaluator, "")) not in known:
             head, sep, tail = name.partition("/")
