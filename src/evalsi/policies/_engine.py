@@ -31,6 +31,7 @@ from evalsi.core import (
     NotFoundError,
     Record,
     ResultBatch,
+    RunStatus,
     Trace,
     TraceHandoff,
     UserError,
@@ -166,6 +167,7 @@ class PolicyEngine:
                     doc=spec.raw,
                     evaluators=[s.bound.spec() for s in spec.steps],
                     replaces=current.run_id if current is not None else None,
+                    replaced_state=None if current is None else current.state(time.time()),
                 )
                 run_id = info.id
             live = LivePolicy(spec, run_id, time.time(), self.clock, self.grade_sync)
@@ -185,7 +187,7 @@ class PolicyEngine:
                 hint="ListPolicies (or `evalsi watch`) shows the policies applied",
             )
         if self.runs is not None:
-            await self.runs.delete(live.run_id)
+            await self.runs.end(live.run_id, RunStatus.CANCELLED, live.state(time.time()))
 
     def get(self, name: str, project: str = "default") -> AppliedPolicy:
         live = self._live(name, project)

@@ -5,8 +5,10 @@ Each applied *version* of a policy is one run of kind ``watch``, named after the
 ``evaluators`` lists the cascade then the feedback steps, so stored results decode as any run's
 do). Its id is derived from the spec hash, so applying the same spec again reuses the run.
 While applied the run is ``running`` (owned by this process, kept alive by the store's
-heartbeat); replaced by a new version it becomes ``stopped``, deleted ``cancelled``. A restarted
-server re-applies the newest live-or-interrupted version of each (project, name).
+heartbeat); replaced by a new version it becomes ``stopped``, deleted ``cancelled``: it is created
+and ended through ``runs.RunRow`` like every run, and ends with a ``RunManifest`` (its dataset
+being the project's traces, its records the traces it graded). A restarted server re-applies the
+newest live-or-interrupted version of each (project, name).
 
 Results are upserted with ``record_id`` = the trace id under the key ``result_key(trace_id)``,
 so grading a trace again (a re-delivery, a feedback re-run) replaces its rows.
@@ -15,18 +17,18 @@ so grading a trace again (a re-delivery, a feedback re-run) replaces its rows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalsi.core import NotFoundError, ResultBatch
+from evalsi.core import DatasetPin, NotFoundError, ResultBatch, RunManifest, RunStatus
 from evalsi.policies._sampling import result_key
+from evalsi.runs import RunRow
 from evalsi.store import RunInfo, SqlStore
 
 RUN_KIND = "watch"
-_LIVE = ("running", "queued", "interrupted")
+_LIVE = (RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.INTERRUPTED)
 
 
 def run_id_for(spec_hash: str) -> str:
@@ -74,10 +76,13 @@ class PolicyRuns:
         doc: dict[str, Any],
         evaluators: list[dict[str, Any]],
         replaces: str | None,
+        replaced_state: dict[str, Any] | None = None,
     ) -> RunInfo:
         """Make ``run_id_for(spec_hash)`` the live run of this policy (created or reopened);
-        the run it replaces (another version) is stopped."""
-        return await self._call(self._save, project, name, spec_hash, doc, evaluators, replaces)  # type: ignore[no-any-return]
+        the run it replaces (another version) is stopped with ``replaced_state``."""
+        return await self._call(  # type: ignore[no-any-return]
+            self._save, project, name, spec_hash, doc, evaluators, replaces, replaced_state
+        )
 
     def _save(
         self,
@@ -87,6 +92,7 @@ class PolicyRuns:
         doc: dict[str, Any],
         evaluators: list[dict[str, Any]],
         replaces: str | None,
+        replaced_state: dict[str, Any] | None,
     ) -> RunInfo:
         run_id = run_id_for(spec_hash)
         try:
@@ -98,22 +104,38 @@ class PolicyRuns:
                 "spec_hash": spec_hash,
                 "evaluators": evaluators,
             }
-            info = self.store.create_run(
-                kind=RUN_KIND, spec=spec, name=name, run_id=run_id, project_id=project
+            row = RunRow(
+                self.store, kind=RUN_KIND, spec=spec, name=name, run_id=run_id, project_id=project
             )
+            info = self.store.get_run(row.open()[1])
         else:
-            if info.status != "running":
-                info = self.store.mark_status(run_id, "running")
+            if info.status != RunStatus.RUNNING:
+                info = self.store.mark_status(run_id, RunStatus.RUNNING)
         if replaces and replaces != run_id:
-            self._end(replaces, "stopped")
+            self._end(replaces, RunStatus.STOPPED, replaced_state)
         return info
 
-    async def delete(self, run_id: str) -> None:
-        await self._call(self._end, run_id, "cancelled")
+    async def end(self, run_id: str, status: RunStatus, state: dict[str, Any] | None) -> None:
+        """End a policy version's run (``stopped`` when replaced, ``cancelled`` when deleted)
+        with its last counts and alert states."""
+        await self._call(self._end, run_id, status, state)
 
-    def _end(self, run_id: str, status: str) -> None:
-        with contextlib.suppress(NotFoundError):
-            self.store.mark_status(run_id, status)
+    def _end(self, run_id: str, status: RunStatus, state: dict[str, Any] | None = None) -> None:
+        try:
+            info = self.store.get_run(run_id)
+        except NotFoundError:
+            return
+        summary = {"policy_state": state} if state is not None else info.summary
+        counts = ((summary or {}).get("policy_state") or {}).get("counts") or {}
+        graded = int(counts.get("evaluated") or 0)
+        manifest = RunManifest.capture(
+            spec_hash=info.spec.get("spec_hash"),
+            evaluators=info.spec.get("evaluators") or (),
+            dataset=DatasetPin(f"traces:{info.project_id}", None, graded),
+        )
+        row = RunRow(self.store, kind=RUN_KIND, spec=info.spec, run_id=run_id)
+        row.adopt(run_id)
+        row.finish(status, records=graded, summary=summary, manifest=manifest.to_dict())
 
     async def live(self) -> list[StoredPolicy]:
         """The newest live or interrupted version of each (project, policy name)."""
@@ -139,7 +161,7 @@ class PolicyRuns:
                 state if isinstance(state, dict) else None,
             )
         for run_id in stale:
-            self._end(run_id, "stopped")
+            self._end(run_id, RunStatus.STOPPED)
         return list(newest.values())
 
     async def save_state(self, run_id: str, state: dict[str, Any]) -> None:

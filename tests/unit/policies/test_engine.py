@@ -11,7 +11,18 @@ from typing import Any
 
 import pytest
 
-from evalsi.core import Content, Feedback, Outcome, Record, Span, SpanView, Trace
+from evalsi.core import (
+    VERSION,
+    Content,
+    DatasetPin,
+    Feedback,
+    Outcome,
+    Record,
+    RunManifest,
+    Span,
+    SpanView,
+    Trace,
+)
 from evalsi.datasets import open_dataset
 from evalsi.evaluators import JudgeReply, Registry, evaluator
 from evalsi.packs import builtin_registry
@@ -305,6 +316,33 @@ async def test_policies_survive_a_restart_and_a_replaced_version_is_stopped(
     assert store.get_run(new.run_id).status == "cancelled"
     third = PolicyEngine(registry=registry, store=store)
     assert await third.restore() == 0
+    store.close()
+
+
+@sync
+async def test_an_ended_version_is_finished_like_any_run_with_its_counts_and_manifest(
+    registry: Registry, tmp_path: Path
+) -> None:
+    store = SqlStore.open(tmp_path / "s.db")
+    engine = PolicyEngine(registry=registry, store=store)
+    old = await engine.apply(policy(CASCADE, registry))
+    for i in range(3):
+        await engine.on_trace(*make(i, "ok"))
+    new = await engine.apply(policy("  sampling: {rate: 0.5}\n" + CASCADE, registry))
+    ended = store.get_run(old.run_id)
+    # counts kept at the replacement, not the last periodic save (none happened here)
+    assert ended.summary is not None
+    assert ended.summary["policy_state"]["counts"]["evaluated"] == 3
+    assert (ended.status, ended.records, ended.finished_at is not None) == ("stopped", 3, True)
+    manifest = RunManifest.from_dict(ended.manifest or {})
+    assert manifest.spec_hash == old.spec.spec_hash
+    assert manifest.dataset == DatasetPin("traces:default", None, 3)
+    assert [e["name"] for e in manifest.evaluators] == ["cheap", "expensive"]
+    assert manifest.evalsi_version == VERSION
+    await engine.delete("p")
+    gone = store.get_run(new.run_id)
+    assert (gone.status, gone.records) == ("cancelled", 0)
+    assert RunManifest.from_dict(gone.manifest or {}).dataset.records == 0
     store.close()
 
 
