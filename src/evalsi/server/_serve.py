@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalsi.core import RunError
 from evalsi.server._state import ServerConfig, ServerState
-from evalsi.server._web_guard import bracketed
+from evalsi.server._web_guard import bracketed, is_loopback
 
 if TYPE_CHECKING:
     from evalsi.server.protocol import GrpcPort
@@ -51,7 +51,6 @@ def serve(config: ServerConfig) -> int:
     _setup_logging()
     from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
-    from evalsi.server._config import is_loopback
     from evalsi.server._run_manager import RunManager
     from evalsi.server.otlp import GC_THRESHOLDS
     from evalsi.store import SqlStore
