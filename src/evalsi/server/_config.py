@@ -56,7 +56,6 @@ shape as in a run spec and are validated by the same code.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import urllib.parse
@@ -88,8 +87,6 @@ from evalsi.server._state import (
     TracesConfig,
 )
 from evalsi.server._web_guard import is_loopback, normal_origin
-
-log = logging.getLogger("evalsi.server")
 
 _TOP = (
     "server",

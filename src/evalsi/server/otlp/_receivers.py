@@ -28,7 +28,6 @@ below (``otlp_mounts``, the OTLP ports) mounts both.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -79,8 +78,6 @@ if TYPE_CHECKING:
 
 # Ingest worker processes and the sink their stored batches go to.
 Workers = tuple["IngestPool", BatchSink]
-
-log = logging.getLogger("evalsi.server")
 
 
 class _Ingest:
