@@ -147,8 +147,7 @@ def load_config(
     server = as_mapping(p, "server", top.get("server"), _SERVER)
     cfg_host = as_text(p, "server.host", server.get("host")) or DEFAULT_HOST
     cfg_port = as_int(p, "server", server, "port", 1, 65535, DEFAULT_PORT)
-    # absent: no native gRPC port
-    cfg_grpc = as_int(p, "server", server, "grpcPort", 1, 65535, 0) or None
+    cfg_grpc = as_int(p, "server", server, "grpcPort", 1, 65535, 0) or None  # absent: none
     max_body = as_int(p, "server", server, "maxBodyBytes", 1024, 1 << 31, DEFAULT_MAX_BODY_BYTES)
     max_runs = as_int(p, "server", server, "maxConcurrentRuns", 1, 1024, 4)
 

@@ -137,9 +137,6 @@ def export_response(decoded: Decoded) -> ExportTraceServiceResponse:
     )
 
 
-# --- OTLP/gRPC -------------------------------------------------------------------------------
-
-
 class TraceServiceHandler:
     """``TraceService/Export`` over a sink (errors leave as ``ConnectError``s), and the body of
     a ``POST /v1/traces`` (``export_body``)."""
