@@ -14,7 +14,6 @@ content types).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,8 +43,6 @@ from evalsi.server.protocol import (
     build_openapi,
     rest_routes,
 )
-
-log = logging.getLogger("evalsi.server")
 
 AppFactory = Callable[..., Any]
 """A generated ``XxxASGIApplication`` class (called with the handler and options)."""
@@ -99,8 +96,8 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
 
     Args:
         state: configuration, store, registry and run scheduler shared by the handlers.
-        services: ``(XxxASGIApplication, handler)`` pairs; by default the four evalsi
-            services (Evaluation, Catalog, Dataset, Run). Tests pass their own.
+        services: ``(XxxASGIApplication, handler)`` pairs; by default evalsi's services
+            (``default_services``). Tests pass their own.
     """
     bindings = list(services) if services is not None else default_services(state)
     metrics = Metrics(state)

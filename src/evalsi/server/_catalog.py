@@ -109,11 +109,8 @@ def _describe(name: str) -> str:
     if code is None:
         return ""
     module = sys.modules.get(code.__module__)
-    return _first_line((module.__doc__ if module else None) or inspect.getdoc(code))
-
-
-def _first_line(doc: str | None) -> str:
-    return (doc or "").strip().split("\n\n", 1)[0].replace("\n", " ")
+    doc = (module.__doc__ if module else None) or inspect.getdoc(code) or ""
+    return doc.strip().split("\n\n", 1)[0].replace("\n", " ")  # its first paragraph
 
 
 __all__ = ["CatalogHandler", "connectors"]

@@ -56,8 +56,6 @@ shape as in a run spec and are validated by the same code.
 
 from __future__ import annotations
 
-import ipaddress
-import logging
 import os
 import re
 import urllib.parse
@@ -88,8 +86,7 @@ from evalsi.server._state import (
     ServerConfig,
     TracesConfig,
 )
-
-log = logging.getLogger("evalsi.server")
+from evalsi.server._web_guard import is_loopback, normal_origin
 
 _TOP = (
     "server",
@@ -125,16 +122,6 @@ _SERVER = ("host", "port", "grpcPort", "maxBodyBytes", "maxConcurrentRuns", "all
 _STORAGE = ("sqlite", "postgres")
 
 
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def load_config(
     path: Path | None,
     *,
@@ -159,13 +146,10 @@ def load_config(
     top = as_mapping(p, "", doc, _TOP)
     server = as_mapping(p, "server", top.get("server"), _SERVER)
     cfg_host = as_text(p, "server.host", server.get("host")) or DEFAULT_HOST
-    cfg_port = as_int(p, "server.port", server.get("port"), 1, 65535, DEFAULT_PORT)
-    grpc_value = server.get("grpcPort")  # absent: no native gRPC port
-    cfg_grpc = None if grpc_value is None else as_int(p, "server.grpcPort", grpc_value, 1, 65535, 0)
-    max_body = as_int(
-        p, "server.maxBodyBytes", server.get("maxBodyBytes"), 1024, 1 << 31, DEFAULT_MAX_BODY_BYTES
-    )
-    max_runs = as_int(p, "server.maxConcurrentRuns", server.get("maxConcurrentRuns"), 1, 1024, 4)
+    cfg_port = as_int(p, "server", server, "port", 1, 65535, DEFAULT_PORT)
+    cfg_grpc = as_int(p, "server", server, "grpcPort", 1, 65535, 0) or None  # absent: none
+    max_body = as_int(p, "server", server, "maxBodyBytes", 1024, 1 << 31, DEFAULT_MAX_BODY_BYTES)
+    max_runs = as_int(p, "server", server, "maxConcurrentRuns", 1, 1024, 4)
 
     data_dir = _path(p, base, "dataDir", top.get("dataDir")) or (base / ".evalsi")
     datasets_dir = _path(p, base, "datasetsDir", top.get("datasetsDir")) or (data_dir / "datasets")
@@ -230,8 +214,6 @@ def load_config(
 def _web(p: Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``server.allowedHosts`` (names, ``name:port`` or ``*``) and ``server.cors.allowOrigins``
     (``scheme://host[:port]``), for ``_web_guard``."""
-    from evalsi.server._web_guard import normal_origin
-
     hosts: list[str] = []
     raw_hosts = _list(p, "server.allowedHosts", server.get("allowedHosts"), "host names")
     for i, name in enumerate(raw_hosts):
@@ -281,7 +263,7 @@ def _limits(p: Problems, value: Any) -> Limits:
     section = as_mapping(p, "limits", value, tuple(_LIMITS))
     default = Limits()
     chosen = {
-        name: as_int(p, f"limits.{key}", section.get(key), lo, hi, getattr(default, name))
+        name: as_int(p, "limits", section, key, lo, hi, getattr(default, name))
         for key, (name, lo, hi) in _LIMITS.items()
     }
     return Limits(**chosen)
@@ -345,35 +327,15 @@ def _traces(p: Problems, value: Any) -> TracesConfig:
 
     top = as_mapping(p, "traces", value, _TRACES)
     otlp = as_mapping(p, "traces.otlp", top.get("otlp"), _OTLP)
-    ports = {}
-    for key in ("grpcPort", "httpPort"):
-        raw = otlp.get(key)
-        ports[key] = None if raw is None else as_int(p, f"traces.otlp.{key}", raw, 0, 65535, 0)
-    inflight = as_int(
-        p,
-        "traces.otlp.maxInflightBytes",
-        otlp.get("maxInflightBytes"),
-        1 << 20,
-        1 << 36,
-        OtlpConfig.max_inflight_bytes,
-    )
+    ports = {
+        key: None if otlp.get(key) is None else as_int(p, "traces.otlp", otlp, key, 0, 65535, 0)
+        for key in ("grpcPort", "httpPort")
+    }
+    most = OtlpConfig.max_inflight_bytes
+    inflight = as_int(p, "traces.otlp", otlp, "maxInflightBytes", 1 << 20, 1 << 36, most)
     grace = as_duration(p, "traces.gracePeriod", top.get("gracePeriod"), TracesConfig.grace_s)
-    max_open = as_int(
-        p,
-        "traces.maxOpenTraces",
-        top.get("maxOpenTraces"),
-        1,
-        10_000_000,
-        TracesConfig.max_open_traces,
-    )
-    max_spans = as_int(
-        p,
-        "traces.maxOpenSpans",
-        top.get("maxOpenSpans"),
-        100,
-        100_000_000,
-        TracesConfig.max_open_spans,
-    )
+    max_open = as_int(p, "traces", top, "maxOpenTraces", 1, 10**7, TracesConfig.max_open_traces)
+    max_spans = as_int(p, "traces", top, "maxOpenSpans", 100, 10**8, TracesConfig.max_open_spans)
     raw_workers = top.get("ingestWorkers", "auto")
     workers: int | None = None
     if raw_workers != "auto":

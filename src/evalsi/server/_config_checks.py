@@ -50,11 +50,15 @@ def as_mapping(p: Problems, at: str, value: Any, allowed: tuple[str, ...]) -> di
     return value
 
 
-def as_int(p: Problems, at: str, value: Any, lo: int, hi: int, default: int) -> int:
+def as_int(
+    p: Problems, at: str, section: dict[str, Any], key: str, lo: int, hi: int, default: int
+) -> int:
+    """``section[key]`` (``at.key`` in messages), an integer ``lo``-``hi``; absent: ``default``."""
+    value = section.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        p.bad(at, f"expected an integer {lo}-{hi}, got {show(value)}")
+        p.bad(f"{at}.{key}", f"expected an integer {lo}-{hi}, got {show(value)}")
         return default
     return value
 

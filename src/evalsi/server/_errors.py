@@ -60,7 +60,8 @@ class OversizeError(UserError):
         )
 
 
-def _user_message(e: EvalsiError) -> str:
+def user_message(e: EvalsiError) -> str:
+    """What a client reads of one of our errors: the message, then the hint."""
     return e.message if not e.hint else f"{e.message} (hint: {e.hint})"
 
 
@@ -69,17 +70,17 @@ def to_connect_error(exc: Exception) -> ConnectError:
     if isinstance(exc, ConnectError):
         return exc
     if isinstance(exc, OversizeError):
-        return ConnectError(Code.RESOURCE_EXHAUSTED, _user_message(exc))
+        return ConnectError(Code.RESOURCE_EXHAUSTED, user_message(exc))
     if isinstance(exc, NotFoundError):
-        return ConnectError(Code.NOT_FOUND, _user_message(exc))
+        return ConnectError(Code.NOT_FOUND, user_message(exc))
     if isinstance(exc, UserError):
-        return ConnectError(Code.INVALID_ARGUMENT, _user_message(exc))
+        return ConnectError(Code.INVALID_ARGUMENT, user_message(exc))
     refused = _refused_value(exc)
     if refused is not None:
         return ConnectError(Code.INVALID_ARGUMENT, f"the store cannot hold a value: {refused}")
     if isinstance(exc, RunError):
         log.warning("request failed on infrastructure: %s", exc)
-        return ConnectError(Code.UNAVAILABLE, _user_message(exc))
+        return ConnectError(Code.UNAVAILABLE, user_message(exc))
     log.error("internal error while handling a request", exc_info=exc)
     return ConnectError(Code.INTERNAL, INTERNAL_MESSAGE)
 

@@ -11,7 +11,6 @@ would cost more than the write), and the judges' HTTP session stays open for the
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -26,15 +25,9 @@ from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
 from evalsi.wire import (
-    gate_to_proto,
-    result_to_proto,
     struct_from_proto,
-    summary_to_proto,
     warning_from_proto,
-    warning_to_proto,
 )
-
-log = logging.getLogger("evalsi.server")
 
 _CI_METHODS: dict[str, Bootstrap] = {
     "": None,
@@ -125,17 +118,13 @@ class EvaluationHandler:
                 raise UserError("the stream held no message; send a config first")
             if not grading.started:
                 raise UserError("records: the stream held no record to grade")
-            tail, metrics, gates = grading.finish()
+            end = grading.finish()
         except BaseException as e:
             if grading is not None and grading.started:
                 grading.fail(e)
             raise
         last = pb.EvaluateStreamResponse(run_id=grading.run_id, dataset_version=grading.version)
-        last.results.extend(result_to_proto(r) for r in tail)
-        last.metrics.extend(summary_to_proto(m) for m in metrics)
-        last.gates.extend(gate_to_proto(g) for g in gates)
-        last.warnings.extend(warning_to_proto(w) for w in grading.warnings)
-        yield last
+        yield grading.concluded(last, end)
 
     # -- request validation ---------------------------------------------------------------------
     def _config(

@@ -46,6 +46,9 @@ from evalsi.wire import gate_to_proto, result_to_proto, summary_to_proto, warnin
 log = logging.getLogger("evalsi.server")
 
 T = TypeVar("T")
+R = TypeVar("R", pb.EvaluateResponse, pb.EvaluateStreamResponse)
+_End = tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]
+"""The end of a run: its dataset-scope results, summaries and gate verdicts."""
 
 _GRADERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="evalsi-grading")
 """Where Evaluate's sync evaluators run: never on the event loop, which also serves health
@@ -294,18 +297,24 @@ class _Grading:
 
     def answer(self, batches: list[ResultBatch]) -> pb.EvaluateResponse:
         """Store the finished run (``save``) and build the response naming it."""
-        tail, metrics, gates = self.save()
+        end = self.save()
         response = pb.EvaluateResponse(
             run_id=self.run_id, dataset_version=self.version, records=self.records, status="done"
         )
         _add_results(response.results, batches)
-        response.results.extend(result_to_proto(r) for r in tail)
-        response.metrics.extend(summary_to_proto(m) for m in metrics)
-        response.gates.extend(gate_to_proto(g) for g in gates)
-        response.warnings.extend(warning_to_proto(w) for w in self.warnings)
-        return response
+        return self.concluded(response, end)
 
-    def save(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
+    def concluded(self, out: R, end: _End) -> R:
+        """``out`` (a response) with the end of the run: the dataset-scope results, the
+        summaries, the gate verdicts and the warnings."""
+        tail, metrics, gates = end
+        out.results.extend(result_to_proto(r) for r in tail)
+        out.metrics.extend(summary_to_proto(m) for m in metrics)
+        out.gates.extend(gate_to_proto(g) for g in gates)
+        out.warnings.extend(warning_to_proto(w) for w in self.warnings)
+        return out
+
+    def save(self) -> _End:
         """Summarise, gate, and store the finished run with every result in one transaction;
         the dataset-scope results, the summaries and the gate verdicts."""
         end = self._conclude()
@@ -322,7 +331,7 @@ class _Grading:
             self._settled = True
         return end.dataset_results, end.metrics, end.gates
 
-    def finish(self) -> tuple[list[EvaluationResult], list[MetricSummary], list[dict[str, Any]]]:
+    def finish(self) -> _End:
         """End a stream's run: dataset scope stored, the run marked done with its summary."""
         end = self._conclude()
         if end.dataset_rows:

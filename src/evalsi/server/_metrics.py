@@ -119,14 +119,11 @@ class _StateCollector(Collector):
         except Exception:  # a scrape must not fail because the store or scheduler does
             log.exception("cannot read run statistics for /metrics")
             stats = {}
-        runs = GaugeMetricFamily("evalsi_runs", "Runs by state.", labels=("state",))
-        for state, n in sorted(dict(stats.get("runs", {})).items()):
-            runs.add_metric((str(state),), float(n))
-        yield runs
-        tasks = GaugeMetricFamily("evalsi_tasks", "Run tasks by state.", labels=("state",))
-        for state, n in sorted(dict(stats.get("tasks", {})).items()):
-            tasks.add_metric((str(state),), float(n))
-        yield tasks
+        for key, text in (("runs", "Runs by state."), ("tasks", "Run tasks by state.")):
+            family = GaugeMetricFamily(f"evalsi_{key}", text, labels=("state",))
+            for state, n in sorted(dict(stats.get(key, {})).items()):
+                family.add_metric((str(state),), float(n))
+            yield family
         yield CounterMetricFamily(
             "evalsi_judge_cache_hits",
             "Judge calls answered by the cache.",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from google.protobuf import json_format, timestamp_pb2
+from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import policy_pb2
 from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
@@ -184,12 +184,6 @@ def _name(name: str) -> str:
     return name
 
 
-def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
-    out = timestamp_pb2.Timestamp()
-    out.FromNanoseconds(int(seconds * 1e9))
-    return out
-
-
 def policy_to_proto(doc: Mapping[str, Any]) -> policy_pb2.OnlineEvalPolicy:
     message = policy_pb2.OnlineEvalPolicy()
     json_format.ParseDict(dict(doc), message)
@@ -198,14 +192,15 @@ def policy_to_proto(doc: Mapping[str, Any]) -> policy_pb2.OnlineEvalPolicy:
 
 def _policy(applied: AppliedPolicy) -> pb.Policy:
     spec = applied.spec
-    return pb.Policy(
+    out = pb.Policy(
         name=spec.name,
         project_id=spec.project,
         run_id=applied.run_id,
-        apply_time=_timestamp(applied.applied_at),
         spec=policy_to_proto(spec.raw),
         spec_hash=spec.spec_hash,
     )
+    out.apply_time.FromNanoseconds(int(applied.applied_at * 1e9))
+    return out
 
 
 def stats_to_proto(stats: PolicyStats) -> pb.PolicyStats:

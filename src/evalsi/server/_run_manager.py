@@ -118,7 +118,7 @@ class RunManager:
                 claimed = await asyncio.to_thread(self.state.store.claim_run, info.id)
                 if claimed is None:
                     continue  # another server sharing the store took it first
-                spec = self._spec_of(claimed)
+                spec = self._servable(stored_spec(claimed))
                 await self._launch(spec, resume=info.id, run_id=info.id)
             except Exception as e:  # noqa: BLE001 - one bad run must not stop the server
                 log.warning("run %s cannot be resumed on start: %s", info.id, e)
@@ -146,8 +146,7 @@ class RunManager:
         self, spec: RunSpec, *, project_id: str = "", dry_run: bool = False
     ) -> RunSnapshot | RunResult:
         """Start ``spec``; answers once the run is stored (a dry run returns its plan)."""
-        spec = self._with_server_judges(spec)
-        self.check_target(spec.target.kind)
+        spec = self._servable(spec)
         check_run_egress(spec, server_egress(self.state.config))  # literal addresses: a 400
         if dry_run:
             return await asyncio.to_thread(
@@ -194,7 +193,7 @@ class RunManager:
                 + ", ".join(RESUMABLE)
                 + " can be resumed"
             )
-        spec = self._spec_of(info)
+        spec = self._servable(stored_spec(info))
         await self._launch(spec, resume=info.id, run_id=info.id, admit=True)
         return await self.get(info.id)
 
@@ -228,13 +227,11 @@ class RunManager:
         """Counters for /metrics (runs by state come from the store): tasks by state in this
         server's sessions, and judge cache hits of the runs finished here (their summaries)."""
         with self._lock:
-            pending = sum(max(live.total - live.done, 0) for live in self._live.values())
-            tasks = Counter(self._tasks)
-            live_done = sum(live.done - live.infra for live in self._live.values())
-            live_infra = sum(live.infra for live in self._live.values())
-        tasks["completed"] += live_done
-        tasks["infra_error"] += live_infra
-        tasks["pending"] = pending
+            tasks = Counter({"completed": 0, "infra_error": 0, "pending": 0, **self._tasks})
+            for live in self._live.values():
+                tasks["completed"] += live.done - live.infra
+                tasks["infra_error"] += live.infra
+                tasks["pending"] += max(live.total - live.done, 0)
         return {"tasks": dict(tasks), "judge_cache_hits": self._judge_hits}
 
     # -- launching --------------------------------------------------------------------------
@@ -517,13 +514,10 @@ class RunManager:
             if info.status in LIVE and _owned_here(info) and run_id not in self._live:
                 self.state.store.mark_status(run_id, "interrupted", error=why)
 
-    def _spec_of(self, info: RunInfo) -> RunSpec:
-        spec = self._with_server_judges(stored_spec(info))
+    def _servable(self, spec: RunSpec) -> RunSpec:
+        """``spec`` as this server runs it (its target allowed here, ``check_target``); naming
+        no judges, it gets the server's (``evalsi.yaml`` ``judges``)."""
         self.check_target(spec.target.kind)
-        return spec
-
-    def _with_server_judges(self, spec: RunSpec) -> RunSpec:
-        """A spec naming no judges gets the server's (``evalsi.yaml`` ``judges``)."""
         if spec.judges or not self.state.config.judges:
             return spec
         return dataclasses.replace(spec, judges=dict(self.state.config.judges))

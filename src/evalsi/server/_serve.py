@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalsi.core import RunError
 from evalsi.server._state import ServerConfig, ServerState
-from evalsi.server._web_guard import bracketed
+from evalsi.server._web_guard import bracketed, is_loopback
 
 if TYPE_CHECKING:
     from evalsi.server.protocol import GrpcPort
@@ -51,7 +51,6 @@ def serve(config: ServerConfig) -> int:
     _setup_logging()
     from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
-    from evalsi.server._config import is_loopback
     from evalsi.server._run_manager import RunManager
     from evalsi.server.otlp import GC_THRESHOLDS
     from evalsi.store import SqlStore
@@ -132,7 +131,7 @@ async def run_servers(
     hc.errorlog = logging.getLogger("hypercorn.error")
     # grpcio listeners, bound now so a busy port fails before anything runs: server.grpcPort
     # and traces.otlp.grpcPort
-    natives = [n for n in (_grpc_port(app, config), _otlp_grpc_port(app, config)) if n]
+    natives = _native_ports(app, config)
     # hypercorn starts the app's lifespan (scheduler, watchers) before it binds, and a failed
     # bind then left that lifespan to be cancelled mid-flight: a page of tracebacks. Bound
     # here first, a busy port stops before anything started.
@@ -191,33 +190,28 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
     return Sockets([], bound, [])
 
 
-def _otlp_grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
-    """grpcio answering OTLP/gRPC on ``traces.otlp.grpcPort`` (when it is a port of its own)."""
+def _native_ports(app: Any, config: ServerConfig) -> list[GrpcPort]:
+    """grpcio's servers, bound: every service on ``server.grpcPort``, and OTLP/gRPC on
+    ``traces.otlp.grpcPort`` when that is a port of its own."""
+    natives = []
+    host, cap = bracketed(config.host), config.max_body_bytes
+    if config.grpc_port is not None:
+        from evalsi.server.protocol import GrpcPort
+
+        native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=cap)
+        port = native.bind(config.host, config.grpc_port)
+        log.info("evalsi serve: native gRPC (grpcio) on %s:%d", host, port)
+        natives.append(native)
     from evalsi.server.otlp import LOGS_SERVICE, SERVICE, RawExport, native_grpc_port
 
-    port = native_grpc_port(config)
+    otlp_port = native_grpc_port(config)
     handlers = getattr(app.state, "otlp_handlers", None)
-    if port is None or not handlers:
-        return None
-    from evalsi.server.protocol import GrpcPort
+    if otlp_port is not None and handlers:
+        from evalsi.server.protocol import GrpcPort
 
-    native = GrpcPort(
-        handlers,
-        app.state.metrics,
-        max_body_bytes=config.max_body_bytes,
-        raw={f"{SERVICE}/Export": RawExport, f"{LOGS_SERVICE}/Export": RawExport},
-    )
-    bound = native.bind(config.host, port, "traces.otlp.grpcPort")
-    log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", bracketed(config.host), bound)
-    return native
-
-
-def _grpc_port(app: Any, config: ServerConfig) -> GrpcPort | None:
-    if config.grpc_port is None:
-        return None
-    from evalsi.server.protocol import GrpcPort
-
-    native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=config.max_body_bytes)
-    port = native.bind(config.host, config.grpc_port)
-    log.info("evalsi serve: native gRPC (grpcio) on %s:%d", bracketed(config.host), port)
-    return native
+        raw = {f"{SERVICE}/Export": RawExport, f"{LOGS_SERVICE}/Export": RawExport}
+        native = GrpcPort(handlers, app.state.metrics, max_body_bytes=cap, raw=raw)
+        port = native.bind(config.host, otlp_port, "traces.otlp.grpcPort")
+        log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", host, port)
+        natives.append(native)
+    return natives

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from typing import Any
@@ -94,13 +93,11 @@ class Watch:
         while not self._stop.is_set():
             try:
                 deleted = await asyncio.to_thread(
-                    functools.partial(
-                        self.state.trace_store.delete_expired,
-                        time.time(),
-                        cfg.retention_s,
-                        cfg.project_retention_s,
-                        score_key=result_key,  # the policies' scores of deleted traces go too
-                    )
+                    self.state.trace_store.delete_expired,
+                    time.time(),
+                    cfg.retention_s,
+                    cfg.project_retention_s,
+                    score_key=result_key,  # the policies' scores of deleted traces go too
                 )
                 if deleted:
                     log.info("trace retention: deleted %d expired rows", deleted)

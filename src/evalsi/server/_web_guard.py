@@ -29,9 +29,11 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+if TYPE_CHECKING:  # the config loader imports this module: it stays stdlib only
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 BODY_TYPES = frozenset(
     {
@@ -156,7 +158,7 @@ class WebGuard:
         bound, bound_port = str(server[0]).strip("[]").lower(), int(server[1])
         if port != bound_port:
             return False
-        return name == bound or (_is_loopback(bound) and name in _LOOPBACK_NAMES)
+        return name == bound or (is_loopback(bound) and name in _LOOPBACK_NAMES)
 
 
 def normal_origin(value: str) -> str | None:
@@ -212,11 +214,14 @@ def bracketed(name: str) -> str:
     return f"[{name}]" if ":" in name and not name.startswith("[") else name
 
 
-def _is_loopback(address: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost."""
+    if host.lower() == "localhost":
+        return True
     try:
-        return ipaddress.ip_address(address).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        return address == "localhost"
+        return False
 
 
 def _body_type_problem(headers: dict[str, str]) -> str | None:

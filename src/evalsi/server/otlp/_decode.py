@@ -17,11 +17,13 @@ import base64
 import binascii
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from google.protobuf.message import DecodeError as ProtobufDecodeError
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
@@ -36,6 +38,8 @@ CONTENT_TYPES = (PROTOBUF, JSON)
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
 _WHICH_ONEOF = AnyValue.WhichOneof
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 _SCALAR = frozenset(("string_value", "int_value", "double_value", "bool_value", "bytes_value"))
 
 
@@ -150,21 +154,24 @@ def decode_export(
     return decode_body(inflate(body, content_encoding, max_bytes), kind)
 
 
-def parse_protobuf(raw: bytes) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+def parse_protobuf(raw: bytes, kind: type[M], signal: str) -> M:
+    """``raw`` as a ``kind`` export request (``signal``: trace or log), or a ``DecodeError``."""
+    request: M = kind()
     try:
         request.ParseFromString(raw)
     except ProtobufDecodeError as e:
         raise DecodeError(
-            "the body is not a protobuf ExportTraceServiceRequest",
-            hint="an OTLP/HTTP trace exporter sends one; check the endpoint is /v1/traces",
+            f"the body is not a protobuf {kind.DESCRIPTOR.name}",
+            hint=f"an OTLP/HTTP {signal} exporter sends one; check the endpoint is /v1/{signal}s",
         ) from e
     return request
 
 
 def decode_body(raw: bytes, kind: str) -> Decoded:
     """The spans of an uncompressed body of media type ``kind`` (PROTOBUF or JSON)."""
-    return decode_request(parse_protobuf(raw)) if kind == PROTOBUF else decode_json(raw)
+    if kind == PROTOBUF:
+        return decode_request(parse_protobuf(raw, ExportTraceServiceRequest, "trace"))
+    return decode_json(raw)
 
 
 def _first_line(e: BaseException) -> str:
@@ -198,6 +205,12 @@ class _Shape(ValueError):
 
 def decode_json(raw: bytes) -> Decoded:
     """The spans of an OTLP/JSON ``ExportTraceServiceRequest``."""
+    return read_json(raw, "ExportTraceServiceRequest", _json_request)
+
+
+def read_json(raw: bytes, what: str, read: Callable[[dict[str, Any]], T]) -> T:
+    """``read`` over an OTLP/JSON body; a body that is not JSON or not a ``what`` (a value of
+    the wrong type anywhere) is a ``DecodeError``."""
     try:
         # orjson, not json: it refuses lone surrogates (json.loads lets "\ud800" through, and
         # such a string cannot be stored), and is faster.
@@ -205,11 +218,9 @@ def decode_json(raw: bytes) -> Decoded:
     except (ValueError, RecursionError) as e:
         raise DecodeError(f"the body is not JSON: {_first_line(e)}") from e
     try:
-        return _json_request(_obj(doc, "the body"))
+        return read(_obj(doc, "the body"))
     except (_Shape, ValueError, TypeError, RecursionError, binascii.Error) as e:
-        raise DecodeError(
-            f"the body is not an OTLP/JSON ExportTraceServiceRequest: {_first_line(e)}"
-        ) from e
+        raise DecodeError(f"the body is not an OTLP/JSON {what}: {_first_line(e)}") from e
 
 
 def _json_request(doc: dict[str, Any]) -> Decoded:

@@ -22,55 +22,45 @@ Answers, limits and the shared in-flight byte budget are those of the trace rece
 from __future__ import annotations
 
 import asyncio
-import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import orjson
 from connectrpc.request import RequestContext
-from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
 from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
-from starlette.routing import Route
 
 from evalsi.core import SpanEvent
 from evalsi.server.otlp._decode import (
     _UINT64,
     PROTOBUF,
-    DecodeError,
     _attrs,
     _enum,
     _field,
-    _first_line,
     _hex,
     _int,
     _json_any,
     _json_attrs,
     _list,
     _obj,
-    _Shape,
     _str,
     any_value,
+    parse_protobuf,
+    read_json,
 )
 from evalsi.server.otlp._shared import (
     INLINE_DECODE_BYTES,
-    LOGS_PATH,
-    LOGS_SERVICE,
     PROJECT_HEADER,
     InflightBudget,
     RawExport,
-    export_route,
     grpc_error,
     project_of,
 )
 from evalsi.traces import EventSink, LoggedEvent
-
-if TYPE_CHECKING:
-    from evalsi.server._metrics import Metrics
 
 BODY_KEY = "event.body"
 """The event attribute a log record's body is kept under (the GenAI mappers read it there)."""
@@ -146,32 +136,6 @@ def decode_logs_request(request: ExportLogsServiceRequest) -> DecodedLogs:
     return _decoded(events, reasons)
 
 
-def parse_logs_protobuf(raw: bytes) -> ExportLogsServiceRequest:
-    request = ExportLogsServiceRequest()
-    try:
-        request.ParseFromString(raw)
-    except ProtobufDecodeError as e:
-        raise DecodeError(
-            "the body is not a protobuf ExportLogsServiceRequest",
-            hint="an OTLP/HTTP log exporter sends one; check the endpoint is /v1/logs",
-        ) from e
-    return request
-
-
-def decode_logs_json(raw: bytes) -> DecodedLogs:
-    """The span events of an OTLP/JSON ``ExportLogsServiceRequest`` (ids in hex)."""
-    try:
-        doc = orjson.loads(raw)
-    except (ValueError, RecursionError) as e:
-        raise DecodeError(f"the body is not JSON: {_first_line(e)}") from e
-    try:
-        return _json_logs(_obj(doc, "the body"))
-    except (_Shape, ValueError, TypeError, RecursionError, binascii.Error) as e:
-        raise DecodeError(
-            f"the body is not an OTLP/JSON ExportLogsServiceRequest: {_first_line(e)}"
-        ) from e
-
-
 def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
     events: list[LoggedEvent] = []
     reasons: dict[str, int] = {}
@@ -205,8 +169,8 @@ def _json_logs(doc: dict[str, Any]) -> DecodedLogs:
 def decode_logs_body(raw: bytes, kind: str) -> DecodedLogs:
     """The span events of an uncompressed body of media type ``kind``."""
     if kind == PROTOBUF:
-        return decode_logs_request(parse_logs_protobuf(raw))
-    return decode_logs_json(raw)
+        return decode_logs_request(parse_protobuf(raw, ExportLogsServiceRequest, "log"))
+    return read_json(raw, "ExportLogsServiceRequest", _json_logs)
 
 
 def logs_response(decoded: DecodedLogs) -> ExportLogsServiceResponse:
@@ -220,64 +184,19 @@ def logs_response(decoded: DecodedLogs) -> ExportLogsServiceResponse:
     )
 
 
-async def _ingest(
-    sink: EventSink, budget: InflightBudget, project: str, size: int, decode: Any
-) -> DecodedLogs:
-    """Budget, decode, then the sink; the budget is given back however it ends."""
-    budget.admit(size)
-    held = True  # given back once the events are done with, even if the sender goes away
-    try:
-        # a big body would stall every other request on the loop: decoded in a thread
-        decoded: DecodedLogs = (
-            await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
-        )
-        if decoded.events:
-            accepted = asyncio.ensure_future(sink.accept_events(project, decoded.events))
-            accepted.add_done_callback(lambda done: _give_back(budget, size, done))
-            held = False
-            await asyncio.shield(accepted)
-        return decoded
-    finally:
-        if held:
-            budget.give_back(size)
-
-
-def _give_back(budget: InflightBudget, size: int, done: asyncio.Future[None]) -> None:
-    budget.give_back(size)
-    if not done.cancelled():
-        done.exception()  # retrieved: the sender may have gone
-
-
-# --- OTLP/HTTP -------------------------------------------------------------------------------
-
-
-def logs_routes(
-    sink: EventSink,
-    *,
-    max_body_bytes: int,
-    budget: InflightBudget,
-    metrics: Metrics | None = None,
-) -> list[Route]:
-    """``POST /v1/logs`` over ``sink``, within the trace receiver's byte ``budget``."""
-
-    async def handle(project: str, raw: bytes, encoding: str) -> ExportLogsServiceResponse:
-        decoded = await _ingest(
-            sink, budget, project, len(raw), lambda: decode_logs_body(raw, encoding)
-        )
-        return logs_response(decoded)
-
-    return [export_route(LOGS_PATH, LOGS_SERVICE, handle, max_body_bytes, metrics)]
-
-
-# --- OTLP/gRPC -------------------------------------------------------------------------------
-
-
 class LogsServiceHandler:
-    """``LogsService/Export`` over a sink; errors leave as ``ConnectError``s."""
+    """``LogsService/Export`` over a sink (errors leave as ``ConnectError``s), and the body of a
+    ``POST /v1/logs`` (``export_body``), within the trace receiver's byte ``budget``."""
 
     def __init__(self, sink: EventSink, budget: InflightBudget) -> None:
         self.sink = sink
         self.budget = budget
+
+    async def export_body(
+        self, project: str, raw: bytes, encoding: str
+    ) -> ExportLogsServiceResponse:
+        decoded = await self._ingest(project, len(raw), lambda: decode_logs_body(raw, encoding))
+        return logs_response(decoded)
 
     async def export(
         self,
@@ -287,15 +206,38 @@ class LogsServiceHandler:
     ) -> ExportLogsServiceResponse:
         try:
             project = project_of(ctx.request_headers.get(PROJECT_HEADER))
-            if isinstance(request, RawExport):  # bytes as received: parsed with the decoding
-                data = request.data
-                size = len(data)
-                decode = lambda: decode_logs_request(parse_logs_protobuf(data))  # noqa: E731
-            else:
-                message = request
-                size = message.ByteSize()
-                decode = lambda: decode_logs_request(message)  # noqa: E731
-            decoded = await _ingest(self.sink, self.budget, project, size, decode)
+            if isinstance(request, RawExport):  # the bytes as received
+                return await self.export_body(project, request.data, PROTOBUF)
+            message = request  # a parsed message (the native gRPC port, tests)
+            decoded = await self._ingest(
+                project, message.ByteSize(), lambda: decode_logs_request(message)
+            )
         except Exception as e:
             raise grpc_error(e, ctx) from e
         return logs_response(decoded)
+
+    async def _ingest(
+        self, project: str, size: int, decode: Callable[[], DecodedLogs]
+    ) -> DecodedLogs:
+        """Budget, decode, then the sink; the budget is given back however it ends."""
+        budget = self.budget
+        budget.admit(size)
+        held = True  # given back once the events are done with, even if the sender goes away
+        try:
+            # a big body would stall every other request on the loop: decoded in a thread
+            decoded = await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
+            if decoded.events:
+                accepted = asyncio.ensure_future(self.sink.accept_events(project, decoded.events))
+                accepted.add_done_callback(lambda done: _give_back(budget, size, done))
+                held = False
+                await asyncio.shield(accepted)
+            return decoded
+        finally:
+            if held:
+                budget.give_back(size)
+
+
+def _give_back(budget: InflightBudget, size: int, done: asyncio.Future[None]) -> None:
+    budget.give_back(size)
+    if not done.cancelled():
+        done.exception()  # retrieved: the sender may have gone

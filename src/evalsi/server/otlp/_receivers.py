@@ -28,7 +28,6 @@ below (``otlp_mounts``, the OTLP ports) mounts both.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +44,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount
 
 from evalsi.server._state import ServerConfig
+from evalsi.server._web_guard import bracketed
 from evalsi.server.otlp._decode import (
     PROTOBUF,
     Decoded,
@@ -78,8 +78,6 @@ if TYPE_CHECKING:
 
 # Ingest worker processes and the sink their stored batches go to.
 Workers = tuple["IngestPool", BatchSink]
-
-log = logging.getLogger("evalsi.server")
 
 
 class _Ingest:
@@ -139,41 +137,22 @@ def export_response(decoded: Decoded) -> ExportTraceServiceResponse:
     )
 
 
-# --- OTLP/HTTP -------------------------------------------------------------------------------
-
-
-def otlp_routes(
-    sink: SpanSink,
-    *,
-    max_body_bytes: int,
-    max_inflight_bytes: int,
-    budget: InflightBudget | None = None,
-    metrics: Metrics | None = None,
-    workers: Workers | None = None,
-) -> list[Route]:
-    """``POST /v1/traces``. Pass ``budget`` to share one byte budget with the gRPC app."""
-    shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
-    ingest = _Ingest(sink, shared, workers)
-
-    async def handle(project: str, raw: bytes, encoding: str) -> ExportTraceServiceResponse:
-        decoded = await ingest.run(
-            project, len(raw), lambda: decode_body(raw, encoding), lambda: (raw, encoding)
-        )
-        return export_response(decoded)
-
-    return [export_route(TRACES_PATH, SERVICE, handle, max_body_bytes, metrics)]
-
-
-# --- OTLP/gRPC -------------------------------------------------------------------------------
-
-
 class TraceServiceHandler:
-    """``TraceService/Export`` over a sink; errors leave as ``ConnectError``s."""
+    """``TraceService/Export`` over a sink (errors leave as ``ConnectError``s), and the body of
+    a ``POST /v1/traces`` (``export_body``)."""
 
     def __init__(
         self, sink: SpanSink, budget: InflightBudget, workers: Workers | None = None
     ) -> None:
         self._ingest = _Ingest(sink, budget, workers)
+
+    async def export_body(
+        self, project: str, raw: bytes, encoding: str
+    ) -> ExportTraceServiceResponse:
+        decoded = await self._ingest.run(
+            project, len(raw), lambda: decode_body(raw, encoding), lambda: (raw, encoding)
+        )
+        return export_response(decoded)
 
     async def export(
         self,
@@ -183,46 +162,18 @@ class TraceServiceHandler:
     ) -> ExportTraceServiceResponse:
         try:
             project = project_of(ctx.request_headers.get(PROJECT_HEADER))
-            if isinstance(request, RawExport):
-                raw = request
-                decoded = await self._ingest.run(
-                    project,
-                    len(raw.data),
-                    lambda: decode_request(raw.parsed()),
-                    lambda: (raw.data, PROTOBUF),
-                )
-            else:  # a parsed message (the native gRPC port, tests)
-                message = request
-                decoded = await self._ingest.run(
-                    project,
-                    message.ByteSize(),
-                    lambda: decode_request(message),
-                    lambda: (message.SerializeToString(), PROTOBUF),
-                )
+            if isinstance(request, RawExport):  # the bytes as received
+                return await self.export_body(project, request.data, PROTOBUF)
+            message = request  # a parsed message (the native gRPC port, tests)
+            decoded = await self._ingest.run(
+                project,
+                message.ByteSize(),
+                lambda: decode_request(message),
+                lambda: (message.SerializeToString(), PROTOBUF),
+            )
         except Exception as e:
             raise grpc_error(e, ctx) from e
         return export_response(decoded)
-
-
-def trace_service_app(
-    sink: SpanSink,
-    *,
-    max_body_bytes: int,
-    max_inflight_bytes: int,
-    budget: InflightBudget | None = None,
-    interceptors: Iterable[Any] = (),
-    workers: Workers | None = None,
-) -> OtlpExportApp:
-    """The gRPC (and gRPC-Web, Connect) ``TraceService`` app, to mount at its ``path``."""
-    shared = budget if budget is not None else InflightBudget(max_inflight_bytes)
-    return OtlpExportApp(
-        SERVICE,
-        ExportTraceServiceRequest,
-        ExportTraceServiceResponse,
-        TraceServiceHandler(sink, shared, workers),
-        interceptors=interceptors,
-        read_max_bytes=max_body_bytes,
-    )
 
 
 # --- wiring ----------------------------------------------------------------------------------
@@ -242,38 +193,27 @@ def otlp_mounts(
     (``Watch``); ``events``: where span events sent as log records go (the logs endpoints,
     ``_logs``, are mounted only with it)."""
     budget = InflightBudget(config.traces.otlp.max_inflight_bytes)
-    app = trace_service_app(
-        sink,
-        max_body_bytes=config.max_body_bytes,
-        max_inflight_bytes=budget.limit,
-        budget=budget,
-        interceptors=interceptors,
-        workers=workers,
-    )
-    routes: list[BaseRoute] = [Mount(app.path, app)]
-    routes += otlp_routes(
-        sink,
-        max_body_bytes=config.max_body_bytes,
-        max_inflight_bytes=budget.limit,
-        budget=budget,
-        metrics=metrics,
-        workers=workers,
-    )
-    if events is not None:
-        from evalsi.server.otlp._logs import LogsServiceHandler, logs_routes
+    cap = config.max_body_bytes
 
-        logs = OtlpExportApp(
-            LOGS_SERVICE,
-            ExportLogsRequest,
-            ExportLogsServiceResponse,
-            LogsServiceHandler(events, budget),
-            interceptors=interceptors,
-            read_max_bytes=config.max_body_bytes,
+    def mount(service: str, request: type[Any], response: type[Any], handler: Any) -> Mount:
+        app = OtlpExportApp(
+            service, request, response, handler, interceptors=interceptors, read_max_bytes=cap
         )
-        routes.append(Mount(logs.path, logs))
-        routes += logs_routes(
-            events, max_body_bytes=config.max_body_bytes, budget=budget, metrics=metrics
-        )
+        return Mount(app.path, app)
+
+    traces = TraceServiceHandler(sink, budget, workers)
+    routes: list[BaseRoute] = [
+        mount(SERVICE, ExportTraceServiceRequest, ExportTraceServiceResponse, traces),
+        export_route(TRACES_PATH, SERVICE, traces.export_body, cap, metrics),
+    ]
+    if events is not None:
+        from evalsi.server.otlp._logs import LogsServiceHandler
+
+        logs = LogsServiceHandler(events, budget)
+        routes += [
+            mount(LOGS_SERVICE, ExportLogsRequest, ExportLogsServiceResponse, logs),
+            export_route(LOGS_PATH, LOGS_SERVICE, logs.export_body, cap, metrics),
+        ]
     return routes
 
 
@@ -313,9 +253,7 @@ def native_grpc_port(config: ServerConfig) -> int | None:
 
 def otlp_binds(config: ServerConfig) -> list[str]:
     """The extra hypercorn ``bind`` entries for the OTLP ports (the same app listens there)."""
-    host = config.host
-    host = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    return [f"{host}:{port}" for port in otlp_ports(config)]
+    return [f"{bracketed(config.host)}:{port}" for port in otlp_ports(config)]
 
 
 def is_otlp_path(path: str) -> bool:

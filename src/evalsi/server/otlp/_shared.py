@@ -35,7 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from evalsi.core import UserError
-from evalsi.server._errors import OversizeError, http_status, to_connect_error
+from evalsi.server._errors import OversizeError, http_status, to_connect_error, user_message
 from evalsi.server._state import DEFAULT_PROJECT
 from evalsi.server.otlp._decode import (
     JSON,
@@ -44,7 +44,6 @@ from evalsi.server.otlp._decode import (
     UnsupportedMediaType,
     inflate,
     media_type,
-    parse_protobuf,
 )
 from evalsi.server.protocol import read_body
 from evalsi.store import check_project_id
@@ -165,15 +164,15 @@ def http_error(exc: Exception, encoding: str) -> tuple[Response, str]:
     headers: dict[str, str] = {}
     details: list[Any] = []
     if isinstance(exc, UnsupportedMediaType):
-        status, code, message = 415, Code.INVALID_ARGUMENT, error_text(exc)
+        status, code, message = 415, Code.INVALID_ARGUMENT, user_message(exc)
     elif isinstance(exc, BodyTooLarge):
-        status, code, message = 413, Code.RESOURCE_EXHAUSTED, error_text(exc)
+        status, code, message = 413, Code.RESOURCE_EXHAUSTED, user_message(exc)
     elif isinstance(exc, Overloaded):
         status, code, message = 503, Code.UNAVAILABLE, str(exc)
         headers["retry-after"] = str(max(0, math.ceil(exc.retry_after_s)))
         details.append(retry_info(exc.retry_after_s))
     elif isinstance(exc, UserError):
-        status, code, message = 400, Code.INVALID_ARGUMENT, error_text(exc)
+        status, code, message = 400, Code.INVALID_ARGUMENT, user_message(exc)
         details.append(
             BadRequest(
                 field_violations=[BadRequest.FieldViolation(field="body", description=message)]
@@ -186,10 +185,6 @@ def http_error(exc: Exception, encoding: str) -> tuple[Response, str]:
     for detail in details:
         body.details.add().Pack(detail)
     return encode_message(body, encoding, status, headers), code.value
-
-
-def error_text(e: UserError) -> str:
-    return e.message if not e.hint else f"{e.message} (hint: {e.hint})"
 
 
 def retry_info(seconds: float) -> RetryInfo:
@@ -207,9 +202,6 @@ class RawExport:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-
-    def parsed(self) -> ExportTraceServiceRequest:
-        return parse_protobuf(self.data)
 
 
 class ExportCodec:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable
+from functools import cache, partial
 from typing import Any
 
 import orjson
@@ -90,8 +91,8 @@ def _scalar_out(field: FieldDescriptor, defaults: bool) -> _Out:
         if mt.full_name in _JSON_STRING_WKT:
             return _json_string
         if _is_wkt(mt):
-            return _wkt_out_defaults if defaults else _wkt_out
-        return _to_dict_defaults if defaults else message_to_dict
+            return partial(json_format.MessageToDict, always_print_fields_with_no_presence=defaults)
+        return partial(message_to_dict, defaults=True) if defaults else message_to_dict
     if t in _INT64:
         return str
     if t == FieldDescriptor.TYPE_DOUBLE:
@@ -108,18 +109,6 @@ def _scalar_out(field: FieldDescriptor, defaults: bool) -> _Out:
 
 def _json_string(message: Any) -> str:
     return str(message.ToJsonString())  # what json_format calls for these types
-
-
-def _wkt_out(message: Message) -> Any:
-    return json_format.MessageToDict(message)
-
-
-def _wkt_out_defaults(message: Message) -> Any:
-    return json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-
-
-def _to_dict_defaults(message: Message) -> Any:
-    return message_to_dict(message, defaults=True)
 
 
 def _same(value: Any) -> Any:
@@ -174,18 +163,9 @@ class _Table:
                     self.defaults.append((f.json_name, self.fields[f][1](f.default_value), None))
 
 
-_ENCODERS: dict[tuple[Descriptor, bool], _Table | None] = {}
-
-
+@cache
 def _encoder(desc: Descriptor, defaults: bool) -> _Table | None:
-    key = (desc, defaults)
-    try:
-        return _ENCODERS[key]
-    except KeyError:
-        pass
-    table = None if _is_wkt(desc) else _Table(desc, defaults)
-    _ENCODERS[key] = table
-    return table
+    return None if _is_wkt(desc) else _Table(desc, defaults)
 
 
 def message_to_dict(message: Message, *, defaults: bool = False) -> Any:
@@ -230,14 +210,7 @@ class _Fields:
                 self.oneofs[field.name] = oneof.name
 
 
-_DECODERS: dict[Descriptor, _Fields] = {}
-
-
-def _fields(desc: Descriptor) -> _Fields:
-    found = _DECODERS.get(desc)
-    if found is None:
-        found = _DECODERS[desc] = _Fields(desc)
-    return found
+_fields = cache(_Fields)
 
 
 def _string(value: Any, depth: int) -> str:
