@@ -65,6 +65,13 @@ def check_choice(metric: str, param: str, value: str, allowed: tuple[str, ...]) 
         )
 
 
+def yes_no(value: Any) -> bool | None:
+    """A boolean, or the text true, yes, false or no in any case; else None."""
+    if isinstance(value, str):
+        value = {"true": True, "yes": True, "false": False, "no": False}.get(value.strip().lower())
+    return value if isinstance(value, bool) else None
+
+
 def few(items: list[str], shown: int = 3) -> str:
     """The first ``shown`` items, and how many more there are, for an explanation."""
     more = f" and {len(items) - shown} more" if len(items) > shown else ""

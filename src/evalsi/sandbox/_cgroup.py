@@ -146,15 +146,11 @@ def _set_limits(memory: Path, res: Resources, v2: bool) -> None:
 
 
 def _oom_kills(memory: Path, v2: bool) -> int:
-    name = "memory.events" if v2 else "memory.oom_control"
-    return _field(memory / name, "oom_kill")
-
-
-def _field(path: Path, key: str) -> int:
+    events = memory / ("memory.events" if v2 else "memory.oom_control")
     try:
-        for line in path.read_text().splitlines():
+        for line in events.read_text().splitlines():
             name, _, value = line.partition(" ")
-            if name == key:
+            if name == "oom_kill":
                 return int(value)
     except (OSError, ValueError):
         pass
@@ -170,10 +166,8 @@ def _layout() -> str | None:
     if (ROOT / "memory" / "memory.limit_in_bytes").exists():
         return "v1"
     controllers = ROOT / "cgroup.controllers"
-    if controllers.exists():
-        have = set(controllers.read_text().split())
-        if "memory" in have:
-            return "v2"
+    if controllers.exists() and "memory" in controllers.read_text().split():
+        return "v2"
     return None
 
 

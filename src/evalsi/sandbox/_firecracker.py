@@ -415,10 +415,7 @@ def _from_report(report: Mapping[str, Any]) -> Outcome:
 def _first_error(launcher: _capture.Stream) -> str:
     lines = [ln.strip() for ln in bytes(launcher.head).decode(errors="replace").splitlines()]
     lines = [ln for ln in lines if ln]
-    for line in lines:
-        if line.startswith("Error"):
-            return line[:300]
-    return lines[0][:300] if lines else ""
+    return next((ln for ln in lines if ln.startswith("Error")), lines[0] if lines else "")[:300]
 
 
 def _write_back(image: Path, tmp: Path, workspace: Path, report: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ accepts; nothing ever runs below it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Literal
@@ -164,12 +164,7 @@ class RungReport:
     reason: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "driver": self.driver,
-            "level": str(self.level),
-            "available": self.available,
-            "reason": self.reason,
-        }
+        return {**asdict(self), "level": str(self.level)}
 
 
 class SandboxUnavailable(RunError):

@@ -72,17 +72,13 @@ def acquire(timeout_seconds: float = 60.0) -> Iterator[Slot]:
         time.sleep(0.01)
 
 
-def kill_leftovers(uid: int, spare: int | None = None) -> int:
+def kill_leftovers(uid: int, spare: int | None = None) -> None:
     """SIGKILL every process owned by ``uid`` (a pool uid owns nothing else) but ``spare``."""
-    killed = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            if entry.stat().st_uid != uid or int(entry.name) == spare:
-                continue
-            os.kill(int(entry.name), 9)
-            killed += 1
+            if entry.stat().st_uid == uid and int(entry.name) != spare:
+                os.kill(int(entry.name), 9)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-    return killed

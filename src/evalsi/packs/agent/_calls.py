@@ -99,8 +99,6 @@ def parse_arguments(value: Any) -> JsonValue:
 
 
 def _norm(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):

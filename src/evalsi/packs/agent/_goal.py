@@ -12,8 +12,7 @@ from evalsi.packs.judge import (
     ask_verdict,
     bool_check,
     explanation_of,
-    judge_metadata,
-    total_usage,
+    judged,
 )
 
 GOAL_TEMPLATE = PromptTemplate(
@@ -183,16 +182,13 @@ class SessionGoalCompletion(UsesJudge):
     async def __call__(self, record: Record) -> Score:
         messages = self.messages(record)
         verdict = await ask_verdict(self.judge, messages, template=GOAL_TEMPLATE, check=_check)
-        metadata = judge_metadata(self.judge, GOAL_TEMPLATE, verdict.replies)
         goal = verdict.data.get("goal")
-        if isinstance(goal, str):
-            metadata["goal"] = goal
-        return Score(
+        score = Score(
             passed=bool(verdict.data["achieved"]),
             explanation=explanation_of(verdict.data),
-            cost=total_usage(verdict.replies),
-            metadata=metadata,
+            metadata={"goal": goal} if isinstance(goal, str) else {},
         )
+        return judged(score, self.judge, GOAL_TEMPLATE, verdict.replies)
 
 
 session_goal_completion = builtin(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import groupby
+from operator import attrgetter
 
 from evalsi.core import Record, Score
 from evalsi.packs._declare import builtin, check_at_least, lower, passed
-from evalsi.packs.agent._calls import Call, agent_calls, check_kinds
+from evalsi.packs.agent._calls import agent_calls, check_kinds
 
 
 class LoopDetection:
@@ -37,7 +39,7 @@ class LoopDetection:
     def __call__(self, record: Record) -> list[Score]:
         calls = agent_calls(record.trajectory, self.kinds)
         if self.consecutive:
-            runs = _runs(calls)
+            runs = [list(run) for _, run in groupby(calls, key=attrgetter("key"))]
             redundant = sum(len(run) - 1 for run in runs)
             loops = [run for run in runs if len(run) >= self.threshold]
             found = [
@@ -65,16 +67,6 @@ class LoopDetection:
             Score(passed=not found, explanation=explanation, metadata={"calls": len(calls)}),
             Score(name="redundant-calls", number=redundant),
         ]
-
-
-def _runs(calls: list[Call]) -> list[list[Call]]:
-    runs: list[list[Call]] = []
-    for call in calls:
-        if runs and runs[-1][-1].key == call.key:
-            runs[-1].append(call)
-        else:
-            runs.append([call])
-    return runs
 
 
 loop_detection = builtin(

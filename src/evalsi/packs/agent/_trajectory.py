@@ -70,10 +70,7 @@ class TrajectoryMatch:
     def __call__(self, record: Record) -> Score:
         reference = reference_calls(record, self.expected)
         agent = agent_calls(record.trajectory, self.kinds)
-        if self.mode == "strict":
-            why = self._strict(agent, reference)
-        else:
-            why = self._multiset(agent, reference)
+        why = (self._strict if self.mode == "strict" else self._multiset)(agent, reference)
         metadata = {
             "mode": self.mode,
             "agent": [self._shown(c) for c in agent],

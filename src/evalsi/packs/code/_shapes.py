@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
@@ -113,13 +113,7 @@ class SuitePlan:
     entry_point: str | None = None
 
     def to_json(self, timeout: float) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "setup": self.setup,
-            "tests": self.tests,
-            "entry_point": self.entry_point,
-            "timeout": timeout,
-        }
+        return {**asdict(self), "timeout": timeout}
 
 
 def read_tests(record: Record, *, tests_field: str, entry_point: str) -> SuitePlan:

@@ -112,9 +112,8 @@ async def compile_check(
     result = await _run(record, name, argv, min_isolation, timeout_seconds, memory_mb, concurrency)
     meta: dict[str, Any] = {"isolation": result.isolation.to_dict(), "argv": argv}
     if result.outcome.kind != "exit":
-        why = behaviour(result)
         meta["outcome"] = result.outcome.kind
-        return Score(passed=False, explanation=f"not compiled: {why}", metadata=meta)
+        return Score(passed=False, explanation=f"not compiled: {behaviour(result)}", metadata=meta)
     meta["exit_code"] = result.outcome.code
     ok = result.outcome.code == 0
     message = _message(result)
@@ -135,19 +134,15 @@ def find_ruff() -> Path | None:
 
 
 def _ruff_findings(stdout: bytes) -> list[dict[str, Any]]:
-    data = json.loads(stdout.decode("utf-8", "replace") or "[]")
-    out = []
-    for item in data:
-        loc = item.get("location") or {}
-        out.append(
-            {
-                "code": item.get("code") or "syntax",
-                "line": loc.get("row"),
-                "column": loc.get("column"),
-                "message": item.get("message", ""),
-            }
-        )
-    return out
+    return [
+        {
+            "code": item.get("code") or "syntax",
+            "line": (item.get("location") or {}).get("row"),
+            "column": (item.get("location") or {}).get("column"),
+            "message": item.get("message", ""),
+        }
+        for item in json.loads(stdout.decode("utf-8", "replace") or "[]")
+    ]
 
 
 def _line_findings(result: ExecResult, filename: str) -> list[dict[str, Any]]:

@@ -9,15 +9,14 @@ never cached: only an answer that parsed is kept, so a re-run asks the judge aga
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evalsi.core import Message, Usage, content_hash
+from evalsi.core import Message, Score, Usage, content_hash
 from evalsi.evaluators import JudgeReply, get_judge
 
 REPAIR_PROMPT = (
@@ -90,10 +89,6 @@ class Verdict:
     data: dict[str, Any]
     replies: list[JudgeReply] = field(default_factory=list)
 
-    @property
-    def repaired(self) -> bool:
-        return len(self.replies) > 1
-
 
 def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, Any] | None, str]:
     """The first JSON object in ``text`` that ``check`` accepts, and else why none was found.
@@ -107,7 +102,9 @@ def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, A
     stripped = text.strip()
     with contextlib.suppress(ValueError):
         candidates.append(json.loads(stripped))
-    candidates.extend(_loads(block) for block in fenced_blocks(text))
+    for block in fenced_blocks(text):
+        with contextlib.suppress(ValueError):
+            candidates.append(json.loads(block))
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
@@ -124,13 +121,6 @@ def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, A
             return value, ""
         problem = problem or why
     return None, problem or "no JSON object found"
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 async def ask_verdict(
@@ -164,25 +154,17 @@ async def ask_verdict(
     )
 
 
+async def ask_template(
+    judge_name: str, template: PromptTemplate, check: Check, **values: str
+) -> Verdict:
+    """``ask_verdict`` with the messages ``template`` renders from ``values``."""
+    return await ask_verdict(judge_name, template.render(**values), template=template, check=check)
+
+
 async def _keep(reply: JudgeReply) -> None:
     """Cache an answer that parsed as a verdict (only those: see ``JudgeReply.keep``)."""
     if reply.keep is not None:
         await reply.keep()
-
-
-async def ask_all(
-    judge_name: str,
-    prompts: Sequence[list[Message]],
-    *,
-    template: PromptTemplate,
-    check: Check,
-) -> list[Verdict]:
-    """``ask_verdict`` for several prompts at once (pairwise asks both orders concurrently)."""
-    return list(
-        await asyncio.gather(
-            *(ask_verdict(judge_name, p, template=template, check=check) for p in prompts)
-        )
-    )
 
 
 def total_usage(replies: Sequence[JudgeReply]) -> Usage:
@@ -209,6 +191,15 @@ def judge_metadata(
         "judge_calls": sum(not r.cached for r in replies),
         "repaired": len(replies) > 1,
     }
+
+
+def judged(
+    score: Score, judge_name: str, template: PromptTemplate, replies: Sequence[JudgeReply]
+) -> Score:
+    """``score`` with the cost of the calls behind ``replies`` and ``judge_metadata`` before
+    its own metadata."""
+    metadata = {**judge_metadata(judge_name, template, replies), **score.metadata}
+    return replace(score, cost=total_usage(replies), metadata=metadata)
 
 
 def number_check(low: float, high: float, key: str = "score") -> Check:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
 from typing import Any
 
 import orjson
@@ -12,14 +14,12 @@ from evalsi.packs._declare import builtin, number, passed
 from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
     PromptTemplate,
-    ask_all,
-    ask_verdict,
+    ask_template,
     bool_check,
     explanation_of,
-    judge_metadata,
-    total_usage,
+    judged,
 )
-from evalsi.packs.judge._rubric import _SYSTEM
+from evalsi.packs.judge._rubric import _SYSTEM, context_block
 
 REFERENCE_TEMPLATE = PromptTemplate(
     version="reference-correctness/v1",
@@ -57,10 +57,6 @@ a JSON object:
 _DEFAULT_PAIRWISE_CRITERIA = "Which response answers the input better: correct, complete, clear."
 
 
-def _context(record: Record) -> str:
-    return f"\n# Input\n{record.input.as_text()}\n" if record.input is not None else ""
-
-
 _check_correct = bool_check("correct")
 
 
@@ -80,20 +76,17 @@ class ReferenceCorrectness(UsesJudge):
     async def __call__(self, record: Record) -> Score:
         assert record.output is not None
         assert record.reference is not None
-        messages = REFERENCE_TEMPLATE.render(
-            context=_context(record),
+        verdict = await ask_template(
+            self.judge,
+            REFERENCE_TEMPLATE,
+            _check_correct,
+            context=context_block(record, reference=False),
             reference=record.reference.as_text(),
             output=record.output.as_text(),
         )
-        verdict = await ask_verdict(
-            self.judge, messages, template=REFERENCE_TEMPLATE, check=_check_correct
-        )
-        return Score(
-            passed=bool(verdict.data["correct"]),
-            explanation=explanation_of(verdict.data),
-            cost=total_usage(verdict.replies),
-            metadata=judge_metadata(self.judge, REFERENCE_TEMPLATE, verdict.replies),
-        )
+        why = explanation_of(verdict.data)
+        score = Score(passed=bool(verdict.data["correct"]), explanation=why)
+        return judged(score, self.judge, REFERENCE_TEMPLATE, verdict.replies)
 
 
 reference_correctness = builtin(
@@ -142,34 +135,24 @@ class Pairwise(UsesJudge):
         else:
             raise Skip("record has no metadata.baseline or reference to compare with")
         output = record.output.as_text()
-        common = {"criteria": f"\n# Criteria\n{self.criteria}\n", "context": _context(record)}
-        first, second = await ask_all(
-            self.judge,
-            [
-                PAIRWISE_TEMPLATE.render(a=output, b=other, **common),
-                PAIRWISE_TEMPLATE.render(a=other, b=output, **common),
-            ],
-            template=PAIRWISE_TEMPLATE,
-            check=_check_preferred,
-        )
+        common = {
+            "criteria": f"\n# Criteria\n{self.criteria}\n",
+            "context": context_block(record, reference=False),
+        }
+        ask = partial(ask_template, self.judge, PAIRWISE_TEMPLATE, _check_preferred, **common)
+        first, second = await asyncio.gather(ask(a=output, b=other), ask(a=other, b=output))
         straight = {"A": "output", "B": "baseline", "TIE": "tie"}[first.data["preferred"]]
         swapped = {"A": "baseline", "B": "output", "TIE": "tie"}[second.data["preferred"]]
         consistent = straight == swapped
         preferred = straight if consistent else "tie"
-        replies = [*first.replies, *second.replies]
-        metadata = judge_metadata(self.judge, PAIRWISE_TEMPLATE, replies)
-        metadata["verdicts"] = {"output_first": straight, "baseline_first": swapped}
         explanation = (
             f"output first: {straight} ({explanation_of(first.data)}); baseline first: "
             f"{swapped} ({explanation_of(second.data)})"
         )
+        verdicts = {"output_first": straight, "baseline_first": swapped}
+        score = Score(label=preferred, explanation=explanation, metadata={"verdicts": verdicts})
         return [
-            Score(
-                label=preferred,
-                explanation=explanation,
-                cost=total_usage(replies),
-                metadata=metadata,
-            ),
+            judged(score, self.judge, PAIRWISE_TEMPLATE, [*first.replies, *second.replies]),
             Score(
                 name="pairwise-win",
                 number={"output": 1.0, "tie": 0.5, "baseline": 0.0}[preferred],

@@ -11,11 +11,10 @@ from evalsi.packs.judge._ask import (
     EXAMPLE_JUDGES,
     Check,
     PromptTemplate,
-    ask_verdict,
+    ask_template,
     explanation_of,
-    judge_metadata,
+    judged,
     number_check,
-    total_usage,
 )
 
 _SYSTEM = (
@@ -139,7 +138,10 @@ class LlmJudge(UsesJudge):
     async def __call__(self, record: Record) -> list[Score]:
         assert record.output is not None
         low, high, meaning, check = self._bounds()
-        messages = LLM_JUDGE_TEMPLATE.render(
+        verdict = await ask_template(
+            self.judge,
+            LLM_JUDGE_TEMPLATE,
+            check,
             rubric=self.rubric,
             context=context_block(record),
             output=record.output.as_text(),
@@ -147,21 +149,11 @@ class LlmJudge(UsesJudge):
             high=f"{high:g}",
             meaning=meaning,
         )
-        verdict = await ask_verdict(self.judge, messages, template=LLM_JUDGE_TEMPLATE, check=check)
         raw = float(verdict.data["score"])
         number = (raw - low) / (high - low)
-        metadata = judge_metadata(self.judge, LLM_JUDGE_TEMPLATE, verdict.replies)
-        metadata["raw_score"] = raw
-        metadata["scale"] = [low, high]
-        explanation = explanation_of(verdict.data)
-        scores = [
-            Score(
-                number=number,
-                explanation=explanation,
-                cost=total_usage(verdict.replies),
-                metadata=metadata,
-            )
-        ]
+        metadata = {"raw_score": raw, "scale": [low, high]}
+        score = Score(number=number, explanation=explanation_of(verdict.data), metadata=metadata)
+        scores = [judged(score, self.judge, LLM_JUDGE_TEMPLATE, verdict.replies)]
         if self.pass_threshold is not None:
             scores.append(Score(name="llm-judge-passed", passed=number >= self.pass_threshold))
         return scores
@@ -212,24 +204,19 @@ class GEval(UsesJudge):
 
     async def __call__(self, record: Record) -> Score:
         assert record.output is not None
-        messages = G_EVAL_TEMPLATE.render(
+        verdict = await ask_template(
+            self.judge,
+            G_EVAL_TEMPLATE,
+            self._check,
             criteria=self.criteria,
             steps="\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1)),
             context=context_block(record),
             output=record.output.as_text(),
         )
-        verdict = await ask_verdict(
-            self.judge, messages, template=G_EVAL_TEMPLATE, check=self._check
-        )
         raw = float(verdict.data["score"])
-        metadata = judge_metadata(self.judge, G_EVAL_TEMPLATE, verdict.replies)
-        metadata["raw_score"] = raw
-        return Score(
-            number=(raw - 1.0) / 4.0,
-            explanation=explanation_of(verdict.data),
-            cost=total_usage(verdict.replies),
-            metadata=metadata,
-        )
+        why = explanation_of(verdict.data)
+        score = Score(number=(raw - 1.0) / 4.0, explanation=why, metadata={"raw_score": raw})
+        return judged(score, self.judge, G_EVAL_TEMPLATE, verdict.replies)
 
 
 g_eval = builtin(

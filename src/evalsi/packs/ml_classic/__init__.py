@@ -56,31 +56,22 @@ confusion_matrix = declare(
     higher=None,
 )
 
-_REG = "evalsi eval --data examples/ml-classic/regression.jsonl --evaluators "
-mae = declare(
-    "mae", Mae, "mean absolute error, >= 0", bounds=None, higher=False, example=_REG + "mae"
-)
-mse = declare(
-    "mse", Mse, "mean squared error, >= 0", bounds=None, higher=False, example=_REG + "mse"
-)
-rmse = declare(
-    "rmse", Rmse, "root mean squared error, >= 0", bounds=None, higher=False, example=_REG + "rmse"
-)
-r2 = declare("r2", R2, "coefficient of determination, <= 1", bounds=None, example=_REG + "r2")
-mape = declare(
-    "mape",
-    Mape,
-    "mean absolute percentage error as a fraction, >= 0",
-    bounds=None,
-    higher=False,
-    example=_REG + "mape",
-)
 
-_RANK = "evalsi eval --data examples/ml-classic/ranking.jsonl --evaluators "
+def _error(name: str, cls: type, desc: str, higher: bool = False) -> Evaluator:
+    example = f"evalsi eval --data examples/ml-classic/regression.jsonl --evaluators {name}"
+    return declare(name, cls, desc, bounds=None, higher=higher, example=example)
+
+
+mae = _error("mae", Mae, "mean absolute error, >= 0")
+mse = _error("mse", Mse, "mean squared error, >= 0")
+rmse = _error("rmse", Rmse, "root mean squared error, >= 0")
+r2 = _error("r2", R2, "coefficient of determination, <= 1", higher=True)
+mape = _error("mape", Mape, "mean absolute percentage error as a fraction, >= 0")
 
 
 def _ranked(name: str, cls: type, desc: str, k: bool = False) -> Evaluator:
-    example = _RANK + name + (f" --param {name}.k=5" if k else "")
+    example = f"evalsi eval --data examples/ml-classic/ranking.jsonl --evaluators {name}"
+    example += f" --param {name}.k=5" if k else ""
     return declare(name, cls, desc, scope="record", example=example)
 
 

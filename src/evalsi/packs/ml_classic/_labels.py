@@ -4,7 +4,6 @@ also with ``sample_weight``: every one is a function of the weighted confusion m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -15,7 +14,7 @@ from evalsi.packs._declare import check_choice
 from evalsi.packs.ml_classic._arrays import Labels, default_positive, label_weights
 from evalsi.packs.ml_classic._base import AVERAGES, Weighted, check_weights, fmt
 from evalsi.packs.ml_classic._batch import map_label_batch, merge_labels, unbatch_labels
-from evalsi.packs.ml_classic._extract import LabelMapped, map_labels
+from evalsi.packs.ml_classic._extract import map_labels
 
 Average = Literal["binary", "micro", "macro", "weighted"]
 Kind = Literal["precision", "recall", "f1"]
@@ -32,9 +31,7 @@ class LabelMetric(Weighted[Labels]):
     map = staticmethod(map_labels)  # the runner calls it once per record: no extra frame
     map_batch = staticmethod(map_label_batch)  # a whole batch at once (``_batch``)
     unbatch = staticmethod(unbatch_labels)
-
-    def prepare(self, values: Sequence[LabelMapped]) -> Labels:
-        return merge_labels(values)
+    prepare = staticmethod(merge_labels)
 
     def reduce_weighted(self, prepared: Labels, weights: F64) -> Score:
         lab, w = label_weights(prepared, check_weights(weights, len(prepared.truth)))
@@ -90,11 +87,7 @@ class _PRF(LabelMetric):
             tp, pred_sum, true_sum = tp[keep], pred_sum[keep], true_sum[keep]
             where = f"positive label {pos!r}"
         elif avg == "micro":
-            tp, pred_sum, true_sum = (
-                tp.sum(keepdims=True),
-                pred_sum.sum(keepdims=True),
-                true_sum.sum(keepdims=True),
-            )
+            tp, pred_sum, true_sum = (x.sum(keepdims=True) for x in (tp, pred_sum, true_sum))
         if tp.size == 0:  # binary, positive label absent everywhere
             tp = pred_sum = true_sum = np.zeros(1)
         per_class = _score(self.kind, tp, pred_sum, true_sum)

@@ -8,7 +8,6 @@ Weights are scikit-learn's ``sample_weight`` (ECE: counts, as repeated records).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -19,7 +18,7 @@ from evalsi.packs._declare import check_at_least, check_choice
 from evalsi.packs.ml_classic._arrays import Probs, default_positive, restrict
 from evalsi.packs.ml_classic._base import Weighted, check_weights, fmt
 from evalsi.packs.ml_classic._batch import map_prob_batch, merge_probs, unbatch_probs
-from evalsi.packs.ml_classic._extract import ProbMapped, map_probs
+from evalsi.packs.ml_classic._extract import map_probs
 
 F64 = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -72,15 +71,10 @@ def _ovr(p: Probs, w: F64, fn: str, average: OvrAverage) -> float:
             f"{missing} never occur there"
         )
     onehot = p.truth[:, None] == np.arange(k)[None, :]
-    if fn == "roc":
-        sums = p.matrix.sum(axis=1)
-        if not np.allclose(sums, 1.0):
-            raise ValueError("multiclass ROC-AUC needs probabilities that sum to 1 on every record")
-        per_class = np.array([_auc(onehot[:, j], p.matrix[:, j], w) for j in range(k)])
-    else:
-        per_class = np.array(
-            [_average_precision(onehot[:, j], p.matrix[:, j], w) for j in range(k)]
-        )
+    if fn == "roc" and not np.allclose(p.matrix.sum(axis=1), 1.0):
+        raise ValueError("multiclass ROC-AUC needs probabilities that sum to 1 on every record")
+    curve = _auc if fn == "roc" else _average_precision
+    per_class = np.array([curve(onehot[:, j], p.matrix[:, j], w) for j in range(k)])
     if average == "weighted":
         return float(np.average(per_class, weights=np.bincount(p.truth, weights=w, minlength=k)))
     return float(per_class.mean())
@@ -92,9 +86,7 @@ class ProbMetric(Weighted[Probs]):
     map = staticmethod(map_probs)  # the runner calls it once per record: no extra frame
     map_batch = staticmethod(map_prob_batch)  # a whole batch at once (``_batch``)
     unbatch = staticmethod(unbatch_probs)
-
-    def prepare(self, values: Sequence[ProbMapped]) -> Probs:
-        return merge_probs(values)
+    prepare = staticmethod(merge_probs)
 
     def reduce_weighted(self, prepared: Probs, weights: F64) -> Score:
         p, w = restrict(prepared, check_weights(weights, len(prepared.truth)))

@@ -100,9 +100,7 @@ class RegressionMetric(Weighted[Pairs]):
     """map(): (truth, prediction); prepare(): two float64 columns."""
 
     map = staticmethod(map_pair)  # the runner calls it once per record: no extra frame
-
-    def prepare(self, values: Sequence[Pair]) -> Pairs:
-        return pair_arrays(values)
+    prepare = staticmethod(pair_arrays)
 
     def reduce_weighted(self, prepared: Pairs, weights: Floats) -> Score:
         w = check_weights(weights, len(prepared.truth))

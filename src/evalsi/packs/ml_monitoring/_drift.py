@@ -40,7 +40,7 @@ from evalsi.packs.ml_monitoring._base import (
 from evalsi.packs.ml_monitoring._bins import Bins, js_distance, psi, quantile_bins
 from evalsi.packs.ml_monitoring._fields import (
     ABSENT,
-    as_number,
+    as_numbers,
     category_of,
     check_names,
     is_missing,
@@ -71,14 +71,14 @@ class DriftBase:
             raise Skip("record has none of the features of the baseline")
         return tuple(None if v is ABSENT else v for v in values)
 
-    def _scores(
-        self, values: dict[str, float], drifted: list[str], detail: dict[str, Any], rule: str
-    ) -> list[Score]:
+    def _scores(self, values: dict[str, float], detail: dict[str, Any], rule: str) -> list[Score]:
+        features = detail["features"]
         if not values:
-            reasons = "; ".join(f"{k}: {v['reason']}" for k, v in detail["features"].items())
+            reasons = "; ".join(f"{k}: {v['reason']}" for k, v in features.items())
             raise ValueError(f"no feature could be compared ({reasons})")
         worst = max(values, key=values.__getitem__)
-        skipped = [k for k, v in detail["features"].items() if not v["judged"]]
+        drifted = [k for k, v in features.items() if v["drifted"]]
+        skipped = [k for k, v in features.items() if not v["judged"]]
         text = f"{len(drifted)} of {len(values)} features drifted ({rule})"
         text += f": {', '.join(drifted)}" if drifted else ""
         text += f"; largest {values[worst]:.4g} ({worst})"
@@ -139,16 +139,6 @@ class _Current:
     bins: Bins | None
 
 
-def numbers_of(raw: list[Any], missing: Bools) -> F64:
-    """The values as floats; NaN where missing or not a number."""
-    out = np.full(len(raw), np.nan)
-    for i, (v, m) in enumerate(zip(raw, missing, strict=True)):
-        x = None if m else as_number(v)
-        if x is not None:
-            out[i] = x
-    return out
-
-
 class _Binned(DriftBase, WeightedReduce[list[_Current], list[Score]]):
     """PSI and JS: the same bins, a different divergence; weighted for the bootstrap."""
 
@@ -178,7 +168,7 @@ class _Binned(DriftBase, WeightedReduce[list[_Current], list[Score]]):
             invalid = np.zeros(len(raw), dtype=bool)
             if column.kind == "numerical":
                 bins = self.binned[column.name]
-                x = numbers_of(raw, missing)
+                x = as_numbers(raw)
                 ok = ~np.isnan(x)
                 invalid = ~missing & ~ok
                 codes[ok] = bins.assign(x[ok])
@@ -201,7 +191,6 @@ class _Binned(DriftBase, WeightedReduce[list[_Current], list[Score]]):
         n = int(prepared[0].codes.size) if prepared else 0
         w = weights_of(weights, n)
         found: dict[str, float] = {}
-        drifted: list[str] = []
         detail = self._detail(**self.method())
         for cur in prepared:
             column = cur.column
@@ -214,8 +203,6 @@ class _Binned(DriftBase, WeightedReduce[list[_Current], list[Score]]):
             value = self.divergence(cur.reference, counts / total)
             found[column.name] = value
             entry.update(judged=True, value=value, drifted=value >= self.threshold)
-            if value >= self.threshold:
-                drifted.append(column.name)
             if cur.bins is not None:
                 entry["bins"] = cur.bins.size
                 entry["edges"] = cur.bins.edges.tolist()
@@ -226,7 +213,7 @@ class _Binned(DriftBase, WeightedReduce[list[_Current], list[Score]]):
                 entry["categories"] = int(seen.sum())
                 fresh = (counts > 0) & (cur.reference == 0)
                 entry["new_categories"] = [cur.labels[i] for i in np.flatnonzero(fresh)[:20]]
-        return self._scores(found, drifted, detail, self.rule())
+        return self._scores(found, detail, self.rule())
 
     def rule(self) -> str:
         return f"{self.metric} >= {self.threshold:g}"

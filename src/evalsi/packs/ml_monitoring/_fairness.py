@@ -86,16 +86,18 @@ class _Fairness(WeightedReduce[Arrays, list[Score]]):
             tuple(str(g) for g in groups), group.astype(np.intp), tuple(labels), pred, truth
         )
 
-    def reduce_weighted(self, prepared: Arrays, weights: Any) -> list[Score]:
-        raise NotImplementedError
-
-    def _positive(self, a: Arrays, drawn: Bools) -> str:
-        """The positive label among the labels of the drawn records (see the module doc)."""
+    def _drawn(self, a: Arrays, weights: Any) -> tuple[F64, str]:
+        """The weights, checked, and the positive label among the labels of the records they
+        draw (see the module doc)."""
+        w = weights_of(weights, a.pred.size)
+        drawn = w > 0
+        if not drawn.any():
+            raise ValueError("no records to compare")
         if self.positive is not None:
-            return self.positive
+            return w, self.positive
         codes = np.concatenate([a.pred[drawn], a.truth[drawn & (a.truth >= 0)]])
         present = [a.labels[i] for i in np.unique(codes)]
-        return "1" if "1" in present else present[-1]
+        return w, "1" if "1" in present else present[-1]
 
     def _is(self, a: Arrays, codes: Ints, label: str) -> Bools:
         if label not in a.labels:
@@ -126,11 +128,7 @@ class DemographicParityDifference(_Fairness):
 
     def reduce_weighted(self, prepared: Arrays, weights: Any) -> list[Score]:
         a = prepared
-        w = weights_of(weights, a.pred.size)
-        drawn = w > 0
-        if not drawn.any():
-            raise ValueError("no records to compare")
-        pos = self._positive(a, drawn)
+        w, pos = self._drawn(a, weights)
         size = self._sums(a, w)
         chosen = self._sums(a, w, self._is(a, a.pred, pos))
         rates = {g: float(chosen[i] / size[i]) for i, g in enumerate(a.groups) if size[i] > 0}
@@ -163,13 +161,9 @@ class EqualizedOddsDifference(_Fairness):
 
     def reduce_weighted(self, prepared: Arrays, weights: Any) -> list[Score]:
         a = prepared
-        w = weights_of(weights, a.pred.size)
-        drawn = w > 0
-        if not drawn.any():
-            raise ValueError("no records to compare")
-        if (a.truth[drawn] < 0).any():
+        w, pos = self._drawn(a, weights)
+        if (a.truth[w > 0] < 0).any():
             raise ValueError("every record needs a reference label")  # requires= guarantees it
-        pos = self._positive(a, drawn)
         said, true = self._is(a, a.pred, pos), self._is(a, a.truth, pos)
         size = self._sums(a, w)
         positives, negatives = self._sums(a, w, true), self._sums(a, w, ~true)

@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 
 from evalsi.core import ParamError, Record
@@ -99,6 +101,12 @@ def as_number(value: Any) -> float | None:
             number = float(text)
             return number if math.isfinite(number) else None
     return None
+
+
+def as_numbers(values: Iterable[Any]) -> npt.NDArray[np.float64]:
+    """``as_number`` of each value as floats, NaN where there is none."""
+    found = map(as_number, values)
+    return np.array([np.nan if x is None else x for x in found], dtype=np.float64)
 
 
 def category_of(value: Any) -> str:

@@ -36,8 +36,8 @@ from evalsi.packs.ml_monitoring._base import (
     per_name,
     weights_of,
 )
-from evalsi.packs.ml_monitoring._drift import DriftBase, Values, numbers_of
-from evalsi.packs.ml_monitoring._fields import is_missing
+from evalsi.packs.ml_monitoring._drift import DriftBase, Values
+from evalsi.packs.ml_monitoring._fields import as_numbers, is_missing
 from evalsi.packs.ml_monitoring._reference import Column
 
 Method = Literal["auto", "exact", "asymp"]
@@ -84,11 +84,7 @@ class Ks(DriftBase, WeightedReduce[list[Ecdf], list[Score]]):
         for j, column in enumerate(self.reference.columns):
             raw = [v[j] for v in values]
             missing = np.array([is_missing(v) for v in raw], dtype=bool)
-            x = (
-                numbers_of(raw, missing)
-                if column.kind == "numerical"
-                else np.full(len(raw), np.nan)
-            )
+            x = as_numbers(raw) if column.kind == "numerical" else np.full(len(raw), np.nan)
             ok = ~np.isnan(x)
             points = np.unique(np.concatenate([column.numbers, x[ok]]))
             position = np.full(len(raw), -1, dtype=np.intp)
@@ -105,7 +101,6 @@ class Ks(DriftBase, WeightedReduce[list[Ecdf], list[Score]]):
             raise ValueError("ks needs whole-number weights (resample counts)")
         found: dict[str, float] = {}
         pvalues: dict[str, float] = {}
-        drifted: list[str] = []
         detail = self._detail(alpha=self.alpha, method=self.method)
         for e in prepared:
             column = e.column
@@ -122,9 +117,7 @@ class Ks(DriftBase, WeightedReduce[list[Ecdf], list[Score]]):
             stat, p = self._test(e.reference_at, at, column.numbers.size, int(size))
             found[column.name], pvalues[column.name] = stat, p
             entry.update(judged=True, value=stat, p_value=p, drifted=p < self.alpha)
-            if p < self.alpha:
-                drifted.append(column.name)
-        scores = self._scores(found, drifted, detail, f"p-value < {self.alpha:g}")
+        scores = self._scores(found, detail, f"p-value < {self.alpha:g}")
         return scores[:-1] + per_name("p-value", pvalues) + scores[-1:]
 
     def _test(self, ref_at: Ints, cur_at: Any, n1: int, n2: int) -> tuple[float, float]:

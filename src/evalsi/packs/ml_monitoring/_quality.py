@@ -36,7 +36,14 @@ from evalsi.packs.ml_monitoring._base import (
     per_name,
     weights_of,
 )
-from evalsi.packs.ml_monitoring._fields import as_number, check_names, is_missing, read, shown
+from evalsi.packs.ml_monitoring._fields import (
+    as_number,
+    as_numbers,
+    check_names,
+    is_missing,
+    read,
+    shown,
+)
 
 Row = dict[str, Any]
 
@@ -73,12 +80,6 @@ class _Quality(WeightedReduce[Table, list[Score]]):
 
     def map(self, record: Record) -> Row:
         return read(record, self.names)
-
-    def prepare(self, values: Sequence[Row]) -> Table:
-        raise NotImplementedError
-
-    def reduce_weighted(self, prepared: Table, weights: Any) -> list[Score]:
-        raise NotImplementedError
 
     def _scores(self, rates: dict[str, float], detail: dict[str, Any], what: str) -> list[Score]:
         if not rates:
@@ -260,13 +261,8 @@ class OutOfRange(_Quality):
 
     def prepare(self, values: Sequence[Row]) -> Table:
         names = list(self.bounds)
-        x = np.full((len(values), len(names)), np.nan)
+        x = np.stack([as_numbers(r.get(k) for r in values) for k in names], axis=1)
         missing = _stack([_column(values, k, is_missing) for k in names], len(values))
-        for j, k in enumerate(names):
-            for i, r in enumerate(values):
-                number = as_number(r.get(k))
-                if number is not None:
-                    x[i, j] = number
         numeric = ~np.isnan(x)
         low = np.array([self.bounds[k][0] for k in names])
         high = np.array([self.bounds[k][1] for k in names])

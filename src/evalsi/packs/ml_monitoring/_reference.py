@@ -73,7 +73,7 @@ def load_reference(
         raise UserError(f"{metric}: param 'baseline': {e.message}", hint=hint) from e
     if not rows:
         raise UserError(f"{metric}: the baseline {baseline} holds no records")
-    names = features if features is not None else _first_seen(rows)
+    names = features if features is not None else list(dict.fromkeys(k for r in rows for k in r))
     forced = set(categorical or ())
     unknown = sorted(forced - set(names))
     if unknown:
@@ -97,13 +97,6 @@ def load_reference(
             hint="give each record an input object of features, or name them with param features",
         )
     return Reference(baseline, dataset.version, len(rows), tuple(columns))
-
-
-def _first_seen(rows: list[dict[str, object]]) -> list[str]:
-    seen: dict[str, None] = {}
-    for row in rows:
-        seen.update(dict.fromkeys(row))
-    return list(seen)
 
 
 def _column(name: str, values: list[object], forced: bool) -> Column:

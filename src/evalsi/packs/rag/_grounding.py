@@ -20,6 +20,8 @@ from evalsi.packs.rag._verdicts import (
     ListVerdict,
     RagJudge,
     declare_judged,
+    evidence,
+    listed,
     quote,
     reason_of,
 )
@@ -78,16 +80,6 @@ def _question(record: Record) -> str:
     return question_of(record) or "(not given)"
 
 
-def _claim(item: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"claim": item["claim"].strip(), "supported": item["supported"]}
-    chunks = item.get("chunks")
-    if isinstance(chunks, list) and all(isinstance(c, int) for c in chunks):
-        out["chunks"] = chunks
-    if reason_of(item):
-        out["reason"] = reason_of(item)
-    return out
-
-
 class Faithfulness(RagJudge):
     """Share of the answer's claims that the retrieved context supports (a.k.a. groundedness).
 
@@ -118,17 +110,14 @@ class Faithfulness(RagJudge):
             context=passages_block(record),
             answer=answer,
         )
-        claims = [_claim(item) for item in verdict.data["claims"]]
+        claims = evidence(verdict.data["claims"], "claim", "supported", chunks=True)
         if not claims:
             raise Skip("the judge found no factual claim in the answer")
         unsupported = [c for c in claims if not c["supported"]]
         if unsupported:
-            listed = "; ".join(
-                quote(c["claim"]) + (f" ({c['reason']})" if "reason" in c else "")
-                for c in unsupported
-            )
             explanation = (
-                f"{len(unsupported)} of {len(claims)} claims not supported by the context: {listed}"
+                f"{len(unsupported)} of {len(claims)} claims not supported by the context: "
+                + listed(unsupported, "claim")
             )
         else:
             explanation = f"all {len(claims)} claims supported by the context"
@@ -176,7 +165,7 @@ class CitationAccuracy(RagJudge):
                 n=str(len(asked)),
             )
             judged = dict(zip(asked, verdict.data["citations"], strict=True))
-        evidence, wrong = [], []
+        entries, wrong = [], []
         for i, c in enumerate(cites):
             item = judged.get(i)
             if item is None:
@@ -187,7 +176,7 @@ class CitationAccuracy(RagJudge):
             entry["supported"] = supported
             if reason:
                 entry["reason"] = reason
-            evidence.append(entry)
+            entries.append(entry)
             if not supported:
                 why = f": {reason}" if reason else ""
                 wrong.append(f"{quote(c.sentence)} cites {c.marker}{why}")
@@ -199,7 +188,7 @@ class CitationAccuracy(RagJudge):
         else:
             explanation = f"all {len(cites)} citations support their sentence"
         number = 1.0 - len(wrong) / len(cites)
-        return self.scores(number, explanation, verdict, citations=evidence)
+        return self.scores(number, explanation, verdict, citations=entries)
 
 
 faithfulness = declare_judged(

@@ -3,8 +3,6 @@ the question? One judge call each, returning a verdict list the score is compute
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalsi.core import Record, Score
 from evalsi.packs.judge import PromptTemplate
 from evalsi.packs.rag._chunks import (
@@ -19,8 +17,8 @@ from evalsi.packs.rag._verdicts import (
     ListVerdict,
     RagJudge,
     declare_judged,
-    quote,
-    reason_of,
+    evidence,
+    listed,
 )
 
 ANSWER_RELEVANCE_TEMPLATE = PromptTemplate(
@@ -87,23 +85,6 @@ PASSAGES = ListVerdict("chunks", "relevant", number="chunk")
 NEEDED = ListVerdict("needed", "in_context", text="information", non_empty=True)
 
 
-def _items(items: list[dict[str, Any]], key: str, flag: str) -> list[dict[str, Any]]:
-    """Each item's text (or number), flag and reason, as evidence."""
-    out = []
-    for item in items:
-        value = item[key]
-        entry: dict[str, Any] = {key: value.strip() if isinstance(value, str) else value}
-        entry[flag] = item[flag]
-        if reason_of(item):
-            entry["reason"] = reason_of(item)
-        out.append(entry)
-    return out
-
-
-def _listed(items: list[dict[str, Any]], text: str) -> str:
-    return "; ".join(quote(i[text]) + (f" ({i['reason']})" if "reason" in i else "") for i in items)
-
-
 class AnswerRelevance(RagJudge):
     """Share of the answer's statements that help answer the question.
 
@@ -126,14 +107,14 @@ class AnswerRelevance(RagJudge):
         if not answer.strip():
             return self.scores(0.0, "the answer is empty", None, statements=[])
         verdict = await self.ask(STATEMENTS.check(), question=question_of(record), answer=answer)
-        statements = _items(verdict.data["statements"], "statement", "relevant")
+        statements = evidence(verdict.data["statements"], "statement", "relevant")
         if not statements:
             return self.scores(0.0, "the judge found no statement in the answer", verdict)
         off = [s for s in statements if not s["relevant"]]
         if off:
             explanation = (
                 f"{len(off)} of {len(statements)} statements do not address the question: "
-                + _listed(off, "statement")
+                + listed(off, "statement")
             )
         else:
             explanation = f"all {len(statements)} statements address the question"
@@ -166,7 +147,7 @@ class ContextRelevance(RagJudge):
             context=passages_block(record),
             n=str(n),
         )
-        chunks = _items(verdict.data["chunks"], "chunk", "relevant")
+        chunks = evidence(verdict.data["chunks"], "chunk", "relevant")
         off = [c for c in chunks if not c["relevant"]]
         if off:
             explanation = f"{len(off)} of {n} chunks irrelevant to the question: " + "; ".join(
@@ -206,12 +187,12 @@ class ContextSufficiency(RagJudge):
             reference=block,
             context=passages_block(record),
         )
-        needed = _items(verdict.data["needed"], "information", "in_context")
+        needed = evidence(verdict.data["needed"], "information", "in_context")
         lacking = [i for i in needed if not i["in_context"]]
         if lacking:
             explanation = (
                 f"the context lacks {len(lacking)} of {len(needed)} pieces of information "
-                f"the answer needs: {_listed(lacking, 'information')}"
+                f"the answer needs: {listed(lacking, 'information')}"
             )
         else:
             explanation = f"the context holds all {len(needed)} pieces of information needed"

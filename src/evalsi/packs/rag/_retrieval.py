@@ -21,13 +21,9 @@ from evalsi.packs.rag._labels import Labels, gains, labels_of, retrieved_keys
 _SHOWN = 5
 
 
-def _discounts(n: int) -> npt.NDArray[np.float64]:
-    return 1.0 / np.log2(np.arange(2, n + 2, dtype=np.float64))
-
-
 def dcg(gain: npt.NDArray[np.float64]) -> float:
     """Discounted cumulative gain with linear gains: sum of ``gain_i / log2(i + 1)``."""
-    return float(np.dot(gain, _discounts(len(gain))))
+    return float(np.dot(gain, 1.0 / np.log2(np.arange(2, len(gain) + 2, dtype=np.float64))))
 
 
 _ARGS = """
@@ -180,5 +176,3 @@ context_precision = _declare(ContextPrecision, "relevant share of the top k chun
 context_recall = _declare(ContextRecall, "share of the relevant chunks in the top k, 0..1")
 context_ndcg = _declare(ContextNdcg, "NDCG of the ranking at k, 0..1")
 context_mrr = _declare(ContextMrr, "reciprocal rank of the first relevant chunk, 0..1")
-
-RETRIEVAL: tuple[Evaluator, ...] = (context_precision, context_recall, context_ndcg, context_mrr)

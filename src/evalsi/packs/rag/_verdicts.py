@@ -14,15 +14,14 @@ from typing import Any, ClassVar
 
 from evalsi.core import ParamError, Score
 from evalsi.evaluators import Evaluator, UsesJudge
-from evalsi.packs._declare import builtin, clip, number, passed
+from evalsi.packs._declare import builtin, clip, number, passed, yes_no
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,
     PromptTemplate,
     Verdict,
-    ask_verdict,
-    judge_metadata,
-    total_usage,
+    ask_template,
+    judged,
 )
 
 SYSTEM = (
@@ -31,21 +30,6 @@ SYSTEM = (
     "requested."
 )
 """The system prompt of every rag-pack template."""
-
-_TRUE = ("true", "yes")
-_FALSE = ("false", "no")
-
-
-def _flag(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +73,7 @@ class ListVerdict:
         where = f"{self.key}[{i}]"
         if not isinstance(item, dict):
             return f"{where} is not an object"
-        flag = _flag(item.get(self.flag))
+        flag = yes_no(item.get(self.flag))
         if flag is None:
             return f"{where} has no boolean {self.flag!r}"
         item[self.flag] = flag
@@ -113,9 +97,32 @@ def reason_of(item: dict[str, Any]) -> str:
     return reason.strip() if isinstance(reason, str) else ""
 
 
+def evidence(
+    items: list[dict[str, Any]], key: str, flag: str, *, chunks: bool = False
+) -> list[dict[str, Any]]:
+    """Each item's text (or number), flag, with ``chunks`` the passages it cites, and reason."""
+    out = []
+    for item in items:
+        value = item[key]
+        entry: dict[str, Any] = {key: value.strip() if isinstance(value, str) else value}
+        entry[flag] = item[flag]
+        cited = item.get("chunks")
+        if chunks and isinstance(cited, list) and all(isinstance(c, int) for c in cited):
+            entry["chunks"] = cited
+        if reason_of(item):
+            entry["reason"] = reason_of(item)
+        out.append(entry)
+    return out
+
+
 def quote(text: str, limit: int = 160) -> str:
     """``text`` in double quotes, cut to about ``limit`` characters."""
     return f'"{clip(" ".join(text.split()), limit)}"'
+
+
+def listed(items: list[dict[str, Any]], text: str) -> str:
+    """Each item's ``text`` quoted, with its reason when it has one, for an explanation."""
+    return "; ".join(quote(i[text]) + (f" ({i['reason']})" if "reason" in i else "") for i in items)
 
 
 class RagJudge(UsesJudge):
@@ -135,25 +142,17 @@ class RagJudge(UsesJudge):
 
     async def ask(self, check: Check, **values: str) -> Verdict:
         """Render the template with ``values`` and ask the judge, with one repair request."""
-        messages = self.template.render(**values)
-        return await ask_verdict(self.judge, messages, template=self.template, check=check)
+        return await ask_template(self.judge, self.template, check, **values)
 
     def scores(
-        self,
-        number: float,
-        explanation: str,
-        verdict: Verdict | None,
-        **evidence: Any,
+        self, number: float, explanation: str, verdict: Verdict | None, **evidence: Any
     ) -> list[Score]:
         """The metric's score (with cost, judge metadata and ``evidence``) and, with a
         ``pass_threshold``, its ``<metric>-passed`` verdict."""
-        metadata: dict[str, Any] = {}
-        cost = None
+        score = Score(number=number, explanation=explanation, metadata=evidence)
         if verdict is not None:
-            metadata = judge_metadata(self.judge, self.template, verdict.replies)
-            cost = total_usage(verdict.replies)
-        metadata.update(evidence)
-        out = [Score(number=number, explanation=explanation, cost=cost, metadata=metadata)]
+            score = judged(score, self.judge, self.template, verdict.replies)
+        out = [score]
         if self.pass_threshold is not None:
             out.append(Score(name=f"{self.metric}-passed", passed=number >= self.pass_threshold))
         return out

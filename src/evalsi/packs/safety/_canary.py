@@ -107,12 +107,13 @@ class CanaryMatcher:
 
     def find(self, text: str) -> list[tuple[str, str]]:
         """``(canary, transformation)`` for every canary found, with its first match."""
-        views = _Views(text)
+        views: dict[str, str] = {}  # the text as each transformation compares it, made once
         hits = []
         for canary, forms in self._forms:
             for name in self.transforms:
-                haystack = views.get(name)
-                if any(form in haystack for form in forms[name]):
+                if name not in views:
+                    views[name] = _view(text, name)
+                if any(form in views[name] for form in forms[name]):
                     hits.append((canary, name))
                     break
         return hits
@@ -122,29 +123,17 @@ def _urlsafe(core: str) -> str:
     return core.replace("+", "-").replace("/", "_")
 
 
-class _Views:
-    """The text as each transformation compares it, computed once and only when needed."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._cache: dict[str, str] = {}
-
-    def get(self, transform: str) -> str:
-        view = self._cache.get(transform)
-        if view is None:
-            view = self._cache[transform] = self._make(transform)
-        return view
-
-    def _make(self, transform: str) -> str:
-        if transform == "exact":
-            return self.text
-        if transform == "casefold":
-            return self.text.casefold()
-        if transform in ("separators", "reversed"):
-            return _squash(self.text)
-        if transform == "base64":
-            return _SPACE.sub("", self.text)
-        return _squash(_HEX_PREFIX.sub("", self.text))
+def _view(text: str, transform: str) -> str:
+    """``text`` as ``transform`` compares it."""
+    if transform == "exact":
+        return text
+    if transform == "casefold":
+        return text.casefold()
+    if transform in ("separators", "reversed"):
+        return _squash(text)
+    if transform == "base64":
+        return _SPACE.sub("", text)
+    return _squash(_HEX_PREFIX.sub("", text))
 
 
 def mask_canary(canary: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from evalsi.core import Content
+from evalsi.packs._declare import yes_no
 
 
 def produced_text(content: Content) -> str:
@@ -58,8 +59,7 @@ def as_bool(value: Any, where: str) -> bool:
     Raises:
         ValueError: anything else.
     """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "false", "no"):
-        return value.strip().lower() in ("true", "yes")
-    raise ValueError(f"{where} must be true or false, got {value!r}")
+    found = yes_no(value)
+    if found is None:
+        raise ValueError(f"{where} must be true or false, got {value!r}")
+    return found

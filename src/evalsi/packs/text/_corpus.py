@@ -84,8 +84,7 @@ class SacreStats:
 class CorpusStats(SacreStats, WeightedReduce[Stats, Score]):
     """map(): one sentence's sacrebleu statistics; reduce(): the corpus score from their sum."""
 
-    def map(self, record: Record) -> Row:
-        return self.stats(record)
+    map = SacreStats.stats
 
     def prepare(self, values: Sequence[Row]) -> Stats:
         table = np.asarray(values, dtype=np.float64)
@@ -131,19 +130,6 @@ def _bleu_metric(
     )
 
 
-def bleu_details(score: Any, signature: str) -> tuple[str, dict[str, Any]]:
-    """sacrebleu's own score line (with the signature) and the BLEU components."""
-    line = score.format(signature=signature)
-    meta = {
-        "signature": signature,
-        "precisions": [float(p) for p in score.precisions],
-        "bp": float(score.bp),
-        "sys_len": int(score.sys_len),
-        "ref_len": int(score.ref_len),
-    }
-    return line, meta
-
-
 class Bleu(CorpusStats):
     """Corpus BLEU (sacrebleu), 0-100: n-gram matches summed over the whole dataset.
 
@@ -178,7 +164,15 @@ class Bleu(CorpusStats):
         )
 
     def describe(self, score: Any, prepared: Stats) -> Score:
-        line, meta = bleu_details(score, prepared.signature)
+        signature = prepared.signature
+        meta = {
+            "signature": signature,
+            "precisions": [float(p) for p in score.precisions],
+            "bp": float(score.bp),
+            "sys_len": int(score.sys_len),
+            "ref_len": int(score.ref_len),
+        }
+        line = score.format(signature=signature)  # sacrebleu's own line, with the signature
         return Score(number=float(score.score), explanation=line, metadata=meta)
 
 

@@ -40,13 +40,12 @@ class EditDistance:
     def __call__(self, record: Record) -> list[Score]:
         hyp = self._units(hypothesis(record, "edit-distance"))
         refs = [self._units(r) for r in references(record, "edit-distance")]
-        best = min(
+        distance, dissimilarity, index = min(
             (Levenshtein.distance(hyp, ref), -Levenshtein.normalized_similarity(hyp, ref), i)
             for i, ref in enumerate(refs)
         )
-        distance, similarity, index = best[0], -best[1], best[2]
         how = f"closest of {len(refs)} references: reference {index + 1}" if len(refs) > 1 else ""
         return [
             Score(number=float(distance), explanation=how),
-            Score(name="edit-similarity", number=float(similarity)),
+            Score(name="edit-similarity", number=float(-dissimilarity)),
         ]

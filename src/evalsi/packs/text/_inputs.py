@@ -18,7 +18,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from evalsi.core import Content, Record, UserError
+from evalsi.core import Record, UserError
 from evalsi.evaluators import Skip
 
 TEXT_EXTRA = "pip install 'evalsi[text]'"
@@ -79,10 +79,6 @@ def references(record: Record, metric: str) -> list[str]:
     """The reference strings (one or more); Skip when the list is empty."""
     content = record.reference
     assert content is not None  # `requires` checked it
-    return reference_texts(content, metric)
-
-
-def reference_texts(content: Content, metric: str) -> list[str]:
     kind = content.kind
     if kind == "text":
         return [content.value]

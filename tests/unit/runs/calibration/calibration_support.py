@@ -13,7 +13,7 @@ from typing import Any
 
 from evalsi.datasets import FieldMap, record_from_dict
 from evalsi.packs.judge import LLM_JUDGE_TEMPLATE, PAIRWISE_TEMPLATE, REFERENCE_TEMPLATE
-from evalsi.packs.judge._compare import _DEFAULT_PAIRWISE_CRITERIA, _context
+from evalsi.packs.judge._compare import _DEFAULT_PAIRWISE_CRITERIA
 from evalsi.packs.judge._rubric import context_block
 
 UNSCRIPTED = "I would rather not say."
@@ -154,7 +154,9 @@ def _record(row: dict[str, Any]) -> Any:
 def reference_prompt(row: dict[str, Any]) -> str:
     record = _record(row)
     messages = REFERENCE_TEMPLATE.render(
-        context=_context(record), reference=row["reference"], output=row["output"]
+        context=context_block(record, reference=False),
+        reference=row["reference"],
+        output=row["output"],
     )
     return messages[1].content
 
@@ -176,7 +178,7 @@ def llm_judge_prompt(row: dict[str, Any], rubric: str, scale: list[int] | None) 
 def pairwise_prompts(row: dict[str, Any]) -> tuple[str, str]:
     common = {
         "criteria": f"\n# Criteria\n{_DEFAULT_PAIRWISE_CRITERIA}\n",
-        "context": _context(_record(row)),
+        "context": context_block(_record(row), reference=False),
     }
     first = PAIRWISE_TEMPLATE.render(a=row["output"], b=row["baseline"], **common)
     second = PAIRWISE_TEMPLATE.render(a=row["baseline"], b=row["output"], **common)
