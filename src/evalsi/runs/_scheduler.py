@@ -20,6 +20,7 @@ from evalsi.connectors import InfraError, Target, TargetError
 from evalsi.core import Outcome, Record, ResultBatch, Usage
 from evalsi.datasets import Dataset
 from evalsi.evaluators import RecordRunner
+from evalsi.runs._outputs import as_answered
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._run_row import RunRow
 from evalsi.runs._targets import Render, RenderError
@@ -326,7 +327,7 @@ class Executor:
             ok = [i for i in group if i.status == "ok"]
             if ok:
                 records = [
-                    dataclasses.replace(i.task.record, output=i.output.output, usage=i.output.usage)
+                    as_answered(i.task.record, i.output.output, i.output.usage, i.output.trajectory)
                     for i in ok
                 ]
                 seqs = [i.task.seq for i in ok]
@@ -396,13 +397,12 @@ def _unscored(runner: RecordRunner, items: list[_Done], trial: int) -> ResultBat
 
 def _output_row(item: _Done) -> OutputRow:
     task = item.task
-    output = usage = None
+    output = usage = trajectory = None
     if item.output is not None:
         output = orjson.dumps(item.output.output.to_value()).decode()
-        u = item.output.usage
-        usage = orjson.dumps(
-            {k: v for k in u.__slots__ if (v := getattr(u, k)) is not None}
-        ).decode()
+        usage = orjson.dumps(item.output.usage.known()).decode()
+        if item.output.trajectory is not None:
+            trajectory = orjson.dumps(item.output.trajectory.to_value()).decode()
     return OutputRow(
         task.seq,
         task.trial,
@@ -413,4 +413,5 @@ def _output_row(item: _Done) -> OutputRow:
         usage,
         item.error,
         item.attempts,
+        trajectory,
     )
