@@ -113,16 +113,7 @@ class BoundEvaluator:
         if self.instance is not None:
             return self.instance  # type: ignore[no-any-return]
         target = self.evaluator.target
-        if not self.params:
-            return target
-        params = self.params
-        if inspect.iscoroutinefunction(target):
-
-            async def bound_async(record: Any) -> Any:
-                return await target(record, **params)
-
-            return bound_async
-        return lambda record: target(record, **params)
+        return _with_params(target, self.params) if self.params else target
 
     def batch_fn(self) -> Callable[[list[Any]], Any] | None:
         """The batched callable, or None when the evaluator works one record at a time."""
@@ -131,14 +122,7 @@ class BoundEvaluator:
             return method if callable(method) else None
         if not self.manifest.batchable:
             return None
-        target, params = self.evaluator.target, self.params
-        if inspect.iscoroutinefunction(target):
-
-            async def bound_batch(records: list[Any]) -> Any:
-                return await target(records, **params)
-
-            return bound_batch
-        return lambda records: target(records, **params)
+        return _with_params(self.evaluator.target, self.params)
 
     def manifest_entry(self) -> dict[str, Any]:
         """What a run's manifest records of this evaluator: name, ref, version, params, and
@@ -160,6 +144,17 @@ class BoundEvaluator:
         if self.evaluator.source is not None:
             spec["source"] = dict(self.evaluator.source)
         return spec
+
+
+def _with_params(target: Callable[..., Any], params: dict[str, Any]) -> Callable[[Any], Any]:
+    """``target`` with ``params`` bound, as a coroutine function when it is one."""
+    if inspect.iscoroutinefunction(target):
+
+        async def bound_async(arg: Any) -> Any:
+            return await target(arg, **params)
+
+        return bound_async
+    return lambda arg: target(arg, **params)
 
 
 @overload

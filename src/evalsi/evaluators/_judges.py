@@ -5,7 +5,7 @@ accounting: ``runs/_judges.py``) and sets them with ``use_judges`` around gradin
 asks for one by name with ``get_judge``. ``contextvars`` carry the mapping into every asyncio
 task the grading starts. There is no default judge: with none configured under the
 name, ``get_judge`` raises ``Skip`` with a reason that says how to configure one, and the runs
-refuse up front (``missing_judges``) a spec whose judge evaluators name an unconfigured judge.
+refuse up front (``check_judges``) a spec whose judge evaluators name an unconfigured judge.
 
 Example:
     >>> class Fixed:
@@ -75,24 +75,15 @@ def use_judges(judges: Mapping[str, JudgeClient]) -> Iterator[None]:
         _JUDGES.reset(token)
 
 
-def current_judges() -> Mapping[str, JudgeClient]:
-    """The judges set by the innermost ``use_judges`` (empty outside any)."""
-    return _JUDGES.get() or {}
-
-
 def get_judge(name: str) -> JudgeClient:
     """The judge configured under ``name``; ``Skip`` (the record is SKIPPED) when none is."""
-    judge = current_judges().get(name)
+    judge = (_JUDGES.get() or {}).get(name)
     if judge is None:
-        raise Skip(no_judge_reason(name))
+        raise Skip(
+            f"no judge named {name!r} configured (there is no default judge: add it under "
+            f"spec.judges, or pass judges={{{name!r}: {{...}}}} to evalsi.evaluate)"
+        )
     return judge
-
-
-def no_judge_reason(name: str) -> str:
-    return (
-        f"no judge named {name!r} configured (there is no default judge: add it under "
-        f"spec.judges, or pass judges={{{name!r}: {{...}}}} to evalsi.evaluate)"
-    )
 
 
 class UsesJudge:
@@ -114,9 +105,7 @@ __all__ = [
     "JudgeClient",
     "JudgeReply",
     "UsesJudge",
-    "current_judges",
     "get_judge",
     "judges_needed",
-    "no_judge_reason",
     "use_judges",
 ]

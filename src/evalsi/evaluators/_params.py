@@ -91,16 +91,11 @@ def _spec(name: str, annotation: Any, default: Any) -> ParamSpec:
     return ParamSpec(name, _scalar(annotation), default, (), nullable)
 
 
+_SCALARS: dict[type, ParamType] = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
 def _scalar(tp: Any) -> ParamType:
-    if tp is bool:
-        return "boolean"
-    if tp is int:
-        return "integer"
-    if tp is float:
-        return "number"
-    if tp is str:
-        return "string"
-    return "any"
+    return next((kind for t, kind in _SCALARS.items() if tp is t), "any")
 
 
 def params_schema(specs: tuple[ParamSpec, ...]) -> dict[str, Any]:
@@ -153,15 +148,14 @@ def _coerce(evaluator: str, spec: ParamSpec, raw: Any) -> Any:
     return value
 
 
+_BOOLEANS = dict.fromkeys(("true", "yes", "1", "on"), True)
+_BOOLEANS |= dict.fromkeys(("false", "no", "0", "off"), False)
+
+
 def _from_string(spec: ParamSpec, raw: str) -> Any:
     text = raw.strip()
     if spec.type == "boolean":
-        lowered = text.lower()
-        if lowered in ("true", "yes", "1", "on"):
-            return True
-        if lowered in ("false", "no", "0", "off"):
-            return False
-        return raw
+        return _BOOLEANS.get(text.lower(), raw)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -9,6 +9,7 @@ Only well-formed scores are SCORED.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 from collections import Counter
@@ -98,6 +99,14 @@ def _error_reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def _call(fn: Callable[[Any], Any], arg: Any, limit: float | None) -> tuple[Any, str | None]:
+    """``fn(arg)`` and None, or None and why it was stopped: it ran past ``limit`` seconds."""
+    if limit is None:
+        return fn(arg), None
+    value, expired = call_with_limit(fn, arg, limit)
+    return (None, timed_out(limit)) if expired else (value, None)
+
+
 class RecordRunner:
     """Runs one bound record-scope evaluator over batches, filling a ``ResultBatch``."""
 
@@ -155,20 +164,9 @@ class RecordRunner:
         """
         if self.is_async:
             raise TypeError(f"{self.ref} is async; use run_async")
-        if time_limit is not None:
-            return self._run_limited(records, trial, time_limit)
+        if time_limit is not None or self.batch is not None:
+            return self._run_called(records, trial, time_limit)
         started = time.perf_counter()
-        if self.batch is not None:
-            out, todo = self._start(records, trial)
-            if todo:
-                try:
-                    values = self.batch([records[i] for i in todo])
-                except Exception as e:  # one failing batch call marks its records ERROR
-                    self._fail_all(out, todo, _error_reason(e))
-                else:
-                    self._fill(out, todo, values)
-            out.duration = (time.perf_counter() - started) / max(len(todo), 1)
-            return out
         out = ResultBatch(self.name, self.ref, self.metric, [r.id for r in records], trial=trial)
         fn, put, missing = self.single, self._put, self.missing
         kind, value_col, text_col = out.kind, out.value, out.text
@@ -198,34 +196,36 @@ class RecordRunner:
         out.duration = (time.perf_counter() - started) / max(len(records), 1)
         return out
 
-    def _run_limited(self, records: Sequence[Record], trial: int, limit: float) -> ResultBatch:
-        """``run`` with every evaluator call under ``limit`` seconds: the server's path, where
-        one slow call must not hold a request (or, on the loop, every request) for ever."""
+    def _run_called(
+        self, records: Sequence[Record], trial: int, limit: float | None
+    ) -> ResultBatch:
+        """``run`` for a batch evaluator, or with every call under ``limit`` seconds: the
+        server's path, where one slow call must not hold a request (or, on the loop, every
+        request) for ever."""
         started = time.perf_counter()
         out, todo = self._start(records, trial)
         if self.batch is not None:
             if todo:
                 try:
-                    values, expired = call_with_limit(self.batch, [records[i] for i in todo], limit)
+                    values, stopped = _call(self.batch, [records[i] for i in todo], limit)
                 except Exception as e:  # one failing batch call marks its records ERROR
                     self._fail_all(out, todo, _error_reason(e))
                 else:
-                    if expired:
-                        self._fail_all(out, todo, timed_out(limit))
+                    if stopped is not None:
+                        self._fail_all(out, todo, stopped)
                     else:
                         self._fill(out, todo, values)
         else:
-            fn = self.single
             for i in todo:
                 try:
-                    value, expired = call_with_limit(fn, records[i], limit)
+                    value, stopped = _call(self.single, records[i], limit)
                 except Skip as s:
                     out.set_outcome(i, _SKIPPED, s.reason)
                 except Exception as e:  # the evaluator's own failure: data on the run
                     out.set_outcome(i, _ERROR, _error_reason(e))
                 else:
-                    if expired:
-                        out.set_outcome(i, _ERROR, timed_out(limit))
+                    if stopped is not None:
+                        out.set_outcome(i, _ERROR, stopped)
                     else:
                         self._put(out, i, value)
         out.duration = (time.perf_counter() - started) / max(len(todo), 1)
@@ -413,8 +413,12 @@ class DatasetRunner:
 
     def reduce(self, values: Sequence[Any] | None = None) -> list[Score] | str:
         """Reduce the mapped values (or a resample of them); a string means ERROR: why."""
+        return self._scores(self.bound.instance.reduce, self.values if values is None else values)
+
+    def _scores(self, reduce: Callable[..., Any], *args: Any) -> list[Score] | str:
+        """``reduce(*args)`` as scores; a string means ERROR: why."""
         try:
-            out = self.bound.instance.reduce(self.values if values is None else values)
+            out = reduce(*args)
         except Exception as e:
             return _error_reason(e)
         return to_scores(out, self.bound.manifest.ref.name)
@@ -434,16 +438,9 @@ class DatasetRunner:
         if self._weighted_reduce is not None:
             return self._weighted_reduce
         instance = self.bound.instance
-        prepared = instance.prepare(self.values)
-        name = self.bound.manifest.ref.name
-
-        def reduce(weights: Any) -> list[Score] | str:
-            try:
-                out = instance.reduce_weighted(prepared, weights)
-            except Exception as e:
-                return _error_reason(e)
-            return to_scores(out, name)
-
+        reduce = functools.partial(
+            self._scores, instance.reduce_weighted, instance.prepare(self.values)
+        )
         self._weighted_reduce = reduce
         return reduce
 

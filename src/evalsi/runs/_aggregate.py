@@ -229,10 +229,13 @@ class Aggregator:
                 never = not moments.n and not metric.labels and len(metrics) > 1
                 if never and (counts[1] or name != main):
                     continue
-                base: dict[str, Any] = {
+                summary: dict[str, Any] = {
                     "evaluator": ev.name,
                     "metric": name,
                     "kind": metric.kind,
+                    "mean": None,
+                    "std": None,
+                    "ci": Interval(None, None, "none"),
                     "scored": counts[1],
                     "skipped": counts[2],
                     "errors": counts[3],
@@ -242,51 +245,35 @@ class Aggregator:
                 }
                 if ev.dataset_n is not None:
                     found = (dataset_intervals or {}).get(index, {}).get(name)
-                    out.append(
-                        MetricSummary(
-                            n=ev.dataset_n if moments.n or metric.structured else 0,
-                            mean=moments.mean if moments.n else None,
-                            std=None,
-                            ci=found or Interval(None, None, "none"),
-                            labels=dict(metric.labels),
-                            **base,
-                        )
+                    summary.update(
+                        n=ev.dataset_n if moments.n or metric.structured else 0,
+                        mean=moments.mean if moments.n else None,
+                        ci=found or summary["ci"],
+                        labels=dict(metric.labels),
                     )
                 elif metric.kind == "label" or (not moments.n and metric.labels):
-                    base["kind"] = "label"
-                    out.append(
-                        MetricSummary(
-                            n=sum(metric.labels.values()),
-                            mean=None,
-                            std=None,
-                            ci=Interval(None, None, "none"),
-                            labels=dict(metric.labels),
-                            **base,
-                        )
-                    )
+                    n = sum(metric.labels.values())
+                    summary.update(kind="label", n=n, labels=dict(metric.labels))
                 else:
                     kind: Literal["passed", "number"] = (
                         "passed" if metric.kind == "passed" else "number"
                     )
-                    summary = moments.summary(kind, clustered=self.cluster_by is not None)
-                    interval = summary.interval
+                    folded = moments.summary(kind, clustered=self.cluster_by is not None)
+                    interval = folded.interval
                     if bootstrap is not None and metric.values is not None:
                         interval = bootstrap_interval(metric.values, method=bootstrap, seed=seed)
                         if kind == "passed":  # never narrower than Wilson (the boundary rule)
                             interval = with_wilson(
                                 interval, round(moments.mean * moments.n), moments.n
                             )
-                    interval = _clip(interval, metric.range)
-                    out.append(
-                        MetricSummary(
-                            n=summary.n,
-                            mean=summary.mean,
-                            std=summary.std,
-                            ci=interval,
-                            clusters=summary.clusters,
-                            **base,
-                        )
+                    summary.update(
+                        n=folded.n,
+                        mean=folded.mean,
+                        std=folded.std,
+                        ci=_clip(interval, metric.range),
+                        clusters=folded.clusters,
                     )
+                out.append(MetricSummary(**summary))
         return out
 
 

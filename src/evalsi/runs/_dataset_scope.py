@@ -20,6 +20,7 @@ import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 
 import numpy as np
 
@@ -165,20 +166,19 @@ def dataset_scope_of_outputs(
     the bootstrap resamples whole samples. Returns the metric summaries of the dataset-scope
     evaluators only (record-scope ones come from the store) and what to store.
     """
-    chosen = [i for i, r in enumerate(runners) if isinstance(r, DatasetRunner)]
-    if not chosen:
-        return [], DatasetScope()
     feeding = [r for r in runners if isinstance(r, DatasetRunner)]
+    if not feeding:
+        return [], DatasetScope()
     if trials > 1:
         for runner in feeding:
-            runner.cluster_key = _sample_of
+            runner.cluster_key = attrgetter("id")  # the sample: its trials are not independent
     samples = iter(answered)
     while batch := list(itertools.islice(samples, FEED_BATCH)):
         for runner in feeding:
             runner.feed(batch)
     aggregator = Aggregator([(b.name, b.manifest.outputs) for b in bound], cluster_by=None)
     reduced = finish_dataset_scope(runners, aggregator, seed=seed)
-    names = {bound[i].name for i in chosen}
+    names = {r.name for r in feeding}
     summaries = aggregator.summaries(seed=seed, dataset_intervals=reduced.intervals)
     return [m for m in summaries if m.evaluator in names], reduced
 
@@ -190,7 +190,3 @@ def in_run_order(
     order = {b.name: i for i, b in enumerate(bound)}
     merged = [m for group in groups for m in group]
     return sorted(merged, key=lambda m: order.get(m.evaluator, len(order)))  # stable in a group
-
-
-def _sample_of(record: Record) -> Hashable:
-    return record.id

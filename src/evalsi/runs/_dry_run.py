@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from evalsi.connectors import Target, input_messages
@@ -29,20 +30,15 @@ def plan_run(
         out_per_call = DEFAULT_OUTPUT_TOKENS
     system_chars = len(spec.target.system)
     samples = input_tokens = unrenderable = 0
-    for batch in dataset.iter_batches(1024):
-        for record in batch:
-            if spec.dataset.limit is not None and samples >= spec.dataset.limit:
-                break
-            samples += 1
-            try:
-                request = render(record)
-            except RenderError:
-                unrenderable += 1
-                continue
-            input_tokens += (_chars(request) + system_chars) // 4 + 1
-        else:
+    records = itertools.chain.from_iterable(dataset.iter_batches(1024))
+    for record in itertools.islice(records, spec.dataset.limit):
+        samples += 1
+        try:
+            request = render(record)
+        except RenderError:
+            unrenderable += 1
             continue
-        break
+        input_tokens += (_chars(request) + system_chars) // 4 + 1
     calls = samples * spec.trials
     total_in = input_tokens * spec.trials
     total_out = (samples - unrenderable) * spec.trials * out_per_call
@@ -74,32 +70,13 @@ def plan_run(
         "judges": judges,
     }
     budget: dict[str, Any] = {}
-    if spec.budget is not None:
-        if spec.budget.tokens is not None:
-            within = tokens <= spec.budget.tokens
-            budget["tokens"] = {
-                "limit": spec.budget.tokens,
-                "projected": tokens,
-                "within": within,
-                "verdict": "within" if within else "would stop the run early",
-            }
-        if spec.budget.usd is not None:
-            within_usd = None if usd is None else usd <= spec.budget.usd
-            budget["usd"] = {
-                "limit": spec.budget.usd,
-                "projected": usd,
-                "within": within_usd,
-                "verdict": f"cannot check: cost unknown ({note})"
-                if within_usd is None
-                else ("within" if within_usd else "would stop the run early"),
-            }
-        if spec.budget.wall_clock_s is not None:
-            budget["wall_clock_s"] = {
-                "limit": spec.budget.wall_clock_s,
-                "projected": None,
-                "within": None,
-                "verdict": "checked while running",
-            }
+    limits = spec.budget
+    if limits is not None and limits.tokens is not None:
+        budget["tokens"] = _budget_check(limits.tokens, tokens, "")
+    if limits is not None and limits.usd is not None:
+        budget["usd"] = _budget_check(limits.usd, usd, f"cannot check: cost unknown ({note})")
+    if limits is not None and limits.wall_clock_s is not None:
+        budget["wall_clock_s"] = _budget_check(limits.wall_clock_s, None, "checked while running")
     described, unpinned = identity(target, spec.target)
     return {
         "name": spec.name,
@@ -116,6 +93,13 @@ def plan_run(
         "budget": budget,
         "spec_hash": spec.spec_hash,
     }
+
+
+def _budget_check(limit: float, projected: float | None, unknown: str) -> dict[str, Any]:
+    """One budget limit against its projection (``unknown`` says why there is none)."""
+    within = None if projected is None else projected <= limit
+    verdict = unknown if within is None else "within" if within else "would stop the run early"
+    return {"limit": limit, "projected": projected, "within": within, "verdict": verdict}
 
 
 JUDGE_PROMPT_TOKENS = 200  # the rubric template around the sample, roughly

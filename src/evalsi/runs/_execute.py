@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import os
 import socket
 import time
@@ -53,10 +54,10 @@ from evalsi.core import (
     content_hash,
     startup_mark,
 )
-from evalsi.datasets import Dataset, FieldMap, open_dataset
-from evalsi.evaluators import BoundEvaluator, Registry, use_judges
+from evalsi.datasets import FieldMap, open_dataset
+from evalsi.evaluators import Registry, use_judges
 from evalsi.runs._judges import build_judges, check_judges
-from evalsi.runs._outputs import answered
+from evalsi.runs._outputs import FINISHED, answered
 from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
@@ -256,6 +257,17 @@ async def execute_run(
         "calls": executor.spend.calls,
         "seconds": round(clock() - began, 3),
     }
+    manifest = RunManifest.capture(
+        spec_hash=spec.spec_hash,
+        evaluators=[b.manifest_entry() for b in bound],
+        dataset=DatasetPin(dataset.name, dataset.version, executor.samples, spec.dataset.limit),
+        target=target_id,
+        trials=spec.trials,
+        seeds=Seeds(spec.seed, PER_TASK_SEED, target.supports_seed),
+        unpinned=tuple(unpinned),
+        spec_source=spec.source or None,
+        spec_document_hash=content_hash(document),
+    )
     db, run_id = row.open()
     return conclude_stored_run(
         row,
@@ -270,9 +282,7 @@ async def execute_run(
         samples=executor.samples,
         stopped_reason=executor.stopped_reason,
         spend=spend,
-        manifest=_manifest(
-            spec, bound, dataset, target_id, unpinned, executor.samples, target.supports_seed
-        ),
+        manifest=manifest,
         judges=judges,
         warnings=[_in_a_run(w.to_dict()) for w in dataset.warnings],
         bad_records=dataset.bad_count,
@@ -325,8 +335,7 @@ def _take_over(db: SqlStore, info: RunInfo) -> RunInfo:
 
 def _executed_tasks(db: SqlStore, run_id: str) -> dict[tuple[int, int], str]:
     """``(seq, trial)`` → record id of the tasks of an execute-only run a resume may skip."""
-    done = ("ok", "target_error", "skipped")
-    return {(r.seq, r.trial): r.record_id for r in db.iter_outputs(run_id) if r.status in done}
+    return {(r.seq, r.trial): r.record_id for r in db.iter_outputs(run_id) if r.status in FINISHED}
 
 
 def _check_same_samples(
@@ -337,19 +346,16 @@ def _check_same_samples(
         return
     stored: dict[int, str] = {seq: rid for (seq, _trial), rid in completed.items()}
     last = max(stored)
-    seq = 0
-    for batch in dataset.iter_batches(1024):
-        for record in batch:
-            expected = stored.get(seq)
-            if expected is not None and expected != record.id:
-                raise SpecError(
-                    f"cannot resume run {run_id}: the dataset changed since it ran (position "
-                    f"{seq} holds sample {record.id!r}, the run stored {expected!r})",
-                    hint="start a new run instead of --resume",
-                )
-            seq += 1
-            if seq > last:
-                return
+    for seq, record in enumerate(itertools.chain.from_iterable(dataset.iter_batches(1024))):
+        expected = stored.get(seq)
+        if expected is not None and expected != record.id:
+            raise SpecError(
+                f"cannot resume run {run_id}: the dataset changed since it ran (position "
+                f"{seq} holds sample {record.id!r}, the run stored {expected!r})",
+                hint="start a new run instead of --resume",
+            )
+        if seq == last:
+            return
     raise SpecError(
         f"cannot resume run {run_id}: the dataset is shorter than when it ran",
         hint="start a new run instead of --resume",
@@ -417,28 +423,6 @@ def _differences(a: Any, b: Any, path: str = "spec") -> list[str]:
             out.extend(_differences(a.get(key), b.get(key), f"{path}.{key}"))
         return out
     return [] if a == b else [path]
-
-
-def _manifest(
-    spec: RunSpec,
-    bound: list[BoundEvaluator],
-    dataset: Dataset,
-    target: dict[str, Any],
-    unpinned: list[str],
-    samples: int,
-    supports_seed: bool,
-) -> RunManifest:
-    return RunManifest.capture(
-        spec_hash=spec.spec_hash,
-        evaluators=[b.manifest_entry() for b in bound],
-        dataset=DatasetPin(dataset.name, dataset.version, samples, spec.dataset.limit),
-        target=target,
-        trials=spec.trials,
-        seeds=Seeds(spec.seed, PER_TASK_SEED, supports_seed),
-        unpinned=tuple(unpinned),
-        spec_source=spec.source or None,
-        spec_document_hash=content_hash(spec_document(spec)),
-    )
 
 
 __all__ = ["RunProgress", "RunResult", "execute_run", "task_seed"]

@@ -9,6 +9,7 @@ and the scan stops at the limit, so a run of a million records that fails early 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -51,8 +52,6 @@ class FailingRecord:
 
 def failing_records(db: SqlStore, run_id: str, limit: int = SHOWN_FAILURES) -> list[FailingRecord]:
     """The first ``limit`` failures of ``run_id`` in record order (none when ``limit`` <= 0)."""
-    if limit <= 0:
-        return []
     # Stopping early is safe: iter_results closes its cursor when the generator is dropped.
     return first_failures((result for _seq, _index, result in db.iter_results(run_id)), limit)
 
@@ -60,14 +59,8 @@ def failing_records(db: SqlStore, run_id: str, limit: int = SHOWN_FAILURES) -> l
 def first_failures(results: Iterable[EvaluationResult], limit: int) -> list[FailingRecord]:
     """The first ``limit`` failures among ``results`` (a store's, or a server's pages), in the
     order given; reading stops once they are found."""
-    out: list[FailingRecord] = []
-    if limit <= 0:
-        return out
-    for result in results:
-        out.extend(_failures_of(result))
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    failures = itertools.chain.from_iterable(map(_failures_of, results))
+    return list(itertools.islice(failures, max(limit, 0)))
 
 
 def _failures_of(result: EvaluationResult) -> list[FailingRecord]:

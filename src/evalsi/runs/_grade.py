@@ -19,24 +19,22 @@ from typing import Any
 from evalsi.connectors import close_shared_session
 from evalsi.core import (
     DatasetPin,
-    Outcome,
     Record,
-    ResultBatch,
     RunManifest,
     SourceRun,
     SpecError,
     UserError,
 )
 from evalsi.datasets import Dataset, FieldMap, open_dataset
-from evalsi.evaluators import DatasetRunner, RecordRunner, Registry, use_judges
+from evalsi.evaluators import Registry, use_judges
 from evalsi.runs._judges import build_judges, check_judges, judge_specs, run_judges
-from evalsi.runs._outputs import answered, join_outputs, rebuild
+from evalsi.runs._outputs import answered, grade_tasks, join_outputs, rebuild
 from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._stored_run import conclude_stored_run
 from evalsi.runs.gates import parse_gates
-from evalsi.store import OutputRow, RunInfo, SqlStore, TaskResults
+from evalsi.store import OutputRow, RunInfo
 
 BATCH = 256
 READ_BATCH = 256
@@ -83,15 +81,16 @@ async def grade_run(
     _check_source(source)
     bound = bind_all(evaluators, registry=registry, params=params)
     require_sandboxes(bound)
-    if not bound:
-        raise UserError("no evaluators to grade with", hint="name at least one, e.g. exact-match")
     runners = runners_for(bound)
     rates = {
         "min_completion_rate": min_completion_rate,
         "max_evaluator_error_rate": max_evaluator_error_rate,
     }
     parsed_gates = parse_gates(gates, bound, **rates)
-    specs = judge_specs(judges if judges is not None else _source_judges(source))
+    # Default: the judges the source run's spec configured.
+    specs = judge_specs(
+        judges if judges is not None else run_judges(source.spec.get("document") or {})
+    )
     check_judges(bound, specs)  # no default judge: refuse before reading anything
     dataset, limit = _source_dataset(source)
     version = _check_version(source, dataset)
@@ -112,18 +111,22 @@ async def grade_run(
     started = clock()
     samples = 0
     built = build_judges(specs, db, bound)
+
+    async def grade(pending: list[tuple[Record, OutputRow]]) -> None:
+        tasks = [(rebuild(r, row) if row.status == "ok" else r, row) for r, row in pending]
+        db.write_tasks(run_id, [row for _, row in pending], await grade_tasks(runners, tasks))
+
     try:
-        grader = _Grader(db, run_id, runners)
         pending: list[tuple[Record, OutputRow]] = []
         with use_judges(built):
             for seq, record, rows in join_outputs(dataset, db.iter_outputs(source.id), limit):
                 samples = seq + 1
                 pending.extend((record, row) for row in rows)
                 if len(pending) >= BATCH:
-                    await grader.grade(pending)
+                    await grade(pending)
                     pending = []
             if pending:
-                await grader.grade(pending)
+                await grade(pending)
         if samples == 0:
             raise dataset.nothing_read()
     except BaseException as e:
@@ -133,6 +136,17 @@ async def grade_run(
         if built:  # the judges' HTTP session belongs to this event loop
             await close_shared_session()
     spend = {"tokens": 0, "usd": 0.0, "calls": 0, "seconds": round(clock() - started, 3)}
+    before = RunManifest.from_dict(source.manifest or {})
+    manifest = RunManifest.capture(
+        spec_hash=source.spec.get("spec_hash"),
+        source_run=SourceRun(source.id, source.spec.get("spec_hash"), version),
+        evaluators=[b.manifest_entry() for b in bound],
+        dataset=DatasetPin(dataset.name, version, samples),
+        target=before.target,
+        trials=trials,
+        seeds=before.seeds,
+        unpinned=before.unpinned,
+    )
     return conclude_stored_run(
         row,
         bound=bound,
@@ -146,7 +160,7 @@ async def grade_run(
         samples=samples,
         stopped_reason=None,
         spend=spend,
-        manifest=_manifest(source, bound, dataset.name, version, samples),
+        manifest=manifest,
         judges=built,
         warnings=[w.to_dict() for w in dataset.warnings],
         extra={"source_run": source.id},
@@ -189,12 +203,8 @@ def _source_dataset(source: RunInfo) -> tuple[Dataset, int | None]:
 
 def _check_version(source: RunInfo, dataset: Dataset) -> str | None:
     """Read the dataset once for its content version; it must be the one the source read."""
-    batches = dataset.iter_batches(READ_BATCH)
-    try:
-        for _ in batches:
-            pass
-    finally:
-        batches.close()
+    for _ in dataset.iter_batches(READ_BATCH):
+        pass
     current = dataset.version
     recorded = ((source.summary or {}).get("dataset") or {}).get("version")
     if recorded is not None and current != recorded:
@@ -204,78 +214,6 @@ def _check_version(source: RunInfo, dataset: Dataset) -> str | None:
             hint="restore the dataset the run used, or run the spec again",
         )
     return current if recorded is None else recorded
-
-
-class _Grader:
-    """Grades batches of (record, stored output) per trial and writes outputs and results."""
-
-    def __init__(
-        self, db: SqlStore, run_id: str, runners: Sequence[RecordRunner | DatasetRunner]
-    ) -> None:
-        self.db = db
-        self.run_id = run_id
-        # By their index in the run (the stored results' evaluator index); dataset-scope
-        # runners grade apart, over every answered sample, once the run is graded.
-        self.record_runners = [(i, r) for i, r in enumerate(runners) if isinstance(r, RecordRunner)]
-
-    async def grade(self, items: list[tuple[Record, OutputRow]]) -> None:
-        graded: list[TaskResults] = []
-        by_trial: dict[int, list[tuple[Record, OutputRow]]] = {}
-        for record, row in items:
-            if row.status in ("ok", "target_error", "skipped"):
-                by_trial.setdefault(row.trial, []).append((record, row))
-        for trial, group in by_trial.items():
-            ok = [(rebuild(record, row), row.seq) for record, row in group if row.status == "ok"]
-            if ok:
-                records = [r for r, _ in ok]
-                seqs = [s for _, s in ok]
-                for index, runner in self.record_runners:
-                    batch = (
-                        await runner.run_async(records, trial=trial)
-                        if runner.is_async
-                        else runner.run(records, trial=trial)
-                    )
-                    graded.append((index, seqs, batch))
-            failed = [(record, row) for record, row in group if row.status != "ok"]
-            if failed:
-                seqs = [row.seq for _, row in failed]
-                for index, runner in self.record_runners:
-                    graded.append((index, seqs, _unscored(runner, failed, trial)))
-        self.db.write_tasks(self.run_id, [row for _, row in items], graded)
-
-
-def _unscored(
-    runner: RecordRunner, items: list[tuple[Record, OutputRow]], trial: int
-) -> ResultBatch:
-    ids = [r.id for r, _ in items]
-    batch = ResultBatch(runner.name, runner.ref, runner.metric, ids, trial=trial)
-    for j, (_, row) in enumerate(items):
-        if row.status == "skipped":
-            batch.set_outcome(j, Outcome.SKIPPED, row.error or "sample not sent")
-        else:
-            batch.set_outcome(j, Outcome.ERROR, f"target error: {row.error}")
-    return batch
-
-
-def _manifest(
-    source: RunInfo, bound: list[Any], dataset: str, version: str | None, samples: int
-) -> RunManifest:
-    before = RunManifest.from_dict(source.manifest or {})
-    return RunManifest.capture(
-        spec_hash=source.spec.get("spec_hash"),
-        source_run=SourceRun(source.id, source.spec.get("spec_hash"), version),
-        evaluators=[b.manifest_entry() for b in bound],
-        dataset=DatasetPin(dataset, version, samples),
-        target=before.target,
-        trials=source.spec.get("trials", 1),
-        seeds=before.seeds,
-        unpinned=before.unpinned,
-    )
-
-
-def _source_judges(source: RunInfo) -> dict[str, Any]:
-    """The judges the source run's spec configured."""
-    return run_judges(source.spec.get("document") or {})
 
 
 __all__ = ["grade_run"]

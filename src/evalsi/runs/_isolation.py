@@ -20,7 +20,8 @@ enforcement, so a malformed report can only make a gate fail, never pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -139,18 +140,13 @@ class RecordIsolation:
 def iter_record_isolation(db: SqlStore, run_id: str) -> Iterator[RecordIsolation]:
     """Every record of ``run_id`` that has sandboxed results, in dataset order, with its
     provenance isolation (``record_isolation`` over its results of every evaluator and trial)."""
-    seq = -1
-    record_id = ""
-    pending: list[EvaluationResult] = []
-    for at, _index, result in db.iter_results(run_id):
-        if at != seq:
-            if pending and (report := record_isolation(pending)) is not None:
-                yield RecordIsolation(seq, record_id, report)
-            seq, record_id, pending = at, result.record_id, []
-        if at >= 0:  # dataset-scope results (seq -1) belong to no record
-            pending.append(result)
-    if pending and (report := record_isolation(pending)) is not None:
-        yield RecordIsolation(seq, record_id, report)
+    # Dataset-scope results (seq -1) belong to no record.
+    per_record = ((seq, r) for seq, _index, r in db.iter_results(run_id) if seq >= 0)
+    for seq, group in itertools.groupby(per_record, key=lambda item: item[0]):
+        results = [r for _, r in group]
+        report = record_isolation(results)
+        if report is not None:
+            yield RecordIsolation(seq, results[0].record_id, report)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,10 +217,6 @@ def summaries_from_dicts(items: Any) -> list[IsolationSummary]:
     if not isinstance(items, list):
         return []
     return [IsolationSummary.from_dict(d) for d in items if isinstance(d, Mapping)]
-
-
-def summaries_by_evaluator(items: Sequence[IsolationSummary] | None) -> dict[str, IsolationSummary]:
-    return {s.evaluator: s for s in items or ()}
 
 
 @dataclass(slots=True)

@@ -31,20 +31,13 @@ if TYPE_CHECKING:  # the connectors (aiohttp) and SQLAlchemy load when a judge i
 _T = TypeVar("_T")
 
 JUDGE_CONNECTORS = ("openai-compatible", "anthropic")
+# A judge given as a mapping: JudgeSpec's fields, or their spellings in a spec file.
 _JUDGE_FIELDS = {
-    "connector": "connector",
+    **{f.name: f.name for f in dataclasses.fields(JudgeSpec) if f.name != "name"},
     "baseUrl": "base_url",
-    "base_url": "base_url",
-    "model": "model",
-    "params": "params",
     "secretRef": "secret_ref",
-    "secret_ref": "secret_ref",
     "timeoutSeconds": "timeout_s",
-    "timeout_s": "timeout_s",
     "maxConcurrency": "max_concurrency",
-    "max_concurrency": "max_concurrency",
-    "scale": "scale",
-    "cache": "cache",
 }
 
 

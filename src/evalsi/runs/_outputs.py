@@ -1,19 +1,22 @@
-"""A Run's stored outputs joined back with its dataset: the samples as the target answered them.
+"""A Run's outputs: the stored ones joined back with its dataset, and finished tasks graded.
 
 Grading a Run again (``grade_run``) and its dataset-scope phase both read a Run this way; the
-dataset must be the one the run read (each sample's id is checked against the stored one).
+dataset must be the one the run read (each sample's id is checked against the stored one). The
+executor and ``grade_run`` grade finished tasks alike (``grade_tasks``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import orjson
 
-from evalsi.core import Content, Record, Trajectory, Usage, UserError
+from evalsi.core import Content, Outcome, Record, ResultBatch, Trajectory, Usage, UserError
 from evalsi.datasets import Dataset, read_trajectory
-from evalsi.store import OutputRow
+from evalsi.evaluators import RecordRunner, Runner
+from evalsi.store import OutputRow, TaskResults
 
 READ_BATCH = 256
 
@@ -90,3 +93,57 @@ def answered(dataset: Dataset, rows: Iterator[OutputRow], limit: int | None) -> 
         for row in found:
             if row.status == "ok":
                 yield rebuild(record, row)
+
+
+FINISHED = ("ok", "target_error", "skipped")
+"""The statuses of a finished task: it gets results, and a resume skips it. Tasks lost to
+infrastructure or cancelled are redone, never graded."""
+
+
+async def grade_tasks(
+    runners: Sequence[Runner],
+    tasks: Sequence[tuple[Record, OutputRow]],
+    time_limit: float | None = None,
+) -> list[TaskResults]:
+    """Results of finished tasks, trial by trial, by evaluator index in the run: an ``ok``
+    task's record (holding its output) goes through every record runner; a ``target_error``
+    one is ERROR and a ``skipped`` one SKIPPED for each, with the reason. Dataset-scope runners
+    grade apart, over every answered sample, once the run is graded. With ``time_limit``, sync
+    evaluators grade in a thread, each call stopped after it."""
+    record_runners = [(i, r) for i, r in enumerate(runners) if isinstance(r, RecordRunner)]
+    by_trial: dict[int, list[tuple[Record, OutputRow]]] = {}
+    for record, row in tasks:
+        if row.status in FINISHED:
+            by_trial.setdefault(row.trial, []).append((record, row))
+    graded: list[TaskResults] = []
+    for trial, group in by_trial.items():
+        ok = [(record, row.seq) for record, row in group if row.status == "ok"]
+        if ok:
+            records, seqs = [r for r, _ in ok], [s for _, s in ok]
+            for index, runner in record_runners:
+                if runner.is_async:
+                    batch = await runner.run_async(records, trial=trial)
+                elif time_limit is None:
+                    batch = runner.run(records, trial=trial)
+                else:
+                    batch = await asyncio.to_thread(
+                        runner.run, records, trial=trial, time_limit=time_limit
+                    )
+                graded.append((index, seqs, batch))
+        failed = [row for _, row in group if row.status != "ok"]
+        if failed:
+            seqs = [row.seq for row in failed]
+            for index, runner in record_runners:
+                graded.append((index, seqs, _unscored(runner, failed, trial)))
+    return graded
+
+
+def _unscored(runner: RecordRunner, rows: list[OutputRow], trial: int) -> ResultBatch:
+    ids = [row.record_id for row in rows]
+    batch = ResultBatch(runner.name, runner.ref, runner.metric, ids, trial=trial)
+    for j, row in enumerate(rows):
+        if row.status == "skipped":
+            batch.set_outcome(j, Outcome.SKIPPED, row.error or "sample not sent")
+        else:
+            batch.set_outcome(j, Outcome.ERROR, f"target error: {row.error}")
+    return batch

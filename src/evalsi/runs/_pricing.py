@@ -14,8 +14,7 @@ from typing import Any
 
 from evalsi.core import Usage, UserError
 
-PRICES_AS_OF = "2025-01"
-BUILTIN: dict[str, tuple[float, float]] = {
+BUILTIN: dict[str, tuple[float, float]] = {  # (input, output), as of 2025-01
     "gpt-4o": (2.5, 10.0),
     "gpt-4o-mini": (0.15, 0.6),
     "gpt-4.1": (2.0, 8.0),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
-from evalsi.core import EvaluationResult, MetricSummary, Outcome
+from evalsi.core import EvaluationResult, MetricSummary, Outcome, Score
 from evalsi.runs._failing import SHOWN_FAILURES, FailingRecord, first_failures
 from evalsi.runs._failures import first_error_reason, judged_nothing
 from evalsi.runs._isolation import IsolationSummary, RecordIsolation, iter_record_isolation
@@ -189,20 +189,14 @@ class ScoreResult:
     @property
     def lost_evaluators(self) -> list[str]:
         """Evaluators that scored nothing and lost records to infrastructure errors."""
-        lost: dict[str, None] = {}
-        for m in self.metrics:
-            if m.infra_errors and not m.scored:
-                lost[m.evaluator] = None
-        return list(lost)
+        lost = (m.evaluator for m in self.metrics if m.infra_errors and not m.scored)
+        return list(dict.fromkeys(lost))
 
     @property
     def unjudged_evaluators(self) -> list[str]:
         """Evaluators that scored nothing because every record they tried was an error."""
-        found: dict[str, None] = {}
-        for m in self.metrics:
-            if m.errors and not m.scored and not m.infra_errors:
-                found[m.evaluator] = None
-        return list(found)
+        found = (m.evaluator for m in self.metrics if m.errors and not (m.scored or m.infra_errors))
+        return list(dict.fromkeys(found))
 
     def first_error_reason(self, evaluator: str, infra: bool = False) -> str:
         """The reason of ``evaluator``'s first error (infrastructure only with ``infra``);
@@ -312,17 +306,12 @@ def _dataset_result_dict(result: EvaluationResult) -> dict[str, Any]:
     }
     if result.reason:
         out["reason"] = result.reason
-    scores = []
-    for s in result.scores:
-        score: dict[str, Any] = {"name": s.name}
-        for key in ("number", "passed", "label", "structured"):
-            value = getattr(s, key)
-            if value is not None:
-                score[key] = value
-        if s.explanation:
-            score["explanation"] = s.explanation
-        if s.metadata:
-            score["metadata"] = s.metadata
-        scores.append(score)
-    out["scores"] = scores
+    out["scores"] = [_score_dict(s) for s in result.scores]
     return out
+
+
+def _score_dict(s: Score) -> dict[str, Any]:
+    kinds = ("number", "passed", "label", "structured")
+    values = {k: v for k in kinds if (v := getattr(s, k)) is not None}
+    extra = {k: v for k in ("explanation", "metadata") if (v := getattr(s, k))}
+    return {"name": s.name, **values, **extra}

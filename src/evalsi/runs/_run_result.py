@@ -111,8 +111,6 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"  judge       {name}: ~{judge['calls']} calls, ~{judge['tokens']} tokens, {cost} "
             "(before cache hits; included above)"
         )
-    for name, check in plan["budget"].items():
-        lines.append(f"  budget      {name} {check['limit']}: {check['verdict']}")
-    for item in plan["unpinned"]:
-        lines.append(f"  unpinned    {item}")
+    lines += [f"  budget      {k} {c['limit']}: {c['verdict']}" for k, c in plan["budget"].items()]
+    lines += [f"  unpinned    {item}" for item in plan["unpinned"]]
     return "\n".join(lines)

@@ -16,16 +16,16 @@ from typing import Any
 
 import orjson
 
-from evalsi.connectors import InfraError, Target, TargetError
-from evalsi.core import Outcome, Record, ResultBatch, Usage
+from evalsi.connectors import InfraError, Target, TargetError, TargetOutput
+from evalsi.core import Record, Usage
 from evalsi.datasets import Dataset
-from evalsi.evaluators import RecordRunner
-from evalsi.runs._outputs import as_answered
+from evalsi.evaluators import Runner
+from evalsi.runs._outputs import as_answered, grade_tasks
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._run_row import RunRow
 from evalsi.runs._targets import Render, RenderError
 from evalsi.specs import RunSpec
-from evalsi.store import OutputRow, TaskResults
+from evalsi.store import OutputRow
 
 GRADE_BATCH = 64
 GRADE_WAIT_S = 0.05
@@ -35,7 +35,6 @@ READ_BATCH = 256
 
 RunProgress = Callable[[int, int, str], None]
 """Called after each graded batch with (tasks done, infra errors, spend so far as text)."""
-"""Called after each graded batch with (tasks done in this session, infra errors so far)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -49,7 +48,7 @@ class _Task:
 class _Done:
     task: _Task
     status: str
-    output: Any = None  # TargetOutput when ok
+    output: TargetOutput | None = None  # when ok
     kind: str | None = None
     error: str | None = None
     attempts: int = 1
@@ -87,7 +86,7 @@ class Executor:
         spec: RunSpec,
         target: Target,
         render: Render,
-        runners: list[Any],
+        runners: list[Runner],
         row: RunRow,
         dataset: Dataset,
         completed: Mapping[tuple[int, int], str],
@@ -100,8 +99,7 @@ class Executor:
         self.spec = spec
         self.target = target
         self.render = render
-        # By their index in the run; dataset-scope runners grade once the run is graded.
-        self.record_runners = [(i, r) for i, r in enumerate(runners) if isinstance(r, RecordRunner)]
+        self.runners = runners
         self.row = row  # the store opens at the first write, while the first calls are out
         self.dataset = dataset
         self.completed = completed
@@ -172,10 +170,10 @@ class Executor:
         workers = [asyncio.create_task(self._work(), name="evalsi-run-worker") for _ in range(n)]
         grader = asyncio.create_task(self._grade_loop(), name="evalsi-run-grader")
         stop_wait = asyncio.create_task(self._stop.wait())
-        clock = None
+        timers: list[asyncio.Task[Any]] = [stop_wait]
         if self.budget is not None and self.budget.wall_clock_s is not None:
-            clock = asyncio.create_task(self._wall_clock(self.budget.wall_clock_s))
-        everything = [producer, *workers, grader, stop_wait, *([clock] if clock else [])]
+            timers.append(asyncio.create_task(self._wall_clock(self.budget.wall_clock_s)))
+        everything = [producer, *workers, grader, *timers]
         workers_done = asyncio.gather(*workers)
         try:
             watch: set[asyncio.Future[Any]] = {producer, grader, workers_done, stop_wait}
@@ -217,10 +215,9 @@ class Executor:
             self._record_unfinished()
             raise
         finally:
-            stop_wait.cancel()
-            if clock is not None:
-                clock.cancel()
-            await asyncio.gather(stop_wait, *([clock] if clock else []), return_exceptions=True)
+            for timer in timers:
+                timer.cancel()
+            await asyncio.gather(*timers, return_exceptions=True)
         self._record_unfinished()
 
     async def _produce(self, workers: int) -> None:
@@ -316,37 +313,9 @@ class Executor:
 
     async def _grade(self, items: list[_Done]) -> None:
         rows = [_output_row(item) for item in items]
-        graded: list[TaskResults] = []
-        by_trial: dict[int, list[_Done]] = {}
-        for item in items:
-            if item.status == "infra_error":
-                self.infra += 1
-            else:
-                by_trial.setdefault(item.task.trial, []).append(item)
-        for trial, group in by_trial.items():
-            ok = [i for i in group if i.status == "ok"]
-            if ok:
-                records = [
-                    as_answered(i.task.record, i.output.output, i.output.usage, i.output.trajectory)
-                    for i in ok
-                ]
-                seqs = [i.task.seq for i in ok]
-                for index, runner in self.record_runners:
-                    if runner.is_async:
-                        batch = await runner.run_async(records, trial=trial)
-                    elif self.time_limit is None:
-                        batch = runner.run(records, trial=trial)
-                    else:
-                        batch = await asyncio.to_thread(
-                            runner.run, records, trial=trial, time_limit=self.time_limit
-                        )
-                    graded.append((index, seqs, batch))
-            failed = [i for i in group if i.status != "ok"]
-            if failed:
-                for index, runner in self.record_runners:
-                    graded.append(
-                        (index, [i.task.seq for i in failed], _unscored(runner, failed, trial))
-                    )
+        self.infra += sum(item.status == "infra_error" for item in items)
+        tasks = [(_graded_record(item), row) for item, row in zip(items, rows, strict=True)]
+        graded = await grade_tasks(self.runners, tasks, self.time_limit)
         db, run_id = self.row.open()
         db.write_tasks(run_id, rows, graded)
         self.done_tasks += len(items)
@@ -383,16 +352,12 @@ class Executor:
             db.write_outputs(run_id, rows)
 
 
-def _unscored(runner: RecordRunner, items: list[_Done], trial: int) -> ResultBatch:
-    batch = ResultBatch(
-        runner.name, runner.ref, runner.metric, [i.task.record.id for i in items], trial=trial
-    )
-    for j, item in enumerate(items):
-        if item.status == "skipped":
-            batch.set_outcome(j, Outcome.SKIPPED, item.error or "sample not sent")
-        else:
-            batch.set_outcome(j, Outcome.ERROR, f"target error: {item.error}")
-    return batch
+def _graded_record(item: _Done) -> Record:
+    """The task's record, holding the target's output, usage and trajectory when it answered."""
+    out = item.output
+    if out is None:
+        return item.task.record
+    return as_answered(item.task.record, out.output, out.usage, out.trajectory)
 
 
 def _output_row(item: _Done) -> OutputRow:

@@ -111,10 +111,9 @@ class ScoreSession:
                     continue
                 if runner.is_async:
                     batch = await runner.run_async(records)
-                elif off_loop is not None:
-                    batch = await off_loop(functools.partial(self._run, runner, records))
                 else:
-                    batch = self._run(runner, records)
+                    run = functools.partial(runner.run, records, time_limit=self.time_limit)
+                    batch = await off_loop(run) if off_loop is not None else run()
                 self.aggregator.add(index, batch, records)
                 graded.append((index, self.records, batch))
         self.records += len(records)
@@ -131,11 +130,6 @@ class ScoreSession:
             return done.value  # type: ignore[no-any-return]
         step.close()
         raise RuntimeError("grade_sync on a session with async evaluators")
-
-    def _run(self, runner: RecordRunner, records: Sequence[Record]) -> ResultBatch:
-        if self.time_limit is None:
-            return runner.run(records)
-        return runner.run(records, time_limit=self.time_limit)
 
     def conclude(
         self,
@@ -161,11 +155,7 @@ class ScoreSession:
             bootstrap=self.bootstrap, seed=self.seed, dataset_intervals=reduced.intervals
         )
         isolation = self.aggregator.isolation()
-        gates = (
-            evaluate_gates(self.gates, metrics, **self.rates, isolation=isolation)
-            if self.gates
-            else []
-        )
+        gates = evaluate_gates(self.gates, metrics, **self.rates, isolation=isolation)
         isolation_dicts = [i.to_dict() for i in isolation]
         summary: dict[str, Any] = {
             "metrics": [m.to_dict() for m in metrics],

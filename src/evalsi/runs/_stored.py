@@ -101,10 +101,10 @@ def summarize_stored(
 
     infra = int(task_counts.get("infra_error", 0))
     cancelled = int(task_counts.get("cancelled", 0))
-    out: list[MetricSummary] = []
+    metrics = aggregator.summaries()
     by_name: dict[tuple[str, str], TrialStats] = {}
     names = [name for name, _, _ in evaluators]
-    for m in aggregator.summaries():
+    for m in metrics:
         m.infra_errors += infra
         m.cancelled += cancelled
         index = names.index(m.evaluator)
@@ -115,8 +115,7 @@ def summarize_stored(
             if m.kind == "passed":
                 m.pass_at_k = found.pass_at_k()
                 m.pass_hat_k = found.pass_hat_k()
-        out.append(m)
-    return StoredSummary(out, by_name, aggregator.isolation())
+    return StoredSummary(metrics, by_name, aggregator.isolation())
 
 
 _NO_RECORD = Record(id="")

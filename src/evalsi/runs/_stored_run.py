@@ -22,6 +22,7 @@ from evalsi.runs._failures import (
     stored_reasons,
 )
 from evalsi.runs._judges import judges_manifest, judges_summary
+from evalsi.runs._outputs import FINISHED
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._stored import summarize_stored
 from evalsi.runs.gates import Gate, evaluate_gates
@@ -75,7 +76,7 @@ def conclude_stored_run(
     status = RunStatus.STOPPED if stopped_reason else RunStatus.DONE
     causes = failure_causes(db, run_id)
     unscored = nothing_scored(counts, causes) if status is RunStatus.DONE else None
-    lost = counts.get("infra_error", 0) and not _any_completed(counts)
+    lost = counts.get("infra_error", 0) and not any(counts.get(s, 0) for s in FINISHED)
     if unscored is not None and lost_is_incomplete and lost:
         # Every task was lost to infrastructure: nothing was judged, so this run could not
         # finish (exit 3), whatever the gates say; --resume retries the lost tasks.
@@ -147,7 +148,3 @@ def conclude_stored_run(
         infra_error_causes=causes.infra,
         target_error_causes=causes.target,
     )
-
-
-def _any_completed(counts: Mapping[str, int]) -> bool:
-    return any(counts.get(s, 0) for s in ("ok", "target_error", "skipped"))

@@ -1,13 +1,13 @@
 """Judge calibration: run a judge evaluator on human-labelled records and measure how it agrees.
 
-``calibrate`` reads the labels (``_calibration_labels``), grades the records with the judge
+``calibrate`` reads the labels (``_labels``), grades the records with the judge
 evaluator through the ordinary Score path (so the judge's answers are cached, its cost
 accounted and every score stored in a run that ``evalsi report`` can show), then compares the
-judge's scores with the humans' (``_calibration_stats``): agreement, and for ``pairwise`` the
+judge's scores with the humans' (``_stats``): agreement, and for ``pairwise`` the
 position bias it already measures by asking both orders, and length bias. The result is stored
 under the judge's identity, the evaluator ref, its prompt template's hash and its params
 (``store.CalibrationKey``); a run whose gate reads a judge without one gets a warning in its
-report (``_calibration_gates``).
+report (``_gates``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from evalsi.core import EvaluationResult, Outcome, Record, UserError
+from evalsi.core import INFRA_PREFIX, EvaluationResult, Outcome, Record, UserError
 from evalsi.datasets import FieldMap
 from evalsi.evaluators import BoundEvaluator, Registry, judges_needed
 from evalsi.runs._judges import JudgeLike, check_judges, judge_specs
@@ -45,8 +45,6 @@ from evalsi.runs.calibration._stats import (
 )
 from evalsi.stats import ALPHA_LEVELS, AlphaLevel
 from evalsi.store import CalibrationKey, SqlStore, save_calibration
-
-INFRA_PREFIX = "infra_error("
 
 
 @dataclass(slots=True)

@@ -116,8 +116,7 @@ class _Reader:
                 f"{KIND_NAMES[kind]}, but line {self.kind_line} gave {KIND_NAMES[self.kind]}: "
                 "every label in a file must be of one kind",
             )
-        value: LabelValue = float(raw) if kind == "number" else raw
-        return value
+        return float(raw) if kind == "number" else raw
 
     def ratings(self, record: Record, line: int) -> dict[str, LabelValue]:
         meta = record.metadata

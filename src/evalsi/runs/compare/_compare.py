@@ -268,13 +268,10 @@ class _Comparer:
         kinds_a, kinds_b = a.metric_kinds(), b.metric_kinds()
         common = [m for m in kinds_a if m in kinds_b and self.selected(m)]
         unmatched = [
-            Unmatched(ev, name, "a", a.info.id)
-            for ev, name in kinds_a
-            if (ev, name) not in kinds_b and self.selected((ev, name))
-        ] + [
-            Unmatched(ev, name, "b", b.info.id)
-            for ev, name in kinds_b
-            if (ev, name) not in kinds_a and self.selected((ev, name))
+            Unmatched(ev, name, "a" if this is a else "b", this.info.id)
+            for this, mine, theirs in ((a, kinds_a, kinds_b), (b, kinds_b, kinds_a))
+            for ev, name in mine
+            if (ev, name) not in theirs and self.selected((ev, name))
         ]
         self._check_wanted([*kinds_a, *(m for m in kinds_b if m not in kinds_a)], final=True)
         self._run_warnings(int(np.count_nonzero(~in_b)), b_only)
@@ -421,14 +418,12 @@ class _Comparer:
                 f"B {b.dataset_version or 'unknown'}): records are paired by id, so check that "
                 "the ids name the same samples"
             )
-        if a_only:
-            self.warnings.append(
-                f"{a_only} of {a.records} records of run A are missing from run B: not compared"
-            )
-        if b_only:
-            self.warnings.append(
-                f"{b_only} of {b.records} records of run B are missing from run A: not compared"
-            )
+        for lost, of, this, other in ((a_only, a, "A", "B"), (b_only, b, "B", "A")):
+            if lost:
+                self.warnings.append(
+                    f"{lost} of {of.records} records of run {this} are missing from run {other}: "
+                    "not compared"
+                )
         if max(a.trials, b.trials) > 1:
             self.warnings.append(
                 "several trials per record: each (record, trial) is one pair, treated as "

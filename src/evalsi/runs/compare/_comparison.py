@@ -76,15 +76,7 @@ class MetricComparison:
             "ci": [self.ci.low, self.ci.high],
             "ci_method": self.ci.method,
             "p_value": self.p_value,
-            "mcnemar": None
-            if test is None
-            else {
-                "b01": test.b01,
-                "b10": test.b10,
-                "statistic": test.statistic,
-                "p_value": test.p_value,
-                "method": test.method,
-            },
+            "mcnemar": None if test is None else asdict(test),
             "verdict": self.verdict,
             "mde": self.mde,
             "higher_is_better": self.higher_is_better,

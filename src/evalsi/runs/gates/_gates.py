@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.core import MetricSummary, UserError, cel_module
-from evalsi.runs._isolation import LEVELS, IsolationSummary, summaries_by_evaluator
+from evalsi.runs._isolation import LEVELS, IsolationSummary
 from evalsi.runs.gates._results import GateResult, Verdict, _fmt
 from evalsi.runs.gates._syntax import (
     _ALLOWED_FUNCTIONS,
@@ -200,7 +200,7 @@ class Gate:
         it, a gate that reads ``.isolation`` is inconclusive.
         """
         table = {(m.evaluator, m.metric): m for m in metrics}
-        isolated = summaries_by_evaluator(isolation)
+        isolated = {s.evaluator: s for s in isolation or ()}
         problems: list[str] = []
         found: list[MetricSummary] = []
         for ref in self.refs:
