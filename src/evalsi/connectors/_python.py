@@ -2,7 +2,8 @@
 
 The callable receives the sample's input as plain data (text as ``str``, JSON as it is, chat
 messages as a list of dicts) and returns the output: a ``str`` (text), a ``Content``, a list of
-chat-message dicts (messages), or any other JSON value. Sync callables run in a worker thread so
+chat-message dicts (messages), or any other JSON value; an agent returns a ``TargetOutput``
+with its ``trajectory`` (and usage, when it knows it). Sync callables run in a worker thread so
 they never block the event loop. Whatever the callable raises is a ``TargetError`` recorded on
 that sample; cancellation is never swallowed.
 """
@@ -10,6 +11,7 @@ that sample; cancellation is never swallowed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import time
@@ -114,6 +116,12 @@ class PythonTarget:
                 ) from e
             raise TargetError(f"python target {self.ref} raised {type(e).__name__}: {e}") from e
         latency_ms = (time.perf_counter() - started) * 1000.0
+        if isinstance(value, TargetOutput):  # an agent: its output, usage and trajectory
+            if value.usage.latency_ms is None:
+                value = dataclasses.replace(
+                    value, usage=dataclasses.replace(value.usage, latency_ms=latency_ms)
+                )
+            return value
         return TargetOutput(output=to_content(value), usage=Usage(latency_ms=latency_ms), raw=None)
 
     async def _call(self, argument: Any) -> Any:

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from evalsi.core import Content, JsonValue, Message, ToolCall, Usage, message_to_dict
+from evalsi.core import Content, JsonValue, Message, ToolCall, Trajectory, Usage, message_to_dict
 
 InputLike = Content | str | list[Message]
 """A sample's input: a ``Content``, plain text, or chat messages."""
@@ -58,13 +58,16 @@ class Completion:
 
 @dataclass(slots=True)
 class TargetOutput:
-    """What any target produced for one sample: the output to grade and what it cost."""
+    """What any target produced for one sample: the output to grade, what it cost, and, for
+    an agent, the trajectory that led to it (graded by agent evaluators in place of any
+    trajectory the dataset holds, which is the reference)."""
 
     output: Content
     usage: Usage = field(default_factory=Usage)
     raw: JsonValue = None
     finish_reason: str = ""
     attempts: int = 1
+    trajectory: Trajectory | None = None
 
 
 class Target(Protocol):

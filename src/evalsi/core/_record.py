@@ -17,9 +17,16 @@ StepKind = Literal[
     "chain",
     "guardrail",
     "other",
+    "approval",
+    "fault",
+    "policy_block",
+    "sandbox_denial",
 ]
 """What a step was. Traces map OTel GenAI / OpenInference span kinds onto these (llm -> llm_call,
-tool -> tool_call, retriever -> retrieval; agent, embedding, chain and guardrail as named)."""
+tool -> tool_call, retriever -> retrieval; agent, embedding, chain and guardrail as named). An
+agent run's harness also records what the environment did: an ``approval`` asked for and its
+decision, a ``fault`` it injected, a ``policy_block`` (a call the tool policy refused) and a
+``sandbox_denial``."""
 
 
 @dataclass(slots=True)
@@ -40,6 +47,13 @@ class Usage:
             return None
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
+    def known(self) -> dict[str, JsonValue]:
+        """The fields that are known (not ``None``), as JSON."""
+        return {k: v for k in _USAGE_SLOTS if (v := getattr(self, k)) is not None}
+
+
+_USAGE_SLOTS = Usage.__slots__  # read once: per-call field lookups were a hot spot in promotion
+
 
 @dataclass(slots=True)
 class Step:
@@ -56,12 +70,54 @@ class Step:
     end_time_unix_nano: int = 0
     span_id: str = ""
 
+    def to_value(self) -> dict[str, JsonValue]:
+        """The JSON form datasets read (``datasets`` parses it back): set fields only."""
+        out: dict[str, JsonValue] = {"kind": self.kind}
+        if self.name:
+            out["name"] = self.name
+        if self.input is not None:
+            out["input"] = self.input
+        if self.output is not None:
+            out["output"] = self.output
+        if self.tool_call is not None:
+            call = self.tool_call
+            out["tool_call"] = {"name": call.name, "arguments": call.arguments}
+            if call.id:
+                out["tool_call"]["id"] = call.id
+        if self.usage is not None:
+            out["usage"] = self.usage.known()
+        if self.error:
+            out["error"] = self.error
+        if self.start_time_unix_nano:
+            out["start_time_unix_nano"] = self.start_time_unix_nano
+        if self.end_time_unix_nano:
+            out["end_time_unix_nano"] = self.end_time_unix_nano
+        if self.span_id:
+            out["span_id"] = self.span_id
+        return out
+
 
 @dataclass(slots=True)
 class Trajectory:
-    """The ordered steps an agent or chain took to produce the output."""
+    """The ordered steps an agent or chain took to produce the output, and why it stopped
+    (``stop_reason``: ``""`` when unknown; the built-in harness says ``final_answer``,
+    ``max_steps``, ``max_tokens``... ).
+
+    Example:
+        >>> t = Trajectory([Step("tool_call", "search")], stop_reason="final_answer")
+        >>> t.to_value()
+        {'steps': [{'kind': 'tool_call', 'name': 'search'}], 'stop_reason': 'final_answer'}
+    """
 
     steps: list[Step] = field(default_factory=list)
+    stop_reason: str = ""
+
+    def to_value(self) -> dict[str, JsonValue]:
+        """The JSON form a dataset's ``trajectory`` field and a Run's stored outputs hold."""
+        out: dict[str, JsonValue] = {"steps": [s.to_value() for s in self.steps]}
+        if self.stop_reason:
+            out["stop_reason"] = self.stop_reason
+        return out
 
 
 @dataclass(slots=True)

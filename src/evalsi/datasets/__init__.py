@@ -6,7 +6,7 @@ manifest. See ``open_dataset``.
 
 from evalsi.datasets._confine import confine, param_file, param_files_confined
 from evalsi.datasets._dataset import MAX_BAD_MESSAGES, Dataset, OnBadRecord
-from evalsi.datasets._fields import FieldMap, record_from_dict, record_to_row
+from evalsi.datasets._fields import FieldMap, read_trajectory, record_from_dict, record_to_row
 from evalsi.datasets._hf import HfRef, hub_cache_dir, parse_hf_uri
 from evalsi.datasets._source import SUPPORTED_SUFFIXES, FileFormat, open_dataset
 from evalsi.datasets._warnings import DatasetWarning, RepeatedIds
@@ -27,6 +27,7 @@ __all__ = [
     "param_file",
     "param_files_confined",
     "parse_hf_uri",
+    "read_trajectory",
     "record_from_dict",
     "record_to_row",
 ]

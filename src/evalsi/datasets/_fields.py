@@ -342,14 +342,20 @@ _STEP_KEYS: Final = frozenset(
 )
 
 
+def read_trajectory(value: Any, name: str = "trajectory") -> Trajectory:
+    """A trajectory from its JSON form (``Trajectory.to_value``, or a plain list of steps);
+    ``RowError`` (a ``ValueError``) naming the field when it is not one."""
+    return _trajectory(value, name)
+
+
 def _trajectory(value: Any, name: str) -> Trajectory:
-    steps = value
-    if isinstance(value, dict) and set(value) == {"steps"}:
-        steps = value["steps"]
+    steps, stop_reason = value, ""
+    if isinstance(value, dict) and "steps" in value and value.keys() <= {"steps", "stop_reason"}:
+        steps, stop_reason = value["steps"], _str(value.get("stop_reason"), f"{name}.stop_reason")
         name = f"{name}.steps"
     if not isinstance(steps, list):
-        raise _unusable(name, "a list of steps", value)
-    return Trajectory([_step(s, f"{name}[{i}]") for i, s in enumerate(steps)])
+        raise _unusable(name, "a list of steps, or {steps, stop_reason}", value)
+    return Trajectory([_step(s, f"{name}[{i}]") for i, s in enumerate(steps)], stop_reason)
 
 
 def _step(value: Any, name: str) -> Step:
@@ -468,43 +474,10 @@ def record_to_row(record: Record) -> dict[str, Any]:
     if record.context:
         row["context"] = [c.to_value() for c in record.context]
     if record.trajectory is not None:
-        row["trajectory"] = [_step_row(s) for s in record.trajectory.steps]
+        traj = record.trajectory.to_value()
+        row["trajectory"] = traj if record.trajectory.stop_reason else traj["steps"]
     if record.usage is not None:
-        row["usage"] = _usage_row(record.usage)
+        row["usage"] = record.usage.known()
     if record.metadata:
         row["metadata"] = record.metadata
     return row
-
-
-def _step_row(step: Step) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": step.kind}
-    if step.name:
-        out["name"] = step.name
-    if step.input is not None:
-        out["input"] = step.input
-    if step.output is not None:
-        out["output"] = step.output
-    if step.tool_call is not None:
-        call = step.tool_call
-        out["tool_call"] = {"name": call.name, "arguments": call.arguments}
-        if call.id:
-            out["tool_call"]["id"] = call.id
-    if step.usage is not None:
-        out["usage"] = _usage_row(step.usage)
-    if step.error:
-        out["error"] = step.error
-    for key in ("start_time_unix_nano", "end_time_unix_nano"):
-        if getattr(step, key):
-            out[key] = getattr(step, key)
-    if step.span_id:
-        out["span_id"] = step.span_id
-    return out
-
-
-_USAGE_NAMES: Final = tuple(f.name for f in dataclasses.fields(Usage))
-
-
-def _usage_row(usage: Usage) -> dict[str, Any]:
-    """The known fields of a usage (``dataclasses.fields`` per call was a hot spot when every
-    completed trace becomes a row)."""
-    return {n: v for n in _USAGE_NAMES if (v := getattr(usage, n)) is not None}

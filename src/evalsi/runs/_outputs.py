@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import orjson
 
-from evalsi.core import Content, Outcome, Record, ResultBatch, Usage, UserError
-from evalsi.datasets import Dataset
+from evalsi.core import Content, Outcome, Record, ResultBatch, Trajectory, Usage, UserError
+from evalsi.datasets import Dataset, read_trajectory
 from evalsi.evaluators import RecordRunner, Runner
 from evalsi.store import OutputRow, TaskResults
 
@@ -56,11 +56,35 @@ def join_outputs(
         )
 
 
+def as_answered(
+    record: Record, output: Content | None, usage: Usage | None, trajectory: Trajectory | None
+) -> Record:
+    """The sample as its target answered it: the target's output, usage and trajectory.
+
+    A dataset's trajectory is never graded as the agent's (a target that returned none has
+    none): it is the reference, so when the sample has no reference, its tool calls become
+    one (``{"tool_calls": [...]}``, the answer key the agent pack reads).
+    """
+    reference = record.reference
+    if reference is None and record.trajectory is not None:
+        calls = [s.tool_call for s in record.trajectory.steps if s.tool_call is not None]
+        reference = Content.from_value(
+            {"tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls]}
+        )
+    return dataclasses.replace(
+        record, output=output, usage=usage, trajectory=trajectory, reference=reference
+    )
+
+
 def rebuild(record: Record, row: OutputRow) -> Record:
-    """The record as the executor graded it: the sample plus the stored output and usage."""
-    output = Content.from_value(orjson.loads(row.output)) if row.output is not None else None
-    usage = Usage(**orjson.loads(row.usage)) if row.usage is not None else None
-    return dataclasses.replace(record, output=output, usage=usage)
+    """The record as the executor graded it: the sample plus the stored output, usage and
+    trajectory."""
+    return as_answered(
+        record,
+        Content.from_value(orjson.loads(row.output)) if row.output is not None else None,
+        Usage(**orjson.loads(row.usage)) if row.usage is not None else None,
+        read_trajectory(orjson.loads(row.trajectory)) if row.trajectory is not None else None,
+    )
 
 
 def answered(dataset: Dataset, rows: Iterator[OutputRow], limit: int | None) -> Iterator[Record]:

@@ -20,7 +20,7 @@ from evalsi.connectors import InfraError, Target, TargetError, TargetOutput
 from evalsi.core import Record, Usage
 from evalsi.datasets import Dataset
 from evalsi.evaluators import Runner
-from evalsi.runs._outputs import grade_tasks
+from evalsi.runs._outputs import as_answered, grade_tasks
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._run_row import RunRow
 from evalsi.runs._targets import Render, RenderError
@@ -353,22 +353,21 @@ class Executor:
 
 
 def _graded_record(item: _Done) -> Record:
-    """The task's record, holding the target's output and usage when it answered."""
+    """The task's record, holding the target's output, usage and trajectory when it answered."""
     out = item.output
     if out is None:
         return item.task.record
-    return dataclasses.replace(item.task.record, output=out.output, usage=out.usage)
+    return as_answered(item.task.record, out.output, out.usage, out.trajectory)
 
 
 def _output_row(item: _Done) -> OutputRow:
     task = item.task
-    output = usage = None
+    output = usage = trajectory = None
     if item.output is not None:
         output = orjson.dumps(item.output.output.to_value()).decode()
-        u = item.output.usage
-        usage = orjson.dumps(
-            {k: v for k in u.__slots__ if (v := getattr(u, k)) is not None}
-        ).decode()
+        usage = orjson.dumps(item.output.usage.known()).decode()
+        if item.output.trajectory is not None:
+            trajectory = orjson.dumps(item.output.trajectory.to_value()).decode()
     return OutputRow(
         task.seq,
         task.trial,
@@ -379,4 +378,5 @@ def _output_row(item: _Done) -> OutputRow:
         usage,
         item.error,
         item.attempts,
+        trajectory,
     )

@@ -198,6 +198,10 @@ def _span_events(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
+def _output_trajectory(conn: sa.Connection) -> None:
+    _add(conn, "outputs", "trajectory TEXT")
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -215,6 +219,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _feedback_key_and_links,
     ),
     Migration(6, "span events received as OTLP log records", _span_events),
+    Migration(7, "the trajectory an agent target returned, with its output", _output_trajectory),
 )
 """In order; append only. A migration, once released, is never edited."""
 

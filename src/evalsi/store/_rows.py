@@ -31,6 +31,7 @@ class OutputRow(NamedTuple):
     usage: str | None = None
     error: str | None = None
     attempts: int = 1
+    trajectory: str | None = None  # JSON of the target's Trajectory.to_value()
 
 
 TaskResults = tuple[int, Sequence[int], ResultBatch]

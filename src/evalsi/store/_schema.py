@@ -31,7 +31,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -116,6 +116,8 @@ outputs = Table(
     Column("error", Text),
     Column("attempts", Integer, nullable=False, default=1),
     *_scope(),
+    # JSON of Trajectory.to_value(): the steps an agent target took (schema 7); NULL otherwise
+    Column("trajectory", Text),
     PrimaryKeyConstraint("run", "seq", "trial"),
     sqlite_with_rowid=False,
 )

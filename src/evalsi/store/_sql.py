@@ -58,6 +58,7 @@ OUTPUT_COLUMNS = (
     "usage",
     "error",
     "attempts",
+    "trajectory",
 )
 
 

@@ -223,6 +223,7 @@ def record_to_proto(record: Record) -> record_pb2.Record:
         _set_content(out.context.add(), item)
     if record.trajectory is not None:
         out.trajectory.SetInParent()  # an empty trajectory is not a missing one
+        out.trajectory.stop_reason = record.trajectory.stop_reason
         for step in record.trajectory.steps:
             _set_step(out.trajectory.steps.add(), step)
     if record.usage is not None:
@@ -244,7 +245,10 @@ def record_from_proto(message: record_pb2.Record) -> Record:
         reference=content("reference"),
         context=[content_from_proto(c) for c in message.context],
         trajectory=(
-            Trajectory(steps=[_step_from_proto(s) for s in message.trajectory.steps])
+            Trajectory(
+                [_step_from_proto(s) for s in message.trajectory.steps],
+                message.trajectory.stop_reason,
+            )
             if message.HasField("trajectory")
             else None
         ),

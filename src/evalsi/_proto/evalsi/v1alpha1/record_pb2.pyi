@@ -20,6 +20,10 @@ class StepKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STEP_KIND_EMBEDDING: _ClassVar[StepKind]
     STEP_KIND_CHAIN: _ClassVar[StepKind]
     STEP_KIND_GUARDRAIL: _ClassVar[StepKind]
+    STEP_KIND_APPROVAL: _ClassVar[StepKind]
+    STEP_KIND_FAULT: _ClassVar[StepKind]
+    STEP_KIND_POLICY_BLOCK: _ClassVar[StepKind]
+    STEP_KIND_SANDBOX_DENIAL: _ClassVar[StepKind]
 
 class ProvenanceSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -37,6 +41,10 @@ STEP_KIND_OTHER: StepKind
 STEP_KIND_EMBEDDING: StepKind
 STEP_KIND_CHAIN: StepKind
 STEP_KIND_GUARDRAIL: StepKind
+STEP_KIND_APPROVAL: StepKind
+STEP_KIND_FAULT: StepKind
+STEP_KIND_POLICY_BLOCK: StepKind
+STEP_KIND_SANDBOX_DENIAL: StepKind
 PROVENANCE_SOURCE_UNSPECIFIED: ProvenanceSource
 PROVENANCE_SOURCE_DATASET: ProvenanceSource
 PROVENANCE_SOURCE_RUN: ProvenanceSource
@@ -162,10 +170,12 @@ class MediaRef(_message.Message):
     def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("steps",)
+    __slots__ = ("steps", "stop_reason")
     STEPS_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     steps: _containers.RepeatedCompositeFieldContainer[Step]
-    def __init__(self, steps: _Optional[_Iterable[_Union[Step, _Mapping]]] = ...) -> None: ...
+    stop_reason: str
+    def __init__(self, steps: _Optional[_Iterable[_Union[Step, _Mapping]]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class Step(_message.Message):
     __slots__ = ("kind", "name", "input", "output", "tool_call", "usage", "error", "start_time_unix_nano", "end_time_unix_nano", "span_id")
