@@ -108,23 +108,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except ModuleNotFoundError as e:  # an optional package: say which extra installs it
-        extra = missing_extra(e, f"evalsi {args.command}")
-        if extra is not None:
-            return fail(str(extra), extra.exit_code)
-        if os.environ.get("EVALSI_DEBUG"):
-            raise
-        return _internal_error(e)
     except Exception as e:  # a bug of ours: say so plainly, with the traceback only on request
+        if isinstance(e, ModuleNotFoundError):  # an optional package: say which extra installs it
+            extra = missing_extra(e, f"evalsi {args.command}")
+            if extra is not None:
+                return fail(str(extra), extra.exit_code)
         if os.environ.get("EVALSI_DEBUG"):
             raise
-        return _internal_error(e)
+        return fail(
+            f"internal error: {type(e).__name__}: {e}\n"
+            "  hint: rerun with EVALSI_DEBUG=1 for the traceback and report it",
+            3,
+        )
     return code
-
-
-def _internal_error(e: Exception) -> int:
-    return fail(
-        f"internal error: {type(e).__name__}: {e}\n"
-        "  hint: rerun with EVALSI_DEBUG=1 for the traceback and report it",
-        3,
-    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._eval import ProgressLine, read_judges
+from evalsi.cli._eval import progress_line, read_judges
 from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_table
 from evalsi.core import ParamError
 
@@ -102,8 +102,7 @@ def calibrate(args: argparse.Namespace) -> int:
     from evalsi.packs import builtin_registry
     from evalsi.runs import calibrate_async
 
-    progress = None if args.quiet else ProgressLine()
-    try:
+    with progress_line(args.quiet) as progress:
         result = asyncio.run(
             calibrate_async(
                 args.labels,
@@ -119,9 +118,6 @@ def calibrate(args: argparse.Namespace) -> int:
                 progress=progress,
             )
         )
-    finally:
-        if progress is not None:
-            progress.close()
     for warning in result.warnings:
         note(f"warning: {warning}")
     if args.format == "json":

@@ -6,11 +6,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._output import FORMATS, print_json, print_markdown, print_table
-from evalsi.cli._remote import (
-    add_server_flag,
-    connect_reader,
-    server_of,
-)
+from evalsi.cli._remote import add_server_flag, connect_reader, server_of
 from evalsi.core import UserError
 
 DESCRIPTION = """\

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from evalsi.cli._evaluators import code_registry
@@ -159,9 +160,8 @@ def run(args: argparse.Namespace) -> int:
     }
     server = grading_server(args, judges="the server's judges are configured in its evalsi.yaml")
     registry = code_registry(names, where="--evaluators", server=server)
-    progress = None if args.quiet else ProgressLine()
     result: ScoreResult
-    try:
+    with progress_line(args.quiet) as progress:
         if server is not None:
             with connect(server) as client:
                 result = client.evaluate(
@@ -178,9 +178,6 @@ def run(args: argparse.Namespace) -> int:
                 judges=judges_of(args),
                 **options,
             )
-    finally:
-        if progress is not None:
-            progress.close()
     warnings = result_warnings(result)
     print_warnings(warnings)
     if args.format == "json":
@@ -259,6 +256,20 @@ def read_judges(path: str) -> dict[str, Any]:
             hint="default: {connector: openai-compatible, baseUrl: http://..., model: NAME}",
         )
     return data
+
+
+@contextlib.contextmanager
+def progress_line(quiet: bool, **kinds: str) -> Iterator[ProgressLine | None]:
+    """A ``ProgressLine`` (``kinds``: its ``unit`` and ``trouble``) closed after use; None
+    when ``quiet``."""
+    if quiet:
+        yield None
+        return
+    line = ProgressLine(**kinds)
+    try:
+        yield line
+    finally:
+        line.close()
 
 
 class ProgressLine:

@@ -7,11 +7,11 @@ import argparse
 from typing import Any
 
 from evalsi.cli._eval import (
-    ProgressLine,
     add_no_cache_flag,
     add_param_flag,
     evaluator_list,
     parse_params,
+    progress_line,
 )
 from evalsi.cli._evaluators import code_registry, stored_registry
 from evalsi.cli._output import (
@@ -140,15 +140,11 @@ def rerun(args: argparse.Namespace) -> int:
     source = db.get_run(args.run_id)
     for item in unpinned(db, source.id):
         note(f"warning: unpinned: {item} (a rerun may not reproduce the figures)")
-    progress = None if args.quiet else ProgressLine(unit="tasks", trouble="infra errors")
-    try:
+    with progress_line(args.quiet, unit="tasks", trouble="infra errors") as progress:
         from evalsi.packs import builtin_registry
 
         registry = stored_registry(source) or builtin_registry()
         result = asyncio.run(rerun_run(db, source.id, progress=progress, registry=registry))
-    finally:
-        if progress is not None:
-            progress.close()
     return _show(result, args.format, extra={"rerun_of": source.id})
 
 

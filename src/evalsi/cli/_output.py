@@ -99,7 +99,9 @@ def failures_of(result: Any, limit: int) -> list[Any] | None:
     return list(result.failures(limit))
 
 
-def print_failures(fmt: str, failures: Sequence[Any] | None, limit: int) -> None:
+def print_failures(
+    fmt: str, failures: Sequence[Any] | None, limit: int, flag: str = "--show-failures"
+) -> None:
     """The failing results after the metrics, one line each: record, metric, why."""
     if not failures:
         return
@@ -109,7 +111,7 @@ def print_failures(fmt: str, failures: Sequence[Any] | None, limit: int) -> None
     print()
     title = "failures"
     if len(failures) >= limit:
-        title += f" (the first {limit}; --show-failures N lists more)"
+        title += f" (the first {limit}; {flag} N lists more)"
     printer(FAILURE_COLUMNS, failure_rows(failures), title=title)
 
 

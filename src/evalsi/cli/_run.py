@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._eval import ProgressLine, add_no_cache_flag, grading_server
+from evalsi.cli._eval import add_no_cache_flag, grading_server, progress_line
 from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import (
     FORMATS,
@@ -71,10 +71,8 @@ def run(args: argparse.Namespace) -> int:
     from evalsi._api import run as run_spec
 
     server = grading_server(args, execute_only="runs created over the API are always graded")
-    progress = (
-        None if args.quiet or args.dry_run else ProgressLine(unit="tasks", trouble="infra errors")
-    )
-    try:
+    quiet = args.quiet or args.dry_run
+    with progress_line(quiet, unit="tasks", trouble="infra errors") as progress:
         if server is not None:
             result = _run_remote(server, args, progress)
         else:
@@ -87,9 +85,6 @@ def run(args: argparse.Namespace) -> int:
                 execute_only=args.execute_only,
                 registry=spec_registry(args.file),  # FILE.py:NAME refs, loaded here
             )
-    finally:
-        if progress is not None:
-            progress.close()
     graded = not _execute_only(result)
     if result.plan is None:
         _tell_outcome(result)

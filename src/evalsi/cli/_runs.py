@@ -6,12 +6,8 @@ import argparse
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._output import FORMATS, note, print_json, print_markdown, print_summary, print_table
-from evalsi.cli._remote import (
-    add_server_flag,
-    connect_reader,
-    server_of,
-)
+from evalsi.cli._output import FORMATS, note, print_failures, print_json, print_summary, print_table
+from evalsi.cli._remote import add_server_flag, connect_reader, server_of
 from evalsi.cli._warnings import warning_lines
 from evalsi.core import UserError
 
@@ -176,13 +172,5 @@ def show_run(args: argparse.Namespace) -> int:
     lines = warning_lines(summary.get("warnings") or [])
     if lines:
         print("\n" + "\n".join(lines))
-    if failing:
-        from evalsi.runs import FAILURE_COLUMNS, failure_rows
-
-        print()
-        printer = print_markdown if args.format == "md" else print_table
-        title = "failures"
-        if len(failing) >= args.failures:
-            title += f" (the first {args.failures}; --failures N lists more)"
-        printer(FAILURE_COLUMNS, failure_rows(failing), title=title)
+    print_failures(args.format, failing, args.failures, "--failures")
     return 0

@@ -5,6 +5,7 @@ policies gave them, from a server (``--server``) or read straight from a local s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import re
@@ -13,11 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import note, print_json, print_table
-from evalsi.cli._remote import (
-    add_server_flag,
-    connect_reader,
-    server_of,
-)
+from evalsi.cli._remote import add_server_flag, connect_reader, server_of
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
@@ -405,23 +402,20 @@ def _ns(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1e9)
 
 
-class _local:
+@contextlib.contextmanager
+def _local(args: argparse.Namespace) -> Iterator[Any]:
     """The local store's traces, closed after use."""
+    from evalsi.runs import open_store
+    from evalsi.store import TraceStore
+    from evalsi.traces import normalize
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        from evalsi.runs import open_store
-        from evalsi.store import TraceStore
-        from evalsi.traces import normalize
-
-        self.sql = open_store(args.store, create=False)
-        self.traces = TraceStore(self.sql, views=normalize)
-
-    def __enter__(self) -> Any:
-        return self.traces
-
-    def __exit__(self, *exc: object) -> None:
-        self.traces.close()
-        self.sql.close()
+    sql = open_store(args.store, create=False)
+    traces = TraceStore(sql, views=normalize)
+    try:
+        yield traces
+    finally:
+        traces.close()
+        sql.close()
 
 
 def _when(ns: int) -> str:
@@ -443,14 +437,8 @@ def _plain(row: Any, *skip: str) -> dict[str, Any]:
 
 
 def _summary_json(s: TraceSummary) -> dict[str, Any]:
-    return {**_plain(s, "record", "scores"), "scores": _scores_json(s)}
-
-
-def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
-    """The summary's (flattened, scored) policy scores."""
-    if s is None:
-        return []
-    return [
+    """The summary's fields with its (flattened, scored) policy scores."""
+    scores = [
         {
             "policy": x.metadata.get("policy", ""),
             "evaluator": x.metadata.get("evaluator", ""),
@@ -460,6 +448,7 @@ def _scores_json(s: TraceSummary | None) -> list[dict[str, Any]]:
         }
         for x in s.scores
     ]
+    return {**_plain(s, "record", "scores"), "scores": scores}
 
 
 def _span_json(s: Span) -> dict[str, Any]:

@@ -9,24 +9,19 @@ from evalsi.cli._output import note
 
 
 def print_warnings(warnings: Iterable[Mapping[str, Any]]) -> None:
-    """One ``warning:`` line per warning, its examples indented under it (the first names
-    the first case already)."""
-    for w in warnings:
-        note(f"{_label(w)}: {w.get('message', '')}")
-        for example in list(w.get("examples") or [])[1:]:
-            note(f"  also: {example}")
-
-
-def _label(warning: Mapping[str, Any]) -> str:
-    """``error`` for what decides the exit code (an evaluator that judged nothing)."""
-    return "error" if warning.get("kind") == "nothing_judged" else "warning"
+    """``warning_lines`` on stderr."""
+    for line in warning_lines(warnings):
+        note(line)
 
 
 def warning_lines(warnings: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The same warnings as plain lines, for tables printed on stdout (``runs show``)."""
+    """One ``warning:`` line per warning (``error:`` for what decides the exit code: an
+    evaluator that judged nothing), its examples indented under it (the first names the first
+    case already)."""
     lines = []
     for w in warnings:
-        lines.append(f"{_label(w)}: {w.get('message', '')}")
+        label = "error" if w.get("kind") == "nothing_judged" else "warning"
+        lines.append(f"{label}: {w.get('message', '')}")
         lines.extend(f"  also: {e}" for e in list(w.get("examples") or [])[1:])
     return lines
 

@@ -32,7 +32,6 @@ from evalsi.client._common import (
     check_local_only,
     exact_refs,
     gate_list,
-    manifests,
     settings,
     spec_dicts,
     stream_update,
@@ -65,12 +64,7 @@ from evalsi.client._specs import (
     row_chunks,
 )
 from evalsi.client._traces import AsyncTraceMixin
-from evalsi.core import (
-    EvalsiError,
-    EvaluationResult,
-    EvaluatorManifest,
-    RunInfo,
-)
+from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, RunInfo
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.runs import Comparison, RunSpec
 from evalsi.wire import (
@@ -484,7 +478,8 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
     # -- CatalogService -------------------------------------------------------------------------
     async def list_evaluators(self, *, pack: str = "") -> list[EvaluatorManifest]:
         request = cat_pb.ListEvaluatorsRequest(pack=pack)
-        return manifests(await self._call(self._catalog.list_evaluators, request))
+        response = await self._call(self._catalog.list_evaluators, request)
+        return [manifest_from_proto(m) for m in response.evaluators]
 
     async def get_evaluator(self, ref: str) -> EvaluatorManifest:
         request = cat_pb.GetEvaluatorRequest(ref=ref)

@@ -9,16 +9,10 @@ from typing import Any, Literal
 
 from connectrpc.protocol import ProtocolType
 
-from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
-from evalsi.client._requests import evaluator_name
-from evalsi.core import EvaluationResult, EvaluatorManifest, MetricSummary, RunError, UserError
-from evalsi.wire import (
-    manifest_from_proto,
-    result_from_proto,
-    struct_from_proto,
-    summary_from_proto,
-)
+from evalsi.client._requests import instance_name
+from evalsi.core import EvaluationResult, MetricSummary, RunError, UserError
+from evalsi.wire import result_from_proto, struct_from_proto, summary_from_proto
 
 Protocol = Literal["connect", "grpc", "grpc-web"]
 
@@ -109,17 +103,14 @@ def spec_dicts(
     specs: Sequence[ev_pb.EvaluatorSpec], refs: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """The evaluators as the embedded result lists them: instance name, exact ref, params."""
-    out = []
-    for spec in specs:
-        name = spec.name or evaluator_name(spec.ref)
-        out.append(
-            {
-                "name": name,
-                "ref": refs.get(name, spec.ref),
-                "params": struct_from_proto(spec.params),
-            }
-        )
-    return out
+    return [
+        {
+            "name": (name := instance_name(spec)),
+            "ref": refs.get(name, spec.ref),
+            "params": struct_from_proto(spec.params),
+        }
+        for spec in specs
+    ]
 
 
 def exact_refs(results: Iterable[EvaluationResult]) -> dict[str, str]:
@@ -148,7 +139,3 @@ def stream_update(message: ev_pb.EvaluateStreamResponse) -> StreamUpdate:
         metrics=[summary_from_proto(m) for m in message.metrics],
         dataset_version=str(message.dataset_version),
     )
-
-
-def manifests(response: cat_pb.ListEvaluatorsResponse) -> list[EvaluatorManifest]:
-    return [manifest_from_proto(m) for m in response.evaluators]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,8 @@ class PolicyInfo:
     changed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "project_id": self.project_id,
-            "run_id": self.run_id,
-            "spec_hash": self.spec_hash,
-            "applied_at": self.applied_at,
-            "changed": self.changed,
-        }
+        """Every field but the spec."""
+        return {k: v for k, v in asdict(self).items() if k != "spec"}
 
 
 def policy_info(message: pb.Policy, changed: bool = True) -> PolicyInfo:

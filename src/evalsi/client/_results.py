@@ -11,11 +11,7 @@ from typing import Any
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi.core import EvaluationResult, Outcome
 from evalsi.runs import RunResult, ScoreResult, isolation_of_results
-from evalsi.wire import (
-    result_from_proto,
-    summary_from_proto,
-    warnings_from_proto,
-)
+from evalsi.wire import result_from_proto, summary_from_proto, warnings_from_proto
 
 ResultPages = Callable[[str], Iterator[EvaluationResult]]
 """Every stored result of a run, by run id (``ListRunResults`` page after page)."""

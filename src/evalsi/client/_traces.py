@@ -52,9 +52,7 @@ class AsyncTraceMixin:
             attributes=[f"{k}={v}" for k, v in (attributes or {}).items()],
             name=name,
         )
-        _set_range(request, since, until)
-        if error is not None:
-            request.error = error
+        _set_filters(request, since, until, error)
         found = await self._paged(self._traces.list_traces, request, "traces", limit)
         return [trace_summary_from_proto(t) for t in found]
 
@@ -74,7 +72,7 @@ class AsyncTraceMixin:
         user_id: str = "",
     ) -> list[SessionSummary]:
         request = tr_pb.ListSessionsRequest(project_id=project_id, service=service, user_id=user_id)
-        _set_range(request, since, until)
+        _set_filters(request, since, until)
         found = await self._paged(self._traces.list_sessions, request, "sessions", limit)
         return [session_from_proto(s) for s in found]
 
@@ -94,9 +92,7 @@ class AsyncTraceMixin:
         request = tr_pb.ListSpansRequest(
             project_id=project_id, trace_id=trace_id, type=type, name=name, service=service
         )
-        _set_range(request, since, until)
-        if error is not None:
-            request.error = error
+        _set_filters(request, since, until, error)
         found = await self._paged(self._traces.list_spans, request, "spans", limit)
         return [span_from_proto(s) for s in found]
 
@@ -114,9 +110,13 @@ class AsyncTraceMixin:
         return feedback_from_proto(response.feedback)
 
 
-def _set_range(request: Any, since: float | None, until: float | None) -> None:
-    """``since``/``until`` are unix seconds."""
+def _set_filters(
+    request: Any, since: float | None, until: float | None, error: bool | None = None
+) -> None:
+    """``since``/``until`` are unix seconds; None leaves a filter unset."""
     if since is not None:
         request.since.FromNanoseconds(round(since * 1e9))
     if until is not None:
         request.until.FromNanoseconds(round(until * 1e9))
+    if error is not None:
+        request.error = error

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from evalsi.connectors._chat import ChatModel
+from evalsi.connectors._chat import ChatModel, malformed, token_count
 from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience
 from evalsi.connectors._ratelimit import RateLimits
@@ -132,9 +132,7 @@ def _to_anthropic(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
 
 def _parse_message(data: JsonValue, url: str) -> Completion:
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-        raise InfraError(
-            "malformed_response", f"{url} answered without a content list", endpoint=url
-        )
+        raise malformed(url, "a content list")
     texts: list[str] = []
     calls: list[ToolCall] = []
     for block in data["content"]:
@@ -154,8 +152,8 @@ def _parse_message(data: JsonValue, url: str) -> Completion:
     usage = data.get("usage")
     if not isinstance(usage, dict):
         usage = {}
-    input_tokens = _int(usage.get("input_tokens"))
-    output_tokens = _int(usage.get("output_tokens"))
+    input_tokens = token_count(usage.get("input_tokens"))
+    output_tokens = token_count(usage.get("output_tokens"))
     text = "".join(texts)
     return Completion(
         text=text,
@@ -171,7 +169,3 @@ def _parse_message(data: JsonValue, url: str) -> Completion:
         raw=data,
         model=str(data.get("model") or ""),
     )
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

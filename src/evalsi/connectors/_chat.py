@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
 from evalsi.connectors._http import request_json, shared_session
 from evalsi.connectors._ratelimit import RateLimits
@@ -138,3 +139,13 @@ class ChatModel(ABC):
         self, messages: Sequence[Message] | str, *, seed: int | None = None, **params: Any
     ) -> Completion:
         """One call to the model; ``params`` override the constructor's for this call."""
+
+
+def malformed(url: str, what: str) -> InfraError:
+    """A reply the parser cannot read: ``{url} answered without {what}``."""
+    return InfraError("malformed_response", f"{url} answered without {what}", endpoint=url)
+
+
+def token_count(value: object) -> int | None:
+    """A usage count from a reply: an int (not a bool), else unknown."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

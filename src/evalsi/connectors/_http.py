@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.connectors._egress import EgressDenied, EgressPolicy
-from evalsi.connectors._errors import InfraError, TargetError
+from evalsi.connectors._errors import InfraError, InfraKind, TargetError
 from evalsi.connectors._retry import parse_retry_after
 from evalsi.connectors._secrets import Secret
 
@@ -183,24 +183,12 @@ async def request_json(
 
     detail = _error_detail(raw, secrets)
     message = f"HTTP {status} from {where}" + (f": {detail}" if detail else "")
-    if status == 429:
-        raise InfraError(
-            "rate_limited",
-            message,
-            status=status,
-            retry_after=parse_retry_after(retry_after),
-            endpoint=where,
-        )
     if status == 408:
         raise InfraError("timeout", message, status=status, endpoint=where)
-    if status >= 500:
-        raise InfraError(
-            "server_error",
-            message,
-            status=status,
-            retry_after=parse_retry_after(retry_after),
-            endpoint=where,
-        )
+    if status == 429 or status >= 500:
+        kind: InfraKind = "rate_limited" if status == 429 else "server_error"
+        after = parse_retry_after(retry_after)
+        raise InfraError(kind, message, status=status, retry_after=after, endpoint=where)
     raise TargetError(message, status=status, endpoint=where, hint=_hint(status))
 
 

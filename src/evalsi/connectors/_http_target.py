@@ -134,12 +134,9 @@ class HttpTarget:
                 hint="use POST, or put {{input}} in the URL",
             )
         allowed = {"input", "seed", *self.variables}
-        roots = {name.split(".", 1)[0] for name in placeholders(body) | placeholders(url)}
-        unknown = sorted(
-            name
-            for name in placeholders(body) | placeholders(url)
-            if name.split(".", 1)[0] not in allowed
-        )
+        named = placeholders(body) | placeholders(url)
+        roots = {name.split(".", 1)[0] for name in named}
+        unknown = sorted(name for name in named if name.split(".", 1)[0] not in allowed)
         # The trial's seed reaches the service only where the template asks for it.
         self.supports_seed = "seed" in roots and "seed" not in self.variables
         if unknown:

@@ -8,8 +8,7 @@ from typing import Any
 
 import orjson
 
-from evalsi.connectors._chat import ChatModel
-from evalsi.connectors._errors import InfraError
+from evalsi.connectors._chat import ChatModel, malformed, token_count
 from evalsi.connectors._secrets import Secret
 from evalsi.connectors._types import Completion, estimate_tokens, input_messages
 from evalsi.core import JsonValue, Message, ToolCall, Usage
@@ -83,20 +82,16 @@ def _message_to_openai(message: Message) -> dict[str, Any]:
     return out
 
 
-def _malformed(url: str, what: str) -> InfraError:
-    return InfraError("malformed_response", f"{url} answered without {what}", endpoint=url)
-
-
 def _parse_completion(data: JsonValue, url: str) -> Completion:
     if not isinstance(data, dict):
-        raise _malformed(url, "a JSON object")
+        raise malformed(url, "a JSON object")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _malformed(url, "choices")
+        raise malformed(url, "choices")
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):
-        raise _malformed(url, "choices[0].message")
+        raise malformed(url, "choices[0].message")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         # Some servers send content parts; keep their text.
@@ -108,7 +103,7 @@ def _parse_completion(data: JsonValue, url: str) -> Completion:
     calls: list[ToolCall] = []
     for call in message.get("tool_calls") or ():
         if not isinstance(call, dict):
-            raise _malformed(url, "well-formed tool_calls")
+            raise malformed(url, "well-formed tool_calls")
         fn = call.get("function") or {}
         arguments: JsonValue = fn.get("arguments")
         if isinstance(arguments, str):
@@ -126,15 +121,11 @@ def _parse_completion(data: JsonValue, url: str) -> Completion:
         text=content or "",
         messages=[reply],
         usage=Usage(
-            input_tokens=_int(usage.get("prompt_tokens")),
-            output_tokens=_int(usage.get("completion_tokens")),
-            total_tokens=_int(usage.get("total_tokens")),
+            input_tokens=token_count(usage.get("prompt_tokens")),
+            output_tokens=token_count(usage.get("completion_tokens")),
+            total_tokens=token_count(usage.get("total_tokens")),
         ),
         finish_reason=str(choice.get("finish_reason") or ""),
         raw=data,
         model=str(data.get("model") or ""),
     )
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -110,9 +110,7 @@ def plain_input(input: InputLike) -> JsonValue:
         return input
     if isinstance(input, list):
         return [message_to_dict(m) for m in input]
-    if input.kind == "text":
-        return input.value
-    if input.kind == "json":
+    if input.kind in ("text", "json"):
         return input.value
     if input.kind == "messages":
         return [message_to_dict(m) for m in input.value]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterator
+from itertools import islice
 from typing import Any, Final, Literal
 
 from evalsi.core import DatasetError, Record, UserError
@@ -14,6 +15,15 @@ OnBadRecord = Literal["fail", "skip"]
 
 MAX_BAD_MESSAGES: Final = 100
 """How many bad-record messages a pass keeps; all of them are counted."""
+
+_EMPTY: Final = {
+    "memory": "no rows were given",
+    "csv": "the file has a header row and no data rows",
+    "json": "the file holds an empty array",
+    "parquet": "the file has no rows",
+    "hf": "the dataset's files hold no rows",
+}
+"""Why a pass read no record, by format (JSONL says whether the file had lines)."""
 
 _SKIP_HINT = (
     'to count and skip bad records instead: --on-bad-record skip (Python: on_bad_record="skip")'
@@ -158,18 +168,8 @@ class Dataset(ABC):
         return DatasetError(f"no records ({self._why_empty()})", path=self.name)
 
     def _why_empty(self) -> str:
-        lines = self._state.last_line
-        if self.format == "memory":
-            return "no rows were given"
-        if self.format == "csv":
-            return "the file has a header row and no data rows"
-        if self.format == "json":
-            return "the file holds an empty array"
-        if self.format == "parquet":
-            return "the file has no rows"
-        if self.format == "hf":
-            return "the dataset's files hold no rows"
-        return "the file is empty" if lines == 0 else "the file holds only blank lines"
+        lines = "the file holds only blank lines" if self._state.last_line else "the file is empty"
+        return _EMPTY.get(self.format, lines)
 
     def _position_word(self) -> str:
         return "line" if self.format in ("jsonl", "csv") else "record"
@@ -187,19 +187,9 @@ class Dataset(ABC):
         state = ReadState(self._plan, self.on_bad_record)
         self._state = state
         self._version = None
-        batch: list[Record] = []
-        append = batch.append
-        ids = state.ids
-        for record in self._records(state):
-            append(record)
-            if len(batch) >= batch_size:
-                ids.add(batch, state.records + 1)
-                state.records += len(batch)
-                yield batch
-                batch = []
-                append = batch.append
-        if batch:
-            ids.add(batch, state.records + 1)
+        records = self._records(state)
+        while batch := list(islice(records, batch_size)):
+            state.ids.add(batch, state.records + 1)
             state.records += len(batch)
             yield batch
         self._version = state.version

@@ -326,20 +326,7 @@ def _usage(value: Any, name: str) -> Usage:
 
 
 _STEP_KINDS: Final = frozenset(get_args(StepKind))
-_STEP_KEYS: Final = frozenset(
-    {
-        "kind",
-        "name",
-        "input",
-        "output",
-        "tool_call",
-        "usage",
-        "error",
-        "start_time_unix_nano",
-        "end_time_unix_nano",
-        "span_id",
-    }
-)
+_STEP_KEYS: Final = frozenset(f.name for f in dataclasses.fields(Step))  # a row per Step field
 
 
 def read_trajectory(value: Any, name: str = "trajectory") -> Trajectory:

@@ -5,12 +5,7 @@ and shows the numbers alone.
 """
 
 from evalsi.reports._data import gather_report
-from evalsi.reports._render import (
-    ReportFormat,
-    check_output_path,
-    render_report,
-    write_report,
-)
+from evalsi.reports._render import ReportFormat, check_output_path, render_report, write_report
 
 __all__ = [
     "ReportFormat",

@@ -205,6 +205,8 @@ def _ci_panel(ax: Axes, panel: Sequence[CiRow], series: Sequence[str], *, unit: 
 
 def outcome_chart(dists: Sequence[Distribution], *, key: str) -> str:
     """One 100% bar per pass/fail metric: passed, failed, skipped, errors."""
+    from matplotlib.ticker import PercentFormatter
+
     labels = [_label(d.evaluator, d.metric) for d in dists]
     parts = [
         ("passed", PASSED, [d.passed for d in dists]),
@@ -228,28 +230,17 @@ def outcome_chart(dists: Sequence[Distribution], *, key: str) -> str:
         ax.set_yticks(ys, labels)
         ax.set_ylim(len(dists) - 0.5, -0.5)
         ax.set_xlim(0, 1)
-        ax.xaxis.set_major_formatter(_percent())
+        ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
         ax.tick_params(axis="y", length=0)
         ax.set_title("Outcomes per pass/fail metric (share of records)")
         fig.legend(loc="outside lower center", ncols=4, frameon=False)
         return _svg(fig, key, "Outcomes per pass/fail metric")
 
 
-def _integer_ticks() -> Any:
-    from matplotlib.ticker import MaxNLocator
-
-    return MaxNLocator(integer=True)
-
-
-def _percent() -> Any:
-    from matplotlib.ticker import PercentFormatter
-
-    return PercentFormatter(xmax=1.0, decimals=0)
-
-
 def histogram(dist: Distribution, mean: float | None, *, key: str) -> str:
     """The histogram of one numeric metric (from its sample on large runs)."""
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     values = np.frombuffer(dist.sample, dtype=np.float64)
     edges = np.histogram_bin_edges(values, bins="auto")
@@ -265,7 +256,7 @@ def histogram(dist: Distribution, mean: float | None, *, key: str) -> str:
             ax.axvline(mean, color="#333333", linestyle="--", linewidth=1)
         ax.set_xlabel(label)
         ax.set_ylabel("records (sample)" if dist.sampled else "records")
-        ax.yaxis.set_major_locator(_integer_ticks())
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(axis="y", color="#dddddd", linewidth=0.6)
         ax.set_axisbelow(True)
         return _svg(fig, key, "Distribution of a numeric metric")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 from array import array
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -325,7 +326,9 @@ class _Scan:
         for m in metrics:  # the stored order first; metrics only in the results follow
             if m.kind in ("passed", "number"):
                 self._dist((m.evaluator, m.metric), m.kind)
-        self.slices: dict[_Key, dict[str, Running]] = {}
+        self.slices: defaultdict[_Key, defaultdict[str, Running]] = defaultdict(
+            lambda: defaultdict(Running)
+        )
         self.tracked: dict[str, None] = {}
         self.untracked = 0
         self.failures: list[Failure] = []
@@ -371,10 +374,9 @@ class _Scan:
             if failure is not None and record is not None:
                 _attach(failure, record)
         self._end_record()
-        for key in [k for k in self.dists if k[0] in self._dataset_scope]:
-            del self.dists[key]
-        for key in [k for k, d in self.dists.items() if not d.seen]:
-            del self.dists[key]
+        self.dists = {
+            k: d for k, d in self.dists.items() if d.seen and k[0] not in self._dataset_scope
+        }
         if join is not None:
             join.finish()
         elif self.failures:
@@ -412,11 +414,7 @@ class _Scan:
                 dist.kind = "number"  # mixed bool/number under one name: a number, as stored
             self._add_value(dist, value, score.passed)
             if group is not None:
-                per = self.slices.setdefault(key, {})
-                running = per.get(group)
-                if running is None:
-                    running = per[group] = Running()
-                running.add(value)
+                self.slices[key][group].add(value)
 
     def _add_value(self, dist: Distribution, value: float, passed: bool | None) -> None:
         if passed is True:

@@ -10,6 +10,7 @@ import orjson
 
 from evalsi.core import Interval, IsolationReport, MetricSummary
 from evalsi.reports._data import ReportData
+from evalsi.reports._join import compact
 from evalsi.runs import IsolationSummary, format_number
 
 
@@ -112,10 +113,7 @@ def any_value(value: Any) -> str:
         return format_number(float(value))
     if isinstance(value, str):
         return value
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return str(value)
+    return compact(value)
 
 
 def pretty_json(value: Any) -> str:

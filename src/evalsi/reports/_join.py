@@ -141,13 +141,14 @@ def content_text(record: Record, field: str) -> str | None:
         lines = []
         for m in content.messages or []:
             text = m.content or ""
-            calls = ", ".join(f"{c.name}({_compact(c.arguments)})" for c in m.tool_calls)
+            calls = ", ".join(f"{c.name}({compact(c.arguments)})" for c in m.tool_calls)
             lines.append(f"{m.role}: {text}" + (f" [tool calls: {calls}]" if calls else ""))
         return "\n".join(lines)
     return str(content.as_text())
 
 
-def _compact(value: Any) -> str:
+def compact(value: Any) -> str:
+    """Compact JSON, or the value's ``str`` when it is not JSON."""
     try:
         return orjson.dumps(value).decode()
     except TypeError:
@@ -168,4 +169,4 @@ def slice_value(record: Record, key: str) -> str:
         return "(missing)"
     if isinstance(value, str):
         return value
-    return _compact(value)
+    return compact(value)

@@ -79,6 +79,8 @@ def render_report(
 def render_html(data: ReportData) -> str:
     from markupsafe import Markup
 
+    from evalsi.core import VERSION
+
     charts = build_charts(data)
     svg = _svgs(charts, Markup)
     return (
@@ -92,7 +94,7 @@ def render_html(data: ReportData) -> str:
             no_charts=NO_CHARTS,
             manifest_json=pretty_json(data.run.manifest),
             spec_json=pretty_json(data.run.spec),
-            evalsi_version=_version(),
+            evalsi_version=VERSION,
         )
     )
 
@@ -100,9 +102,8 @@ def render_html(data: ReportData) -> str:
 def _svgs(charts: Charts, markup: Any) -> dict[str, Any]:
     # matplotlib wrote these (text inside is XML-escaped by its SVG backend): safe to inline.
     out: dict[str, Any] = {
-        "ci": markup(charts.ci) if charts.ci else None,
-        "outcomes": markup(charts.outcomes) if charts.outcomes else None,
-        "compare": markup(charts.compare) if charts.compare else None,
+        name: markup(svg) if (svg := getattr(charts, name)) else None
+        for name in ("ci", "outcomes", "compare")
     }
     out["histograms"] = {k: markup(v) for k, v in charts.histograms.items()}
     return out
@@ -122,12 +123,6 @@ def _environment() -> jinja2.Environment:
     env.filters.update(FILTERS)
     env.globals.update(GLOBALS)
     return env
-
-
-def _version() -> str:
-    from evalsi.core import VERSION
-
-    return VERSION
 
 
 # -- writing ----------------------------------------------------------------------------------

@@ -17,12 +17,7 @@ from evalsi.wire._catalog import (
     pack_to_proto,
 )
 from evalsi.wire._compare import comparison_from_proto, comparison_to_proto
-from evalsi.wire._json import (
-    struct_from_proto,
-    struct_to_proto,
-    value_from_proto,
-    value_to_proto,
-)
+from evalsi.wire._json import struct_from_proto, struct_to_proto, value_from_proto, value_to_proto
 from evalsi.wire._records import (
     content_from_proto,
     content_to_proto,

@@ -13,7 +13,7 @@ from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2
 from evalsi._proto.evalsi.v1alpha1 import dataset_service_pb2 as ds_pb
-from evalsi.wire._json import struct_from_proto
+from evalsi.wire._json import _opt_seconds, struct_from_proto
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,7 @@ def connector_from_proto(message: catalog_service_pb2.Connector) -> ConnectorInf
 
 def dataset_from_proto(message: ds_pb.Dataset) -> DatasetInfo:
     d = message
-    created = None
-    if d.HasField("create_time"):
-        created = float(d.create_time.seconds) + d.create_time.nanos / 1e9
+    created = _opt_seconds(d, "create_time")
     return DatasetInfo(str(d.name), str(d.version), int(d.rows), created, str(d.path))
 
 

@@ -11,23 +11,17 @@ from typing import Literal
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2
 from evalsi.runs import CompareKind, Comparison, MetricComparison, Unmatched, Verdict
 from evalsi.stats import McNemar
-from evalsi.wire._json import _fields, _opt_fields, _opt_float, _set_fields
+from evalsi.wire._json import _fields, _known, _opt_fields, _opt_float, _set_fields
 from evalsi.wire._results import interval_from_proto, set_interval
 
-_VERDICT_TO_PROTO: dict[str, str] = {
+_VERDICT_TO_PROTO: dict[Verdict, str] = {
     "improved": "improved",
     "regressed": "regressed",
     "changed": "changed",
     "no significant change": "no_change",
     "insufficient data": "insufficient_data",
 }
-_VERDICT_FROM_PROTO: dict[str, Verdict] = {
-    "improved": "improved",
-    "regressed": "regressed",
-    "changed": "changed",
-    "no_change": "no significant change",
-    "insufficient_data": "insufficient data",
-}
+_VERDICT_FROM_PROTO = {v: k for k, v in _VERDICT_TO_PROTO.items()}
 
 
 def comparison_to_proto(comparison: Comparison) -> run_service_pb2.CompareRunsResponse:
@@ -99,9 +93,7 @@ def _metric_from_proto(m: run_service_pb2.MetricComparison) -> MetricComparison:
         t = m.mcnemar
         method: Literal["exact", "chi2"] = "chi2" if t.method == "chi2" else "exact"
         test = McNemar(int(t.b01), int(t.b10), float(t.statistic), float(t.p_value), method)
-    verdict = _VERDICT_FROM_PROTO.get(str(m.verdict))
-    if verdict is None:
-        raise ValueError(f"MetricComparison.verdict {m.verdict!r} is not a known verdict")
+    verdict = _known(_VERDICT_FROM_PROTO, str(m.verdict), "MetricComparison.verdict", "verdict")
     return MetricComparison(
         **_fields(m, _METRIC),
         **_opt_fields(m, _METRIC_OPTIONAL),
@@ -114,6 +106,3 @@ def _metric_from_proto(m: run_service_pb2.MetricComparison) -> MetricComparison:
         mcnemar=test,
         verdict=verdict,
     )
-
-
-__all__ = ["comparison_from_proto", "comparison_to_proto"]

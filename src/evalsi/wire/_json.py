@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, get_args
 
-from google.protobuf import struct_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import evaluator_pb2, record_pb2, score_pb2
-from evalsi.core import (
-    JsonValue,
-    Outcome,
-    Scope,
-    ScoreKind,
-    StepKind,
-)
+from evalsi.core import JsonValue, Outcome, Scope, ScoreKind, StepKind
 
 ProvenanceSourceName = Literal["", "dataset", "run", "trace"]
 
 
 # Largest magnitude below which every integer is exactly representable as a double.
 _EXACT_INT_LIMIT = 2**53
+NS = 1_000_000_000
 
 K = TypeVar("K")
 V = TypeVar("V", bound=int)
@@ -165,9 +161,33 @@ def _opt_fields(message: Any, names: Iterable[str]) -> dict[str, Any]:
     return {name: getattr(message, name) if message.HasField(name) else None for name in names}
 
 
+def _known(table: Mapping[Any, M], key: Any, field: str, what: str) -> M:
+    """``table[key]``, or a ``ValueError`` naming the field and the value it does not know."""
+    found = table.get(key)
+    if found is None:
+        raise ValueError(f"{field} {key!r} is not a known {what}")
+    return found
+
+
 def _opt_float(message: Any, name: str) -> float | None:
     return float(getattr(message, name)) if message.HasField(name) else None
 
 
 def _opt_bool(message: Any, name: str) -> bool | None:
     return bool(getattr(message, name)) if message.HasField(name) else None
+
+
+# -- times --------------------------------------------------------------------------------------
+def _set_seconds(out: timestamp_pb2.Timestamp, seconds: float) -> None:
+    # Whole seconds and the fraction apart: ``seconds * 1e9`` would round a store's
+    # ``1700000000.25`` to ...249999872 ns.
+    whole = math.floor(seconds)
+    out.seconds, out.nanos = divmod(whole * NS + round((seconds - whole) * NS), NS)
+
+
+def _seconds_of(message: timestamp_pb2.Timestamp) -> float:
+    return float(message.seconds) + float(message.nanos) / NS
+
+
+def _opt_seconds(message: Any, name: str) -> float | None:
+    return _seconds_of(getattr(message, name)) if message.HasField(name) else None

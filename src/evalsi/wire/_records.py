@@ -95,23 +95,16 @@ def _set_content(out: record_pb2.Content, content: Content) -> None:
         out.tensor.shape.extend(tensor.shape)
         out.tensor.values.extend(tensor.values)
     elif kind == "media":
-        media: MediaRef = value
         out.media.SetInParent()
-        out.media.uri = media.uri
-        out.media.mime_type = media.mime_type
-        out.media.sha256 = media.sha256
+        _set_fields(out.media, value, ("uri", "mime_type", "sha256"))
     else:
         raise ValueError(f"unknown content kind {kind!r}")
 
 
 def _set_message(out: record_pb2.Message, message: Message) -> None:
-    out.role = message.role
-    if message.content is not None:
-        out.content = message.content
+    _set_fields(out, message, ("role", "content", "tool_call_id", "name"))
     for call in message.tool_calls:
         _set_tool_call(out.tool_calls.add(), call)
-    out.tool_call_id = message.tool_call_id
-    out.name = message.name
 
 
 def _message_from_proto(message: record_pb2.Message) -> Message:

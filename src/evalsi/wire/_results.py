@@ -9,10 +9,8 @@ from evalsi.core import (
     EvaluatorRef,
     Interval,
     MetricSummary,
-    Outcome,
     OutputSpec,
     Score,
-    ScoreKind,
 )
 from evalsi.wire._json import (
     _OUTCOME_FROM_PROTO,
@@ -23,6 +21,7 @@ from evalsi.wire._json import (
     _SCORE_KIND_TO_PROTO,
     _fields,
     _filled,
+    _known,
     _opt_bool,
     _opt_fields,
     _opt_float,
@@ -103,20 +102,15 @@ def result_from_proto(message: score_pb2.EvaluationResult) -> EvaluationResult:
         record_id=str(message.record_id),
         evaluator=str(message.evaluator),
         evaluator_ref=str(message.evaluator_ref),
-        outcome=_outcome_from_proto(int(message.outcome)),
+        outcome=_known(
+            _OUTCOME_FROM_PROTO, int(message.outcome), "EvaluationResult.outcome", "outcome"
+        ),
         scores=[score_from_proto(s) for s in message.scores],
         reason=str(message.reason),
         # One division of the exact integer keeps the float correctly rounded.
         duration_s=int(message.duration.ToNanoseconds()) / 1e9,
         trial=int(message.trial),
     )
-
-
-def _outcome_from_proto(number: int) -> Outcome:
-    outcome = _OUTCOME_FROM_PROTO.get(number)
-    if outcome is None:
-        raise ValueError(f"EvaluationResult.outcome {number} is not a known outcome")
-    return outcome
 
 
 # -- summaries ----------------------------------------------------------------------------------
@@ -142,7 +136,7 @@ def summary_from_proto(message: score_pb2.MetricSummary) -> MetricSummary:
     return MetricSummary(
         **_fields(message, _SUMMARY),
         **_opt_fields(message, _SUMMARY_OPTIONAL),
-        kind=_score_kind_from_proto(int(message.kind), "MetricSummary.kind"),
+        kind=_known(_SCORE_KIND_FROM_PROTO, int(message.kind), "MetricSummary.kind", "score kind"),
         ci=interval_from_proto(message.ci),
         labels=dict(message.labels),
         pass_at_k=dict(message.pass_at_k),
@@ -159,13 +153,6 @@ def interval_from_proto(message: score_pb2.Interval) -> Interval:
     return Interval(
         **_opt_fields(message, ("low", "high")), method=message.method, level=message.level
     )
-
-
-def _score_kind_from_proto(number: int, field: str) -> ScoreKind:
-    kind = _SCORE_KIND_FROM_PROTO.get(number)
-    if kind is None:
-        raise ValueError(f"{field} {number} is not a known score kind")
-    return kind
 
 
 # -- evaluator manifests ------------------------------------------------------------------------
@@ -191,12 +178,9 @@ def manifest_to_proto(manifest: EvaluatorManifest) -> evaluator_pb2.EvaluatorMan
 
 
 def manifest_from_proto(message: evaluator_pb2.EvaluatorManifest) -> EvaluatorManifest:
-    scope = _SCOPE_FROM_PROTO.get(int(message.scope))
-    if scope is None:
-        raise ValueError(f"EvaluatorManifest.scope {message.scope} is not a known scope")
     return EvaluatorManifest(
         ref=evaluator_ref_from_proto(message.ref),
-        scope=scope,
+        scope=_known(_SCOPE_FROM_PROTO, int(message.scope), "EvaluatorManifest.scope", "scope"),
         requires=tuple(str(r) for r in message.requires),
         outputs=tuple(_output_spec_from_proto(o) for o in message.outputs),
         params_schema=struct_from_proto(message.params_schema),
@@ -215,7 +199,7 @@ def _set_output_spec(out: evaluator_pb2.OutputSpec, spec: OutputSpec) -> None:
 def _output_spec_from_proto(message: evaluator_pb2.OutputSpec) -> OutputSpec:
     return OutputSpec(
         name=str(message.name),
-        type=_score_kind_from_proto(int(message.type), "OutputSpec.type"),
+        type=_known(_SCORE_KIND_FROM_PROTO, int(message.type), "OutputSpec.type", "score kind"),
         range=(
             (float(message.range.low), float(message.range.high))
             if message.HasField("range")

@@ -9,18 +9,21 @@ pass@k samples, judges, the dry-run plan) in ``details``, so a client rebuilds t
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import timestamp_pb2
-
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
 from evalsi.core import MetricSummary, RunInfo
 from evalsi.runs import RunResult, gates_exit_code, isolation_from_dicts, summaries_from_dicts
-from evalsi.wire._json import _EXACT_INT_LIMIT, _set_struct, struct_from_proto
+from evalsi.wire._json import (
+    _EXACT_INT_LIMIT,
+    _opt_seconds,
+    _set_seconds,
+    _set_struct,
+    struct_from_proto,
+)
 from evalsi.wire._results import summary_from_proto, summary_to_proto
 from evalsi.wire._warnings import (
     cause_to_proto,
@@ -75,15 +78,14 @@ def run_to_proto(
         error=info.error or "",
         project_id=project_id or info.project_id,
     )
-    _set_time(out.create_time, info.created_at)
+    _set_seconds(out.create_time, info.created_at)
     if info.finished_at is not None:
-        _set_time(out.finish_time, info.finished_at)
+        _set_seconds(out.finish_time, info.finished_at)
     if metrics is None:
         metrics = summaries_from_dicts(summary.get("metrics") or [])
-    for m in metrics:
-        out.metrics.append(summary_to_proto(m))
+    out.metrics.extend(summary_to_proto(m) for m in metrics)
     gates = list(summary.get("gates") or [])
-    _set_gates(out, gates)
+    out.gates.extend(gate_to_proto(g) for g in gates)
     _set_explained(out, summary)
     out.exit_code = _exit_code(info.kind, shown, gates)
     if progress is not None:
@@ -114,9 +116,8 @@ def run_result_to_proto(result: RunResult, *, project_id: str = "") -> run_servi
         exit_code=result.exit_code,
         project_id=project_id,
     )
-    for m in result.metrics:
-        out.metrics.append(summary_to_proto(m))
-    _set_gates(out, result.gates)
+    out.metrics.extend(summary_to_proto(m) for m in result.metrics)
+    out.gates.extend(gate_to_proto(g) for g in result.gates)
     _set_explained(out, d)
     if result.dataset_version:
         out.dataset_version = result.dataset_version
@@ -186,10 +187,6 @@ def _explained(
     return [dict(v) for v in _list(details.get(name)) if isinstance(v, dict)]
 
 
-def _set_gates(out: run_service_pb2.Run, gates: Sequence[Mapping[str, Any]]) -> None:
-    out.gates.extend(gate_to_proto(g) for g in gates)
-
-
 def gate_to_proto(g: Mapping[str, Any]) -> score_pb2.GateResult:
     """A gate verdict as ``evaluate_gates`` reports it, as a ``GateResult``."""
     gate = score_pb2.GateResult(
@@ -215,16 +212,6 @@ def gate_from_proto(g: score_pb2.GateResult) -> dict[str, Any]:
         "value": float(g.value) if g.HasField("value") else None,
         "reason": str(g.reason),
     }
-
-
-def _set_time(out: timestamp_pb2.Timestamp, seconds: float) -> None:
-    # Whole seconds and the fraction apart: ``seconds * 1e9`` would round a store's
-    # ``1700000000.25`` to ...249999872 ns.
-    whole = math.floor(seconds)
-    nanos = round((seconds - whole) * 1e9)
-    if nanos >= 1_000_000_000:
-        whole, nanos = whole + 1, 0
-    out.seconds, out.nanos = whole, nanos
 
 
 def _exit_code(kind: str, status: str, gates: Sequence[Mapping[str, Any]]) -> int:
@@ -270,17 +257,6 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-__all__ = [
-    "Progress",
-    "gate_from_proto",
-    "gate_to_proto",
-    "run_from_proto",
-    "run_info_from_proto",
-    "run_result_to_proto",
-    "run_to_proto",
-]
-
-
 def run_info_from_proto(run: run_service_pb2.Run) -> RunInfo:
     """A ``Run`` message as a ``RunInfo``, as ``evalsi runs`` prints it."""
     details = struct_from_proto(run.details)
@@ -302,9 +278,9 @@ def run_info_from_proto(run: run_service_pb2.Run) -> RunInfo:
         id=str(run.id),
         kind=str(run.kind),
         status=str(run.status),
-        created_at=_seconds(run, "create_time") or 0.0,
+        created_at=_opt_seconds(run, "create_time") or 0.0,
         name=str(run.name),
-        finished_at=_seconds(run, "finish_time"),
+        finished_at=_opt_seconds(run, "finish_time"),
         records=int(run.records),
         spec=spec,
         manifest=manifest if isinstance(manifest, dict) else None,
@@ -319,10 +295,3 @@ def _dataset_source(spec: dict[str, Any]) -> str:
     if isinstance(inner, dict) and isinstance(inner.get("dataset"), dict):
         return str(inner["dataset"].get("path", "?"))
     return str(spec.get("data", "?"))
-
-
-def _seconds(message: Any, name: str) -> float | None:
-    if not message.HasField(name):
-        return None
-    ts = getattr(message, name)
-    return float(ts.seconds) + float(ts.nanos) / 1e9

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,10 @@ from evalsi.core import (
 )
 from evalsi.wire._json import (
     _EXACT_INT_LIMIT,
+    NS,
     _fields,
+    _seconds_of,
+    _set_seconds,
     _set_struct,
     _set_value,
     struct_from_proto,
@@ -48,8 +50,6 @@ from evalsi.wire._records import (
     _usage_from_proto,
 )
 from evalsi.wire._results import result_from_proto, result_to_proto
-
-NS = 1_000_000_000
 
 
 @dataclass(slots=True)
@@ -215,9 +215,7 @@ def trace_summary_to_proto(
     out = trace_pb2.TraceSummary(**_fields(s, _SUMMARY))
     set_ns(out.start_time, s.start_time_unix_nano)
     set_ns(out.end_time, s.end_time_unix_nano)
-    # whole seconds and the fraction apart, so that 1700000000.25 does not come back ...249999
-    whole = math.floor(s.completed_at)
-    set_ns(out.complete_time, whole * NS + round((s.completed_at - whole) * NS))
+    _set_seconds(out.complete_time, s.completed_at)
     out.scores.extend(trace_score_to_proto(score) for score in scores)
     return out
 
@@ -231,7 +229,7 @@ def trace_summary_from_proto(
         start_time_unix_nano=ns_of(m.start_time),
         end_time_unix_nano=ns_of(m.end_time),
         record=record,
-        completed_at=m.complete_time.seconds + m.complete_time.nanos / NS,
+        completed_at=_seconds_of(m.complete_time),
         scores=flat_scores([trace_score_from_proto(s) for s in m.scores]),
     )
 

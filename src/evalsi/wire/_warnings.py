@@ -58,13 +58,3 @@ def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         return 0
     return int(value)
-
-
-__all__ = [
-    "cause_from_proto",
-    "cause_to_proto",
-    "causes_from_proto",
-    "warning_from_proto",
-    "warning_to_proto",
-    "warnings_from_proto",
-]
