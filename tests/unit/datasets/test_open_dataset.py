@@ -34,6 +34,7 @@ def test_the_public_surface() -> None:
         "param_file",
         "param_files_confined",
         "parse_hf_uri",
+        "read_trajectory",
         "record_from_dict",
         "record_to_row",
     ]
