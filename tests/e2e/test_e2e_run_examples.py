@@ -57,3 +57,68 @@ def test_custom_evaluator_example_runs_from_anywhere(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "numeric-close" in proc.stdout
     assert not (tmp_path / ".evalsi").exists()  # it uses an in-memory store
+
+
+def test_the_scripted_agent_example_lists_its_tasks_with_their_steps(
+    run_evalsi: Callable[..., Any], tmp_path: Path
+) -> None:
+    env = {"PYTHONPATH": str(EXAMPLES / "agent")}
+    done = run_evalsi(
+        tmp_path, "run", "-f", EXAMPLES / "agent" / "run-scripted.yaml", "--format", "json", env=env
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    shown = run_evalsi(
+        tmp_path, "runs", "show", run_id, "--tasks", "--limit", "3", "--format", "json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    tasks = json.loads(shown.stdout)["tasks"]
+    assert [t["sample_id"] for t in tasks] == ["weather-paris", "book-lisbon", "search-wrong-date"]
+    book = tasks[1]
+    assert [s["type"] for s in book["trajectory"]["steps"]] == [
+        "model_call",
+        "tool_call",
+        "tool_call",
+    ]
+    call = book["trajectory"]["steps"][2]
+    assert (call["tool"], call["arguments"]) == ("book_flight", {"flight_id": "TP523"})
+    assert call["result"] == {"status": "confirmed", "flight": "TP523"}
+    assert book["trajectory"]["stop_reason"] == "final_answer"
+    wrong = {v["evaluator"]: v for v in tasks[2]["scores"]}
+    assert wrong["trajectory-match"]["scores"] == {"trajectory-match": False}
+    # the boundaries: no task, and a table listing
+    none = run_evalsi(
+        tmp_path, "runs", "show", run_id, "--tasks", "--limit", "0", "--format", "json"
+    )
+    assert json.loads(none.stdout)["tasks"] == []
+    table = run_evalsi(tmp_path, "runs", "show", run_id, "--tasks", "--limit", "1")
+    assert table.returncode == 0, table.stderr
+    assert "weather-paris" in table.stdout
+    assert "final_answer" in table.stdout
+    plain = run_evalsi(tmp_path, "runs", "show", run_id, "--format", "json")
+    assert "tasks" not in json.loads(plain.stdout)  # only when asked for
+
+
+def test_a_score_runs_tasks_are_its_graded_records(
+    run_evalsi: Callable[..., Any], tmp_path: Path
+) -> None:
+    done = run_evalsi(
+        tmp_path,
+        "eval",
+        "--data",
+        EXAMPLES / "qa.jsonl",
+        "--evaluators",
+        "exact-match",
+        "--format",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    shown = run_evalsi(tmp_path, "runs", "show", "latest", "--tasks", "--format", "json")
+    tasks = json.loads(shown.stdout)["tasks"]
+    assert len(tasks) == 20  # the default limit; qa.jsonl has 20 records
+    assert all("trajectory" not in t and len(t["scores"]) == 1 for t in tasks)
+    remote = run_evalsi(
+        tmp_path, "runs", "show", "latest", "--tasks", "--server", "http://127.0.0.1:9"
+    )
+    assert remote.returncode == 2
+    assert "--tasks reads a local store" in remote.stderr

@@ -38,6 +38,15 @@ def register(commands: Any) -> None:
         metavar="N",
         help="show up to N failed/errored results and why (default: 5; 0 shows none)",
     )
+    show.add_argument(
+        "--tasks",
+        action="store_true",
+        help="list the run's tasks (sample x trial): output, verdicts and, for an agent, the "
+        "trajectory's steps",
+    )
+    show.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="with --tasks: at most N (default: 20)"
+    )
     show.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     add_server_flag(show)
     show.set_defaults(handler=show_run)
@@ -105,13 +114,20 @@ def show_run(args: argparse.Namespace) -> int:
         failing_records,
         first_failures,
         isolation_from_dicts,
+        iter_tasks,
         open_store,
         summaries_from_dicts,
     )
 
     server = server_of(args)
     run: RunInfo
+    tasks: list[dict[str, Any]] = []
     if server is not None:
+        if args.tasks:
+            raise UserError(
+                "--tasks reads a local store: the server's API does not list tasks yet",
+                hint="run `evalsi runs show RUN --tasks` where the store is (--store PATH)",
+            )
         with connect_reader(args, server) as client:
             run = client.run_info(args.run_id)
             failing = []
@@ -122,6 +138,8 @@ def show_run(args: argparse.Namespace) -> int:
         store = open_store(args.store, create=False)
         run = store.get_run(args.run_id)
         failing = failing_records(store, run.id, args.failures)
+        if args.tasks:
+            tasks = list(iter_tasks(store, run.id, max(args.limit, 0)))
     failures = [f.to_dict() for f in failing]
     summary = run.summary or {}
     metrics = summaries_from_dicts(summary.get("metrics", []))
@@ -148,6 +166,7 @@ def show_run(args: argparse.Namespace) -> int:
                 "spec": run.spec,
                 "manifest": run.manifest,
                 "failures": failures,
+                **({"tasks": tasks} if args.tasks else {}),
             }
         )
         return 0
@@ -173,4 +192,33 @@ def show_run(args: argparse.Namespace) -> int:
     if lines:
         print("\n" + "\n".join(lines))
     print_failures(args.format, failing, args.failures, "--failures")
+    if args.tasks:
+        print()
+        print_table(("sample", "trial", "status", "steps", "stop", "verdicts"), _task_rows(tasks))
     return 0
+
+
+def _task_rows(tasks: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for t in tasks:
+        trajectory = t.get("trajectory") or {}
+        verdicts = ", ".join(
+            f"{v['evaluator']}={_first(v['scores']) if v['outcome'] == 'scored' else v['outcome']}"
+            for v in t["scores"]
+        )
+        rows.append(
+            (
+                t["sample_id"],
+                str(t["trial"]),
+                t.get("status", "-"),
+                str(len(trajectory.get("steps", []))) if trajectory else "-",
+                trajectory.get("stop_reason") or "-",
+                verdicts,
+            )
+        )
+    return rows
+
+
+def _first(scores: dict[str, Any]) -> str:
+    value = next(iter(scores.values()), None)
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
+    from evalsi.runs._tasks import iter_tasks
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
     from evalsi.runs.compare import (
         CompareKind,
@@ -126,6 +127,7 @@ __all__ = [
     "isolation_of_results",
     "isolation_report",
     "isolation_rows",
+    "iter_tasks",
     "judges_from_doc",
     "judges_manifest",
     "load_run_spec",

@@ -1,0 +1,104 @@
+"""A run's tasks (sample x trial) as ``evalsi runs show --tasks`` lists them: the output, each
+evaluator's verdict and, when the target returned one, the trajectory's steps.
+
+Read streaming from the store: a Run's stored outputs and its results, both in (seq, trial)
+order, joined as they go; a Score run has no stored outputs, so its tasks are its results.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from evalsi.core import EvaluationResult, Outcome, Step
+from evalsi.datasets import read_trajectory
+from evalsi.store import SqlStore
+
+STEP_TYPES = {"llm_call": "model_call"}
+"""A step's ``type`` in the task JSON, where it differs from the core step kind."""
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """One trajectory step as the task JSON shows it: its ``type``, and for a tool call the
+    ``tool``, its ``arguments`` and its ``result``."""
+    out: dict[str, Any] = {"type": STEP_TYPES.get(step.kind, step.kind)}
+    if step.name:
+        out["name"] = step.name
+    if step.tool_call is not None:
+        out.update(tool=step.tool_call.name, arguments=step.tool_call.arguments, result=step.output)
+    else:
+        if step.input is not None:
+            out["input"] = step.input
+        if step.output is not None:
+            out["output"] = step.output
+    if step.error:
+        out["error"] = step.error
+    if step.usage is not None:
+        out["usage"] = step.usage.known()
+    return out
+
+
+def _verdict(result: EvaluationResult) -> dict[str, Any]:
+    return {
+        "evaluator": result.evaluator,
+        "outcome": Outcome(result.outcome).name.lower(),
+        "scores": {s.name: s.value for s in result.scores},
+        "reason": result.reason,
+    }
+
+
+def iter_tasks(store: SqlStore, run_id: str, limit: int) -> Iterator[dict[str, Any]]:
+    """Up to ``limit`` tasks of the run, in (sample, trial) order."""
+    graded = (
+        ((seq, r.trial), r) for seq, _, r in store.iter_results(run_id) if seq >= 0
+    )  # dataset-scope results (seq -1) belong to no task
+    verdicts = itertools.groupby(graded, key=lambda kr: kr[0])
+    pending = next(verdicts, None)
+
+    def verdicts_of(key: tuple[int, int]) -> list[EvaluationResult]:
+        nonlocal pending
+        while pending is not None and pending[0] < key:
+            pending = next(verdicts, None)
+        if pending is None or pending[0] != key:
+            return []
+        found = [r for _, r in pending[1]]
+        pending = next(verdicts, None)
+        return found
+
+    outputs = store.iter_outputs(run_id)
+    first = next(outputs, None)
+    if first is None:  # a Score run: its results are its tasks
+        for _ in range(limit):
+            if pending is None:
+                return
+            (seq, trial), group = pending
+            results = [r for _, r in group]
+            pending = next(verdicts, None)
+            yield {
+                "sample_id": results[0].record_id,
+                "seq": seq,
+                "trial": trial,
+                "scores": [_verdict(r) for r in results],
+            }
+        return
+    for row in itertools.islice(itertools.chain([first], outputs), limit):
+        task: dict[str, Any] = {
+            "sample_id": row.record_id,
+            "seq": row.seq,
+            "trial": row.trial,
+            "status": row.status,
+            "output": None if row.output is None else orjson.loads(row.output),
+            "scores": [_verdict(r) for r in verdicts_of((row.seq, row.trial))],
+        }
+        if row.error:
+            task["error"] = row.error
+        if row.trajectory is not None:
+            trajectory = read_trajectory(orjson.loads(row.trajectory))
+            task["trajectory"] = {
+                "steps": [step_json(s) for s in trajectory.steps],
+                "stop_reason": trajectory.stop_reason,
+            }
+        yield task
