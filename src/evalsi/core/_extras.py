@@ -33,6 +33,8 @@ EXTRA_OF: dict[str, str] = {
     "transformers": "toxicity",
     "torch": "toxicity",
     "pyseccomp": "sandbox",
+    "mcp": "agents",
+    "mcp_types": "agents",
 }
 """Top-level module -> the extra that installs it."""
 
