@@ -11,7 +11,7 @@ explanation. Full ``Score`` lists are kept only for results those columns cannot
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import overload
 
 from evalsi.core._score import EvaluationResult, Outcome, Score
@@ -109,10 +109,6 @@ class ResultBatch(Sequence[EvaluationResult]):
             duration_s=self.duration,
             trial=self.trial,
         )
-
-    def __iter__(self) -> Iterator[EvaluationResult]:
-        for i in range(len(self)):
-            yield self[i]
 
     def score_list(self, i: int) -> list[Score]:
         """The scores of entry ``i`` as ``Score`` objects (rebuilt from the columns if needed)."""

@@ -38,9 +38,7 @@ def cel_module() -> ModuleType:
 def _load() -> ModuleType:
     package = importlib.util.find_spec("cel")  # finds the package without running its __init__
     folders = package.submodule_search_locations if package is not None else None
-    if not folders:
-        return importlib.import_module(_ENGINE)  # an unexpected layout: the ordinary way
-    for folder in folders:
+    for folder in folders or ():
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
             path = Path(folder) / f"cel{suffix}"
             if path.is_file():
@@ -51,4 +49,4 @@ def _load() -> ModuleType:
                 sys.modules[_ENGINE] = module
                 loader.exec_module(module)
                 return module
-    return importlib.import_module(_ENGINE)
+    return importlib.import_module(_ENGINE)  # an unexpected layout: the ordinary way

@@ -83,7 +83,6 @@ class Content:
         self.kind: ContentKind = kind
         self.value: Any = value
 
-    # -- constructors -------------------------------------------------------------------------
     @classmethod
     def of_text(cls, text: str) -> Content:
         return cls("text", text)
@@ -156,7 +155,6 @@ class Content:
                 )
         return cls("json", value)
 
-    # -- typed views --------------------------------------------------------------------------
     @property
     def text(self) -> str | None:
         return self.value if self.kind == "text" else None

@@ -84,6 +84,3 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a missing parent package, or a half-installed one
         return False
-
-
-__all__ = ["EXTRA_OF", "MissingExtraError", "missing_extra", "require_extra"]

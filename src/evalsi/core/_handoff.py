@@ -34,8 +34,10 @@ class HandedTrace:
     from_memory: bool = False  # built from the spans assembly held, not read back
 
 
-class TraceHandoff:
-    """A bounded queue of ``HandedTrace``s (see the module doc for the overflow rule).
+class TraceHandoff(asyncio.Queue[HandedTrace]):
+    """A bounded queue of ``HandedTrace``s (see the module doc for the overflow rule): ingest
+    ``offer``s completed traces and ``put``s feedback; the consumer ``get``s, marks each
+    ``task_done``, and ``join`` waits for all.
 
     ``wants(project)``: whether anyone grades that project's traces; the consumer sets it
     (the policy engine: a policy is applied there), and ingest neither holds nor reads back
@@ -47,17 +49,16 @@ class TraceHandoff:
     ) -> None:
         if maxsize < 1:
             raise ValueError("a trace hand-over needs room for at least one trace")
-        self.maxsize = maxsize
+        super().__init__(maxsize)
         self.wants: Callable[[str], bool] = wants or (lambda project: True)
         self.offered = 0
         self.dropped = 0
-        self._queue: asyncio.Queue[HandedTrace] = asyncio.Queue(maxsize)
 
     def offer(self, item: HandedTrace) -> bool:
         """Hands a completed trace over without waiting; False (and counted) when full."""
         self.offered += 1
         try:
-            self._queue.put_nowait(item)
+            self.put_nowait(item)
         except asyncio.QueueFull:
             self.dropped += 1
             return False
@@ -65,27 +66,9 @@ class TraceHandoff:
 
     def room(self) -> int:
         """How many more traces ``offer`` would take now."""
-        return self.maxsize - self._queue.qsize()
+        return self.maxsize - self.qsize()
 
     def refuse(self) -> None:
         """Counts a trace dropped without being built (the queue had no room for it)."""
         self.offered += 1
         self.dropped += 1
-
-    async def put(self, item: HandedTrace) -> None:
-        """Hands a feedback signal over, waiting for room."""
-        await self._queue.put(item)
-
-    async def get(self) -> HandedTrace:
-        return await self._queue.get()
-
-    def task_done(self) -> None:
-        """The consumer has dealt with the item ``get`` gave it (``join`` counts on it)."""
-        self._queue.task_done()
-
-    async def join(self) -> None:
-        """Waits until every item handed over has been dealt with."""
-        await self._queue.join()
-
-    def qsize(self) -> int:
-        return self._queue.qsize()

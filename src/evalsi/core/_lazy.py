@@ -102,6 +102,3 @@ def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
-
-
-__all__ = ["BENCH_MARK_ENV", "lazy_exports", "lazy_module", "startup_mark"]

@@ -109,14 +109,11 @@ def compile_pattern(
     try:
         translated = _unicode_classes(pattern)
         return re2.compile(("(?m)" if multiline else "") + translated, options)  # type: ignore[no-any-return]
-    except re2.error as e:
-        reason = e.args[0].decode(errors="replace") if isinstance(e.args[0], bytes) else str(e)
+    except (re2.error, _Refused, UnicodeEncodeError) as e:
+        raw = e.args[0] if e.args else ""  # RE2 gives its reason as bytes
+        reason = raw.decode(errors="replace") if isinstance(raw, bytes) else str(e)
         raise error(
             f"{where}: {shown!r} is not a valid regular expression: {reason}", hint=_hint(reason)
-        ) from None
-    except (_Refused, UnicodeEncodeError) as e:
-        raise error(
-            f"{where}: {shown!r} is not a valid regular expression: {e}", hint=_hint("")
         ) from None
 
 

@@ -170,18 +170,12 @@ class Record:
         ``usage`` and ``usage.<field>`` (for example ``usage.latency_ms``), and
         ``metadata.<key>``.
         """
-        if name == "output":
-            return self.output is not None
-        if name == "reference":
-            return self.reference is not None
-        if name == "input":
-            return self.input is not None
+        if name in ("output", "reference", "input", "usage"):
+            return getattr(self, name) is not None
         if name == "context":
             return bool(self.context)
         if name == "trajectory":
             return self.trajectory is not None and bool(self.trajectory.steps)
-        if name == "usage":
-            return self.usage is not None
         if name.startswith("usage."):
             if self.usage is None:
                 return False

@@ -34,14 +34,7 @@ class DatasetPin:
     limit: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "source": self.source,
-            "version": self.version,
-            "records": self.records,
-        }
-        if self.limit is not None:
-            out["limit"] = self.limit
-        return out
+        return {k: v for k, v in asdict(self).items() if k != "limit" or v is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +47,7 @@ class Seeds:
     passed_to_target: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        optional = {"per_task": self.per_task, "passed_to_target": self.passed_to_target}
-        return {"seed": self.seed, **{k: v for k, v in optional.items() if v is not None}}
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,11 +56,8 @@ class Score:
 
     def check(self) -> str | None:
         """Why this score is malformed, or None when it holds exactly one finite value."""
-        set_count = (
-            (self.number is not None)
-            + (self.passed is not None)
-            + (self.label is not None)
-            + (self.structured is not None)
+        set_count = sum(
+            v is not None for v in (self.number, self.passed, self.label, self.structured)
         )
         if set_count != 1:
             return (

@@ -10,7 +10,7 @@ evaluator sees. It lives in ``core`` because the store persists it and the serve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from evalsi.core._content import JsonValue, ToolCall
 from evalsi.core._record import Usage
@@ -21,16 +21,7 @@ SpanType = Literal[
 """The canonical step types; ``generic`` is a span no mapper recognised (kept with its raw
 attributes, never dropped)."""
 
-SPAN_TYPES: tuple[SpanType, ...] = (
-    "llm",
-    "tool",
-    "agent",
-    "retriever",
-    "embedding",
-    "chain",
-    "guardrail",
-    "generic",
-)
+SPAN_TYPES: tuple[SpanType, ...] = get_args(SpanType)
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 """OTLP ``Status.code`` values."""

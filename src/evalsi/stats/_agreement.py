@@ -19,22 +19,17 @@ undefined are left out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.core import Interval
-from evalsi.stats._arrays import FloatArray, check_level
-from evalsi.stats._bootstrap import bootstrap_distribution
+from evalsi.stats._arrays import FloatArray
+from evalsi.stats._bootstrap import index_bootstrap
 
 KappaWeights = Literal["linear", "quadratic"] | None
-BOOTSTRAP = "bootstrap-percentile"
-
-
-# ---------------------------------------------------------------------------------------------
-# Cohen's kappa
 
 
 def _categories(*columns: Sequence[Hashable]) -> tuple[list[NDArray[np.int64]], int]:
@@ -116,34 +111,3 @@ def kappa_interval(
         return _kappa_rows(counts.reshape(-1, k, k).astype(np.float64), w)
 
     return index_bootstrap(n, statistic, level, n_resamples, seed)
-
-
-# ---------------------------------------------------------------------------------------------
-# The bootstrap shared by the statistics above
-
-
-def index_bootstrap(
-    n: int, statistic: Callable[[FloatArray], FloatArray], level: float, n_resamples: int, seed: int
-) -> Interval:
-    """Percentile interval of ``statistic`` over resamples of the indexes 0..n-1 (each row of
-    its argument is one resample), ignoring resamples where it is undefined (NaN)."""
-    level = check_level(level)
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-    if n < 2:
-        return Interval(None, None, BOOTSTRAP, level)
-
-    def rows_statistic(rows: FloatArray, *, axis: int) -> FloatArray:
-        return statistic(rows)
-
-    boot = bootstrap_distribution(
-        np.arange(n, dtype=np.float64), rows_statistic, n_resamples, np.random.default_rng(seed)
-    )
-    boot = boot[np.isfinite(boot)]
-    if not boot.size:
-        return Interval(None, None, BOOTSTRAP, level)
-    low, high = np.percentile(boot, [50.0 * (1.0 - level), 50.0 * (1.0 + level)])
-    return Interval(float(low), float(high), BOOTSTRAP, level)
-
-
-__all__ = ["BOOTSTRAP", "KappaWeights", "cohen_kappa", "index_bootstrap", "kappa_interval"]

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from evalsi.core import Interval
-from evalsi.stats._agreement import index_bootstrap
 from evalsi.stats._arrays import FloatArray
+from evalsi.stats._bootstrap import index_bootstrap
 
 AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
 ALPHA_LEVELS: tuple[AlphaLevel, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -49,27 +48,16 @@ Rows = Callable[[FloatArray], FloatArray]
 """Alpha for each row of unit weights; NaN where it is undefined."""
 
 
-def _matrix(data: ArrayLike) -> FloatArray:
+def _prepare(data: ArrayLike, level: AlphaLevel) -> tuple[int, Rows, int]:
+    """Pairable units, alpha per row of unit weights, and distinct values (0 for interval)."""
+    if level not in ALPHA_LEVELS:
+        raise ValueError(f"level must be one of {', '.join(ALPHA_LEVELS)}, got {level!r}")
     matrix = np.asarray(data, dtype=np.float64)
     if matrix.ndim != 2:
         raise ValueError(f"reliability data must be raters x units (2-D), got {matrix.shape}")
     if np.isinf(matrix).any():
         raise ValueError("reliability data must be finite numbers (NaN marks a missing value)")
-    return matrix
-
-
-def _prepare(data: ArrayLike, level: AlphaLevel) -> tuple[int, Rows, int]:
-    """Pairable units, alpha per row of unit weights, and distinct values (0 for interval)."""
-    if level not in ALPHA_LEVELS:
-        raise ValueError(f"level must be one of {', '.join(ALPHA_LEVELS)}, got {level!r}")
-    matrix = _matrix(data)
-    if level == "interval":
-        return (*_interval(matrix), 0)
-    return _categorical(matrix, level)
-
-
-# ---------------------------------------------------------------------------------------------
-# Interval level: per-unit moments
+    return (*_interval(matrix), 0) if level == "interval" else _categorical(matrix, level)
 
 
 def _interval(matrix: FloatArray) -> tuple[int, Rows]:
@@ -99,22 +87,14 @@ def _interval(matrix: FloatArray) -> tuple[int, Rows]:
     return int(m.size), rows
 
 
-# ---------------------------------------------------------------------------------------------
-# Nominal, ordinal, ratio: value counts per unit
-
-
-@dataclass(frozen=True, slots=True)
-class _Counts:
-    counts: FloatArray  # (pairable units, values): how many raters gave each value to the unit
-    values: FloatArray  # (values,) sorted
-
-
-def _counts(matrix: FloatArray) -> _Counts:
+def _counts(matrix: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(pairable units, values): how many raters gave each value to the unit; the values,
+    sorted."""
     present = ~np.isnan(matrix)
     values, codes = np.unique(matrix[present], return_inverse=True)
     counts = np.zeros((matrix.shape[1], values.size))
     np.add.at(counts, (np.nonzero(present)[1], codes), 1.0)
-    return _Counts(counts[counts.sum(axis=1) >= 2], values)
+    return counts[counts.sum(axis=1) >= 2], values
 
 
 def _distances(values: FloatArray, level: AlphaLevel) -> FloatArray:
@@ -141,11 +121,10 @@ def _ordinal(marginals: FloatArray) -> FloatArray:
 
 
 def _categorical(matrix: FloatArray, level: AlphaLevel) -> tuple[int, Rows, int]:
-    units = _counts(matrix)
-    c = units.counts
+    c, values = _counts(matrix)
     m = c.sum(axis=1)
     v = c.shape[1]
-    fixed = None if level == "ordinal" else _distances(units.values, level)
+    fixed = None if level == "ordinal" else _distances(values, level)
 
     def rows(weights: FloatArray) -> FloatArray:
         marginals = weights @ c  # n_c per row
@@ -165,10 +144,6 @@ def _categorical(matrix: FloatArray, level: AlphaLevel) -> tuple[int, Rows, int]
             return np.where(expected > 0, 1.0 - (n - 1.0) * observed / expected, np.nan)
 
     return c.shape[0], rows, v
-
-
-# ---------------------------------------------------------------------------------------------
-# The statistic and its interval
 
 
 def krippendorff_alpha(data: ArrayLike, *, level: AlphaLevel = "interval") -> float | None:
@@ -225,13 +200,3 @@ def alpha_interval(
         return rows(weights.reshape(-1, count).astype(np.float64))
 
     return index_bootstrap(count, statistic, confidence, n_resamples, seed)
-
-
-__all__ = [
-    "ALPHA_LEVELS",
-    "MAX_ORDINAL_VALUES",
-    "MAX_VALUES",
-    "AlphaLevel",
-    "alpha_interval",
-    "krippendorff_alpha",
-]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 import numpy as np
@@ -14,6 +15,7 @@ from evalsi.stats._intervals import normal_quantile
 sc = lazy_module("scipy.special")  # imported at first use: a Score run starts without it
 
 BootstrapMethod = Literal["percentile", "bca"]
+BOOTSTRAP = "bootstrap-percentile"
 
 # Upper bound on the elements of one resample (or jackknife) matrix held at once, so that a
 # large input costs time, not memory: 2000 resamples of 100 000 values would be 1.6 GB.
@@ -164,3 +166,28 @@ def bootstrap_interval(
         q_low, q_high = (1.0 - level) / 2, (1.0 + level) / 2
     low, high = np.percentile(boot, [100.0 * q_low, 100.0 * q_high])
     return Interval(float(low), float(high), name, level)
+
+
+def index_bootstrap(
+    n: int, statistic: Callable[[FloatArray], FloatArray], level: float, n_resamples: int, seed: int
+) -> Interval:
+    """Percentile interval of ``statistic`` over resamples of the indexes 0..n-1 (each row of
+    its argument is one resample), ignoring resamples where it is undefined (NaN): the
+    bootstrap of the agreement statistics (kappa, alpha, Spearman's rho)."""
+    level = check_level(level)
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    if n < 2:
+        return Interval(None, None, BOOTSTRAP, level)
+
+    def rows_statistic(rows: FloatArray, *, axis: int) -> FloatArray:
+        return statistic(rows)
+
+    boot = bootstrap_distribution(
+        np.arange(n, dtype=np.float64), rows_statistic, n_resamples, np.random.default_rng(seed)
+    )
+    boot = boot[np.isfinite(boot)]
+    if not boot.size:
+        return Interval(None, None, BOOTSTRAP, level)
+    low, high = np.percentile(boot, [50.0 * (1.0 - level), 50.0 * (1.0 + level)])
+    return Interval(float(low), float(high), BOOTSTRAP, level)

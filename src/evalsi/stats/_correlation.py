@@ -15,8 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.core import Interval, lazy_module
-from evalsi.stats._agreement import BOOTSTRAP, index_bootstrap
 from evalsi.stats._arrays import FloatArray, Values, as_values, check_level
+from evalsi.stats._bootstrap import BOOTSTRAP, index_bootstrap
 from evalsi.stats._intervals import normal_quantile
 
 sc = lazy_module("scipy.special")  # imported at first use: a Score run starts without it
@@ -30,10 +30,6 @@ class Correlation:
     p_value: float | None
     ci: Interval
     n: int
-
-
-# ---------------------------------------------------------------------------------------------
-# Correlations
 
 
 def _pair_values(x: Values, y: Values) -> tuple[FloatArray, FloatArray]:
@@ -148,6 +144,3 @@ def spearman(
         return _r_rows(_rank_rows(cx[idx], dx), _rank_rows(cy[idx], dy))
 
     return Correlation(rho, p, index_bootstrap(n, statistic, level, n_resamples, seed), n)
-
-
-__all__ = ["Correlation", "average_ranks", "pearson", "spearman"]

@@ -118,13 +118,25 @@ def paired_bootstrap(
     return PairedDelta(delta, Interval(float(low), float(high), method, level), p_value, n)
 
 
-def _as_bools(values: Sequence[bool], name: str) -> np.ndarray[tuple[int], np.dtype[np.bool_]]:
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if array.size and not np.all((array == 0) | (array == 1)):
-        raise ValueError(f"{name} must hold booleans (or 0/1)")
-    return array.astype(np.bool_).reshape(-1)
+Bools = np.ndarray[tuple[int], np.dtype[np.bool_]]
+
+
+def _paired_bools(a_passed: Sequence[bool], b_passed: Sequence[bool]) -> tuple[Bools, Bools]:
+    """Both runs' pass/fail as boolean arrays of one length."""
+    arrays: list[Bools] = []
+    for name, values in (("a_passed", a_passed), ("b_passed", b_passed)):
+        array = np.asarray(values)
+        if array.ndim != 1:
+            raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+        if array.size and not np.all((array == 0) | (array == 1)):
+            raise ValueError(f"{name} must hold booleans (or 0/1)")
+        arrays.append(array.astype(np.bool_).reshape(-1))
+    xa, xb = arrays
+    if xa.size != xb.size:
+        raise ValueError(
+            f"a_passed and b_passed must have the same length, got {xa.size} and {xb.size}"
+        )
+    return xa, xb
 
 
 def mcnemar(
@@ -154,11 +166,7 @@ def mcnemar(
         >>> r.b01, r.b10, r.method, r.p_value
         (2, 1, 'exact', 1.0)
     """
-    xa, xb = _as_bools(a_passed, "a_passed"), _as_bools(b_passed, "b_passed")
-    if xa.size != xb.size:
-        raise ValueError(
-            f"a_passed and b_passed must have the same length, got {xa.size} and {xb.size}"
-        )
+    xa, xb = _paired_bools(a_passed, b_passed)
     b01 = int(np.count_nonzero(~xa & xb))
     b10 = int(np.count_nonzero(xa & ~xb))
     discordant = b01 + b10
@@ -203,11 +211,7 @@ def newcombe_interval(
         True
     """
     level = check_level(level)
-    xa, xb = _as_bools(a_passed, "a_passed"), _as_bools(b_passed, "b_passed")
-    if xa.size != xb.size:
-        raise ValueError(
-            f"a_passed and b_passed must have the same length, got {xa.size} and {xb.size}"
-        )
+    xa, xb = _paired_bools(a_passed, b_passed)
     n = int(xa.size)
     method = "paired-newcombe"
     if n == 0:
@@ -218,10 +222,8 @@ def newcombe_interval(
     neither = n - both - only_a - only_b
     pa, pb = (both + only_a) / n, (both + only_b) / n
     # Plain Wilson, as published; the method's own coverage does not need the edge rule.
-    ca, cb = (
-        wilson(both + only_a, n, level, edges=False),
-        wilson(both + only_b, n, level, edges=False),
-    )
+    ca = wilson(both + only_a, n, level, edges=False)
+    cb = wilson(both + only_b, n, level, edges=False)
     la, ua, lb, ub = (float(v) for v in (ca.low, ca.high, cb.low, cb.high))  # type: ignore[arg-type]
     margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
     # Newcombe's phi with his continuity correction (a positive association shrinks by N/2),

@@ -82,6 +82,4 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
         0.4667
     """
     n, c, k = _check(n, c, k)
-    if c < k:
-        return 0.0
-    return math.prod((c - i) / (n - i) for i in range(k))
+    return 0.0 if c < k else math.prod((c - i) / (n - i) for i in range(k))

@@ -72,9 +72,7 @@ class Moments:
     @property
     def std(self) -> float | None:
         """Sample standard deviation (ddof=1); None below two values."""
-        if self.n < 2:
-            return None
-        return math.sqrt(max(self._m2, 0.0) / (self.n - 1))
+        return None if self.n < 2 else math.sqrt(max(self._m2, 0.0) / (self.n - 1))
 
     def summary(
         self, kind: SummaryKind, *, clustered: bool = False, level: float = 0.95

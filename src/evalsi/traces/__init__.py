@@ -9,9 +9,10 @@ Python over those objects. Online policies (what is done with completed traces) 
 from __future__ import annotations
 
 from evalsi.traces._group_writer import store_failure
-from evalsi.traces._ingest import Ingest, record_row
+from evalsi.traces._ingest import Ingest
 from evalsi.traces._mappers import normalize
 from evalsi.traces._prepare import Batch, prepare
+from evalsi.traces._records import record_row
 from evalsi.traces._redact import RedactionRule, Redactor, parse_rules
 from evalsi.traces._sink import BatchSink, EventSink, LoggedEvent, Overloaded, SpanSink
 

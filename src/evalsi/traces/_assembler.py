@@ -47,8 +47,6 @@ class Pending(Generic[P]):
 @dataclass(slots=True)
 class _Open(Generic[P]):
     trace: Pending[P]
-    first_seen: float
-    last_seen: float
     deadline: float  # when it completes; moves with root arrival and new spans (orphans)
     has_root: bool = False
     # span id -> its place in trace.spans: a re-sent span (an exporter retrying a request
@@ -105,7 +103,7 @@ class Assembler(Generic[P]):
                 if key in self._recent:
                     late.append(span)
                     continue
-                entry = _Open(Pending(span.trace_id, project), now, now, now + self.orphan_s)
+                entry = _Open(Pending(span.trace_id, project), now + self.orphan_s)
                 self._open[key] = entry
                 self._push(entry.deadline, key)
             at = entry.index.get(span.span_id)
@@ -115,7 +113,6 @@ class Assembler(Generic[P]):
                 entry.index[span.span_id] = len(entry.trace.spans)
                 entry.trace.spans.append(span)
                 self._spans += 1
-            entry.last_seen = now
             if span.is_root and not entry.has_root:
                 entry.has_root = True
                 entry.deadline = now + self.grace_s

@@ -10,6 +10,7 @@ the API does.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from evalsi.core import Feedback, Span, UserError
@@ -55,7 +56,7 @@ def check_feedback(feedback: Feedback) -> Feedback:
     """
     if not feedback.trace_id and not feedback.session_id:
         raise UserError("feedback: give trace_id or session_id (what the feedback is about)")
-    if feedback.trace_id and not _is_hex(feedback.trace_id, 32):
+    if feedback.trace_id and not re.fullmatch("[0-9a-f]{32}", feedback.trace_id):
         raise UserError(
             f"feedback.trace_id: expected 32 lower-case hex digits, got {feedback.trace_id!r}"
         )
@@ -69,10 +70,6 @@ def check_feedback(feedback: Feedback) -> Feedback:
         if len(getattr(feedback, name)) > MAX_TEXT:
             raise UserError(f"feedback.{name}: longer than {MAX_TEXT} characters")
     return feedback
-
-
-def _is_hex(text: str, size: int) -> bool:
-    return len(text) == size and all(c in "0123456789abcdef" for c in text)
 
 
 def _value(raw: Any) -> float | None:

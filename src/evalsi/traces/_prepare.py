@@ -74,14 +74,10 @@ def prepare(
     """Redacts and normalises ``spans`` in place, then encodes them (nothing is stored)."""
     redactor.spans(spans)
     normalize_all(spans)
-    feedback: list[Feedback] = []
-    for span in spans:
-        if span.events:
-            feedback += feedback_from_events(span)
     return Batch(
         refs=[ref_of(s) for s in spans],
         rows=span_rows(project, spans) if spans else [],
-        feedback=feedback,
+        feedback=[fb for span in spans if span.events for fb in feedback_from_events(span)],
         rejected=rejected,
         error_message=error_message,
     )

@@ -9,7 +9,9 @@ row written last is built from the latest read, whatever order the triggers came
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
 from evalsi.core import Trace
@@ -33,7 +35,10 @@ class RowRebuilder:
     def __init__(self, reader: TraceStore, store: StoreRows) -> None:
         self._reader = reader
         self._store = store
-        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        # a lock per trace while anyone holds or waits for it
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def rebuild(
         self, project: str, trace_ids: Sequence[str], *, keep: bool = False
@@ -44,21 +49,14 @@ class RowRebuilder:
         ids = sorted(set(trace_ids))
         if not ids:
             return {}
-        locks = [self._take(project, t) for t in ids]
-        held = 0
-        try:
+        locks = [self._locks.setdefault((project, t), asyncio.Lock()) for t in ids]
+        async with contextlib.AsyncExitStack() as stack:
             for lock in locks:
-                await lock.acquire()
-                held += 1
+                await stack.enter_async_context(lock)
             rows, traces = await asyncio.to_thread(self._read, project, ids, keep)
             if rows:
                 await self._write(project, rows)
             return traces
-        finally:
-            for i, trace_id in enumerate(ids):
-                if i < held:
-                    locks[i].release()
-                self._give(project, trace_id)
 
     def _read(
         self, project: str, ids: list[str], keep: bool
@@ -90,17 +88,3 @@ class RowRebuilder:
                     await self._store(project, [row])
                 except Exception:
                     log.exception("writing the row of trace %s failed", row.trace_id)
-
-    def _take(self, project: str, trace_id: str) -> asyncio.Lock:
-        key = (project, trace_id)
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        return lock
-
-    def _give(self, project: str, trace_id: str) -> None:
-        key = (project, trace_id)
-        lock, users = self._locks[key]
-        if users == 1:
-            del self._locks[key]
-        else:
-            self._locks[key] = (lock, users - 1)

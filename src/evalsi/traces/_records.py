@@ -26,6 +26,7 @@ from evalsi.core import (
     Usage,
     message_from_dict,
 )
+from evalsi.datasets import record_to_row
 from evalsi.traces._mappers import normalize
 
 _STEP_KINDS: Final[dict[SpanType, StepKind]] = {
@@ -89,6 +90,12 @@ def trace_to_record(trace: Trace) -> Record:
             source="trace", trace_id=trace.trace_id, span_id=root.span_id if root else ""
         ),
     )
+
+
+def record_row(trace: Trace) -> dict[str, Any]:
+    """The record evaluators see for this trace, as a dataset row: built from the stored
+    spans when read (trace rows do not store it; summaries keep previews only)."""
+    return record_to_row(trace_to_record(trace))
 
 
 T = TypeVar("T")
@@ -233,12 +240,10 @@ def depths(spans: Sequence[Linked]) -> dict[str, int]:
     parent = {s.span_id: s.parent_span_id for s in spans}
     depth: dict[str, int] = {}
     for s in spans:
-        path: list[str] = []
+        path: dict[str, None] = {}  # in walk order
         cur = s.span_id
-        on_path: set[str] = set()
-        while cur in parent and cur not in depth and cur not in on_path:
-            path.append(cur)
-            on_path.add(cur)
+        while cur in parent and cur not in depth and cur not in path:
+            path[cur] = None
             cur = parent[cur]
         base = depth[cur] + 1 if cur in depth else 0
         for i, node in enumerate(reversed(path)):

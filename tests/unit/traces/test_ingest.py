@@ -509,20 +509,20 @@ async def test_every_completed_trace_is_marked_before_the_first_is_handed_over(
 ) -> None:
     """Completed traces go to the policies a batch at a time; feedback on one of a later batch
     must still find it (open or finishing), never in between."""
-    from evalsi.traces import _ingest
+    from evalsi.traces import _completion
 
-    monkeypatch.setattr(_ingest, "FINISH_BATCH", 1)
+    monkeypatch.setattr(_completion, "FINISH_BATCH", 1)
     ingest = Ingest(traces, grace_s=0.05)
     seen: list[bool] = []
-    finish = ingest._finish
+    finish = ingest.completion._finish
 
     async def spy(batch: Any, handed: Any) -> None:
         for c in batch:
             key = (c.trace.project, c.trace.trace_id)
-            seen.append(ingest.assembler.get(*key) is not None or key in ingest._finishing)
+            seen.append(ingest.assembler.get(*key) is not None or ingest.completion.finishing(*key))
         await finish(batch, handed)
 
-    monkeypatch.setattr(ingest, "_finish", spy)
+    monkeypatch.setattr(ingest.completion, "_finish", spy)
     await ingest.start()
     try:
         spans = [
@@ -536,7 +536,7 @@ async def test_every_completed_trace_is_marked_before_the_first_is_handed_over(
     finally:
         await ingest.stop()
     assert seen == [True, True, True]
-    assert ingest._finishing == {}
+    assert ingest.completion._finishing == {}
 
 
 @run
@@ -593,9 +593,9 @@ async def test_feedback_on_a_trace_opened_again_after_a_restart_reaches_the_poli
 async def test_a_late_span_while_its_trace_waits_for_hand_over_does_not_skip_grading(
     traces: TraceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evalsi.traces import _ingest
+    from evalsi.traces import _completion
 
-    monkeypatch.setattr(_ingest, "MAX_HANDING", 1)  # stands for 64 busy hand-overs
+    monkeypatch.setattr(_completion, "MAX_HANDING", 1)  # stands for 64 busy hand-overs
     other = "a" * 32
     release = threading.Event()
     building: list[str] = []
@@ -629,7 +629,7 @@ async def test_a_late_span_while_its_trace_waits_for_hand_over_does_not_skip_gra
             while other not in building:
                 await asyncio.sleep(0.01)
             await ingest.accept("default", _spans())  # completes, waits for a hand-over slot
-            while ("default", TID) not in ingest._finishing:
+            while not ingest.completion.finishing("default", TID):
                 await asyncio.sleep(0.01)
             late = Span(TID, LATE, ROOT, name="late", start_time_unix_nano=4_500)
             await ingest.accept("default", [late])  # joins a trace not yet handed over

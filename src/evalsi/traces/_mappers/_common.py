@@ -12,24 +12,12 @@ from typing import Any
 
 import orjson
 
-from evalsi.core import Span, SpanType, SpanView, ToolCall, Usage
+from evalsi.core import Span, SpanView, ToolCall, Usage
 
 Attrs = Mapping[str, Any]
 Msg = dict[str, Any]
 """A chat message in canonical form: ``role``, ``content`` (str or None) and, when present,
 ``tool_calls`` (``[{"id", "name", "arguments"}]``), ``tool_call_id`` and ``name``."""
-
-
-def parse_json(value: Any) -> Any:
-    """A JSON string decoded; ``None`` when it is not a string or does not parse."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if type(value) is not str:
-        return None
-    try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def json_or_raw(value: Any) -> Any:
@@ -203,16 +191,21 @@ def openai_messages(value: Any, default_role: str = "user") -> list[Msg] | None:
     return out or None
 
 
+def strings(items: Iterable[Any], *keys: str) -> list[str]:
+    """The strings among ``items``; a dict stands for its value under the first of ``keys``
+    it has."""
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            item = next((item[k] for k in keys if k in item), None)
+        if type(item) is str:
+            out.append(item)
+    return out
+
+
 def parts_text(parts: list[Any]) -> str | None:
     """The text of a content-part list (``{"type": "text", "text"|"content": ...}``, strings)."""
-    texts = []
-    for part in parts:
-        if type(part) is str:
-            texts.append(part)
-        elif isinstance(part, dict):
-            text = part.get("text", part.get("content"))
-            if type(text) is str:
-                texts.append(text)
+    texts = strings(parts, "text", "content")
     return "\n".join(texts) if texts else None
 
 
@@ -238,12 +231,3 @@ def _dumps(value: Any) -> str:
 def generic(span: Span) -> SpanView:
     """The view of a span no mapper recognises: its name, nothing else (attributes stay)."""
     return SpanView(type="generic", convention="generic", name=span.name)
-
-
-def view(
-    kind: SpanType, convention: str, name: str, attrs: Attrs, session_keys: tuple[str, ...]
-) -> SpanView:
-    """A view with the type, convention and name set and the session read from ``attrs``."""
-    return SpanView(
-        type=kind, convention=convention, name=name, session_id=as_str(first(attrs, *session_keys))
-    )

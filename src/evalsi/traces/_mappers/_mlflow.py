@@ -18,6 +18,7 @@ from evalsi.traces._mappers._common import (
     json_or_raw,
     openai_message,
     openai_messages,
+    strings,
     tool_call,
     usage_of,
 )
@@ -63,7 +64,9 @@ def map_span(span: Span) -> SpanView:
     elif kind == "tool":
         v.tool_call = tool_call(span.name, inputs)
     elif kind == "retriever":
-        v.documents = _documents(outputs)
+        # LangChain/MLflow ``Document`` dicts: ``page_content`` (or ``content``/``text``)
+        docs = outputs if isinstance(outputs, list) else []
+        v.documents = strings(docs, "page_content", "content", "text")
     elif kind == "embedding":
         v.model = as_str(_attr(attrs, "mlflow.llm.model"))
     return v
@@ -81,16 +84,8 @@ def _llm(attrs: Attrs, v: SpanView, inputs: Any, outputs: Any) -> None:
     if isinstance(outputs, dict):
         choices = outputs.get("choices")
         if isinstance(choices, list):
-            out = [
-                m
-                for m in (
-                    openai_message(c.get("message"), "assistant")
-                    for c in choices
-                    if isinstance(c, dict)
-                )
-                if m is not None
-            ]
-            v.output = out or outputs
+            said = [c.get("message") for c in choices if isinstance(c, dict)]
+            v.output = openai_messages(said, "assistant") or outputs
         elif outputs.get("role") == "assistant":  # Anthropic-style message
             m = openai_message(outputs, "assistant")
             v.output = [m] if m is not None else outputs
@@ -112,18 +107,3 @@ def _llm(attrs: Attrs, v: SpanView, inputs: Any, outputs: Any) -> None:
             u.get("total_tokens"),
             total_cost,
         )
-
-
-def _documents(outputs: Any) -> list[str]:
-    """LangChain/MLflow ``Document`` dicts: ``page_content`` (or ``content``/``text``)."""
-    if not isinstance(outputs, list):
-        return []
-    out = []
-    for doc in outputs:
-        if type(doc) is str:
-            out.append(doc)
-        elif isinstance(doc, dict):
-            text = doc.get("page_content", doc.get("content", doc.get("text")))
-            if type(text) is str:
-                out.append(text)
-    return out

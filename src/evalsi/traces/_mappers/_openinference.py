@@ -22,6 +22,7 @@ from evalsi.traces._mappers._common import (
     message,
     openai_messages,
     parts_text,
+    strings,
     tool_call,
     usage_of,
 )
@@ -67,18 +68,14 @@ def map_span(span: Span) -> SpanView:
     elif kind == "embedding":
         v.model = as_str(attrs.get("embedding.model_name"))
         v.name = v.model or span.name
-        texts = [
-            e["embedding.text"]
-            for e in indexed(attrs, "embedding.embeddings.")
-            if type(e.get("embedding.text")) is str
-        ]
+        texts = strings(indexed(attrs, "embedding.embeddings."), "embedding.text")
         v.input = texts or _value(attrs, "input")
     else:
         v.name = (as_str(attrs.get("agent.name")) if kind == "agent" else "") or span.name
         v.input = _value(attrs, "input")
         v.output = _value(attrs, "output")
         if kind == "retriever":
-            v.documents = _documents(attrs)
+            v.documents = strings(indexed(attrs, "retrieval.documents."), "document.content")
     return v
 
 
@@ -87,8 +84,8 @@ def _value(attrs: Attrs, which: str) -> Any:
     value = attrs.get(which + ".value")
     if value is None or value == "":
         return None
-    if as_str(attrs.get(which + ".mime_type")) == "text/plain":
-        return value if type(value) is str else maybe_json(value)
+    if type(value) is str and as_str(attrs.get(which + ".mime_type")) == "text/plain":
+        return value
     return maybe_json(value)
 
 
@@ -101,20 +98,13 @@ def _llm(attrs: Attrs, v: SpanView) -> None:
         attrs.get("llm.cost.total"),
     )
     v.input = _messages(attrs, "llm.input_messages.", "user")
-    if v.input is None:
-        v.input = _request_messages(_value(attrs, "input"))
+    if v.input is None:  # ``input.value`` is often the whole request: its messages if any
+        request = _value(attrs, "input")
+        said = openai_messages(request.get("messages")) if isinstance(request, dict) else None
+        v.input = request if said is None else said
     v.output = _messages(attrs, "llm.output_messages.", "assistant")
     if v.output is None:
         v.output = _value(attrs, "output")
-
-
-def _request_messages(value: Any) -> Any:
-    """An LLM ``input.value`` is often the whole request: keep its ``messages`` when present."""
-    if isinstance(value, dict):
-        messages = openai_messages(value.get("messages"))
-        if messages is not None:
-            return messages
-    return value
 
 
 def _messages(attrs: Attrs, prefix: str, role: str) -> list[Msg] | None:
@@ -147,11 +137,3 @@ def _messages(attrs: Attrs, prefix: str, role: str) -> list[Msg] | None:
             )
         )
     return out or None
-
-
-def _documents(attrs: Attrs) -> list[str]:
-    return [
-        d["document.content"]
-        for d in indexed(attrs, "retrieval.documents.")
-        if type(d.get("document.content")) is str
-    ]

@@ -13,13 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from evalsi.core import Span, SpanType, SpanView
-from evalsi.traces._mappers._common import (
-    as_str,
-    first,
-    json_or_raw,
-    tool_call,
-    usage_of,
-)
+from evalsi.traces._mappers._common import as_str, first, json_or_raw, tool_call, usage_of
 from evalsi.traces._mappers._genai import flattened_messages, read_content
 
 VERSION: Final = "openllmetry/0"
