@@ -10,10 +10,11 @@ answering is an ``InfraError``: the task is lost to infrastructure, not failed b
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from evalsi.agents._tools import ToolFailed, ToolHints, ToolSpec
 from evalsi.connectors import InfraError
@@ -55,29 +56,46 @@ class McpServer:
         self.timeout_s = timeout_s
         self.tools: list[McpTool] = []
         self._client: Client | None = None
+        self._stderr: IO[str] | None = None
 
     @property
     def where(self) -> str:
         return self.url or " ".join(self.command)
 
+    def stderr_tail(self, limit: int = 600) -> str:
+        """The end of a started server's stderr, as a suffix for an error message."""
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        text = self._stderr.read()[-limit:].strip()
+        return f"\n  server stderr: {text}" if text else ""
+
     async def __aenter__(self) -> McpServer:
         try:
             from mcp import Client, StdioServerParameters
+            from mcp.client.stdio import stdio_client
         except ModuleNotFoundError as e:
             raise (missing_extra(e, "MCP tools") or e) from None
         target: Any = self.url
         if self.command:
-            import os
-
-            target = StdioServerParameters(
-                command=self.command[0], args=self.command[1:], env={**os.environ, **self.env}
+            # The server gets the SDK's minimal environment (PATH, HOME...) plus what the spec
+            # gives it, never this process's secrets; its stderr is kept, for the error below.
+            self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 - closed in __aexit__
+                "w+", encoding="utf-8", errors="replace"
             )
+            params = StdioServerParameters(
+                command=self.command[0], args=self.command[1:], env=self.env or None
+            )
+            target = stdio_client(params, errlog=self._stderr)
         client = Client(target, read_timeout_seconds=self.timeout_s)
         try:
             await client.__aenter__()
         except Exception as e:  # noqa: BLE001 - whatever stops it, the spec's server is the cause
+            stderr = self.stderr_tail()
+            await self.__aexit__(None, None, None)
             raise UserError(
-                f"MCP server {self.where} did not start: {type(e).__name__}: {e}",
+                f"MCP server {self.where} did not start: {type(e).__name__}: {e}{stderr}",
                 hint="run the command (or open the URL) by hand to see why",
             ) from None
         self._client = client
@@ -106,6 +124,9 @@ class McpServer:
         if client is not None:
             with contextlib.suppress(Exception):  # a server already gone has nothing to close
                 await client.__aexit__(exc_type, exc, tb)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
     async def _list(self) -> list[McpTool]:
         client = self._require()
