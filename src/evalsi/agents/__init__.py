@@ -1,9 +1,13 @@
-"""Agent runs: the tools an agent may call and the environment the harness owns around them
-(tool policy, approvals, scheduled faults, injected payloads), recording every call as
-trajectory steps. The design and what lands when: ``docs/decisions/0010-agent-runs.md``."""
+"""Agent runs: the built-in agent (``ToolLoop``, run as a target by ``AgentTarget``), the tools
+it may call (functions, MCP servers) and the environment the harness owns around them (tool
+policy, approvals, scheduled faults, injected payloads), recording every call as trajectory
+steps. The design and what lands when: ``docs/decisions/0010-agent-runs.md``."""
 
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection, ToolResult
+from evalsi.agents._loop import Budgets, ToolLoop
+from evalsi.agents._mcp import McpServer, McpTool
 from evalsi.agents._policy import Decision, ToolPolicy
+from evalsi.agents._target import AgentTarget
 from evalsi.agents._tools import (
     PERMISSIONS,
     FunctionTool,
@@ -17,16 +21,21 @@ from evalsi.agents._tools import (
 
 __all__ = [
     "PERMISSIONS",
+    "AgentTarget",
     "Approvals",
+    "Budgets",
     "Decision",
     "Environment",
     "Fault",
     "FunctionTool",
     "Injection",
+    "McpServer",
+    "McpTool",
     "Permission",
     "Tool",
     "ToolFailed",
     "ToolHints",
+    "ToolLoop",
     "ToolPolicy",
     "ToolResult",
     "ToolSpec",

@@ -27,6 +27,7 @@ exactly what an uninterrupted one would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -140,7 +141,9 @@ async def execute_run(
     }
     gates = parse_gates(() if execute_only else spec.gates, bound, **rates)
     check_judges(bound, spec.judges)  # no default judge: refuse before calling anything
-    target = build_target(spec.target, resilience=resilience or Resilience())
+    target = build_target(
+        spec.target, resilience=resilience or Resilience(), environment=spec.environment
+    )
     render = renderer(spec.target)
     dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
     if dry_run:
@@ -229,11 +232,16 @@ async def execute_run(
         time_limit=time_limit,
     )
     began = clock()
+    tools = contextlib.AsyncExitStack()  # an agent's tools: started before its first task
+    if started is None and isinstance(target, contextlib.AbstractAsyncContextManager):
+        await tools.enter_async_context(target)  # a bad tool fails here, nothing recorded
     try:
         if started is not None:
             await started(row.open()[1], executor.total_tasks)
             # Time spent queued is neither spend nor part of the ETA.
             began, executor.started = clock(), time.monotonic()
+            if isinstance(target, contextlib.AbstractAsyncContextManager):
+                await tools.enter_async_context(target)
         if spec.target.kind != "python" or judges:  # enough connections for every worker
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
         with use_judges(judges):  # contextvars reach the grader task created inside
@@ -246,6 +254,7 @@ async def execute_run(
         row.fail(e, records=executor.samples, on_request=asked)
         raise
     finally:
+        await tools.aclose()
         await close_shared_session()
     # Statistics (NumPy) import after the calls, not before the first one.
     from evalsi.runs._stored_run import conclude_stored_run

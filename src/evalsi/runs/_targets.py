@@ -10,6 +10,7 @@ HTTP targets receive the same (rendered when templated) input as plain data.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +27,7 @@ from evalsi.connectors import (
     resolve_secret,
 )
 from evalsi.core import Content, Record, UserError
-from evalsi.specs import TargetSpec
+from evalsi.specs import EnvironmentSpec, TargetSpec
 
 Render = Callable[[Record], InputLike]
 
@@ -46,11 +47,25 @@ class RenderError(Exception):
     """The sample cannot become a request (no input, or the template failed on it)."""
 
 
-def build_target(spec: TargetSpec, *, resilience: Resilience | None = None) -> Target:
-    """The connector for ``spec`` (resolves the secret; makes no call)."""
+def build_target(
+    spec: TargetSpec,
+    *,
+    resilience: Resilience | None = None,
+    environment: EnvironmentSpec | None = None,
+) -> Target:
+    """The connector for ``spec`` (resolves the secret; makes no call). An agent target is an
+    async context manager: its tools start when it is entered."""
     limits = None
     if spec.requests_per_minute is not None or spec.tokens_per_minute is not None:
         limits = RateLimits(spec.requests_per_minute, spec.tokens_per_minute)
+    if spec.kind == "agent":
+        if spec.agent is None or environment is None:
+            raise UserError("target.agent: an agent needs spec.environment.tools")
+        from evalsi.agents import AgentTarget
+        from evalsi.runs._pricing import cost_usd
+
+        model = build_target(replace(spec, kind="model", agent=None), resilience=resilience)
+        return AgentTarget(model, spec.agent, environment, price=cost_usd)  # type: ignore[arg-type]
     if spec.kind == "model":
         if spec.connector not in MODEL_CONNECTORS:
             raise UserError(
@@ -93,7 +108,7 @@ def build_target(spec: TargetSpec, *, resilience: Resilience | None = None) -> T
             rate_limits=limits,
             resilience=resilience,
         )
-    raise UserError(f"target: unknown kind {spec.kind!r}; expected model, python or http")
+    raise UserError(f"target: unknown kind {spec.kind!r}; expected model, python, http or agent")
 
 
 def renderer(spec: TargetSpec) -> Render:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from evalsi.core import content_hash
 
-TargetKind = Literal["model", "python", "http"]
+TargetKind = Literal["model", "python", "http", "agent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,58 @@ class TargetSpec:
     timeout_s: float = 60.0
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
+    agent: AgentSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """The built-in agent's budgets (its model is the ``TargetSpec``'s model fields):
+    model turns, and per task tokens, US dollars and wall-clock seconds (``None``: no limit)."""
+
+    max_steps: int = 10
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclarationSpec:
+    """What the harness declares of a tool; ``None`` fields keep the tool's default."""
+
+    permission: str | None = None
+    data_class: str | None = None
+    reversible: bool | None = None
+    exposure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEntrySpec:
+    """One function tool (``function``: ``module:function``) or one MCP server (``command`` or
+    ``url``), with what the harness declares of its tools, by tool name."""
+
+    function: str = ""
+    command: tuple[str, ...] = ()
+    url: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, ToolDeclarationSpec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentSpec:
+    """``spec.environment``: tools, policy, approvals, faults and injections, as plain data
+    (``evalsi.agents`` builds the environment from it)."""
+
+    tools: tuple[ToolEntrySpec, ...]
+    allow: frozenset[str] = frozenset()
+    deny: frozenset[str] = frozenset()
+    allow_destructive: bool = False
+    read_only: bool = False
+    default: str = "allow"
+    approvals_mode: str = "deny"
+    approved: frozenset[str] = frozenset()
+    faults: tuple[dict[str, Any], ...] = ()  # {tool, kind, call?, latency_ms, message}
+    injections: tuple[dict[str, Any], ...] = ()  # {tool, payload, call?}
+    tool_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +186,7 @@ class RunSpec:
     seed: int = 0
     judges: dict[str, JudgeSpec] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    environment: EnvironmentSpec | None = None
     source: str = ""  # the spec file it came from, if any
     raw: dict[str, Any] = field(default_factory=dict)  # the document as written, for the manifest
 

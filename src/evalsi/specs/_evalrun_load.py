@@ -35,19 +35,24 @@ from evalsi.specs._checks import (
     unknown_field,
 )
 from evalsi.specs._evalrun import (
+    AgentSpec,
     BudgetSpec,
     DatasetSpec,
+    EnvironmentSpec,
     EvaluatorEntry,
     JudgeSpec,
     RunSpec,
+    TargetKind,
     TargetSpec,
+    ToolDeclarationSpec,
+    ToolEntrySpec,
 )
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_TIMEOUT_S = 60.0
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-TARGET_KINDS = ("model", "python", "http")
+TARGET_KINDS = ("model", "python", "http", "agent")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
 _PY_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -169,6 +174,13 @@ class _SpecBuilder:
         evaluators = self.evaluators(spec["evaluators"])
         budget = self.budget(spec["budget"]) if "budget" in spec else None
         judges = {name: self.judge(name, j) for name, j in sorted(spec.get("judges", {}).items())}
+        environment = None
+        if "environment" in spec:
+            environment = self.environment(spec["environment"])
+            if target is not None and target.kind != "agent":
+                self.bad(("spec", "environment"), "only an agent target (target.agent) calls tools")
+        elif target is not None and target.kind == "agent":
+            self.bad(("spec", "target", "agent"), "an agent needs spec.environment.tools")
         if self.problems or target is None or dataset is None:
             return None
         return RunSpec(
@@ -185,6 +197,7 @@ class _SpecBuilder:
             seed=int(spec.get("seed", 0)),
             judges=judges,
             labels=dict(meta.get("labels", {})),
+            environment=environment,
             source=source,
             raw=self.doc,
         )
@@ -215,10 +228,29 @@ class _SpecBuilder:
             return TargetSpec(kind="python", python=ref, **common)
         if "http" in t:
             return TargetSpec(kind="http", http=self.http((*at, "http"), t["http"]), **common)
-        m = t["model"]
+        kind: TargetKind = "model"
+        agent, m = None, t.get("model")
+        if "agent" in t:
+            kind, a, m = "agent", t["agent"], t["agent"]["model"]
+            at = (*at, "agent")
+            duration = a.get("maxDuration", "")
+            seconds = parse_duration(duration) if duration else None
+            if duration and not seconds:
+                self.bad(
+                    (*at, "maxDuration"),
+                    f"expected a positive duration such as 2m or 30s, got {show(duration)}",
+                )
+            agent = AgentSpec(
+                max_steps=int(a.get("maxSteps", 10)),
+                max_tokens=int(a["maxTokens"]) if "maxTokens" in a else None,
+                max_usd=_opt_float(a.get("maxUsd")),
+                max_seconds=seconds,
+            )
+        assert m is not None
         base_url, secret = self.endpoint((*at, "model"), m)
         return TargetSpec(
-            kind="model",
+            kind=kind,
+            agent=agent,
             connector=m["connector"],
             base_url=base_url,
             model=m["model"],
@@ -383,6 +415,64 @@ class _SpecBuilder:
             out.append(entry)
         return tuple(out)
 
+    def environment(self, e: dict[str, Any]) -> EnvironmentSpec:
+        at: KeyPath = ("spec", "environment")
+        tools = tuple(self.tool((*at, "tools", i), t) for i, t in enumerate(e["tools"]))
+        policy = e.get("policy", {})
+        approvals = policy.get("approvals", {})
+        return EnvironmentSpec(
+            tools=tools,
+            allow=frozenset(policy.get("allow", ())),
+            deny=frozenset(policy.get("deny", ())),
+            allow_destructive=bool(policy.get("allowDestructive", False)),
+            read_only=bool(policy.get("readOnly", False)),
+            default=policy.get("default", "allow"),
+            approvals_mode=approvals.get("mode", "deny"),
+            approved=frozenset(approvals.get("allow", ())),
+            faults=tuple(
+                {
+                    "tool": f["tool"],
+                    "kind": f["kind"],
+                    "call": f.get("call"),
+                    "latency_ms": float(f.get("latencyMs", 0.0)),
+                    "message": f.get("message", ""),
+                }
+                for f in e.get("faults", ())
+            ),
+            injections=tuple(
+                {"tool": i["tool"], "payload": i["payload"], "call": i.get("call")}
+                for i in e.get("injections", ())
+            ),
+            tool_timeout_s=float(e.get("toolTimeoutSeconds", 30.0)),
+        )
+
+    def tool(self, at: KeyPath, t: dict[str, Any]) -> ToolEntrySpec:
+        if ("mcp" in t) == ("function" in t):
+            self.bad(at, "set one of mcp (an MCP server) or function (module:function)")
+            return ToolEntrySpec()
+        if "function" in t:
+            ref = t["function"]
+            if not _PY_REF.fullmatch(ref):
+                self.bad((*at, "function"), f"expected module:function, got {show(ref)}")
+            declared = {ref.rpartition(":")[2].rpartition(".")[2]: _declared(t.get("declare", {}))}
+            return ToolEntrySpec(function=ref, declared=declared)
+        if "declare" in t:
+            self.bad((*at, "declare"), "declare an MCP server's tools under mcp.tools, by name")
+        m = t["mcp"]
+        command, url = tuple(m.get("command", ())), m.get("url", "")
+        if bool(command) == bool(url):
+            self.bad((*at, "mcp"), "set one of command (argv, stdio) or url (streamable HTTP)")
+        elif url and not _URL.fullmatch(url):
+            self.bad((*at, "mcp", "url"), f"expected an http:// or https:// URL, got {show(url)}")
+        elif command and not command[0].strip():
+            self.bad((*at, "mcp", "command"), "the command's first item (the program) is empty")
+        return ToolEntrySpec(
+            command=command,
+            url=url,
+            env=dict(m.get("env", {})),
+            declared={name: _declared(d) for name, d in m.get("tools", {}).items()},
+        )
+
     def budget(self, b: dict[str, Any]) -> BudgetSpec:
         at: KeyPath = ("spec", "budget")
         tokens = int(b["tokens"]) if "tokens" in b else None
@@ -396,6 +486,15 @@ class _SpecBuilder:
                 f"expected a positive duration such as 30m, 1h30m or 90s, got {show(wall)}",
             )
         return BudgetSpec(tokens=tokens, usd=_opt_float(b.get("usd")), wall_clock_s=seconds)
+
+
+def _declared(d: dict[str, Any]) -> ToolDeclarationSpec:
+    return ToolDeclarationSpec(
+        permission=d.get("permission"),
+        data_class=d.get("dataClass"),
+        reversible=d.get("reversible"),
+        exposure=d.get("exposure"),
+    )
 
 
 def _opt_float(value: Any) -> float | None:

@@ -26,7 +26,7 @@ from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as evalsi_dot_v
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65valsi/v1alpha1/run.proto\x12\x0f\x65valsi.v1alpha1\x1a(evalsi/v1alpha1/evaluation_service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x87\x01\n\x07\x45valRun\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ObjectMeta\x12*\n\x04spec\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.EvalRunSpec\"\x82\x01\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x06labels\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.ObjectMeta.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x86\x04\n\x0b\x45valRunSpec\x12\'\n\x06target\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Target\x12,\n\x07\x64\x61taset\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.DatasetRef\x12\x0e\n\x06trials\x18\x03 \x01(\x05\x12\x17\n\x0fmax_concurrency\x18\x04 \x01(\x05\x12\x32\n\nevaluators\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\r\n\x05gates\x18\x06 \x03(\t\x12 \n\x13min_completion_rate\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12%\n\x18max_evaluator_error_rate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\'\n\x06\x62udget\x18\t \x01(\x0b\x32\x17.evalsi.v1alpha1.Budget\x12\x0c\n\x04seed\x18\n \x01(\x03\x12\x38\n\x06judges\x18\x0b \x03(\x0b\x32(.evalsi.v1alpha1.EvalRunSpec.JudgesEntry\x1a\x45\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.evalsi.v1alpha1.Judge:\x02\x38\x01\x42\x16\n\x14_min_completion_rateB\x1b\n\x19_max_evaluator_error_rate\"\xf4\x01\n\x05Judge\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12\x17\n\x0fmax_concurrency\x18\x07 \x01(\x05\x12*\n\x05scale\x18\x08 \x01(\x0b\x32\x1b.evalsi.v1alpha1.JudgeScale\x12\x12\n\x05\x63\x61\x63he\x18\t \x01(\x08H\x00\x88\x01\x01\x42\x08\n\x06_cache\"&\n\nJudgeScale\x12\x0b\n\x03min\x18\x01 \x01(\x01\x12\x0b\n\x03max\x18\x02 \x01(\x01\"\xa9\x02\n\x06Target\x12-\n\x05model\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.ModelTargetH\x00\x12\x10\n\x06python\x18\x02 \x01(\tH\x00\x12+\n\x04http\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.HttpTargetH\x00\x12\x10\n\x08template\x18\x04 \x01(\t\x12\x0e\n\x06system\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12 \n\x13requests_per_minute\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x1e\n\x11tokens_per_minute\x18\x08 \x01(\x01H\x02\x88\x01\x01\x42\x06\n\x04kindB\x16\n\x14_requests_per_minuteB\x14\n\x12_tokens_per_minute\"~\n\x0bModelTarget\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\"\xca\x01\n\nHttpTarget\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12$\n\x04\x62ody\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x39\n\x07headers\x18\x05 \x03(\x0b\x32(.evalsi.v1alpha1.HttpTarget.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa0\x01\n\nDatasetRef\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x37\n\x06\x66ields\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.DatasetRef.FieldsEntry\x12\x12\n\x05limit\x18\x03 \x01(\x03H\x00\x88\x01\x01\x1a-\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_limit\"V\n\x06\x42udget\x12\x13\n\x06tokens\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x03usd\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\nwall_clock\x18\x03 \x01(\tB\t\n\x07_tokensB\x06\n\x04_usdb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65valsi/v1alpha1/run.proto\x12\x0f\x65valsi.v1alpha1\x1a(evalsi/v1alpha1/evaluation_service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x87\x01\n\x07\x45valRun\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ObjectMeta\x12*\n\x04spec\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.EvalRunSpec\"\x82\x01\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x06labels\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.ObjectMeta.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbe\x04\n\x0b\x45valRunSpec\x12\'\n\x06target\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Target\x12,\n\x07\x64\x61taset\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.DatasetRef\x12\x0e\n\x06trials\x18\x03 \x01(\x05\x12\x17\n\x0fmax_concurrency\x18\x04 \x01(\x05\x12\x32\n\nevaluators\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluatorSpec\x12\r\n\x05gates\x18\x06 \x03(\t\x12 \n\x13min_completion_rate\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12%\n\x18max_evaluator_error_rate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\'\n\x06\x62udget\x18\t \x01(\x0b\x32\x17.evalsi.v1alpha1.Budget\x12\x0c\n\x04seed\x18\n \x01(\x03\x12\x38\n\x06judges\x18\x0b \x03(\x0b\x32(.evalsi.v1alpha1.EvalRunSpec.JudgesEntry\x12\x36\n\x0b\x65nvironment\x18\x0c \x01(\x0b\x32!.evalsi.v1alpha1.AgentEnvironment\x1a\x45\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.evalsi.v1alpha1.Judge:\x02\x38\x01\x42\x16\n\x14_min_completion_rateB\x1b\n\x19_max_evaluator_error_rate\"\xf4\x01\n\x05Judge\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12\x17\n\x0fmax_concurrency\x18\x07 \x01(\x05\x12*\n\x05scale\x18\x08 \x01(\x0b\x32\x1b.evalsi.v1alpha1.JudgeScale\x12\x12\n\x05\x63\x61\x63he\x18\t \x01(\x08H\x00\x88\x01\x01\x42\x08\n\x06_cache\"&\n\nJudgeScale\x12\x0b\n\x03min\x18\x01 \x01(\x01\x12\x0b\n\x03max\x18\x02 \x01(\x01\"\xd8\x02\n\x06Target\x12-\n\x05model\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.ModelTargetH\x00\x12\x10\n\x06python\x18\x02 \x01(\tH\x00\x12+\n\x04http\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.HttpTargetH\x00\x12-\n\x05\x61gent\x18\t \x01(\x0b\x32\x1c.evalsi.v1alpha1.AgentTargetH\x00\x12\x10\n\x08template\x18\x04 \x01(\t\x12\x0e\n\x06system\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12 \n\x13requests_per_minute\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x1e\n\x11tokens_per_minute\x18\x08 \x01(\x01H\x02\x88\x01\x01\x42\x06\n\x04kindB\x16\n\x14_requests_per_minuteB\x14\n\x12_tokens_per_minute\"~\n\x0bModelTarget\x12\x11\n\tconnector\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsecret_ref\x18\x05 \x01(\t\"\xad\x01\n\x0b\x41gentTarget\x12+\n\x05model\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.ModelTarget\x12\x11\n\tmax_steps\x18\x02 \x01(\x05\x12\x17\n\nmax_tokens\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x07max_usd\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x14\n\x0cmax_duration\x18\x05 \x01(\tB\r\n\x0b_max_tokensB\n\n\x08_max_usd\"\xe8\x01\n\x10\x41gentEnvironment\x12)\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.evalsi.v1alpha1.ToolEntry\x12+\n\x06policy\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ToolPolicy\x12*\n\x06\x66\x61ults\x18\x03 \x03(\x0b\x32\x1a.evalsi.v1alpha1.ToolFault\x12\x32\n\ninjections\x18\x04 \x03(\x0b\x32\x1e.evalsi.v1alpha1.ToolInjection\x12\x1c\n\x14tool_timeout_seconds\x18\x05 \x01(\x01\"\x88\x01\n\tToolEntry\x12,\n\x03mcp\x18\x01 \x01(\x0b\x32\x1d.evalsi.v1alpha1.McpServerRefH\x00\x12\x12\n\x08\x66unction\x18\x02 \x01(\tH\x00\x12\x31\n\x07\x64\x65\x63lare\x18\x03 \x01(\x0b\x32 .evalsi.v1alpha1.ToolDeclarationB\x06\n\x04kind\"\x96\x02\n\x0cMcpServerRef\x12\x0f\n\x07\x63ommand\x18\x01 \x03(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x33\n\x03\x65nv\x18\x03 \x03(\x0b\x32&.evalsi.v1alpha1.McpServerRef.EnvEntry\x12\x37\n\x05tools\x18\x04 \x03(\x0b\x32(.evalsi.v1alpha1.McpServerRef.ToolsEntry\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\nToolsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .evalsi.v1alpha1.ToolDeclaration:\x02\x38\x01\"s\n\x0fToolDeclaration\x12\x12\n\npermission\x18\x01 \x01(\t\x12\x12\n\ndata_class\x18\x02 \x01(\t\x12\x17\n\nreversible\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12\x10\n\x08\x65xposure\x18\x04 \x01(\tB\r\n\x0b_reversible\"\x9b\x01\n\nToolPolicy\x12\r\n\x05\x61llow\x18\x01 \x03(\t\x12\x0c\n\x04\x64\x65ny\x18\x02 \x03(\t\x12\x19\n\x11\x61llow_destructive\x18\x03 \x01(\x08\x12\x11\n\tread_only\x18\x04 \x01(\x08\x12\x0f\n\x07\x64\x65\x66\x61ult\x18\x05 \x01(\t\x12\x31\n\tapprovals\x18\x06 \x01(\x0b\x32\x1e.evalsi.v1alpha1.ToolApprovals\",\n\rToolApprovals\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\r\n\x05\x61llow\x18\x02 \x03(\t\"h\n\tToolFault\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\x04\x63\x61ll\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\nlatency_ms\x18\x04 \x01(\x01\x12\x0f\n\x07message\x18\x05 \x01(\tB\x07\n\x05_call\"J\n\rToolInjection\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\t\x12\x11\n\x04\x63\x61ll\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\x07\n\x05_call\"\xca\x01\n\nHttpTarget\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12$\n\x04\x62ody\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x39\n\x07headers\x18\x05 \x03(\x0b\x32(.evalsi.v1alpha1.HttpTarget.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa0\x01\n\nDatasetRef\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x37\n\x06\x66ields\x18\x02 \x03(\x0b\x32\'.evalsi.v1alpha1.DatasetRef.FieldsEntry\x12\x12\n\x05limit\x18\x03 \x01(\x03H\x00\x88\x01\x01\x1a-\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_limit\"V\n\x06\x42udget\x12\x13\n\x06tokens\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x03usd\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\nwall_clock\x18\x03 \x01(\tB\t\n\x07_tokensB\x06\n\x04_usdb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_EVALRUNSPEC_JUDGESENTRY']._loaded_options = None
   _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_options = b'8\001'
+  _globals['_MCPSERVERREF_ENVENTRY']._loaded_options = None
+  _globals['_MCPSERVERREF_ENVENTRY']._serialized_options = b'8\001'
+  _globals['_MCPSERVERREF_TOOLSENTRY']._loaded_options = None
+  _globals['_MCPSERVERREF_TOOLSENTRY']._serialized_options = b'8\001'
   _globals['_HTTPTARGET_HEADERSENTRY']._loaded_options = None
   _globals['_HTTPTARGET_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_DATASETREF_FIELDSENTRY']._loaded_options = None
@@ -48,25 +52,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=342
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=387
   _globals['_EVALRUNSPEC']._serialized_start=390
-  _globals['_EVALRUNSPEC']._serialized_end=908
-  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_start=786
-  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_end=855
-  _globals['_JUDGE']._serialized_start=911
-  _globals['_JUDGE']._serialized_end=1155
-  _globals['_JUDGESCALE']._serialized_start=1157
-  _globals['_JUDGESCALE']._serialized_end=1195
-  _globals['_TARGET']._serialized_start=1198
-  _globals['_TARGET']._serialized_end=1495
-  _globals['_MODELTARGET']._serialized_start=1497
-  _globals['_MODELTARGET']._serialized_end=1623
-  _globals['_HTTPTARGET']._serialized_start=1626
-  _globals['_HTTPTARGET']._serialized_end=1828
-  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=1782
-  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=1828
-  _globals['_DATASETREF']._serialized_start=1831
-  _globals['_DATASETREF']._serialized_end=1991
-  _globals['_DATASETREF_FIELDSENTRY']._serialized_start=1936
-  _globals['_DATASETREF_FIELDSENTRY']._serialized_end=1981
-  _globals['_BUDGET']._serialized_start=1993
-  _globals['_BUDGET']._serialized_end=2079
+  _globals['_EVALRUNSPEC']._serialized_end=964
+  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_start=842
+  _globals['_EVALRUNSPEC_JUDGESENTRY']._serialized_end=911
+  _globals['_JUDGE']._serialized_start=967
+  _globals['_JUDGE']._serialized_end=1211
+  _globals['_JUDGESCALE']._serialized_start=1213
+  _globals['_JUDGESCALE']._serialized_end=1251
+  _globals['_TARGET']._serialized_start=1254
+  _globals['_TARGET']._serialized_end=1598
+  _globals['_MODELTARGET']._serialized_start=1600
+  _globals['_MODELTARGET']._serialized_end=1726
+  _globals['_AGENTTARGET']._serialized_start=1729
+  _globals['_AGENTTARGET']._serialized_end=1902
+  _globals['_AGENTENVIRONMENT']._serialized_start=1905
+  _globals['_AGENTENVIRONMENT']._serialized_end=2137
+  _globals['_TOOLENTRY']._serialized_start=2140
+  _globals['_TOOLENTRY']._serialized_end=2276
+  _globals['_MCPSERVERREF']._serialized_start=2279
+  _globals['_MCPSERVERREF']._serialized_end=2557
+  _globals['_MCPSERVERREF_ENVENTRY']._serialized_start=2435
+  _globals['_MCPSERVERREF_ENVENTRY']._serialized_end=2477
+  _globals['_MCPSERVERREF_TOOLSENTRY']._serialized_start=2479
+  _globals['_MCPSERVERREF_TOOLSENTRY']._serialized_end=2557
+  _globals['_TOOLDECLARATION']._serialized_start=2559
+  _globals['_TOOLDECLARATION']._serialized_end=2674
+  _globals['_TOOLPOLICY']._serialized_start=2677
+  _globals['_TOOLPOLICY']._serialized_end=2832
+  _globals['_TOOLAPPROVALS']._serialized_start=2834
+  _globals['_TOOLAPPROVALS']._serialized_end=2878
+  _globals['_TOOLFAULT']._serialized_start=2880
+  _globals['_TOOLFAULT']._serialized_end=2984
+  _globals['_TOOLINJECTION']._serialized_start=2986
+  _globals['_TOOLINJECTION']._serialized_end=3060
+  _globals['_HTTPTARGET']._serialized_start=3063
+  _globals['_HTTPTARGET']._serialized_end=3265
+  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=3219
+  _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=3265
+  _globals['_DATASETREF']._serialized_start=3268
+  _globals['_DATASETREF']._serialized_end=3428
+  _globals['_DATASETREF_FIELDSENTRY']._serialized_start=3373
+  _globals['_DATASETREF_FIELDSENTRY']._serialized_end=3418
+  _globals['_BUDGET']._serialized_start=3430
+  _globals['_BUDGET']._serialized_end=3516
 # @@protoc_insertion_point(module_scope)

@@ -36,7 +36,7 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EvalRunSpec(_message.Message):
-    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges")
+    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class EvalRunSpec(_message.Message):
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     JUDGES_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     target: Target
     dataset: DatasetRef
     trials: int
@@ -66,7 +67,8 @@ class EvalRunSpec(_message.Message):
     budget: Budget
     seed: int
     judges: _containers.MessageMap[str, Judge]
-    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ...) -> None: ...
+    environment: AgentEnvironment
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ...) -> None: ...
 
 class Judge(_message.Message):
     __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache")
@@ -99,10 +101,11 @@ class JudgeScale(_message.Message):
     def __init__(self, min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class Target(_message.Message):
-    __slots__ = ("model", "python", "http", "template", "system", "timeout_seconds", "requests_per_minute", "tokens_per_minute")
+    __slots__ = ("model", "python", "http", "agent", "template", "system", "timeout_seconds", "requests_per_minute", "tokens_per_minute")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PYTHON_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -111,12 +114,13 @@ class Target(_message.Message):
     model: ModelTarget
     python: str
     http: HttpTarget
+    agent: AgentTarget
     template: str
     system: str
     timeout_seconds: float
     requests_per_minute: float
     tokens_per_minute: float
-    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., python: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ..., template: _Optional[str] = ..., system: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., python: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ..., agent: _Optional[_Union[AgentTarget, _Mapping]] = ..., template: _Optional[str] = ..., system: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ...) -> None: ...
 
 class ModelTarget(_message.Message):
     __slots__ = ("connector", "base_url", "model", "params", "secret_ref")
@@ -131,6 +135,130 @@ class ModelTarget(_message.Message):
     params: _struct_pb2.Struct
     secret_ref: str
     def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+
+class AgentTarget(_message.Message):
+    __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_USD_FIELD_NUMBER: _ClassVar[int]
+    MAX_DURATION_FIELD_NUMBER: _ClassVar[int]
+    model: ModelTarget
+    max_steps: int
+    max_tokens: int
+    max_usd: float
+    max_duration: str
+    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., max_steps: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_usd: _Optional[float] = ..., max_duration: _Optional[str] = ...) -> None: ...
+
+class AgentEnvironment(_message.Message):
+    __slots__ = ("tools", "policy", "faults", "injections", "tool_timeout_seconds")
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    FAULTS_FIELD_NUMBER: _ClassVar[int]
+    INJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    tools: _containers.RepeatedCompositeFieldContainer[ToolEntry]
+    policy: ToolPolicy
+    faults: _containers.RepeatedCompositeFieldContainer[ToolFault]
+    injections: _containers.RepeatedCompositeFieldContainer[ToolInjection]
+    tool_timeout_seconds: float
+    def __init__(self, tools: _Optional[_Iterable[_Union[ToolEntry, _Mapping]]] = ..., policy: _Optional[_Union[ToolPolicy, _Mapping]] = ..., faults: _Optional[_Iterable[_Union[ToolFault, _Mapping]]] = ..., injections: _Optional[_Iterable[_Union[ToolInjection, _Mapping]]] = ..., tool_timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class ToolEntry(_message.Message):
+    __slots__ = ("mcp", "function", "declare")
+    MCP_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    DECLARE_FIELD_NUMBER: _ClassVar[int]
+    mcp: McpServerRef
+    function: str
+    declare: ToolDeclaration
+    def __init__(self, mcp: _Optional[_Union[McpServerRef, _Mapping]] = ..., function: _Optional[str] = ..., declare: _Optional[_Union[ToolDeclaration, _Mapping]] = ...) -> None: ...
+
+class McpServerRef(_message.Message):
+    __slots__ = ("command", "url", "env", "tools")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ToolsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ToolDeclaration
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ToolDeclaration, _Mapping]] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    url: str
+    env: _containers.ScalarMap[str, str]
+    tools: _containers.MessageMap[str, ToolDeclaration]
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., tools: _Optional[_Mapping[str, ToolDeclaration]] = ...) -> None: ...
+
+class ToolDeclaration(_message.Message):
+    __slots__ = ("permission", "data_class", "reversible", "exposure")
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    DATA_CLASS_FIELD_NUMBER: _ClassVar[int]
+    REVERSIBLE_FIELD_NUMBER: _ClassVar[int]
+    EXPOSURE_FIELD_NUMBER: _ClassVar[int]
+    permission: str
+    data_class: str
+    reversible: bool
+    exposure: str
+    def __init__(self, permission: _Optional[str] = ..., data_class: _Optional[str] = ..., reversible: _Optional[bool] = ..., exposure: _Optional[str] = ...) -> None: ...
+
+class ToolPolicy(_message.Message):
+    __slots__ = ("allow", "deny", "allow_destructive", "read_only", "default", "approvals")
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    DENY_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_DESTRUCTIVE_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    deny: _containers.RepeatedScalarFieldContainer[str]
+    allow_destructive: bool
+    read_only: bool
+    default: str
+    approvals: ToolApprovals
+    def __init__(self, allow: _Optional[_Iterable[str]] = ..., deny: _Optional[_Iterable[str]] = ..., allow_destructive: _Optional[bool] = ..., read_only: _Optional[bool] = ..., default: _Optional[str] = ..., approvals: _Optional[_Union[ToolApprovals, _Mapping]] = ...) -> None: ...
+
+class ToolApprovals(_message.Message):
+    __slots__ = ("mode", "allow")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ToolFault(_message.Message):
+    __slots__ = ("tool", "kind", "call", "latency_ms", "message")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    kind: str
+    call: int
+    latency_ms: float
+    message: str
+    def __init__(self, tool: _Optional[str] = ..., kind: _Optional[str] = ..., call: _Optional[int] = ..., latency_ms: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ToolInjection(_message.Message):
+    __slots__ = ("tool", "payload", "call")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    payload: str
+    call: int
+    def __init__(self, tool: _Optional[str] = ..., payload: _Optional[str] = ..., call: _Optional[int] = ...) -> None: ...
 
 class HttpTarget(_message.Message):
     __slots__ = ("url", "method", "body", "output", "headers")
