@@ -49,6 +49,8 @@ def plan_run(
         usd = (total_in * prices[0] + total_out * prices[1]) / 1e6
     elif spec.target.kind == "model":
         note = f"no price for model {spec.target.model!r}; add it to a file named by EVALSI_PRICING"
+    elif spec.target.kind == "agent":
+        note = "an agent makes as many model calls as it takes (up to maxSteps per task)"
     else:
         note = f"a {spec.target.kind} target has no token price"
     judges = _project_judges(spec, bound, total_in, total_out, samples - unrenderable)

@@ -41,8 +41,13 @@ def check_run_egress(spec: RunSpec, policy: EgressPolicy) -> None:
     target = spec.target
     if target.kind == "model" and target.base_url:
         policy.check_url(target.base_url, where="spec.target.model.baseUrl")
+    elif target.kind == "agent" and target.base_url:
+        policy.check_url(target.base_url, where="spec.target.agent.model.baseUrl")
     elif target.kind == "http" and isinstance(target.http.get("url"), str):
         policy.check_url(target.http["url"], where="spec.target.http.url")
+    for i, tool in enumerate(spec.environment.tools if spec.environment else ()):
+        if tool.url:
+            policy.check_url(tool.url, where=f"spec.environment.tools[{i}].mcp.url")
     for name, judge in sorted(spec.judges.items()):
         if judge.base_url:
             policy.check_url(judge.base_url, where=f"spec.judges.{name}.baseUrl")

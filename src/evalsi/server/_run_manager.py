@@ -518,6 +518,7 @@ class RunManager:
         """``spec`` as this server runs it (its target allowed here, ``check_target``); naming
         no judges, it gets the server's (``evalsi.yaml`` ``judges``)."""
         self.check_target(spec.target.kind)
+        self.check_tools(spec)
         if spec.judges or not self.state.config.judges:
             return spec
         return dataclasses.replace(spec, judges=dict(self.state.config.judges))
@@ -532,6 +533,22 @@ class RunManager:
                 "`target.model` for a model API), or enable allow_python_targets in "
                 "evalsi.yaml on a trusted server",
             )
+
+    def check_tools(self, spec: RunSpec) -> None:
+        """Refuse an agent's function tools and started MCP servers unless
+        ``allow_python_targets``: both run code of the client's choosing on this server (an
+        MCP server reached at a URL is only a network call, which the egress policy checks)."""
+        if spec.environment is None or self.state.config.allow_python_targets:
+            return
+        for i, tool in enumerate(spec.environment.tools):
+            if tool.function or tool.command:
+                what = "function" if tool.function else "mcp.command"
+                raise UserError(
+                    f"spec.environment.tools[{i}].{what}: refused by this server: it would run "
+                    "code of the request's choosing on the server",
+                    hint="reach the tools as MCP servers over HTTP (mcp.url), or enable "
+                    "allow_python_targets in evalsi.yaml on a trusted server",
+                )
 
     def _open_store(self) -> SqlStore:
         """A store of the run's own (its writer connection is not shared between threads)."""

@@ -157,6 +157,7 @@ class RunHandler:
                 dataset["path"] = self._dataset_path(dataset["path"])
         spec = run_spec_from_dict(doc, source=SPEC_SOURCE, base_dir=self.state.config.datasets_dir)
         self.runs.check_target(spec.target.kind)
+        self.runs.check_tools(spec)
         check_limits(spec, self.state.config.limits)
         return spec
 
