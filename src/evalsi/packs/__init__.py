@@ -159,6 +159,9 @@ PACK_INDEX: Mapping[str, PackEntry] = MappingProxyType(
                 "loop-detection",
                 "step-efficiency",
                 "session-goal-completion",
+                "policy-violations",
+                "approval-requests",
+                "fault-recovery",
             ),
         ),
     }

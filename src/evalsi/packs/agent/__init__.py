@@ -3,13 +3,15 @@
 Process (no model needed): ``tool-call-accuracy`` (names and arguments against reference
 calls), ``trajectory-match`` (strict, unordered, subset or superset), ``loop-detection``
 (repeated identical calls). Efficiency: ``step-efficiency`` (steps, tokens and latency against
-budgets). Outcome (a configured judge): ``session-goal-completion``. Each is
+budgets). Outcome (a configured judge): ``session-goal-completion``. What the harness
+recorded of an agent run: ``policy-violations``, ``approval-requests``, ``fault-recovery``. Each is
 ``builtin/<name>@1.0.0``; the record shape is in ``docs/guides/packs/agent.md``.
 """
 
 from evalsi.evaluators import Evaluator
 from evalsi.packs.agent._accuracy import tool_call_accuracy
 from evalsi.packs.agent._efficiency import step_efficiency
+from evalsi.packs.agent._environment import approval_requests, fault_recovery, policy_violations
 from evalsi.packs.agent._goal import GOAL_TEMPLATE, session_goal_completion
 from evalsi.packs.agent._loops import loop_detection
 from evalsi.packs.agent._trajectory import trajectory_match
@@ -20,6 +22,9 @@ EVALUATORS: tuple[Evaluator, ...] = (
     loop_detection,
     step_efficiency,
     session_goal_completion,
+    policy_violations,
+    approval_requests,
+    fault_recovery,
 )
 """Every evaluator of the agent pack."""
 
