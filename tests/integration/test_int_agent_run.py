@@ -233,3 +233,58 @@ def test_an_environment_without_an_agent_and_an_agent_without_one_are_refused(
     )
     with pytest.raises(SpecError, match=r"only an agent target \(target.agent\) calls tools"):
         run_spec_from_yaml(model, base_dir=tmp_path)
+
+
+def slow(account: str) -> int:
+    import time
+
+    time.sleep(5)
+    return 0
+
+
+def test_max_duration_bounds_the_tool_calls_too(tmp_path: Path) -> None:
+    text = _spec(tmp_path, "URL", agent="\n      maxDuration: 500ms").replace(
+        f'"{__name__}:balance"', f'"{__name__}:slow"'
+    )
+    script = {
+        "tool_calls": {"what does alice have?": [{"name": "slow", "arguments": {"account": "a"}}]}
+    }
+    with StubLLM(**script) as stub:
+        result, db = _run(tmp_path, text.replace("URL", stub.openai_url))
+    ask = _tasks(db, result.run_id)["ask"]["trajectory"]
+    assert ask["stop_reason"] == "timeout"
+    # cut while the tool ran: its 30 s timeout never came, so no tool step was recorded
+    assert [s["type"] for s in ask["steps"]] == ["model_call"]
+    db.close()
+
+
+def test_a_call_naming_no_tool_is_an_error_and_the_run_stays_readable(tmp_path: Path) -> None:
+    script = {
+        "tool_calls": {"what does alice have?": [{"name": "", "arguments": {}}]},
+        "answers": {"error: the call names no tool": "sorry"},
+    }
+    with StubLLM(**script) as stub:
+        result, db = _run(tmp_path, _spec(tmp_path, stub.openai_url))
+    steps = _tasks(db, result.run_id)["ask"]["trajectory"]["steps"]
+    assert steps[1]["error"] == "the call names no tool"
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        ('\n      maxTokens: "-5"', "maxTokens: expected a value >= 1"),
+        ("\n      maxUsd: 0.01", "maxUsd: no price for model 'stub'"),
+    ],
+)
+def test_budgets_that_cannot_work_are_refused(tmp_path: Path, agent: str, message: str) -> None:
+    with pytest.raises((SpecError, UserError), match=message):
+        _run(tmp_path, _spec(tmp_path, "http://127.0.0.1:9/v1", agent=agent))
+
+
+def test_a_function_tool_that_does_not_import_names_its_entry(tmp_path: Path) -> None:
+    text = _spec(tmp_path, "http://127.0.0.1:9/v1").replace(
+        f'"{__name__}:balance"', '"no_such_module_xyz:balance"'
+    )
+    with pytest.raises(UserError, match=r"spec\.environment\.tools\[0\]\.function: function"):
+        _run(tmp_path, text)

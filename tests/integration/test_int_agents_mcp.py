@@ -129,6 +129,7 @@ def test_a_server_that_does_not_start_names_itself_and_its_stderr(tmp_path: Path
         asyncio.run(_enter(McpServer(command=[sys.executable, str(script)])))
     assert "did not start" in e.value.message
     assert "no config file: /etc/bank.yaml" in e.value.message
+    assert "ExceptionGroup" not in e.value.message  # the cause, not the SDK's task group
     with pytest.raises(UserError, match="did not start"):
         asyncio.run(_enter(McpServer(command=["/nonexistent/mcp-server"])))
 

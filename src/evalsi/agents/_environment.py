@@ -32,6 +32,28 @@ from evalsi.core import JsonValue, Step, ToolCall, UserError
 
 FaultKind = Literal["timeout", "error", "malformed", "latency"]
 
+MAX_RESULT_BYTES = 256 * 1024
+"""A tool result larger than this (as JSON) reaches the model and the trajectory cut short:
+one task's tool must not fill memory, the store, and every later model call."""
+MAX_ERROR_CHARS = 2000
+MAX_PARALLEL = 16
+"""Tool calls of one task running at once; more wait their turn (their timeout starts then)."""
+
+
+def bounded(content: Any) -> JsonValue:
+    """A tool's value as JSON the harness can store and send: values JSON cannot hold become
+    their ``repr``, and a result over ``MAX_RESULT_BYTES`` becomes its text cut short."""
+    try:
+        data = orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        data = orjson.dumps(content, default=repr)
+        content = orjson.loads(data)
+    if len(data) <= MAX_RESULT_BYTES:
+        return content
+    text = content if isinstance(content, str) else data.decode("utf-8", "replace")
+    cut = text.encode("utf-8")[:MAX_RESULT_BYTES].decode("utf-8", "ignore")
+    return f"{cut}\n[... cut by the harness: the result was {len(data):,} bytes]"
+
 
 @dataclass(frozen=True, slots=True)
 class Fault:
@@ -131,11 +153,18 @@ class Environment:
                     hint=f"the tools are: {', '.join(sorted(self.tools)) or '(none)'}",
                 )
         self.approvals = approvals or Approvals()
+        unknown = sorted(self.approvals.allow - self.tools.keys())
+        if unknown:
+            raise UserError(
+                f"spec.environment.policy.approvals.allow: no tool named {', '.join(unknown)}",
+                hint=f"the tools are: {', '.join(sorted(self.tools)) or '(none)'}",
+            )
         self.faults = tuple(faults)
         self.injections = tuple(injections)
         self.timeout_s = timeout_s
         self.clock = clock
         self.calls: Counter[str] = Counter()  # attempts per tool, blocked ones included
+        self._slots = asyncio.Semaphore(MAX_PARALLEL)
 
     def specs(self) -> list[ToolSpec]:
         """What the agent is offered: every tool (a blocked one too: trying it is behaviour)."""
@@ -143,12 +172,15 @@ class Environment:
 
     async def call(self, call: ToolCall) -> ToolResult:
         """Run one call of the agent through the environment."""
-        args = call.arguments if isinstance(call.arguments, dict) else {}
         tool = self.tools.get(call.name)
         started = self.clock()
         if tool is None:
-            error = f"no tool named {call.name!r}"
+            error = f"no tool named {call.name!r}" if call.name else "the call names no tool"
             return ToolResult(None, error, [self._step(call, None, error, started)])
+        if not isinstance(call.arguments, dict):  # never run a tool on arguments it was not sent
+            error = f"the arguments of {call.name} are not a JSON object"
+            return ToolResult(None, error, [self._step(call, None, error, started)])
+        args = call.arguments
         self.calls[call.name] += 1
         n = self.calls[call.name]
         steps: list[Step] = []
@@ -207,17 +239,24 @@ class Environment:
         return ToolResult(content, error, steps)
 
     async def _run(self, tool: Tool, args: Mapping[str, Any]) -> tuple[JsonValue, str]:
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await tool.call(args), ""
-        except InfraError:
-            raise
-        except TimeoutError:
-            return None, f"{tool.spec.name} did not answer within {self.timeout_s:g}s"
-        except ToolFailed as e:
-            return None, str(e)
-        except Exception as e:  # noqa: BLE001 - the tool's failure, shown to the agent
-            return None, f"{type(e).__name__}: {e}"
+        async with self._slots:  # a turn's calls beyond the cap wait, off the clock
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    content = await tool.call(args)
+            except InfraError:
+                raise
+            except TimeoutError:
+                return None, f"{tool.spec.name} did not answer within {self.timeout_s:g}s"
+            except ToolFailed as e:
+                return None, str(e)[:MAX_ERROR_CHARS]
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the run is being stopped
+                return None, "CancelledError raised by the tool"
+            except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the tool's own
+                return None, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
+        return bounded(content), ""
 
     def _step(self, call: ToolCall, content: JsonValue, error: str, started: int) -> Step:
         return Step(

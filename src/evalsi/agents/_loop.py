@@ -124,7 +124,13 @@ class ToolLoop:
             if not calls:
                 stop = "final_answer"
                 break
-            results = await asyncio.gather(*(environment.call(c) for c in calls))
+            left = None if b.max_seconds is None else b.max_seconds - (time.monotonic() - started)
+            try:
+                async with asyncio.timeout(left):
+                    results = await asyncio.gather(*(environment.call(c) for c in calls))
+            except TimeoutError:
+                stop = "timeout"
+                break
             for call, result in zip(calls, results, strict=True):
                 steps.extend(result.steps)
                 messages.append(

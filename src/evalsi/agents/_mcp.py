@@ -9,6 +9,7 @@ answering is an ``InfraError``: the task is lost to infrastructure, not failed b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -90,12 +91,19 @@ class McpServer:
             target = stdio_client(params, errlog=self._stderr)
         client = Client(target, read_timeout_seconds=self.timeout_s)
         try:
-            await client.__aenter__()
+            async with asyncio.timeout(self.timeout_s):  # a server silent at the handshake
+                await client.__aenter__()
         except Exception as e:  # noqa: BLE001 - whatever stops it, the spec's server is the cause
             stderr = self.stderr_tail()
             await self.__aexit__(None, None, None)
+            cause = _root(e)
+            why = (
+                f"no answer to the handshake within {self.timeout_s:g}s"
+                if isinstance(cause, TimeoutError)
+                else f"{type(cause).__name__}: {cause}"
+            )
             raise UserError(
-                f"MCP server {self.where} did not start: {type(e).__name__}: {e}{stderr}",
+                f"MCP server {self.where} did not start: {why}{stderr}",
                 hint="run the command (or open the URL) by hand to see why",
             ) from None
         self._client = client
@@ -198,6 +206,13 @@ class McpTool:
         if result.structured_content is not None:
             return result.structured_content
         return content
+
+
+def _root(error: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups: the SDK's task groups wrap it."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 def _content(blocks: Sequence[Any]) -> JsonValue:

@@ -9,6 +9,7 @@ tools (its own call counts, so faults and injections land on each task's N-th ca
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from types import TracebackType
 from typing import Any, cast
@@ -18,7 +19,7 @@ from evalsi.agents._loop import Budgets, ChatModel, Price, ToolLoop
 from evalsi.agents._mcp import McpServer
 from evalsi.agents._policy import ToolPolicy
 from evalsi.agents._tools import FunctionTool, Tool, ToolSpec
-from evalsi.connectors import InputLike, TargetOutput, load_callable
+from evalsi.connectors import EgressPolicy, InputLike, TargetOutput, load_callable
 from evalsi.core import UserError
 from evalsi.specs import AgentSpec, EnvironmentSpec, ToolDeclarationSpec
 
@@ -41,6 +42,35 @@ def _declare(spec: ToolSpec, d: ToolDeclarationSpec | None) -> ToolSpec:
     return replace(spec, declared=True, **changes)
 
 
+async def check_resolved(policy: EgressPolicy, url: str, where: str) -> None:
+    """The egress policy on every address ``url``'s host resolves to. The MCP SDK connects
+    with its own HTTP client, which the connectors' connect-time check does not reach; a name
+    that re-resolves elsewhere between this check and the connection (DNS rebinding) is not
+    caught."""
+    import socket
+    import urllib.parse
+
+    from evalsi.connectors import literal_address
+
+    policy.check_url(url, where=where)
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if not host or literal_address(host) is not None:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise UserError(f"{where}: cannot resolve {host}: {e}") from None
+    for info in infos:
+        address = literal_address(str(info[4][0]))
+        if address is not None:
+            try:
+                policy.check(host, address, port)
+            except UserError as e:
+                raise UserError(f"{where}: {e.message}", hint=e.hint) from None
+
+
 class AgentTarget:
     """The built-in agent over ``model`` with the tools of ``environment``."""
 
@@ -54,6 +84,7 @@ class AgentTarget:
         environment: EnvironmentSpec,
         *,
         price: Price | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.loop = ToolLoop(
             model,
@@ -62,7 +93,9 @@ class AgentTarget:
         )
         self.agent = agent
         self.env_spec = environment
+        self.egress = egress
         self.tools: list[Tool] = []
+        self._where: dict[str, str] = {}  # tool name -> the spec entry it came from
         self._stack: contextlib.AsyncExitStack | None = None
 
     def describe(self) -> dict[str, Any]:
@@ -84,12 +117,17 @@ class AgentTarget:
             for i, entry in enumerate(self.env_spec.tools):
                 at = f"spec.environment.tools[{i}]"
                 if entry.function:
-                    fn = load_callable(entry.function)
                     name = entry.function.rpartition(":")[2].rpartition(".")[2]
-                    tool = FunctionTool(fn)
+                    try:
+                        tool = FunctionTool(load_callable(entry.function))
+                    except UserError as e:
+                        message = e.message.replace("python target", "function")
+                        raise UserError(f"{at}.function: {message}", hint=e.hint) from None
                     tool.spec = _declare(tool.spec, entry.declared.get(name))
-                    self.tools.append(tool)
+                    self._add(tool, at)
                     continue
+                if entry.url and self.egress is not None:
+                    await check_resolved(self.egress, entry.url, f"{at}.mcp.url")
                 declared = {name: _declare(ToolSpec(name), d) for name, d in entry.declared.items()}
                 try:
                     server = McpServer(
@@ -98,13 +136,24 @@ class AgentTarget:
                     await stack.enter_async_context(server)
                 except UserError as e:
                     raise UserError(f"{at}: {e.message}", hint=e.hint) from None
-                self.tools.extend(server.tools)
+                for mcp_tool in server.tools:
+                    self._add(mcp_tool, at)
             self.environment()  # a policy, fault or injection naming no tool fails here
         except BaseException:
             await stack.aclose()
             raise
         self._stack = stack
         return self
+
+    def _add(self, tool: Tool, at: str) -> None:
+        where = self._where.get(tool.spec.name)
+        if where is not None:
+            raise UserError(
+                f"{at}: a tool named {tool.spec.name!r} comes from {where} too",
+                hint="tool names must be unique across the environment's entries",
+            )
+        self._where[tool.spec.name] = at
+        self.tools.append(tool)
 
     async def __aexit__(
         self,

@@ -6,7 +6,9 @@ the approval gate read (``_policy``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -130,7 +132,32 @@ class FunctionTool:
             raise ToolFailed(f"bad arguments for {self.spec.name}: {e}") from None
         if self._async:
             return await self.fn(**arguments)
-        return await asyncio.to_thread(self.fn, **arguments)
+        return await in_daemon_thread(self.fn, dict(arguments))
+
+
+async def in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in a thread of its own. Not the default pool: a tool that hangs past
+    its timeout keeps its thread, and in a shared pool it would starve every other tool and
+    block the interpreter's exit (a daemon thread does neither); what it raises, even
+    ``SystemExit``, is its failure."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def run() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, fn(**kwargs))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            error = e if isinstance(e, Exception) else ToolFailed(f"{type(e).__name__}: {e}")
+            outcome = (False, error)
+        with contextlib.suppress(RuntimeError):  # the run ended while the tool hung
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name="evalsi-tool", daemon=True).start()
+    return await future
 
 
 _JSON_TYPES: dict[Any, str] = {

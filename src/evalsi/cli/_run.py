@@ -28,12 +28,15 @@ examples:
   evalsi run -f run.yaml --format json
   evalsi run -f run.yaml --resume RUN_ID      # finish an interrupted or stopped run
   evalsi run -f run.yaml --execute-only       # store outputs only; then `evalsi grade --from`
+  evalsi run -f examples/agent/bank/run-agent.yaml   # an agent: target.agent + environment
 
 A spec is YAML with apiVersion: evals.si/v1alpha1 and kind: EvalRun; its JSON Schema is
 src/evalsi/specs/schemas/evalrun.schema.json. Every sample x trial is a task: the target is
 called, its output graded by the evaluators, both stored. Calls that fail for infrastructure
 reasons (429, 5xx, timeouts) are retried and, if they still fail, counted as infra errors,
-never as failures.
+never as failures. An agent target (target.agent) runs the built-in tool loop in
+spec.environment's tools; `evalsi runs show RUN --tasks` lists each task's steps
+(docs/guides/agents.md).
 With --server URL (or $EVALSI_SERVER) the spec is checked here, a local dataset file is
 uploaded, and the run executes on that evalsi server (progress from the server on stderr);
 --resume RUN_ID resumes a server run; the output is the same.

@@ -11,7 +11,13 @@ connects only where the policy allows. aiohttp is imported on the first HTTP cal
 from evalsi.connectors._anthropic import Anthropic
 from evalsi.connectors._breaker import BreakerPolicy, BreakerRegistry, BreakerState, CircuitBreaker
 from evalsi.connectors._clock import SYSTEM_CLOCK, Clock, SystemClock
-from evalsi.connectors._egress import EgressDenied, EgressPolicy, EgressRule, trusted_rule
+from evalsi.connectors._egress import (
+    EgressDenied,
+    EgressPolicy,
+    EgressRule,
+    literal_address,
+    trusted_rule,
+)
 from evalsi.connectors._errors import INFRA_KINDS, InfraError, InfraKind, TargetError
 from evalsi.connectors._guard import Resilience, default_resilience
 from evalsi.connectors._http import (
@@ -73,6 +79,7 @@ __all__ = [
     "default_resilience",
     "egress_connector",
     "input_messages",
+    "literal_address",
     "load_callable",
     "parse_retry_after",
     "plain_input",

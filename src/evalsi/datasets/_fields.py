@@ -329,23 +329,24 @@ _STEP_KINDS: Final = frozenset(get_args(StepKind))
 _STEP_KEYS: Final = frozenset(f.name for f in dataclasses.fields(Step))  # a row per Step field
 
 
-def read_trajectory(value: Any, name: str = "trajectory") -> Trajectory:
+def read_trajectory(value: Any, name: str = "trajectory", *, stored: bool = False) -> Trajectory:
     """A trajectory from its JSON form (``Trajectory.to_value``, or a plain list of steps);
-    ``RowError`` (a ``ValueError``) naming the field when it is not one."""
-    return _trajectory(value, name)
+    ``RowError`` (a ``ValueError``) naming the field when it is not one. ``stored``: one a run
+    recorded, whose tool calls may name no tool (an agent sent them so)."""
+    return _trajectory(value, name, stored)
 
 
-def _trajectory(value: Any, name: str) -> Trajectory:
+def _trajectory(value: Any, name: str, stored: bool = False) -> Trajectory:
     steps, stop_reason = value, ""
     if isinstance(value, dict) and "steps" in value and value.keys() <= {"steps", "stop_reason"}:
         steps, stop_reason = value["steps"], _str(value.get("stop_reason"), f"{name}.stop_reason")
         name = f"{name}.steps"
     if not isinstance(steps, list):
         raise _unusable(name, "a list of steps, or {steps, stop_reason}", value)
-    return Trajectory([_step(s, f"{name}[{i}]") for i, s in enumerate(steps)], stop_reason)
+    return Trajectory([_step(s, f"{name}[{i}]", stored) for i, s in enumerate(steps)], stop_reason)
 
 
-def _step(value: Any, name: str) -> Step:
+def _step(value: Any, name: str, stored: bool = False) -> Step:
     if not isinstance(value, dict):
         raise _unusable(name, "a step object", value)
     unknown = value.keys() - _STEP_KEYS
@@ -355,7 +356,7 @@ def _step(value: Any, name: str) -> Step:
             f"expected some of {', '.join(sorted(_STEP_KEYS))}"
         )
     call = value.get("tool_call")
-    tool_call = None if call is None else _tool_call(call, f"{name}.tool_call")
+    tool_call = None if call is None else _tool_call(call, f"{name}.tool_call", stored)
     kind = value.get("kind")
     if kind is None:
         kind = "tool_call" if tool_call is not None else "other"
@@ -379,14 +380,15 @@ def _step(value: Any, name: str) -> Step:
     )
 
 
-def _tool_call(value: Any, name: str) -> ToolCall:
+def _tool_call(value: Any, name: str, stored: bool = False) -> ToolCall:
     if not isinstance(value, dict):
         raise _unusable(name, "an object with a name", value)
     fn = value.get("function", value)  # OpenAI nests name and arguments under "function"
     if not isinstance(fn, dict):
         raise _unusable(f"{name}.function", "an object", fn)
     call_name = fn.get("name")
-    if type(call_name) is not str or not call_name:
+    # A stored trajectory keeps what an agent sent, a call naming no tool included.
+    if type(call_name) is not str or not (call_name or stored):
         raise _unusable(f"{name}.name", "a non-empty string", call_name)
     args = fn.get("arguments")
     if isinstance(args, str):

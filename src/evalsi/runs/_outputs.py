@@ -83,7 +83,9 @@ def rebuild(record: Record, row: OutputRow) -> Record:
         record,
         Content.from_value(orjson.loads(row.output)) if row.output is not None else None,
         Usage(**orjson.loads(row.usage)) if row.usage is not None else None,
-        read_trajectory(orjson.loads(row.trajectory)) if row.trajectory is not None else None,
+        read_trajectory(orjson.loads(row.trajectory), stored=True)
+        if row.trajectory is not None
+        else None,
     )
 
 

@@ -62,10 +62,17 @@ def build_target(
         if spec.agent is None or environment is None:
             raise UserError("target.agent: an agent needs spec.environment.tools")
         from evalsi.agents import AgentTarget
-        from evalsi.runs._pricing import cost_usd
+        from evalsi.runs._pricing import cost_usd, price
 
+        if spec.agent.max_usd is not None and price(spec.model) is None:
+            raise UserError(  # a budget that cannot be counted would silently never stop it
+                f"spec.target.agent.maxUsd: no price for model {spec.model!r}, so spend "
+                "cannot be counted",
+                hint="add the model to a pricing file named by EVALSI_PRICING, or use maxTokens",
+            )
         model = build_target(replace(spec, kind="model", agent=None), resilience=resilience)
-        return AgentTarget(model, spec.agent, environment, price=cost_usd)  # type: ignore[arg-type]
+        egress = resilience.egress if resilience is not None else None
+        return AgentTarget(model, spec.agent, environment, price=cost_usd, egress=egress)  # type: ignore[arg-type]
     if spec.kind == "model":
         if spec.connector not in MODEL_CONNECTORS:
             raise UserError(

@@ -96,7 +96,7 @@ def iter_tasks(store: SqlStore, run_id: str, limit: int) -> Iterator[dict[str, A
         if row.error:
             task["error"] = row.error
         if row.trajectory is not None:
-            trajectory = read_trajectory(orjson.loads(row.trajectory))
+            trajectory = read_trajectory(orjson.loads(row.trajectory), stored=True)
             task["trajectory"] = {
                 "steps": [step_json(s) for s in trajectory.steps],
                 "stop_reason": trajectory.stop_reason,

@@ -240,9 +240,12 @@ class _SpecBuilder:
                     (*at, "maxDuration"),
                     f"expected a positive duration such as 2m or 30s, got {show(duration)}",
                 )
+            max_tokens = int(a["maxTokens"]) if "maxTokens" in a else None
+            if max_tokens is not None and max_tokens < 1:  # "-5" as a string passes the schema
+                self.bad((*at, "maxTokens"), f"expected a value >= 1, got {max_tokens}")
             agent = AgentSpec(
                 max_steps=int(a.get("maxSteps", 10)),
-                max_tokens=int(a["maxTokens"]) if "maxTokens" in a else None,
+                max_tokens=max_tokens,
                 max_usd=_opt_float(a.get("maxUsd")),
                 max_seconds=seconds,
             )

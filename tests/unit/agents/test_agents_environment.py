@@ -173,3 +173,87 @@ def test_a_spec_naming_no_tool_is_refused(options: dict[str, Any], field: str) -
 def test_two_tools_of_one_name_are_refused() -> None:
     with pytest.raises(UserError, match="two tools are named 'lookup'"):
         Environment([FunctionTool(lookup), FunctionTool(lookup)])
+
+
+# -- hostile tools and models (found by review) ------------------------------------------------
+
+
+def hang() -> str:
+    import time
+
+    time.sleep(3)
+    return "late"
+
+
+def bag() -> Any:
+    return {"ids": {1, 2}, "raw": b"\x00"}
+
+
+def leave() -> str:
+    raise SystemExit(7)
+
+
+def huge() -> str:
+    return "x" * (2 * 1024 * 1024)
+
+
+def test_arguments_that_are_not_an_object_never_run_the_tool() -> None:
+    for arguments in ('{"city": tru', [1, 2], None, 5):
+        r = asyncio.run(env().call(ToolCall("lookup", arguments, "c")))
+        assert r.error == "the arguments of lookup are not a JSON object"
+        assert r.steps[-1].tool_call is not None
+        assert r.steps[-1].tool_call.arguments == arguments  # recorded as sent
+    assert CALLED == []
+
+
+def test_a_hung_tool_does_not_starve_the_others() -> None:
+    e = Environment([FunctionTool(hang), FunctionTool(lookup)], timeout_s=0.5)
+
+    async def go() -> list[ToolResult]:
+        hung = [e.call(ToolCall("hang", {}, str(i))) for i in range(12)]
+        return await asyncio.gather(*hung, e.call(ToolCall("lookup", {"city": "Oslo"}, "x")))
+
+    results = asyncio.run(go())
+    assert all("did not answer within 0.5s" in r.error for r in results[:12])
+    assert results[-1].content == {"city": "Oslo", "found": True}
+
+
+def test_values_json_cannot_hold_and_huge_results_are_made_safe() -> None:
+    r = call(Environment([FunctionTool(bag)]), "bag")
+    assert not r.error
+    assert r.content == {"ids": "{1, 2}", "raw": "b'\\x00'"}
+    big = call(Environment([FunctionTool(huge)]), "huge")
+    assert isinstance(big.content, str)
+    assert len(big.content.encode()) < 300 * 1024
+    assert big.content.endswith("bytes]")
+
+
+def test_a_tool_raising_system_exit_is_its_failure_not_the_runs() -> None:
+    r = call(Environment([FunctionTool(leave)]), "leave")
+    assert r.error == "SystemExit: 7"
+
+
+def test_an_approval_for_no_tool_is_refused() -> None:
+    with pytest.raises(UserError, match=r"approvals\.allow: no tool named Transfer"):
+        env(approvals=Approvals(allow=frozenset({"Transfer"})))
+
+
+def test_a_hostname_is_checked_where_it_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from evalsi.agents._target import check_resolved
+    from evalsi.connectors import EgressPolicy
+
+    async def resolve(host: str, port: int, **_: Any) -> list[Any]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    policy = EgressPolicy().serving("0.0.0.0")
+
+    async def go() -> None:
+        monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolve)
+        await check_resolved(
+            policy, "http://tools.example:8000/mcp", "spec.environment.tools[0].mcp.url"
+        )
+
+    with pytest.raises(UserError, match=r"spec\.environment\.tools\[0\]\.mcp\.url"):
+        asyncio.run(go())
