@@ -66,7 +66,7 @@ def stored(workdir: Path, run_id: str) -> dict[tuple[str, str], Any]:
 
 
 def test_the_guide_and_the_example_agree() -> None:
-    assert len(guide_commands(GUIDE)) == 4
+    assert len(guide_commands(GUIDE)) == 5
     assert [r["id"] for r in ROWS] == list(HAND)
     assert {r["id"]: len(r["trajectory"]) for r in ROWS} == STEPS
 
@@ -150,3 +150,19 @@ def test_goal_completion_against_a_stub_judge(
     score = stored(workdir, out["run_id"])[("hotel-loop", "session-goal-completion")].scores[0]
     assert score.metadata["template"] == "session-goal-completion/v1"
     assert score.metadata["goal"] == "travel"
+
+
+def test_what_the_harness_recorded_is_counted_by_hand(
+    run_evalsi: Callable[..., Any], workdir: Path
+) -> None:
+    out = run_json(
+        run_evalsi, workdir, command_with("policy-violations,approval-requests,fault-recovery")
+    )
+    m = {x["metric"]: x for x in out["metrics"]}
+    # harness-steps.jsonl: one policy block (wipe-attempt), one denied approval
+    # (refund-blocked), two faults: search-retry got past its timeout, gave-up did not
+    assert (m["policy-violations"]["n"], m["policy-violations"]["mean"]) == (4, 0.25)
+    assert m["policy-clean"]["mean"] == 0.75
+    assert m["approval-requests"]["mean"] == m["approvals-denied"]["mean"] == 0.25
+    assert (m["fault-recovery"]["n"], m["fault-recovery"]["skipped"]) == (2, 2)
+    assert m["fault-recovery"]["mean"] == m["recovered-all"]["mean"] == 0.5
