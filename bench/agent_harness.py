@@ -182,34 +182,35 @@ def whole_process(spec: Path, work: Path) -> float:
 
 
 async def mcp_round(kind: str, url: str, calls: int) -> tuple[float, float]:
-    """(harness seconds per call, SDK client seconds per call) on the same server."""
-    from mcp import Client, StdioServerParameters
-
+    """(harness seconds per call, SDK client seconds per call) on one server and one
+    connection: blocks of 25 calls alternate between the environment (policy, recording,
+    result checks) and the SDK client's ``call_tool`` underneath it."""
     from evalsi.agents import Environment, McpServer, ToolPolicy
     from evalsi.core import ToolCall
 
     where: dict[str, Any] = (
         {"url": url} if kind == "http" else {"command": [sys.executable, str(BANK)]}
     )
+    harness = direct = 0.0
     async with McpServer(**where) as server:
         env = Environment(server.tools, policy=ToolPolicy())
+        client = server._require()
         call = ToolCall("balance", {"account": "alice"}, "1")
-        await env.call(call)  # warm
-        started = time.perf_counter()
-        for _ in range(calls):
-            result = await env.call(call)
-            assert not result.error, result.error
-        harness = (time.perf_counter() - started) / calls
-    target: Any = (
-        url if kind == "http" else StdioServerParameters(command=sys.executable, args=[str(BANK)])
-    )
-    async with Client(target) as client:
+        await env.call(call)  # warm both paths
         await client.call_tool("balance", {"account": "alice"})
-        started = time.perf_counter()
-        for _ in range(calls):
-            await client.call_tool("balance", {"account": "alice"})
-        direct = (time.perf_counter() - started) / calls
-    return harness, direct
+        for block in range(max(1, calls // 25)):
+            started = time.perf_counter()
+            if block % 2 == 0:
+                for _ in range(25):
+                    result = await env.call(call)
+                    assert not result.error, result.error
+                harness += time.perf_counter() - started
+            else:
+                for _ in range(25):
+                    await client.call_tool("balance", {"account": "alice"})
+                direct += time.perf_counter() - started
+    blocks = max(1, calls // 25)
+    return harness / (25 * ((blocks + 1) // 2)), direct / (25 * max(1, blocks // 2))
 
 
 def spread(values: list[float]) -> dict[str, float]:
