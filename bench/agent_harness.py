@@ -3,6 +3,7 @@
     python bench/agent_harness.py                       # 500 trials x 5 tool calls, 3 rounds
     python bench/agent_harness.py --trials 500 --rounds 5
     python bench/agent_harness.py --mcp                 # + MCP calls: harness vs the SDK client
+    python bench/agent_harness.py --peers               # + Inspect AI's react() on the same task
     python bench/agent_harness.py --memory 10000 --tool-calls 20   # peak RSS of a long run
 
 The stub LLM server runs in its own process on loopback, answering at once, scripted so that
@@ -16,12 +17,21 @@ each trial asks for ``--tool-calls`` function-tool calls one after another, then
 - raw: one ``aiohttp.ClientSession``, the same number of workers, the same conversation (the
   tool called by hand, its result appended as a tool message); nothing recorded or stored.
 - whole process: ``evalsi run -f <spec> --quiet`` timed from spawn to exit.
+- inspect-ai (``--peers``): ``bench/peers/inspect_agent_peer.py`` run by the peers' venv
+  (``bench/.peers/venv``, made by ``bench/peers/setup.sh`` when missing): ``react()`` with the
+  same tool, trials and concurrency, its log keeping every sample, once with Inspect's mock
+  model (``mockllm``, scripted in process: Inspect's harness alone) and once through its
+  OpenAI-compatible provider against a second stub whose script ends with react()'s
+  ``submit(answer="done")`` call instead of the answer (``script(n, submit=True)``): the same
+  model calls, plus the submit tool call; a third figure runs the mock without the sample log
+  (``PEER_MODES``). Timed: the ``eval()`` call; CPU per step is the peer process's, over
+  evalsi's step count.
 
-Rounds alternate evalsi and raw; medians and ranges are reported. Targets (issue 18): harness
-CPU <= 1 ms per step; MCP tool calls through the harness <= 1.2x the SDK client's time per call
-(stdio and streamable HTTP); RSS < 500 MB for 10,000 trials of 20 steps. (The issue's peer
-comparison with Inspect AI's react agent is not in this script yet.) Results go to
-``bench/out/agent_harness.json``.
+Rounds alternate evalsi, raw, whole process and the peers; medians and ranges are reported, the
+evalsi/Inspect ratio taken round by round. Targets (issue 18): harness CPU <= 1 ms per step;
+evalsi >= 10x Inspect's trials/s; MCP tool calls through the harness <= 1.2x the SDK client's
+time per call (stdio and streamable HTTP); RSS < 500 MB for 10,000 trials of 20 steps. Results
+go to ``bench/out/agent_harness.json``.
 """
 
 from __future__ import annotations
@@ -47,6 +57,15 @@ STUB = ROOT / "tests" / "support" / "stub_llm_server.py"
 BANK = ROOT / "tests" / "support" / "mcp_bank_server.py"
 OUT = HERE / "out"
 MODULE = "agent_bench_tools"
+PEER_TARGET_RATIO = 10.0
+# The peer's flags per figure: issue 18's two (Inspect's mock model, the stub over HTTP), and
+# the mock without Inspect's per-sample log, to show what that log costs (evalsi always stores
+# every trajectory, so the first two are the like-for-like ones).
+PEER_MODES = {
+    "mock": ["--model", "mock"],
+    "stub": ["--model", "stub"],
+    "mock_no_log_samples": ["--model", "mock", "--no-log-samples"],
+}
 TOOLS = '''
 def step(n: int) -> str:
     """The next step."""
@@ -54,12 +73,15 @@ def step(n: int) -> str:
 '''
 
 
-def script(calls: int) -> dict[str, Any]:
+def script(calls: int, submit: bool = False) -> dict[str, Any]:
     """The stub's script: "go" asks for step(0); each result "sK" asks for step(K) until the
-    last, which gets the answer "done"."""
+    last, which gets the answer "done" (or, for Inspect's react(), a call submit("done"))."""
     tool_calls = {"go": [{"name": "step", "arguments": {"n": 0}}]}
     for k in range(1, calls):
         tool_calls[f"s{k}"] = [{"name": "step", "arguments": {"n": k}}]
+    if submit:
+        tool_calls[f"s{calls}"] = [{"name": "submit", "arguments": {"answer": "done"}}]
+        return {"tool_calls": tool_calls}
     return {"tool_calls": tool_calls, "answers": {f"s{calls}": "done"}}
 
 
@@ -213,6 +235,41 @@ async def mcp_round(kind: str, url: str, calls: int) -> tuple[float, float]:
     return harness / (25 * ((blocks + 1) // 2)), direct / (25 * max(1, blocks // 2))
 
 
+def inspect_round(python: str, mode: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run the Inspect AI peer once in ``mode`` (a key of ``PEER_MODES``); its JSON line."""
+    cmd = [python, str(HERE / "peers" / "inspect_agent_peer.py"), *PEER_MODES[mode], "--url", url]
+    cmd += ["--trials", str(args.trials), "--tool-calls", str(args.tool_calls)]
+    cmd += ["--concurrency", str(args.concurrency)]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def peers_report(
+    runs: dict[str, list[dict[str, Any]]], ours: list[float], cpu_ms: list[float], steps: int
+) -> dict[str, Any]:
+    """Inspect's figures per mode; ratios round by round against evalsi's trials/s (``ours``)
+    and CPU ms per step (``cpu_ms``): on a loaded machine evalsi's few seconds of wall clock
+    swing more than Inspect's minute, the CPU ratio far less."""
+    report: dict[str, Any] = {
+        "version": next(iter(runs.values()))[0]["version"],
+        "agent": "react() with submit()",
+        "target_ratio": PEER_TARGET_RATIO,
+    }
+    for mode, lines in runs.items():
+        rates = [line["trials_per_s"] for line in lines]
+        cpu = [line["cpu_seconds"] / steps * 1000 for line in lines]
+        report[mode] = {
+            "model": lines[0]["model"],
+            "log_samples": lines[0]["log_samples"],
+            "trials_per_s": spread(rates),
+            "cpu_ms_per_step": spread(cpu),
+            "evalsi_over_inspect": spread([a / b for a, b in zip(ours, rates, strict=True)]),
+            "inspect_cpu_over_evalsi": spread([a / b for a, b in zip(cpu, cpu_ms, strict=True)]),
+        }
+    return report
+
+
 def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -226,7 +283,17 @@ def main() -> None:
     parser.add_argument("--mcp", action="store_true", help="also time MCP calls (stdio, HTTP)")
     parser.add_argument("--mcp-calls", type=int, default=300)
     parser.add_argument("--memory", type=int, metavar="TRIALS", help="only: peak RSS of one run")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run Inspect AI's react() (bench/peers/inspect_agent_peer.py), mock and stub",
+    )
     args = parser.parse_args()
+    python = None
+    if args.peers and not args.memory:
+        from run_throughput import peers_python
+
+        python = peers_python()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -235,6 +302,7 @@ def main() -> None:
         config = work / "stub.json"
         config.write_text(json.dumps(script(args.tool_calls)))
         stub, url = start_stub(config)
+        peer_stub: subprocess.Popen[str] | None = None
         try:
             if args.memory:
                 spec = write_spec(work, url, args.memory, args.tool_calls, args.concurrency)
@@ -255,6 +323,12 @@ def main() -> None:
             cpu_per_step: list[float] = []
             raw_cpu_per_step: list[float] = []
             processes: list[float] = []
+            peer_runs: dict[str, list[dict[str, Any]]] = {}
+            if python is not None:
+                peer_config = work / "stub-inspect.json"
+                peer_config.write_text(json.dumps(script(args.tool_calls, submit=True)))
+                peer_stub, peer_url = start_stub(peer_config)
+                peer_runs = {mode: [] for mode in PEER_MODES}
             for r in range(args.rounds):
                 rate, cpu, steps = asyncio.run(evalsi_round(spec, work / f"r{r}.db"))
                 ours.append(rate)
@@ -272,6 +346,16 @@ def main() -> None:
                     f"whole process {processes[-1]:.0f} trials/s",
                     flush=True,
                 )
+                for mode, lines in peer_runs.items():
+                    assert python is not None
+                    peer = inspect_round(python, mode, peer_url, args)
+                    lines.append(peer)
+                    print(
+                        f"round {r + 1}: inspect-ai ({mode}) {peer['trials_per_s']:.1f} trials/s "
+                        f"({peer['cpu_seconds'] / steps * 1000:.3f} ms CPU/step), "
+                        f"evalsi/inspect {rate / peer['trials_per_s']:.1f}x",
+                        flush=True,
+                    )
             report: dict[str, Any] = {
                 "trials": args.trials,
                 "tool_calls": args.tool_calls,
@@ -283,9 +367,13 @@ def main() -> None:
                 "whole_process_trials_per_s": spread(processes),
                 "target_cpu_ms_per_step": 1.0,
             }
+            if peer_runs:
+                report["peers"] = {"inspect-ai": peers_report(peer_runs, ours, cpu_per_step, steps)}
         finally:
-            stub.kill()
-            stub.wait()
+            for proc in (stub, peer_stub):
+                if proc is not None:
+                    proc.kill()
+                    proc.wait()
         if args.mcp:
             bank = subprocess.Popen(
                 [sys.executable, str(BANK), "--http", "18931"],
