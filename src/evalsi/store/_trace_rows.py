@@ -16,7 +16,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -46,6 +46,8 @@ SPAN_COLUMNS = (
     "links",
 )
 CHUNK = 1024  # rows per statement: 21 parameters each, under SQLite's 32,766 (PG: 65,535)
+
+T = TypeVar("T")
 
 _B64 = "$b64"
 _USAGE = ("input_tokens", "output_tokens", "total_tokens", "cost_usd", "latency_ms")
@@ -215,6 +217,22 @@ def span_events_from_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, 
 SQLITE_CACHE_KIB = 64 * 1024
 
 
+def chunks(items: Sequence[T], limit: int) -> Iterator[Sequence[T]]:
+    """``items`` in slices whose sizes are powers of two, ``limit`` (one too) at most.
+
+    The statements of a few sizes are prepared once and kept by the driver (the sqlite3
+    module caches 128 a connection), where slices of whatever size a batch had were parsed
+    anew each time: preparing a multi-row upsert costs about what running it does (11-25 µs
+    a row on SQLite, measured), and a batch of 300 trace ids took 0.25 ms to prepare.
+    """
+    start, left = 0, len(items)
+    while left:
+        size = min(limit, 1 << (left.bit_length() - 1))
+        yield items[start : start + size]
+        start, left = start + size, left - size
+
+
+@functools.lru_cache(maxsize=64)
 def upsert_sql(rows: int, mark: str) -> str:
     values = "(" + ", ".join([mark] * len(SPAN_COLUMNS)) + ")"
     return (
@@ -228,7 +246,8 @@ def upsert_sql(rows: int, mark: str) -> str:
 class RowsWriter:
     """Upserts span rows through a DB-API connection, one transaction per call.
 
-    SQLite: multi-row ``INSERT ... ON CONFLICT`` statements of up to ``CHUNK`` rows.
+    SQLite: multi-row ``INSERT ... ON CONFLICT`` statements of up to ``CHUNK`` rows (sizes
+    from ``chunks``).
     PostgreSQL (psycopg 3): ``COPY`` into a per-connection temporary table, then one upsert
     from it, about three times the rate of multi-row VALUES or ``executemany`` (measured).
     Then summarised traces of the batch get their span count and error flag refreshed, so a
@@ -239,7 +258,6 @@ class RowsWriter:
         self.conn = conn
         self.pg = pg
         self.mark = "%s" if pg else "?"
-        self._statements: dict[int, str] = {}
         if pg:
             conn.cursor().execute(
                 "CREATE TEMP TABLE IF NOT EXISTS spans_in "
@@ -277,16 +295,15 @@ class RowsWriter:
                             copy.write_row(row)
                     cur.execute(_FROM_STAGE)
                 else:
-                    for start in range(0, len(rows), CHUNK):
-                        chunk = rows[start : start + CHUNK]
-                        cur.execute(self._upsert(len(chunk)), list(chain.from_iterable(chunk)))
+                    for chunk in chunks(rows, CHUNK):
+                        sql = upsert_sql(len(chunk), self.mark)
+                        cur.execute(sql, list(chain.from_iterable(chunk)))
                 # summarised traces of these spans: their count and error flag, for late spans
                 self._per_trace(cur, _TOUCH, rows)
             if traces:
                 # multi-row statements: each step releases and retakes the GIL once, where
                 # executemany would do it per row, and every retake waits for the event loop
-                for start in range(0, len(traces), TRACE_CHUNK):
-                    chunk = traces[start : start + TRACE_CHUNK]
+                for chunk in chunks(traces, TRACE_CHUNK):
                     cur.execute(
                         trace_upsert_sql(len(chunk), self.mark),
                         list(chain.from_iterable(chunk)),
@@ -305,23 +322,8 @@ class RowsWriter:
             by_project.setdefault(r[0], set()).add(r[1])
         m = self.mark
         for project, found in by_project.items():
-            ids = sorted(found)
-            for start in range(0, len(ids), CHUNK):
-                chunk = ids[start : start + CHUNK]
-                cur.execute(
-                    update
-                    + f"WHERE project_id = {m} AND trace_id IN ({', '.join([m] * len(chunk))})",
-                    [project, *chunk],
-                )
-
-    def _upsert(self, n: int) -> str:
-        sql = self._statements.get(n)
-        if sql is None:
-            sql = upsert_sql(n, self.mark)
-            if len(self._statements) > 32:
-                self._statements.clear()
-            self._statements[n] = sql
-        return sql
+            for chunk in chunks(sorted(found), CHUNK):
+                cur.execute(update + in_ids(len(chunk), m), [project, *chunk])
 
     def close(self) -> None:
         self.conn.close()
@@ -347,6 +349,13 @@ _COUNT = (
     "s.project_id = traces.project_id AND s.trace_id = traces.trace_id)) "
 )
 _COUNT_PG = _COUNT.replace("MAX(", "GREATEST(")
+
+
+@functools.lru_cache(maxsize=64)
+def in_ids(n: int, mark: str) -> str:
+    """The WHERE clause of ``n`` trace ids of one project (``chunks`` keeps ``n`` to a few)."""
+    return f"WHERE project_id = {mark} AND trace_id IN ({', '.join([mark] * n)})"
+
 
 TRACE_COLUMNS = (
     "project_id",

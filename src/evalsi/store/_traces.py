@@ -45,10 +45,20 @@ from evalsi.core import (
     UserError,
     preview,
 )
+from evalsi.store._checkpoint import Checkpointer
 from evalsi.store._runs import check_project_id
 from evalsi.store._schema import runs, span_events, trace_feedback, traces
 from evalsi.store._trace_queries import MAX_PAGE, TraceQueries
-from evalsi.store._trace_rows import MAX_SERVICE, RowsWriter, dumps, span_event_row, span_rows
+from evalsi.store._trace_rows import (
+    CHUNK,
+    MAX_SERVICE,
+    RowsWriter,
+    chunks,
+    dumps,
+    in_ids,
+    span_event_row,
+    span_rows,
+)
 
 if TYPE_CHECKING:
     from evalsi.store._sql import SqlStore
@@ -92,6 +102,7 @@ class TraceStore(TraceQueries):
         self.engine = store.engine
         self._pg = self.engine.dialect.name == "postgresql"
         self._writer: RowsWriter | None = None
+        self._checkpointer: Checkpointer | None = None
         self._lock = threading.Lock()  # one writer connection, one batch at a time
         self._seq_lock = threading.Lock()
         self._last_seq = 0  # span events' arrival order (add_span_events)
@@ -137,8 +148,7 @@ class TraceStore(TraceQueries):
             return
         with self._lock:
             if self._writer is None:
-                conn = self.engine.raw_connection()
-                self._writer = RowsWriter(conn, pg=self._pg)
+                self._writer = self._open_writer()
             try:
                 self._writer.write(rows, trace_rows)
             except Exception as e:
@@ -148,6 +158,19 @@ class TraceStore(TraceQueries):
                 self._writer = None
                 what = "spans" if rows else "a trace"
                 raise StoreError(f"cannot write {what} to {self.store.location}: {e}") from e
+            if self._checkpointer is not None:
+                self._checkpointer.poke()
+
+    def _open_writer(self) -> RowsWriter:
+        conn = self.engine.raw_connection()
+        if self.store.is_sqlite_file:
+            # Checkpoints happen in a thread of their own (``_checkpoint.py``), not in this
+            # connection's commits; detached, so that it never serves another use unchanged.
+            conn.detach()
+            conn.cursor().execute("PRAGMA wal_autocheckpoint=0")
+            if self._checkpointer is None:
+                self._checkpointer = Checkpointer(self.store.sqlite_path)
+        return RowsWriter(conn, pg=self._pg)
 
     # -- feedback ----------------------------------------------------------------------------------
     def add_feedback(self, project: str, feedback: Feedback) -> bool:
@@ -356,13 +379,8 @@ class TraceStore(TraceQueries):
             conn = self.engine.raw_connection()  # back to the pool (rolled back) on close
             try:
                 cur = conn.cursor()
-                for start in range(0, len(trace_ids), MAX_PAGE):
-                    chunk = tuple(trace_ids[start : start + MAX_PAGE])
-                    cur.execute(
-                        f"{select} WHERE project_id = {mark} "
-                        f"AND trace_id IN ({', '.join([mark] * len(chunk))})",
-                        (project, *chunk),
-                    )
+                for chunk in chunks(trace_ids, CHUNK):
+                    cur.execute(f"{select} {in_ids(len(chunk), mark)}", (project, *chunk))
                     found.update(str(r[0]) for r in cur.fetchall())
                 cur.close()
             finally:
@@ -433,6 +451,9 @@ class TraceStore(TraceQueries):
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
 
 
 def trace_row(project: str, s: TraceSummary) -> tuple[Any, ...]:
