@@ -9,10 +9,11 @@ checkpoints on the writers, 3.0-3.8 s with them here; inside ``evalsi serve`` a 
 3.8-3.9 s of a run in ``write_rows`` for 0.6-0.8 s of CPU, and 1.7-2.0 s with them here.
 
 ``Checkpointer`` runs them in a thread of its own, on its own connection (SQLite releases the
-GIL meanwhile), each time the writer says it committed; the writer's connection checkpoints no
-more (``wal_autocheckpoint=0``). A PASSIVE checkpoint never waits for anyone, but while
-writers keep committing it never catches up with the last commit, and the WAL only starts
-over from its beginning once one has (two ingest writers grew it to 320 MB over 400k spans,
+GIL meanwhile), once the writer has committed ``CHECKPOINT_ROWS`` rows since the last one (a
+trickle of small commits is not a checkpoint, and two syncs, each); the writer's connection
+checkpoints no more (``wal_autocheckpoint=0``). A PASSIVE checkpoint never waits for anyone,
+but while writers keep committing it never catches up with the last commit, and the WAL only
+starts over from its beginning once one has (two ingest writers grew it to 320 MB over 400k spans,
 checkpointing as SQLite does by default). Past ``RESTART_PAGES`` the checkpoint restarts the
 WAL instead: it holds writers off until it has (``RESTART_WAIT_MS`` at most, then gives up
 until the next commit), so the WAL stays near that size. The thread ends, closing its
@@ -33,10 +34,13 @@ restarts; below it, checkpoints never block them."""
 RESTART_WAIT_MS = 1000
 """How long a restarting checkpoint waits for a writer's transaction or a reader to end."""
 IDLE_S = 5.0
+CHECKPOINT_ROWS = 1000
+"""Rows committed between two checkpoints: ~2.4 MB of WAL of the bench's span rows, about
+SQLite's own 1000 pages; an ingest commit of four 512-span requests is one each."""
 
 
 class Checkpointer:
-    """Checkpoints the WAL of the SQLite file at ``path`` in a thread, after each ``poke``."""
+    """Checkpoints the WAL of the SQLite file at ``path`` in a thread, as rows are committed."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -45,9 +49,17 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._failing = False  # logged once until a checkpoint succeeds again
+        self._rows = 0  # committed since the last poke
+
+    def committed(self, rows: int) -> None:
+        """The writer committed ``rows`` rows: checkpoint once enough have been."""
+        self._rows += rows
+        if self._rows >= CHECKPOINT_ROWS:
+            self._rows = 0
+            self.poke()
 
     def poke(self) -> None:
-        """Something was committed: checkpoint soon (at once when idle)."""
+        """Checkpoint soon (at once when idle)."""
         self._poked.set()
         with self._lock:
             if self._thread is None and not self._closed:

@@ -159,7 +159,7 @@ class TraceStore(TraceQueries):
                 what = "spans" if rows else "a trace"
                 raise StoreError(f"cannot write {what} to {self.store.location}: {e}") from e
             if self._checkpointer is not None:
-                self._checkpointer.poke()
+                self._checkpointer.committed(len(rows) + len(trace_rows))
 
     def _open_writer(self) -> RowsWriter:
         conn = self.engine.raw_connection()

@@ -51,7 +51,7 @@ def test_the_writer_leaves_checkpoints_to_the_thread(
     # ~2,000 pages of WAL: over SQLite's own threshold (1000), it would have checkpointed
     for first in range(0, 1000, 100):
         ts.write_spans("default", spans(first, 100))
-    assert len(pokes) == 10
+    assert len(pokes) == 1  # CHECKPOINT_ROWS rows were committed
     assert db.stat().st_size == before  # nothing was copied into the database file
 
     poke(pokes[-1])
@@ -61,10 +61,24 @@ def test_the_writer_leaves_checkpoints_to_the_thread(
     store.close()
 
 
+def test_a_checkpoint_once_enough_rows_are_committed(monkeypatch: pytest.MonkeyPatch) -> None:
+    pokes: list[Checkpointer] = []
+    monkeypatch.setattr(Checkpointer, "poke", lambda self: pokes.append(self))
+    checkpointer = Checkpointer("unused.db")
+    for rows in (400, 400):
+        checkpointer.committed(rows)
+    assert pokes == []
+    checkpointer.committed(400)
+    assert len(pokes) == 1
+    checkpointer.committed(999)
+    assert len(pokes) == 1  # counted afresh
+
+
 def test_the_thread_ends_when_idle_and_starts_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(checkpoint_module, "IDLE_S", 0.05)
+    monkeypatch.setattr(checkpoint_module, "CHECKPOINT_ROWS", 1)
     db = tmp_path / "s.db"
     store = SqlStore.open(str(db))
     ts = TraceStore(store)
@@ -109,6 +123,7 @@ def test_the_wal_stays_bounded_under_two_writers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(checkpoint_module, "RESTART_PAGES", 256)  # 1 MB
+    monkeypatch.setattr(checkpoint_module, "CHECKPOINT_ROWS", 25)  # at every commit
     db = tmp_path / "s.db"
     store = SqlStore.open(str(db))
     writers = [TraceStore(SqlStore.open(str(db))) for _ in range(2)]
