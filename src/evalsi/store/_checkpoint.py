@@ -3,10 +3,11 @@
 By default SQLite checkpoints after any commit that leaves the WAL over 1000 pages, in the
 committing thread: it copies the WAL into the database file and syncs both. Ingest commits
 about 4 MB of WAL a transaction, so that was nearly every commit, and the writer (an ingest
-worker, between two requests) waited for the disk. On the 2-core development machine (an
-fsync ~3 ms), two processes storing the OTLP bench's 80k span rows took 5.0-11.4 s with
-checkpoints on the writers, 3.0-3.8 s with them here; inside ``evalsi serve`` a worker spent
-3.8-3.9 s of a run in ``write_rows`` for 0.6-0.8 s of CPU, and 1.7-2.0 s with them here.
+worker, between two requests) waited for the disk. On the 2-core development machine (shared,
+an fsync ~3 ms), two processes storing the OTLP bench's 80k span rows took 3.3-11.4 s with
+checkpoints in their commits, 2.8-3.8 s with them here; in ``evalsi serve`` (the bench's
+gRPC run) an ingest worker spent 1.8-5.1 s in ``write_rows``, 0.6-1.0 s of it on the CPU,
+and 0.9-3.0 s with them here.
 
 ``Checkpointer`` runs them in a thread of its own, on its own connection (SQLite releases the
 GIL meanwhile), once the writer has committed ``CHECKPOINT_ROWS`` rows since the last one (a

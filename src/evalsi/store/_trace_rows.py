@@ -222,8 +222,8 @@ def chunks(items: Sequence[T], limit: int) -> Iterator[Sequence[T]]:
 
     The statements of a few sizes are prepared once and kept by the driver (the sqlite3
     module caches 128 a connection), where slices of whatever size a batch had were parsed
-    anew each time: preparing a multi-row upsert costs about what running it does (11-25 µs
-    a row on SQLite, measured), and a batch of 300 trace ids took 0.25 ms to prepare.
+    anew each time: on SQLite a 512-row span upsert cost 22-29 µs a row to prepare and run,
+    13-17 to run prepared (measured), and an ``IN`` of 300 trace ids ~0.25 ms to prepare.
     """
     start, left = 0, len(items)
     while left:

@@ -5,9 +5,10 @@ written on one DB-API connection (``_trace_rows.RowsWriter``: multi-row upserts 
 on PostgreSQL), one transaction per call, keyed by (project, trace id, span id) so a re-sent
 export never duplicates a span. (A summary row through SQLAlchemy cost ~1 ms, its own
 transaction and a turn at SQLite's write lock: trace completion fell behind ingest and the
-open traces piled up.) Everything else (the queries, feedback, retention) goes through
-SQLAlchemy Core. Every query is scoped by ``project_id``; a query in
-one project never sees another's rows.
+open traces piled up.) On a SQLite file its commits leave WAL checkpoints to a thread of
+their own (``_checkpoint.py``): in the commit, they made the writer wait for the disk.
+Everything else (the queries, feedback, retention) goes through SQLAlchemy Core. Every query
+is scoped by ``project_id``; a query in one project never sees another's rows.
 
 ``add_span_events`` stores events of a span that arrive apart from it (OTLP log records such
 as GenAI ``gen_ai.user.message`` events, often sent before their span) in ``span_events``, keyed
