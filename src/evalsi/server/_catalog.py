@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as pb
+from evalsi.agents import AgentTarget
 from evalsi.connectors import Anthropic, HttpTarget, OpenAICompatible, PythonTarget
 from evalsi.core import NotFoundError, UserError, parse_ref
 from evalsi.evaluators import PackOptIn, pack_of
@@ -33,6 +34,7 @@ _CONNECTOR_CODE: dict[str, type] = {
     "anthropic": Anthropic,
     "python": PythonTarget,
     "http": HttpTarget,
+    "agent": AgentTarget,
 }
 
 
@@ -100,6 +102,11 @@ def connectors(state: ServerState) -> list[ConnectorInfo]:
         description = _describe(kind)
         if kind == "python" and not state.config.allow_python_targets:
             description += " (disabled on this server: allow_python_targets is off)"
+        if kind == "agent" and not state.config.allow_python_targets:
+            description += (
+                " (function tools and started MCP servers are disabled on this server: "
+                "allow_python_targets is off; MCP servers over HTTP work)"
+            )
         out.append(ConnectorInfo(kind, ("target",), description))
     return out
 

@@ -57,6 +57,7 @@ def test_public_surface_is_pinned() -> None:
         "default_resilience",
         "egress_connector",
         "input_messages",
+        "literal_address",
         "load_callable",
         "parse_retry_after",
         "plain_input",

@@ -300,14 +300,14 @@ def test_a_missing_target_is_named(spec_dir: Path) -> None:
     )
     assert (
         error_of(path)
-        == f"{path}:5: spec.target: set one of model, python, http (the system under test)"
+        == f"{path}:5: spec.target: set one of model, python, http, agent (the system under test)"
     )
 
 
 def test_two_target_kinds_are_refused(spec_dir: Path) -> None:
     path = write(spec_dir, replaced("    template:", "    python: app:answer\n    template:"))
     assert error_of(path) == (
-        f"{path}:9: spec.target: set only one of model, python, http (found model, python)"
+        f"{path}:9: spec.target: set only one of model, python, http, agent (found model, python)"
     )
 
 

@@ -97,6 +97,9 @@ def test_the_target_oneof_allows_at_most_one_member() -> None:
     target = committed_schema()["$defs"]["evalsi.v1alpha1.Target"]
     pairs = target["allOf"][0]["not"]["anyOf"]
     assert sorted(sorted(p["required"]) for p in pairs) == [
+        ["agent", "http"],
+        ["agent", "model"],
+        ["agent", "python"],
         ["http", "model"],
         ["http", "python"],
         ["model", "python"],
