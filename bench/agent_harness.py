@@ -51,9 +51,11 @@ from typing import Any
 import aiohttp
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from connector_throughput import start_stub
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-STUB = ROOT / "tests" / "support" / "stub_llm_server.py"
 BANK = ROOT / "tests" / "support" / "mcp_bank_server.py"
 OUT = HERE / "out"
 MODULE = "agent_bench_tools"
@@ -83,20 +85,6 @@ def script(calls: int, submit: bool = False) -> dict[str, Any]:
         tool_calls[f"s{calls}"] = [{"name": "submit", "arguments": {"answer": "done"}}]
         return {"tool_calls": tool_calls}
     return {"tool_calls": tool_calls, "answers": {f"s{calls}": "done"}}
-
-
-def start_stub(config: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(STUB), "--port", "0", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("STUB_URL "):
-        proc.kill()
-        raise SystemExit(f"the stub did not start: {line!r}")
-    return proc, line.split(" ", 1)[1]
 
 
 def write_spec(work: Path, url: str, trials: int, calls: int, concurrency: int) -> Path:
@@ -301,7 +289,7 @@ def main() -> None:
         sys.path.insert(0, str(work))
         config = work / "stub.json"
         config.write_text(json.dumps(script(args.tool_calls)))
-        stub, url = start_stub(config)
+        stub, url = start_stub(config=config)
         peer_stub: subprocess.Popen[str] | None = None
         try:
             if args.memory:
@@ -327,7 +315,7 @@ def main() -> None:
             if python is not None:
                 peer_config = work / "stub-inspect.json"
                 peer_config.write_text(json.dumps(script(args.tool_calls, submit=True)))
-                peer_stub, peer_url = start_stub(peer_config)
+                peer_stub, peer_url = start_stub(config=peer_config)
                 peer_runs = {mode: [] for mode in PEER_MODES}
             for r in range(args.rounds):
                 rate, cpu, steps = asyncio.run(evalsi_round(spec, work / f"r{r}.db"))

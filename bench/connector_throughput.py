@@ -47,9 +47,13 @@ STUB = ROOT / "tests" / "support" / "stub_llm_server.py"
 TARGET_RATIO = 0.80
 
 
-def start_stub(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
+def start_stub(
+    latency_ms: float = 0.0, config: Path | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """The stub LLM server in a process of its own (``config``: its answer script, JSON)."""
+    extra = ["--config", str(config)] if config is not None else []
     proc = subprocess.Popen(
-        [sys.executable, str(STUB), "--port", "0", "--latency-ms", str(latency_ms)],
+        [sys.executable, str(STUB), "--port", "0", "--latency-ms", str(latency_ms), *extra],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, cast
 
@@ -27,8 +28,6 @@ from evalsi.specs import AgentSpec, EnvironmentSpec, ToolDeclarationSpec
 def _declare(spec: ToolSpec, d: ToolDeclarationSpec | None) -> ToolSpec:
     if d is None:
         return spec
-    from dataclasses import replace
-
     changes: dict[str, Any] = {
         k: v
         for k, v in (
