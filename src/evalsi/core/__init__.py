@@ -41,6 +41,7 @@ from evalsi.core._pattern import MAX_PATTERN, Pattern, PatternMatch, compile_pat
 from evalsi.core._record import (
     RECORD_FIELDS,
     USAGE_FIELDS,
+    Check,
     IsolationReport,
     Provenance,
     Record,
@@ -95,6 +96,7 @@ __all__ = [
     "STATUS_OK",
     "USAGE_FIELDS",
     "VERSION",
+    "Check",
     "Content",
     "DatasetError",
     "DatasetPin",

@@ -97,11 +97,28 @@ class Step:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One verdict of the environment on the state an agent left (a checker's, or a harness's
+    ``Check``): the harness judges it, not the agent."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+
+    def to_value(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {"name": self.name, "passed": self.passed}
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
 @dataclass(slots=True)
 class Trajectory:
     """The ordered steps an agent or chain took to produce the output, and why it stopped
     (``stop_reason``: ``""`` when unknown; the built-in harness says ``final_answer``,
-    ``max_steps``, ``max_tokens``... ).
+    ``max_steps``, ``max_tokens``... ). An agent run's harness adds the environment's
+    ``checks`` and its ``end_state`` (a snapshot taken when the agent stopped, before grading).
 
     Example:
         >>> t = Trajectory([Step("tool_call", "search")], stop_reason="final_answer")
@@ -111,13 +128,23 @@ class Trajectory:
 
     steps: list[Step] = field(default_factory=list)
     stop_reason: str = ""
+    checks: list[Check] = field(default_factory=list)
+    end_state: JsonValue = None
 
     def to_value(self) -> dict[str, JsonValue]:
         """The JSON form a dataset's ``trajectory`` field and a Run's stored outputs hold."""
         out: dict[str, JsonValue] = {"steps": [s.to_value() for s in self.steps]}
         if self.stop_reason:
             out["stop_reason"] = self.stop_reason
+        if self.checks:
+            out["checks"] = [c.to_value() for c in self.checks]
+        if self.end_state is not None:
+            out["end_state"] = self.end_state
         return out
+
+    def plain(self) -> bool:
+        """Whether only the steps are set (the JSON form may then be a bare list of steps)."""
+        return not self.stop_reason and not self.checks and self.end_state is None
 
 
 @dataclass(slots=True)

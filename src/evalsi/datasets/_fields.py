@@ -17,6 +17,7 @@ from typing import Any, Final, cast, get_args
 import orjson
 
 from evalsi.core import (
+    Check,
     Content,
     DatasetError,
     Provenance,
@@ -336,14 +337,37 @@ def read_trajectory(value: Any, name: str = "trajectory", *, stored: bool = Fals
     return _trajectory(value, name, stored)
 
 
+_TRAJECTORY_KEYS: Final = frozenset({"steps", "stop_reason", "checks", "end_state"})
+
+
 def _trajectory(value: Any, name: str, stored: bool = False) -> Trajectory:
-    steps, stop_reason = value, ""
-    if isinstance(value, dict) and "steps" in value and value.keys() <= {"steps", "stop_reason"}:
-        steps, stop_reason = value["steps"], _str(value.get("stop_reason"), f"{name}.stop_reason")
-        name = f"{name}.steps"
+    if isinstance(value, list):
+        return Trajectory([_step(s, f"{name}[{i}]", stored) for i, s in enumerate(value)])
+    if not isinstance(value, dict) or "steps" not in value or not value.keys() <= _TRAJECTORY_KEYS:
+        raise _unusable(name, "a list of steps, or {steps, stop_reason, checks, end_state}", value)
+    steps = value["steps"]
     if not isinstance(steps, list):
-        raise _unusable(name, "a list of steps, or {steps, stop_reason}", value)
-    return Trajectory([_step(s, f"{name}[{i}]", stored) for i, s in enumerate(steps)], stop_reason)
+        raise _unusable(f"{name}.steps", "a list of steps", steps)
+    checks = value.get("checks", [])
+    if not isinstance(checks, list):
+        raise _unusable(f"{name}.checks", "a list of {name, passed, detail}", checks)
+    return Trajectory(
+        [_step(s, f"{name}.steps[{i}]", stored) for i, s in enumerate(steps)],
+        _str(value.get("stop_reason"), f"{name}.stop_reason"),
+        [_check(c, f"{name}.checks[{i}]") for i, c in enumerate(checks)],
+        value.get("end_state"),
+    )
+
+
+def _check(value: Any, name: str) -> Check:
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("name"), str)
+        or not isinstance(value.get("passed"), bool)
+        or not value.keys() <= {"name", "passed", "detail"}
+    ):
+        raise _unusable(name, "{name: string, passed: true|false, detail: string}", value)
+    return Check(value["name"], value["passed"], _str(value.get("detail"), f"{name}.detail"))
 
 
 def _step(value: Any, name: str, stored: bool = False) -> Step:
@@ -464,7 +488,7 @@ def record_to_row(record: Record) -> dict[str, Any]:
         row["context"] = [c.to_value() for c in record.context]
     if record.trajectory is not None:
         traj = record.trajectory.to_value()
-        row["trajectory"] = traj if record.trajectory.stop_reason else traj["steps"]
+        row["trajectory"] = traj["steps"] if record.trajectory.plain() else traj
     if record.usage is not None:
         row["usage"] = record.usage.known()
     if record.metadata:

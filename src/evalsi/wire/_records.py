@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from evalsi._proto.evalsi.v1alpha1 import record_pb2
 from evalsi.core import (
+    Check,
     Content,
     IsolationReport,
     MediaRef,
@@ -219,6 +220,10 @@ def record_to_proto(record: Record) -> record_pb2.Record:
         out.trajectory.stop_reason = record.trajectory.stop_reason
         for step in record.trajectory.steps:
             _set_step(out.trajectory.steps.add(), step)
+        for check in record.trajectory.checks:
+            out.trajectory.checks.add(name=check.name, passed=check.passed, detail=check.detail)
+        if record.trajectory.end_state is not None:
+            _set_value(out.trajectory.end_state, record.trajectory.end_state)
     if record.usage is not None:
         _set_usage(out.usage, record.usage)
     _set_value_map(out.metadata, record.metadata)
@@ -241,6 +246,12 @@ def record_from_proto(message: record_pb2.Record) -> Record:
             Trajectory(
                 [_step_from_proto(s) for s in message.trajectory.steps],
                 message.trajectory.stop_reason,
+                [Check(c.name, c.passed, c.detail) for c in message.trajectory.checks],
+                (
+                    value_from_proto(message.trajectory.end_state)
+                    if message.trajectory.HasField("end_state")
+                    else None
+                ),
             )
             if message.HasField("trajectory")
             else None

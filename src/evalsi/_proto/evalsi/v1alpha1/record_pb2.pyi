@@ -170,12 +170,26 @@ class MediaRef(_message.Message):
     def __init__(self, uri: _Optional[str] = ..., mime_type: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("steps", "stop_reason")
+    __slots__ = ("steps", "stop_reason", "checks", "end_state")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    END_STATE_FIELD_NUMBER: _ClassVar[int]
     steps: _containers.RepeatedCompositeFieldContainer[Step]
     stop_reason: str
-    def __init__(self, steps: _Optional[_Iterable[_Union[Step, _Mapping]]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+    checks: _containers.RepeatedCompositeFieldContainer[Check]
+    end_state: _struct_pb2.Value
+    def __init__(self, steps: _Optional[_Iterable[_Union[Step, _Mapping]]] = ..., stop_reason: _Optional[str] = ..., checks: _Optional[_Iterable[_Union[Check, _Mapping]]] = ..., end_state: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class Check(_message.Message):
+    __slots__ = ("name", "passed", "detail")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    passed: bool
+    detail: str
+    def __init__(self, name: _Optional[str] = ..., passed: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Step(_message.Message):
     __slots__ = ("kind", "name", "input", "output", "tool_call", "usage", "error", "start_time_unix_nano", "end_time_unix_nano", "span_id")
