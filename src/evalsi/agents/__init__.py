@@ -18,6 +18,7 @@ from evalsi.agents._tools import (
     ToolSpec,
     schema_of,
 )
+from evalsi.agents._workspace import workspace
 
 __all__ = [
     "PERMISSIONS",
@@ -40,4 +41,5 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "schema_of",
+    "workspace",
 ]

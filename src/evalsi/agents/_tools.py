@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import threading
 from collections.abc import Callable, Mapping
@@ -147,9 +148,11 @@ async def in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> An
         if not future.done():
             (future.set_result if ok else future.set_exception)(value)
 
+    context = contextvars.copy_context()  # the task's workspace, as asyncio tasks see it
+
     def run() -> None:
         try:
-            outcome: tuple[bool, Any] = (True, fn(**kwargs))
+            outcome: tuple[bool, Any] = (True, context.run(fn, **kwargs))
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             error = e if isinstance(e, Exception) else ToolFailed(f"{type(e).__name__}: {e}")
             outcome = (False, error)
