@@ -156,6 +156,7 @@ async def run_async(
         infra errors, spend, and the stop reason when a budget stopped it.
     """
     from evalsi.runs import execute_run, load_run_spec
+    from evalsi.wire import remote_harness
 
     loaded = spec if isinstance(spec, RunSpec) else load_run_spec(os.fspath(spec))
     return await execute_run(
@@ -166,6 +167,7 @@ async def run_async(
         progress=progress,
         registry=_registry(registry),
         execute_only=execute_only,
+        remote_harness=remote_harness,
     )
 
 

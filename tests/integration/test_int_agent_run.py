@@ -226,7 +226,7 @@ def test_an_environment_without_an_agent_and_an_agent_without_one_are_refused(
         text.split("  environment:")[0]
         + "  dataset: {path: tasks.jsonl}\n  evaluators: [{ref: exact-match}]\n"
     )
-    with pytest.raises(SpecError, match=r"an agent needs spec\.environment\.tools"):
+    with pytest.raises(SpecError, match=r"agent needs spec\.environment\.tools"):
         run_spec_from_yaml(no_env, base_dir=tmp_path)
     model = text.replace("    agent:\n      model:", "    model:").replace(
         "\n      maxSteps: 4", ""

@@ -1,13 +1,24 @@
-"""Agent runs: the built-in agent (``ToolLoop``, run as a target by ``AgentTarget``), the tools
-it may call (functions, MCP servers) and the environment the harness owns around them (tool
-policy, approvals, scheduled faults, injected payloads), recording every call as trajectory
-steps. The design and what lands when: ``docs/decisions/0010-agent-runs.md``."""
+"""Agent runs: ``AgentTarget`` runs a harness on each task — the built-in agent (``ToolLoop``
+as ``BuiltinHarness``), a Python class, or a process speaking the harness protocol (``Harness``)
+— with the tools it may call (functions, MCP servers, sandbox tools) in an environment the
+harness owns (tool policy, approvals, scheduled faults, injected payloads), recording every call
+as trajectory steps; each task has its own workspace (fixtures in, checkers and an end-state
+snapshot out). The design: ``docs/decisions/0010-agent-runs.md``."""
 
+from evalsi.agents._checkers import contains, snapshot
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection, ToolResult
+from evalsi.agents._harness import (
+    BuiltinHarness,
+    CheckResult,
+    Final,
+    Harness,
+    HarnessInfo,
+    TaskSetup,
+)
 from evalsi.agents._loop import Budgets, ToolLoop
 from evalsi.agents._mcp import McpServer, McpTool
 from evalsi.agents._policy import Decision, ToolPolicy
-from evalsi.agents._target import AgentTarget
+from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness
 from evalsi.agents._tools import (
     PERMISSIONS,
     FunctionTool,
@@ -21,18 +32,26 @@ from evalsi.agents._tools import (
 from evalsi.agents._workspace import workspace
 
 __all__ = [
+    "MAX_EVENTS",
     "PERMISSIONS",
     "AgentTarget",
     "Approvals",
     "Budgets",
+    "BuiltinHarness",
+    "CheckResult",
     "Decision",
     "Environment",
     "Fault",
+    "Final",
     "FunctionTool",
+    "Harness",
+    "HarnessInfo",
     "Injection",
     "McpServer",
     "McpTool",
     "Permission",
+    "RemoteHarness",
+    "TaskSetup",
     "Tool",
     "ToolFailed",
     "ToolHints",
@@ -40,6 +59,8 @@ __all__ = [
     "ToolPolicy",
     "ToolResult",
     "ToolSpec",
+    "contains",
     "schema_of",
+    "snapshot",
     "workspace",
 ]

@@ -1,28 +1,64 @@
-"""An agent as a Run target: the built-in loop over a model, in an environment built from the
-spec's ``environment`` for the run.
+"""An agent as a Run target: a harness (the built-in loop over a model, a Python class, or a
+process speaking the harness protocol) run on each task in an environment built from the spec's
+``environment``.
 
-Entered (``async with``) before the first task: function tools are imported and MCP servers
-started then, so a bad tool, a server that will not start, or a policy naming no tool stops the
-run before any task, naming the field. Each task gets a fresh ``Environment`` over the same
-tools (its own call counts, so faults and injections land on each task's N-th call).
+Entered (``async with``) before the first task: function tools are imported, MCP servers
+started, checkers loaded, the sandbox ladder probed and the harness connected then, so a bad
+tool, a server that will not start, a policy naming no tool or a sandbox this machine cannot
+give stops the run before any task, naming the field. Each task then gets its own workspace
+(a fresh sandbox, fixtures written), a fresh ``Environment`` over the same tools (its own call
+counts, so faults and injections land on each task's N-th call), and, once the agent stops, the
+checkers' verdicts and a snapshot of the workspace in its trajectory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, cast
 
+from evalsi.agents._checkers import Checker, snapshot, task_fixtures, write_fixtures
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection
+from evalsi.agents._harness import (
+    BuiltinHarness,
+    Final,
+    Harness,
+    PythonHarness,
+    TaskSetup,
+)
 from evalsi.agents._loop import Budgets, ChatModel, Price, ToolLoop
 from evalsi.agents._mcp import McpServer
 from evalsi.agents._policy import ToolPolicy
 from evalsi.agents._tools import FunctionTool, Tool, ToolSpec
-from evalsi.connectors import EgressPolicy, InputLike, TargetOutput, load_callable
-from evalsi.core import UserError
-from evalsi.specs import AgentSpec, EnvironmentSpec, ToolDeclarationSpec
+from evalsi.agents._workspace import bound
+from evalsi.connectors import (
+    EgressPolicy,
+    InfraError,
+    InputLike,
+    TargetError,
+    TargetOutput,
+    TaskInfo,
+    load_callable,
+)
+from evalsi.core import Check, Content, JsonValue, Step, Trajectory, UserError
+from evalsi.sandbox import AsyncSandbox, Level, Resources, SandboxSpec, SandboxUnavailable
+from evalsi.specs import (
+    AgentSpec,
+    EnvironmentSpec,
+    HarnessSpec,
+    SandboxSettingsSpec,
+    ToolDeclarationSpec,
+)
+
+RemoteHarness = Callable[[HarnessSpec, str], contextlib.AbstractAsyncContextManager[Harness]]
+"""Connects a harness in another process (``grpc`` or ``command``), given the spec and the
+field it came from; supplied by the entry point (the gRPC client lives at the edge, ``wire``)."""
+
+MAX_EVENTS = 100_000
+"""Events one task's ``run`` may stream; a harness past it has failed (a loop, or hostile)."""
 
 
 def _declare(spec: ToolSpec, d: ToolDeclarationSpec | None) -> ToolSpec:
@@ -71,78 +107,130 @@ async def check_resolved(policy: EgressPolicy, url: str, where: str) -> None:
 
 
 class AgentTarget:
-    """The built-in agent over ``model`` with the tools of ``environment``."""
+    """An agent over ``environment``: the built-in loop over ``model``, or the harness
+    ``agent.harness`` names (a ``grpc`` or ``command`` one through ``remote``)."""
 
     connector = "agent"
     supports_seed = True
+    per_task = True
 
     def __init__(
         self,
-        model: ChatModel,
+        model: ChatModel | None,
         agent: AgentSpec,
-        environment: EnvironmentSpec,
+        environment: EnvironmentSpec | None,
         *,
         price: Price | None = None,
         egress: EgressPolicy | None = None,
+        remote: RemoteHarness | None = None,
     ) -> None:
-        self.loop = ToolLoop(
-            model,
-            Budgets(agent.max_steps, agent.max_tokens, agent.max_usd, agent.max_seconds),
-            price=price,
+        self.loop = (
+            ToolLoop(
+                model,
+                Budgets(agent.max_steps, agent.max_tokens, agent.max_usd, agent.max_seconds),
+                price=price,
+            )
+            if model is not None
+            else None
         )
         self.agent = agent
-        self.env_spec = environment
+        self.env_spec = environment or EnvironmentSpec(tools=())
         self.egress = egress
+        self.remote = remote
         self.tools: list[Tool] = []
+        self.checkers: list[Checker] = []
+        self.sandbox_spec: SandboxSpec | None = None
+        self.harness: Harness | None = None
         self._where: dict[str, str] = {}  # tool name -> the spec entry it came from
         self._stack: contextlib.AsyncExitStack | None = None
 
     def describe(self) -> dict[str, Any]:
-        model = cast(Any, self.loop.model)
-        describe = getattr(model, "describe", None)
-        tools = [
-            t.function or (t.url or " ".join(t.command)) for t in self.env_spec.tools
-        ]  # where the tools come from, not their (server-side) versions
-        return {
-            "connector": self.connector,
-            "model": describe() if callable(describe) else {"model": self.loop.model.model},
-            "max_steps": self.agent.max_steps,
-            "tools": tools,
-        }
+        h = self.agent.harness
+        out: dict[str, Any] = {"connector": self.connector}
+        if h is not None:
+            out["harness"] = h.python or h.grpc or " ".join(h.argv)
+        else:
+            assert self.loop is not None
+            model = cast(Any, self.loop.model)
+            describe = getattr(model, "describe", None)
+            out["model"] = describe() if callable(describe) else {"model": self.loop.model.model}
+            out["max_steps"] = self.agent.max_steps
+        out["tools"] = [  # where the tools come from, not their (server-side) versions
+            t.function or t.url or " ".join(t.command) or "sandbox:" + ",".join(t.sandbox)
+            for t in self.env_spec.tools
+        ]
+        if self.env_spec.checkers:
+            out["checkers"] = [c.name for c in self.env_spec.checkers]
+        return out
 
     async def __aenter__(self) -> AgentTarget:
         stack = contextlib.AsyncExitStack()
         try:
-            for i, entry in enumerate(self.env_spec.tools):
-                at = f"spec.environment.tools[{i}]"
-                if entry.function:
-                    name = entry.function.rpartition(":")[2].rpartition(".")[2]
-                    try:
-                        tool = FunctionTool(load_callable(entry.function))
-                    except UserError as e:
-                        message = e.message.replace("python target", "function")
-                        raise UserError(f"{at}.function: {message}", hint=e.hint) from None
-                    tool.spec = _declare(tool.spec, entry.declared.get(name))
-                    self._add(tool, at)
-                    continue
-                if entry.url and self.egress is not None:
-                    await check_resolved(self.egress, entry.url, f"{at}.mcp.url")
-                declared = {name: _declare(ToolSpec(name), d) for name, d in entry.declared.items()}
-                try:
-                    server = McpServer(
-                        command=entry.command, url=entry.url, declared=declared, env=entry.env
-                    )
-                    await stack.enter_async_context(server)
-                except UserError as e:
-                    raise UserError(f"{at}: {e.message}", hint=e.hint) from None
-                for mcp_tool in server.tools:
-                    self._add(mcp_tool, at)
-            self.environment()  # a policy, fault or injection naming no tool fails here
+            await self._tools(stack)
+            self.checkers = [
+                Checker(c, f"spec.environment.checkers[{i}]")
+                for i, c in enumerate(self.env_spec.checkers)
+            ]
+            if self.env_spec.has_workspace():
+                self.sandbox_spec = _sandbox_spec(self.env_spec.sandbox or SandboxSettingsSpec())
+                await _probe(self.sandbox_spec)
+            self.harness = await self._harness(stack)
         except BaseException:
             await stack.aclose()
             raise
         self._stack = stack
         return self
+
+    async def _tools(self, stack: contextlib.AsyncExitStack) -> None:
+        for i, entry in enumerate(self.env_spec.tools):
+            at = f"spec.environment.tools[{i}]"
+            if entry.sandbox:
+                from evalsi.agents._sandbox_tools import sandbox_tools  # TODO(merge): top level
+
+                for tool in sandbox_tools(entry.sandbox):
+                    self._add(tool, at)
+                continue
+            if entry.function:
+                name = entry.function.rpartition(":")[2].rpartition(".")[2]
+                try:
+                    tool = FunctionTool(load_callable(entry.function))
+                except UserError as e:
+                    message = e.message.replace("python target", "function")
+                    raise UserError(f"{at}.function: {message}", hint=e.hint) from None
+                tool.spec = _declare(tool.spec, entry.declared.get(name))
+                self._add(tool, at)
+                continue
+            if entry.url and self.egress is not None:
+                await check_resolved(self.egress, entry.url, f"{at}.mcp.url")
+            declared = {name: _declare(ToolSpec(name), d) for name, d in entry.declared.items()}
+            try:
+                server = McpServer(
+                    command=entry.command, url=entry.url, declared=declared, env=entry.env
+                )
+                await stack.enter_async_context(server)
+            except UserError as e:
+                raise UserError(f"{at}: {e.message}", hint=e.hint) from None
+            for mcp_tool in server.tools:
+                self._add(mcp_tool, at)
+        self.environment()  # a policy, fault or injection naming no tool fails here
+
+    async def _harness(self, stack: contextlib.AsyncExitStack) -> Harness:
+        h = self.agent.harness
+        at = "spec.target.agent.harness"
+        if h is None:
+            assert self.loop is not None
+            return BuiltinHarness(self.loop, self.environment)
+        if self.env_spec.tools:
+            raise UserError(
+                "spec.environment.tools: a harness brings its own tools",
+                hint="list tools only for the built-in agent (target.agent.model)",
+            )
+        if h.python:
+            return await stack.enter_async_context(PythonHarness(h.python, f"{at}.python"))
+        if self.remote is None:
+            raise UserError(f"{at}: this entry point cannot reach a harness in another process")
+        where = f"{at}.grpc" if h.grpc else f"{at}.command"
+        return await stack.enter_async_context(self.remote(h, where))
 
     def _add(self, tool: Tool, at: str) -> None:
         where = self._where.get(tool.spec.name)
@@ -182,7 +270,128 @@ class AgentTarget:
             timeout_s=e.tool_timeout_s,
         )
 
-    async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
-        if self._stack is None:
+    async def invoke(
+        self, input: InputLike, *, seed: int | None = None, task: TaskInfo | None = None
+    ) -> TargetOutput:
+        harness = self.harness
+        if self._stack is None or harness is None:
             raise RuntimeError("AgentTarget is used inside `async with` (tools not started)")
-        return await self.loop.run(input, self.environment(), seed=seed)
+        sample = task.sample if task is not None else None
+        fixtures = task_fixtures(self.env_spec.fixtures, sample)
+        sandbox = None
+        if self.sandbox_spec is not None:
+            try:
+                sandbox = await AsyncSandbox.create(self.sandbox_spec)
+            except SandboxUnavailable as e:
+                raise InfraError("sandbox", f"spec.environment.sandbox: {e}") from None
+        try:
+            if sandbox is not None:
+                await write_fixtures(sandbox, fixtures)
+            setup = TaskSetup(
+                run_id=task.run_id if task is not None else "",
+                task_id=task.sample_id if task is not None else "",
+                trial=task.trial if task is not None else 0,
+                seed=seed,
+                input=_content(input),
+                fixtures=fixtures,
+                workspace=sandbox.workspace if sandbox is not None else None,
+                metadata=sample.metadata if sample is not None else {},
+            )
+            with bound(sandbox):
+                return await self._task(harness, setup, sandbox, sample)
+        finally:
+            if sandbox is not None:
+                await sandbox.destroy()
+
+    async def _task(
+        self, harness: Harness, setup: TaskSetup, sandbox: AsyncSandbox | None, sample: Any
+    ) -> TargetOutput:
+        session = await _harness_call("setup", harness.setup(setup))
+        try:
+            steps, final = await self._run(harness, session)
+            result = await _harness_call("check", harness.check(session))
+            checks: list[Check] = list(result.checks)
+            end_state: dict[str, JsonValue] = {}
+            if sandbox is not None:
+                for checker in self.checkers:
+                    checks.append(await checker.check(sandbox, sample))
+                end_state.update(await asyncio.to_thread(snapshot, sandbox.workspace))
+            if result.end_state is not None:
+                end_state["harness"] = result.end_state
+        finally:
+            await _harness_call("teardown", harness.teardown(session))
+        trajectory = Trajectory(steps, final.stop_reason, checks, end_state or None)
+        return TargetOutput(final.output, final.usage, trajectory=trajectory)
+
+    async def _run(self, harness: Harness, session: str) -> tuple[list[Step], Final]:
+        steps: list[Step] = []
+        limit = self.agent.max_seconds if self.agent.harness is not None else None
+        events = harness.run(session)
+        try:
+            async with asyncio.timeout(limit):
+                async for event in events:
+                    if isinstance(event, Final):
+                        return steps, event
+                    if not isinstance(event, Step):
+                        raise InfraError(
+                            "harness", f"run yielded {type(event).__name__}, not a Step or Final"
+                        )
+                    if len(steps) >= MAX_EVENTS:
+                        raise InfraError("harness", f"run streamed more than {MAX_EVENTS} steps")
+                    steps.append(event)
+        except TimeoutError:
+            return steps, Final(Content.of_text(""), stop_reason="timeout")
+        except (InfraError, TargetError, UserError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the harness broke, not the agent
+            raise InfraError("harness", f"run failed: {type(e).__name__}: {e}") from None
+        finally:
+            await _close(events)
+        raise InfraError("harness", "run ended without a Final (the agent's answer)")
+
+
+async def _harness_call(name: str, call: Any) -> Any:
+    try:
+        return await call
+    except (InfraError, TargetError, UserError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the harness broke, not the agent
+        raise InfraError("harness", f"{name} failed: {type(e).__name__}: {e}") from None
+
+
+async def _close(events: Any) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+def _content(input: InputLike) -> Content:
+    if isinstance(input, Content):
+        return input
+    if isinstance(input, str):
+        return Content.of_text(input)
+    return Content.of_messages(list(input))
+
+
+def _sandbox_spec(s: SandboxSettingsSpec) -> SandboxSpec:
+    resources = Resources() if s.memory_mb is None else Resources(memory_mb=s.memory_mb)
+    return SandboxSpec(
+        min_isolation=Level.parse(s.min_isolation),
+        network="loopback" if s.network == "loopback" else "deny",
+        timeout_seconds=s.timeout_s,
+        resources=resources,
+    )
+
+
+async def _probe(spec: SandboxSpec) -> None:
+    """Refuse the run before its first task when no rung gives ``spec``."""
+    try:
+        sandbox = await AsyncSandbox.create(spec)
+    except SandboxUnavailable as e:
+        raise UserError(
+            f"spec.environment.sandbox: {e}",
+            hint="`evalsi sandbox probe` shows the rungs this machine has; minIsolation: none "
+            "accepts running unconfined",
+        ) from None
+    await sandbox.destroy()

@@ -135,6 +135,7 @@ def rerun(args: argparse.Namespace) -> int:
     import asyncio
 
     from evalsi.runs import open_store, rerun_run, unpinned
+    from evalsi.wire import remote_harness
 
     db = open_store(args.store, create=False)
     source = db.get_run(args.run_id)
@@ -144,7 +145,11 @@ def rerun(args: argparse.Namespace) -> int:
         from evalsi.packs import builtin_registry
 
         registry = stored_registry(source) or builtin_registry()
-        result = asyncio.run(rerun_run(db, source.id, progress=progress, registry=registry))
+        result = asyncio.run(
+            rerun_run(
+                db, source.id, progress=progress, registry=registry, remote_harness=remote_harness
+            )
+        )
     return _show(result, args.format, extra={"rerun_of": source.id})
 
 

@@ -38,6 +38,7 @@ from evalsi.connectors._types import (
     InputLike,
     Target,
     TargetOutput,
+    TaskInfo,
     input_messages,
     plain_input,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "Target",
     "TargetError",
     "TargetOutput",
+    "TaskInfo",
     "TokenBucket",
     "close_shared_session",
     "default_resilience",

@@ -22,6 +22,9 @@ InfraKind = Literal[
     "malformed_response",
     "circuit_open",
     "egress_denied",
+    "sandbox",  # the sandbox itself broke (a runner failure)
+    "harness",  # an agent's harness failed (not the agent)
+    "checker",  # an end-state checker could not reach a verdict
 ]
 INFRA_KINDS: tuple[InfraKind, ...] = get_args(InfraKind)
 

@@ -7,7 +7,16 @@ from typing import Any, Protocol
 
 import orjson
 
-from evalsi.core import Content, JsonValue, Message, ToolCall, Trajectory, Usage, message_to_dict
+from evalsi.core import (
+    Content,
+    JsonValue,
+    Message,
+    Record,
+    ToolCall,
+    Trajectory,
+    Usage,
+    message_to_dict,
+)
 
 InputLike = Content | str | list[Message]
 """A sample's input: a ``Content``, plain text, or chat messages."""
@@ -70,6 +79,17 @@ class TargetOutput:
     trajectory: Trajectory | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """Which task a call is, for a target that acts per task (an agent's harness sets up each
+    task's environment from the sample): the run, the sample's id and trial, and the sample."""
+
+    run_id: str
+    sample_id: str
+    trial: int
+    sample: Record
+
+
 class Target(Protocol):
     """Anything the run executor can call with a sample's input."""
 
@@ -78,7 +98,8 @@ class Target(Protocol):
     """Whether ``seed`` reaches the model (the manifest marks unseeded trials)."""
 
     async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
-        """Produce the output for one sample (one trial)."""
+        """Produce the output for one sample (one trial). A target with ``per_task = True`` is
+        also passed ``task=TaskInfo(...)``."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -68,6 +68,7 @@ from evalsi.runs.gates import parse_gates
 from evalsi.specs import RunSpec, work_document
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first target calls
+    from evalsi.agents import RemoteHarness
     from evalsi.store import RunInfo, SqlStore
 
 DEFAULT_PROJECT = "default"  # the store's project for runs that name none
@@ -89,6 +90,7 @@ async def execute_run(
     cancelled: Callable[[], bool] | None = None,
     time_limit: float | None = None,
     clock: Callable[[], float] = time.time,
+    remote_harness: RemoteHarness | None = None,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -121,6 +123,8 @@ async def execute_run(
             ``timed out``; with it, sync evaluators grade in a thread, off the run's loop (the
             server passes ``limits.evaluatorSeconds``; embedded runs grade inline, unlimited).
         clock: unix seconds, for when the run was created and ended and how long it took.
+        remote_harness: connects an agent's harness in another process (``harness: {grpc}`` or
+            ``{command}``); the entry points pass ``evalsi.wire.connect_harness``.
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -142,7 +146,10 @@ async def execute_run(
     gates = parse_gates(() if execute_only else spec.gates, bound, **rates)
     check_judges(bound, spec.judges)  # no default judge: refuse before calling anything
     target = build_target(
-        spec.target, resilience=resilience or Resilience(), environment=spec.environment
+        spec.target,
+        resilience=resilience or Resilience(),
+        environment=spec.environment,
+        remote=remote_harness,
     )
     render = renderer(spec.target)
     dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalsi.connectors import Resilience
 from evalsi.core import SpecError, UserError
@@ -20,6 +20,9 @@ from evalsi.evaluators import Registry
 from evalsi.runs._execute import execute_run
 from evalsi.runs._grade import grade_run
 from evalsi.runs._run_result import RunResult
+
+if TYPE_CHECKING:
+    from evalsi.agents import RemoteHarness
 from evalsi.runs._run_row import StoreLike, open_store
 from evalsi.runs._scheduler import RunProgress
 from evalsi.specs import BudgetSpec, DatasetSpec, EvaluatorEntry, JudgeSpec, RunSpec, TargetSpec
@@ -39,6 +42,7 @@ async def rerun_run(
     progress: RunProgress | None = None,
     registry: Registry,
     resilience: Resilience | None = None,
+    remote_harness: RemoteHarness | None = None,
 ) -> RunResult:
     """Replay run ``run_id`` (a Run or a grade run) from its stored spec, as a new run.
 
@@ -71,6 +75,7 @@ async def rerun_run(
         registry=registry,
         resilience=resilience,
         execute_only=info.spec.get("graded", True) is False,
+        remote_harness=remote_harness,
     )
 
 

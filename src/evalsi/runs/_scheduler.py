@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from evalsi.connectors import InfraError, Target, TargetError, TargetOutput
+from evalsi.connectors import InfraError, Target, TargetError, TargetOutput, TaskInfo
 from evalsi.core import Record, Usage
 from evalsi.datasets import Dataset
 from evalsi.evaluators import Runner
@@ -271,7 +271,12 @@ class Executor:
             return _Done(task, "skipped", error=str(e), attempts=0)
         seed = task_seed(self.spec.seed, record.id, task.trial)
         try:
-            out = await self.target.invoke(request, seed=seed)
+            if getattr(self.target, "per_task", False):
+                _, run_id = self.row.open()
+                info = TaskInfo(run_id, record.id, task.trial, record)
+                out = await self.target.invoke(request, seed=seed, task=info)  # type: ignore[call-arg]
+            else:
+                out = await self.target.invoke(request, seed=seed)
         except InfraError as e:
             return _Done(task, "infra_error", kind=e.kind, error=str(e), attempts=e.attempts)
         except TargetError as e:

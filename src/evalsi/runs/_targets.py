@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from evalsi.connectors import (
@@ -28,6 +28,9 @@ from evalsi.connectors import (
 )
 from evalsi.core import Content, Record, UserError
 from evalsi.specs import EnvironmentSpec, TargetSpec
+
+if TYPE_CHECKING:
+    from evalsi.agents import RemoteHarness
 
 Render = Callable[[Record], InputLike]
 
@@ -52,18 +55,25 @@ def build_target(
     *,
     resilience: Resilience | None = None,
     environment: EnvironmentSpec | None = None,
+    remote: RemoteHarness | None = None,
 ) -> Target:
     """The connector for ``spec`` (resolves the secret; makes no call). An agent target is an
-    async context manager: its tools start when it is entered."""
+    async context manager: its tools start when it is entered; ``remote`` connects a harness in
+    another process (the entry point's gRPC client)."""
     limits = None
     if spec.requests_per_minute is not None or spec.tokens_per_minute is not None:
         limits = RateLimits(spec.requests_per_minute, spec.tokens_per_minute)
     if spec.kind == "agent":
-        if spec.agent is None or environment is None:
-            raise UserError("target.agent: an agent needs spec.environment.tools")
+        if spec.agent is None:
+            raise UserError("target.agent: missing")
         from evalsi.agents import AgentTarget
         from evalsi.runs._pricing import cost_usd, price
 
+        egress = resilience.egress if resilience is not None else None
+        if spec.agent.harness is not None:
+            return AgentTarget(None, spec.agent, environment, egress=egress, remote=remote)
+        if environment is None:
+            raise UserError("target.agent: an agent needs spec.environment.tools")
         if spec.agent.max_usd is not None and price(spec.model) is None:
             raise UserError(  # a budget that cannot be counted would silently never stop it
                 f"spec.target.agent.maxUsd: no price for model {spec.model!r}, so spend "
@@ -71,7 +81,6 @@ def build_target(
                 hint="add the model to a pricing file named by EVALSI_PRICING, or use maxTokens",
             )
         model = build_target(replace(spec, kind="model", agent=None), resilience=resilience)
-        egress = resilience.egress if resilience is not None else None
         return AgentTarget(model, spec.agent, environment, price=cost_usd, egress=egress)  # type: ignore[arg-type]
     if spec.kind == "model":
         if spec.connector not in MODEL_CONNECTORS:

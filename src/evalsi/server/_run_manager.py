@@ -535,11 +535,32 @@ class RunManager:
             )
 
     def check_tools(self, spec: RunSpec) -> None:
-        """Refuse an agent's function tools and started MCP servers unless
-        ``allow_python_targets``: both run code of the client's choosing on this server (an
-        MCP server reached at a URL is only a network call, which the egress policy checks)."""
-        if spec.environment is None or self.state.config.allow_python_targets:
+        """Refuse what would run code of the client's choosing on this server unless
+        ``allow_python_targets``: an agent's function tools, started MCP servers, Python
+        checkers, and harnesses other than the built-in loop (a Python class, a started process,
+        or a local socket or port that reaches inward). An MCP server reached at a URL is only a
+        network call, which the egress policy checks; sandbox tools and exit-code checkers run
+        in the sandbox."""
+        if self.state.config.allow_python_targets:
             return
+        agent = spec.target.agent
+        if agent is not None and agent.harness is not None:
+            raise UserError(
+                "spec.target.agent.harness: refused by this server: it would run or reach code "
+                "of the request's choosing on the server",
+                hint="run the agent with the built-in loop (target.agent.model), or enable "
+                "allow_python_targets in evalsi.yaml on a trusted server",
+            )
+        if spec.environment is None:
+            return
+        for i, checker in enumerate(spec.environment.checkers):
+            if checker.kind == "python":
+                raise UserError(
+                    f"spec.environment.checkers[{i}].python: refused by this server: it would "
+                    "run code of the request's choosing on the server",
+                    hint="check with exitCode or jsonFile (they run in the sandbox), or enable "
+                    "allow_python_targets in evalsi.yaml on a trusted server",
+                )
         for i, tool in enumerate(spec.environment.tools):
             if tool.function or tool.command:
                 what = "function" if tool.function else "mcp.command"

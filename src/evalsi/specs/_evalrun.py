@@ -46,12 +46,27 @@ class TargetSpec:
 @dataclass(frozen=True, slots=True)
 class AgentSpec:
     """The built-in agent's budgets (its model is the ``TargetSpec``'s model fields):
-    model turns, and per task tokens, US dollars and wall-clock seconds (``None``: no limit)."""
+    model turns, and per task tokens, US dollars and wall-clock seconds (``None``: no limit);
+    or, with ``harness``, another harness that runs the agent."""
 
     max_steps: int = 10
     max_tokens: int | None = None
     max_usd: float | None = None
     max_seconds: float | None = None
+    harness: HarnessSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessSpec:
+    """A harness other than the built-in loop: a Python class (``python``: ``module:Class``),
+    a process already serving the protocol (``grpc``: ``unix:/path`` or ``127.0.0.1:PORT``),
+    or a process evalsi starts (``argv``, ``env``, ``start_timeout_s``)."""
+
+    python: str = ""
+    grpc: str = ""
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +89,67 @@ class ToolEntrySpec:
     url: str = ""
     env: dict[str, str] = field(default_factory=dict)
     declared: dict[str, ToolDeclarationSpec] = field(default_factory=dict)
+    sandbox: tuple[str, ...] = ()  # sandbox tools: exec, read_file, write_file
+
+
+MAX_FIXTURE_FILES = 1000
+
+
+def fixture_problem(value: Any) -> str:
+    """What is wrong with a fixtures value (``{files: {PATH: content}}``, PATH relative to the
+    workspace, without ``..``), or ``""``; shared by the spec and each sample's ``fixtures``."""
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"files"}
+        or not isinstance(value["files"], dict)
+    ):
+        return (
+            "expected {files: {PATH: content}} (a string is written as text, anything else as JSON)"
+        )
+    files = value["files"]
+    if len(files) > MAX_FIXTURE_FILES:
+        return f"at most {MAX_FIXTURE_FILES} files, got {len(files)}"
+    for path in files:
+        parts = path.split("/")
+        if (
+            not path
+            or path.startswith("/")
+            or "\0" in path
+            or any(p in ("", ".", "..") for p in parts)
+        ):
+            return f"file {path!r}: expected a relative path without '.', '..' or empty parts"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSettingsSpec:
+    """The task sandbox's settings (``spec.environment.sandbox``)."""
+
+    min_isolation: str = "namespaced"
+    network: str = "deny"
+    timeout_s: float = 30.0
+    memory_mb: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckerSpec:
+    """One check of the end state: ``kind`` ``exit_code`` (``command``, ``expect``),
+    ``json_file`` (``path``, ``expect`` or ``expect_from``) or ``python`` (``function``)."""
+
+    kind: Literal["exit_code", "json_file", "python"]
+    name: str
+    command: tuple[str, ...] = ()
+    expect: Any = None
+    expect_from: str = ""
+    path: str = ""
+    function: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class EnvironmentSpec:
-    """``spec.environment``: tools, policy, approvals, faults and injections, as plain data
-    (``evalsi.agents`` builds the environment from it)."""
+    """``spec.environment``: tools, policy, approvals, faults and injections, the task's
+    sandbox, fixtures (files by path) and checkers, as plain data (``evalsi.agents`` builds the
+    environment from it)."""
 
     tools: tuple[ToolEntrySpec, ...]
     allow: frozenset[str] = frozenset()
@@ -92,6 +162,18 @@ class EnvironmentSpec:
     faults: tuple[dict[str, Any], ...] = ()  # {tool, kind, call?, latency_ms, message}
     injections: tuple[dict[str, Any], ...] = ()  # {tool, payload, call?}
     tool_timeout_s: float = 30.0
+    sandbox: SandboxSettingsSpec | None = None
+    fixtures: dict[str, Any] = field(default_factory=dict)  # {path: text or JSON}
+    checkers: tuple[CheckerSpec, ...] = ()
+
+    def has_workspace(self) -> bool:
+        """Whether each task gets a sandbox and its workspace."""
+        return bool(
+            self.sandbox is not None
+            or self.fixtures
+            or self.checkers
+            or any(t.sandbox for t in self.tools)
+        )
 
 
 @dataclass(frozen=True, slots=True)

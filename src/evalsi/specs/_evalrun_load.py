@@ -37,15 +37,19 @@ from evalsi.specs._checks import (
 from evalsi.specs._evalrun import (
     AgentSpec,
     BudgetSpec,
+    CheckerSpec,
     DatasetSpec,
     EnvironmentSpec,
     EvaluatorEntry,
+    HarnessSpec,
     JudgeSpec,
     RunSpec,
+    SandboxSettingsSpec,
     TargetKind,
     TargetSpec,
     ToolDeclarationSpec,
     ToolEntrySpec,
+    fixture_problem,
 )
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
@@ -58,6 +62,7 @@ HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 _PY_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL = re.compile(r"https?://\S+")
+_GRPC_ADDRESS = re.compile(r"unix:/[^\s\0]+|(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -179,8 +184,10 @@ class _SpecBuilder:
             environment = self.environment(spec["environment"])
             if target is not None and target.kind != "agent":
                 self.bad(("spec", "environment"), "only an agent target (target.agent) calls tools")
-        elif target is not None and target.kind == "agent":
-            self.bad(("spec", "target", "agent"), "an agent needs spec.environment.tools")
+        builtin = target is not None and target.agent is not None and target.agent.harness is None
+        if builtin and (environment is None or not environment.tools):
+            at = ("spec", "environment") if environment is not None else ("spec", "target", "agent")
+            self.bad(at, "the built-in agent needs spec.environment.tools (at least one)")
         if self.problems or target is None or dataset is None:
             return None
         return RunSpec(
@@ -231,8 +238,13 @@ class _SpecBuilder:
         kind: TargetKind = "model"
         agent, m = None, t.get("model")
         if "agent" in t:
-            kind, a, m = "agent", t["agent"], t["agent"]["model"]
+            kind, a, m = "agent", t["agent"], t["agent"].get("model")
             at = (*at, "agent")
+            harness = self.harness((*at, "harness"), a["harness"]) if "harness" in a else None
+            if (m is None) == (harness is None):
+                self.bad(at, "set one of model (the built-in loop) or harness (another harness)")
+                if m is None:
+                    return None
             duration = a.get("maxDuration", "")
             seconds = parse_duration(duration) if duration else None
             if duration and not seconds:
@@ -248,7 +260,10 @@ class _SpecBuilder:
                 max_tokens=max_tokens,
                 max_usd=_opt_float(a.get("maxUsd")),
                 max_seconds=seconds,
+                harness=harness,
             )
+            if m is None:
+                return TargetSpec(kind=kind, agent=agent, **common)
         assert m is not None
         base_url, secret = self.endpoint((*at, "model"), m)
         return TargetSpec(
@@ -418,9 +433,53 @@ class _SpecBuilder:
             out.append(entry)
         return tuple(out)
 
+    def harness(self, at: KeyPath, h: dict[str, Any]) -> HarnessSpec:
+        if "python" in h:
+            ref = h["python"]
+            if not _PY_REF.fullmatch(ref):
+                self.bad((*at, "python"), f"expected module:Class, got {show(ref)}")
+            return HarnessSpec(python=ref)
+        if "grpc" in h:
+            address = h["grpc"]
+            if not _GRPC_ADDRESS.fullmatch(address):
+                self.bad(
+                    (*at, "grpc"),
+                    "expected unix:/path/to.sock or 127.0.0.1:PORT (local only), "
+                    f"got {show(address)}",
+                )
+            return HarnessSpec(grpc=address)
+        c = h["command"]
+        argv = tuple(c["argv"])
+        if not argv[0].strip():
+            self.bad((*at, "command", "argv"), "the first item (the program) is empty")
+        return HarnessSpec(
+            argv=argv,
+            env=dict(c.get("env", {})),
+            start_timeout_s=float(c.get("startTimeoutSeconds", 30.0)),
+        )
+
     def environment(self, e: dict[str, Any]) -> EnvironmentSpec:
         at: KeyPath = ("spec", "environment")
-        tools = tuple(self.tool((*at, "tools", i), t) for i, t in enumerate(e["tools"]))
+        tools = tuple(self.tool((*at, "tools", i), t) for i, t in enumerate(e.get("tools", ())))
+        seen: dict[str, int] = {}
+        for i, t in enumerate(tools):
+            for name in t.sandbox:
+                if name in seen:
+                    self.bad(
+                        (*at, "tools", i, "sandbox"),
+                        f"sandbox tool {name!r} is listed in tools[{seen[name]}] too",
+                    )
+                seen.setdefault(name, i)
+        sandbox = None
+        if "sandbox" in e:
+            sb = e["sandbox"]
+            memory = sb.get("memoryMb")
+            sandbox = SandboxSettingsSpec(
+                min_isolation=sb.get("minIsolation", "namespaced"),
+                network=sb.get("network", "deny"),
+                timeout_s=float(sb.get("timeoutSeconds", 30.0)),
+                memory_mb=int(memory) if memory is not None else None,
+            )
         policy = e.get("policy", {})
         approvals = policy.get("approvals", {})
         return EnvironmentSpec(
@@ -447,12 +506,74 @@ class _SpecBuilder:
                 for i in e.get("injections", ())
             ),
             tool_timeout_s=float(e.get("toolTimeoutSeconds", 30.0)),
+            sandbox=sandbox,
+            fixtures=self.fixtures((*at, "fixtures"), e.get("fixtures")),
+            checkers=tuple(
+                self.checker((*at, "checkers", i), c) for i, c in enumerate(e.get("checkers", ()))
+            ),
+        )
+
+    def fixtures(self, at: KeyPath, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        problem = fixture_problem(value)
+        if problem:
+            self.bad(at, problem)
+            return {}
+        return dict(value["files"])
+
+    def checker(self, at: KeyPath, c: dict[str, Any]) -> CheckerSpec:
+        kinds = [k for k in ("exitCode", "jsonFile", "python") if k in c]
+        if len(kinds) != 1:
+            self.bad(at, "set exactly one of exitCode, jsonFile or python")
+            return CheckerSpec(kind="python", name="")
+        if "python" in c:
+            ref = c["python"]
+            if not _PY_REF.fullmatch(ref):
+                self.bad((*at, "python"), f"expected module:function, got {show(ref)}")
+            return CheckerSpec(kind="python", name=c.get("name") or ref, function=ref)
+        if "exitCode" in c:
+            x = c["exitCode"]
+            command = tuple(x["command"])
+            return CheckerSpec(
+                kind="exit_code",
+                name=c.get("name") or f"exit_code {' '.join(command)}"[:120],
+                command=command,
+                expect=int(x.get("expect", 0)),
+            )
+        j = c["jsonFile"]
+        source = j.get("expectFrom", "")
+        if ("expect" in j) == bool(source):
+            self.bad((*at, "jsonFile"), "set one of expect (a value) or expectFrom")
+        elif source and not (source == "reference" or source.startswith("metadata.")):
+            self.bad(
+                (*at, "jsonFile", "expectFrom"),
+                f"expected reference or metadata.KEY, got {show(source)}",
+            )
+        return CheckerSpec(
+            kind="json_file",
+            name=c.get("name") or f"json_file {j['path']}",
+            path=j["path"],
+            expect=j.get("expect"),
+            expect_from=source,
         )
 
     def tool(self, at: KeyPath, t: dict[str, Any]) -> ToolEntrySpec:
-        if ("mcp" in t) == ("function" in t):
-            self.bad(at, "set one of mcp (an MCP server) or function (module:function)")
+        kinds = [k for k in ("mcp", "function", "sandbox") if k in t]
+        if len(kinds) != 1:
+            self.bad(
+                at,
+                "set one of mcp (an MCP server), function (module:function) or sandbox "
+                "(sandbox tools)",
+            )
             return ToolEntrySpec()
+        if "sandbox" in t:
+            if "declare" in t:
+                self.bad((*at, "declare"), "sandbox tools are declared by evalsi")
+            names = tuple(t["sandbox"]["tools"])
+            if len(set(names)) != len(names):
+                self.bad((*at, "sandbox", "tools"), "a sandbox tool is listed twice")
+            return ToolEntrySpec(sandbox=names)
         if "function" in t:
             ref = t["function"]
             if not _PY_REF.fullmatch(ref):

@@ -1,9 +1,16 @@
 """The boundary between the domain types of ``evalsi.core`` and the wire schema (``evalsi._proto``).
 
 Only edges (server, client, cluster workers, plugin host) import this package; everything below
-them works on core types.
+them works on core types. The harness protocol's gRPC client and server (``connect_harness``,
+``serve_harness``) need ``grpcio`` (``evalsi[agents]``) and load on first use.
 """
 
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from evalsi.core import UserError, lazy_exports
 from evalsi.wire._catalog import (
     ConnectorInfo,
     DatasetInfo,
@@ -66,18 +73,44 @@ from evalsi.wire._warnings import (
     warnings_from_proto,
 )
 
+if TYPE_CHECKING:
+    from evalsi.agents import Harness
+    from evalsi.specs import HarnessSpec
+    from evalsi.wire._harness import SOCKET_ENV, RemoteHarness, connect_harness, serve_harness
+
+
+def remote_harness(
+    spec: HarnessSpec, where: str
+) -> contextlib.AbstractAsyncContextManager[Harness]:
+    """``connect_harness``, or a ``UserError`` naming the extra when ``grpcio`` is missing: what
+    the entry points hand the run engine as its ``remote_harness``."""
+    try:
+        from evalsi.wire._harness import connect_harness
+    except ImportError as e:
+        raise UserError(
+            f"{where}: a harness in another process needs {e.name or 'grpcio'}",
+            hint="pip install 'evalsi[agents]'",
+        ) from None
+    return connect_harness(spec, where)
+
+
+__getattr__ = lazy_exports(__name__, __file__)
+
 __all__ = [
+    "SOCKET_ENV",
     "ConnectorInfo",
     "DatasetInfo",
     "DatasetPage",
     "PackInfo",
     "Progress",
+    "RemoteHarness",
     "StoredTrace",
     "attr_json",
     "cause_from_proto",
     "cause_to_proto",
     "comparison_from_proto",
     "comparison_to_proto",
+    "connect_harness",
     "connector_from_proto",
     "connector_to_proto",
     "content_from_proto",
@@ -95,6 +128,7 @@ __all__ = [
     "pack_to_proto",
     "record_from_proto",
     "record_to_proto",
+    "remote_harness",
     "result_from_proto",
     "result_to_proto",
     "run_from_proto",
@@ -103,6 +137,7 @@ __all__ = [
     "run_to_proto",
     "score_from_proto",
     "score_to_proto",
+    "serve_harness",
     "session_from_proto",
     "session_to_proto",
     "span_from_proto",

@@ -80,6 +80,9 @@ def test_error_taxonomy() -> None:
         "malformed_response",
         "circuit_open",
         "egress_denied",
+        "sandbox",
+        "harness",
+        "checker",
     )
     assert issubclass(InfraError, RunError)
     assert issubclass(TargetError, UserError)

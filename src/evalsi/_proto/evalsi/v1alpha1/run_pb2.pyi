@@ -137,42 +137,127 @@ class ModelTarget(_message.Message):
     def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
-    __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration")
+    __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration", "harness")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_USD_FIELD_NUMBER: _ClassVar[int]
     MAX_DURATION_FIELD_NUMBER: _ClassVar[int]
+    HARNESS_FIELD_NUMBER: _ClassVar[int]
     model: ModelTarget
     max_steps: int
     max_tokens: int
     max_usd: float
     max_duration: str
-    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., max_steps: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_usd: _Optional[float] = ..., max_duration: _Optional[str] = ...) -> None: ...
+    harness: HarnessRef
+    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., max_steps: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_usd: _Optional[float] = ..., max_duration: _Optional[str] = ..., harness: _Optional[_Union[HarnessRef, _Mapping]] = ...) -> None: ...
+
+class HarnessRef(_message.Message):
+    __slots__ = ("python", "grpc", "command")
+    PYTHON_FIELD_NUMBER: _ClassVar[int]
+    GRPC_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    python: str
+    grpc: str
+    command: CommandHarness
+    def __init__(self, python: _Optional[str] = ..., grpc: _Optional[str] = ..., command: _Optional[_Union[CommandHarness, _Mapping]] = ...) -> None: ...
+
+class CommandHarness(_message.Message):
+    __slots__ = ("argv", "env", "start_timeout_seconds")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    START_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    start_timeout_seconds: float
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., start_timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class AgentEnvironment(_message.Message):
-    __slots__ = ("tools", "policy", "faults", "injections", "tool_timeout_seconds")
+    __slots__ = ("tools", "policy", "faults", "injections", "tool_timeout_seconds", "sandbox", "fixtures", "checkers")
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     FAULTS_FIELD_NUMBER: _ClassVar[int]
     INJECTIONS_FIELD_NUMBER: _ClassVar[int]
     TOOL_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    FIXTURES_FIELD_NUMBER: _ClassVar[int]
+    CHECKERS_FIELD_NUMBER: _ClassVar[int]
     tools: _containers.RepeatedCompositeFieldContainer[ToolEntry]
     policy: ToolPolicy
     faults: _containers.RepeatedCompositeFieldContainer[ToolFault]
     injections: _containers.RepeatedCompositeFieldContainer[ToolInjection]
     tool_timeout_seconds: float
-    def __init__(self, tools: _Optional[_Iterable[_Union[ToolEntry, _Mapping]]] = ..., policy: _Optional[_Union[ToolPolicy, _Mapping]] = ..., faults: _Optional[_Iterable[_Union[ToolFault, _Mapping]]] = ..., injections: _Optional[_Iterable[_Union[ToolInjection, _Mapping]]] = ..., tool_timeout_seconds: _Optional[float] = ...) -> None: ...
+    sandbox: AgentSandbox
+    fixtures: _struct_pb2.Value
+    checkers: _containers.RepeatedCompositeFieldContainer[Checker]
+    def __init__(self, tools: _Optional[_Iterable[_Union[ToolEntry, _Mapping]]] = ..., policy: _Optional[_Union[ToolPolicy, _Mapping]] = ..., faults: _Optional[_Iterable[_Union[ToolFault, _Mapping]]] = ..., injections: _Optional[_Iterable[_Union[ToolInjection, _Mapping]]] = ..., tool_timeout_seconds: _Optional[float] = ..., sandbox: _Optional[_Union[AgentSandbox, _Mapping]] = ..., fixtures: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., checkers: _Optional[_Iterable[_Union[Checker, _Mapping]]] = ...) -> None: ...
+
+class AgentSandbox(_message.Message):
+    __slots__ = ("min_isolation", "network", "timeout_seconds", "memory_mb")
+    MIN_ISOLATION_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    min_isolation: str
+    network: str
+    timeout_seconds: float
+    memory_mb: int
+    def __init__(self, min_isolation: _Optional[str] = ..., network: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
+
+class Checker(_message.Message):
+    __slots__ = ("name", "exit_code", "json_file", "python")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FILE_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    exit_code: ExitCodeChecker
+    json_file: JsonFileChecker
+    python: str
+    def __init__(self, name: _Optional[str] = ..., exit_code: _Optional[_Union[ExitCodeChecker, _Mapping]] = ..., json_file: _Optional[_Union[JsonFileChecker, _Mapping]] = ..., python: _Optional[str] = ...) -> None: ...
+
+class ExitCodeChecker(_message.Message):
+    __slots__ = ("command", "expect")
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    expect: int
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., expect: _Optional[int] = ...) -> None: ...
+
+class JsonFileChecker(_message.Message):
+    __slots__ = ("path", "expect", "expect_from")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FROM_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    expect: _struct_pb2.Value
+    expect_from: str
+    def __init__(self, path: _Optional[str] = ..., expect: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expect_from: _Optional[str] = ...) -> None: ...
 
 class ToolEntry(_message.Message):
-    __slots__ = ("mcp", "function", "declare")
+    __slots__ = ("mcp", "function", "sandbox", "declare")
     MCP_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
     DECLARE_FIELD_NUMBER: _ClassVar[int]
     mcp: McpServerRef
     function: str
+    sandbox: SandboxTools
     declare: ToolDeclaration
-    def __init__(self, mcp: _Optional[_Union[McpServerRef, _Mapping]] = ..., function: _Optional[str] = ..., declare: _Optional[_Union[ToolDeclaration, _Mapping]] = ...) -> None: ...
+    def __init__(self, mcp: _Optional[_Union[McpServerRef, _Mapping]] = ..., function: _Optional[str] = ..., sandbox: _Optional[_Union[SandboxTools, _Mapping]] = ..., declare: _Optional[_Union[ToolDeclaration, _Mapping]] = ...) -> None: ...
+
+class SandboxTools(_message.Message):
+    __slots__ = ("tools",)
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class McpServerRef(_message.Message):
     __slots__ = ("command", "url", "env", "tools")
