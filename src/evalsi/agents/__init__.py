@@ -7,11 +7,13 @@ from evalsi.agents._environment import Approvals, Environment, Fault, Injection,
 from evalsi.agents._loop import Budgets, ToolLoop
 from evalsi.agents._mcp import McpServer, McpTool
 from evalsi.agents._policy import Decision, ToolPolicy
+from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._target import AgentTarget
 from evalsi.agents._tools import (
     PERMISSIONS,
     FunctionTool,
     Permission,
+    SandboxDenied,
     Tool,
     ToolFailed,
     ToolHints,
@@ -33,6 +35,7 @@ __all__ = [
     "McpServer",
     "McpTool",
     "Permission",
+    "SandboxDenied",
     "Tool",
     "ToolFailed",
     "ToolHints",
@@ -40,6 +43,7 @@ __all__ = [
     "ToolPolicy",
     "ToolResult",
     "ToolSpec",
+    "sandbox_tools",
     "schema_of",
     "workspace",
 ]
