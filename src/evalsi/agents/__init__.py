@@ -18,11 +18,13 @@ from evalsi.agents._harness import (
 from evalsi.agents._loop import Budgets, ToolLoop
 from evalsi.agents._mcp import McpServer, McpTool
 from evalsi.agents._policy import Decision, ToolPolicy
+from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness
 from evalsi.agents._tools import (
     PERMISSIONS,
     FunctionTool,
     Permission,
+    SandboxDenied,
     Tool,
     ToolFailed,
     ToolHints,
@@ -51,6 +53,7 @@ __all__ = [
     "McpTool",
     "Permission",
     "RemoteHarness",
+    "SandboxDenied",
     "TaskSetup",
     "Tool",
     "ToolFailed",
@@ -60,6 +63,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "contains",
+    "sandbox_tools",
     "schema_of",
     "snapshot",
     "workspace",

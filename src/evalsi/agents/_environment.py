@@ -8,7 +8,8 @@ the decision; with no human in the loop the spec's rule decides, deny by default
 fault, if one is due (a ``fault`` step: ``timeout`` and ``error`` answer without calling the
 tool, ``latency`` delays it, ``malformed`` garbles its result) → the tool → an injected payload,
 if one is due (a ``fault`` step of kind ``injection``; the payload rides in the result) → the
-``tool_call`` step with the arguments, the result or the error.
+``tool_call`` step with the arguments, the result or the error. When the task's sandbox stopped
+the tool (``SandboxDenied``), a ``sandbox_denial`` step with the detail comes before it.
 
 A tool that raises ``InfraError`` (its server died) is not the agent's doing: the error goes up
 and the task is lost to infrastructure, never graded.
@@ -26,7 +27,7 @@ from typing import Any, Literal
 import orjson
 
 from evalsi.agents._policy import ToolPolicy
-from evalsi.agents._tools import Tool, ToolFailed, ToolSpec
+from evalsi.agents._tools import SandboxDenied, Tool, ToolFailed, ToolSpec
 from evalsi.connectors import InfraError
 from evalsi.core import JsonValue, Step, ToolCall, UserError
 
@@ -222,7 +223,7 @@ class Environment:
                 return ToolResult(None, error, steps)
             if fault.kind == "latency":
                 await asyncio.sleep(fault.latency_ms / 1000)
-        content, error = await self._run(tool, args)
+        content, error = await self._run(tool, args, steps)
         if fault is not None and fault.kind == "malformed" and not error:
             content = orjson.dumps(content).decode()[: max(1, len(orjson.dumps(content)) // 2)]
         injection = next((i for i in self.injections if i.due(call.name, n)), None)
@@ -238,7 +239,9 @@ class Environment:
         steps.append(self._step(call, content, error, started))
         return ToolResult(content, error, steps)
 
-    async def _run(self, tool: Tool, args: Mapping[str, Any]) -> tuple[JsonValue, str]:
+    async def _run(
+        self, tool: Tool, args: Mapping[str, Any], steps: list[Step]
+    ) -> tuple[JsonValue, str]:
         async with self._slots:  # a turn's calls beyond the cap wait, off the clock
             try:
                 async with asyncio.timeout(self.timeout_s):
@@ -247,6 +250,19 @@ class Environment:
                 raise
             except TimeoutError:
                 return None, f"{tool.spec.name} did not answer within {self.timeout_s:g}s"
+            except SandboxDenied as e:
+                now = self.clock()
+                steps.append(
+                    Step(
+                        "sandbox_denial",
+                        tool.spec.name,
+                        input=dict(args),
+                        output={"detail": e.detail[:MAX_ERROR_CHARS]},
+                        start_time_unix_nano=now,
+                        end_time_unix_nano=now,
+                    )
+                )
+                return None, str(e)[:MAX_ERROR_CHARS]
             except ToolFailed as e:
                 return None, str(e)[:MAX_ERROR_CHARS]
             except asyncio.CancelledError:

@@ -32,6 +32,7 @@ from evalsi.agents._harness import (
 from evalsi.agents._loop import Budgets, ChatModel, Price, ToolLoop
 from evalsi.agents._mcp import McpServer
 from evalsi.agents._policy import ToolPolicy
+from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._tools import FunctionTool, Tool, ToolSpec
 from evalsi.agents._workspace import bound
 from evalsi.connectors import (
@@ -185,8 +186,6 @@ class AgentTarget:
         for i, entry in enumerate(self.env_spec.tools):
             at = f"spec.environment.tools[{i}]"
             if entry.sandbox:
-                from evalsi.agents._sandbox_tools import sandbox_tools  # TODO(merge): top level
-
                 for tool in sandbox_tools(entry.sandbox):
                     self._add(tool, at)
                 continue

@@ -99,6 +99,16 @@ class ToolFailed(Exception):
     """A tool's failure the agent sees as the call's result (an error it may recover from)."""
 
 
+class SandboxDenied(ToolFailed):
+    """The task's sandbox stopped what a tool tried (a path out of the workspace, a syscall its
+    filter kills, a write to a read-only workspace): a refusal the agent sees, which the
+    environment also records as a ``sandbox_denial`` step with ``detail``."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"denied by the sandbox: {detail}")
+        self.detail = detail
+
+
 class FunctionTool:
     """A Python function as a tool: its keyword arguments are the tool's arguments; a sync
     function runs in a worker thread.

@@ -21,7 +21,7 @@ Example (runs anywhere, because it accepts the ``none`` rung explicitly)::
 API for asyncio code. ``evalsi sandbox probe`` shows which rungs work on this machine.
 """
 
-from evalsi.sandbox._api import AsyncSandbox, Sandbox, SandboxFileError, run
+from evalsi.sandbox._api import AsyncSandbox, Sandbox, SandboxEscape, SandboxFileError, run
 from evalsi.sandbox._config import (
     CONCURRENCY_ENV,
     SandboxConfig,
@@ -62,6 +62,7 @@ __all__ = [
     "Sandbox",
     "SandboxConfig",
     "SandboxConfigError",
+    "SandboxEscape",
     "SandboxFileError",
     "SandboxSpec",
     "SandboxUnavailable",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,13 @@ DEFAULT_COPY_OUT_BYTES = 16 << 20
 
 class SandboxFileError(UserError):
     """A copy path that leaves the workspace, or a file that is not a plain regular file."""
+
+
+class SandboxEscape(SandboxFileError):
+    """A path the confinement refused: it leaves the workspace (absolute, ``..``, a symlink on
+    the way) or names a symlink, FIFO, device or socket the program may have planted. Apart
+    from the rest (a missing file, a directory, a file over the cap) because a caller acting
+    for an agent records it as a denial."""
 
 
 class Sandbox:
@@ -142,8 +150,9 @@ class Sandbox:
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
                 fd = os.open(name, flags, dir_fd=parent)
-            except OSError as e:
-                raise SandboxFileError(f"copy_out: {relative!r} refused: {e.strerror}") from None
+            except OSError as e:  # swapped for a symlink since the look: ELOOP
+                error = SandboxEscape if e.errno == errno.ELOOP else SandboxFileError
+                raise error(f"copy_out: {relative!r} refused: {e.strerror}") from None
         finally:
             os.close(parent)
         with os.fdopen(fd, "rb") as f:
@@ -267,10 +276,12 @@ def _relative_parts(path: str) -> list[str]:
         raise SandboxFileError(f"workspace path {path!r}: expected a non-empty relative path")
     pure = PurePosixPath(path)
     if pure.is_absolute():
-        raise SandboxFileError(f"workspace path {path!r} is absolute; give it relative")
+        raise SandboxEscape(f"workspace path {path!r} is absolute; give it relative")
     parts = [p for p in pure.parts if p != "."]
-    if not parts or ".." in parts:
-        raise SandboxFileError(f"workspace path {path!r} leaves the workspace (no '..')")
+    if not parts:
+        raise SandboxFileError(f"workspace path {path!r}: expected a file's relative path")
+    if ".." in parts:
+        raise SandboxEscape(f"workspace path {path!r} leaves the workspace (no '..')")
     return parts
 
 
@@ -287,7 +298,8 @@ def _open_dir(root: Path, parts: Sequence[str], *, create: bool) -> int:
                 child = os.open(part, flags, dir_fd=fd)
             except OSError as e:
                 where = "/".join(parts[: i + 1])
-                raise SandboxFileError(
+                link = _is_symlink(part, fd)
+                raise (SandboxEscape if link else SandboxFileError)(
                     f"workspace path {where!r} is not a plain directory ({e.strerror}); "
                     "symlinks are never followed"
                 ) from None
@@ -299,10 +311,18 @@ def _open_dir(root: Path, parts: Sequence[str], *, create: bool) -> int:
     return fd
 
 
+def _is_symlink(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _require_regular(st: os.stat_result, relative: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         kind = _kind(st.st_mode)
-        raise SandboxFileError(f"copy_out: {relative!r} is a {kind}, not a regular file; refused")
+        error = SandboxFileError if stat.S_ISDIR(st.st_mode) else SandboxEscape
+        raise error(f"copy_out: {relative!r} is a {kind}, not a regular file; refused")
 
 
 _KINDS = {stat.S_IFLNK: "symlink", stat.S_IFDIR: "directory", stat.S_IFIFO: "FIFO",
