@@ -165,6 +165,11 @@ class AgentTarget:
         return out
 
     async def __aenter__(self) -> AgentTarget:
+        if self.agent.harness is not None and self.env_spec.tools:
+            raise UserError(
+                "spec.environment.tools: a harness brings its own tools",
+                hint="list tools only for the built-in agent (target.agent.model)",
+            )
         stack = contextlib.AsyncExitStack()
         try:
             await self._tools(stack)
@@ -219,11 +224,6 @@ class AgentTarget:
         if h is None:
             assert self.loop is not None
             return BuiltinHarness(self.loop, self.environment)
-        if self.env_spec.tools:
-            raise UserError(
-                "spec.environment.tools: a harness brings its own tools",
-                hint="list tools only for the built-in agent (target.agent.model)",
-            )
         if h.python:
             return await stack.enter_async_context(PythonHarness(h.python, f"{at}.python"))
         if self.remote is None:

@@ -448,6 +448,9 @@ class _SpecBuilder:
                     f"got {show(address)}",
                 )
             return HarnessSpec(grpc=address)
+        if "command" not in h:
+            self.bad(at, "set one of python (module:Class), grpc (an address) or command (argv)")
+            return HarnessSpec(python="-")
         c = h["command"]
         argv = tuple(c["argv"])
         if not argv[0].strip():
