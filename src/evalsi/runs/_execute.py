@@ -416,6 +416,7 @@ def spec_document(spec: RunSpec) -> dict[str, Any]:
             if spec.judges
             else {}
         ),
+        **({"environment": spec.environment.identity()} if spec.environment else {}),
     }
 
 

@@ -7,6 +7,7 @@ directly. Paths are already resolved (relative to the spec file) when a ``RunSpe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -166,6 +167,11 @@ class EnvironmentSpec:
     fixtures: dict[str, Any] = field(default_factory=dict)  # {path: text or JSON}
     checkers: tuple[CheckerSpec, ...] = ()
 
+    def identity(self) -> dict[str, Any]:
+        """Every field as JSON-able data in a fixed order (for the spec hash)."""
+        out: dict[str, Any] = _plain(self)
+        return out
+
     def has_workspace(self) -> bool:
         """Whether each task gets a sandbox and its workspace."""
         return bool(
@@ -292,7 +298,23 @@ class RunSpec:
         }
         if self.judges:  # absent when unused, so older hashes stay valid
             fields["judges"] = {k: j.identity() for k, j in sorted(self.judges.items())}
+        if self.environment is not None:  # likewise
+            fields["environment"] = self.environment.identity()
         return content_hash(fields)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able data in a fixed order (a frozenset's order changes from one
+    process to the next)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, frozenset | set):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    return value
 
 
 def work_document(doc: dict[str, Any]) -> dict[str, Any]:
