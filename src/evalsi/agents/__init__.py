@@ -19,6 +19,7 @@ from evalsi.agents._loop import Budgets, ToolLoop
 from evalsi.agents._mcp import McpServer, McpTool
 from evalsi.agents._policy import Decision, ToolPolicy
 from evalsi.agents._sandbox_tools import sandbox_tools
+from evalsi.agents._scripted import ScriptedModel
 from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness
 from evalsi.agents._tools import (
     PERMISSIONS,
@@ -54,6 +55,7 @@ __all__ = [
     "Permission",
     "RemoteHarness",
     "SandboxDenied",
+    "ScriptedModel",
     "TaskSetup",
     "Tool",
     "ToolFailed",

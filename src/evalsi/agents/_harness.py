@@ -117,7 +117,10 @@ class BuiltinHarness:
 
     async def run(self, session: str) -> AsyncIterator[Step | Final]:
         task = self._tasks[session]
-        out = await self.loop.run(task.input, self.environment(), seed=task.seed)
+        loop, for_task = self.loop, getattr(self.loop.model, "for_task", None)
+        if for_task is not None:  # a per-task model (the scripted one plays the sample's own)
+            loop = ToolLoop(for_task(task), loop.budgets, price=loop.price, clock=loop.clock)
+        out = await loop.run(task.input, self.environment(), seed=task.seed)
         trajectory = out.trajectory
         if trajectory is not None:
             for step in trajectory.steps:

@@ -80,9 +80,18 @@ def build_target(
                 "cannot be counted",
                 hint="add the model to a pricing file named by EVALSI_PRICING, or use maxTokens",
             )
+        if spec.connector == "scripted":  # no model: each task plays its sample's known trajectory
+            from evalsi.agents import ScriptedModel
+
+            return AgentTarget(ScriptedModel(spec.model), spec.agent, environment, egress=egress)
         model = build_target(replace(spec, kind="model", agent=None), resilience=resilience)
         return AgentTarget(model, spec.agent, environment, price=cost_usd, egress=egress)  # type: ignore[arg-type]
     if spec.kind == "model":
+        if spec.connector == "scripted":
+            raise UserError(
+                "target.model.connector: scripted plays a sample's known trajectory",
+                hint="use it as target.agent.model (the built-in agent)",
+            )
         if spec.connector not in MODEL_CONNECTORS:
             raise UserError(
                 f"target.model.connector: unknown connector {spec.connector!r}",

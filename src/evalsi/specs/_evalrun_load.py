@@ -265,6 +265,15 @@ class _SpecBuilder:
             if m is None:
                 return TargetSpec(kind=kind, agent=agent, **common)
         assert m is not None
+        if m.get("connector") == "scripted":  # plays the sample's known trajectory: no endpoint
+            if agent is None:
+                self.bad(
+                    (*at, "model", "connector"),
+                    "scripted plays a sample's known trajectory; use it as target.agent.model",
+                )
+            elif "baseUrl" in m or "secretRef" in m:
+                self.bad((*at, "model"), "a scripted model has no baseUrl or secretRef")
+            return TargetSpec(kind=kind, agent=agent, connector="scripted", model=m["model"], **common)
         base_url, secret = self.endpoint((*at, "model"), m)
         return TargetSpec(
             kind=kind,
