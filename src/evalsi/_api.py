@@ -158,6 +158,11 @@ async def run_async(
     from evalsi.runs import execute_run, load_run_spec
 
     loaded = spec if isinstance(spec, RunSpec) else load_run_spec(os.fspath(spec))
+    exporter: Any = None
+    if loaded.telemetry is not None:  # the OTel SDK loads only for a run that exports
+        from evalsi.sinks import OtlpSpanExporter
+
+        exporter = OtlpSpanExporter
     return await execute_run(
         loaded,
         store=store,
@@ -166,6 +171,7 @@ async def run_async(
         progress=progress,
         registry=_registry(registry),
         execute_only=execute_only,
+        span_exporter=exporter,
     )
 
 
