@@ -61,13 +61,15 @@ class AgentSpec:
 class HarnessSpec:
     """A harness other than the built-in loop: a Python class (``python``: ``module:Class``),
     a process already serving the protocol (``grpc``: ``unix:/path`` or ``127.0.0.1:PORT``),
-    or a process evalsi starts (``argv``, ``env``, ``start_timeout_s``)."""
+    or a process evalsi starts (``argv``, ``env``, ``start_timeout_s``, in ``cwd``: the spec
+    file's directory)."""
 
     python: str = ""
     grpc: str = ""
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 30.0
+    cwd: str = ""
 
 
 @dataclass(frozen=True, slots=True)

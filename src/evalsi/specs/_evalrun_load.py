@@ -462,6 +462,7 @@ class _SpecBuilder:
             argv=argv,
             env=dict(c.get("env", {})),
             start_timeout_s=float(c.get("startTimeoutSeconds", 30.0)),
+            cwd=str(self.base_dir),
         )
 
     def environment(self, e: dict[str, Any]) -> EnvironmentSpec:
