@@ -187,7 +187,8 @@ def check_budgets(evaluator: str, budgets: Iterable[tuple[str, float | None]]) -
 def over_budget(measured: Sequence[Budget]) -> tuple[bool, str]:
     """Whether every quantity is within its budget (at the budget counts as within), and the
     explanation: ``over budget: steps 7 of 6; within: tokens 800 of 2000``."""
-    over, within = [], []
+    over: list[str] = []
+    within: list[str] = []
     for label, value, budget in measured:
         if budget is None:
             continue

@@ -65,6 +65,12 @@ def _not_measured(block: tuple[int, Step], scope: Scope) -> NotMeasured:
     )
 
 
+def _listed(items: list[str], shown: int = 3) -> str:
+    """Like ``few``, with ``; `` between items that hold commas themselves."""
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+    return "; ".join(items[:shown]) + more
+
+
 def _check_tool(evaluator: str, tool: str | None) -> None:
     if tool is not None and not tool.strip():
         raise ParamError(f"{evaluator}: param 'tool' must name a tool, got {tool!r}")
@@ -146,7 +152,7 @@ class ToolCalled:
             if self.match == "schema"
             else f"with {self.match} arguments {clip(canonical(self.arguments))}"
         )
-        seen = few([f"{_shown(c)} ({why})" for c, why in misfits])
+        seen = _listed([f"{_shown(c)} ({why})" for c, why in misfits])
         return Score(
             passed=False,
             explanation=f"{self.tool} was called {len(named)} time(s){scope.where}, never "
@@ -389,7 +395,7 @@ class FinalAnswer:
                 return Score(passed=True, explanation=verdicts[-1])
         if not verdicts:
             return Score(passed=False, explanation=f"no final answer{scope.where}")
-        return Score(passed=False, explanation=few(verdicts))
+        return Score(passed=False, explanation=_listed(verdicts))
 
 
 def _missing(want: Any, got: Any, path: str) -> str:
@@ -426,7 +432,7 @@ class NoToolError:
         calls = [(i, s) for i, s in scope.steps if s.kind == "tool_call"]
         failed = [f"step {i}: {s.name} failed: {clip(s.error, 80)}" for i, s in calls if s.error]
         if failed:
-            return Score(passed=False, explanation=few(failed))
+            return Score(passed=False, explanation=_listed(failed))
         return Score(
             passed=True, explanation=f"no tool call failed{scope.where} ({len(calls)} call(s))"
         )
