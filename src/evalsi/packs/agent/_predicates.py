@@ -24,7 +24,7 @@ from evalsi.evaluators import NotMeasured, Skip
 from evalsi.packs._declare import builtin, check_choice, clip, few, passed
 from evalsi.packs.agent._calls import Call, agent_calls, args_match, canonical
 from evalsi.packs.agent._efficiency import check_budgets, over_budget, step_tokens, tokens_of
-from evalsi.packs.agent._turns import Scope, Turn, answer_of, check_turn, scope_of
+from evalsi.packs.agent._turns import Turn, TurnScope, answer_of, check_turn, scope_of
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -33,7 +33,7 @@ Match = Literal["exact", "subset", "schema"]
 _EXAMPLE = "evalsi eval --data examples/agent/predicates.jsonl --evaluators "
 
 
-def _calls(record: Record, scope: Scope) -> list[Call]:
+def _calls(record: Record, scope: TurnScope) -> list[Call]:
     numbers = scope.numbers()
     return [c for c in agent_calls(record.trajectory) if c.step in numbers]
 
@@ -42,7 +42,7 @@ def _shown(call: Call) -> str:
     return f"step {call.step}: {clip(call.key)}"
 
 
-def _blocked(scope: Scope, tool: str | None) -> tuple[int, Step] | None:
+def _blocked(scope: TurnScope, tool: str | None) -> tuple[int, Step] | None:
     """The first ``policy_block`` step in scope of ``tool`` (of any tool when None)."""
     return next(
         (
@@ -54,7 +54,7 @@ def _blocked(scope: Scope, tool: str | None) -> tuple[int, Step] | None:
     )
 
 
-def _not_measured(block: tuple[int, Step], scope: Scope) -> NotMeasured:
+def _not_measured(block: tuple[int, Step], scope: TurnScope) -> NotMeasured:
     i, step = block
     reason = step.output.get("reason") if isinstance(step.output, dict) else None
     why = f" ({clip(str(reason))})" if reason else ""

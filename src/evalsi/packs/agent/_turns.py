@@ -78,7 +78,7 @@ def split_turns(steps: list[Step]) -> list[list[tuple[int, Step]]]:
 
 
 @dataclass(frozen=True, slots=True)
-class Scope:
+class TurnScope:
     """The steps a predicate judges: ``turns`` holds (turn number, its steps) in order;
     ``where`` is how explanations name it (``" in turn 2"``, ``""`` for the transcript)."""
 
@@ -95,19 +95,19 @@ class Scope:
         return {i for i, _ in self.steps}
 
 
-def scope_of(record: Record, turn: Turn) -> Scope:
+def scope_of(record: Record, turn: Turn) -> TurnScope:
     """The turns ``turn`` selects; Skip for a turn the transcript did not reach."""
     steps = record.trajectory.steps if record.trajectory is not None else []
     turns = list(enumerate(split_turns(steps), 1))
     n = len(turns)
     if turn == "any":
-        return Scope(turns, "", n)
+        return TurnScope(turns, "", n)
     if turn == "last":
-        return Scope(turns[-1:], f" in the last turn (turn {n})" if n > 1 else "", n)
+        return TurnScope(turns[-1:], f" in the last turn (turn {n})" if n > 1 else "", n)
     assert isinstance(turn, int)
     if turn > n:
         raise Skip(f"no turn {turn}: the transcript has {n} turn(s)")
-    return Scope([turns[turn - 1]], f" in turn {turn}", n)
+    return TurnScope([turns[turn - 1]], f" in turn {turn}", n)
 
 
 def answer_of(record: Record, number: int, steps: list[tuple[int, Step]], count: int) -> str | None:
