@@ -159,6 +159,11 @@ async def run_async(
     from evalsi.wire import remote_harness
 
     loaded = spec if isinstance(spec, RunSpec) else load_run_spec(os.fspath(spec))
+    exporter: Any = None
+    if loaded.telemetry is not None:  # the OTel SDK loads only for a run that exports
+        from evalsi.sinks import OtlpSpanExporter
+
+        exporter = OtlpSpanExporter
     return await execute_run(
         loaded,
         store=store,
@@ -168,6 +173,7 @@ async def run_async(
         registry=_registry(registry),
         execute_only=execute_only,
         remote_harness=remote_harness,
+        span_exporter=exporter,
     )
 
 

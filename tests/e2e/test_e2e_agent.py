@@ -1,6 +1,7 @@
 """The agent pack from the CLI, with the commands of docs/guides/packs/agent.md as written, on
-examples/agent/trips.jsonl; the judge metric against the stub LLM through the example's
-judges.yaml. Expected values are the guide's hand-labelled table, computed here by hand."""
+examples/agent/trips.jsonl (and harness-steps.jsonl, predicates.jsonl); the judge metric against
+the stub LLM through the example's judges.yaml. Expected values are the guide's hand-labelled
+table, computed here by hand."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def stored(workdir: Path, run_id: str) -> dict[tuple[str, str], Any]:
 
 
 def test_the_guide_and_the_example_agree() -> None:
-    assert len(guide_commands(GUIDE)) == 5
+    assert len(guide_commands(GUIDE)) == 9
     assert [r["id"] for r in ROWS] == list(HAND)
     assert {r["id"]: len(r["trajectory"]) for r in ROWS} == STEPS
 
@@ -166,3 +167,69 @@ def test_what_the_harness_recorded_is_counted_by_hand(
     assert m["approval-requests"]["mean"] == m["approvals-denied"]["mean"] == 0.25
     assert (m["fault-recovery"]["n"], m["fault-recovery"]["skipped"]) == (2, 2)
     assert m["fault-recovery"]["mean"] == m["recovered-all"]["mean"] == 0.5
+
+
+# predicates.jsonl, by hand: the booking (2 turns, 10 steps), the blocked wipe (5 steps), the
+# refund (a timed-out lookup, JSON answer, a failed check; 7 steps), the hotel search (3 failed
+# calls, no checks; 7 steps).
+PREDICATES = ["book-then-weather", "wipe-blocked", "refund-failed", "search-loop"]
+
+
+def test_predicates_as_the_guide_runs_them(run_evalsi: Callable[..., Any], workdir: Path) -> None:
+    assert [r["id"] for r in load_jsonl(EXAMPLES / "predicates.jsonl")] == PREDICATES
+    out = run_json(run_evalsi, workdir, command_with("tool-called,tool-order,final-answer"))
+    m = {x["metric"]: x for x in out["metrics"]}
+    # book_flight with flight_id TP523 and search→book in turn 1: the booking only; a JSON
+    # answer with status refunded: the refund only
+    assert {k: (v["n"], v["mean"]) for k, v in m.items()} == {
+        "tool-called": (4, 0.25),
+        "tool-order": (4, 0.25),
+        "final-answer": (4, 0.25),
+    }
+    results = stored(workdir, out["run_id"])
+    assert results[("book-then-weather", "tool-order")].scores[0].explanation == (
+        "in order in turn 1: search_flights at step 3, book_flight at step 5"
+    )
+    out = run_json(
+        run_evalsi, workdir, command_with("tool-not-called,tool-count,no-tool-error,within-budget")
+    )
+    m = {x["metric"]: x for x in out["metrics"]}
+    assert m["tool-not-called"]["mean"] == 1.0  # the blocked wipe was not a call
+    assert m["tool-count"]["mean"] == 0.75  # search_hotels 3 times
+    assert m["no-tool-error"]["mean"] == 0.5  # the refund's lookup, the hotel search
+    assert m["within-budget"]["mean"] == 0.75  # the booking: 10 steps of 8
+    results = stored(workdir, out["run_id"])
+    assert results[("search-loop", "tool-count")].scores[0].explanation == (
+        "search_hotels called 3 time(s) (steps 2, 4, 6); expected at most 2"
+    )
+
+
+def test_a_call_the_policy_blocked_is_not_measured(
+    run_evalsi: Callable[..., Any], workdir: Path
+) -> None:
+    out = run_json(run_evalsi, workdir, command_with("tool-called"))
+    (metric,) = out["metrics"]
+    assert (metric["n"], metric["skipped"], metric["mean"]) == (3, 1, 0.0)
+    wipe = stored(workdir, out["run_id"])[("wipe-blocked", "tool-called")]
+    assert wipe.outcome is Outcome.SKIPPED
+    assert wipe.reason == (
+        "not_measured(blocked_by_policy): wipe_db was blocked by the tool policy at step 2 "
+        "(wipe_db is destructive, blocked by default) and never called"
+    )
+
+
+def test_task_success_and_agent_efficiency(run_evalsi: Callable[..., Any], workdir: Path) -> None:
+    out = run_json(run_evalsi, workdir, command_with("task-success,agent-efficiency"))
+    m = {x["metric"]: x for x in out["metrics"]}
+    assert (m["task-success"]["n"], m["task-success"]["skipped"]) == (3, 1)  # search: no checks
+    assert m["task-success"]["mean"] == pytest.approx(2 / 3)
+    assert m["checks-passed"]["mean"] == pytest.approx((1 + 1 + 0.5) / 3)
+    assert m["agent-efficiency"]["mean"] == 0.75
+    assert m["task-steps"]["mean"] == pytest.approx((10 + 5 + 7 + 7) / 4)
+    assert m["task-tokens"]["mean"] == pytest.approx((760 + 410 + 540 + 520) / 4)
+    assert m["task-cost-usd"]["n"] == 3  # the hotel search's steps carry no cost
+    assert m["steps-budget-share"]["mean"] == pytest.approx((10 + 5 + 7 + 7) / 4 / 8)
+    refund = stored(workdir, out["run_id"])[("refund-failed", "task-success")].scores[0]
+    assert (
+        refund.explanation == "1 of 2 check(s) failed: refund_amount (expected 40 EUR, got 4 EUR)"
+    )

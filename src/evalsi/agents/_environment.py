@@ -214,7 +214,15 @@ class Environment:
                 return ToolResult(None, f"{call.name} needs an approval, and it was denied", steps)
         fault = next((f for f in self.faults if f.due(call.name, n)), None)
         if fault is not None:
-            steps.append(Step("fault", call.name, output={"kind": fault.kind, "call": n}))
+            now = self.clock()
+            step = Step(
+                "fault",
+                call.name,
+                output={"kind": fault.kind, "call": n},
+                start_time_unix_nano=now,
+                end_time_unix_nano=now,
+            )
+            steps.append(step)
             if fault.kind in ("timeout", "error"):
                 error = fault.message or (
                     f"{call.name} timed out" if fault.kind == "timeout" else f"{call.name} failed"
@@ -223,13 +231,21 @@ class Environment:
                 return ToolResult(None, error, steps)
             if fault.kind == "latency":
                 await asyncio.sleep(fault.latency_ms / 1000)
+                step.end_time_unix_nano = self.clock()  # the delay it injected
         content, error = await self._run(tool, args, steps)
         if fault is not None and fault.kind == "malformed" and not error:
             content = orjson.dumps(content).decode()[: max(1, len(orjson.dumps(content)) // 2)]
         injection = next((i for i in self.injections if i.due(call.name, n)), None)
         if injection is not None and not error:
+            now = self.clock()
             steps.append(
-                Step("fault", call.name, output={"kind": "injection", "payload": injection.payload})
+                Step(
+                    "fault",
+                    call.name,
+                    output={"kind": "injection", "payload": injection.payload},
+                    start_time_unix_nano=now,
+                    end_time_unix_nano=now,
+                )
             )
             content = (
                 f"{content}\n\n{injection.payload}"

@@ -17,6 +17,7 @@ from evalsi.cli._output import (
 )
 from evalsi.cli._remote import add_server_flag, connect
 from evalsi.cli._warnings import print_warnings, result_warnings
+from evalsi.core import UserError
 
 if TYPE_CHECKING:
     from evalsi.runs import RunResult
@@ -64,6 +65,13 @@ def register(commands: Any) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send a span per step of each task to this OTLP/HTTP endpoint (a collector or an "
+        "evalsi serve URL); overrides spec.telemetry.otlp.endpoint. OTEL_EXPORTER_OTLP_ENDPOINT "
+        "is never used",
+    )
     add_no_cache_flag(p)
     add_failures_flag(p)
     add_server_flag(p)
@@ -74,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     from evalsi._api import run as run_spec
 
     server = grading_server(args, execute_only="runs created over the API are always graded")
+    if server is not None and args.otlp_endpoint:
+        raise UserError(
+            "--otlp-endpoint: not with --server; the server exports a run's spans",
+            hint="set spec.telemetry.otlp.endpoint in the spec instead",
+        )
     quiet = args.quiet or args.dry_run
     with progress_line(quiet, unit="tasks", trouble="infra errors") as progress:
         if server is not None:
@@ -143,14 +156,35 @@ def _run_remote(server: str, args: argparse.Namespace, progress: Any) -> RunResu
 def _local_spec(args: argparse.Namespace) -> Any:
     """The spec file, or under ``--no-cache`` the spec with every judge's cache off (the spec
     hash leaves the cache out, so such a run still resumes a cached one and vice versa)."""
-    if not args.no_cache:
+    if not args.no_cache and not args.otlp_endpoint:
         return args.file
     import dataclasses
 
     from evalsi.runs import load_run_spec, without_cache
 
     spec = load_run_spec(args.file)
-    return dataclasses.replace(spec, judges=without_cache(spec.judges))
+    if args.no_cache:
+        spec = dataclasses.replace(spec, judges=without_cache(spec.judges))
+    if args.otlp_endpoint:
+        spec = dataclasses.replace(spec, telemetry=_telemetry(spec, args.otlp_endpoint))
+    return spec
+
+
+def _telemetry(spec: Any, url: str) -> Any:
+    """``spec.telemetry`` with ``--otlp-endpoint``'s URL (its headers and protocol kept)."""
+    import dataclasses
+    from urllib.parse import urlsplit
+
+    from evalsi.specs import TelemetrySpec
+
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        raise UserError(
+            f"--otlp-endpoint: expected an http:// or https:// URL such as "
+            f"http://127.0.0.1:4318, got {url!r}"
+        )
+    if spec.telemetry is None:
+        return TelemetrySpec(endpoint=url)
+    return dataclasses.replace(spec.telemetry, endpoint=url)
 
 
 def _execute_only(result: Any) -> bool:

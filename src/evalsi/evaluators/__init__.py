@@ -1,7 +1,7 @@
 """The evaluator SDK: the decorator, params, the registry and the batching runner."""
 
 from evalsi.evaluators._code import is_code_ref, load_code_evaluator
-from evalsi.evaluators._decorator import BoundEvaluator, Evaluator, Skip, evaluator
+from evalsi.evaluators._decorator import BoundEvaluator, Evaluator, NotMeasured, Skip, evaluator
 from evalsi.evaluators._judges import (
     JudgeClient,
     JudgeReply,
@@ -23,6 +23,7 @@ __all__ = [
     "Evaluator",
     "JudgeClient",
     "JudgeReply",
+    "NotMeasured",
     "Pack",
     "PackOptIn",
     "RecordRunner",

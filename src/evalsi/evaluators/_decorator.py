@@ -13,7 +13,8 @@ A class is instantiated once per bind with the params as keyword arguments; it i
 ``reduce(values)`` for dataset scope (map → reduce keeps memory to the mapped values).
 
 Return values: a ``Score``, a list of scores, ``bool`` (pass/fail), a number, or a ``str``
-(label). Raise ``Skip(reason)`` when a record cannot be judged.
+(label). Raise ``Skip(reason)`` when a record cannot be judged (``NotMeasured(code, evidence)``
+when a known cause kept it from being measured).
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ class Skip(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class NotMeasured(Skip):
+    """A ``Skip`` for a record the evaluator could not measure for a known cause (``code``,
+    e.g. ``blocked_by_policy``): the reason reads ``not_measured(<code>): <evidence>``, so a
+    report can tell "not measured" from "not applicable" and group by cause."""
+
+    def __init__(self, code: str, evidence: str) -> None:
+        super().__init__(f"not_measured({code}): {evidence}")
+        self.code = code
 
 
 class Evaluator:

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import logging
 import os
 import socket
 import time
@@ -64,12 +65,15 @@ from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._targets import build_target, identity, renderer
+from evalsi.runs._telemetry import SpanExporterFactory, open_telemetry
 from evalsi.runs.gates import parse_gates
 from evalsi.specs import RunSpec, work_document
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first target calls
     from evalsi.agents import RemoteHarness
     from evalsi.store import RunInfo, SqlStore
+
+log = logging.getLogger("evalsi.runs")
 
 DEFAULT_PROJECT = "default"  # the store's project for runs that name none
 
@@ -91,6 +95,7 @@ async def execute_run(
     time_limit: float | None = None,
     clock: Callable[[], float] = time.time,
     remote_harness: RemoteHarness | None = None,
+    span_exporter: SpanExporterFactory | None = None,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -125,6 +130,9 @@ async def execute_run(
         clock: unix seconds, for when the run was created and ended and how long it took.
         remote_harness: connects an agent's harness in another process (``harness: {grpc}`` or
             ``{command}``); the entry points pass ``evalsi.wire.connect_harness``.
+        span_exporter: builds the exporter of ``spec.telemetry`` (the callers at the edges
+            hand in ``evalsi.sinks.OtlpSpanExporter``; the SDK is never imported here); a spec
+            with telemetry and no exporter is refused.
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -170,6 +178,7 @@ async def execute_run(
         )
 
     require_sandboxes(bound)  # before the store or the target: nothing spent
+    telemetry = open_telemetry(spec.telemetry, span_exporter, agent=spec.name)
     document = spec_document(spec)
     completed: dict[tuple[int, int], str] = {}
     if resume is not None:
@@ -237,6 +246,7 @@ async def execute_run(
         judge_spend=(lambda: _judge_totals(judges)) if judges else None,
         total_tasks=_count_tasks(spec, len(completed)),
         time_limit=time_limit,
+        telemetry=telemetry,
     )
     began = clock()
     tools = contextlib.AsyncExitStack()  # an agent's tools: started before its first task
@@ -263,6 +273,12 @@ async def execute_run(
     finally:
         await tools.aclose()
         await close_shared_session()
+        # Flushed on every ending: spans of the tasks stored before a failure still tell of them.
+        lost = await asyncio.to_thread(telemetry.close) if telemetry is not None else None
+    warnings = [_in_a_run(w.to_dict()) for w in dataset.warnings]
+    if lost is not None:
+        log.warning("%s", lost)
+        warnings.append({"kind": "telemetry", "message": lost})
     # Statistics (NumPy) import after the calls, not before the first one.
     from evalsi.runs._stored_run import conclude_stored_run
 
@@ -300,7 +316,7 @@ async def execute_run(
         spend=spend,
         manifest=manifest,
         judges=judges,
-        warnings=[_in_a_run(w.to_dict()) for w in dataset.warnings],
+        warnings=warnings,
         bad_records=dataset.bad_count,
         extra={"graded": not execute_only},
         lost_is_incomplete=True,

@@ -24,6 +24,7 @@ from evalsi.runs._outputs import as_answered, grade_tasks
 from evalsi.runs._pricing import cost_usd
 from evalsi.runs._run_row import RunRow
 from evalsi.runs._targets import Render, RenderError
+from evalsi.runs._telemetry import RunTelemetry
 from evalsi.specs import RunSpec
 from evalsi.store import OutputRow
 
@@ -52,6 +53,8 @@ class _Done:
     kind: str | None = None
     error: str | None = None
     attempts: int = 1
+    started_ns: int = 0  # the target's invocation, for the task's span
+    ended_ns: int = 0
 
 
 def _duration(seconds: float) -> str:
@@ -95,6 +98,7 @@ class Executor:
         judge_spend: Callable[[], tuple[int, float]] | None = None,
         total_tasks: int | None = None,
         time_limit: float | None = None,
+        telemetry: RunTelemetry | None = None,
     ) -> None:
         self.spec = spec
         self.target = target
@@ -113,6 +117,7 @@ class Executor:
         # after it: the run's loop keeps calling the target meanwhile. Without one (embedded),
         # they grade inline, which is faster for the cheap ones.
         self.time_limit = time_limit
+        self.telemetry = telemetry  # spans of each stored task, when spec.telemetry is set
         self.started = time.monotonic()
         self.samples = 0
         self.done_tasks = 0
@@ -270,6 +275,7 @@ class Executor:
         except RenderError as e:
             return _Done(task, "skipped", error=str(e), attempts=0)
         seed = task_seed(self.spec.seed, record.id, task.trial)
+        began = time.time_ns()
         try:
             if getattr(self.target, "per_task", False):
                 _, run_id = self.row.open()
@@ -285,7 +291,9 @@ class Executor:
         except Exception as e:  # noqa: BLE001 - a crash in our own code is infrastructure
             return _Done(task, "infra_error", kind="internal", error=f"{type(e).__name__}: {e}")
         self._account(out.usage)
-        return _Done(task, "ok", output=out, attempts=out.attempts)
+        return _Done(
+            task, "ok", output=out, attempts=out.attempts, started_ns=began, ended_ns=time.time_ns()
+        )
 
     async def _grade_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -323,11 +331,27 @@ class Executor:
         graded = await grade_tasks(self.runners, tasks, self.time_limit)
         db, run_id = self.row.open()
         db.write_tasks(run_id, rows, graded)
+        if self.telemetry is not None:  # stored: now the spans may tell of it
+            self._export(run_id, items)
         self.done_tasks += len(items)
         if self.judge_spend is not None:
             self._check_budget()  # judge calls happen while grading
         if self.progress is not None:
             self.progress(self.done_tasks, self.infra, self._progress_text())
+
+    def _export(self, run_id: str, items: list[_Done]) -> None:
+        assert self.telemetry is not None
+        for item in items:
+            if item.output is not None and item.output.trajectory is not None:
+                self.telemetry.export_task(
+                    run_id=run_id,
+                    trial=item.task.trial,
+                    record_id=item.task.record.id,
+                    input=item.task.record.input,
+                    output=item.output,
+                    started_ns=item.started_ns,
+                    ended_ns=item.ended_ns,
+                )
 
     def _progress_text(self) -> str:
         tokens, usd = self._totals()

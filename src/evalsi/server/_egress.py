@@ -51,6 +51,8 @@ def check_run_egress(spec: RunSpec, policy: EgressPolicy) -> None:
     for name, judge in sorted(spec.judges.items()):
         if judge.base_url:
             policy.check_url(judge.base_url, where=f"spec.judges.{name}.baseUrl")
+    if spec.telemetry is not None:
+        policy.check_url(spec.telemetry.endpoint, where="spec.telemetry.otlp.endpoint")
 
 
 def check_policy_egress(spec: PolicySpec, policy: EgressPolicy) -> None:

@@ -325,6 +325,7 @@ class RunManager:
             started=lambda run_id, total: self._started(live, db, total),
             cancelled=lambda: live.cancel_requested,
             time_limit=float(self.state.config.limits.evaluator_seconds),
+            span_exporter=_span_exporter if live.spec.telemetry is not None else None,
         )
 
     async def _started(self, live: _Live, db: SqlStore, total: int | None) -> None:
@@ -599,3 +600,10 @@ def _describe(error: BaseException | None) -> str:
 
 
 __all__ = ["STATUSES", "RunManager", "RunSnapshot"]
+
+
+def _span_exporter(endpoint: str, **options: Any) -> Any:
+    """``spec.telemetry``'s exporter (the OTel SDK loads only for a run that exports)."""
+    from evalsi.sinks import OtlpSpanExporter
+
+    return OtlpSpanExporter(endpoint, **options)

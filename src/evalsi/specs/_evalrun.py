@@ -61,13 +61,15 @@ class AgentSpec:
 class HarnessSpec:
     """A harness other than the built-in loop: a Python class (``python``: ``module:Class``),
     a process already serving the protocol (``grpc``: ``unix:/path`` or ``127.0.0.1:PORT``),
-    or a process evalsi starts (``argv``, ``env``, ``start_timeout_s``)."""
+    or a process evalsi starts (``argv``, ``env``, ``start_timeout_s``, in ``cwd``: the spec
+    file's directory)."""
 
     python: str = ""
     grpc: str = ""
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 30.0
+    cwd: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +217,22 @@ class BudgetSpec:
     wall_clock_s: float | None = None
 
 
+OtlpProtocol = Literal["http/protobuf", "grpc"]
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySpec:
+    """Where a run sends a span per step of each task (``spec.telemetry.otlp``): an OTLP
+    ``endpoint`` (``http/protobuf``: a base URL gets ``/v1/traces`` appended), ``headers``
+    (values may be ``secret:env:NAME`` / ``secret:file:PATH``, read when the run starts), and
+    the seconds one export may take."""
+
+    endpoint: str
+    headers: dict[str, str] = field(default_factory=dict)
+    protocol: OtlpProtocol = "http/protobuf"
+    timeout_s: float = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class JudgeSpec:
     """A model that grades (none by default, secrets by reference).
@@ -275,6 +293,7 @@ class RunSpec:
     judges: dict[str, JudgeSpec] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     environment: EnvironmentSpec | None = None
+    telemetry: TelemetrySpec | None = None
     source: str = ""  # the spec file it came from, if any
     raw: dict[str, Any] = field(default_factory=dict)  # the document as written, for the manifest
 
@@ -319,7 +338,8 @@ def _plain(value: Any) -> Any:
 
 def work_document(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (an EvalRun as written) without what does not change the run's work: the
-    budget (``spec.budget``) and whether judges read the cache (``spec.judges.*.cache``).
+    budget (``spec.budget``), where its spans go (``spec.telemetry``) and whether judges read
+    the cache (``spec.judges.*.cache``).
 
     A document without either is returned unchanged, so its hash is what it always was.
 
@@ -334,9 +354,9 @@ def work_document(doc: dict[str, Any]) -> dict[str, Any]:
     cached = isinstance(judges, dict) and any(
         isinstance(j, dict) and "cache" in j for j in judges.values()
     )
-    if "budget" not in spec and not cached:
+    if "budget" not in spec and "telemetry" not in spec and not cached:
         return doc
-    trimmed = {k: v for k, v in spec.items() if k != "budget"}
+    trimmed = {k: v for k, v in spec.items() if k not in ("budget", "telemetry")}
     if cached:
         assert isinstance(judges, dict)
         trimmed["judges"] = {

@@ -47,6 +47,7 @@ from evalsi.specs._evalrun import (
     SandboxSettingsSpec,
     TargetKind,
     TargetSpec,
+    TelemetrySpec,
     ToolDeclarationSpec,
     ToolEntrySpec,
     fixture_problem,
@@ -178,6 +179,7 @@ class _SpecBuilder:
         dataset = self.dataset(spec["dataset"])
         evaluators = self.evaluators(spec["evaluators"])
         budget = self.budget(spec["budget"]) if "budget" in spec else None
+        telemetry = self.telemetry(spec["telemetry"]) if "telemetry" in spec else None
         judges = {name: self.judge(name, j) for name, j in sorted(spec.get("judges", {}).items())}
         environment = None
         if "environment" in spec:
@@ -205,6 +207,7 @@ class _SpecBuilder:
             judges=judges,
             labels=dict(meta.get("labels", {})),
             environment=environment,
+            telemetry=telemetry,
             source=source,
             raw=self.doc,
         )
@@ -468,6 +471,7 @@ class _SpecBuilder:
             argv=argv,
             env=dict(c.get("env", {})),
             start_timeout_s=float(c.get("startTimeoutSeconds", 30.0)),
+            cwd=str(self.base_dir),
         )
 
     def environment(self, e: dict[str, Any]) -> EnvironmentSpec:
@@ -622,6 +626,27 @@ class _SpecBuilder:
                 f"expected a positive duration such as 30m, 1h30m or 90s, got {show(wall)}",
             )
         return BudgetSpec(tokens=tokens, usd=_opt_float(b.get("usd")), wall_clock_s=seconds)
+
+    def telemetry(self, t: dict[str, Any]) -> TelemetrySpec:
+        at: KeyPath = ("spec", "telemetry", "otlp")
+        o = t["otlp"]
+        endpoint = o["endpoint"]
+        if not _URL.fullmatch(endpoint):
+            self.bad(
+                (*at, "endpoint"),
+                f"expected an http:// or https:// URL such as http://collector:4318, got "
+                f"{show(endpoint)}",
+            )
+        headers: dict[str, str] = dict(o.get("headers", {}))
+        for key, value in headers.items():
+            if value.startswith("secret:"):  # the same checks as an HTTP target's headers
+                headers[key] = "secret:" + self.secret((*at, "headers", key), value[7:])
+        return TelemetrySpec(
+            endpoint=endpoint,
+            headers=headers,
+            protocol=o.get("protocol", "http/protobuf"),
+            timeout_s=float(o.get("timeoutSeconds", 10.0)),
+        )
 
 
 def _declared(d: dict[str, Any]) -> ToolDeclarationSpec:

@@ -4,12 +4,17 @@ The record's input and output are what the user sent and got: the root span's (o
 outermost agent/chain span's), falling back to the first LLM call's input and the last LLM
 call's output. The trajectory lists every span as a typed step, in start order; retrieved
 documents become the context; token usage is summed over LLM calls.
+
+A trace of an evalsi run's task (``evalsi.step.kind`` on its spans: ``runs._telemetry``) gives
+back the trajectory the run recorded: the task span is the trajectory (its stop reason), not
+a step; each other span is a step of the kind it names, in its trajectory's order
+(``evalsi.step.index``: parallel tool calls may start in the same nanosecond).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, get_args
 
 from evalsi.core import (
     Content,
@@ -39,6 +44,9 @@ _STEP_KINDS: Final[dict[SpanType, StepKind]] = {
     "guardrail": "guardrail",
     "generic": "other",
 }
+_KINDS: Final = frozenset(get_args(StepKind))
+_KIND: Final = "evalsi.step.kind"  # runs._telemetry writes it, _mappers._evalsi reads it
+_TASK: Final = "task"
 
 
 def view_of(span: Span) -> SpanView:
@@ -83,7 +91,7 @@ def trace_to_record(trace: Trace) -> Record:
         input=to_content(inp),
         output=to_content(out),
         context=[Content.of_text(d) for v in views if v.type == "retriever" for d in v.documents],
-        trajectory=Trajectory([_step(s, v) for s, v in zip(spans, views, strict=True)]),
+        trajectory=_trajectory(spans, views),
         usage=_usage(spans, views, depth, trace.duration_ms),
         metadata=metadata,
         provenance=Provenance(
@@ -151,9 +159,26 @@ def _is_messages(value: Any) -> bool:
     )
 
 
+def _trajectory(spans: list[Span], views: list[SpanView]) -> Trajectory:
+    """Every span as a step in start order; an evalsi task's in its own (see the top)."""
+    stop, task = "", False
+    steps: list[tuple[Span, SpanView]] = []
+    for span, view in zip(spans, views, strict=True):
+        if span.attributes.get(_KIND) == _TASK:
+            task = True
+            reason = span.attributes.get("evalsi.stop_reason")
+            stop = reason if type(reason) is str else stop
+        else:
+            steps.append((span, view))
+    if task and all(type(s.attributes.get("evalsi.step.index")) is int for s, _ in steps):
+        steps.sort(key=lambda sv: sv[0].attributes["evalsi.step.index"])
+    return Trajectory([_step(s, v) for s, v in steps], stop_reason=stop)
+
+
 def _step(span: Span, v: SpanView) -> Step:
+    named = span.attributes.get(_KIND)
     return Step(
-        kind=_STEP_KINDS[v.type],
+        kind=named if named in _KINDS else _STEP_KINDS[v.type],  # type: ignore[arg-type]
         name=v.name,
         input=v.input,
         output=v.output,

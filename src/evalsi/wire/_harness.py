@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -43,7 +44,7 @@ SOCKET_ENV = "EVALSI_HARNESS_SOCKET"
 CALL_TIMEOUT_S = 300.0
 """Setup, Check, Teardown and Describe each; Run is bounded by the agent's own budgets."""
 MAX_MESSAGE = 64 * 1024 * 1024
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "NODE_PATH")
 _PERMISSIONS = ("read", "write", "irreversible")
 
 _METHODS: dict[str, tuple[Any, Any]] = {
@@ -193,14 +194,18 @@ async def _start(spec: HarnessSpec, socket: str, where: str) -> asyncio.subproce
     env = {k: v for k in _PASSED_ENV if (v := os.environ.get(k)) is not None}
     env.update(spec.env)
     env[SOCKET_ENV] = socket
+    argv = list(spec.argv)
+    if argv[0] in ("python", "python3"):  # evalsi's own interpreter: the same packages
+        argv[0] = sys.executable
     try:
         return await asyncio.create_subprocess_exec(
-            *spec.argv,
+            *argv,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            cwd=spec.cwd or None,
         )
     except OSError as e:
         raise UserError(f"{where}.argv: cannot start {spec.argv[0]!r}: {e.strerror}") from None

@@ -21,11 +21,24 @@ NAMES = (
     "loop-detection",
     "step-efficiency",
     "session-goal-completion",
+    "policy-violations",
+    "approval-requests",
+    "fault-recovery",
+    "tool-called",
+    "tool-not-called",
+    "tool-order",
+    "tool-count",
+    "final-answer",
+    "no-tool-error",
+    "within-budget",
+    "task-success",
+    "agent-efficiency",
 )
 
 
 def test_registered_as_a_pack() -> None:
     assert BUILTIN_PACKS["agent"].evaluators == EVALUATORS
+    assert tuple(e.name for e in EVALUATORS) == NAMES
     assert BUILTIN_PACKS["agent"].extra == ""
     reg = builtin_registry(entry_points=False)
     assert {reg.resolve(n).ref for n in NAMES} == {f"builtin/{n}@1.0.0" for n in NAMES}
@@ -37,11 +50,12 @@ def test_manifest_contract(ev: Evaluator) -> None:
     assert m.pack == "agent"
     assert m.description.endswith(".")
     assert m.outputs[0].name == ev.name
-    assert "examples/agent/" in m.example  # trips.jsonl, or harness-steps.jsonl
+    assert "examples/agent/" in m.example  # trips, harness-steps or predicates.jsonl
     doc = inspect.getdoc(ev.target) or ""
     for spec in ev.params:
         assert f"    {spec.name}: " in doc, f"{ev.name}: param {spec.name} is not documented"
-    if ev.name != "session-goal-completion":
+    # the judge reads the conversation; final-answer the output; task-success the checks
+    if ev.name not in ("session-goal-completion", "final-answer", "task-success"):
         assert m.requires == ("trajectory",)
 
 

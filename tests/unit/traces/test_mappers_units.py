@@ -24,6 +24,7 @@ def test_conventions_name_every_mapper_version() -> None:
         "openinference/0",
         "openllmetry/0",
         "mlflow/3",
+        "evalsi/1",
         "generic",
     )
 

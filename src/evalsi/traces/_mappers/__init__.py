@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from evalsi.core import Span, SpanView
-from evalsi.traces._mappers import _genai, _mlflow, _openinference, _openllmetry
+from evalsi.traces._mappers import _evalsi, _genai, _mlflow, _openinference, _openllmetry
 from evalsi.traces._mappers._common import generic
 
 Mapper = Callable[[Span], SpanView]
@@ -23,13 +23,16 @@ CONVENTIONS: Final[tuple[str, ...]] = (
     _openinference.VERSION,
     _openllmetry.VERSION,
     _mlflow.VERSION,
+    _evalsi.VERSION,
     "generic",
 )
 """Every ``SpanView.convention`` a mapper writes (convention name / version followed)."""
 
 # The framework-specific markers come first: OpenInference, MLflow and OpenLLMetry spans can
-# also carry ``gen_ai.*`` attributes, and their own markers say more.
+# also carry ``gen_ai.*`` attributes, and their own markers say more. evalsi's own spans say
+# most of all (their GenAI parts go to the GenAI mapper from there).
 _MARKERS: Final[tuple[tuple[str, Mapper], ...]] = (
+    (_evalsi.KIND, _evalsi.map_span),
     ("openinference.span.kind", _openinference.map_span),
     ("mlflow.spanType", _mlflow.map_span),
     ("traceloop.span.kind", _openllmetry.map_span),
