@@ -115,7 +115,9 @@ def issue_refund(order_id: str, amount: float, reason: str) -> dict[str, Any]:
         order = _order(shop, order_id)
         left = round(order["total"] - order["refunded"], 2)
         if not 0 < amount <= left:
-            raise ValueError(f"refund of {amount} refused: {left} of order {order_id} is refundable")
+            raise ValueError(
+                f"refund of {amount} refused: {left} of order {order_id} is refundable"
+            )
         shop["orders"][order_id]["refunded"] = round(order["refunded"] + amount, 2)
         shop["refunds"].append({"order": order_id, "amount": amount, "reason": reason})
         return {"order": order_id, "refunded": amount}
@@ -137,7 +139,7 @@ def send_email(to: str, subject: str, body: str) -> dict[str, Any]:
     """Send an email (it leaves the shop: it cannot be recalled)."""
     with _editing() as shop:
         shop["outbox"].append({"to": to, "subject": subject, "body": body})
-        return {"sent": True, "to": to}
+        return {"sent": True, "to": to, "subject": subject}
 
 
 def delete_customer(customer_id: str) -> dict[str, Any]:

@@ -126,7 +126,7 @@ def run_spec_from_dict(
 def _build(
     doc: Any, lines: dict[KeyPath, int], shown: str, base_dir: str | Path | None, source: str
 ) -> RunSpec:
-    problems = schema_problems("evalrun", doc, lines)
+    problems = [_named_variant(p) for p in schema_problems("evalrun", doc, lines)]
     if not problems:
         if base_dir is None:
             base_dir = Path(source).resolve().parent if source else Path.cwd()
@@ -137,6 +137,17 @@ def _build(
         problems = builder.problems
     raise_problems(shown, lines, problems)
     raise AssertionError("unreachable")  # raise_problems always raises
+
+
+def _named_variant(p: Problem) -> Problem:
+    """The agent's model names what to play when its connector is scripted: say so."""
+    if p.path[-2:] == ("agent", "model") and p.message == "missing required field 'model'":
+        return dataclasses.replace(
+            p,
+            message=p.message + " (the model's name; for connector scripted, the known "
+            "trajectory of each sample to play, metadata.known.<model>, e.g. good)",
+        )
+    return p
 
 
 # --- semantic checks and the RunSpec -----------------------------------------------------------
@@ -276,7 +287,9 @@ class _SpecBuilder:
                 )
             elif "baseUrl" in m or "secretRef" in m:
                 self.bad((*at, "model"), "a scripted model has no baseUrl or secretRef")
-            return TargetSpec(kind=kind, agent=agent, connector="scripted", model=m["model"], **common)
+            return TargetSpec(
+                kind=kind, agent=agent, connector="scripted", model=m["model"], **common
+            )
         base_url, secret = self.endpoint((*at, "model"), m)
         return TargetSpec(
             kind=kind,
