@@ -227,6 +227,8 @@ def _workdir(tmp: Path, judge: StubLLM, port: int) -> Path:
     shutil.copytree(ROOT / "examples", tmp / "examples")
     shutil.copytree(ROOT / "tests" / "support", tmp / "tests" / "support")
     shutil.copytree(ROOT / "bench", tmp / "bench", ignore=shutil.ignore_patterns("peers"))
+    if (ROOT / ".tools").exists():  # the MCP servers the seed domain pack mounts (.ci/run)
+        (tmp / ".tools").symlink_to(ROOT / ".tools")
     for judges in (tmp / "examples").rglob("judges.yaml"):
         judges.write_text(judges.read_text().replace("http://127.0.0.1:8000/v1", judge.openai_url))
     config = tmp / "examples" / "evalsi.yaml"
