@@ -10,7 +10,8 @@ policy blocks, approvals, faults, injections and the workspace all apply, and th
 graded is the one the run recorded. When the calls run out, the answer is the output of the
 trajectory's last ``message`` step (``""`` without one). Every other step kind in the known
 trajectory (``llm_call``, ``policy_block``, ``fault``…) is the environment's or the loop's to
-write, and is ignored.
+write, and is ignored. Usage counts words (what the turn read, what it wrote), as the stub LLM
+server does, so token budgets and ``agent-efficiency`` have figures; the cost is unknown.
 
 The trajectories live in the sample, as plain evalsi trajectory JSON (``Trajectory.to_value``,
 read with ``datasets.read_trajectory``): ``metadata.known.<variant>``; the spec picks the
