@@ -48,6 +48,9 @@ def task_fixtures(base: Mapping[str, Any], sample: Record | None) -> dict[str, A
         if problem:
             raise UserError(f"sample {sample.id!r}: fixtures: {problem}")
         files.update(extra["files"])
+        problem = fixture_problem({"files": files})  # the overlay may clash with the spec's
+        if problem:
+            raise UserError(f"sample {sample.id!r}: fixtures over the spec's: {problem}")
     return files
 
 

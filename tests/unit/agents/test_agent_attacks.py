@@ -15,6 +15,9 @@ import orjson
 import pytest
 
 from evalsi.agents import _checkers, snapshot
+from evalsi.agents._checkers import task_fixtures
+from evalsi.core import Content, Record, UserError
+from evalsi.specs import run_spec_from_yaml
 
 
 def test_a_name_that_is_not_utf8_is_escaped_and_the_snapshot_stays_json(tmp_path: Path) -> None:
@@ -147,3 +150,57 @@ def _unreadable(tmp_path: Path) -> None:
             "s.json": {"error": "cannot read: Permission denied"},
         }
     }
+
+
+_SPEC = """\
+apiVersion: evals.si/v1alpha1
+kind: EvalRun
+metadata: {name: attacks}
+spec:
+  target:
+    agent: {harness: {python: "h:H"}}
+  environment:
+    sandbox: {minIsolation: none}
+    %s
+  dataset: {path: tasks.jsonl}
+  evaluators: [{ref: exact-match}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        (
+            'fixtures: {files: {"a": "x", "a/b": "y"}}',
+            "spec.environment.fixtures: file 'a' is also a directory of 'a/b'",
+        ),
+        (
+            'fixtures: {files: {"%s": "x"}}' % ("n" * 256),
+            "a name in the path is over 255 bytes",
+        ),
+        (
+            "checkers: [{jsonFile: {path: /etc/passwd, expect: 1}}]",
+            "spec.environment.checkers[0].jsonFile.path: expected a relative path without '.', "
+            "'..' or empty parts, got '/etc/passwd'",
+        ),
+        (
+            "checkers: [{jsonFile: {path: ../x.json, expect: 1}}]",
+            "spec.environment.checkers[0].jsonFile.path: expected a relative path",
+        ),
+    ],
+)
+def test_workspace_paths_that_cannot_work_are_spec_errors(environment: str, message: str) -> None:
+    """Each was accepted, then lost every task to infrastructure (an OSError, a
+    SandboxFileError) or failed every check with 'cannot read'."""
+    with pytest.raises(UserError) as info:
+        run_spec_from_yaml(_SPEC % environment)
+    assert message in str(info.value)
+
+
+def test_a_sample_fixture_that_clashes_with_the_specs_is_that_samples_error() -> None:
+    sample = Record(
+        id="s1", input=Content.of_text("x"), metadata={"fixtures": {"files": {"a": "file"}}}
+    )
+    with pytest.raises(UserError, match="sample 's1': fixtures over the spec's: file 'a' is also"):
+        task_fixtures({"a/b": "spec"}, sample)
+    assert task_fixtures({"a": "spec"}, sample) == {"a": "file"}  # overriding a path is fine
