@@ -55,9 +55,14 @@ def task_fixtures(base: Mapping[str, Any], sample: Record | None) -> dict[str, A
 
 
 async def write_fixtures(sandbox: AsyncSandbox, files: Mapping[str, Any]) -> None:
+    """The task's fixture files into its workspace; one that cannot be written (the workspace
+    is full, a name the filesystem refuses) loses the task to infrastructure, naming it."""
     for path, content in files.items():
         data = content.encode() if isinstance(content, str) else orjson.dumps(content)
-        await sandbox.copy_in(data, path)
+        try:
+            await sandbox.copy_in(data, path)
+        except (OSError, SandboxFileError) as e:
+            raise InfraError("sandbox", f"fixtures: cannot write {path!r}: {e}") from None
 
 
 def snapshot(root: Path) -> dict[str, JsonValue]:

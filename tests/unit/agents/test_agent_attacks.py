@@ -204,3 +204,21 @@ def test_a_sample_fixture_that_clashes_with_the_specs_is_that_samples_error() ->
     with pytest.raises(UserError, match="sample 's1': fixtures over the spec's: file 'a' is also"):
         task_fixtures({"a/b": "spec"}, sample)
     assert task_fixtures({"a": "spec"}, sample) == {"a": "file"}  # overriding a path is fine
+
+
+def test_a_workspace_nested_deeper_than_pythons_stack_is_removed(tmp_path: Path) -> None:
+    from evalsi.sandbox._workspace import remove_tree
+
+    root = tmp_path / "deep"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # past the recursion limit of os.walk / rmtree on 3.11
+            os.mkdir("a", dir_fd=fd)
+            inner = os.open("a", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    remove_tree(root)
+    assert not root.exists()
