@@ -77,6 +77,7 @@ spec:
   dataset: {{path: tasks.jsonl}}
   evaluators:
     - ref: policy-violations
+    - ref: task-success
 """
 
 
@@ -112,6 +113,11 @@ def test_sandbox_tools_fixtures_checkers_and_the_end_state(tmp_path: Path) -> No
     # the denial is the agent's behaviour: counted by the agent pack
     from evalsi.runs import iter_tasks
 
-    scores = {t["sample_id"]: t["scores"][0]["scores"] for t in iter_tasks(db, result.run_id, 10)}
+    scores = {
+        t["sample_id"]: {k: v for s in t["scores"] for k, v in s["scores"].items()}
+        for t in iter_tasks(db, result.run_id, 10)
+    }
     assert scores["report"]["policy-violations"] == 1
     assert scores["idle"]["policy-violations"] == 0
+    assert scores["report"]["task-success"] is True  # from the checkers' verdicts
+    assert scores["idle"]["task-success"] is False

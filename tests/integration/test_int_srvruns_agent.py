@@ -140,3 +140,68 @@ def test_an_mcp_url_pointing_inward_is_checked_by_the_egress_policy(tmp_path: Pa
     assert e.value.code == Code.INVALID_ARGUMENT
     assert "spec.environment.tools[0].mcp.url" in e.value.message
     state.store.close()
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"harness": {"python": "os:getcwd"}}, "spec.target.agent.harness"),
+        ({"harness": {"grpc": "127.0.0.1:50051"}}, "spec.target.agent.harness"),
+        ({"harness": {"command": {"argv": ["sh", "-c", "id"]}}}, "spec.target.agent.harness"),
+        ({"checkers": [{"python": "os:getcwd"}]}, "spec.environment.checkers[0].python"),
+    ],
+)
+def test_harnesses_and_python_checkers_are_refused(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    doc = _doc("http://127.0.0.1:9/v1", [{"mcp": {"url": "http://127.0.0.1:9/mcp"}}])
+    if "harness" in change:
+        doc["spec"]["target"]["agent"] = {"harness": change["harness"]}
+        del doc["spec"]["environment"]
+    else:
+        doc["spec"]["environment"].update(change)
+    state = _served(tmp_path)
+    with AsgiServer(run_app(state)) as server:
+        client = RunServiceClientSync(server.url)
+        with pytest.raises(ConnectError) as e:
+            client.create_run(pb.CreateRunRequest(run=run_message(doc)))
+        client.close()
+    assert e.value.code == Code.INVALID_ARGUMENT
+    assert field in e.value.message
+    assert "refused by this server" in e.value.message
+    state.store.close()
+
+
+def test_sandbox_tools_fixtures_and_checkers_run_on_the_server(tmp_path: Path) -> None:
+    script = {
+        "tool_calls": {
+            "balance of alice": [
+                {"name": "write_file", "arguments": {"path": "answer.txt", "content": "120"}}
+            ]
+        },
+    }
+    doc = _doc("", [{"sandbox": {"tools": ["write_file", "read_file"]}}])
+    doc["spec"]["environment"].update(
+        {
+            "sandbox": {"minIsolation": "none"},
+            "fixtures": {"files": {"ledger.json": {"alice": 120}}},
+            "checkers": [
+                {"name": "answered", "exitCode": {"command": ["grep", "-q", "120", "answer.txt"]}},
+                {"jsonFile": {"path": "ledger.json", "expect": {"alice": 120}}},
+            ],
+        }
+    )
+    doc["spec"]["evaluators"] = [{"ref": "task-success"}]
+    state = _served(tmp_path)
+    with StubLLM(**script) as stub, AsgiServer(run_app(state)) as server:
+        doc["spec"]["target"]["agent"]["model"]["baseUrl"] = stub.openai_url
+        client = RunServiceClientSync(server.url)
+        run_id = client.create_run(pb.CreateRunRequest(run=run_message(doc))).run.id
+        done = list(client.watch_run(pb.WatchRunRequest(id=run_id)))[-1].run
+        client.close()
+    assert done.status == "done", done.error
+    db = SqlStore.open(tmp_path / "srv.db")
+    [task] = list(iter_tasks(db, run_id, 10))
+    assert task["scores"][0]["scores"]["task-success"] is True
+    db.close()
+    state.store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import itertools
 import os
 import stat
 from collections.abc import Mapping
@@ -29,6 +30,10 @@ SNAPSHOT_FILES = 200
 """Files listed in the end state; more are counted, not listed."""
 INLINE_BYTES = 16 * 1024
 """A file up to this size has its content in the end state (text, or parsed JSON)."""
+SNAPSHOT_SCAN = 100_000
+"""Entries (files and directories) the snapshot looks at; about a second on a local disk."""
+HASH_BYTES = 256 << 20
+"""Bytes the snapshot hashes in all (about half a second); a file past it gets its size only."""
 DETAIL_CHARS = 300
 
 
@@ -43,49 +48,102 @@ def task_fixtures(base: Mapping[str, Any], sample: Record | None) -> dict[str, A
         if problem:
             raise UserError(f"sample {sample.id!r}: fixtures: {problem}")
         files.update(extra["files"])
+        problem = fixture_problem({"files": files})  # the overlay may clash with the spec's
+        if problem:
+            raise UserError(f"sample {sample.id!r}: fixtures over the spec's: {problem}")
     return files
 
 
 async def write_fixtures(sandbox: AsyncSandbox, files: Mapping[str, Any]) -> None:
+    """The task's fixture files into its workspace; one that cannot be written (the workspace
+    is full, a name the filesystem refuses) loses the task to infrastructure, naming it."""
     for path, content in files.items():
         data = content.encode() if isinstance(content, str) else orjson.dumps(content)
-        await sandbox.copy_in(data, path)
+        try:
+            await sandbox.copy_in(data, path)
+        except (OSError, SandboxFileError) as e:
+            raise InfraError("sandbox", f"fixtures: cannot write {path!r}: {e}") from None
 
 
 def snapshot(root: Path) -> dict[str, JsonValue]:
     """The workspace as the agent left it: each file's size and sha256, small ones' content
-    (parsed when ``.json``); symlinks by target, never followed."""
+    (parsed when ``.json``); symlinks by target, never followed.
+
+    The workspace is hostile (a sandboxed program wrote it) and this runs on the host, so it
+    stays bounded however the tree looks: it walks iteratively (a directory 10,000 deep is no
+    RecursionError), stops looking after ``SNAPSHOT_SCAN`` entries, hashes at most
+    ``HASH_BYTES`` in all (a sparse file of terabytes costs nothing to make), opens only regular
+    files and with ``O_NOFOLLOW | O_NONBLOCK`` (a file swapped for a link or a FIFO since it was
+    listed is refused, never followed or waited on), shows names that are not UTF-8 with
+    ``\\x..`` escapes (the record is JSON), and reports what it cannot read instead of failing.
+    """
     files: dict[str, JsonValue] = {}
-    count = 0
-    for directory, dirs, names in os.walk(root, followlinks=False):
-        dirs.sort()
-        for name in sorted(names) + [d for d in dirs if (Path(directory) / d).is_symlink()]:
-            count += 1
-            if count > SNAPSHOT_FILES:
+    count = seen = 0
+    budget = [HASH_BYTES]
+    stack = [""]
+    while stack and seen < SNAPSHOT_SCAN:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(root / rel_dir if rel_dir else root) as it:
+                entries = sorted(itertools.islice(it, SNAPSHOT_SCAN - seen), key=_by_name)
+        except OSError as e:
+            if rel_dir:
+                files[_name(rel_dir)] = {"error": f"cannot list: {e.strerror}"}
+            continue
+        seen += len(entries)
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(rel)
                 continue
-            path = Path(directory) / name
-            rel = path.relative_to(root).as_posix()
-            files[rel] = _describe(path)
+            count += 1
+            if count <= SNAPSHOT_FILES:
+                files[_name(rel)] = _describe(root / rel, budget)
+        stack.extend(reversed(subdirs))
     out: dict[str, JsonValue] = {"files": files}
     if count > SNAPSHOT_FILES:
         out["unlisted_files"] = count - SNAPSHOT_FILES
+    if stack or seen >= SNAPSHOT_SCAN:
+        out["scan_stopped"] = f"after {SNAPSHOT_SCAN} entries"
     return out
 
 
-def _describe(path: Path) -> JsonValue:
-    st = path.lstat()
-    if stat.S_ISLNK(st.st_mode):
-        return {"symlink": os.readlink(path)}
-    if not stat.S_ISREG(st.st_mode):
-        return {"kind": "special"}
-    entry: dict[str, JsonValue] = {"size": st.st_size}
-    digest = hashlib.sha256()
-    head = b""
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 16):
-            if len(head) <= INLINE_BYTES:
-                head += chunk
-            digest.update(chunk)
+def _by_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _name(rel: str) -> str:
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _describe(path: Path, budget: list[int]) -> JsonValue:
+    try:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            return {"symlink": _name(os.readlink(path))}
+        if not stat.S_ISREG(st.st_mode):
+            return {"kind": "special"}
+        entry: dict[str, JsonValue] = {"size": st.st_size}
+        if st.st_size > budget[0]:
+            entry["sha256"] = None  # over what is left of HASH_BYTES: size only
+            return entry
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return {"kind": "special"}
+            digest = hashlib.sha256()
+            head = b""
+            while budget[0] > 0 and (chunk := f.read(min(1 << 16, budget[0]))):
+                budget[0] -= len(chunk)
+                if len(head) <= INLINE_BYTES:
+                    head += chunk
+                digest.update(chunk)
+            if f.read(1):  # grew past the budget since the look
+                entry["sha256"] = None
+                return entry
+    except OSError as e:
+        return {"error": f"cannot read: {e.strerror}"}
     entry["sha256"] = digest.hexdigest()
     if st.st_size <= INLINE_BYTES:
         try:

@@ -58,6 +58,9 @@ RemoteHarness = Callable[[HarnessSpec, str], contextlib.AbstractAsyncContextMana
 """Connects a harness in another process (``grpc`` or ``command``), given the spec and the
 field it came from; supplied by the entry point (the gRPC client lives at the edge, ``wire``)."""
 
+DEFAULT_HARNESS_SECONDS = 1800.0
+"""A harness's ``Run`` without ``maxDuration`` is stopped (``timeout``) after this long."""
+
 MAX_EVENTS = 100_000
 """Events one task's ``run`` may stream; a harness past it has failed (a loop, or hostile)."""
 
@@ -324,7 +327,9 @@ class AgentTarget:
 
     async def _run(self, harness: Harness, session: str) -> tuple[list[Step], Final]:
         steps: list[Step] = []
-        limit = self.agent.max_seconds if self.agent.harness is not None else None
+        limit = None  # the built-in loop keeps its own clock
+        if self.agent.harness is not None:
+            limit = self.agent.max_seconds or DEFAULT_HARNESS_SECONDS
         events = harness.run(session)
         try:
             async with asyncio.timeout(limit):

@@ -113,14 +113,26 @@ def fixture_problem(value: Any) -> str:
     if len(files) > MAX_FIXTURE_FILES:
         return f"at most {MAX_FIXTURE_FILES} files, got {len(files)}"
     for path in files:
+        problem = path_problem(path)
+        if problem:
+            return f"file {path!r}: {problem}"
         parts = path.split("/")
-        if (
-            not path
-            or path.startswith("/")
-            or "\0" in path
-            or any(p in ("", ".", "..") for p in parts)
-        ):
-            return f"file {path!r}: expected a relative path without '.', '..' or empty parts"
+        for i in range(1, len(parts)):  # a file where another needs a directory
+            parent = "/".join(parts[:i])
+            if parent in files:
+                return f"file {parent!r} is also a directory of {path!r}"
+    return ""
+
+
+def path_problem(path: Any) -> str:
+    """What keeps ``path`` from naming a file inside the workspace (``""``: nothing)."""
+    if not isinstance(path, str):
+        return "expected a string path"
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
+        return "expected a relative path without '.', '..' or empty parts"
+    if any(len(p.encode()) > 255 for p in parts):
+        return "a name in the path is over 255 bytes"
     return ""
 
 

@@ -51,6 +51,7 @@ from evalsi.specs._evalrun import (
     ToolDeclarationSpec,
     ToolEntrySpec,
     fixture_problem,
+    path_problem,
 )
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
@@ -571,6 +572,9 @@ class _SpecBuilder:
                 expect=int(x.get("expect", 0)),
             )
         j = c["jsonFile"]
+        problem = path_problem(j["path"])
+        if problem:
+            self.bad((*at, "jsonFile", "path"), f"{problem}, got {show(j['path'])}")
         source = j.get("expectFrom", "")
         if ("expect" in j) == bool(source):
             self.bad((*at, "jsonFile"), "set one of expect (a value) or expectFrom")

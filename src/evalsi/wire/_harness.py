@@ -109,6 +109,7 @@ class RemoteHarness:
 
     async def run(self, session: str) -> AsyncIterator[Step | Final]:
         stream = self._calls["Run"](pb.RunRequest(session=session))
+        finished = False
         try:
             async for event in stream:
                 which = event.WhichOneof("event")
@@ -123,10 +124,12 @@ class RemoteHarness:
                     )
                 else:
                     raise InfraError("harness", f"{self.where}: Run sent an empty event")
+            finished = True
         except grpc.aio.AioRpcError as e:
             raise _infra(self.where, "Run", e) from None
         finally:
-            stream.cancel()
+            if not finished:  # the caller stopped reading early (a Final, a budget)
+                stream.cancel()
 
     async def check(self, session: str) -> CheckResult:
         r = await self._call("Check", pb.CheckRequest(session=session))
