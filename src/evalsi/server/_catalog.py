@@ -104,8 +104,9 @@ def connectors(state: ServerState) -> list[ConnectorInfo]:
             description += " (disabled on this server: allow_python_targets is off)"
         if kind == "agent" and not state.config.allow_python_targets:
             description += (
-                " (function tools and started MCP servers are disabled on this server: "
-                "allow_python_targets is off; MCP servers over HTTP work)"
+                " (function tools, started MCP servers, harnesses and python checkers are "
+                "disabled on this server: allow_python_targets is off; MCP servers over HTTP, "
+                "sandbox tools and exitCode / jsonFile checkers work)"
             )
         out.append(ConnectorInfo(kind, ("target",), description))
     return out
