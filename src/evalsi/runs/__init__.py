@@ -8,6 +8,14 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
+    from evalsi.runs._categories import (
+        DEFAULT_CATEGORY_KEY,
+        CategoryMetrics,
+        category_columns,
+        category_rows,
+        category_title,
+        run_categories,
+    )
     from evalsi.runs._dataset_scope import dataset_scope_of_outputs
     from evalsi.runs._execute import execute_run
     from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
@@ -80,6 +88,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "DEFAULT_CATEGORY_KEY",
     "FAILURE_COLUMNS",
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
@@ -88,6 +97,7 @@ __all__ = [
     "TARGET_KINDS",
     "Aggregator",
     "CalibrationResult",
+    "CategoryMetrics",
     "CompareKind",
     "Comparison",
     "Conclusion",
@@ -112,6 +122,9 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "category_columns",
+    "category_rows",
+    "category_title",
     "compare_runs",
     "dataset_scope_of_outputs",
     "evaluate_gates",
@@ -140,6 +153,7 @@ __all__ = [
     "render_plain",
     "require_sandboxes",
     "rerun_run",
+    "run_categories",
     "run_judges",
     "run_spec_from_dict",
     "runners_for",

@@ -8,7 +8,7 @@ order, joined as they go; a Score run has no stored outputs, so its tasks are it
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import orjson
@@ -50,10 +50,35 @@ def _verdict(result: EvaluationResult) -> dict[str, Any]:
     }
 
 
-def iter_tasks(store: SqlStore, run_id: str, limit: int) -> Iterator[dict[str, Any]]:
-    """Up to ``limit`` tasks of the run, in (sample, trial) order."""
+def iter_tasks(
+    store: SqlStore, run_id: str, limit: int, *, offset: int = 0
+) -> Iterator[dict[str, Any]]:
+    """Up to ``limit`` tasks of the run, in (sample, trial) order, after the first ``offset``
+    (a page of ListRunTasks). Read lazily: the store is read only as far as the page."""
+    tasks = _tasks(store, run_id)
+    try:
+        yield from itertools.islice(tasks, offset, offset + max(limit, 0))
+    finally:
+        tasks.close()  # the store's cursors are let go at once, not when collected
+
+
+def _tasks(store: SqlStore, run_id: str) -> Generator[dict[str, Any]]:
+    stored = store.iter_results(run_id)
+    outputs = store.iter_outputs(run_id)
+    try:
+        yield from _joined(stored, outputs)
+    finally:
+        for stream in (stored, outputs):
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+
+def _joined(
+    stored: Iterator[tuple[int, int, EvaluationResult]], outputs: Iterator[Any]
+) -> Iterator[dict[str, Any]]:
     graded = (
-        ((seq, r.trial), r) for seq, _, r in store.iter_results(run_id) if seq >= 0
+        ((seq, r.trial), r) for seq, _, r in stored if seq >= 0
     )  # dataset-scope results (seq -1) belong to no task
     verdicts = itertools.groupby(graded, key=lambda kr: kr[0])
     pending = next(verdicts, None)
@@ -68,12 +93,9 @@ def iter_tasks(store: SqlStore, run_id: str, limit: int) -> Iterator[dict[str, A
         pending = next(verdicts, None)
         return found
 
-    outputs = store.iter_outputs(run_id)
     first = next(outputs, None)
     if first is None:  # a Score run: its results are its tasks
-        for _ in range(limit):
-            if pending is None:
-                return
+        while pending is not None:
             (seq, trial), group = pending
             results = [r for _, r in group]
             pending = next(verdicts, None)
@@ -84,7 +106,7 @@ def iter_tasks(store: SqlStore, run_id: str, limit: int) -> Iterator[dict[str, A
                 "scores": [_verdict(r) for r in results],
             }
         return
-    for row in itertools.islice(itertools.chain([first], outputs), limit):
+    for row in itertools.chain([first], outputs):
         task: dict[str, Any] = {
             "sample_id": row.record_id,
             "seq": row.seq,
