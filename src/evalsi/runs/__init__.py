@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
-    from evalsi.runs._tasks import iter_tasks
+    from evalsi.runs._tasks import iter_tasks, task_json
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
     from evalsi.runs.compare import (
         CompareKind,
@@ -162,6 +162,7 @@ __all__ = [
     "stored_spec",
     "summaries_from_dicts",
     "summarize_stored",
+    "task_json",
     "uncalibrated_gates",
     "unpinned",
     "weakest",

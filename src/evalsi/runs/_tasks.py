@@ -20,6 +20,28 @@ from evalsi.store import SqlStore
 STEP_TYPES = {"llm_call": "model_call"}
 """A step's ``type`` in the task JSON, where it differs from the core step kind."""
 
+_EXACT_INT_LIMIT = 2**53
+
+
+def task_json(value: Any) -> Any:
+    """A free-form JSON value of a task (an output, a tool's arguments or result, a step's
+    input or output, a structured score) as every surface shows it: object keys sorted and
+    whole floats as integers. A wire ``Value`` keeps neither the order of an object's keys
+    nor 1.0 apart from 1, so the store's view takes the form ListRunTasks can carry, and
+    ``runs show --tasks`` prints the same JSON with or without ``--server``."""
+    if isinstance(value, dict):
+        return {k: task_json(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [task_json(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT_LIMIT:
+        return int(value)
+    return value
+
+
+def _score_json(value: Any) -> Any:
+    # A number, pass/fail or label is typed on the wire: kept as it is.
+    return value if isinstance(value, bool | float | str) else task_json(value)
+
 
 def step_json(step: Step) -> dict[str, Any]:
     """One trajectory step as the task JSON shows it: its ``type``, and for a tool call the
@@ -28,12 +50,16 @@ def step_json(step: Step) -> dict[str, Any]:
     if step.name:
         out["name"] = step.name
     if step.tool_call is not None:
-        out.update(tool=step.tool_call.name, arguments=step.tool_call.arguments, result=step.output)
+        out.update(
+            tool=step.tool_call.name,
+            arguments=task_json(step.tool_call.arguments),
+            result=task_json(step.output),
+        )
     else:
         if step.input is not None:
-            out["input"] = step.input
+            out["input"] = task_json(step.input)
         if step.output is not None:
-            out["output"] = step.output
+            out["output"] = task_json(step.output)
     if step.error:
         out["error"] = step.error
     if step.usage is not None:
@@ -45,7 +71,7 @@ def _verdict(result: EvaluationResult) -> dict[str, Any]:
     return {
         "evaluator": result.evaluator,
         "outcome": Outcome(result.outcome).name.lower(),
-        "scores": {s.name: s.value for s in result.scores},
+        "scores": {s.name: _score_json(s.value) for s in result.scores},
         "reason": result.reason,
     }
 
@@ -112,7 +138,7 @@ def _joined(
             "seq": row.seq,
             "trial": row.trial,
             "status": row.status,
-            "output": None if row.output is None else orjson.loads(row.output),
+            "output": None if row.output is None else task_json(orjson.loads(row.output)),
             "scores": [_verdict(r) for r in verdicts_of((row.seq, row.trial))],
         }
         if row.error:

@@ -2,7 +2,9 @@
 prints) to and from ``RunTask`` messages, for ListRunTasks.
 
 The shape has one home, ``runs._tasks``; this module only carries it. Keys absent from a task
-stay absent across the wire (message presence), so a client prints the same JSON as the store.
+stay absent across the wire (message presence), and free-form values are read back in the
+store view's form (``task_json``: keys sorted, whole numbers as integers), so a client prints
+the same JSON as the store.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import JsonValue, Score, Usage
+from evalsi.runs import task_json
 from evalsi.wire._json import _set_value, value_from_proto
 from evalsi.wire._records import _set_usage, _usage_from_proto
 from evalsi.wire._results import score_from_proto, score_to_proto
@@ -48,12 +51,12 @@ def task_from_proto(message: pb.RunTask) -> dict[str, Any]:
     if message.HasField("status"):
         task["status"] = message.status
     if message.HasField("output"):
-        task["output"] = value_from_proto(message.output)
+        task["output"] = _json(message.output)
     task["scores"] = [
         {
             "evaluator": v.evaluator,
             "outcome": v.outcome,
-            "scores": {s.name: score_from_proto(s).value for s in v.scores},
+            "scores": {s.name: _score_value(s) for s in v.scores},
             "reason": v.reason,
         }
         for v in message.scores
@@ -66,6 +69,15 @@ def task_from_proto(message: pb.RunTask) -> dict[str, Any]:
             "stop_reason": message.trajectory.stop_reason,
         }
     return task
+
+
+def _json(message: Any) -> Any:
+    return task_json(value_from_proto(message))
+
+
+def _score_value(message: Any) -> Any:
+    score = score_from_proto(message)
+    return task_json(score.structured) if score.kind == "structured" else score.value
 
 
 def _score(name: str, value: JsonValue) -> Score:
@@ -100,7 +112,7 @@ def _step_from_proto(message: pb.TaskStep) -> dict[str, Any]:
         step["tool"] = message.tool
     for key in ("arguments", "result", "input", "output"):
         if message.HasField(key):
-            step[key] = value_from_proto(getattr(message, key))
+            step[key] = _json(getattr(message, key))
     if message.error:
         step["error"] = message.error
     if message.HasField("usage"):
