@@ -93,6 +93,9 @@ class FakeRuns:
     async def list_run_results(self, request: Any, ctx: Any, /) -> Any:
         return rs.ListRunResultsResponse()
 
+    async def list_run_tasks(self, request: Any, ctx: Any, /) -> Any:
+        return rs.ListRunTasksResponse()
+
     async def compare_runs(self, request: Any, ctx: Any, /) -> Any:
         return rs.CompareRunsResponse(baseline=request.baseline, candidate=request.candidate)
 

@@ -126,3 +126,26 @@ def print_result(fmt: str, title: str, result: Any, limit: int) -> None:
     """A finished result: the title, metrics, gates and isolation, then its failures."""
     print_summary(fmt, title, result.metrics, result.gates, result.isolation)
     print_failures(fmt, failures_of(result, limit), limit)
+
+
+def add_by_flag(parser: Any, default: str | None) -> None:
+    """``--by KEY``: the metadata key whose values group samples into categories."""
+    parser.add_argument(
+        "--by",
+        default=default,
+        metavar="KEY",
+        help="per-category tables by the samples' metadata.KEY"
+        + (f" (default: {default}; shown when a sample has it)" if default else "")
+        + '; in --format json under "categories"',
+    )
+
+
+def print_categories(fmt: str, categories: Sequence[Any]) -> None:
+    """One table per category after the run's own: n, mean and interval per metric, and
+    pass@k / pass^k with trials."""
+    from evalsi.runs import category_columns, category_rows, category_title
+
+    printer = print_markdown if fmt == "md" else print_table
+    for category in categories:
+        print()
+        printer(category_columns(category), category_rows(category), title=category_title(category))

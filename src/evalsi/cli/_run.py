@@ -9,8 +9,10 @@ from evalsi.cli._eval import add_no_cache_flag, grading_server, progress_line
 from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import (
     FORMATS,
+    add_by_flag,
     add_failures_flag,
     note,
+    print_categories,
     print_json,
     print_result,
     with_failures,
@@ -21,6 +23,8 @@ from evalsi.core import UserError
 
 if TYPE_CHECKING:
     from evalsi.runs import RunResult
+
+DEFAULT_BY = "category"  # evalsi.runs.DEFAULT_CATEGORY_KEY, without importing runs at start
 
 EPILOG = """\
 examples:
@@ -40,7 +44,9 @@ spec.environment's tools; `evalsi runs show RUN --tasks` lists each task's steps
 (docs/guides/agents.md).
 With --server URL (or $EVALSI_SERVER) the spec is checked here, a local dataset file is
 uploaded, and the run executes on that evalsi server (progress from the server on stderr);
---resume RUN_ID resumes a server run; the output is the same.
+--resume RUN_ID resumes a server run; the output is the same (without per-category tables).
+When samples carry metadata.category (or the key --by names), a table per category follows
+the run's: n, mean and interval per metric, and pass@k / pass^k with trials.
 Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad spec or an inconclusive
 gate; 3 the run could not finish (stopped by a budget, interrupted, server unreachable).
 """
@@ -74,6 +80,7 @@ def register(commands: Any) -> None:
     )
     add_no_cache_flag(p)
     add_failures_flag(p)
+    add_by_flag(p, DEFAULT_BY)
     add_server_flag(p)
     p.set_defaults(handler=run)
 
@@ -104,12 +111,17 @@ def run(args: argparse.Namespace) -> int:
     graded = not _execute_only(result)
     if result.plan is None:
         _tell_outcome(result)
+    categories = result.categories(args.by) if graded and result.plan is None else []
+    if args.by != DEFAULT_BY and graded and result.plan is None and not categories:
+        note(f"no sample has metadata.{args.by}: no categories")
     if args.format == "json":
         data = result.to_dict()
         if result.plan is None:
             data["graded"] = graded
             if graded:
                 with_failures(data, result, args.show_failures)
+        if categories:
+            data["categories"] = [c.to_dict() for c in categories]
         print_json(data)
         return result.exit_code
     if result.plan is not None:
@@ -123,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{title} · not graded (evalsi grade --from {result.run_id})\ntasks: {tasks}")
         return result.exit_code
     print_result(args.format, title, result, args.show_failures)
+    print_categories(args.format, categories)
     return result.exit_code
 
 

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._output import FORMATS, note, print_failures, print_json, print_summary, print_table
+from evalsi.cli._output import (
+    FORMATS,
+    add_by_flag,
+    note,
+    print_categories,
+    print_failures,
+    print_json,
+    print_summary,
+    print_table,
+)
 from evalsi.cli._remote import add_server_flag, connect_reader, server_of
 from evalsi.cli._warnings import warning_lines
 from evalsi.core import UserError
+
+MAX_TASKS_PAGE = 1000
+"""The server's largest ListRunTasks page."""
 
 if TYPE_CHECKING:
     from evalsi.core import RunInfo
@@ -47,6 +60,7 @@ def register(commands: Any) -> None:
     show.add_argument(
         "--limit", type=int, default=20, metavar="N", help="with --tasks: at most N (default: 20)"
     )
+    add_by_flag(show, None)
     show.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     add_server_flag(show)
     show.set_defaults(handler=show_run)
@@ -116,17 +130,19 @@ def show_run(args: argparse.Namespace) -> int:
         isolation_from_dicts,
         iter_tasks,
         open_store,
+        run_categories,
         summaries_from_dicts,
     )
 
     server = server_of(args)
     run: RunInfo
     tasks: list[dict[str, Any]] = []
+    categories: list[Any] = []
     if server is not None:
-        if args.tasks:
+        if args.by is not None:
             raise UserError(
-                "--tasks reads a local store: the server's API does not list tasks yet",
-                hint="run `evalsi runs show RUN --tasks` where the store is (--store PATH)",
+                "--by reads a local store: the server's API does not group runs by category",
+                hint="run `evalsi runs show RUN --by KEY` where the store is (--store PATH)",
             )
         with connect_reader(args, server) as client:
             run = client.run_info(args.run_id)
@@ -134,12 +150,31 @@ def show_run(args: argparse.Namespace) -> int:
             if args.failures > 0:  # pages are read only until the failures are found
                 results = (r for page in client.list_run_results(run.id) for r in page)
                 failing = first_failures(results, args.failures)
+            if args.tasks and args.limit > 0:  # pages are read only as far as the limit
+                size = min(args.limit, MAX_TASKS_PAGE)
+                pages = client.list_run_tasks(run.id, page_size=size)
+                try:
+                    found = (t for page in pages for t in page)
+                    tasks = list(itertools.islice(found, args.limit))
+                finally:
+                    close = getattr(pages, "close", None)  # the pages' stream, let go at once
+                    if close is not None:
+                        close()
     else:
         store = open_store(args.store, create=False)
         run = store.get_run(args.run_id)
         failing = failing_records(store, run.id, args.failures)
         if args.tasks:
             tasks = list(iter_tasks(store, run.id, max(args.limit, 0)))
+        if args.by is not None:
+            from evalsi.cli._evaluators import stored_registry
+
+            # Code evaluators (FILE.py:NAME) are loaded again to bind; built-ins need nothing.
+            coded = any(isinstance(e, dict) and "source" in e for e in run.evaluators)
+            registry = stored_registry(run) if coded else None
+            categories = run_categories(store, run.id, args.by, registry=registry)
+            if not categories:
+                note(f"no sample of run {run.id} has metadata.{args.by}: no categories")
     failures = [f.to_dict() for f in failing]
     summary = run.summary or {}
     metrics = summaries_from_dicts(summary.get("metrics", []))
@@ -167,6 +202,7 @@ def show_run(args: argparse.Namespace) -> int:
                 "manifest": run.manifest,
                 "failures": failures,
                 **({"tasks": tasks} if args.tasks else {}),
+                **({"categories": [c.to_dict() for c in categories]} if categories else {}),
             }
         )
         return 0
@@ -192,6 +228,7 @@ def show_run(args: argparse.Namespace) -> int:
     if lines:
         print("\n" + "\n".join(lines))
     print_failures(args.format, failing, args.failures, "--failures")
+    print_categories(args.format, categories)
     if args.tasks:
         print()
         print_table(("sample", "trial", "status", "steps", "stop", "verdicts"), _task_rows(tasks))

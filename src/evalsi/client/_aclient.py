@@ -83,6 +83,7 @@ from evalsi.wire import (
     result_from_proto,
     run_from_proto,
     run_info_from_proto,
+    task_from_proto,
     warning_to_proto,
 )
 
@@ -441,6 +442,20 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
             yield [result_from_proto(r) for r in page.results]
             token = page.next_page_token
             if not token or not page.results:
+                return
+
+    async def list_run_tasks(
+        self, run_id: str, *, page_size: int = 100, project_id: str = ""
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        token = ""
+        while True:
+            request = run_pb.ListRunTasksRequest(
+                id=run_id, page_size=page_size, page_token=token, project_id=project_id
+            )
+            page = await self._call(self._runs.list_run_tasks, request)
+            yield [task_from_proto(t) for t in page.tasks]
+            token = page.next_page_token
+            if not token or not page.tasks:
                 return
 
     async def compare_runs(

@@ -187,6 +187,11 @@ class Client:
     list_run_results = _iterating(
         AsyncClient.list_run_results, """A run's stored results, one page at a time."""
     )
+    list_run_tasks = _iterating(
+        AsyncClient.list_run_tasks,
+        """A run's tasks (sample x trial), one page at a time, as ``evalsi runs show --tasks``
+        lists them: output, each evaluator's verdict and, for an agent, the trajectory.""",
+    )
     compare_runs = _blocking(
         AsyncClient.compare_runs,
         """Paired comparison of two runs on the server, as ``evalsi compare`` (``metrics``

@@ -8,6 +8,14 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
+    from evalsi.runs._categories import (
+        DEFAULT_CATEGORY_KEY,
+        CategoryMetrics,
+        category_columns,
+        category_rows,
+        category_title,
+        run_categories,
+    )
     from evalsi.runs._dataset_scope import dataset_scope_of_outputs
     from evalsi.runs._execute import execute_run
     from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
@@ -49,7 +57,7 @@ if TYPE_CHECKING:
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
-    from evalsi.runs._tasks import iter_tasks
+    from evalsi.runs._tasks import iter_tasks, task_json
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
     from evalsi.runs.compare import (
         CompareKind,
@@ -80,6 +88,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "DEFAULT_CATEGORY_KEY",
     "FAILURE_COLUMNS",
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
@@ -88,6 +97,7 @@ __all__ = [
     "TARGET_KINDS",
     "Aggregator",
     "CalibrationResult",
+    "CategoryMetrics",
     "CompareKind",
     "Comparison",
     "Conclusion",
@@ -112,6 +122,9 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "category_columns",
+    "category_rows",
+    "category_title",
     "compare_runs",
     "dataset_scope_of_outputs",
     "evaluate_gates",
@@ -140,6 +153,7 @@ __all__ = [
     "render_plain",
     "require_sandboxes",
     "rerun_run",
+    "run_categories",
     "run_judges",
     "run_spec_from_dict",
     "runners_for",
@@ -148,6 +162,7 @@ __all__ = [
     "stored_spec",
     "summaries_from_dicts",
     "summarize_stored",
+    "task_json",
     "uncalibrated_gates",
     "unpinned",
     "weakest",

@@ -4,9 +4,14 @@ infra errors, the reason it stopped early, spend) or, for a dry run, the plan.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalsi.runs._result import ScoreResult
+from evalsi.runs._summaries import metric_dicts
+
+if TYPE_CHECKING:
+    from evalsi.evaluators import BoundEvaluator
+    from evalsi.runs._categories import CategoryMetrics
 
 EXIT_CANNOT_JUDGE = 2
 EXIT_INFRA = 3
@@ -35,6 +40,23 @@ class RunResult(ScoreResult):
     """The infra errors by kind, most frequent first: ``{"kind", "count", "example"}``."""
     target_error_causes: list[dict[str, Any]] = field(default_factory=list)
     """The target errors by kind (``http_<status>``, else ``target_error``), likewise."""
+    graded_by: tuple[BoundEvaluator, ...] = field(default=(), repr=False, compare=False)
+    """The evaluators the run was graded with (what ``categories`` summarises)."""
+
+    def categories(self, key: str = "category") -> list[CategoryMetrics]:
+        """The metrics per category of sample (``metadata[key]``), each computed as the run's
+        own (intervals, pass@k / pass^k) from the stored scores; empty when no sample has
+        ``key``, or when the result is not attached to its store (a dry run).
+
+        Example:
+            >>> for c in evalsi.run("run.yaml").categories():  # doctest: +SKIP
+            ...     print(c.value, c.metrics[0].mean)
+        """
+        if self.plan is not None or self.store is None or not self.run_id:
+            return []
+        from evalsi.runs._categories import run_categories
+
+        return run_categories(self.store, self.run_id, key, bound=self.graded_by or None)
 
     @property
     def exit_code(self) -> int:
@@ -59,11 +81,7 @@ class RunResult(ScoreResult):
         out["spend"] = dict(self.spend)
         out["infra_error_causes"] = [dict(c) for c in self.infra_error_causes]
         out["target_error_causes"] = [dict(c) for c in self.target_error_causes]
-        for m in out["metrics"]:
-            extra = self.pass_k_samples.get(f"{m['evaluator']}/{m['metric']}")
-            if extra is not None and "pass_at_k" in m:
-                m["pass_k_samples"] = extra["samples"]
-                m["pass_k_excluded"] = extra["excluded"]
+        out["metrics"] = metric_dicts(self.metrics, self.pass_k_samples)
         return out
 
     def table(self) -> str:

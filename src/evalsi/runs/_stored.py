@@ -11,7 +11,7 @@ have no results; the ``outputs`` table counts them and every metric reports thos
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from evalsi.core import EvaluationResult, MetricSummary, OutputSpec, Record, ResultBatch
@@ -35,6 +35,13 @@ class StoredSummary:
     trials: dict[tuple[str, str], TrialStats]
     isolation: list[IsolationSummary] = dataclasses.field(default_factory=list)
 
+    def pass_k_samples(self) -> dict[str, dict[str, int]]:
+        """Per ``evaluator/metric``: the samples pass@k averages over, and those left out."""
+        return {
+            f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
+            for (ev, metric), t in self.trials.items()
+        }
+
     def without(self, others: Sequence[MetricSummary]) -> list[MetricSummary]:
         """These metrics less those of the evaluators ``others`` summarise (dataset scope:
         the store holds one result for the whole dataset, not one per sample)."""
@@ -49,11 +56,13 @@ def summarize_stored(
     *,
     trials: int,
     task_counts: Mapping[str, int],
+    samples: Container[int] | None = None,
 ) -> StoredSummary:
     """Summaries of ``run_id`` from its stored results.
 
     ``evaluators`` is ``(instance name, default metric name, declared outputs)`` in run order;
-    ``task_counts`` the stored output statuses (``SqlStore.output_counts``).
+    ``task_counts`` the stored output statuses (``SqlStore.output_counts``); ``samples``, when
+    given, the positions (seq) of the samples to summarise (a category's), else every one.
     """
     clustered = trials > 1
     aggregator = Aggregator(
@@ -76,6 +85,8 @@ def summarize_stored(
 
     for seq, index, result in db.iter_results(run_id):
         if seq < 0:  # a dataset-scope result: its evaluator is summarised apart
+            continue
+        if samples is not None and seq not in samples:
             continue
         if seq != current_seq:
             end_sample()

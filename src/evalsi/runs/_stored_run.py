@@ -93,10 +93,7 @@ def conclude_stored_run(
     if unscored is None:
         found.extend(failure_warnings(counts, causes))
         found.extend(judged_nothing(metrics, stored_reasons(db, run_id)))
-    pass_k = {
-        f"{ev}/{metric}": {"samples": t.samples, "excluded": t.excluded}
-        for (ev, metric), t in stored.trials.items()
-    }
+    pass_k = stored.pass_k_samples()
     isolation = [i.to_dict() for i in stored.isolation]
     summary: dict[str, Any] = {
         "metrics": [m.to_dict() for m in metrics],
@@ -147,4 +144,5 @@ def conclude_stored_run(
         warnings=found,
         infra_error_causes=causes.infra,
         target_error_causes=causes.target,
+        graded_by=tuple(bound),
     )

@@ -1,8 +1,9 @@
-"""Reading stored metric summaries (the JSON of ``MetricSummary.to_dict``) back into objects."""
+"""Metric summaries as JSON (``MetricSummary.to_dict``, with a Run's pass@k sample counts) and
+read back into objects."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalsi.core import Interval, MetricSummary
@@ -34,3 +35,19 @@ def summary_from_dict(d: dict[str, Any]) -> MetricSummary:
 
 def summaries_from_dicts(items: Iterable[dict[str, Any]]) -> list[MetricSummary]:
     return [summary_from_dict(d) for d in items]
+
+
+def metric_dicts(
+    metrics: Iterable[MetricSummary], pass_k_samples: Mapping[str, Mapping[str, int]]
+) -> list[dict[str, Any]]:
+    """The metrics as ``--format json`` prints them: with trials, a pass/fail metric's
+    pass@k also says over how many samples (``pass_k_samples``) and how many were left out
+    for lacking a scored trial (``pass_k_excluded``). ``pass_k_samples`` is keyed by
+    ``evaluator/metric``."""
+    out = [m.to_dict() for m in metrics]
+    for m in out:
+        extra = pass_k_samples.get(f"{m['evaluator']}/{m['metric']}")
+        if extra is not None and "pass_at_k" in m:
+            m["pass_k_samples"] = extra["samples"]
+            m["pass_k_excluded"] = extra["excluded"]
+    return out

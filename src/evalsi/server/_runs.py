@@ -23,16 +23,24 @@ from google.protobuf import json_format
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
 from evalsi.datasets import FieldMap, confine, open_dataset
-from evalsi.runs import RunResult, RunSpec, compare_runs, run_spec_from_dict
+from evalsi.runs import RunResult, RunSpec, compare_runs, iter_tasks, run_spec_from_dict
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import Limits, ServerState
 from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
-from evalsi.wire import comparison_to_proto, result_to_proto, run_result_to_proto, run_to_proto
+from evalsi.wire import (
+    comparison_to_proto,
+    result_to_proto,
+    run_result_to_proto,
+    run_to_proto,
+    task_to_proto,
+)
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 1000
 DEFAULT_RESULTS_PAGE = 1000
 MAX_RESULTS_PAGE = 10_000
+DEFAULT_TASKS_PAGE = 100
+MAX_TASKS_PAGE = 1000  # a task carries its output and trajectory: pages stay small
 SPEC_SOURCE = "<request>"
 
 
@@ -108,6 +116,14 @@ class RunHandler:
         offset = _offset(request.page_token)
         ref, project = _ref(request.id), _project(request.project_id)
         return await asyncio.to_thread(self._results_page, ref, project, offset, size)
+
+    async def list_run_tasks(
+        self, request: pb.ListRunTasksRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.ListRunTasksResponse:
+        size = _page_size(request.page_size, DEFAULT_TASKS_PAGE, MAX_TASKS_PAGE)
+        offset = _offset(request.page_token)
+        ref, project = _ref(request.id), _project(request.project_id)
+        return await asyncio.to_thread(self._tasks_page, ref, project, offset, size)
 
     async def compare_runs(
         self, request: pb.CompareRunsRequest, ctx: RequestContext[Any, Any], /
@@ -222,6 +238,19 @@ class RunHandler:
                 out.results.append(result_to_proto(result))
         finally:
             stream.close()  # type: ignore[attr-defined]
+        return out
+
+    def _tasks_page(
+        self, ref: str, project: str, offset: int, size: int
+    ) -> pb.ListRunTasksResponse:
+        store = self.state.store
+        info: RunInfo = store.get_run(ref, project_id=project)
+        out = pb.ListRunTasksResponse()
+        # One task more than the page tells whether another page follows.
+        tasks = list(iter_tasks(store, info.id, size + 1, offset=offset))
+        out.tasks.extend(task_to_proto(t) for t in tasks[:size])
+        if len(tasks) > size:
+            out.next_page_token = str(offset + size)
         return out
 
 

@@ -50,6 +50,7 @@ from evalsi.wire._runs import (
     run_result_to_proto,
     run_to_proto,
 )
+from evalsi.wire._tasks import task_from_proto, task_to_proto
 from evalsi.wire._traces import (
     StoredTrace,
     attr_json,
@@ -146,6 +147,8 @@ __all__ = [
     "struct_to_proto",
     "summary_from_proto",
     "summary_to_proto",
+    "task_from_proto",
+    "task_to_proto",
     "trace_from_proto",
     "trace_summary_from_proto",
     "trace_summary_to_proto",

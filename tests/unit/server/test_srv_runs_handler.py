@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
-from evalsi.core import UserError
-from evalsi.server._runs import MAX_PAGE, MAX_RESULTS_PAGE, RunHandler
+from evalsi.core import NotFoundError, UserError
+from evalsi.server._runs import MAX_PAGE, MAX_RESULTS_PAGE, MAX_TASKS_PAGE, RunHandler
 from evalsi.server._state import Limits
 from tests.support.run_server_main import run_doc, run_message
 from tests.support.server_state import server_state
@@ -96,6 +96,31 @@ def test_list_run_results_names_the_bad_field(
 ) -> None:
     request = pb.ListRunResultsRequest(**fields)
     assert _refused(handler.list_run_results(request, None)).message.startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"id": "latest", "page_token": "-1"}, "page_token: '-1' is not a token this server gave"),
+        (
+            {"id": "latest", "page_size": MAX_TASKS_PAGE + 1},
+            f"page_size: expected 0 (the default, 100) to {MAX_TASKS_PAGE}, got 1001",
+        ),
+        ({"id": "latest", "page_size": -1}, "page_size: expected 0"),
+        ({"id": " "}, "id: a run id is required"),
+        ({"id": "latest", "project_id": "no spaces"}, "project_id: "),
+    ],
+)
+def test_list_run_tasks_names_the_bad_field(
+    handler: RunHandler, fields: dict[str, Any], message: str
+) -> None:
+    request = pb.ListRunTasksRequest(**fields)
+    assert _refused(handler.list_run_tasks(request, None)).message.startswith(message)
+
+
+def test_list_run_tasks_of_no_such_run_is_not_found(handler: RunHandler) -> None:
+    with pytest.raises(NotFoundError, match="nope"):
+        asyncio.run(handler.list_run_tasks(pb.ListRunTasksRequest(id="nope"), None))
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
+from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -77,6 +77,13 @@ class RunService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def list_run_results(self, request: ListRunResultsRequest, ctx: RequestContext[ListRunResultsRequest, ListRunResultsResponse], /) -> ListRunResultsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_run_tasks(self, request: ListRunTasksRequest, ctx: RequestContext[ListRunTasksRequest, ListRunTasksResponse], /) -> ListRunTasksResponse:
+        """
+        The run's tasks (sample x trial) in (sample, trial) order, as `evalsi runs show --tasks`
+        lists them: output, each evaluator's verdict and, for an agent, the trajectory's steps.
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def compare_runs(self, request: CompareRunsRequest, ctx: RequestContext[CompareRunsRequest, CompareRunsResponse], /) -> CompareRunsResponse:
@@ -175,6 +182,17 @@ class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_run_results,
+                ),
+                "/evalsi.v1alpha1.RunService/ListRunTasks": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListRunTasks",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=ListRunTasksRequest,
+                        output=ListRunTasksResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_run_tasks,
                 ),
                 "/evalsi.v1alpha1.RunService/CompareRuns": Endpoint.unary(
                     method=MethodInfo(
@@ -385,6 +403,30 @@ class RunServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_run_tasks(
+        self,
+        request: ListRunTasksRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListRunTasksResponse:
+        """
+        The run's tasks (sample x trial) in (sample, trial) order, as `evalsi runs show --tasks`
+        lists them: output, each evaluator's verdict and, for an agent, the trajectory's steps.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListRunTasks",
+                service_name="evalsi.v1alpha1.RunService",
+                input=ListRunTasksRequest,
+                output=ListRunTasksResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def compare_runs(
         self,
         request: CompareRunsRequest,
@@ -449,6 +491,13 @@ class RunServiceSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def list_run_results(self, request: ListRunResultsRequest, ctx: RequestContext[ListRunResultsRequest, ListRunResultsResponse], /) -> ListRunResultsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_run_tasks(self, request: ListRunTasksRequest, ctx: RequestContext[ListRunTasksRequest, ListRunTasksResponse], /) -> ListRunTasksResponse:
+        """
+        The run's tasks (sample x trial) in (sample, trial) order, as `evalsi runs show --tasks`
+        lists them: output, each evaluator's verdict and, for an agent, the trajectory's steps.
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def compare_runs(self, request: CompareRunsRequest, ctx: RequestContext[CompareRunsRequest, CompareRunsResponse], /) -> CompareRunsResponse:
@@ -545,6 +594,17 @@ class RunServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_run_results,
+                ),
+                "/evalsi.v1alpha1.RunService/ListRunTasks": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListRunTasks",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=ListRunTasksRequest,
+                        output=ListRunTasksResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_run_tasks,
                 ),
                 "/evalsi.v1alpha1.RunService/CompareRuns": EndpointSync.unary(
                     method=MethodInfo(
@@ -749,6 +809,30 @@ class RunServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.RunService",
                 input=ListRunResultsRequest,
                 output=ListRunResultsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_run_tasks(
+        self,
+        request: ListRunTasksRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListRunTasksResponse:
+        """
+        The run's tasks (sample x trial) in (sample, trial) order, as `evalsi runs show --tasks`
+        lists them: output, each evaluator's verdict and, for an agent, the trajectory's steps.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListRunTasks",
+                service_name="evalsi.v1alpha1.RunService",
+                input=ListRunTasksRequest,
+                output=ListRunTasksResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

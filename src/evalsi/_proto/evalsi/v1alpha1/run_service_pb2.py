@@ -22,6 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from evalsi._proto.evalsi.v1alpha1 import record_pb2 as evalsi_dot_v1alpha1_dot_record__pb2
 from evalsi._proto.evalsi.v1alpha1 import run_pb2 as evalsi_dot_v1alpha1_dot_run__pb2
 from evalsi._proto.evalsi.v1alpha1 import score_pb2 as evalsi_dot_v1alpha1_dot_score__pb2
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
@@ -29,7 +30,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evalsi/v1alpha1/run_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x05\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inish_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07records\x18\x07 \x01(\x03\x12/\n\x07metrics\x18\x08 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12*\n\x05gates\x18\t \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\x12\x11\n\texit_code\x18\n \x01(\x05\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12.\n\x08progress\x18\x0c \x01(\x0b\x32\x1c.evalsi.v1alpha1.RunProgress\x12%\n\x04spec\x18\r \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07\x64\x65tails\x18\x0e \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0f\x64\x61taset_version\x18\x0f \x01(\t\x12\x12\n\nproject_id\x18\x10 \x01(\t\x12-\n\x08warnings\x18\x11 \x03(\x0b\x32\x1b.evalsi.v1alpha1.RunWarning\x12\x39\n\x12infra_error_causes\x18\x12 \x03(\x0b\x32\x1d.evalsi.v1alpha1.FailureCause\x12:\n\x13target_error_causes\x18\x13 \x03(\x0b\x32\x1d.evalsi.v1alpha1.FailureCause\"L\n\x0bRunProgress\x12\x12\n\ntasks_done\x18\x01 \x01(\x03\x12\x13\n\x0btasks_total\x18\x02 \x01(\x03\x12\x14\n\x0cinfra_errors\x18\x03 \x01(\x03\"^\n\x10\x43reateRunRequest\x12%\n\x03run\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.EvalRun\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"6\n\x11\x43reateRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"/\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"j\n\x0fListRunsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x12\n\nproject_id\x18\x05 \x01(\t\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"1\n\x0fWatchRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"5\n\x10WatchRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"2\n\x10\x43\x61ncelRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"6\n\x11\x43\x61ncelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"2\n\x10ResumeRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"6\n\x11ResumeRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"^\n\x15ListRunResultsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\"e\n\x16ListRunResultsResponse\x12\x32\n\x07results\x18\x01 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x89\x01\n\x12\x43ompareRunsRequest\x12\x10\n\x08\x62\x61seline\x18\x01 \x01(\t\x12\x11\n\tcandidate\x18\x02 \x01(\t\x12\r\n\x05level\x18\x03 \x01(\x01\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x0f\n\x07metrics\x18\x05 \x03(\t\x12\x12\n\nproject_id\x18\x06 \x01(\tB\x07\n\x05_seed\"\x97\x02\n\x13\x43ompareRunsResponse\x12\x10\n\x08\x62\x61seline\x18\x01 \x01(\t\x12\x11\n\tcandidate\x18\x02 \x01(\t\x12\x32\n\x07metrics\x18\x03 \x03(\x0b\x32!.evalsi.v1alpha1.MetricComparison\x12\x33\n\tunmatched\x18\x04 \x03(\x0b\x32 .evalsi.v1alpha1.UnmatchedMetric\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12\r\n\x05level\x18\x06 \x01(\x01\x12\x0c\n\x04seed\x18\x07 \x01(\x04\x12 \n\x18\x62\x61seline_dataset_version\x18\x08 \x01(\t\x12!\n\x19\x63\x61ndidate_dataset_version\x18\t \x01(\t\"\x91\x04\n\x10MetricComparison\x12\x11\n\tevaluator\x18\x01 \x01(\t\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x10\n\x08n_paired\x18\x04 \x01(\x03\x12\x12\n\nn_baseline\x18\x05 \x01(\x03\x12\x13\n\x0bn_candidate\x18\x06 \x01(\x03\x12\x1a\n\rmean_baseline\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x1b\n\x0emean_candidate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\x05\x64\x65lta\x18\t \x01(\x01H\x02\x88\x01\x01\x12%\n\x02\x63i\x18\n \x01(\x0b\x32\x19.evalsi.v1alpha1.Interval\x12\x14\n\x07p_value\x18\x0b \x01(\x01H\x03\x88\x01\x01\x12\x1c\n\x0fmcnemar_p_value\x18\x0c \x01(\x01H\x04\x88\x01\x01\x12\x0f\n\x07verdict\x18\r \x01(\t\x12\x10\n\x03mde\x18\x0e \x01(\x01H\x05\x88\x01\x01\x12\x1d\n\x10higher_is_better\x18\x0f \x01(\x08H\x06\x88\x01\x01\x12\x0c\n\x04note\x18\x10 \x01(\t\x12-\n\x07mcnemar\x18\x11 \x01(\x0b\x32\x1c.evalsi.v1alpha1.McNemarTestB\x10\n\x0e_mean_baselineB\x11\n\x0f_mean_candidateB\x08\n\x06_deltaB\n\n\x08_p_valueB\x12\n\x10_mcnemar_p_valueB\x06\n\x04_mdeB\x13\n\x11_higher_is_better\"[\n\x0bMcNemarTest\x12\x0b\n\x03\x62\x30\x31\x18\x01 \x01(\x03\x12\x0b\n\x03\x62\x31\x30\x18\x02 \x01(\x03\x12\x11\n\tstatistic\x18\x03 \x01(\x01\x12\x0f\n\x07p_value\x18\x04 \x01(\x01\x12\x0e\n\x06method\x18\x05 \x01(\t\"D\n\x0fUnmatchedMetric\x12\x11\n\tevaluator\x18\x01 \x01(\t\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t2\xbe\x07\n\nRunService\x12m\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\".evalsi.v1alpha1.CreateRunResponse\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1alpha1/runs:\x01*\x12\x66\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x1f.evalsi.v1alpha1.GetRunResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1alpha1/runs/{id}\x12g\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1alpha1/runs\x12t\n\x08WatchRun\x12 .evalsi.v1alpha1.WatchRunRequest\x1a!.evalsi.v1alpha1.WatchRunResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}:watch0\x01\x12y\n\tCancelRun\x12!.evalsi.v1alpha1.CancelRunRequest\x1a\".evalsi.v1alpha1.CancelRunResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:cancel:\x01*\x12y\n\tResumeRun\x12!.evalsi.v1alpha1.ResumeRunRequest\x1a\".evalsi.v1alpha1.ResumeRunResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:resume:\x01*\x12\x86\x01\n\x0eListRunResults\x12&.evalsi.v1alpha1.ListRunResultsRequest\x1a\'.evalsi.v1alpha1.ListRunResultsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/results\x12{\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a$.evalsi.v1alpha1.CompareRunsResponse\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1alpha1/runs:compare:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evalsi/v1alpha1/run_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x05\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inish_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07records\x18\x07 \x01(\x03\x12/\n\x07metrics\x18\x08 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12*\n\x05gates\x18\t \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\x12\x11\n\texit_code\x18\n \x01(\x05\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12.\n\x08progress\x18\x0c \x01(\x0b\x32\x1c.evalsi.v1alpha1.RunProgress\x12%\n\x04spec\x18\r \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07\x64\x65tails\x18\x0e \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0f\x64\x61taset_version\x18\x0f \x01(\t\x12\x12\n\nproject_id\x18\x10 \x01(\t\x12-\n\x08warnings\x18\x11 \x03(\x0b\x32\x1b.evalsi.v1alpha1.RunWarning\x12\x39\n\x12infra_error_causes\x18\x12 \x03(\x0b\x32\x1d.evalsi.v1alpha1.FailureCause\x12:\n\x13target_error_causes\x18\x13 \x03(\x0b\x32\x1d.evalsi.v1alpha1.FailureCause\"L\n\x0bRunProgress\x12\x12\n\ntasks_done\x18\x01 \x01(\x03\x12\x13\n\x0btasks_total\x18\x02 \x01(\x03\x12\x14\n\x0cinfra_errors\x18\x03 \x01(\x03\"^\n\x10\x43reateRunRequest\x12%\n\x03run\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.EvalRun\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"6\n\x11\x43reateRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"/\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"j\n\x0fListRunsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x12\n\nproject_id\x18\x05 \x01(\t\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"1\n\x0fWatchRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"5\n\x10WatchRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"2\n\x10\x43\x61ncelRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"6\n\x11\x43\x61ncelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"2\n\x10ResumeRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"6\n\x11ResumeRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\"^\n\x15ListRunResultsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\"e\n\x16ListRunResultsResponse\x12\x32\n\x07results\x18\x01 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\\\n\x13ListRunTasksRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x12\n\nproject_id\x18\x04 \x01(\t\"X\n\x14ListRunTasksResponse\x12\'\n\x05tasks\x18\x01 \x03(\x0b\x32\x18.evalsi.v1alpha1.RunTask\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x81\x02\n\x07RunTask\x12\x11\n\tsample_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\r\n\x05trial\x18\x03 \x01(\x05\x12\x13\n\x06status\x18\x04 \x01(\tH\x00\x88\x01\x01\x12&\n\x06output\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x06scores\x18\x06 \x03(\x0b\x32\x1c.evalsi.v1alpha1.TaskVerdict\x12\x12\n\x05\x65rror\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x33\n\ntrajectory\x18\x08 \x01(\x0b\x32\x1f.evalsi.v1alpha1.TaskTrajectoryB\t\n\x07_statusB\x08\n\x06_error\"i\n\x0bTaskVerdict\x12\x11\n\tevaluator\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\t\x12&\n\x06scores\x18\x03 \x03(\x0b\x32\x16.evalsi.v1alpha1.Score\x12\x0e\n\x06reason\x18\x04 \x01(\t\"O\n\x0eTaskTrajectory\x12(\n\x05steps\x18\x01 \x03(\x0b\x32\x19.evalsi.v1alpha1.TaskStep\x12\x13\n\x0bstop_reason\x18\x02 \x01(\t\"\x9a\x02\n\x08TaskStep\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\x04tool\x18\x03 \x01(\tH\x00\x88\x01\x01\x12)\n\targuments\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12&\n\x06result\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05input\x18\x06 \x01(\x0b\x32\x16.google.protobuf.Value\x12&\n\x06output\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12%\n\x05usage\x18\t \x01(\x0b\x32\x16.evalsi.v1alpha1.UsageB\x07\n\x05_tool\"\x89\x01\n\x12\x43ompareRunsRequest\x12\x10\n\x08\x62\x61seline\x18\x01 \x01(\t\x12\x11\n\tcandidate\x18\x02 \x01(\t\x12\r\n\x05level\x18\x03 \x01(\x01\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x0f\n\x07metrics\x18\x05 \x03(\t\x12\x12\n\nproject_id\x18\x06 \x01(\tB\x07\n\x05_seed\"\x97\x02\n\x13\x43ompareRunsResponse\x12\x10\n\x08\x62\x61seline\x18\x01 \x01(\t\x12\x11\n\tcandidate\x18\x02 \x01(\t\x12\x32\n\x07metrics\x18\x03 \x03(\x0b\x32!.evalsi.v1alpha1.MetricComparison\x12\x33\n\tunmatched\x18\x04 \x03(\x0b\x32 .evalsi.v1alpha1.UnmatchedMetric\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12\r\n\x05level\x18\x06 \x01(\x01\x12\x0c\n\x04seed\x18\x07 \x01(\x04\x12 \n\x18\x62\x61seline_dataset_version\x18\x08 \x01(\t\x12!\n\x19\x63\x61ndidate_dataset_version\x18\t \x01(\t\"\x91\x04\n\x10MetricComparison\x12\x11\n\tevaluator\x18\x01 \x01(\t\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x10\n\x08n_paired\x18\x04 \x01(\x03\x12\x12\n\nn_baseline\x18\x05 \x01(\x03\x12\x13\n\x0bn_candidate\x18\x06 \x01(\x03\x12\x1a\n\rmean_baseline\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x1b\n\x0emean_candidate\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\x05\x64\x65lta\x18\t \x01(\x01H\x02\x88\x01\x01\x12%\n\x02\x63i\x18\n \x01(\x0b\x32\x19.evalsi.v1alpha1.Interval\x12\x14\n\x07p_value\x18\x0b \x01(\x01H\x03\x88\x01\x01\x12\x1c\n\x0fmcnemar_p_value\x18\x0c \x01(\x01H\x04\x88\x01\x01\x12\x0f\n\x07verdict\x18\r \x01(\t\x12\x10\n\x03mde\x18\x0e \x01(\x01H\x05\x88\x01\x01\x12\x1d\n\x10higher_is_better\x18\x0f \x01(\x08H\x06\x88\x01\x01\x12\x0c\n\x04note\x18\x10 \x01(\t\x12-\n\x07mcnemar\x18\x11 \x01(\x0b\x32\x1c.evalsi.v1alpha1.McNemarTestB\x10\n\x0e_mean_baselineB\x11\n\x0f_mean_candidateB\x08\n\x06_deltaB\n\n\x08_p_valueB\x12\n\x10_mcnemar_p_valueB\x06\n\x04_mdeB\x13\n\x11_higher_is_better\"[\n\x0bMcNemarTest\x12\x0b\n\x03\x62\x30\x31\x18\x01 \x01(\x03\x12\x0b\n\x03\x62\x31\x30\x18\x02 \x01(\x03\x12\x11\n\tstatistic\x18\x03 \x01(\x01\x12\x0f\n\x07p_value\x18\x04 \x01(\x01\x12\x0e\n\x06method\x18\x05 \x01(\t\"D\n\x0fUnmatchedMetric\x12\x11\n\tevaluator\x18\x01 \x01(\t\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t2\xbe\x08\n\nRunService\x12m\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\".evalsi.v1alpha1.CreateRunResponse\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1alpha1/runs:\x01*\x12\x66\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x1f.evalsi.v1alpha1.GetRunResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1alpha1/runs/{id}\x12g\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1alpha1/runs\x12t\n\x08WatchRun\x12 .evalsi.v1alpha1.WatchRunRequest\x1a!.evalsi.v1alpha1.WatchRunResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}:watch0\x01\x12y\n\tCancelRun\x12!.evalsi.v1alpha1.CancelRunRequest\x1a\".evalsi.v1alpha1.CancelRunResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:cancel:\x01*\x12y\n\tResumeRun\x12!.evalsi.v1alpha1.ResumeRunRequest\x1a\".evalsi.v1alpha1.ResumeRunResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:resume:\x01*\x12\x86\x01\n\x0eListRunResults\x12&.evalsi.v1alpha1.ListRunResultsRequest\x1a\'.evalsi.v1alpha1.ListRunResultsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/results\x12~\n\x0cListRunTasks\x12$.evalsi.v1alpha1.ListRunTasksRequest\x1a%.evalsi.v1alpha1.ListRunTasksResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}/tasks\x12{\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a$.evalsi.v1alpha1.CompareRunsResponse\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1alpha1/runs:compare:\x01*b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,50 +51,64 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSERVICE'].methods_by_name['ResumeRun']._serialized_options = b'\202\323\344\223\002\037\"\032/v1alpha1/runs/{id}:resume:\001*'
   _globals['_RUNSERVICE'].methods_by_name['ListRunResults']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['ListRunResults']._serialized_options = b'\202\323\344\223\002\035\022\033/v1alpha1/runs/{id}/results'
+  _globals['_RUNSERVICE'].methods_by_name['ListRunTasks']._loaded_options = None
+  _globals['_RUNSERVICE'].methods_by_name['ListRunTasks']._serialized_options = b'\202\323\344\223\002\033\022\031/v1alpha1/runs/{id}/tasks'
   _globals['_RUNSERVICE'].methods_by_name['CompareRuns']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['CompareRuns']._serialized_options = b'\202\323\344\223\002\033\"\026/v1alpha1/runs:compare:\001*'
-  _globals['_RUN']._serialized_start=204
-  _globals['_RUN']._serialized_end=847
-  _globals['_RUNPROGRESS']._serialized_start=849
-  _globals['_RUNPROGRESS']._serialized_end=925
-  _globals['_CREATERUNREQUEST']._serialized_start=927
-  _globals['_CREATERUNREQUEST']._serialized_end=1021
-  _globals['_CREATERUNRESPONSE']._serialized_start=1023
-  _globals['_CREATERUNRESPONSE']._serialized_end=1077
-  _globals['_GETRUNREQUEST']._serialized_start=1079
-  _globals['_GETRUNREQUEST']._serialized_end=1126
-  _globals['_GETRUNRESPONSE']._serialized_start=1128
-  _globals['_GETRUNRESPONSE']._serialized_end=1179
-  _globals['_LISTRUNSREQUEST']._serialized_start=1181
-  _globals['_LISTRUNSREQUEST']._serialized_end=1287
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1289
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1368
-  _globals['_WATCHRUNREQUEST']._serialized_start=1370
-  _globals['_WATCHRUNREQUEST']._serialized_end=1419
-  _globals['_WATCHRUNRESPONSE']._serialized_start=1421
-  _globals['_WATCHRUNRESPONSE']._serialized_end=1474
-  _globals['_CANCELRUNREQUEST']._serialized_start=1476
-  _globals['_CANCELRUNREQUEST']._serialized_end=1526
-  _globals['_CANCELRUNRESPONSE']._serialized_start=1528
-  _globals['_CANCELRUNRESPONSE']._serialized_end=1582
-  _globals['_RESUMERUNREQUEST']._serialized_start=1584
-  _globals['_RESUMERUNREQUEST']._serialized_end=1634
-  _globals['_RESUMERUNRESPONSE']._serialized_start=1636
-  _globals['_RESUMERUNRESPONSE']._serialized_end=1690
-  _globals['_LISTRUNRESULTSREQUEST']._serialized_start=1692
-  _globals['_LISTRUNRESULTSREQUEST']._serialized_end=1786
-  _globals['_LISTRUNRESULTSRESPONSE']._serialized_start=1788
-  _globals['_LISTRUNRESULTSRESPONSE']._serialized_end=1889
-  _globals['_COMPARERUNSREQUEST']._serialized_start=1892
-  _globals['_COMPARERUNSREQUEST']._serialized_end=2029
-  _globals['_COMPARERUNSRESPONSE']._serialized_start=2032
-  _globals['_COMPARERUNSRESPONSE']._serialized_end=2311
-  _globals['_METRICCOMPARISON']._serialized_start=2314
-  _globals['_METRICCOMPARISON']._serialized_end=2843
-  _globals['_MCNEMARTEST']._serialized_start=2845
-  _globals['_MCNEMARTEST']._serialized_end=2936
-  _globals['_UNMATCHEDMETRIC']._serialized_start=2938
-  _globals['_UNMATCHEDMETRIC']._serialized_end=3006
-  _globals['_RUNSERVICE']._serialized_start=3009
-  _globals['_RUNSERVICE']._serialized_end=3967
+  _globals['_RUN']._serialized_start=234
+  _globals['_RUN']._serialized_end=877
+  _globals['_RUNPROGRESS']._serialized_start=879
+  _globals['_RUNPROGRESS']._serialized_end=955
+  _globals['_CREATERUNREQUEST']._serialized_start=957
+  _globals['_CREATERUNREQUEST']._serialized_end=1051
+  _globals['_CREATERUNRESPONSE']._serialized_start=1053
+  _globals['_CREATERUNRESPONSE']._serialized_end=1107
+  _globals['_GETRUNREQUEST']._serialized_start=1109
+  _globals['_GETRUNREQUEST']._serialized_end=1156
+  _globals['_GETRUNRESPONSE']._serialized_start=1158
+  _globals['_GETRUNRESPONSE']._serialized_end=1209
+  _globals['_LISTRUNSREQUEST']._serialized_start=1211
+  _globals['_LISTRUNSREQUEST']._serialized_end=1317
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1319
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1398
+  _globals['_WATCHRUNREQUEST']._serialized_start=1400
+  _globals['_WATCHRUNREQUEST']._serialized_end=1449
+  _globals['_WATCHRUNRESPONSE']._serialized_start=1451
+  _globals['_WATCHRUNRESPONSE']._serialized_end=1504
+  _globals['_CANCELRUNREQUEST']._serialized_start=1506
+  _globals['_CANCELRUNREQUEST']._serialized_end=1556
+  _globals['_CANCELRUNRESPONSE']._serialized_start=1558
+  _globals['_CANCELRUNRESPONSE']._serialized_end=1612
+  _globals['_RESUMERUNREQUEST']._serialized_start=1614
+  _globals['_RESUMERUNREQUEST']._serialized_end=1664
+  _globals['_RESUMERUNRESPONSE']._serialized_start=1666
+  _globals['_RESUMERUNRESPONSE']._serialized_end=1720
+  _globals['_LISTRUNRESULTSREQUEST']._serialized_start=1722
+  _globals['_LISTRUNRESULTSREQUEST']._serialized_end=1816
+  _globals['_LISTRUNRESULTSRESPONSE']._serialized_start=1818
+  _globals['_LISTRUNRESULTSRESPONSE']._serialized_end=1919
+  _globals['_LISTRUNTASKSREQUEST']._serialized_start=1921
+  _globals['_LISTRUNTASKSREQUEST']._serialized_end=2013
+  _globals['_LISTRUNTASKSRESPONSE']._serialized_start=2015
+  _globals['_LISTRUNTASKSRESPONSE']._serialized_end=2103
+  _globals['_RUNTASK']._serialized_start=2106
+  _globals['_RUNTASK']._serialized_end=2363
+  _globals['_TASKVERDICT']._serialized_start=2365
+  _globals['_TASKVERDICT']._serialized_end=2470
+  _globals['_TASKTRAJECTORY']._serialized_start=2472
+  _globals['_TASKTRAJECTORY']._serialized_end=2551
+  _globals['_TASKSTEP']._serialized_start=2554
+  _globals['_TASKSTEP']._serialized_end=2836
+  _globals['_COMPARERUNSREQUEST']._serialized_start=2839
+  _globals['_COMPARERUNSREQUEST']._serialized_end=2976
+  _globals['_COMPARERUNSRESPONSE']._serialized_start=2979
+  _globals['_COMPARERUNSRESPONSE']._serialized_end=3258
+  _globals['_METRICCOMPARISON']._serialized_start=3261
+  _globals['_METRICCOMPARISON']._serialized_end=3790
+  _globals['_MCNEMARTEST']._serialized_start=3792
+  _globals['_MCNEMARTEST']._serialized_end=3883
+  _globals['_UNMATCHEDMETRIC']._serialized_start=3885
+  _globals['_UNMATCHEDMETRIC']._serialized_end=3953
+  _globals['_RUNSERVICE']._serialized_start=3956
+  _globals['_RUNSERVICE']._serialized_end=5042
 # @@protoc_insertion_point(module_scope)

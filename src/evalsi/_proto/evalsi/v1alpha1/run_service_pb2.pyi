@@ -1,5 +1,6 @@
 import datetime
 
+from evalsi._proto.evalsi.v1alpha1 import record_pb2 as _record_pb2
 from evalsi._proto.evalsi.v1alpha1 import run_pb2 as _run_pb2
 from evalsi._proto.evalsi.v1alpha1 import score_pb2 as _score_pb2
 from google.api import annotations_pb2 as _annotations_pb2
@@ -178,6 +179,88 @@ class ListRunResultsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     next_page_token: str
     def __init__(self, results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListRunTasksRequest(_message.Message):
+    __slots__ = ("id", "page_size", "page_token", "project_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    page_size: int
+    page_token: str
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
+
+class ListRunTasksResponse(_message.Message):
+    __slots__ = ("tasks", "next_page_token")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[RunTask]
+    next_page_token: str
+    def __init__(self, tasks: _Optional[_Iterable[_Union[RunTask, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RunTask(_message.Message):
+    __slots__ = ("sample_id", "seq", "trial", "status", "output", "scores", "error", "trajectory")
+    SAMPLE_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRAJECTORY_FIELD_NUMBER: _ClassVar[int]
+    sample_id: str
+    seq: int
+    trial: int
+    status: str
+    output: _struct_pb2.Value
+    scores: _containers.RepeatedCompositeFieldContainer[TaskVerdict]
+    error: str
+    trajectory: TaskTrajectory
+    def __init__(self, sample_id: _Optional[str] = ..., seq: _Optional[int] = ..., trial: _Optional[int] = ..., status: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., scores: _Optional[_Iterable[_Union[TaskVerdict, _Mapping]]] = ..., error: _Optional[str] = ..., trajectory: _Optional[_Union[TaskTrajectory, _Mapping]] = ...) -> None: ...
+
+class TaskVerdict(_message.Message):
+    __slots__ = ("evaluator", "outcome", "scores", "reason")
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    evaluator: str
+    outcome: str
+    scores: _containers.RepeatedCompositeFieldContainer[_score_pb2.Score]
+    reason: str
+    def __init__(self, evaluator: _Optional[str] = ..., outcome: _Optional[str] = ..., scores: _Optional[_Iterable[_Union[_score_pb2.Score, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TaskTrajectory(_message.Message):
+    __slots__ = ("steps", "stop_reason")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    steps: _containers.RepeatedCompositeFieldContainer[TaskStep]
+    stop_reason: str
+    def __init__(self, steps: _Optional[_Iterable[_Union[TaskStep, _Mapping]]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+
+class TaskStep(_message.Message):
+    __slots__ = ("type", "name", "tool", "arguments", "result", "input", "output", "error", "usage")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    name: str
+    tool: str
+    arguments: _struct_pb2.Value
+    result: _struct_pb2.Value
+    input: _struct_pb2.Value
+    output: _struct_pb2.Value
+    error: str
+    usage: _record_pb2.Usage
+    def __init__(self, type: _Optional[str] = ..., name: _Optional[str] = ..., tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[str] = ..., usage: _Optional[_Union[_record_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class CompareRunsRequest(_message.Message):
     __slots__ = ("baseline", "candidate", "level", "seed", "metrics", "project_id")
