@@ -203,5 +203,20 @@ def test_sandbox_tools_fixtures_and_checkers_run_on_the_server(tmp_path: Path) -
     db = SqlStore.open(tmp_path / "srv.db")
     [task] = list(iter_tasks(db, run_id, 10))
     assert task["scores"][0]["scores"]["task-success"] is True
+    assert task["trajectory"]["checks"] == [
+        {"name": "answered", "passed": True, "detail": "exit 0 (expected 0)"},
+        {
+            "name": "json_file ledger.json",
+            "passed": True,
+            "detail": "ledger.json holds the expected value",
+        },
+    ]
+    assert task["trajectory"]["end_state"]["files"]["answer.txt"]["text"] == "120"
+    # the same through the API
+    from evalsi.client import Client
+
+    with AsgiServer(run_app(state)) as again:
+        remote = [t for page in Client(again.url).list_run_tasks(run_id) for t in page]
+    assert remote[0]["trajectory"] == task["trajectory"]
     db.close()
     state.store.close()

@@ -149,4 +149,8 @@ def _joined(
                 "steps": [step_json(s) for s in trajectory.steps],
                 "stop_reason": trajectory.stop_reason,
             }
+            if trajectory.checks:
+                task["trajectory"]["checks"] = [c.to_value() for c in trajectory.checks]
+            if trajectory.end_state is not None:
+                task["trajectory"]["end_state"] = task_json(trajectory.end_state)
         yield task

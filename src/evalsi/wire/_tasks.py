@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
-from evalsi.core import JsonValue, Score, Usage
+from evalsi.core import Check, JsonValue, Score, Usage
 from evalsi.runs import task_json
 from evalsi.wire._json import _set_value, value_from_proto
 from evalsi.wire._records import _set_usage, _usage_from_proto
@@ -38,6 +38,12 @@ def task_to_proto(task: dict[str, Any]) -> pb.RunTask:
         out.trajectory.stop_reason = trajectory["stop_reason"]
         for step in trajectory["steps"]:
             _set_step(out.trajectory.steps.add(), step)
+        for check in trajectory.get("checks", ()):
+            out.trajectory.checks.add(
+                name=check["name"], passed=check["passed"], detail=check.get("detail", "")
+            )
+        if "end_state" in trajectory:
+            _set_value(out.trajectory.end_state, trajectory["end_state"])
     return out
 
 
@@ -64,10 +70,17 @@ def task_from_proto(message: pb.RunTask) -> dict[str, Any]:
     if message.HasField("error"):
         task["error"] = message.error
     if message.HasField("trajectory"):
+        t = message.trajectory
         task["trajectory"] = {
-            "steps": [_step_from_proto(s) for s in message.trajectory.steps],
-            "stop_reason": message.trajectory.stop_reason,
+            "steps": [_step_from_proto(s) for s in t.steps],
+            "stop_reason": t.stop_reason,
         }
+        if t.checks:
+            task["trajectory"]["checks"] = [
+                Check(c.name, c.passed, c.detail).to_value() for c in t.checks
+            ]
+        if t.HasField("end_state"):
+            task["trajectory"]["end_state"] = _json(t.end_state)
     return task
 
 

@@ -233,12 +233,16 @@ class TaskVerdict(_message.Message):
     def __init__(self, evaluator: _Optional[str] = ..., outcome: _Optional[str] = ..., scores: _Optional[_Iterable[_Union[_score_pb2.Score, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TaskTrajectory(_message.Message):
-    __slots__ = ("steps", "stop_reason")
+    __slots__ = ("steps", "stop_reason", "checks", "end_state")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    END_STATE_FIELD_NUMBER: _ClassVar[int]
     steps: _containers.RepeatedCompositeFieldContainer[TaskStep]
     stop_reason: str
-    def __init__(self, steps: _Optional[_Iterable[_Union[TaskStep, _Mapping]]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+    checks: _containers.RepeatedCompositeFieldContainer[_record_pb2.Check]
+    end_state: _struct_pb2.Value
+    def __init__(self, steps: _Optional[_Iterable[_Union[TaskStep, _Mapping]]] = ..., stop_reason: _Optional[str] = ..., checks: _Optional[_Iterable[_Union[_record_pb2.Check, _Mapping]]] = ..., end_state: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class TaskStep(_message.Message):
     __slots__ = ("type", "name", "tool", "arguments", "result", "input", "output", "error", "usage")
