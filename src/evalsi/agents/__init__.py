@@ -16,7 +16,7 @@ from evalsi.agents._harness import (
     TaskSetup,
 )
 from evalsi.agents._loop import Budgets, ToolLoop
-from evalsi.agents._mcp import McpServer, McpTool
+from evalsi.agents._mcp import McpServer, McpTool, resolve_program
 from evalsi.agents._policy import Decision, ToolPolicy
 from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._scripted import ScriptedModel
@@ -65,6 +65,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "contains",
+    "resolve_program",
     "sandbox_tools",
     "schema_of",
     "snapshot",

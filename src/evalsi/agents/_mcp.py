@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
     from mcp import Client
 
 _PAGE_LIMIT = 100  # pages of tools/list read before giving up (a server that never stops)
+
+
+def resolve_program(name: str) -> str:
+    """The program a spec's command names: ``python`` or ``python3`` is evalsi's own
+    interpreter, so a tool server or harness written in Python sees the packages evalsi does
+    (whatever ``python`` the PATH would find); anything else is looked up on PATH as usual."""
+    return sys.executable if name in ("python", "python3") else name
 
 
 class McpServer:
@@ -86,7 +94,9 @@ class McpServer:
                 "w+", encoding="utf-8", errors="replace"
             )
             params = StdioServerParameters(
-                command=self.command[0], args=self.command[1:], env=self.env or None
+                command=resolve_program(self.command[0]),
+                args=self.command[1:],
+                env=self.env or None,
             )
             target = stdio_client(params, errlog=self._stderr)
         client = Client(target, read_timeout_seconds=self.timeout_s)

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -25,7 +24,15 @@ import grpc  # type: ignore[import-untyped]
 import grpc.aio  # type: ignore[import-untyped]
 
 from evalsi._proto.evalsi.harness.v1alpha1 import harness_pb2 as pb
-from evalsi.agents import CheckResult, Final, Harness, HarnessInfo, TaskSetup, ToolSpec
+from evalsi.agents import (
+    CheckResult,
+    Final,
+    Harness,
+    HarnessInfo,
+    TaskSetup,
+    ToolSpec,
+    resolve_program,
+)
 from evalsi.connectors import InfraError
 from evalsi.core import Check, Step, UserError
 from evalsi.specs import HarnessSpec
@@ -197,9 +204,7 @@ async def _start(spec: HarnessSpec, socket: str, where: str) -> asyncio.subproce
     env = {k: v for k in _PASSED_ENV if (v := os.environ.get(k)) is not None}
     env.update(spec.env)
     env[SOCKET_ENV] = socket
-    argv = list(spec.argv)
-    if argv[0] in ("python", "python3"):  # evalsi's own interpreter: the same packages
-        argv[0] = sys.executable
+    argv = [resolve_program(spec.argv[0]), *spec.argv[1:]]
     try:
         return await asyncio.create_subprocess_exec(
             *argv,
