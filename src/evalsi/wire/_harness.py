@@ -78,14 +78,14 @@ class RemoteHarness:
             for name, (request, response) in _METHODS.items()
         }
 
-    async def _call(self, name: str, request: Any) -> Any:
+    async def _call(self, name: str, request: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
         try:
-            return await self._calls[name](request, timeout=CALL_TIMEOUT_S)
+            return await self._calls[name](request, timeout=timeout)
         except grpc.aio.AioRpcError as e:
             raise _infra(self.where, name, e) from None
 
-    async def describe(self) -> HarnessInfo:
-        r = await self._call("Describe", pb.DescribeRequest())
+    async def describe(self, timeout: float = CALL_TIMEOUT_S) -> HarnessInfo:
+        r = await self._call("Describe", pb.DescribeRequest(), timeout)
         tools = tuple(
             ToolSpec(
                 t.name,
@@ -173,31 +173,49 @@ async def connect_harness(spec: HarnessSpec, where: str) -> AsyncIterator[Harnes
             process = await _start(spec, socket, where)
             stack.push_async_callback(_stop, process)
             timeout = spec.start_timeout_s
-        channel = grpc.aio.insecure_channel(address, options=_OPTIONS)
-        stack.push_async_callback(channel.close)
-        ready = asyncio.ensure_future(channel.channel_ready())
-        waits: list[asyncio.Future[Any]] = [ready]
-        if not spec.grpc:
-            waits.append(asyncio.ensure_future(process.wait()))
-        done, pending = await asyncio.wait(
-            waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        for p in pending:
-            p.cancel()
-        if ready not in done:
+        # Listening is checked with a plain connection, not the channel's readiness: a
+        # channel_ready() cancelled on timeout can leave close() waiting forever.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not await _listening(address):
             if not spec.grpc and process.returncode is not None:
                 tail = await _stderr_tail(process)
                 raise UserError(
                     f"{where}: the harness process exited ({process.returncode}) before serving"
                     + (f": {tail}" if tail else "")
                 )
-            raise UserError(f"{where}: no harness answered at {address} within {timeout:g}s")
+            if loop.time() >= deadline:
+                raise UserError(f"{where}: no harness answered at {address} within {timeout:g}s")
+            await asyncio.sleep(0.05)
+        channel = grpc.aio.insecure_channel(address, options=_OPTIONS)
+        stack.push_async_callback(_close, channel)
         harness = RemoteHarness(channel, where)
         try:
-            await harness.describe()
+            await harness.describe(timeout=max(deadline - loop.time(), 5.0))
         except InfraError as e:
             raise UserError(f"{where}: Describe failed ({e.message})") from None
         yield harness
+
+
+async def _listening(address: str) -> bool:
+    """Whether something accepts connections at a ``unix:PATH`` or ``HOST:PORT`` address."""
+    try:
+        if address.startswith("unix:"):
+            _, writer = await asyncio.open_unix_connection(address.removeprefix("unix:"))
+        else:
+            host, _, port = address.rpartition(":")
+            _, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+    except (OSError, ValueError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def _close(channel: grpc.aio.Channel) -> None:
+    with contextlib.suppress(TimeoutError):  # never let a stuck channel hold the run open
+        await asyncio.wait_for(channel.close(), 5.0)
 
 
 async def _start(spec: HarnessSpec, socket: str, where: str) -> asyncio.subprocess.Process:
