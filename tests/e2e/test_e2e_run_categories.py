@@ -10,8 +10,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import check_user_error
-
 # Sample i answers right on its first RIGHT[i] calls (of 3 trials), wrong after.
 TARGET = """\
 from collections import Counter
@@ -133,10 +131,3 @@ def test_no_sample_with_the_key_prints_nothing(cli, write_jsonl, json_out, tmp_p
     assert "categories" not in data
     out = cli("run", "-f", "run.yaml", "-q", "--by", "topic", env=env)
     assert "no sample has metadata.topic" in out.stderr
-
-
-def test_runs_show_by_is_refused_with_a_server(cli, write_jsonl, tmp_path):
-    check_user_error(
-        cli("runs", "show", "latest", "--by", "category", "--server", "http://127.0.0.1:9"),
-        "--by reads a local store",
-    )

@@ -65,7 +65,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     data = tmp / "qa.jsonl"
     data.write_bytes(
         b"".join(
-            orjson.dumps({"id": f"s{i}", "input": f"q{i}", "reference": f"a{i}"}) + b"\n"
+            orjson.dumps(
+                {
+                    "id": f"s{i}",
+                    "input": f"q{i}",
+                    "reference": f"a{i}",
+                    "metadata": {"category": "abc"[i % 3]},
+                }
+            )
+            + b"\n"
             for i in range(SAMPLES)
         )
     )
@@ -203,3 +211,30 @@ def test_a_bad_page_is_400_naming_the_field(
     status, body = _rest(f"{url}/v1alpha1/runs/{run_id}/tasks?{query}")
     assert (status, body["code"]) == (400, "invalid_argument")
     assert field in body["message"]
+
+
+def test_categories_over_the_api_are_the_embedded_ones(
+    served: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GetRunCategories (REST, the client, `runs show --by --server`) gives what the store
+    gives locally: the same metrics, intervals and pass^k per category."""
+    url, run_id, store = served
+    args = ["runs", "show", run_id, "--by", "category", "--format", "json"]
+    assert cli_main([*args, "--store", str(store)]) == 0
+    embedded = json.loads(capsys.readouterr().out)["categories"]
+    assert cli_main([*args, "--server", url]) == 0
+    remote = json.loads(capsys.readouterr().out)["categories"]
+    assert [c["value"] for c in embedded] == ["a", "b", "c"]
+    assert remote == embedded
+    em = next(m for m in embedded[0]["metrics"] if m["evaluator"] == "exact-match")
+    assert set(em["pass_hat_k"]) == {"1", "2"}
+    with evalsi.Client(url) as client:
+        listed = client.run_categories(run_id)
+    assert [c.to_dict() for c in listed] == embedded
+    status, body = _rest(f"{url}/v1alpha1/runs/{run_id}/categories?key=category")
+    assert status == 200, body
+    assert [c["value"] for c in body["categories"]] == ["a", "b", "c"]
+    status, body = _rest(f"{url}/v1alpha1/runs/{run_id}/categories?key=topic")
+    assert (status, body.get("categories", [])) == (200, [])  # no sample has it: nothing
+    status, body = _rest(f"{url}/v1alpha1/runs/nope/categories")
+    assert (status, body["code"]) == (404, "not_found")

@@ -44,7 +44,7 @@ spec.environment's tools; `evalsi runs show RUN --tasks` lists each task's steps
 (docs/guides/agents.md).
 With --server URL (or $EVALSI_SERVER) the spec is checked here, a local dataset file is
 uploaded, and the run executes on that evalsi server (progress from the server on stderr);
---resume RUN_ID resumes a server run; the output is the same (without per-category tables).
+--resume RUN_ID resumes a server run; the output is the same.
 When samples carry metadata.category (or the key --by names), a table per category follows
 the run's: n, mean and interval per metric, and pass@k / pass^k with trials.
 Exit codes: 0 done and every gate passed; 1 a gate failed; 2 bad spec or an inconclusive
@@ -111,7 +111,13 @@ def run(args: argparse.Namespace) -> int:
     graded = not _execute_only(result)
     if result.plan is None:
         _tell_outcome(result)
-    categories = result.categories(args.by) if graded and result.plan is None else []
+    categories: list[Any] = []
+    if graded and result.plan is None:
+        if server is not None:
+            with connect(server) as client:
+                categories = client.run_categories(result.run_id, args.by)
+        else:
+            categories = result.categories(args.by)
     if args.by != DEFAULT_BY and graded and result.plan is None and not categories:
         note(f"no sample has metadata.{args.by}: no categories")
     if args.format == "json":

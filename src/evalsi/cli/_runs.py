@@ -139,13 +139,12 @@ def show_run(args: argparse.Namespace) -> int:
     tasks: list[dict[str, Any]] = []
     categories: list[Any] = []
     if server is not None:
-        if args.by is not None:
-            raise UserError(
-                "--by reads a local store: the server's API does not group runs by category",
-                hint="run `evalsi runs show RUN --by KEY` where the store is (--store PATH)",
-            )
         with connect_reader(args, server) as client:
             run = client.run_info(args.run_id)
+            if args.by is not None:
+                categories = client.run_categories(run.id, args.by)
+                if not categories:
+                    note(f"no sample of run {run.id} has metadata.{args.by}: no categories")
             failing = []
             if args.failures > 0:  # pages are read only until the failures are found
                 results = (r for page in client.list_run_results(run.id) for r in page)

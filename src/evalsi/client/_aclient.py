@@ -66,12 +66,13 @@ from evalsi.client._specs import (
 from evalsi.client._traces import AsyncTraceMixin
 from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, RunInfo
 from evalsi.datasets import FieldMap, open_dataset
-from evalsi.runs import Comparison, RunSpec
+from evalsi.runs import CategoryMetrics, Comparison, RunSpec
 from evalsi.wire import (
     ConnectorInfo,
     DatasetInfo,
     DatasetPage,
     PackInfo,
+    category_from_proto,
     comparison_from_proto,
     connector_from_proto,
     dataset_from_proto,
@@ -457,6 +458,15 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
             token = page.next_page_token
             if not token or not page.tasks:
                 return
+
+    async def run_categories(
+        self, run_id: str, key: str = "category", *, project_id: str = ""
+    ) -> list[CategoryMetrics]:
+        """A Run's metrics per category of sample (``metadata[key]``), as ``evalsi run``
+        prints them; empty when no sample has ``key``."""
+        request = run_pb.GetRunCategoriesRequest(id=run_id, key=key, project_id=project_id)
+        response = await self._call(self._runs.get_run_categories, request)
+        return [category_from_proto(c) for c in response.categories]
 
     async def compare_runs(
         self,

@@ -192,6 +192,7 @@ class Client:
         """A run's tasks (sample x trial), one page at a time, as ``evalsi runs show --tasks``
         lists them: output, each evaluator's verdict and, for an agent, the trajectory.""",
     )
+    run_categories = _blocking(AsyncClient.run_categories)
     compare_runs = _blocking(
         AsyncClient.compare_runs,
         """Paired comparison of two runs on the server, as ``evalsi compare`` (``metrics``

@@ -23,11 +23,20 @@ from google.protobuf import json_format
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
 from evalsi.datasets import FieldMap, confine, open_dataset
-from evalsi.runs import RunResult, RunSpec, compare_runs, iter_tasks, run_spec_from_dict
+from evalsi.runs import (
+    DEFAULT_CATEGORY_KEY,
+    RunResult,
+    RunSpec,
+    compare_runs,
+    iter_tasks,
+    run_categories,
+    run_spec_from_dict,
+)
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import Limits, ServerState
 from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
 from evalsi.wire import (
+    category_to_proto,
     comparison_to_proto,
     result_to_proto,
     run_result_to_proto,
@@ -124,6 +133,20 @@ class RunHandler:
         offset = _offset(request.page_token)
         ref, project = _ref(request.id), _project(request.project_id)
         return await asyncio.to_thread(self._tasks_page, ref, project, offset, size)
+
+    async def get_run_categories(
+        self, request: pb.GetRunCategoriesRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.GetRunCategoriesResponse:
+        ref, project = _ref(request.id), _project(request.project_id)
+        key = request.key or DEFAULT_CATEGORY_KEY
+        _no_nul(key, "key")
+        return await asyncio.to_thread(self._categories, ref, project, key)
+
+    def _categories(self, ref: str, project: str, key: str) -> pb.GetRunCategoriesResponse:
+        store = self.state.store
+        info: RunInfo = store.get_run(ref, project_id=project)
+        found = run_categories(store, info.id, key, registry=self.state.registry)
+        return pb.GetRunCategoriesResponse(categories=[category_to_proto(c) for c in found])
 
     async def compare_runs(
         self, request: pb.CompareRunsRequest, ctx: RequestContext[Any, Any], /

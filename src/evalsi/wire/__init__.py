@@ -43,6 +43,8 @@ from evalsi.wire._results import (
 )
 from evalsi.wire._runs import (
     Progress,
+    category_from_proto,
+    category_to_proto,
     gate_from_proto,
     gate_to_proto,
     run_from_proto,
@@ -107,6 +109,8 @@ __all__ = [
     "RemoteHarness",
     "StoredTrace",
     "attr_json",
+    "category_from_proto",
+    "category_to_proto",
     "cause_from_proto",
     "cause_to_proto",
     "comparison_from_proto",

@@ -16,7 +16,13 @@ from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2, score_pb2
 from evalsi.core import MetricSummary, RunInfo
-from evalsi.runs import RunResult, gates_exit_code, isolation_from_dicts, summaries_from_dicts
+from evalsi.runs import (
+    CategoryMetrics,
+    RunResult,
+    gates_exit_code,
+    isolation_from_dicts,
+    summaries_from_dicts,
+)
 from evalsi.wire._json import (
     _EXACT_INT_LIMIT,
     _opt_seconds,
@@ -295,3 +301,22 @@ def _dataset_source(spec: dict[str, Any]) -> str:
     if isinstance(inner, dict) and isinstance(inner.get("dataset"), dict):
         return str(inner["dataset"].get("path", "?"))
     return str(spec.get("data", "?"))
+
+
+def category_to_proto(category: CategoryMetrics) -> run_service_pb2.RunCategory:
+    out = run_service_pb2.RunCategory(key=category.key, value=category.value)
+    out.metrics.extend(summary_to_proto(m) for m in category.metrics)
+    _set_struct(out.pass_k_samples, _jsonable(category.pass_k_samples))
+    return out
+
+
+def category_from_proto(message: run_service_pb2.RunCategory) -> CategoryMetrics:
+    return CategoryMetrics(
+        key=str(message.key),
+        value=str(message.value),
+        metrics=[summary_from_proto(m) for m in message.metrics],
+        pass_k_samples={
+            str(k): {str(a): _int(b) for a, b in _dict(v).items()}
+            for k, v in struct_from_proto(message.pass_k_samples).items()
+        },
+    )

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
+from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, GetRunCategoriesRequest, GetRunCategoriesResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -83,6 +83,13 @@ class RunService(Protocol):
         """
         The run's tasks (sample x trial) in (sample, trial) order, as `evalsi runs show --tasks`
         lists them: output, each evaluator's verdict and, for an agent, the trajectory's steps.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_run_categories(self, request: GetRunCategoriesRequest, ctx: RequestContext[GetRunCategoriesRequest, GetRunCategoriesResponse], /) -> GetRunCategoriesResponse:
+        """
+        A Run's metrics per category of sample (the samples' metadata[key]), with intervals and
+        pass@k / pass^k, as `evalsi run` prints them after its overall table.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -193,6 +200,17 @@ class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_run_tasks,
+                ),
+                "/evalsi.v1alpha1.RunService/GetRunCategories": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetRunCategories",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=GetRunCategoriesRequest,
+                        output=GetRunCategoriesResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_run_categories,
                 ),
                 "/evalsi.v1alpha1.RunService/CompareRuns": Endpoint.unary(
                     method=MethodInfo(
@@ -427,6 +445,30 @@ class RunServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def get_run_categories(
+        self,
+        request: GetRunCategoriesRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetRunCategoriesResponse:
+        """
+        A Run's metrics per category of sample (the samples' metadata[key]), with intervals and
+        pass@k / pass^k, as `evalsi run` prints them after its overall table.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetRunCategories",
+                service_name="evalsi.v1alpha1.RunService",
+                input=GetRunCategoriesRequest,
+                output=GetRunCategoriesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def compare_runs(
         self,
         request: CompareRunsRequest,
@@ -497,6 +539,13 @@ class RunServiceSync(Protocol):
         """
         The run's tasks (sample x trial) in (sample, trial) order, as `evalsi runs show --tasks`
         lists them: output, each evaluator's verdict and, for an agent, the trajectory's steps.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_run_categories(self, request: GetRunCategoriesRequest, ctx: RequestContext[GetRunCategoriesRequest, GetRunCategoriesResponse], /) -> GetRunCategoriesResponse:
+        """
+        A Run's metrics per category of sample (the samples' metadata[key]), with intervals and
+        pass@k / pass^k, as `evalsi run` prints them after its overall table.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -605,6 +654,17 @@ class RunServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_run_tasks,
+                ),
+                "/evalsi.v1alpha1.RunService/GetRunCategories": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetRunCategories",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=GetRunCategoriesRequest,
+                        output=GetRunCategoriesResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_run_categories,
                 ),
                 "/evalsi.v1alpha1.RunService/CompareRuns": EndpointSync.unary(
                     method=MethodInfo(
@@ -833,6 +893,30 @@ class RunServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.RunService",
                 input=ListRunTasksRequest,
                 output=ListRunTasksResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_run_categories(
+        self,
+        request: GetRunCategoriesRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetRunCategoriesResponse:
+        """
+        A Run's metrics per category of sample (the samples' metadata[key]), with intervals and
+        pass@k / pass^k, as `evalsi run` prints them after its overall table.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetRunCategories",
+                service_name="evalsi.v1alpha1.RunService",
+                input=GetRunCategoriesRequest,
+                output=GetRunCategoriesResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -192,6 +192,34 @@ class ListRunTasksRequest(_message.Message):
     project_id: str
     def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
+class GetRunCategoriesRequest(_message.Message):
+    __slots__ = ("id", "key", "project_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    key: str
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., key: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
+
+class GetRunCategoriesResponse(_message.Message):
+    __slots__ = ("categories",)
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    categories: _containers.RepeatedCompositeFieldContainer[RunCategory]
+    def __init__(self, categories: _Optional[_Iterable[_Union[RunCategory, _Mapping]]] = ...) -> None: ...
+
+class RunCategory(_message.Message):
+    __slots__ = ("key", "value", "metrics", "pass_k_samples")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    PASS_K_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    metrics: _containers.RepeatedCompositeFieldContainer[_score_pb2.MetricSummary]
+    pass_k_samples: _struct_pb2.Struct
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., pass_k_samples: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class ListRunTasksResponse(_message.Message):
     __slots__ = ("tasks", "next_page_token")
     TASKS_FIELD_NUMBER: _ClassVar[int]
