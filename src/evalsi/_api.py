@@ -156,9 +156,14 @@ async def run_async(
         infra errors, spend, and the stop reason when a budget stopped it.
     """
     from evalsi.runs import execute_run, load_run_spec
-    from evalsi.wire import remote_harness
 
     loaded = spec if isinstance(spec, RunSpec) else load_run_spec(os.fspath(spec))
+    remote: Any = None
+    agent = loaded.target.agent
+    if agent is not None and agent.harness is not None and not agent.harness.python:
+        from evalsi.wire import remote_harness  # the wire loads only for a harness process
+
+        remote = remote_harness
     exporter: Any = None
     if loaded.telemetry is not None:  # the OTel SDK loads only for a run that exports
         from evalsi.sinks import OtlpSpanExporter
@@ -172,7 +177,7 @@ async def run_async(
         progress=progress,
         registry=_registry(registry),
         execute_only=execute_only,
-        remote_harness=remote_harness,
+        remote_harness=remote,
         span_exporter=exporter,
     )
 

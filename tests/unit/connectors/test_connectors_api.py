@@ -52,6 +52,7 @@ def test_public_surface_is_pinned() -> None:
         "Target",
         "TargetError",
         "TargetOutput",
+        "TaskInfo",
         "TokenBucket",
         "close_shared_session",
         "default_resilience",
