@@ -96,6 +96,9 @@ class FakeRuns:
     async def list_run_tasks(self, request: Any, ctx: Any, /) -> Any:
         return rs.ListRunTasksResponse()
 
+    async def get_run_categories(self, request: Any, ctx: Any, /) -> Any:
+        return rs.GetRunCategoriesResponse()
+
     async def compare_runs(self, request: Any, ctx: Any, /) -> Any:
         return rs.CompareRunsResponse(baseline=request.baseline, candidate=request.candidate)
 
