@@ -33,6 +33,9 @@ ROOT = HERE.parent
 EXAMPLE = ROOT / "examples" / "agent" / "harness"
 OUT = HERE / "out"
 
+sys.path.insert(0, str(HERE))
+from agent_harness import spread  # noqa: E402 - one summary of rounds for the agent benches
+
 
 def write_spec(work: Path, tasks: int, harness: str) -> Path:
     rows = [
@@ -101,10 +104,6 @@ def whole_process(spec: Path, work: Path) -> float:
         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(EXAMPLE)},
     )
     return time.perf_counter() - started
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def main() -> None:
