@@ -80,6 +80,12 @@ SCHEMAS = (
         root="evalsi.v1alpha1.OnlineEvalPolicy",
         kind="OnlineEvalPolicy",
     ),
+    SpecSchema(
+        filename="systemdeclaration.schema.json",
+        proto="evalsi/v1alpha1/evidence.proto",
+        root="evalsi.v1alpha1.SystemDeclarationFile",
+        kind="SystemDeclaration",
+    ),
 )
 
 _INT32 = 2**31

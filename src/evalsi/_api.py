@@ -12,6 +12,7 @@ from evalsi.runs import RunSpec
 
 if TYPE_CHECKING:  # annotations only: calibration and the store load when they are used
     from evalsi.datasets import FieldMap
+    from evalsi.specs import Declaration
     from evalsi.evaluators import Registry
     from evalsi.runs import (
         CalibrationResult,
@@ -44,6 +45,7 @@ async def evaluate_async(
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
     judges: Mapping[str, Any] | None = None,
+    declaration: Declaration | str | os.PathLike[str] | None = None,
 ) -> ScoreResult:
     """Grade records that already hold outputs (the Score way in).
 
@@ -78,6 +80,9 @@ async def evaluate_async(
             "model": "qwen2.5-7b", "params": {"temperature": 0}, "secretRef": "env:KEY"}}``.
             There is no default judge: an evaluator naming a judge that is not here is an
             error before any record is read. Answers are cached in the store.
+        declaration: the system under test as its owner declares it (a ``SystemDeclaration``
+            file or a ``specs.Declaration``): the run registers a test plan a gate can judge
+            (``evalsi gate --bundle``; docs/guides/evidence.md). Thresholds come from it.
 
     Returns:
         A ``ScoreResult`` with ``run_id``, ``metrics``, ``gates``, ``results``, ``table()``
@@ -113,7 +118,16 @@ async def evaluate_async(
         min_completion_rate=min_completion_rate,
         max_evaluator_error_rate=max_evaluator_error_rate,
         judges=judges,
+        declaration=_declaration(declaration),
     )
+
+
+def _declaration(value: Declaration | str | os.PathLike[str] | None) -> Declaration | None:
+    if value is None or not isinstance(value, str | os.PathLike):
+        return value
+    from evalsi.specs import load_declaration
+
+    return load_declaration(value)
 
 
 def evaluate(data: Any, evaluators: Iterable[EvaluatorLike], **options: Any) -> ScoreResult:

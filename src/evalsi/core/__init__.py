@@ -26,7 +26,7 @@ from evalsi.core._errors import (
 )
 from evalsi.core._extras import MissingExtraError, missing_extra, require_extra
 from evalsi.core._handoff import DEFAULT_HANDOFF_SIZE, HandedTrace, TraceHandoff
-from evalsi.core._hashing import Hasher, content_hash
+from evalsi.core._hashing import Hasher, code_sha256, content_hash
 from evalsi.core._lazy import lazy_exports, lazy_module, startup_mark
 from evalsi.core._manifest import (
     EvaluatorManifest,
@@ -155,6 +155,7 @@ __all__ = [
     "Usage",
     "UserError",
     "cel_module",
+    "code_sha256",
     "compile_pattern",
     "content_hash",
     "decode_score",

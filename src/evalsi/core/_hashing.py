@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -35,3 +37,27 @@ def content_hash(value: Any) -> str:
     else:
         data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+_CODE_SUFFIXES = frozenset({".py", ".json", ".yaml", ".j2", ".html", ".binpb"})
+
+
+@functools.cache
+def code_sha256() -> str:
+    """The hash of the evaluating code: every source file of the installed ``evalsi`` package
+    (its path, length and bytes, in path order), ``sha256:<hex>``.
+
+    A run records it in its manifest and a bundle in its metadata; ``evalsi rescore`` compares
+    it with the code installed now. Computed once per process (about 20 ms for 400 files): a
+    process runs the code it imported, whatever changes on disk after.
+    """
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in _CODE_SUFFIXES):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        data = path.read_bytes()
+        name = path.relative_to(root).as_posix().encode()
+        h.update(len(name).to_bytes(4, "big") + name + len(data).to_bytes(8, "big"))
+        h.update(data)
+    return "sha256:" + h.hexdigest()

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from evalsi.core._hashing import code_sha256
+
 VERSION = "0.1.0"
 """evalsi's version (``evalsi.__version__``), recorded in every manifest."""
 
@@ -95,6 +97,8 @@ class RunManifest:
     judges: Mapping[str, Any] | None = None
     sandbox: str = "none"
     """How the target ran: ``none`` (in the harness's process or over the network)."""
+    code_sha256: str | None = None
+    """The evaluating code (``core.code_sha256``), recorded when the run ends."""
 
     @classmethod
     def capture(
@@ -125,7 +129,9 @@ class RunManifest:
     ) -> RunManifest:
         """This manifest with what is known only at the end: how sandboxed evaluators were
         confined, and the judges' models and settings."""
-        return replace(self, isolation=tuple(isolation), judges=judges or None)
+        return replace(
+            self, isolation=tuple(isolation), judges=judges or None, code_sha256=code_sha256()
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form; optional parts are left out when unset."""
@@ -149,6 +155,7 @@ class RunManifest:
             "spec_document_hash": self.spec_document_hash,
             "judges": None if self.judges is None else dict(self.judges),
             "source_run": None if self.source_run is None else asdict(self.source_run),
+            "code_sha256": self.code_sha256,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -198,4 +205,5 @@ class RunManifest:
             isolation=tuple(data.get("isolation") or ()),
             judges=data.get("judges"),
             sandbox=str(data.get("sandbox") or "none"),
+            code_sha256=data.get("code_sha256"),
         )

@@ -1,1 +1,18 @@
-"""Evidence bundles: what an agent run leaves behind for review, and its signature."""
+"""Evidence: a run sealed into a bundle anyone can check offline — the test plan registered
+before the first task, what happened, how it was judged — and the commands that check it:
+validate, gate, rescore, sign (docs/guides/evidence.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evalsi.core import lazy_exports
+
+if TYPE_CHECKING:
+    from evalsi.evidence._format import FORMAT, FORMAT_VERSION, REQUIRED
+    from evalsi.evidence._write import Written, write_bundle
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "REQUIRED", "Written", "write_bundle"]
+
+# Exports are imported on first use (core/_lazy.py).
+__getattr__ = lazy_exports(__name__, __file__)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from evalsi.runs._dataset_scope import dataset_scope_of_outputs
     from evalsi.runs._execute import execute_run
     from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
-    from evalsi.runs._grade import grade_run
+    from evalsi.runs._grade import check_version, grade_run, source_dataset
     from evalsi.runs._isolation import (
         IsolationSummary,
         ReportedIsolation,
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         run_judges,
         without_cache,
     )
+    from evalsi.runs._outputs import grade_tasks, join_outputs, rebuild
     from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
     from evalsi.runs._result import (
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
     from evalsi.runs._tasks import iter_tasks, task_json
+    from evalsi.runs._test_plan import PLAN_FORMAT, TestPlan, effective_thresholds, register_plan
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
     from evalsi.runs.compare import (
         CompareKind,
@@ -94,6 +96,7 @@ __all__ = [
     "ISOLATION_COLUMNS",
     "JUDGE_CONNECTORS",
     "MODEL_CONNECTORS",
+    "PLAN_FORMAT",
     "TARGET_KINDS",
     "Aggregator",
     "CalibrationResult",
@@ -117,6 +120,7 @@ __all__ = [
     "ScoreResult",
     "ScoreSession",
     "StoreLike",
+    "TestPlan",
     "Unmatched",
     "Verdict",
     "bind_all",
@@ -125,8 +129,10 @@ __all__ = [
     "category_columns",
     "category_rows",
     "category_title",
+    "check_version",
     "compare_runs",
     "dataset_scope_of_outputs",
+    "effective_thresholds",
     "evaluate_gates",
     "execute_run",
     "failing_records",
@@ -136,11 +142,13 @@ __all__ = [
     "gate_rows",
     "gates_exit_code",
     "grade_run",
+    "grade_tasks",
     "isolation_from_dicts",
     "isolation_of_results",
     "isolation_report",
     "isolation_rows",
     "iter_tasks",
+    "join_outputs",
     "judges_from_doc",
     "judges_manifest",
     "load_run_spec",
@@ -148,7 +156,9 @@ __all__ = [
     "metric_rows",
     "open_store",
     "parse_gates",
+    "rebuild",
     "record_isolation",
+    "register_plan",
     "render_markdown",
     "render_plain",
     "require_sandboxes",
@@ -159,6 +169,7 @@ __all__ = [
     "runners_for",
     "score_async",
     "scores_isolation",
+    "source_dataset",
     "stored_spec",
     "summaries_from_dicts",
     "summarize_stored",

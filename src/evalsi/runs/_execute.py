@@ -66,6 +66,7 @@ from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._targets import build_target, identity, renderer
 from evalsi.runs._telemetry import SpanExporterFactory, open_telemetry
+from evalsi.runs._test_plan import TestPlan, register_plan
 from evalsi.runs.gates import parse_gates
 from evalsi.specs import RunSpec, work_document
 
@@ -196,6 +197,7 @@ async def execute_run(
         db.reopen_run(run_id)
         row = RunRow(db, kind="run", spec=info.spec, clock=clock)
         row.adopt(run_id)
+        test_plan = TestPlan.from_stored(info.spec)  # the plan registered when the run began
     else:
         stored_spec = {
             "evaluators": [b.spec() for b in bound],
@@ -213,6 +215,25 @@ async def execute_run(
         if gates:
             stored_spec["gates"] = [g.expr for g in gates]
             stored_spec.update(rates)
+        test_plan = register_plan(
+            kind="run",
+            name=spec.name,
+            declaration=spec.declaration,
+            thresholds=spec.thresholds,
+            dataset=(
+                open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
+                if spec.declaration is not None
+                else dataset
+            ),
+            evaluators=[b.spec() for b in bound],
+            trials=spec.trials,
+            seed=spec.seed,
+            spec_hash=spec.spec_hash,
+            limit=spec.dataset.limit,
+            environment=spec.environment.identity() if spec.environment is not None else None,
+            per_task_seed=PER_TASK_SEED,
+        )
+        stored_spec["test_plan"] = test_plan.stored()
         if origin is not None:
             stored_spec["origin"] = dict(origin)
         project = (origin or {}).get("project_id") or DEFAULT_PROJECT
@@ -225,7 +246,9 @@ async def execute_run(
             project_id=project,
             clock=clock,
         )
-        if started is not None:  # a server answers with the stored run before it runs
+        if started is not None or test_plan.declared:
+            # A server answers with the stored run before it runs; a declared plan is
+            # registered in the store before the first task.
             row.open()
     # Judges cache their verdicts in the store: it opens now. Otherwise it opens (and the run
     # is created) at the first write, while the first target calls are in flight.
@@ -247,6 +270,7 @@ async def execute_run(
         total_tasks=_count_tasks(spec, len(completed)),
         time_limit=time_limit,
         telemetry=telemetry,
+        excluded=test_plan.excluded if test_plan is not None else frozenset(),
     )
     began = clock()
     tools = contextlib.AsyncExitStack()  # an agent's tools: started before its first task

@@ -92,8 +92,8 @@ async def grade_run(
         judges if judges is not None else run_judges(source.spec.get("document") or {})
     )
     check_judges(bound, specs)  # no default judge: refuse before reading anything
-    dataset, limit = _source_dataset(source)
-    version = _check_version(source, dataset)
+    dataset, limit = source_dataset(source)
+    version = check_version(source, dataset)
     trials = int(source.spec.get("trials", 1))
     spec: dict[str, Any] = {
         "source_run": source.id,
@@ -180,7 +180,7 @@ def _check_source(source: RunInfo) -> None:
         )
 
 
-def _source_dataset(source: RunInfo) -> tuple[Dataset, int | None]:
+def source_dataset(source: RunInfo) -> tuple[Dataset, int | None]:
     """The source run's dataset, opened as the run opened it (path, field map, limit)."""
     data = source.spec.get("data")
     described = source.spec.get("dataset")
@@ -201,7 +201,7 @@ def _source_dataset(source: RunInfo) -> tuple[Dataset, int | None]:
     return dataset, int(limit) if limit is not None else None
 
 
-def _check_version(source: RunInfo, dataset: Dataset) -> str | None:
+def check_version(source: RunInfo, dataset: Dataset) -> str | None:
     """Read the dataset once for its content version; it must be the one the source read."""
     for _ in dataset.iter_batches(READ_BATCH):
         pass
@@ -216,4 +216,4 @@ def _check_version(source: RunInfo, dataset: Dataset) -> str | None:
     return current if recorded is None else recorded
 
 
-__all__ = ["grade_run"]
+__all__ = ["check_version", "grade_run", "source_dataset"]

@@ -99,6 +99,7 @@ class Executor:
         total_tasks: int | None = None,
         time_limit: float | None = None,
         telemetry: RunTelemetry | None = None,
+        excluded: frozenset[str] = frozenset(),
     ) -> None:
         self.spec = spec
         self.target = target
@@ -118,6 +119,7 @@ class Executor:
         # they grade inline, which is faster for the cheap ones.
         self.time_limit = time_limit
         self.telemetry = telemetry  # spans of each stored task, when spec.telemetry is set
+        self.excluded = excluded  # scenario ids the test plan leaves out: never run
         self.started = time.monotonic()
         self.samples = 0
         self.done_tasks = 0
@@ -238,6 +240,7 @@ class Executor:
         limit = self.spec.dataset.limit
         trials = range(self.spec.trials)
         completed = self.completed
+        excluded = self.excluded
         seq = 0
         batches = self.dataset.iter_batches(READ_BATCH)
         try:
@@ -245,7 +248,7 @@ class Executor:
                 for record in batch:
                     if limit is not None and seq >= limit:
                         return
-                    for trial in trials:
+                    for trial in trials if record.id not in excluded else ():
                         if (seq, trial) not in completed:
                             yield _Task(seq, trial, record)
                     seq += 1

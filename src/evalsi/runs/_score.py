@@ -26,9 +26,11 @@ from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes
 from evalsi.runs._result import ScoreResult
 from evalsi.runs._run_row import RunRow, StoreLike
 from evalsi.runs._session import ScoreSession
+from evalsi.runs._test_plan import register_plan
 from evalsi.runs.gates import parse_gates
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first graded batch
+    from evalsi.specs import Declaration
     from evalsi.store import BackgroundWriter
 
 PROGRESS_EVERY = 16
@@ -58,9 +60,21 @@ async def score_async(
     max_evaluator_error_rate: float = 0.1,
     judges: Mapping[str, JudgeLike] | None = None,
     clock: Callable[[], float] = time.time,
+    declaration: Declaration | None = None,
 ) -> ScoreResult:
     """Grade ``data`` with ``evaluators``; see ``evalsi.evaluate`` for the arguments
     (``clock``: unix seconds, for when the run was created and ended)."""
+    if declaration is not None and declaration.exclude:
+        raise UserError(
+            "a Score run grades every record it is given: its declaration cannot exclude "
+            f"scenarios ({', '.join(repr(s) for s, _ in declaration.exclude[:3])})",
+            hint="leave the records out of the data, or exclude them in an EvalRun",
+        )
+    if declaration is not None and isinstance(data, Iterator):
+        raise UserError(
+            "a declared run reads its data twice (the test plan lists it first): pass a file "
+            "or a list, not an iterator"
+        )
     if bootstrap is not None and cluster_by is not None:
         raise UserError(
             "--bootstrap and --cluster-by cannot be combined yet: a record-level bootstrap "
@@ -90,7 +104,23 @@ async def score_async(
     if parsed_gates:
         spec["gates"] = [g.expr for g in parsed_gates]
         spec.update(rates)
+    plan = register_plan(
+        kind="score",
+        name=name,
+        declaration=declaration,
+        thresholds=(),
+        dataset=open_dataset(data, fields=fields, on_bad_record=on_bad_record)
+        if declaration is not None and isinstance(data, str | os.PathLike)
+        else dataset,
+        evaluators=spec["evaluators"],
+        trials=1,
+        seed=seed,
+        spec_hash=None,
+    )
+    spec["test_plan"] = plan.stored()
     row = RunRow(store, kind="score", spec=spec, name=name, clock=clock)
+    if plan.declared:  # registered in the store before the first record is graded
+        row.open()
     clients: dict[str, Any] = {}
     if specs:  # judges cache their answers in the store: open it before any record
         clients = build_judges(specs, row.store(), bound)

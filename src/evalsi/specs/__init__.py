@@ -20,6 +20,12 @@ if TYPE_CHECKING:
         schema_problems,
         show,
     )
+    from evalsi.specs._declaration import (
+        Declaration,
+        Threshold,
+        load_declaration,
+        tightened,
+    )
     from evalsi.specs._evalrun import (
         AgentSpec,
         BudgetSpec,
@@ -55,6 +61,7 @@ __all__ = [
     "BudgetSpec",
     "CheckerSpec",
     "DatasetSpec",
+    "Declaration",
     "EnvironmentSpec",
     "EvaluatorEntry",
     "HarnessSpec",
@@ -65,12 +72,14 @@ __all__ = [
     "SandboxSettingsSpec",
     "TargetSpec",
     "TelemetrySpec",
+    "Threshold",
     "ToolDeclarationSpec",
     "ToolEntrySpec",
     "check_plain",
     "fixture_problem",
     "judges_from_doc",
     "line_of",
+    "load_declaration",
     "load_run_spec",
     "parse_duration",
     "parse_yaml",
@@ -80,6 +89,7 @@ __all__ = [
     "run_spec_from_yaml",
     "schema_problems",
     "show",
+    "tightened",
     "where",
     "work_document",
 ]

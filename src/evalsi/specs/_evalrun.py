@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import content_hash
+from evalsi.specs._declaration import Declaration, Threshold
 
 TargetKind = Literal["model", "python", "http", "agent"]
 
@@ -306,6 +307,9 @@ class RunSpec:
     labels: dict[str, str] = field(default_factory=dict)
     environment: EnvironmentSpec | None = None
     telemetry: TelemetrySpec | None = None
+    declaration: Declaration | None = None
+    thresholds: tuple[Threshold, ...] = ()
+    """The spec's own thresholds; the declaration's may tighten them (``specs.tightened``)."""
     source: str = ""  # the spec file it came from, if any
     raw: dict[str, Any] = field(default_factory=dict)  # the document as written, for the manifest
 
@@ -331,6 +335,13 @@ class RunSpec:
             fields["judges"] = {k: j.identity() for k, j in sorted(self.judges.items())}
         if self.environment is not None:  # likewise
             fields["environment"] = self.environment.identity()
+        if self.declaration is not None:
+            fields["declaration"] = {
+                **self.declaration.to_dict(),
+                "thresholds": [t.to_dict() for t in self.declaration.thresholds],
+            }
+        if self.thresholds:
+            fields["thresholds"] = [t.to_dict() for t in self.thresholds]
         return content_hash(fields)
 
 

@@ -34,6 +34,7 @@ from evalsi.specs._checks import (
     show,
     unknown_field,
 )
+from evalsi.specs._declaration import declaration_from, thresholds_from, tightened
 from evalsi.specs._evalrun import (
     AgentSpec,
     BudgetSpec,
@@ -193,6 +194,20 @@ class _SpecBuilder:
         budget = self.budget(spec["budget"]) if "budget" in spec else None
         telemetry = self.telemetry(spec["telemetry"]) if "telemetry" in spec else None
         judges = {name: self.judge(name, j) for name, j in sorted(spec.get("judges", {}).items())}
+        thresholds, problems = thresholds_from(
+            spec.get("thresholds", ()), ("spec", "thresholds"), self.lines, source="spec"
+        )
+        self.problems.extend(problems)
+        declaration = None
+        if "declaration" in spec:
+            at: KeyPath = ("spec", "declaration")
+            declaration, problems = declaration_from(spec["declaration"], at, self.lines)
+            self.problems.extend(problems)
+            if declaration is not None:
+                _, problems = tightened(
+                    thresholds, declaration.thresholds, (*at, "thresholds"), self.lines
+                )
+                self.problems.extend(problems)
         environment = None
         if "environment" in spec:
             environment = self.environment(spec["environment"])
@@ -220,6 +235,8 @@ class _SpecBuilder:
             labels=dict(meta.get("labels", {})),
             environment=environment,
             telemetry=telemetry,
+            declaration=declaration,
+            thresholds=tuple(thresholds),
             source=source,
             raw=self.doc,
         )

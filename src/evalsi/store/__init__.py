@@ -18,7 +18,7 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
-    from evalsi.store._rows import OutputRow, TaskResults
+    from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
     from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
     from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
@@ -48,6 +48,8 @@ __all__ = [
     "preview",
     "row_bytes",
     "save_calibration",
+    "score_dict",
+    "scores_from_dicts",
     "span_rows",
     "trace_scores",
     "view_dict",

@@ -1,0 +1,158 @@
+"""Reading a bundle's tasks back: its JSONL files joined by task, streaming.
+
+``records.jsonl`` lists every stored task in (seq, trial) order; ``scores.jsonl`` (after the
+dataset-scope rows, ``seq`` -1), ``trajectories.jsonl``, ``tool_calls.jsonl`` and
+``end_states.jsonl`` follow the same order. ``read_tasks`` walks all five at once and yields
+each task with its lines, so validate, gate and rescore hold one task at a time. A line out of
+order, or one whose task is not in ``records.jsonl``, is reported to ``problem`` and skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalsi.evidence import _format as fmt
+
+Problem = Callable[[str, str], None]
+"""Called with (file, what is wrong)."""
+
+
+@dataclass(slots=True)
+class TaskLines:
+    """One task (seq, trial) as the bundle holds it."""
+
+    seq: int
+    trial: int
+    status: str
+    record: dict[str, Any]
+    error: str | None = None
+    trajectory: dict[str, Any] | None = None
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    end_state: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.seq, self.trial)
+
+
+def _key(value: Any) -> tuple[int, int] | None:
+    if not isinstance(value, dict):
+        return None
+    seq, trial = value.get("seq"), value.get("trial")
+    if type(seq) is not int or type(trial) is not int:
+        return None
+    return (seq, trial)
+
+
+class _Stream:
+    """One JSONL file's lines in task order, looked at one task ahead."""
+
+    _END: Any = object()
+
+    def __init__(self, directory: Path, name: str, problem: Problem) -> None:
+        self.name = name
+        self.problem = problem
+        self._lines = fmt.iter_lines(directory, name)
+        self._next: Any = self._END
+        self._advance()
+
+    def _advance(self) -> None:
+        while True:
+            try:
+                number, value = next(self._lines)
+            except StopIteration:
+                self._next = self._END
+                return
+            key = _key(value)
+            if key is None:
+                self.problem(
+                    self.name, f"line {number}: expected an object with integer seq, trial"
+                )
+                continue
+            self._next = (number, key, value)
+            return
+
+    def peek_key(self) -> tuple[int, int] | None:
+        return None if self._next is self._END else self._next[1]
+
+    def take(self, key: tuple[int, int]) -> Iterator[dict[str, Any]]:
+        """The lines of task ``key``, after reporting the lines before it as orphans."""
+        while self._next is not self._END and self._next[1] < key:
+            number, k, _ = self._next
+            self.problem(self.name, f"line {number}: task {k} is not in {fmt.RECORDS}")
+            self._advance()
+        while self._next is not self._END and self._next[1] == key:
+            number, k, value = self._next
+            yield value
+            self._advance()
+
+    def rest(self) -> None:
+        """Report every line left (tasks after the last record) as an orphan."""
+        while self._next is not self._END:
+            number, k, _ = self._next
+            self.problem(self.name, f"line {number}: task {k} is not in {fmt.RECORDS}")
+            self._advance()
+
+
+def dataset_scores(directory: Path) -> list[dict[str, Any]]:
+    """The dataset-scope score lines (``seq`` -1) at the head of ``scores.jsonl``."""
+    out = []
+    for _, value in fmt.iter_lines(directory, fmt.SCORES):
+        if not isinstance(value, dict) or value.get("seq") != -1:
+            break
+        out.append(value)
+    return out
+
+
+def read_tasks(directory: Path, problem: Problem) -> Iterator[TaskLines]:
+    """Every task of the bundle with its lines, in order; ``ValueError`` when a file cannot be
+    parsed (a line that is not JSON)."""
+    scores = _Stream(directory, fmt.SCORES, problem)
+    while (k := scores.peek_key()) is not None and k[0] == -1:
+        for _ in scores.take(k):
+            pass
+    others = {
+        name: _Stream(directory, name, problem)
+        for name in (fmt.TRAJECTORIES, fmt.TOOL_CALLS, fmt.END_STATES)
+    }
+    last: tuple[int, int] | None = None
+    for number, value in fmt.iter_lines(directory, fmt.RECORDS):
+        key = _key(value)
+        if key is None or not isinstance(value.get("record"), dict):
+            problem(fmt.RECORDS, f"line {number}: expected seq, trial, status and record")
+            continue
+        if key[0] < 0 or key[1] < 0:
+            problem(fmt.RECORDS, f"line {number}: negative seq or trial {key}")
+            continue
+        if last is not None and key <= last:
+            problem(fmt.RECORDS, f"line {number}: task {key} out of order (after {last})")
+            continue
+        last = key
+        task = TaskLines(
+            seq=key[0],
+            trial=key[1],
+            status=str(value.get("status", "")),
+            record=value["record"],
+            error=value.get("error"),
+        )
+        task.scores = list(scores.take(key))
+        trajectories = list(others[fmt.TRAJECTORIES].take(key))
+        if len(trajectories) > 1:
+            problem(fmt.TRAJECTORIES, f"task {key} has {len(trajectories)} trajectories")
+        task.trajectory = trajectories[0].get("trajectory") if trajectories else None
+        task.tool_calls = list(others[fmt.TOOL_CALLS].take(key))
+        ends = list(others[fmt.END_STATES].take(key))
+        if len(ends) > 1:
+            problem(fmt.END_STATES, f"task {key} has {len(ends)} end states")
+        task.end_state = ends[0] if ends else None
+        yield task
+    scores.rest()
+    for stream in others.values():
+        stream.rest()
+
+
+__all__ = ["Problem", "TaskLines", "dataset_scores", "read_tasks"]
