@@ -10,9 +10,22 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.evidence._format import FORMAT, FORMAT_VERSION, REQUIRED
+    from evalsi.evidence._signing import SignatureCheck, sign_manifest, verify_signature
+    from evalsi.evidence._validate import Validation, validate_bundle
     from evalsi.evidence._write import Written, write_bundle
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "REQUIRED", "Written", "write_bundle"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "REQUIRED",
+    "SignatureCheck",
+    "Validation",
+    "Written",
+    "sign_manifest",
+    "validate_bundle",
+    "verify_signature",
+    "write_bundle",
+]
 
 # Exports are imported on first use (core/_lazy.py).
 __getattr__ = lazy_exports(__name__, __file__)

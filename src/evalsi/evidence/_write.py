@@ -208,15 +208,15 @@ class _Writer:
         """Each stored task's lines written, and its scenario's case once complete."""
         builder = CaseBuilder(self.trials)
         results = _peekable(self.store.iter_results(self.info.id))
-        for seq, _, result in results.take_while(lambda item: item[0] < 0):
-            self._score(seq, result)
+        for seq, index, result in results.take_while(lambda item: item[0] < 0):
+            self._score(seq, index, result)
         for seq, trial, status, error, record in self._stored_tasks():
             builder.task(seq, trial, record.id, record.metadata.get("category"), status)
             self._task_lines(seq, trial, status, error, record)
-            for rseq, _, result in results.take_while(
+            for rseq, index, result in results.take_while(
                 lambda item, s=seq, t=trial: (item[0], item[2].trial) == (s, t)
             ):
-                self._score(rseq, result)
+                self._score(rseq, index, result)
                 builder.result(
                     rseq,
                     result.trial,
@@ -232,8 +232,8 @@ class _Writer:
                 "that has no stored sample: its store is inconsistent"
             )
 
-    def _score(self, seq: int, result: Any) -> None:
-        self.files[fmt.SCORES].write(fmt.line(_score_line(seq, result)))
+    def _score(self, seq: int, index: int, result: Any) -> None:
+        self.files[fmt.SCORES].write(fmt.line(_score_line(seq, index, result)))
         self.counts["scores"] += 1
 
     def _stored_tasks(self) -> Iterator[tuple[int, int, str, str | None, Record]]:
@@ -345,13 +345,14 @@ class _Cases:
         return out
 
 
-def _score_line(seq: int, result: Any) -> dict[str, Any]:
+def _score_line(seq: int, index: int, result: Any) -> dict[str, Any]:
     from evalsi.store import score_dict
 
     return {
         "seq": seq,
         "trial": result.trial,
-        "evaluator": result.evaluator,
+        "evaluator": index,
+        "name": result.evaluator,
         "outcome": Outcome(result.outcome).name.lower(),
         "scores": [score_dict(s) for s in result.scores],
         "reason": result.reason,

@@ -1,0 +1,577 @@
+"""``validate_bundle``: whether a bundle is whole, untouched and consistent
+(``evalsi bundle validate DIR``: exit 0 valid, 1 invalid, 2 cannot read).
+
+The checks, in order: the path is a directory (not a link) holding only regular files of the
+format; ``manifest.json`` parses and names a format this evalsi reads; every file it lists
+exists with the recorded size and sha256, and every required file is listed; the JSON files
+parse and the JSONL files parse line by line; ``test_plan.json`` still hashes to the value
+registered before the first task; and the files agree with each other: one run id, the counts
+in the metadata, every line's task present in ``records.jsonl``, one result per record-scope
+evaluator for every finished task (none for a lost one), tool calls and end states matching
+their trajectory, the metrics, cases and category figures recomputable from the records and
+scores, and the report rendered from them. A malformed file is a finding, never a crash.
+
+Warnings never fail a bundle: the code that evaluated it differs from the code installed now
+(code drift), its plan was written with the bundle rather than registered, or it is signed
+and no ``allowed_signers`` was given to verify it. Checksums detect tampering and corruption;
+they are not a signature.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalsi.core import code_sha256, content_hash
+from evalsi.evidence import _format as fmt
+from evalsi.evidence._cases import Case, CaseBuilder, CategoryFigures, with_unattempted
+from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
+from evalsi.evidence._report import render_report
+from evalsi.evidence._signing import SignatureCheck, verify_signature
+
+MAX_FINDINGS = 200
+FINISHED = ("ok", "target_error", "skipped")
+OUTCOMES = ("scored", "skipped", "error", "cancelled")
+
+
+@dataclass(slots=True)
+class Validation:
+    """What ``validate_bundle`` found."""
+
+    path: Path
+    run_id: str | None = None
+    format_version: int | None = None
+    files_checked: int = 0
+    tasks: int = 0
+    findings: list[str] = field(default_factory=list)
+    more_findings: int = 0
+    warnings: list[str] = field(default_factory=list)
+    unreadable: str | None = None
+    signature: SignatureCheck | None = None
+    signed: bool = False
+    declared: bool = False
+
+    @property
+    def valid(self) -> bool:
+        return self.unreadable is None and not self.findings
+
+    @property
+    def exit_code(self) -> int:
+        """0 valid, 1 invalid, 2 cannot read."""
+        if self.unreadable is not None:
+            return 2
+        return 1 if self.findings else 0
+
+    @property
+    def status(self) -> str:
+        return {0: "PASS", 1: "FAIL", 2: "UNREADABLE"}[self.exit_code]
+
+    def find(self, where: str, message: str) -> None:
+        if len(self.findings) < MAX_FINDINGS:
+            self.findings.append(f"{where}: {message}")
+        else:
+            self.more_findings += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "bundle": str(self.path),
+            "status": self.status,
+            "valid": self.valid,
+            "run_id": self.run_id,
+            "format_version": self.format_version,
+            "files_checked": self.files_checked,
+            "tasks": self.tasks,
+            "declared": self.declared,
+            "findings": self.findings,
+            "more_findings": self.more_findings,
+            "warnings": self.warnings,
+            "unreadable": self.unreadable,
+            "signed": self.signed,
+        }
+        if self.signature is not None:
+            out["signature"] = {
+                "verified": self.signature.verified,
+                "identity": self.signature.identity,
+                "fingerprint": self.signature.fingerprint,
+                "reason": self.signature.reason,
+            }
+        return out
+
+
+def validate_bundle(
+    path: str | os.PathLike[str], *, allowed_signers: str | os.PathLike[str] | None = None
+) -> Validation:
+    """Check the bundle at ``path``; with ``allowed_signers``, verify its signature too."""
+    directory = Path(path)
+    v = Validation(directory)
+    try:
+        mode = os.lstat(directory).st_mode
+    except FileNotFoundError:
+        v.unreadable = f"{directory}: no such directory"
+        return v
+    except OSError as e:
+        v.unreadable = f"{directory}: cannot read ({e.strerror or e})"
+        return v
+    if stat.S_ISLNK(mode):
+        v.unreadable = f"{directory} is a symbolic link; validate the directory it points to"
+        return v
+    if not stat.S_ISDIR(mode):
+        v.unreadable = f"{directory} is not a directory"
+        return v
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        v.unreadable = f"{directory}: cannot list ({e.strerror or e})"
+        return v
+    try:
+        _Checks(v, directory, names, allowed_signers).run()
+    except _Unreadable as e:
+        v.unreadable = str(e)
+    return v
+
+
+class _Unreadable(Exception):
+    pass
+
+
+class _Checks:
+    def __init__(
+        self,
+        v: Validation,
+        directory: Path,
+        names: list[str],
+        allowed_signers: str | os.PathLike[str] | None,
+    ) -> None:
+        self.v = v
+        self.dir = directory
+        self.names = names
+        self.allowed = allowed_signers
+        self.ok: set[str] = set()  # regular files of the format, safe to open
+        self.json: dict[str, Any] = {}
+
+    def run(self) -> None:
+        v = self.v
+        for name in self.names:
+            kind = fmt.entry_kind(self.dir, name)
+            if kind is not None:
+                v.find(name, f"is {kind}; a bundle holds only regular files (not read)")
+            elif name not in fmt.KNOWN:
+                v.find(name, "is not a file of the bundle format")
+            else:
+                self.ok.add(name)
+        manifest = self._manifest()
+        if manifest is None:
+            return
+        self._listed(manifest)
+        for name in fmt.JSON_FILES:
+            if name in self.ok:
+                try:
+                    self.json[name] = fmt.read_json(self.dir, name)
+                except (ValueError, OSError, fmt.Unsafe) as e:
+                    v.find(name, f"not JSON ({e})")
+        self._metadata(manifest)
+        if all(n in self.ok for n in fmt.JSONL_FILES) and all(n in self.json for n in fmt.JSON_FILES):
+            try:
+                self._tasks()
+            except (ValueError, OSError, fmt.Unsafe) as e:
+                v.find("tasks", str(e))
+            self._report()
+        self._signature()
+
+    # -- manifest ------------------------------------------------------------------------------
+    def _manifest(self) -> dict[str, Any] | None:
+        v = self.v
+        if fmt.MANIFEST not in self.ok:
+            if fmt.MANIFEST not in self.names:
+                v.find(fmt.MANIFEST, "missing (a bundle cut short, or not a bundle)")
+            return None
+        try:
+            manifest = fmt.read_json(self.dir, fmt.MANIFEST)
+        except (ValueError, OSError, fmt.Unsafe) as e:
+            v.find(fmt.MANIFEST, f"not JSON ({e})")
+            return None
+        if not isinstance(manifest, dict) or manifest.get("format") != fmt.FORMAT:
+            v.find(fmt.MANIFEST, f"not an {fmt.FORMAT} manifest")
+            return None
+        version = manifest.get("format_version")
+        if type(version) is not int:
+            v.find(fmt.MANIFEST, "format_version is not an integer")
+            return None
+        v.format_version = version
+        if version > fmt.FORMAT_VERSION:
+            raise _Unreadable(
+                f"format version {version} was written by a newer evalsi; this one reads "
+                f"up to {fmt.FORMAT_VERSION}"
+            )
+        if version < 1:
+            v.find(fmt.MANIFEST, f"unknown format version {version}")
+            return None
+        if manifest.get("required") != list(fmt.REQUIRED):
+            v.find(fmt.MANIFEST, "its required-file list is not the format's")
+        v.run_id = manifest.get("run_id") if isinstance(manifest.get("run_id"), str) else None
+        return manifest
+
+    def _listed(self, manifest: Mapping[str, Any]) -> None:
+        v = self.v
+        files = manifest.get("files")
+        if not isinstance(files, list):
+            v.find(fmt.MANIFEST, "files is not a list")
+            self.ok.clear()
+            return
+        listed: set[str] = set()
+        for i, entry in enumerate(files):
+            if not isinstance(entry, dict) or not {"path", "size", "sha256"} <= entry.keys():
+                v.find(fmt.MANIFEST, f"files[{i}]: expected path, size and sha256")
+                continue
+            name = entry["path"]
+            if not isinstance(name, str) or not fmt.safe_name(name) or name not in fmt.REQUIRED:
+                v.find(fmt.MANIFEST, f"files[{i}]: {str(name)[:80]!r} is not a content file")
+                continue
+            if name in listed:
+                v.find(fmt.MANIFEST, f"{name} is listed twice")
+                continue
+            listed.add(name)
+            if name not in self.ok:
+                if name not in self.names:
+                    v.find(name, "listed in the manifest but missing")
+                continue
+            try:
+                actual = fmt.hash_file(self.dir, name)
+            except (OSError, fmt.Unsafe) as e:
+                v.find(name, f"cannot be read ({e})")
+                self.ok.discard(name)
+                continue
+            v.files_checked += 1
+            if actual.size != entry["size"]:
+                v.find(name, f"size {actual.size}, the manifest says {entry['size']}")
+            if actual.sha256 != entry["sha256"]:
+                v.find(name, "sha256 differs from the manifest's (changed since it was sealed)")
+        for name in fmt.REQUIRED:
+            if name not in listed:
+                v.find(fmt.MANIFEST, f"does not list {name}")
+                self.ok.discard(name)
+
+    # -- metadata and plan --------------------------------------------------------------------
+    def _metadata(self, manifest: Mapping[str, Any]) -> None:
+        v = self.v
+        meta = self.json.get(fmt.METADATA)
+        if not isinstance(meta, dict):
+            if fmt.METADATA in self.json:
+                v.find(fmt.METADATA, "expected an object")
+                del self.json[fmt.METADATA]
+            return
+        for name, key in ((fmt.METADATA, "run_id"), (fmt.SUMMARY, "run_id")):
+            doc = self.json.get(name)
+            if isinstance(doc, dict) and doc.get(key) != v.run_id:
+                v.find(name, f"run id {doc.get(key)!r} is not the manifest's {v.run_id!r}")
+        if meta.get("format_version") != manifest.get("format_version"):
+            v.find(fmt.METADATA, "format_version differs from the manifest's")
+        v.declared = bool(meta.get("declared"))
+        if fmt.PLAN in self.ok:
+            try:
+                text = fmt.read_bytes(self.dir, fmt.PLAN)
+            except (ValueError, OSError, fmt.Unsafe) as e:
+                v.find(fmt.PLAN, str(e))
+            else:
+                if content_hash(text) != meta.get("test_plan_sha256"):
+                    v.find(
+                        fmt.PLAN,
+                        "does not hash to the test_plan_sha256 registered before the first task",
+                    )
+                plan = self.json.get(fmt.PLAN)
+                if isinstance(plan, dict) and bool(plan.get("declared")) != v.declared:
+                    v.find(fmt.PLAN, "declared differs from the metadata's")
+        if not meta.get("test_plan_registered", True):
+            v.warnings.append(
+                "the test plan was written with the bundle: the run predates registered plans"
+            )
+        recorded = meta.get("code_sha256")
+        if isinstance(recorded, str) and recorded != code_sha256():
+            v.warnings.append(
+                "code drift: the code that evaluated this run differs from the code installed "
+                f"now ({recorded[:19]}... vs {code_sha256()[:19]}...); evalsi rescore tells "
+                "whether its verdicts still reproduce"
+            )
+        config = self.json.get(fmt.CONFIG)
+        if isinstance(config, dict) and config.get("kind") != meta.get("kind"):
+            v.find(fmt.CONFIG, "kind differs from the metadata's")
+
+    # -- tasks ---------------------------------------------------------------------------------
+    def _tasks(self) -> None:
+        v = self.v
+        meta, summary, config = (
+            self.json[fmt.METADATA],
+            self.json[fmt.SUMMARY],
+            self.json[fmt.CONFIG],
+        )
+        plan = self.json[fmt.PLAN]
+        if not all(isinstance(d, dict) for d in (meta, summary, config, plan)):
+            v.find("bundle", "metadata, summary, config and plan must be JSON objects")
+            return
+        evaluators = config.get("evaluators")
+        if not isinstance(evaluators, list) or not all(isinstance(e, dict) for e in evaluators):
+            v.find(fmt.CONFIG, "evaluators is not a list of objects")
+            return
+        names = [str(e.get("name", "")) for e in evaluators]
+        trials = meta.get("trials")
+        if type(trials) is not int or trials < 1:
+            v.find(fmt.METADATA, "trials is not a positive integer")
+            return
+        metrics = _Metrics(names)
+        dataset_rows = dataset_scores(self.dir)
+        dataset_scope = {row.get("evaluator") for row in dataset_rows}
+        for row in dataset_rows:
+            metrics.add_dataset(row, v)
+        record_scope = [i for i in range(len(names)) if i not in dataset_scope]
+        counts = {"records": 0, "tasks": 0, "scores": len(dataset_rows), "tool_calls": 0}
+        counts["end_states"] = 0
+        builder = CaseBuilder(trials)
+
+        def task_cases() -> Iterator[Case]:
+            last = -1
+            for task in read_tasks(self.dir, v.find):
+                self._task(task, trials, record_scope, names, metrics, counts)
+                if task.seq != last:  # tasks come in (seq, trial) order
+                    counts["records"] += 1
+                    last = task.seq
+                builder.task(
+                    task.seq,
+                    task.trial,
+                    str(task.record.get("id", "")),
+                    (task.record.get("metadata") or {}).get("category"),
+                    task.status,
+                )
+                for line in task.scores:
+                    if line.get("evaluator") in record_scope:
+                        builder.result(
+                            task.seq,
+                            task.trial,
+                            str(line.get("outcome")),
+                            [s for s in line.get("scores") or () if isinstance(s, dict)],
+                        )
+                yield from builder.ready()
+            yield from builder.finish()
+
+        selected = (plan.get("scenarios") or {}).get("selected") or ()
+        figures: dict[str | None, CategoryFigures] = {}
+        overall = CategoryFigures(None)
+        stored = fmt.iter_lines(self.dir, fmt.CASES)
+        for case in with_unattempted(task_cases(), selected, trials):
+            if case.category is not None:
+                figures.setdefault(case.category, CategoryFigures(case.category)).add(case)
+            overall.add(case)
+            got = next(stored, None)
+            if got is None:
+                v.find(fmt.CASES, f"has no line for scenario {case.id!r} (seq {case.seq})")
+            elif got[1] != case.to_dict():
+                v.find(fmt.CASES, f"line {got[0]}: not what the records and scores give")
+        extra = next(stored, None)
+        if extra is not None:
+            v.find(fmt.CASES, f"line {extra[0]}: a case the records do not give")
+        v.tasks = counts["tasks"]
+        for key, value in counts.items():
+            if (meta.get("counts") or {}).get(key) != value:
+                v.find(fmt.METADATA, f"counts.{key} is {(meta.get('counts') or {}).get(key)}, "
+                       f"the files hold {value}")
+        if summary.get("tasks") != counts["tasks"]:
+            v.find(fmt.SUMMARY, f"tasks {summary.get('tasks')}, records.jsonl holds "
+                   f"{counts['tasks']}")
+        ordered = [figures[k] for k in sorted(figures, key=str)]
+        if summary.get("categories") != [f.to_dict() for f in ordered]:
+            v.find(fmt.SUMMARY, "categories are not what the cases give")
+        if summary.get("overall") != overall.to_dict():
+            v.find(fmt.SUMMARY, "overall figures are not what the cases give")
+        metrics.compare(summary.get("metrics"), v)
+
+    def _task(
+        self,
+        task: TaskLines,
+        trials: int,
+        record_scope: list[int],
+        names: list[str],
+        metrics: _Metrics,
+        counts: dict[str, int],
+    ) -> None:
+        v = self.v
+        key = task.key
+        counts["tasks"] += 1
+        counts["scores"] += len(task.scores)
+        counts["tool_calls"] += len(task.tool_calls)
+        counts["end_states"] += task.end_state is not None
+        if task.trial >= trials:
+            v.find(fmt.RECORDS, f"task {key}: trial {task.trial} of {trials}")
+        if not isinstance(task.record.get("id"), str):
+            v.find(fmt.RECORDS, f"task {key}: the record has no string id")
+        seen = [line.get("evaluator") for line in task.scores]
+        want = record_scope if task.status in FINISHED else []
+        if seen != want:
+            v.find(
+                fmt.SCORES,
+                f"task {key} ({task.status}): results for evaluators {seen}, expected {want} "
+                "(one per record-scope evaluator, in order)",
+            )
+        for line in task.scores:
+            outcome = line.get("outcome")
+            if outcome not in OUTCOMES or not isinstance(line.get("scores"), list):
+                v.find(fmt.SCORES, f"task {key}: malformed result {str(line)[:120]}")
+                continue
+            index = line.get("evaluator")
+            if type(index) is int and 0 <= index < len(names):
+                metrics.add(index, str(outcome), line["scores"], v)
+        if task.status != "ok" and (task.trajectory or task.tool_calls or task.end_state):
+            v.find(fmt.TRAJECTORIES, f"task {key} ({task.status}) has a trajectory")
+        if task.trajectory is None:
+            if task.tool_calls or task.end_state:
+                v.find(fmt.TOOL_CALLS, f"task {key}: tool calls or end state without trajectory")
+            return
+        steps = task.trajectory.get("steps") if isinstance(task.trajectory, dict) else None
+        if not isinstance(steps, list):
+            v.find(fmt.TRAJECTORIES, f"task {key}: no steps")
+            return
+        calls = [
+            (i, s) for i, s in enumerate(steps) if isinstance(s, dict) and s.get("tool_call")
+        ]
+        got = [(c.get("step"), c.get("tool"), c.get("arguments")) for c in task.tool_calls]
+        want_calls = [(i, s["tool_call"].get("name"), s["tool_call"].get("arguments"))
+                      for i, s in calls]
+        if got != want_calls:
+            v.find(fmt.TOOL_CALLS, f"task {key}: not the tool calls of its trajectory")
+        checks = task.trajectory.get("checks") or []
+        end = task.trajectory.get("end_state")
+        if checks or end is not None:
+            if task.end_state is None or (task.end_state.get("checks"), task.end_state.get(
+                "end_state"
+            )) != (checks, end):
+                v.find(fmt.END_STATES, f"task {key}: not the end state of its trajectory")
+        elif task.end_state is not None:
+            v.find(fmt.END_STATES, f"task {key}: an end state its trajectory does not hold")
+
+    def _report(self) -> None:
+        config, summary, gates = (
+            self.json[fmt.CONFIG],
+            self.json[fmt.SUMMARY],
+            self.json[fmt.GATES],
+        )
+        plan = self.json[fmt.PLAN]
+        if fmt.REPORT not in self.ok or not all(
+            isinstance(d, dict) for d in (config, summary, gates, plan)
+        ):
+            return
+        try:
+            text = render_report(plan, summary, gates, _Info.of(config))
+            if fmt.read_bytes(self.dir, fmt.REPORT) != text.encode():
+                self.v.find(fmt.REPORT, "is not the report its plan, summary and gates give")
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            self.v.find(fmt.REPORT, f"cannot be rendered from the bundle ({type(e).__name__})")
+
+    def _signature(self) -> None:
+        v = self.v
+        v.signed = fmt.SIGNATURE in self.names
+        if self.allowed is None:
+            if v.signed:
+                v.warnings.append(
+                    "signed (manifest.json.sig) but not verified: pass --allowed-signers FILE"
+                )
+            return
+        check = verify_signature(self.dir, Path(self.allowed))
+        v.signature = check
+        if not check.verified:
+            v.find(fmt.SIGNATURE, f"not verified: {check.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Info:
+    """What the report reads of a run, from the bundle's config."""
+
+    name: str
+    kind: str
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> _Info:
+        return cls(str(config.get("name", "")), str(config.get("kind", "")))
+
+
+class _Metrics:
+    """Each metric's n, mean and counts folded from the score lines, to set beside the
+    summary's."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.sums: dict[tuple[str, str], list[float]] = {}  # n, sum
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.dataset: dict[tuple[str, str], float | None] = {}
+
+    def add(self, index: int, outcome: str, scores: list[Any], v: Validation) -> None:
+        name = self.names[index]
+        counts = self.outcomes.setdefault(name, {})
+        counts[outcome] = counts.get(outcome, 0) + 1
+        if outcome != "scored":
+            return
+        for s in scores:
+            if not isinstance(s, dict):
+                continue
+            metric = str(s.get("name") or name)
+            value = s.get("passed", s.get("number"))
+            entry = self.sums.setdefault((name, metric), [0, 0.0])
+            if isinstance(value, bool | int | float):
+                entry[0] += 1
+                entry[1] += float(value)
+            elif "label" in s or "structured" in s:
+                entry[0] += 1
+
+    def add_dataset(self, row: Mapping[str, Any], v: Validation) -> None:
+        index = row.get("evaluator")
+        if type(index) is not int or not 0 <= index < len(self.names):
+            v.find(fmt.SCORES, f"a dataset-scope result for evaluator {index!r}")
+            return
+        name = self.names[index]
+        for s in row.get("scores") or ():
+            if isinstance(s, dict):
+                value = s.get("passed", s.get("number"))
+                self.dataset[(name, str(s.get("name") or name))] = (
+                    float(value) if isinstance(value, bool | int | float) else None
+                )
+
+    def compare(self, metrics: Any, v: Validation) -> None:
+        if not isinstance(metrics, list):
+            v.find(fmt.SUMMARY, "metrics is not a list")
+            return
+        for m in metrics:
+            if not isinstance(m, dict):
+                v.find(fmt.SUMMARY, "a metric is not an object")
+                continue
+            key = (str(m.get("evaluator")), str(m.get("metric")))
+            mean = m.get("mean")
+            if key in self.dataset:
+                if not _close(mean, self.dataset[key]):
+                    v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: mean {mean} is not the "
+                           f"dataset-scope result {self.dataset[key]}")
+                continue
+            n, total = self.sums.get(key, [0, 0.0])
+            if m.get("n") != n:
+                v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: n {m.get('n')}, the scores "
+                       f"give {n}")
+            elif n and mean is not None and not _close(mean, total / n):
+                v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: mean {mean}, the scores give "
+                       f"{total / n}")
+            counts = self.outcomes.get(key[0], {})
+            for field_name, outcome in (("skipped", "skipped"), ("errors", "error")):
+                if field_name in m and m[field_name] != counts.get(outcome, 0):
+                    v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: {field_name} "
+                           f"{m[field_name]}, the scores give {counts.get(outcome, 0)}")
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if not isinstance(a, int | float) or isinstance(a, bool):
+        return False
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+
+
+__all__ = ["Validation", "validate_bundle"]
