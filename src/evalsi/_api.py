@@ -12,7 +12,6 @@ from evalsi.runs import RunSpec
 
 if TYPE_CHECKING:  # annotations only: calibration and the store load when they are used
     from evalsi.datasets import FieldMap
-    from evalsi.specs import Declaration
     from evalsi.evaluators import Registry
     from evalsi.runs import (
         CalibrationResult,
@@ -22,6 +21,7 @@ if TYPE_CHECKING:  # annotations only: calibration and the store load when they 
         RunResult,
         ScoreResult,
     )
+    from evalsi.specs import Declaration
     from evalsi.store import SqlStore
 
 T = TypeVar("T")

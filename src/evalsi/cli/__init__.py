@@ -30,6 +30,9 @@ COMMANDS = {
     "sandbox": "_sandbox",
     "traces": "_traces",
     "watch": "_watch",
+    "bundle": "_evidence",
+    "gate": "_evidence",
+    "rescore": "_evidence",
 }
 """Each command -> the module that registers and runs it. Only the dispatched command's module
 is imported (its own imports can take a second: judges, statistics, the store, the client);
@@ -63,6 +66,12 @@ Watch live traces (OTLP into evalsi serve) with an online policy, and look at th
   evalsi watch -f policy.yaml --server http://127.0.0.1:8080
   evalsi traces list --server http://127.0.0.1:8080 [--errors] [--since 1h]
   evalsi traces show TRACE_ID --server http://127.0.0.1:8080
+Seal a run as evidence (test plan, records, scores, manifest) and check it offline:
+  evalsi run -f run.yaml --declaration system.yaml --bundle evidence/
+  evalsi bundle validate evidence/ [--allowed-signers allowed_signers]
+  evalsi gate --bundle evidence/
+  evalsi rescore evidence/
+  evalsi bundle sign evidence/ --key release_key
 Run untrusted code on the strongest sandbox rung available (or not at all):
   evalsi sandbox probe
   evalsi sandbox run -- python3 -c 'print(42)'

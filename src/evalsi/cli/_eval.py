@@ -10,7 +10,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from evalsi.cli._evaluators import code_registry
-from evalsi.cli._output import FORMATS, add_failures_flag, print_json, print_result, with_failures
+from evalsi.cli._output import (
+    FORMATS,
+    add_failures_flag,
+    note,
+    print_json,
+    print_result,
+    with_failures,
+)
 from evalsi.cli._remote import add_server_flag, connect, refuse_local_flags, server_of
 from evalsi.cli._sandbox import apply_config as apply_sandbox_config
 from evalsi.cli._warnings import print_warnings, result_warnings
@@ -115,8 +122,54 @@ def register(commands: Any) -> None:
         help="a gate is inconclusive when its evaluator errored on more (default: 0.1)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_evidence_flags(p)
     add_server_flag(p)
     p.set_defaults(handler=run)
+
+
+def add_evidence_flags(p: argparse.ArgumentParser) -> None:
+    """``--declaration`` and ``--bundle``, shared by eval and run."""
+    p.add_argument(
+        "--declaration",
+        metavar="FILE",
+        help="a SystemDeclaration (the system under test, its tools, intended use, thresholds): "
+        "the run registers a test plan a gate can judge (docs/guides/evidence.md)",
+    )
+    p.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="seal the finished run into an evidence bundle in DIR (new or empty); the same as "
+        "`evalsi bundle RUN -o DIR` afterwards",
+    )
+
+
+def check_bundle_dir(path: str | None) -> None:
+    """``--bundle DIR`` must be new or empty: checked before the run, not after it."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    where = Path(path)
+    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
+        raise UserError(
+            f"--bundle {path}: expected a new or empty directory",
+            hint="a bundle is written into a directory of its own",
+        )
+
+
+def write_bundle_after(args: argparse.Namespace, server: str | None, run_id: str) -> None:
+    """``--bundle DIR``: the finished run sealed into DIR (from the server's store with
+    ``--server``); where it went, on stderr."""
+    if not args.bundle or not run_id:
+        return
+    if server is not None:
+        with connect(server) as client:
+            written = client.export_bundle(run_id, args.bundle)
+    else:
+        from evalsi.cli._evidence import write_local
+
+        written = write_local(args.store, run_id, args.bundle)
+    note(f"bundle written to {written.path} ({written.files} files)")
 
 
 def parse_params(items: list[str]) -> dict[str, dict[str, str]]:
@@ -160,6 +213,11 @@ def run(args: argparse.Namespace) -> int:
     }
     server = grading_server(args, judges="the server's judges are configured in its evalsi.yaml")
     registry = code_registry(names, where="--evaluators", server=server)
+    check_bundle_dir(args.bundle)
+    if args.declaration:
+        from evalsi.specs import load_declaration
+
+        options["declaration"] = load_declaration(args.declaration)
     result: ScoreResult
     with progress_line(args.quiet) as progress:
         if server is not None:
@@ -180,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
             )
     warnings = result_warnings(result)
     print_warnings(warnings)
+    write_bundle_after(args, server, result.run_id)
     if args.format == "json":
         data = result.to_dict()
         data["warnings"] = [dict(w) for w in warnings]

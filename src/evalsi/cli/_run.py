@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from evalsi.cli._eval import add_no_cache_flag, grading_server, progress_line
+from evalsi.cli._eval import (
+    add_evidence_flags,
+    add_no_cache_flag,
+    check_bundle_dir,
+    grading_server,
+    progress_line,
+    write_bundle_after,
+)
 from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import (
     FORMATS,
@@ -81,6 +88,7 @@ def register(commands: Any) -> None:
     add_no_cache_flag(p)
     add_failures_flag(p)
     add_by_flag(p, DEFAULT_BY)
+    add_evidence_flags(p)
     add_server_flag(p)
     p.set_defaults(handler=run)
 
@@ -94,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
             "--otlp-endpoint: not with --server; the server exports a run's spans",
             hint="set spec.telemetry.otlp.endpoint in the spec instead",
         )
+    if args.bundle and (args.dry_run or args.execute_only):
+        raise UserError("--bundle seals a graded run: not with --dry-run or --execute-only")
+    check_bundle_dir(args.bundle)
     quiet = args.quiet or args.dry_run
     with progress_line(quiet, unit="tasks", trouble="infra errors") as progress:
         if server is not None:
@@ -111,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     graded = not _execute_only(result)
     if result.plan is None:
         _tell_outcome(result)
+        write_bundle_after(args, server, result.run_id)
     categories: list[Any] = []
     if graded and result.plan is None:
         if server is not None:
@@ -169,19 +181,23 @@ def _run_remote(server: str, args: argparse.Namespace, progress: Any) -> RunResu
         if args.resume:
             load_run_spec(args.file)  # the same spec errors as an embedded resume
             return client.resume_run(args.resume, wait=True, progress=progress)
-        return client.create_run(args.file, dry_run=args.dry_run, progress=progress)
+        return client.create_run(_local_spec(args), dry_run=args.dry_run, progress=progress)
 
 
 def _local_spec(args: argparse.Namespace) -> Any:
     """The spec file, or under ``--no-cache`` the spec with every judge's cache off (the spec
-    hash leaves the cache out, so such a run still resumes a cached one and vice versa)."""
-    if not args.no_cache and not args.otlp_endpoint:
+    hash leaves the cache out, so such a run still resumes a cached one and vice versa), with
+    ``--declaration``'s system declared, with ``--otlp-endpoint``'s telemetry."""
+    if not args.no_cache and not args.otlp_endpoint and not args.declaration:
         return args.file
     import dataclasses
 
     from evalsi.runs import load_run_spec, without_cache
+    from evalsi.specs import load_declaration, with_declaration
 
     spec = load_run_spec(args.file)
+    if args.declaration:
+        spec = with_declaration(spec, load_declaration(args.declaration))
     if args.no_cache:
         spec = dataclasses.replace(spec, judges=without_cache(spec.judges))
     if args.otlp_endpoint:

@@ -10,6 +10,8 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.evidence._format import FORMAT, FORMAT_VERSION, REQUIRED
+    from evalsi.evidence._gate import GateOutcome, ThresholdResult, gate_bundle
+    from evalsi.evidence._rescore import Difference, Rescore, rescore_bundle
     from evalsi.evidence._signing import SignatureCheck, sign_manifest, verify_signature
     from evalsi.evidence._validate import Validation, validate_bundle
     from evalsi.evidence._write import Written, write_bundle
@@ -18,9 +20,15 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "REQUIRED",
+    "Difference",
+    "GateOutcome",
+    "Rescore",
     "SignatureCheck",
+    "ThresholdResult",
     "Validation",
     "Written",
+    "gate_bundle",
+    "rescore_bundle",
     "sign_manifest",
     "validate_bundle",
     "verify_signature",

@@ -175,7 +175,9 @@ class _Checks:
                 except (ValueError, OSError, fmt.Unsafe) as e:
                     v.find(name, f"not JSON ({e})")
         self._metadata(manifest)
-        if all(n in self.ok for n in fmt.JSONL_FILES) and all(n in self.json for n in fmt.JSON_FILES):
+        if all(n in self.ok for n in fmt.JSONL_FILES) and all(
+            n in self.json for n in fmt.JSON_FILES
+        ):
             try:
                 self._tasks()
             except (ValueError, OSError, fmt.Unsafe) as e:
@@ -376,11 +378,15 @@ class _Checks:
         v.tasks = counts["tasks"]
         for key, value in counts.items():
             if (meta.get("counts") or {}).get(key) != value:
-                v.find(fmt.METADATA, f"counts.{key} is {(meta.get('counts') or {}).get(key)}, "
-                       f"the files hold {value}")
+                v.find(
+                    fmt.METADATA,
+                    f"counts.{key} is {(meta.get('counts') or {}).get(key)}, "
+                    f"the files hold {value}",
+                )
         if summary.get("tasks") != counts["tasks"]:
-            v.find(fmt.SUMMARY, f"tasks {summary.get('tasks')}, records.jsonl holds "
-                   f"{counts['tasks']}")
+            v.find(
+                fmt.SUMMARY, f"tasks {summary.get('tasks')}, records.jsonl holds {counts['tasks']}"
+            )
         ordered = [figures[k] for k in sorted(figures, key=str)]
         if summary.get("categories") != [f.to_dict() for f in ordered]:
             v.find(fmt.SUMMARY, "categories are not what the cases give")
@@ -433,20 +439,20 @@ class _Checks:
         if not isinstance(steps, list):
             v.find(fmt.TRAJECTORIES, f"task {key}: no steps")
             return
-        calls = [
-            (i, s) for i, s in enumerate(steps) if isinstance(s, dict) and s.get("tool_call")
-        ]
+        calls = [(i, s) for i, s in enumerate(steps) if isinstance(s, dict) and s.get("tool_call")]
         got = [(c.get("step"), c.get("tool"), c.get("arguments")) for c in task.tool_calls]
-        want_calls = [(i, s["tool_call"].get("name"), s["tool_call"].get("arguments"))
-                      for i, s in calls]
+        want_calls = [
+            (i, s["tool_call"].get("name"), s["tool_call"].get("arguments")) for i, s in calls
+        ]
         if got != want_calls:
             v.find(fmt.TOOL_CALLS, f"task {key}: not the tool calls of its trajectory")
         checks = task.trajectory.get("checks") or []
         end = task.trajectory.get("end_state")
         if checks or end is not None:
-            if task.end_state is None or (task.end_state.get("checks"), task.end_state.get(
-                "end_state"
-            )) != (checks, end):
+            if task.end_state is None or (
+                task.end_state.get("checks"),
+                task.end_state.get("end_state"),
+            ) != (checks, end):
                 v.find(fmt.END_STATES, f"task {key}: not the end state of its trajectory")
         elif task.end_state is not None:
             v.find(fmt.END_STATES, f"task {key}: an end state its trajectory does not hold")
@@ -549,21 +555,30 @@ class _Metrics:
             mean = m.get("mean")
             if key in self.dataset:
                 if not _close(mean, self.dataset[key]):
-                    v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: mean {mean} is not the "
-                           f"dataset-scope result {self.dataset[key]}")
+                    v.find(
+                        fmt.SUMMARY,
+                        f"metric {key[0]}/{key[1]}: mean {mean} is not the "
+                        f"dataset-scope result {self.dataset[key]}",
+                    )
                 continue
             n, total = self.sums.get(key, [0, 0.0])
             if m.get("n") != n:
-                v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: n {m.get('n')}, the scores "
-                       f"give {n}")
+                v.find(
+                    fmt.SUMMARY, f"metric {key[0]}/{key[1]}: n {m.get('n')}, the scores give {n}"
+                )
             elif n and mean is not None and not _close(mean, total / n):
-                v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: mean {mean}, the scores give "
-                       f"{total / n}")
+                v.find(
+                    fmt.SUMMARY,
+                    f"metric {key[0]}/{key[1]}: mean {mean}, the scores give {total / n}",
+                )
             counts = self.outcomes.get(key[0], {})
             for field_name, outcome in (("skipped", "skipped"), ("errors", "error")):
                 if field_name in m and m[field_name] != counts.get(outcome, 0):
-                    v.find(fmt.SUMMARY, f"metric {key[0]}/{key[1]}: {field_name} "
-                           f"{m[field_name]}, the scores give {counts.get(outcome, 0)}")
+                    v.find(
+                        fmt.SUMMARY,
+                        f"metric {key[0]}/{key[1]}: {field_name} "
+                        f"{m[field_name]}, the scores give {counts.get(outcome, 0)}",
+                    )
 
 
 def _close(a: Any, b: Any) -> bool:

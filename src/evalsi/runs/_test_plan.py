@@ -33,8 +33,8 @@ MAX_LISTED = 100_000
 """Scenarios a plan names one by one; a larger dataset is pinned by its hash and count."""
 CATEGORY_KEY = "category"
 NOT_DECLARED = (
-    "the run declared no system under test (spec.declaration, or --declaration for evalsi "
-    "eval): nothing was promised before the first task, so a gate cannot judge it"
+    "the run declared no system under test (spec.declaration or --declaration): nothing was "
+    "promised before the first task, so a gate cannot judge it"
 )
 
 

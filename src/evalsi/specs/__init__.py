@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         ToolDeclarationSpec,
         ToolEntrySpec,
         fixture_problem,
+        with_declaration,
         work_document,
     )
     from evalsi.specs._evalrun_load import (
@@ -91,6 +92,7 @@ __all__ = [
     "show",
     "tightened",
     "where",
+    "with_declaration",
     "work_document",
 ]
 

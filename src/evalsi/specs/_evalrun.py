@@ -345,6 +345,22 @@ class RunSpec:
         return content_hash(fields)
 
 
+def with_declaration(spec: RunSpec, declaration: Declaration) -> RunSpec:
+    """``spec`` with ``declaration`` as its ``spec.declaration`` (``evalsi run --declaration``):
+    in the document too, so the spec hash covers it; a declared threshold looser than the
+    spec's is a ``SpecError``."""
+    from evalsi.specs._checks import raise_problems
+    from evalsi.specs._declaration import tightened
+
+    _, problems = tightened(spec.thresholds, declaration.thresholds, ("declaration",), {})
+    if problems:
+        raise_problems(declaration.source or "<declaration>", {}, problems)
+    raw = spec.raw
+    if raw:
+        raw = {**raw, "spec": {**raw.get("spec", {}), "declaration": dict(declaration.document)}}
+    return dataclasses.replace(spec, declaration=declaration, raw=raw)
+
+
 def _plain(value: Any) -> Any:
     """``value`` as JSON-able data in a fixed order (a frozenset's order changes from one
     process to the next)."""

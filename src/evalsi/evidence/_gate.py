@@ -1,0 +1,216 @@
+"""``gate_bundle``: judge a bundle against the thresholds its test plan registered
+(``evalsi gate --bundle DIR``: exit 0 met, 1 missed, 2 cannot judge).
+
+It judges only what was promised before the first task: a bundle that does not validate (or
+whose signature does not verify when one is required), or a run that declared no system,
+cannot be judged (2). Otherwise every **hard** threshold must be met over scenarios that were
+all fully evaluated: a hard threshold whose category holds a scenario not fully evaluated is
+missed, naming it (1), as is one with nothing to measure (a zero denominator). **Comparative**
+thresholds are reported and never gate.
+
+A task threshold (no metric) reads ``cases.jsonl``: pass^k is the share of complete scenarios
+whose every trial passed; the pass rate, passing trials over eligible ones, each with its
+numerator, denominator and exclusions. A metric threshold is the metric's mean over the
+category's scored results (over the run without a category), read from ``scores.jsonl``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalsi.evidence import _format as fmt
+from evalsi.evidence._cases import Case, CategoryFigures, rate
+from evalsi.evidence._read import dataset_scores, read_tasks
+from evalsi.evidence._validate import Validation, validate_bundle
+from evalsi.specs import Threshold
+
+
+@dataclass(slots=True)
+class ThresholdResult:
+    """One threshold judged."""
+
+    threshold: Threshold
+    verdict: str  # met | missed | not_evaluated | not_measured
+    value: float | None
+    rate: dict[str, Any]
+    not_evaluated: list[str] = field(default_factory=list)
+
+    @property
+    def gates(self) -> bool:
+        return self.threshold.kind == "hard"
+
+    def line(self) -> str:
+        t = self.threshold
+        r = self.rate
+        value = "n/a" if self.value is None else f"{self.value:.4g}"
+        text = f"{t.describe()}: {value} ({r['numerator']}/{r['denominator']}) {self.verdict}"
+        if r.get("exclusions"):
+            text += " excl. " + ", ".join(f"{k} {v}" for k, v in r["exclusions"].items())
+        if self.not_evaluated:
+            text += " — not fully evaluated: " + ", ".join(self.not_evaluated)
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.threshold.to_dict(),
+            "verdict": self.verdict,
+            "value": self.value,
+            "rate": self.rate,
+            "not_evaluated": self.not_evaluated,
+            "gates": self.gates,
+        }
+
+
+@dataclass(slots=True)
+class GateOutcome:
+    """The gate's verdict on a bundle."""
+
+    path: Path
+    exit_code: int
+    reason: str
+    run_id: str | None = None
+    plan_sha256: str | None = None
+    results: list[ThresholdResult] = field(default_factory=list)
+    validation: Validation | None = None
+
+    @property
+    def verdict(self) -> str:
+        return {0: "PASS", 1: "FAIL", 2: "CANNOT JUDGE"}[self.exit_code]
+
+    @property
+    def missed(self) -> list[ThresholdResult]:
+        return [r for r in self.results if r.gates and r.verdict != "met"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bundle": str(self.path),
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "run_id": self.run_id,
+            "plan_sha256": self.plan_sha256,
+            "thresholds": [r.to_dict() for r in self.results],
+            "signature": None
+            if self.validation is None or self.validation.signature is None
+            else self.validation.to_dict()["signature"],
+        }
+
+
+def gate_bundle(
+    path: str | os.PathLike[str],
+    *,
+    require_signature: bool = False,
+    allowed_signers: str | os.PathLike[str] | None = None,
+) -> GateOutcome:
+    """Judge the bundle at ``path`` against its plan's thresholds."""
+    directory = Path(path)
+    if require_signature and allowed_signers is None:
+        return GateOutcome(directory, 2, "--require-signature needs --allowed-signers FILE")
+    v = validate_bundle(directory, allowed_signers=allowed_signers)
+    out = GateOutcome(directory, 2, "", run_id=v.run_id, validation=v)
+    if not v.valid:
+        first = v.unreadable or "; ".join(v.findings[:3])
+        out.reason = f"the bundle does not validate ({first})"
+        return out
+    if require_signature and (v.signature is None or not v.signature.verified):
+        out.reason = "--require-signature: the bundle is not signed by a key you allowed"
+        return out
+    plan = fmt.read_json(directory, fmt.PLAN)
+    meta = fmt.read_json(directory, fmt.METADATA)
+    out.plan_sha256 = meta.get("test_plan_sha256")
+    if not plan.get("declared"):
+        out.reason = str(plan.get("not_declared") or "the run declared no system under test")
+        return out
+    thresholds = [Threshold.from_dict(t) for t in plan.get("thresholds") or ()]
+    if not thresholds:
+        out.reason = "cannot judge: the test plan registered no thresholds"
+        return out
+    cases = [Case.from_dict(c) for _, c in fmt.iter_lines(directory, fmt.CASES)]
+    means = _metric_means(directory, thresholds)
+    out.results = [_judge(t, cases, means) for t in thresholds]
+    missed = out.missed
+    out.exit_code = 1 if missed else 0
+    out.reason = (
+        "every hard threshold met over fully evaluated scenarios"
+        if not missed
+        else "missed: " + "; ".join(r.threshold.describe() for r in missed)
+    )
+    return out
+
+
+def _judge(
+    t: Threshold, cases: list[Case], means: Mapping[tuple[str, str], tuple[int, float]]
+) -> ThresholdResult:
+    scoped = [c for c in cases if not t.category or c.category == t.category]
+    figures = CategoryFigures(t.category or None)
+    for case in scoped:
+        figures.add(case)
+    incomplete = [c.id for c in scoped if c.status != "complete"]
+    if t.metric:
+        n, total = means.get((t.category, t.metric), (0, 0.0))
+        r = rate(0, n, {"incomplete_scenarios": len(incomplete)})
+        r.update(value=total / n if n else None, numerator=total)
+    else:
+        r = figures.pass_hat_k() if t.statistic == "pass_hat_k" else figures.pass_rate()
+    value = r["value"]
+    if not scoped:
+        verdict = "not_measured"
+    elif incomplete:
+        verdict = "not_evaluated"
+    elif value is None:
+        verdict = "not_measured"
+    else:
+        verdict = "met" if t.passes(value) else "missed"
+    return ThresholdResult(t, verdict, value, r, incomplete[:20])
+
+
+def _metric_means(
+    directory: Path, thresholds: Iterable[Threshold]
+) -> dict[tuple[str, str], tuple[int, float]]:
+    """``(category, metric) -> (n, sum)`` of the metric thresholds' scored values."""
+    wanted = {(t.category, t.metric) for t in thresholds if t.metric}
+    if not wanted:
+        return {}
+    config = fmt.read_json(directory, fmt.CONFIG)
+    names = [str(e.get("name", "")) for e in config.get("evaluators") or ()]
+    sums: dict[tuple[str, str], list[float]] = {k: [0, 0.0] for k in wanted}
+
+    def add(category: str | None, index: Any, scores: Any) -> None:
+        if type(index) is not int or not 0 <= index < len(names):
+            return
+        name = names[index]
+        for s in scores or ():
+            value = s.get("passed", s.get("number"))
+            if not isinstance(value, bool | int | float):
+                continue
+            metric = str(s.get("name") or name)
+            keys = {f"{name}/{metric}", name} if metric == name else {f"{name}/{metric}"}
+            for key in keys:
+                for cat in {"", category or ""}:
+                    if (cat, key) in sums:
+                        sums[(cat, key)][0] += 1
+                        sums[(cat, key)][1] += float(value)
+
+    for row in dataset_scores(directory):
+        add(None, row.get("evaluator"), row.get("scores"))
+
+    def ignore(_file: str, _message: str) -> None:  # the bundle validated already
+        pass
+
+    for task in read_tasks(directory, ignore):
+        category = (task.record.get("metadata") or {}).get("category")
+        for line in task.scores:
+            if line.get("outcome") == "scored":
+                add(
+                    None if category is None else str(category),
+                    line.get("evaluator"),
+                    line.get("scores"),
+                )
+    return {k: (int(v[0]), v[1]) for k, v in sums.items()}
+
+
+__all__ = ["GateOutcome", "ThresholdResult", "gate_bundle"]
