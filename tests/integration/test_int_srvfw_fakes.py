@@ -99,6 +99,10 @@ class FakeRuns:
     async def get_run_categories(self, request: Any, ctx: Any, /) -> Any:
         return rs.GetRunCategoriesResponse()
 
+    async def export_bundle(self, request: Any, ctx: Any, /) -> AsyncIterator[Any]:
+        _fail_for(request.id)
+        yield rs.ExportBundleResponse(path="metadata.json", data=b"{}", size=2, run_id=request.id)
+
     async def compare_runs(self, request: Any, ctx: Any, /) -> Any:
         return rs.CompareRunsResponse(baseline=request.baseline, candidate=request.candidate)
 

@@ -66,6 +66,7 @@ from evalsi.client._specs import (
 from evalsi.client._traces import AsyncTraceMixin
 from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, RunInfo
 from evalsi.datasets import FieldMap, open_dataset
+from evalsi.evidence import Written
 from evalsi.runs import CategoryMetrics, Comparison, RunSpec
 from evalsi.wire import (
     ConnectorInfo,
@@ -467,6 +468,26 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin):
         request = run_pb.GetRunCategoriesRequest(id=run_id, key=key, project_id=project_id)
         response = await self._call(self._runs.get_run_categories, request)
         return [category_from_proto(c) for c in response.categories]
+
+    async def export_bundle(
+        self, run_id: str, out: str | os.PathLike[str], *, project_id: str = ""
+    ) -> Written:
+        """The finished run sealed as an evidence bundle into the new directory ``out``
+        (``evalsi bundle RUN -o DIR --server URL``), validated once it arrived."""
+        from evalsi.evidence import Receiver
+
+        receiver = Receiver(out)
+        stream = self._runs.export_bundle(
+            run_pb.ExportBundleRequest(id=run_id, project_id=project_id),
+            headers=self.settings.headers,
+        )
+        try:
+            async for message in self._stream(stream):
+                receiver.chunk(message.path, message.data, message.run_id)
+        except BaseException:
+            receiver.abandon()
+            raise
+        return receiver.finish()
 
     async def compare_runs(
         self,

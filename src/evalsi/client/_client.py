@@ -193,6 +193,7 @@ class Client:
         lists them: output, each evaluator's verdict and, for an agent, the trajectory.""",
     )
     run_categories = _blocking(AsyncClient.run_categories)
+    export_bundle = _blocking(AsyncClient.export_bundle)
     compare_runs = _blocking(
         AsyncClient.compare_runs,
         """Paired comparison of two runs on the server, as ``evalsi compare`` (``metrics``

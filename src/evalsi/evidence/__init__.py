@@ -9,19 +9,21 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.evidence._format import FORMAT, FORMAT_VERSION, REQUIRED
+    from evalsi.evidence._format import FORMAT, FORMAT_VERSION, MANIFEST, REQUIRED
     from evalsi.evidence._gate import GateOutcome, ThresholdResult, gate_bundle
     from evalsi.evidence._rescore import Difference, Rescore, rescore_bundle
     from evalsi.evidence._signing import SignatureCheck, sign_manifest, verify_signature
     from evalsi.evidence._validate import Validation, validate_bundle
-    from evalsi.evidence._write import Written, write_bundle
+    from evalsi.evidence._write import Receiver, Written, write_bundle
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "MANIFEST",
     "REQUIRED",
     "Difference",
     "GateOutcome",
+    "Receiver",
     "Rescore",
     "SignatureCheck",
     "ThresholdResult",

@@ -394,4 +394,68 @@ def _unregistered_plan(info: RunInfo) -> TestPlan:
     return TestPlan.of_text(text)
 
 
-__all__ = ["Written", "write_bundle"]
+class Receiver:
+    """A bundle arriving in chunks (``ExportBundle``), written into a new directory.
+
+    Only the format's own file names are accepted, each once, in one run of chunks, created
+    with ``O_EXCL | O_NOFOLLOW``: a server cannot make the client write outside the directory
+    or over a file. ``finish`` validates what arrived; a bundle that does not validate is
+    removed and refused.
+    """
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.dir = _new_directory(Path(out))
+        self._file: fmt.HashedFile | None = None
+        self._done: set[str] = set()
+        self.run_id = ""
+        self.bytes = 0
+
+    def chunk(self, path: str, data: bytes, run_id: str) -> None:
+        try:
+            if self._file is None or self._file.name != path:
+                self._close()
+                if path not in fmt.REQUIRED and path != fmt.MANIFEST:
+                    raise UserError(f"the server sent {path[:80]!r}, not a file of a bundle")
+                if path in self._done:
+                    raise UserError(f"the server sent {path} twice")
+                self._file = fmt.HashedFile(self.dir, path)
+            self._file.write(data)
+            self.bytes += len(data)
+            self.run_id = self.run_id or run_id
+        except BaseException:
+            self.abandon()
+            raise
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._done.add(self._file.name)
+            self._file = None
+
+    def abandon(self) -> None:
+        if self._file is not None:
+            self._file.abandon()
+            self._file = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def finish(self) -> Written:
+        from evalsi.evidence._validate import validate_bundle
+
+        self._close()
+        v = validate_bundle(self.dir)
+        if not v.valid:
+            self.abandon()
+            first = v.unreadable or "; ".join(v.findings[:3])
+            raise UserError(f"the bundle the server sent does not validate: {first}")
+        meta = fmt.read_json(self.dir, fmt.METADATA)
+        return Written(
+            path=self.dir,
+            run_id=self.run_id,
+            files=len(self._done),
+            bytes=self.bytes,
+            tasks=int(meta.get("counts", {}).get("tasks", 0)),
+            declared=bool(meta.get("declared")),
+        )
+
+
+__all__ = ["Receiver", "Written", "write_bundle"]

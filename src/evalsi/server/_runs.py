@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ from google.protobuf import json_format
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
 from evalsi.datasets import FieldMap, confine, open_dataset
+from evalsi.evidence import MANIFEST as BUNDLE_MANIFEST
+from evalsi.evidence import REQUIRED as BUNDLE_FILES
+from evalsi.evidence import write_bundle
 from evalsi.runs import (
     DEFAULT_CATEGORY_KEY,
     RunResult,
@@ -133,6 +137,31 @@ class RunHandler:
         offset = _offset(request.page_token)
         ref, project = _ref(request.id), _project(request.project_id)
         return await asyncio.to_thread(self._tasks_page, ref, project, offset, size)
+
+    async def export_bundle(
+        self, request: pb.ExportBundleRequest, ctx: RequestContext[Any, Any], /
+    ) -> AsyncIterator[pb.ExportBundleResponse]:
+        """The run's bundle, written to a private temporary directory by the same writer as
+        ``evalsi bundle``, then streamed file by file (manifest.json last) and removed."""
+        ref, project = _ref(request.id), _project(request.project_id)
+        info: RunInfo = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
+        with tempfile.TemporaryDirectory(prefix="evalsi-bundle-") as tmp:
+            where = Path(tmp) / "bundle"
+            await asyncio.to_thread(write_bundle, self.state.store, info.id, where)
+            for name in (*BUNDLE_FILES, BUNDLE_MANIFEST):
+                size = (where / name).stat().st_size
+                with (where / name).open("rb") as f:
+                    first = True
+                    while True:
+                        chunk = await asyncio.to_thread(f.read, BUNDLE_CHUNK)
+                        if not chunk and not first:
+                            break
+                        yield pb.ExportBundleResponse(
+                            path=name, data=chunk, size=size if first else 0, run_id=info.id
+                        )
+                        first = False
+                        if len(chunk) < BUNDLE_CHUNK:
+                            break
 
     async def get_run_categories(
         self, request: pb.GetRunCategoriesRequest, ctx: RequestContext[Any, Any], /
@@ -355,6 +384,10 @@ def check_task_limit(spec: RunSpec, limits: Limits) -> None:
             hint="set spec.dataset.limit or fewer trials, or ask the server's operator to "
             "raise the limit",
         )
+
+
+BUNDLE_CHUNK = 1 << 20
+"""Bytes per ExportBundle message."""
 
 
 def _ref(value: str, name: str = "id") -> str:

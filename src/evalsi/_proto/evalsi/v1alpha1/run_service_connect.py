@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, GetRunCategoriesRequest, GetRunCategoriesResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
+from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, ExportBundleRequest, ExportBundleResponse, GetRunCategoriesRequest, GetRunCategoriesResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -61,6 +61,14 @@ class RunService(Protocol):
         """
         Streams the run's state on every change (progress, then partial metrics) and ends once
         the run is finished. Over REST the stream is newline-delimited JSON.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def export_bundle(self, request: ExportBundleRequest, ctx: RequestContext[ExportBundleRequest, ExportBundleResponse], /) -> AsyncIterator[ExportBundleResponse]:
+        """
+        The finished run sealed as an evidence bundle (docs/guides/evidence.md): each file of the
+        bundle in chunks, one file after the other, manifest.json last. The client writes them into
+        a new directory and validates it. Over REST the stream is newline-delimited JSON.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -156,6 +164,17 @@ class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=svc.watch_run,
+                ),
+                "/evalsi.v1alpha1.RunService/ExportBundle": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="ExportBundle",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=ExportBundleRequest,
+                        output=ExportBundleResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.export_bundle,
                 ),
                 "/evalsi.v1alpha1.RunService/CancelRun": Endpoint.unary(
                     method=MethodInfo(
@@ -355,6 +374,31 @@ class RunServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def export_bundle(
+        self,
+        request: ExportBundleRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[ExportBundleResponse]:
+        """
+        The finished run sealed as an evidence bundle (docs/guides/evidence.md): each file of the
+        bundle in chunks, one file after the other, manifest.json last. The client writes them into
+        a new directory and validates it. Over REST the stream is newline-delimited JSON.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="ExportBundle",
+                service_name="evalsi.v1alpha1.RunService",
+                input=ExportBundleRequest,
+                output=ExportBundleResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def cancel_run(
         self,
         request: CancelRunRequest,
@@ -520,6 +564,14 @@ class RunServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def export_bundle(self, request: ExportBundleRequest, ctx: RequestContext[ExportBundleRequest, ExportBundleResponse], /) -> Iterator[ExportBundleResponse]:
+        """
+        The finished run sealed as an evidence bundle (docs/guides/evidence.md): each file of the
+        bundle in chunks, one file after the other, manifest.json last. The client writes them into
+        a new directory and validates it. Over REST the stream is newline-delimited JSON.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def cancel_run(self, request: CancelRunRequest, ctx: RequestContext[CancelRunRequest, CancelRunResponse], /) -> CancelRunResponse:
         """
         Stops a running run; results already stored are kept and the run can be resumed.
@@ -610,6 +662,17 @@ class RunServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=service.watch_run,
+                ),
+                "/evalsi.v1alpha1.RunService/ExportBundle": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="ExportBundle",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=ExportBundleRequest,
+                        output=ExportBundleResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.export_bundle,
                 ),
                 "/evalsi.v1alpha1.RunService/CancelRun": EndpointSync.unary(
                     method=MethodInfo(
@@ -803,6 +866,31 @@ class RunServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.RunService",
                 input=WatchRunRequest,
                 output=WatchRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def export_bundle(
+        self,
+        request: ExportBundleRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[ExportBundleResponse]:
+        """
+        The finished run sealed as an evidence bundle (docs/guides/evidence.md): each file of the
+        bundle in chunks, one file after the other, manifest.json last. The client writes them into
+        a new directory and validates it. Over REST the stream is newline-delimited JSON.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="ExportBundle",
+                service_name="evalsi.v1alpha1.RunService",
+                input=ExportBundleRequest,
+                output=ExportBundleResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.SERVER_STREAM,
             ),

@@ -132,6 +132,26 @@ class WatchRunResponse(_message.Message):
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
+class ExportBundleRequest(_message.Message):
+    __slots__ = ("id", "project_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    project_id: str
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
+
+class ExportBundleResponse(_message.Message):
+    __slots__ = ("path", "data", "size", "run_id")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    data: bytes
+    size: int
+    run_id: str
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., size: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
+
 class CancelRunRequest(_message.Message):
     __slots__ = ("id", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]
