@@ -108,6 +108,8 @@ class PythonTarget:
             else:
                 async with asyncio.timeout(self.timeout) as scope:
                     value = await self._call(argument)
+        except InfraError:  # the target says its own infrastructure failed (not the system)
+            raise
         except Exception as e:  # the target's failure is data on this sample
             if scope is not None and scope.expired():
                 # A sync callable keeps running in its thread: Python cannot stop a thread.

@@ -36,7 +36,9 @@ class _Task:
 
     def verdict(self) -> tuple[bool, bool, str]:
         """(eligible, passed, why excluded)."""
-        if self.status not in ("ok", "target_error"):
+        if self.status == "target_error":  # the system under test failed: a graded failure
+            return True, False, ""
+        if self.status != "ok":
             return False, False, self.status
         if self.unjudged:
             return False, False, self.unjudged

@@ -183,7 +183,7 @@ class _Rescorer:
                 ev = load_code_evaluator(f"{where}:{source['object']}")
             except EvalsiError as e:
                 raise _Cannot(f"evaluator {entry.get('name')!r} cannot be loaded: {e}") from e
-            registry.register(ev, code_ref=str(entry.get("ref")))
+            registry.register(ev)
             entry.pop("source", None)
         return registry
 
