@@ -195,7 +195,8 @@ def test_the_gate_judges_the_registered_thresholds(sealed: tuple[Path, str, Path
     # The run's exact-match scores: a1 2, a2 2, a3 1, b1 2, b2 0, c1 1 of 11 stored tasks.
     assert metric.value == pytest.approx(8 / 11)
     # gamma's c1 is not fully evaluated, and the metric threshold covers every scenario.
-    assert metric.verdict == "not_evaluated" and metric.not_evaluated == ["c1"]
+    assert metric.verdict == "not_evaluated"
+    assert metric.not_evaluated == ["c1"]
     assert g.exit_code == 1
     assert "metric exact-match" in g.reason
 
@@ -225,7 +226,8 @@ def test_a_run_without_a_declaration_cannot_be_judged(tmp_path: Path) -> None:
     assert g.exit_code == 2
     assert "declared no system" in g.reason
     plan = orjson.loads((tmp_path / "b" / "test_plan.json").read_bytes())
-    assert plan["declared"] is False and plan["scenarios"]["listed"] is False
+    assert plan["declared"] is False
+    assert plan["scenarios"]["listed"] is False
 
 
 def test_rescore_matches_then_differs_after_an_edited_score(
@@ -246,7 +248,8 @@ def test_rescore_matches_then_differs_after_an_edited_score(
     _reseal(copy)
     # Re-hashed, the edit still shows: the cases and metrics no longer follow from the scores.
     v = validate_bundle(copy)
-    assert v.exit_code == 1 and any("cases.jsonl" in f or "summary.json" in f for f in v.findings)
+    assert v.exit_code == 1
+    assert any("cases.jsonl" in f or "summary.json" in f for f in v.findings)
     r = rescore_bundle(copy)
     assert r.exit_code == 2  # cannot rescore what does not validate
 
@@ -261,7 +264,7 @@ def test_rescore_differs_when_the_edit_is_carried_through_every_file(
     lines = _lines(copy / "scores.jsonl")
     # b2 trial 0's contains result: "no" contains "o", so it passed; say it failed instead
     # (the case of b2 fails either way, so cases and figures stay what they were).
-    b2 = next(i for i, l in enumerate(lines) if (l["seq"], l["trial"], l["evaluator"]) == (4, 0, 1))
+    b2 = next(i for i, x in enumerate(lines) if (x["seq"], x["trial"], x["evaluator"]) == (4, 0, 1))
     assert lines[b2]["scores"][0]["passed"] is True
     lines[b2]["scores"][0]["passed"] = False
     (copy / "scores.jsonl").write_bytes(
@@ -291,7 +294,8 @@ def test_rescore_differs_when_the_edit_is_carried_through_every_file(
     assert (r.outcome, r.exit_code, r.differing) == ("DIFFER", 1, 1)
     d = r.differences[0]
     assert (d.seq, d.trial, d.evaluator) == (4, 0, "contains")
-    assert d.recorded["scores"][0]["passed"] is False and d.rescored["scores"][0]["passed"] is True
+    assert d.recorded["scores"][0]["passed"] is False
+    assert d.rescored["scores"][0]["passed"] is True
 
 
 def test_rescore_says_code_changed_when_an_evaluator_file_changed(tmp_path: Path) -> None:
@@ -330,10 +334,12 @@ def test_rescore_says_code_changed_when_an_evaluator_file_changed(tmp_path: Path
         ev.read_text(encoding="utf-8").replace("<= 4", "<= 2") + "\n# a comment\n", encoding="utf-8"
     )
     again = rescore_bundle(tmp_path / "b")
-    assert again.outcome == "MATCH" and again.code["changed"]  # changed code, same verdicts
+    assert again.outcome == "MATCH"
+    assert again.code["changed"]
     ev.unlink()
     gone = rescore_bundle(tmp_path / "b")
-    assert gone.exit_code == 2 and "short" in gone.reason
+    assert gone.exit_code == 2
+    assert "short" in gone.reason
 
 
 def _code_registry(ev: Path) -> Any:
