@@ -47,7 +47,10 @@ class ThresholdResult:
         t = self.threshold
         r = self.rate
         value = "n/a" if self.value is None else f"{self.value:.4g}"
-        text = f"{t.describe()}: {value} ({r['numerator']}/{r['denominator']}) {self.verdict}"
+        share = (
+            f"mean of {r['denominator']}" if t.metric else f"{r['numerator']}/{r['denominator']}"
+        )
+        text = f"{t.describe()}: {value} ({share}) {self.verdict}"
         if r.get("exclusions"):
             text += " excl. " + ", ".join(f"{k} {v}" for k, v in r["exclusions"].items())
         if self.not_evaluated:
