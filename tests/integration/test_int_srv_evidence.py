@@ -92,7 +92,7 @@ def test_export_gives_the_bundle_the_embedded_writer_writes(
     served: tuple[str, str, Path], tmp_path: Path, protocol: str
 ) -> None:
     url, run_id, tmp = served
-    with evalsi.Client(url, protocol=protocol) as client:  # type: ignore[arg-type]
+    with evalsi.Client(url, protocol=protocol) as client:
         written = client.export_bundle(run_id, tmp_path / "remote")
     assert written.run_id == run_id
     assert written.declared
@@ -103,7 +103,7 @@ def test_export_gives_the_bundle_the_embedded_writer_writes(
         db.close()
     names = sorted(p.name for p in (tmp_path / "local").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "remote").iterdir())
-    match, mismatch, errors = filecmp.cmpfiles(
+    _, mismatch, errors = filecmp.cmpfiles(
         tmp_path / "local", tmp_path / "remote", names, shallow=False
     )
     assert (mismatch, errors) == ([], [])
@@ -168,9 +168,12 @@ def test_the_client_refuses_what_a_hostile_server_sends(tmp_path: Path, names: l
     state = server_state(tmp_path, runs=False)
     services = [(RunServiceASGIApplication, HostileRuns(names))]
     out = tmp_path / "out"
-    with serving(state, services) as server, evalsi.Client(server.url) as client:
-        with pytest.raises(evalsi.UserError):
-            client.export_bundle("r", out)
+    with (
+        serving(state, services) as server,
+        evalsi.Client(server.url) as client,
+        pytest.raises(evalsi.UserError),
+    ):
+        client.export_bundle("r", out)
     assert not out.exists()
     assert not (tmp_path / "escaped.json").exists()
     assert not Path("/tmp/escaped.json").exists()
