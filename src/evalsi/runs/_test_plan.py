@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import UserError, code_sha256, content_hash
-from evalsi.specs import Declaration, Threshold, raise_problems, tightened
 
 if TYPE_CHECKING:
     from evalsi.datasets import Dataset
+    from evalsi.specs import Declaration, Threshold
 
 PLAN_FORMAT = "evalsi-test-plan"
 PLAN_VERSION = 1
@@ -83,6 +83,8 @@ def effective_thresholds(
     """The spec's thresholds tightened by the declaration's; a looser declared one is refused."""
     if declaration is None:
         return tuple(spec)
+    from evalsi.specs import raise_problems, tightened  # the schema checks: declared runs only
+
     merged, problems = tightened(spec, declaration.thresholds, ("declaration", "thresholds"), {})
     if problems:
         raise_problems(declaration.source or "<declaration>", {}, problems)

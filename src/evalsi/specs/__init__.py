@@ -20,12 +20,8 @@ if TYPE_CHECKING:
         schema_problems,
         show,
     )
-    from evalsi.specs._declaration import (
-        Declaration,
-        Threshold,
-        load_declaration,
-        tightened,
-    )
+    from evalsi.specs._declaration import Declaration, Threshold
+    from evalsi.specs._declaration_load import load_declaration, tightened
     from evalsi.specs._evalrun import (
         AgentSpec,
         BudgetSpec,

@@ -350,7 +350,7 @@ def with_declaration(spec: RunSpec, declaration: Declaration) -> RunSpec:
     in the document too, so the spec hash covers it; a declared threshold looser than the
     spec's is a ``SpecError``."""
     from evalsi.specs._checks import raise_problems
-    from evalsi.specs._declaration import tightened
+    from evalsi.specs._declaration_load import tightened
 
     _, problems = tightened(spec.thresholds, declaration.thresholds, ("declaration",), {})
     if problems:

@@ -34,7 +34,7 @@ from evalsi.specs._checks import (
     show,
     unknown_field,
 )
-from evalsi.specs._declaration import declaration_from, thresholds_from, tightened
+from evalsi.specs._declaration_load import declaration_from, thresholds_from, tightened
 from evalsi.specs._evalrun import (
     AgentSpec,
     BudgetSpec,
