@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-
 ThresholdKind = Literal["hard", "comparative"]
 Statistic = Literal["pass_hat_k", "pass_rate", "mean"]
 
