@@ -29,10 +29,10 @@ from typing import Any
 
 from evalsi.core import code_sha256, content_hash
 from evalsi.evidence import _format as fmt
-from evalsi.evidence._cases import Case, CaseBuilder, CategoryFigures, with_unattempted
 from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
 from evalsi.evidence._report import render_report
 from evalsi.evidence._signing import SignatureCheck, verify_signature
+from evalsi.runs import Case, CaseBuilder, CategoryFigures, with_unattempted
 
 MAX_FINDINGS = 200
 FINISHED = ("ok", "target_error", "skipped")

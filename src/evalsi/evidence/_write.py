@@ -25,9 +25,18 @@ import orjson
 from evalsi.core import VERSION, Outcome, Record, UserError, code_sha256
 from evalsi.datasets import FieldMap, open_dataset, record_to_row
 from evalsi.evidence import _format as fmt
-from evalsi.evidence._cases import Case, CaseBuilder, CategoryFigures, with_unattempted
 from evalsi.evidence._report import render_report
-from evalsi.runs import TestPlan, check_version, join_outputs, rebuild, source_dataset
+from evalsi.runs import (
+    Case,
+    CaseBuilder,
+    CategoryFigures,
+    TestPlan,
+    check_version,
+    join_outputs,
+    rebuild,
+    source_dataset,
+    with_unattempted,
+)
 
 if TYPE_CHECKING:
     from evalsi.core import RunInfo

@@ -8,6 +8,7 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
+    from evalsi.runs._cases import Case, CaseBuilder, CategoryFigures, rate, with_unattempted
     from evalsi.runs._categories import (
         DEFAULT_CATEGORY_KEY,
         CategoryMetrics,
@@ -100,6 +101,9 @@ __all__ = [
     "TARGET_KINDS",
     "Aggregator",
     "CalibrationResult",
+    "Case",
+    "CaseBuilder",
+    "CategoryFigures",
     "CategoryMetrics",
     "CompareKind",
     "Comparison",
@@ -156,6 +160,7 @@ __all__ = [
     "metric_rows",
     "open_store",
     "parse_gates",
+    "rate",
     "rebuild",
     "record_isolation",
     "register_plan",
@@ -177,6 +182,7 @@ __all__ = [
     "uncalibrated_gates",
     "unpinned",
     "weakest",
+    "with_unattempted",
     "without_cache",
 ]
 

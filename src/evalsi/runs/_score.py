@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.core import Record, RunStatus, UserError, startup_mark
 from evalsi.datasets import FieldMap, open_dataset
-from evalsi.evaluators import Registry
+from evalsi.evaluators import RecordRunner, Registry
 from evalsi.runs._failures import judged_nothing, stored_reasons
+from evalsi.runs._gate_data import stored_gate_data
 from evalsi.runs._judges import JudgeLike, build_judges, check_judges, judge_specs, judges_manifest
 from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes
 from evalsi.runs._result import ScoreResult
@@ -157,14 +158,16 @@ async def score_async(
                 await asyncio.sleep(0)  # let Ctrl-C (task cancellation) reach us between batches
         if session.records == 0:  # nothing to grade: metrics over no record would read clean
             raise dataset.nothing_read()
+        db, run_id = row.open()
+        scope = [i for i, r in enumerate(session.runners) if isinstance(r, RecordRunner)]
         end = session.conclude(
             source=dataset.name,
             version=dataset.version,
             warnings=[w.to_dict() for w in dataset.warnings],
             bad_records=dataset.bad_count,
             bad_examples=dataset.bad_records[:10],
+            data=stored_gate_data(db, run_id, trials=1, record_scope=scope),
         )
-        db, run_id = row.open()
         db.write_batches(run_id, end.dataset_rows)
     except BaseException as e:  # record why the run stopped, then let the error go on
         row.fail(e, records=session.records)

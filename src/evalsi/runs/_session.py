@@ -31,7 +31,7 @@ from evalsi.runs._dataset_scope import cluster_dataset_runners, finish_dataset_s
 from evalsi.runs._isolation import IsolationSummary
 from evalsi.runs._judges import judges_manifest, judges_summary
 from evalsi.runs._plan import runners_for
-from evalsi.runs.gates import Gate, evaluate_gates
+from evalsi.runs.gates import Gate, GateData, evaluate_gates
 
 Graded = list[tuple[int, int, ResultBatch]]
 """``(evaluator index, position of the batch's first record, results)`` as the store takes them."""
@@ -139,9 +139,11 @@ class ScoreSession:
         warnings: Sequence[Mapping[str, Any]] = (),
         bad_records: int = 0,
         bad_examples: Sequence[Sequence[Any]] = (),
+        data: GateData | None = None,
     ) -> Conclusion:
         """Reduce the dataset scope (after the last record), then the summaries, the gates, and
-        the run's summary and manifest as the store keeps them.
+        the run's summary and manifest as the store keeps them (``data``: what gates read
+        besides the metrics, when the run's results are stored already).
 
         Raises:
             UserError: ``cluster_by`` names a key no record has.
@@ -155,7 +157,7 @@ class ScoreSession:
             bootstrap=self.bootstrap, seed=self.seed, dataset_intervals=reduced.intervals
         )
         isolation = self.aggregator.isolation()
-        gates = evaluate_gates(self.gates, metrics, **self.rates, isolation=isolation)
+        gates = evaluate_gates(self.gates, metrics, **self.rates, isolation=isolation, data=data)
         isolation_dicts = [i.to_dict() for i in isolation]
         summary: dict[str, Any] = {
             "metrics": [m.to_dict() for m in metrics],

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.core import Record, RunManifest, RunStatus
-from evalsi.evaluators import BoundEvaluator, Runner
+from evalsi.evaluators import BoundEvaluator, RecordRunner, Runner
 from evalsi.runs._dataset_scope import dataset_scope_of_outputs, in_run_order
 from evalsi.runs._failures import (
     describe_causes,
@@ -21,6 +21,7 @@ from evalsi.runs._failures import (
     nothing_scored,
     stored_reasons,
 )
+from evalsi.runs._gate_data import stored_gate_data
 from evalsi.runs._judges import judges_manifest, judges_summary
 from evalsi.runs._outputs import FINISHED
 from evalsi.runs._run_result import RunResult
@@ -72,7 +73,13 @@ def conclude_stored_run(
     corpus, reduced = dataset_scope_of_outputs(runners, bound, answered, trials=trials, seed=seed)
     db.write_batches(run_id, reduced.rows)
     metrics = in_run_order(bound, stored.without(corpus), corpus)
-    gate_results = evaluate_gates(gates, metrics, **rates, isolation=stored.isolation)
+    data = stored_gate_data(
+        db,
+        run_id,
+        trials=trials,
+        record_scope=[i for i, r in enumerate(runners) if isinstance(r, RecordRunner)],
+    )
+    gate_results = evaluate_gates(gates, metrics, **rates, isolation=stored.isolation, data=data)
     status = RunStatus.STOPPED if stopped_reason else RunStatus.DONE
     causes = failure_causes(db, run_id)
     unscored = nothing_scored(counts, causes) if status is RunStatus.DONE else None

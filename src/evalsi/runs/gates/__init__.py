@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.runs.gates._gates import Gate, evaluate_gates, parse_gates
+    from evalsi.runs.gates._gates import Gate, GateData, evaluate_gates, parse_gates
     from evalsi.runs.gates._results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
     from evalsi.runs.gates._syntax import EvaluatorMetrics
 
@@ -16,6 +16,7 @@ __all__ = [
     "GATE_COLUMNS",
     "EvaluatorMetrics",
     "Gate",
+    "GateData",
     "GateResult",
     "evaluate_gates",
     "gate_rows",

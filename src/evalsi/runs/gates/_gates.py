@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evalsi.core import MetricSummary, UserError, cel_module
@@ -39,11 +40,13 @@ from evalsi.runs.gates._results import GateResult, Verdict, _fmt
 from evalsi.runs.gates._syntax import (
     _ALLOWED_FUNCTIONS,
     _HELP,
+    BASELINE,
     CI_FIELDS,
     LEVEL_WORDS,
     MAX_GATE_LENGTH,
     EvaluatorMetrics,
     MetricRef,
+    Reads,
     _check_tokens,
     _find,
     _first_sentence,
@@ -70,6 +73,24 @@ _MIXED = (
 
 
 # ---------------------------------------------------------------------------------------------
+# What a gate reads besides the run's metrics
+
+
+@dataclass(frozen=True, slots=True)
+class GateData:
+    """What gates may read beyond the metric summaries, from whoever holds the run's store.
+
+    ``delta(evaluator, metric, baseline)`` gives the paired comparison of this run against
+    ``baseline`` as CEL sees it (``mean`` = the mean paired difference, ``n`` the pairs,
+    ``ci.low``/``ci.high``) or why there is none; ``flaky_cases()`` the scenarios whose trials
+    neither all passed nor all failed. A gate reading either without them is inconclusive.
+    """
+
+    delta: Callable[[str, str, str], tuple[dict[str, Any] | None, str]] | None = None
+    flaky_cases: Callable[[], int] | None = None
+
+
+# ---------------------------------------------------------------------------------------------
 # The gate
 
 
@@ -84,22 +105,16 @@ class Gate:
         'exact-match/exact-match'
     """
 
-    __slots__ = ("_calls", "_program", "_side", "expr", "index", "refs")
+    __slots__ = ("_program", "_reads", "_side", "expr", "index", "refs")
 
     def __init__(
-        self,
-        expr: str,
-        index: int,
-        program: cel.Program,
-        calls: dict[tuple[str, ...], int],
-        refs: tuple[MetricRef, ...],
-        side: _Side | None,
+        self, expr: str, index: int, program: cel.Program, reads: Reads, side: _Side | None
     ) -> None:
         self.expr = expr
         self.index = index
         self._program = program
-        self._calls = calls
-        self.refs = refs
+        self._reads = reads
+        self.refs = tuple(reads.refs)
         self._side = side
 
     def __repr__(self) -> str:
@@ -127,22 +142,23 @@ class Gate:
         if bad_char is not None:
             raise bad("the expression is not valid Unicode text", bad_char, hint=None)
         cel = cel_module()
+        text = BASELINE.sub(lambda m: " " * len(m.group()), expr)
         try:
-            program = cel.compile(expr)
+            program = cel.compile(text)
         except ValueError as e:
             problem, offset = _syntax_error(expr, str(e))
             raise bad(problem, offset) from None
-        tokens = _tokens(expr)
+        tokens = _tokens(text)
         if isinstance(tokens, int):
             raise bad("this gate uses syntax evalsi does not support", tokens)
-        calls, refs = _check_tokens(expr, tokens, evaluators, bad)
+        reads = _check_tokens(expr, tokens, evaluators, bad)  # offsets: the same in both
         unknown = sorted(set(program.functions()) - _ALLOWED_FUNCTIONS)
         variables = [v for v in program.variables() if v not in LEVEL_WORDS]
         if unknown or variables:
             # The token check above names these with a position; this is the backstop.
             names = ", ".join(unknown + variables)
             raise bad(f"unknown name(s): {names}")
-        gate = cls(expr, index, program, calls, tuple(refs), _simple_side(expr, tokens))
+        gate = cls(expr, index, program, reads, _simple_side(text, tokens))
         gate._dry_run(bad, tokens)
         return gate
 
@@ -153,7 +169,14 @@ class Gate:
             problems: list[str] = []
             fields = {k: v for k, v in profile.items() if k != "pass"}
             values = [dict(fields, __key=i) for i in range(len(self.refs))]
-            context = self._context(values, problems, _constant(profile["pass"]))
+            deltas = [
+                {"mean": fields["mean"] - 0.5, "n": fields["n"], "ci": fields["ci"]}
+                for _ in self._reads.deltas
+            ]
+            flaky = 0 if profile is _HIGH else 3
+            context = self._context(
+                values, problems, _constant(profile["pass"]), deltas=deltas, flaky=flaky
+            )
             try:
                 result = self._program.execute(context)
             except KeyError as e:
@@ -193,11 +216,13 @@ class Gate:
         min_completion_rate: float = 0.8,
         max_evaluator_error_rate: float = 0.1,
         isolation: Sequence[IsolationSummary] | None = None,
+        data: GateData | None = None,
     ) -> GateResult:
         """The verdict on ``metrics``: passed, failed, or inconclusive (with the reason).
 
         ``isolation`` is the run's per-evaluator isolation (``ScoreResult.isolation``); without
-        it, a gate that reads ``.isolation`` is inconclusive.
+        it, a gate that reads ``.isolation`` is inconclusive. ``data`` answers ``delta(...)``
+        and ``flaky_cases()``; without it, a gate that reads them is inconclusive.
         """
         table = {(m.evaluator, m.metric): m for m in metrics}
         isolated = {s.evaluator: s for s in isolation or ()}
@@ -214,6 +239,7 @@ class Gate:
             why = _ineligible(summary, min_completion_rate, max_evaluator_error_rate)
             if why:
                 problems.append(f"{ref.text}: {why}")
+        deltas, flaky = self._extras(data, problems)
         if problems:
             return self._inconclusive("; ".join(dict.fromkeys(problems)))
         values = [dict(_fields(m, isolated.get(m.evaluator)), __key=i) for i, m in enumerate(found)]
@@ -222,7 +248,7 @@ class Gate:
         def pass_k(i: int, k: int, hat: bool) -> float | None:
             return _pass_k(found[i], self.refs[i], k, hat, undefined)
 
-        context = self._context(values, undefined, pass_k)
+        context = self._context(values, undefined, pass_k, deltas=deltas, flaky=flaky)
         try:
             result = self._program.execute(context)
         except KeyError as e:
@@ -259,6 +285,28 @@ class Gate:
                     reason = shown
         return GateResult(self.expr, verdict, value, reason)
 
+    def _extras(
+        self, data: GateData | None, problems: list[str]
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """The values of the gate's ``delta(...)`` calls and of ``flaky_cases()``."""
+        deltas: list[dict[str, Any]] = []
+        for ref, baseline in self._reads.deltas:
+            if data is None or data.delta is None:
+                problems.append(f"{ref.text}: a paired delta needs the run's store")
+                continue
+            fields, why = data.delta(ref.evaluator, ref.metric, baseline)
+            if fields is None:
+                problems.append(f"{ref.text}: {why}")
+            else:
+                deltas.append(fields)
+        flaky: int | None = None
+        if self._reads.cases:
+            if data is None or data.flaky_cases is None:
+                problems.append("flaky_cases() needs the run's stored tasks")
+            else:
+                flaky = data.flaky_cases()
+        return deltas, flaky
+
     def _isolation_reason(
         self, result: bool, isolated: Mapping[str, IsolationSummary]
     ) -> str | None:
@@ -292,12 +340,22 @@ class Gate:
         values: list[dict[str, Any]],
         problems: list[str],
         pass_k: Callable[[int, int, bool], float | None],
+        *,
+        deltas: list[dict[str, Any]],
+        flaky: int | None,
     ) -> Any:
-        calls = self._calls
+        calls, delta_calls = self._reads.calls, self._reads.delta_calls
 
         def metric(*args: Any) -> dict[str, Any] | None:
             index = calls.get(tuple(args))
             return None if index is None else values[index]
+
+        def delta(*args: Any) -> dict[str, Any] | None:
+            index = delta_calls.get(tuple(args))
+            return None if index is None or index >= len(deltas) else deltas[index]
+
+        def flaky_cases() -> int | None:
+            return flaky
 
         def method(hat: bool) -> Callable[[Any, Any], float | None]:
             name = "passHatK" if hat else "passAtK"
@@ -313,7 +371,13 @@ class Gate:
 
         return cel_module().Context(
             variables=dict(LEVELS),
-            functions={"metric": metric, "passAtK": method(False), "passHatK": method(True)},
+            functions={
+                "metric": metric,
+                "delta": delta,
+                "flaky_cases": flaky_cases,
+                "passAtK": method(False),
+                "passHatK": method(True),
+            },
         )
 
 
@@ -477,16 +541,19 @@ def evaluate_gates(
     min_completion_rate: float = 0.8,
     max_evaluator_error_rate: float = 0.1,
     isolation: Sequence[IsolationSummary] | None = None,
+    data: GateData | None = None,
 ) -> list[dict[str, Any]]:
     """Every gate's verdict as the JSON dict of ``--format json`` (plus ``verdict`` and ``reason``).
 
-    ``isolation``: the run's per-evaluator sandbox isolation, for gates that read it."""
+    ``isolation``: the run's per-evaluator sandbox isolation, for gates that read it; ``data``:
+    paired deltas and flaky cases, for gates that read them."""
     return [
         g.evaluate(
             metrics,
             min_completion_rate=min_completion_rate,
             max_evaluator_error_rate=max_evaluator_error_rate,
             isolation=isolation,
+            data=data,
         ).to_dict()
         for g in gates
     ]

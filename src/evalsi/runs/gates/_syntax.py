@@ -35,7 +35,10 @@ LEVEL_WORDS = tuple(LEVELS)
 with ``metric(...).isolation``."""
 CI_FIELDS = ("low", "high")
 METHODS = ("passAtK", "passHatK")
-FUNCTIONS = ("metric", "has", "size", "int", "uint", "double")
+FUNCTIONS = ("metric", "delta", "flaky_cases", "has", "size", "int", "uint", "double")
+BASELINE = re.compile(r"\bbaseline\s*=(?!=)")
+"""``delta('m', baseline='RUN')``: CEL has no keyword arguments, so ``baseline=`` is read as
+blanks of the same width (every offset in an error message stays the one the user wrote)."""
 _OPERATORS = frozenset(
     {
         "_+_", "_-_", "_*_", "_/_", "_%_", "-_", "!_", "_==_", "_!=_", "_<_", "_<=_", "_>_",
@@ -172,15 +175,27 @@ class _Side:
     other: str
 
 
+@dataclass(slots=True)
+class Reads:
+    """What a gate reads: ``metric(...)`` calls (args -> index into ``refs``), ``delta(...)``
+    calls (args -> index into ``deltas``: the metric and the baseline run), and whether it
+    reads ``flaky_cases()``."""
+
+    calls: dict[tuple[str, ...], int]
+    refs: list[MetricRef]
+    delta_calls: dict[tuple[str, ...], int]
+    deltas: list[tuple[MetricRef, str]]
+    cases: bool = False
+
+
 def _check_tokens(
     expr: str,
     tokens: list[_Token],
     evaluators: Sequence[EvaluatorMetrics],
     bad: Callable[..., UserError],
-) -> tuple[dict[tuple[str, ...], int], list[MetricRef]]:
+) -> Reads:
     """Every name in the expression is a field, an allowed function, or a metric of the run."""
-    calls: dict[tuple[str, ...], int] = {}
-    refs: list[MetricRef] = []
+    reads = Reads({}, [], {}, [])
     for i, tok in enumerate(tokens):
         if tok.kind != "ident":
             continue
@@ -218,17 +233,34 @@ def _check_tokens(
         elif name == "metric":
             args, offsets = _metric_args(expr, tokens, i, bad)
             ref = _resolve(args, offsets, evaluators, tok, expr, bad)
-            if args not in calls:
-                calls[args] = len(refs)
-                refs.append(ref)
+            if args not in reads.calls:
+                reads.calls[args] = len(reads.refs)
+                reads.refs.append(ref)
+        elif name == "delta":
+            args, offsets = _metric_args(expr, tokens, i, bad, what="delta")
+            if len(args) != 2 or not args[1].strip():
+                raise bad(
+                    "delta() takes a metric and the baseline run: "
+                    "delta('exact-match', baseline='RUN_ID')",
+                    tok.start,
+                )
+            ref = _resolve(args[:1], (offsets[0], offsets[-1]), evaluators, tok, expr, bad)
+            if args not in reads.delta_calls:
+                reads.delta_calls[args] = len(reads.deltas)
+                reads.deltas.append((ref, args[1]))
+        elif name == "flaky_cases":
+            close = tokens[i + 2] if i + 2 < len(tokens) else None
+            if close is None or close.text != ")":
+                raise bad("flaky_cases() takes no argument", tok.start)
+            reads.cases = True
         elif name in METHODS:
             raise bad(f"write metric('...').{name}(k), not {name}(...)", tok.start)
         elif name not in FUNCTIONS:
             allowed = ", ".join(f for f in FUNCTIONS if f != "metric")
             raise bad(f"unknown function '{name}' (the others allowed: {allowed})", tok.start)
-    if not refs:
+    if not reads.refs and not reads.deltas and not reads.cases:
         raise bad("the gate reads no metric")
-    return calls, refs
+    return reads
 
 
 def _check_k(tokens: list[_Token], i: int, bad: Callable[..., UserError]) -> None:
@@ -244,7 +276,12 @@ def _check_k(tokens: list[_Token], i: int, bad: Callable[..., UserError]) -> Non
 
 
 def _metric_args(
-    expr: str, tokens: list[_Token], i: int, bad: Callable[..., UserError]
+    expr: str,
+    tokens: list[_Token],
+    i: int,
+    bad: Callable[..., UserError],
+    *,
+    what: str = "metric",
 ) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The quoted names of ``metric('a')`` or ``metric('a', 'b')`` (decoded by CEL itself),
     with the offset of each and, last, the offset just past the closing parenthesis."""
@@ -255,10 +292,10 @@ def _metric_args(
         tok = tokens[j] if j < len(tokens) else None
         if tok is None or tok.kind != "string":
             where = tok.start if tok is not None else len(expr)
-            raise bad("metric() takes one or two quoted names", where)
+            raise bad(f"{what}() takes one or two quoted names", where)
         value = cel_module().evaluate(tok.text)
         if not isinstance(value, str):
-            raise bad("metric() takes text, not bytes", tok.start)
+            raise bad(f"{what}() takes text, not bytes", tok.start)
         args.append(value)
         offsets.append(tok.start)
         sep = tokens[j + 1] if j + 1 < len(tokens) else None
@@ -266,7 +303,7 @@ def _metric_args(
             return tuple(args), (*offsets, sep.start + 1)
         if sep is None or sep.text != "," or len(args) >= 2:
             where = sep.start if sep is not None else len(expr)
-            raise bad("metric() takes one or two quoted names", where)
+            raise bad(f"{what}() takes one or two quoted names", where)
         j += 2
 
 
@@ -335,7 +372,7 @@ def _simple_side(expr: str, tokens: list[_Token]) -> _Side | None:
     op = found[0]
     left, right = expr[: op.start].strip(), expr[op.start + len(op.text) :].strip()
     reads = [
-        any(t.text == "metric" and t.kind == "ident" for t in _side_tokens(s))
+        any(t.text in _READERS and t.kind == "ident" for t in _side_tokens(s))
         for s in (left, right)
     ]
     if reads[0]:
@@ -349,6 +386,9 @@ def _simple_side(expr: str, tokens: list[_Token]) -> _Side | None:
     except ValueError:
         return None
     return _Side(program, text, shown_op, other)
+
+
+_READERS = ("metric", "delta", "flaky_cases")
 
 
 def _side_tokens(text: str) -> list[_Token]:

@@ -14,7 +14,8 @@ silently. A *case* (a scenario over its trials) is ``complete`` when every plann
 eligible, ``partial`` when some are, ``not_evaluated`` when none; its status is apart from its
 verdict. It is **flaky** when its pass rate is strictly between 0 and 1.
 
-The writer, the validator (which recomputes them) and the gate all read cases through here.
+A run's gates (`flaky_cases()`), the bundle writer, the validator (which recomputes them) and
+the bundle gate all read cases through here.
 """
 
 from __future__ import annotations
