@@ -10,7 +10,9 @@ scored results ran at, compared with the level constants ``none`` < ``confined``
 namespaced``; ``enforced`` is true when every one of them had every limit it asked for
 enforced (``&& metric('code-exec-tests').enforced`` refuses partial enforcement). The CEL
 binding passes a receiver to a registered function as its first argument, so ``.passAtK(3)``
-needs no rewriting.
+needs no rewriting. ``delta('evaluator', baseline='RUN')`` reads the paired comparison of the
+run against a baseline run (``mean``, ``n``, ``ci.low``, ``ci.high``) and ``flaky_cases()`` the
+scenarios whose trials disagree; both come from the caller that holds the store (``GateData``).
 
 Everything that can be wrong with a gate is found before any data is read (``Gate.parse``):
 syntax, names that are neither a field nor an allowed function, evaluators and metrics the run
