@@ -246,6 +246,16 @@ def gate(args: argparse.Namespace) -> int:
         print(f"Signature: {v.signature.identity} ({v.signature.fingerprint})")
     for r in outcome.results:
         print(r.line())
+    for check in outcome.validity:
+        state = "valid" if check["valid"] else "NOT VALID"
+        print(f"validity: {check['describe']}: {state}")
+    if outcome.cases:
+        counts = outcome.cases["counts"]
+        print(
+            f"cases: {counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} "
+            f"inconclusive (pass rate >= {outcome.cases['pass_rate']:g} over >= "
+            f"{outcome.cases['min_eligible']} eligible trial(s))"
+        )
     print(f"GATE: {outcome.verdict} ({outcome.reason})")
     return outcome.exit_code
 

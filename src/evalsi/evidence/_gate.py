@@ -79,6 +79,10 @@ class GateOutcome:
     plan_sha256: str | None = None
     results: list[ThresholdResult] = field(default_factory=list)
     validation: Validation | None = None
+    validity: list[dict[str, Any]] = field(default_factory=list)
+    """With a case policy: each validity check (coverage, completion, evaluator errors)."""
+    cases: dict[str, Any] = field(default_factory=dict)
+    """With a case policy: the verdict counts and the cases that did not pass."""
 
     @property
     def verdict(self) -> str:
@@ -97,6 +101,8 @@ class GateOutcome:
             "run_id": self.run_id,
             "plan_sha256": self.plan_sha256,
             "thresholds": [r.to_dict() for r in self.results],
+            "validity": self.validity,
+            "cases": self.cases,
             "signature": None
             if self.validation is None or self.validation.signature is None
             else self.validation.to_dict()["signature"],
@@ -129,20 +135,103 @@ def gate_bundle(
         out.reason = str(plan.get("not_declared") or "the run declared no system under test")
         return out
     thresholds = [Threshold.from_dict(t) for t in plan.get("thresholds") or ()]
-    if not thresholds:
-        out.reason = "cannot judge: the test plan registered no thresholds"
+    policy = plan.get("case_policy")
+    if not thresholds and not policy:
+        out.reason = "cannot judge: the test plan registered no thresholds and no case policy"
         return out
     cases = [Case.from_dict(c) for _, c in fmt.iter_lines(directory, fmt.CASES)]
     means = _metric_means(directory, thresholds)
     out.results = [_judge(t, cases, means) for t in thresholds]
+    failing: list[str] = []
+    if policy:
+        out.validity = _validity(cases, policy, int(meta.get("trials") or 1))
+        invalid = [v for v in out.validity if not v["valid"]]
+        if invalid:  # validity first: a run that cannot be believed gets no verdict
+            out.reason = "inconclusive: " + "; ".join(v["describe"] for v in invalid)
+            return out
+        out.cases = _case_verdicts(cases, policy)
+        failing = out.cases["failing"]
     missed = out.missed
-    out.exit_code = 1 if missed else 0
+    out.exit_code = 1 if missed or failing else 0
+    parts = [r.threshold.describe() for r in missed]
+    if failing:
+        parts.append(f"{len(failing)} case(s) below their pass rate: {', '.join(failing[:10])}")
     out.reason = (
         "every hard threshold met over fully evaluated scenarios"
-        if not missed
-        else "missed: " + "; ".join(r.threshold.describe() for r in missed)
+        + (", and every case passed" if policy else "")
+        if not parts
+        else "missed: " + "; ".join(parts)
     )
     return out
+
+
+def _floor(policy: Mapping[str, Any], trials: int) -> tuple[int, bool]:
+    """(eligible trials a case needs, whether every trial must also be attempted)."""
+    least = policy.get("min_eligible_trials")
+    return (int(least), False) if least is not None else (1, True)
+
+
+def _validity(cases: list[Case], policy: Mapping[str, Any], trials: int) -> list[dict[str, Any]]:
+    """Coverage, completion and evaluator error rate, each with its arithmetic."""
+    least, all_attempted = _floor(policy, trials)
+    covered = sum(
+        c.eligible >= least and (not all_attempted or c.attempted >= c.trials) for c in cases
+    )
+    planned = sum(c.trials for c in cases)
+    eligible = sum(c.eligible for c in cases)
+    attempted = sum(c.attempted for c in cases)
+    excluded: dict[str, int] = {"not_attempted": planned - attempted}
+    for c in cases:
+        for k, v in c.excluded.items():
+            excluded[k] = excluded.get(k, 0) + v
+    errors = excluded.get("evaluator_error", 0)
+    min_completion = float(policy.get("min_completion_rate", 0.8))
+    max_errors = float(policy.get("max_evaluator_error_rate", 0.1))
+    floor = (
+        f"{least} eligible trial(s)" if not all_attempted else "every trial attempted, 1 eligible"
+    )
+    checks = [
+        ("coverage", rate(covered, len(cases), {"below_floor": len(cases) - covered}), 1.0, ">="),
+        ("completion", rate(eligible, planned, excluded), min_completion, ">="),
+        ("evaluator_errors", rate(errors, attempted, {}), max_errors, "<="),
+    ]
+    out = []
+    for name, r, bound, op in checks:
+        value = r["value"]
+        if value is None:
+            valid = False
+        else:
+            valid = value >= bound if op == ">=" else value <= bound
+        shown = "n/a" if value is None else f"{value:.4g}"
+        out.append(
+            {
+                "check": name,
+                "valid": valid,
+                "bound": bound,
+                "rate": r,
+                "describe": f"{name} {shown} ({r['numerator']}/{r['denominator']}) needs "
+                f"{op} {bound:g}" + (f" (a case needs {floor})" if name == "coverage" else ""),
+            }
+        )
+    return out
+
+
+def _case_verdicts(cases: list[Case], policy: Mapping[str, Any]) -> dict[str, Any]:
+    """Each case against its pass rate (its own ``pass_threshold``, else the policy's)."""
+    least = int(policy.get("min_eligible_trials") or 1)
+    default = float(policy.get("pass_rate", 1.0))
+    counts = {"pass": 0, "fail": 0, "inconclusive": 0}
+    failing: list[str] = []
+    for case in cases:
+        bound = case.threshold if case.threshold is not None else default
+        if case.eligible < least or case.pass_rate is None:
+            verdict = "inconclusive"
+        else:
+            verdict = "pass" if case.pass_rate >= bound else "fail"
+        counts[verdict] += 1
+        if verdict == "fail":
+            failing.append(case.id)
+    return {"counts": counts, "failing": failing, "pass_rate": default, "min_eligible": least}
 
 
 def _judge(

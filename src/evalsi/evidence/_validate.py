@@ -32,7 +32,7 @@ from evalsi.evidence import _format as fmt
 from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
 from evalsi.evidence._report import render_report
 from evalsi.evidence._signing import SignatureCheck, verify_signature
-from evalsi.runs import Case, CaseBuilder, CategoryFigures, with_unattempted
+from evalsi.runs import Case, CaseBuilder, CategoryFigures, pass_threshold, with_unattempted
 
 MAX_FINDINGS = 200
 FINISHED = ("ok", "target_error", "skipped")
@@ -341,12 +341,14 @@ class _Checks:
                 if task.seq != last:  # tasks come in (seq, trial) order
                     counts["records"] += 1
                     last = task.seq
+                metadata = task.record.get("metadata") or {}
                 builder.task(
                     task.seq,
                     task.trial,
                     str(task.record.get("id", "")),
-                    (task.record.get("metadata") or {}).get("category"),
+                    metadata.get("category") if isinstance(metadata, dict) else None,
                     task.status,
+                    pass_threshold(metadata) if isinstance(metadata, dict) else None,
                 )
                 for line in task.scores:
                     if line.get("evaluator") in record_scope:

@@ -33,6 +33,7 @@ from evalsi.runs import (
     TestPlan,
     check_version,
     join_outputs,
+    pass_threshold,
     rebuild,
     source_dataset,
     with_unattempted,
@@ -220,7 +221,8 @@ class _Writer:
         for seq, index, result in results.take_while(lambda item: item[0] < 0):
             self._score(seq, index, result)
         for seq, trial, status, error, record in self._stored_tasks():
-            builder.task(seq, trial, record.id, record.metadata.get("category"), status)
+            category = record.metadata.get("category")
+            builder.task(seq, trial, record.id, category, status, pass_threshold(record.metadata))
             self._task_lines(seq, trial, status, error, record)
             for rseq, index, result in results.take_while(
                 lambda item, s=seq, t=trial: (item[0], item[2].trial) == (s, t)

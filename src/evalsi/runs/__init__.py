@@ -60,7 +60,13 @@ if TYPE_CHECKING:
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
     from evalsi.runs._tasks import iter_tasks, task_json
-    from evalsi.runs._test_plan import PLAN_FORMAT, TestPlan, effective_thresholds, register_plan
+    from evalsi.runs._test_plan import (
+        PLAN_FORMAT,
+        TestPlan,
+        effective_thresholds,
+        pass_threshold,
+        register_plan,
+    )
     from evalsi.runs.calibration import CalibrationResult, calibrate_async, uncalibrated_gates
     from evalsi.runs.compare import (
         CompareKind,
@@ -160,6 +166,7 @@ __all__ = [
     "metric_rows",
     "open_store",
     "parse_gates",
+    "pass_threshold",
     "rate",
     "rebuild",
     "record_isolation",

@@ -56,6 +56,8 @@ class Case:
     id: str
     category: str | None
     trials: int
+    threshold: float | None = None
+    """The sample's own pass rate to reach (``metadata.pass_threshold``), if it sets one."""
     attempted: int = 0
     eligible: int = 0
     passed: int = 0
@@ -90,6 +92,7 @@ class Case:
             "eligible": self.eligible,
             "passed": self.passed,
             "excluded": dict(sorted(self.excluded.items())),
+            "pass_threshold": self.threshold,
             "status": self.status,
             "pass_rate": self.pass_rate,
             "flaky": self.flaky,
@@ -102,6 +105,7 @@ class Case:
             id=str(data["id"]),
             category=None if data.get("category") is None else str(data["category"]),
             trials=int(data["trials"]),
+            threshold=None if data.get("pass_threshold") is None else float(data["pass_threshold"]),
             attempted=int(data["attempted"]),
             eligible=int(data["eligible"]),
             passed=int(data["passed"]),
@@ -123,11 +127,19 @@ class CaseBuilder:
         self._tasks: dict[int, _Task] = {}
         self._done: list[Case] = []
 
-    def task(self, seq: int, trial: int, record_id: str, category: Any, status: str) -> None:
+    def task(
+        self,
+        seq: int,
+        trial: int,
+        record_id: str,
+        category: Any,
+        status: str,
+        threshold: float | None = None,
+    ) -> None:
         if self._case is None or self._case.seq != seq:
             self._close()
             cat = None if category is None else str(category)
-            self._case = Case(seq, record_id, cat, self.trials)
+            self._case = Case(seq, record_id, cat, self.trials, threshold)
         self._tasks[trial] = _Task(status)
 
     def result(
@@ -186,12 +198,13 @@ def with_unattempted(
     def unattempted(before: int | None) -> Iterator[Case]:
         nonlocal pending
         while pending is not None and (before is None or int(pending["seq"]) < before):
-            category = pending.get("category")
+            category, threshold = pending.get("category"), pending.get("pass_threshold")
             yield Case(
                 int(pending["seq"]),
                 str(pending["id"]),
                 None if category is None else str(category),
                 trials,
+                None if threshold is None else float(threshold),
             )
             pending = next(plan, None)
 

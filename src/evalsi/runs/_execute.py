@@ -232,6 +232,8 @@ async def execute_run(
             limit=spec.dataset.limit,
             environment=spec.environment.identity() if spec.environment is not None else None,
             per_task_seed=PER_TASK_SEED,
+            case_policy=spec.case_policy,
+            rates=rates,
         )
         stored_spec["test_plan"] = test_plan.stored()
         if origin is not None:

@@ -117,6 +117,7 @@ async def score_async(
         trials=1,
         seed=seed,
         spec_hash=None,
+        rates=rates,
     )
     spec["test_plan"] = plan.stored()
     row = RunRow(store, kind="score", spec=spec, name=name, clock=clock)

@@ -25,7 +25,7 @@ from evalsi.core import UserError, code_sha256, content_hash
 
 if TYPE_CHECKING:
     from evalsi.datasets import Dataset
-    from evalsi.specs import Declaration, Threshold
+    from evalsi.specs import CasePolicy, Declaration, Threshold
 
 PLAN_FORMAT = "evalsi-test-plan"
 PLAN_VERSION = 1
@@ -73,6 +73,14 @@ class TestPlan:
         return cls.of_text(stored["text"])
 
 
+def pass_threshold(metadata: Mapping[str, Any]) -> float | None:
+    """A sample's own case pass rate (``metadata.pass_threshold``, 0 to 1), if it sets one."""
+    value = metadata.get("pass_threshold")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return None
+    return float(value)
+
+
 def plan_sha256(text: str) -> str:
     return content_hash(text.encode())
 
@@ -91,6 +99,18 @@ def effective_thresholds(
     return merged
 
 
+def effective_policy(spec: CasePolicy | None, declaration: Declaration | None) -> CasePolicy | None:
+    """The spec's case policy, or the declaration's when it asks more; a looser one is refused."""
+    if declaration is None or declaration.case_policy is None:
+        return spec
+    from evalsi.specs import raise_problems, tightened_policy
+
+    policy, problems = tightened_policy(spec, declaration.case_policy, ("casePolicy",), {})
+    if problems:
+        raise_problems(declaration.source or "<declaration>", {}, problems)
+    return policy
+
+
 def register_plan(
     *,
     kind: str,
@@ -105,9 +125,15 @@ def register_plan(
     limit: int | None = None,
     environment: Mapping[str, Any] | None = None,
     per_task_seed: str | None = None,
+    case_policy: CasePolicy | None = None,
+    rates: Mapping[str, float] | None = None,
 ) -> TestPlan:
-    """The plan of a run about to start; with a declaration, ``dataset`` is read once here."""
+    """The plan of a run about to start; with a declaration, ``dataset`` is read once here.
+
+    ``rates``: the run's ``min_completion_rate`` and ``max_evaluator_error_rate``, which a case
+    policy's validity checks use."""
     effective = effective_thresholds(thresholds, declaration)
+    policy = effective_policy(case_policy, declaration)
     doc: dict[str, Any] = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
@@ -117,6 +143,13 @@ def register_plan(
         "scenarios": {"source": dataset.name, "listed": False},
         "environment_sha256": None if environment is None else content_hash(environment),
         "thresholds": [t.to_dict() for t in effective],
+        "case_policy": None
+        if policy is None
+        else {
+            **policy.to_dict(),
+            "min_completion_rate": (rates or {}).get("min_completion_rate", 0.8),
+            "max_evaluator_error_rate": (rates or {}).get("max_evaluator_error_rate", 0.1),
+        },
         "seeds": {"seed": seed, "per_task": per_task_seed, "trials": trials},
         "evaluators": [dict(e) for e in evaluators],
         # Hashing the code takes ~20 ms: an undeclared run's start is not slowed for it (its
@@ -149,6 +182,9 @@ def _scenarios(dataset: Dataset, declaration: Declaration, limit: int | None) ->
             entry: dict[str, Any] = {"id": record.id, "seq": seq}
             if category is not None:
                 entry["category"] = str(category)
+            threshold = pass_threshold(record.metadata)
+            if threshold is not None:
+                entry["pass_threshold"] = threshold
             if limit is not None and seq >= limit:
                 reason = f"beyond spec.dataset.limit ({limit})"
             elif record.id in excluded_ids:
@@ -184,4 +220,12 @@ def _scenarios(dataset: Dataset, declaration: Declaration, limit: int | None) ->
     }
 
 
-__all__ = ["PLAN_FORMAT", "PLAN_VERSION", "TestPlan", "effective_thresholds", "register_plan"]
+__all__ = [
+    "PLAN_FORMAT",
+    "PLAN_VERSION",
+    "TestPlan",
+    "effective_policy",
+    "effective_thresholds",
+    "pass_threshold",
+    "register_plan",
+]

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
         schema_problems,
         show,
     )
-    from evalsi.specs._declaration import Declaration, Threshold
-    from evalsi.specs._declaration_load import load_declaration, tightened
+    from evalsi.specs._declaration import CasePolicy, Declaration, Threshold
+    from evalsi.specs._declaration_load import load_declaration, tightened, tightened_policy
     from evalsi.specs._evalrun import (
         AgentSpec,
         BudgetSpec,
@@ -56,6 +56,7 @@ __all__ = [
     "TARGET_KINDS",
     "AgentSpec",
     "BudgetSpec",
+    "CasePolicy",
     "CheckerSpec",
     "DatasetSpec",
     "Declaration",
@@ -87,6 +88,7 @@ __all__ = [
     "schema_problems",
     "show",
     "tightened",
+    "tightened_policy",
     "where",
     "with_declaration",
     "work_document",

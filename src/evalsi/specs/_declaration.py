@@ -97,6 +97,24 @@ class Threshold:
 
 
 @dataclass(frozen=True, slots=True)
+class CasePolicy:
+    """How each scenario's verdict is reached: its trial pass rate must reach ``pass_rate``
+    (or the sample's ``metadata.pass_threshold``) over at least ``min_eligible_trials``
+    eligible trials (unset: every configured trial attempted and one eligible)."""
+
+    pass_rate: float = 1.0
+    min_eligible_trials: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pass_rate": self.pass_rate, "min_eligible_trials": self.min_eligible_trials}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CasePolicy:
+        least = data.get("min_eligible_trials")
+        return cls(float(data.get("pass_rate", 1.0)), None if least is None else int(least))
+
+
+@dataclass(frozen=True, slots=True)
 class Declaration:
     """What the owner says the system is, may do and is for; fixed before the first task."""
 
@@ -108,6 +126,7 @@ class Declaration:
     thresholds: tuple[Threshold, ...] = ()
     exclude: tuple[tuple[str, str], ...] = ()
     """(scenario id, reason): samples left out of the test; they are not run."""
+    case_policy: CasePolicy | None = None
     source: str = ""
     document: Mapping[str, Any] = field(default_factory=dict)
     """The declaration as written (camelCase keys), for the plan and the spec hash."""
@@ -125,6 +144,7 @@ class Declaration:
             "intended_use": list(self.intended_use),
             "out_of_scope_use": list(self.out_of_scope_use),
             "exclude": [{"scenario": s, "reason": r} for s, r in self.exclude],
+            "case_policy": None if self.case_policy is None else self.case_policy.to_dict(),
             "source": self.source or None,
         }
 
@@ -136,4 +156,4 @@ def _statistic(value: str, metric: str) -> Statistic:
     return "pass_rate" if value == "pass_rate" else "pass_hat_k"
 
 
-__all__ = ["Declaration", "Statistic", "Threshold", "ThresholdKind"]
+__all__ = ["CasePolicy", "Declaration", "Statistic", "Threshold", "ThresholdKind"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.specs._checks import Problem, raise_problems, read_spec_text, schema_problems
-from evalsi.specs._declaration import Declaration, Threshold, _statistic
+from evalsi.specs._declaration import CasePolicy, Declaration, Threshold, _statistic
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
 
@@ -110,6 +110,35 @@ def tightened(
     return tuple(merged.values()), problems
 
 
+def case_policy_from(doc: Mapping[str, Any] | None) -> CasePolicy | None:
+    """A schema-valid ``casePolicy`` (its ranges are the schema's)."""
+    if doc is None:
+        return None
+    least = doc.get("minEligibleTrials")
+    return CasePolicy(float(doc.get("passRate", 1.0)), None if least is None else int(least))
+
+
+def tightened_policy(
+    spec: CasePolicy | None, declared: CasePolicy | None, at: KeyPath, lines: Mapping[KeyPath, int]
+) -> tuple[CasePolicy | None, list[Problem]]:
+    """The case policy in force: the declaration's may ask more than the spec's, never less."""
+    if declared is None or spec is None:
+        return declared or spec, []
+    problems = []
+    if declared.pass_rate < spec.pass_rate:
+        problems.append(f"passRate {declared.pass_rate:g} loosens the spec's {spec.pass_rate:g}")
+    fewer = (declared.min_eligible_trials or 0) < (spec.min_eligible_trials or 0)
+    if spec.min_eligible_trials is not None and fewer:
+        problems.append(
+            f"minEligibleTrials {declared.min_eligible_trials} loosens the spec's "
+            f"{spec.min_eligible_trials}"
+        )
+    if problems:
+        where = line_of(lines, at)
+        return None, [Problem(where, at, p + "; a declaration may only tighten") for p in problems]
+    return declared, []
+
+
 def declaration_from(
     doc: Mapping[str, Any], at: KeyPath, lines: Mapping[KeyPath, int], *, source: str = ""
 ) -> tuple[Declaration | None, list[Problem]]:
@@ -145,6 +174,7 @@ def declaration_from(
             out_of_scope_use=tuple(doc.get("outOfScopeUse", ())),
             thresholds=tuple(thresholds),
             exclude=tuple(exclude),
+            case_policy=case_policy_from(doc.get("casePolicy")),
             source=source,
             document=dict(doc),
         ),
@@ -177,8 +207,10 @@ def load_declaration(path: str | os.PathLike[str]) -> Declaration:
 
 
 __all__ = [
+    "case_policy_from",
     "declaration_from",
     "load_declaration",
     "thresholds_from",
     "tightened",
+    "tightened_policy",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import content_hash
-from evalsi.specs._declaration import Declaration, Threshold
+from evalsi.specs._declaration import CasePolicy, Declaration, Threshold
 
 TargetKind = Literal["model", "python", "http", "agent"]
 
@@ -310,6 +310,7 @@ class RunSpec:
     declaration: Declaration | None = None
     thresholds: tuple[Threshold, ...] = ()
     """The spec's own thresholds; the declaration's may tighten them (``specs.tightened``)."""
+    case_policy: CasePolicy | None = None
     source: str = ""  # the spec file it came from, if any
     raw: dict[str, Any] = field(default_factory=dict)  # the document as written, for the manifest
 
@@ -342,6 +343,8 @@ class RunSpec:
             }
         if self.thresholds:
             fields["thresholds"] = [t.to_dict() for t in self.thresholds]
+        if self.case_policy is not None:
+            fields["case_policy"] = self.case_policy.to_dict()
         return content_hash(fields)
 
 
@@ -350,9 +353,10 @@ def with_declaration(spec: RunSpec, declaration: Declaration) -> RunSpec:
     in the document too, so the spec hash covers it; a declared threshold looser than the
     spec's is a ``SpecError``."""
     from evalsi.specs._checks import raise_problems
-    from evalsi.specs._declaration_load import tightened
+    from evalsi.specs._declaration_load import tightened, tightened_policy
 
     _, problems = tightened(spec.thresholds, declaration.thresholds, ("declaration",), {})
+    problems += tightened_policy(spec.case_policy, declaration.case_policy, ("declaration",), {})[1]
     if problems:
         raise_problems(declaration.source or "<declaration>", {}, problems)
     raw = spec.raw

@@ -34,7 +34,13 @@ from evalsi.specs._checks import (
     show,
     unknown_field,
 )
-from evalsi.specs._declaration_load import declaration_from, thresholds_from, tightened
+from evalsi.specs._declaration_load import (
+    case_policy_from,
+    declaration_from,
+    thresholds_from,
+    tightened,
+    tightened_policy,
+)
 from evalsi.specs._evalrun import (
     AgentSpec,
     BudgetSpec,
@@ -208,6 +214,13 @@ class _SpecBuilder:
                     thresholds, declaration.thresholds, (*at, "thresholds"), self.lines
                 )
                 self.problems.extend(problems)
+                _, problems = tightened_policy(
+                    case_policy_from(spec.get("casePolicy")),
+                    declaration.case_policy,
+                    (*at, "casePolicy"),
+                    self.lines,
+                )
+                self.problems.extend(problems)
         environment = None
         if "environment" in spec:
             environment = self.environment(spec["environment"])
@@ -237,6 +250,7 @@ class _SpecBuilder:
             telemetry=telemetry,
             declaration=declaration,
             thresholds=tuple(thresholds),
+            case_policy=case_policy_from(spec.get("casePolicy")),
             source=source,
             raw=self.doc,
         )

@@ -19,10 +19,11 @@ import pytest
 
 import evalsi
 from evalsi.connectors import InfraError, TargetOutput
-from evalsi.core import Content
+from evalsi.core import Content, SpecError
 from evalsi.evidence import gate_bundle, rescore_bundle, validate_bundle, write_bundle
 from evalsi.runs._execute import execute_run
 from evalsi.specs import (
+    CasePolicy,
     DatasetSpec,
     Declaration,
     EvaluatorEntry,
@@ -368,3 +369,93 @@ def test_write_bundle_refuses_a_running_run_and_a_used_directory(
         assert not (tmp_path / "elsewhere").exists()
     finally:
         db.close()
+
+
+def _policy_bundle(
+    tmp: Path, policy: CasePolicy | None, declared: CasePolicy | None = None
+) -> Path:
+    declaration = Declaration(system={"name": "x"}, case_policy=declared)
+    CALLS.clear()
+    spec = RunSpec(
+        name="policy",
+        target=TargetSpec(kind="python", python=f"{__name__}:agent"),
+        dataset=DatasetSpec(source=str(_data(tmp))),
+        evaluators=(EvaluatorEntry(ref="exact-match"),),
+        trials=2,
+        max_concurrency=1,
+        declaration=declaration,
+        case_policy=policy,
+    )
+    db = SqlStore.open(tmp / "s.db")
+    try:
+        run_id = asyncio.run(execute_run(spec, store=db, registry=BUILTINS)).run_id
+        write_bundle(db, run_id, tmp / "b")
+    finally:
+        db.close()
+    return tmp / "b"
+
+
+def test_a_case_policy_judges_each_case_after_the_run_is_found_valid(tmp_path: Path) -> None:
+    g = gate_bundle(_policy_bundle(tmp_path, CasePolicy(pass_rate=0.5)))
+    # a1 2/2, a2 2/2, a3 1/2 (= 0.5 passes), b1 2/2, b2 0/2, c1 1/1 (its other trial lost)
+    assert [v["check"] for v in g.validity] == ["coverage", "completion", "evaluator_errors"]
+    assert all(v["valid"] for v in g.validity)
+    completion = g.validity[1]["rate"]
+    assert (completion["numerator"], completion["denominator"]) == (11, 12)
+    assert completion["exclusions"] == {"infra_error": 1}
+    assert g.cases["counts"] == {"pass": 5, "fail": 1, "inconclusive": 0}
+    assert g.cases["failing"] == ["b2"]
+    assert g.exit_code == 1
+
+
+def test_too_few_eligible_trials_make_the_run_inconclusive_not_failed(tmp_path: Path) -> None:
+    g = gate_bundle(_policy_bundle(tmp_path, CasePolicy(pass_rate=0.5, min_eligible_trials=2)))
+    coverage = g.validity[0]
+    assert not coverage["valid"]
+    assert (coverage["rate"]["numerator"], coverage["rate"]["denominator"]) == (5, 6)
+    assert g.exit_code == 2
+    assert g.reason.startswith("inconclusive: coverage")
+    assert g.cases == {}  # no case verdict on a run that cannot be believed
+
+
+def test_a_declared_case_policy_may_tighten_never_loosen(tmp_path: Path) -> None:
+    g = gate_bundle(
+        _policy_bundle(tmp_path, CasePolicy(pass_rate=0.5), declared=CasePolicy(pass_rate=1.0))
+    )
+    assert g.cases["failing"] == ["a3", "b2"]  # a3's 1/2 no longer reaches 1.0
+    with pytest.raises(SpecError, match="passRate 0.2 loosens the spec's 0.5"):
+        _policy_bundle(
+            tmp_path / "x", CasePolicy(pass_rate=0.5), declared=CasePolicy(pass_rate=0.2)
+        )
+
+
+def test_a_samples_own_pass_threshold_wins(tmp_path: Path) -> None:
+    data = _data(tmp_path)
+    rows = [orjson.loads(line) for line in data.read_bytes().splitlines()]
+    for row in rows:
+        if row["id"] == "b2":
+            row["metadata"]["pass_threshold"] = 0.0  # a known-hard case: reported, not gating
+    data.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    declaration = Declaration(system={"name": "x"})
+    CALLS.clear()
+    spec = RunSpec(
+        name="own",
+        target=TargetSpec(kind="python", python=f"{__name__}:agent"),
+        dataset=DatasetSpec(source=str(data)),
+        evaluators=(EvaluatorEntry(ref="exact-match"),),
+        trials=2,
+        max_concurrency=1,
+        declaration=declaration,
+        case_policy=CasePolicy(pass_rate=0.5),
+    )
+    db = SqlStore.open(tmp_path / "s.db")
+    try:
+        run_id = asyncio.run(execute_run(spec, store=db, registry=BUILTINS)).run_id
+        write_bundle(db, run_id, tmp_path / "b")
+    finally:
+        db.close()
+    cases = {c["id"]: c for c in _lines(tmp_path / "b" / "cases.jsonl")}
+    assert cases["b2"]["pass_threshold"] == 0.0
+    assert validate_bundle(tmp_path / "b").exit_code == 0
+    g = gate_bundle(tmp_path / "b")
+    assert (g.exit_code, g.cases["failing"]) == (0, [])

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x65valsi/v1alpha1/evidence.proto\x12\x0f\x65valsi.v1alpha1\"\xa0\x01\n\x15SystemDeclarationFile\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x32\n\x08metadata\x18\x03 \x01(\x0b\x32 .evalsi.v1alpha1.DeclarationMeta\x12\x30\n\x04spec\x18\x04 \x01(\x0b\x32\".evalsi.v1alpha1.SystemDeclaration\"\x8c\x01\n\x0f\x44\x65\x63larationMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12<\n\x06labels\x18\x02 \x03(\x0b\x32,.evalsi.v1alpha1.DeclarationMeta.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9b\x02\n\x11SystemDeclaration\x12\x30\n\x06system\x18\x01 \x01(\x0b\x32 .evalsi.v1alpha1.SystemUnderTest\x12,\n\x05tools\x18\x02 \x03(\x0b\x32\x1d.evalsi.v1alpha1.DeclaredTool\x12\x19\n\x11human_involvement\x18\x03 \x01(\t\x12\x14\n\x0cintended_use\x18\x04 \x03(\t\x12\x18\n\x10out_of_scope_use\x18\x05 \x03(\t\x12.\n\nthresholds\x18\x06 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Threshold\x12+\n\x07\x65xclude\x18\x07 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Exclusion\"T\n\x0fSystemUnderTest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\r\n\x05owner\x18\x04 \x01(\t\"m\n\x0c\x44\x65\x63laredTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npermission\x18\x02 \x01(\t\x12\x12\n\ndata_class\x18\x03 \x01(\t\x12\x15\n\rreversibility\x18\x04 \x01(\t\x12\x10\n\x08\x65xposure\x18\x05 \x01(\t\"\x82\x01\n\tThreshold\x12\x10\n\x08\x63\x61tegory\x18\x01 \x01(\t\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x10\n\x03min\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x03max\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x11\n\tstatistic\x18\x06 \x01(\tB\x06\n\x04_minB\x06\n\x04_max\"-\n\tExclusion\x12\x10\n\x08scenario\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x65valsi/v1alpha1/evidence.proto\x12\x0f\x65valsi.v1alpha1\"\xa0\x01\n\x15SystemDeclarationFile\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x32\n\x08metadata\x18\x03 \x01(\x0b\x32 .evalsi.v1alpha1.DeclarationMeta\x12\x30\n\x04spec\x18\x04 \x01(\x0b\x32\".evalsi.v1alpha1.SystemDeclaration\"\x8c\x01\n\x0f\x44\x65\x63larationMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12<\n\x06labels\x18\x02 \x03(\x0b\x32,.evalsi.v1alpha1.DeclarationMeta.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcd\x02\n\x11SystemDeclaration\x12\x30\n\x06system\x18\x01 \x01(\x0b\x32 .evalsi.v1alpha1.SystemUnderTest\x12,\n\x05tools\x18\x02 \x03(\x0b\x32\x1d.evalsi.v1alpha1.DeclaredTool\x12\x19\n\x11human_involvement\x18\x03 \x01(\t\x12\x14\n\x0cintended_use\x18\x04 \x03(\t\x12\x18\n\x10out_of_scope_use\x18\x05 \x03(\t\x12.\n\nthresholds\x18\x06 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Threshold\x12+\n\x07\x65xclude\x18\x07 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Exclusion\x12\x30\n\x0b\x63\x61se_policy\x18\x08 \x01(\x0b\x32\x1b.evalsi.v1alpha1.CasePolicy\"l\n\nCasePolicy\x12\x16\n\tpass_rate\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12 \n\x13min_eligible_trials\x18\x02 \x01(\x05H\x01\x88\x01\x01\x42\x0c\n\n_pass_rateB\x16\n\x14_min_eligible_trials\"T\n\x0fSystemUnderTest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\r\n\x05owner\x18\x04 \x01(\t\"m\n\x0c\x44\x65\x63laredTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npermission\x18\x02 \x01(\t\x12\x12\n\ndata_class\x18\x03 \x01(\t\x12\x15\n\rreversibility\x18\x04 \x01(\t\x12\x10\n\x08\x65xposure\x18\x05 \x01(\t\"\x82\x01\n\tThreshold\x12\x10\n\x08\x63\x61tegory\x18\x01 \x01(\t\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x10\n\x03min\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x03max\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x11\n\tstatistic\x18\x06 \x01(\tB\x06\n\x04_minB\x06\n\x04_max\"-\n\tExclusion\x12\x10\n\x08scenario\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,13 +40,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DECLARATIONMETA_LABELSENTRY']._serialized_start=310
   _globals['_DECLARATIONMETA_LABELSENTRY']._serialized_end=355
   _globals['_SYSTEMDECLARATION']._serialized_start=358
-  _globals['_SYSTEMDECLARATION']._serialized_end=641
-  _globals['_SYSTEMUNDERTEST']._serialized_start=643
-  _globals['_SYSTEMUNDERTEST']._serialized_end=727
-  _globals['_DECLAREDTOOL']._serialized_start=729
-  _globals['_DECLAREDTOOL']._serialized_end=838
-  _globals['_THRESHOLD']._serialized_start=841
-  _globals['_THRESHOLD']._serialized_end=971
-  _globals['_EXCLUSION']._serialized_start=973
-  _globals['_EXCLUSION']._serialized_end=1018
+  _globals['_SYSTEMDECLARATION']._serialized_end=691
+  _globals['_CASEPOLICY']._serialized_start=693
+  _globals['_CASEPOLICY']._serialized_end=801
+  _globals['_SYSTEMUNDERTEST']._serialized_start=803
+  _globals['_SYSTEMUNDERTEST']._serialized_end=887
+  _globals['_DECLAREDTOOL']._serialized_start=889
+  _globals['_DECLAREDTOOL']._serialized_end=998
+  _globals['_THRESHOLD']._serialized_start=1001
+  _globals['_THRESHOLD']._serialized_end=1131
+  _globals['_EXCLUSION']._serialized_start=1133
+  _globals['_EXCLUSION']._serialized_end=1178
 # @@protoc_insertion_point(module_scope)

@@ -34,7 +34,7 @@ class DeclarationMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SystemDeclaration(_message.Message):
-    __slots__ = ("system", "tools", "human_involvement", "intended_use", "out_of_scope_use", "thresholds", "exclude")
+    __slots__ = ("system", "tools", "human_involvement", "intended_use", "out_of_scope_use", "thresholds", "exclude", "case_policy")
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     HUMAN_INVOLVEMENT_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class SystemDeclaration(_message.Message):
     OUT_OF_SCOPE_USE_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    CASE_POLICY_FIELD_NUMBER: _ClassVar[int]
     system: SystemUnderTest
     tools: _containers.RepeatedCompositeFieldContainer[DeclaredTool]
     human_involvement: str
@@ -49,7 +50,16 @@ class SystemDeclaration(_message.Message):
     out_of_scope_use: _containers.RepeatedScalarFieldContainer[str]
     thresholds: _containers.RepeatedCompositeFieldContainer[Threshold]
     exclude: _containers.RepeatedCompositeFieldContainer[Exclusion]
-    def __init__(self, system: _Optional[_Union[SystemUnderTest, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[DeclaredTool, _Mapping]]] = ..., human_involvement: _Optional[str] = ..., intended_use: _Optional[_Iterable[str]] = ..., out_of_scope_use: _Optional[_Iterable[str]] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., exclude: _Optional[_Iterable[_Union[Exclusion, _Mapping]]] = ...) -> None: ...
+    case_policy: CasePolicy
+    def __init__(self, system: _Optional[_Union[SystemUnderTest, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[DeclaredTool, _Mapping]]] = ..., human_involvement: _Optional[str] = ..., intended_use: _Optional[_Iterable[str]] = ..., out_of_scope_use: _Optional[_Iterable[str]] = ..., thresholds: _Optional[_Iterable[_Union[Threshold, _Mapping]]] = ..., exclude: _Optional[_Iterable[_Union[Exclusion, _Mapping]]] = ..., case_policy: _Optional[_Union[CasePolicy, _Mapping]] = ...) -> None: ...
+
+class CasePolicy(_message.Message):
+    __slots__ = ("pass_rate", "min_eligible_trials")
+    PASS_RATE_FIELD_NUMBER: _ClassVar[int]
+    MIN_ELIGIBLE_TRIALS_FIELD_NUMBER: _ClassVar[int]
+    pass_rate: float
+    min_eligible_trials: int
+    def __init__(self, pass_rate: _Optional[float] = ..., min_eligible_trials: _Optional[int] = ...) -> None: ...
 
 class SystemUnderTest(_message.Message):
     __slots__ = ("name", "version", "description", "owner")

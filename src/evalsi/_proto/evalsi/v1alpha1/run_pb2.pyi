@@ -37,7 +37,7 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EvalRunSpec(_message.Message):
-    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment", "telemetry", "declaration", "thresholds")
+    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment", "telemetry", "declaration", "thresholds", "case_policy")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class EvalRunSpec(_message.Message):
     TELEMETRY_FIELD_NUMBER: _ClassVar[int]
     DECLARATION_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
+    CASE_POLICY_FIELD_NUMBER: _ClassVar[int]
     target: Target
     dataset: DatasetRef
     trials: int
@@ -75,7 +76,8 @@ class EvalRunSpec(_message.Message):
     telemetry: Telemetry
     declaration: _evidence_pb2.SystemDeclaration
     thresholds: _containers.RepeatedCompositeFieldContainer[_evidence_pb2.Threshold]
-    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ...) -> None: ...
+    case_policy: _evidence_pb2.CasePolicy
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ..., case_policy: _Optional[_Union[_evidence_pb2.CasePolicy, _Mapping]] = ...) -> None: ...
 
 class Telemetry(_message.Message):
     __slots__ = ("otlp",)
