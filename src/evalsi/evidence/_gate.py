@@ -198,10 +198,7 @@ def _validity(cases: list[Case], policy: Mapping[str, Any], trials: int) -> list
     out = []
     for name, r, bound, op in checks:
         value = r["value"]
-        if value is None:
-            valid = False
-        else:
-            valid = value >= bound if op == ">=" else value <= bound
+        valid = value is not None and (value >= bound if op == ">=" else value <= bound)
         shown = "n/a" if value is None else f"{value:.4g}"
         out.append(
             {
