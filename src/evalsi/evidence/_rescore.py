@@ -120,6 +120,11 @@ def rescore_bundle(path: str | os.PathLike[str], *, registry: Registry | None = 
     except _Cannot as e:
         out.outcome, out.reason = "CANNOT_RESCORE", str(e)
         out.differences.clear()
+    except (AttributeError, TypeError, KeyError, ValueError) as e:
+        # A bundle that validates but holds shapes rescore reads and validate does not.
+        out.outcome = "CANNOT_RESCORE"
+        out.reason = f"the bundle's config cannot be read: {type(e).__name__}: {str(e)[:200]}"
+        out.differences.clear()
     return out
 
 

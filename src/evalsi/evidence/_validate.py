@@ -35,6 +35,7 @@ from evalsi.evidence._signing import SignatureCheck, verify_signature
 from evalsi.runs import Case, CaseBuilder, CategoryFigures, pass_threshold, with_unattempted
 
 MAX_FINDINGS = 200
+MANIFEST_KEYS = frozenset({"format", "format_version", "run_id", "writer", "required", "files"})
 FINISHED = ("ok", "target_error", "skipped")
 OUTCOMES = ("scored", "skipped", "error", "cancelled")
 
@@ -171,17 +172,27 @@ class _Checks:
         for name in fmt.JSON_FILES:
             if name in self.ok:
                 try:
-                    self.json[name] = fmt.read_json(self.dir, name)
+                    doc = fmt.read_json(self.dir, name)
                 except (ValueError, OSError, fmt.Unsafe) as e:
                     v.find(name, f"not JSON ({e})")
+                    continue
+                if isinstance(doc, dict):
+                    self.json[name] = doc
+                else:
+                    v.find(name, "expected a JSON object")
         self._metadata(manifest)
         if all(n in self.ok for n in fmt.JSONL_FILES) and all(
             n in self.json for n in fmt.JSON_FILES
         ):
             try:
+                self._shapes()
                 self._tasks()
             except (ValueError, OSError, fmt.Unsafe) as e:
                 v.find("tasks", str(e))
+            except (AttributeError, TypeError, KeyError, IndexError) as e:
+                # A file that parses but holds the wrong shapes somewhere no check above named:
+                # a finding, never a crash.
+                v.find("bundle", f"malformed content ({type(e).__name__}: {str(e)[:200]})")
             self._report()
         self._signature()
 
@@ -215,6 +226,13 @@ class _Checks:
             return None
         if manifest.get("required") != list(fmt.REQUIRED):
             v.find(fmt.MANIFEST, "its required-file list is not the format's")
+        unknown = sorted(set(manifest) - MANIFEST_KEYS)
+        if unknown:
+            v.find(fmt.MANIFEST, f"keys the format does not have: {', '.join(unknown)[:200]}")
+        # Every byte of the manifest is bound: it is exactly the writer's rendering of what it
+        # says, so no whitespace, key order or escape can carry a change no check reads.
+        if fmt.read_bytes(self.dir, fmt.MANIFEST) != fmt.dumps(manifest):
+            v.find(fmt.MANIFEST, "is not in the format's canonical form (edited by hand?)")
         v.run_id = manifest.get("run_id") if isinstance(manifest.get("run_id"), str) else None
         return manifest
 
@@ -273,6 +291,8 @@ class _Checks:
                 v.find(name, f"run id {doc.get(key)!r} is not the manifest's {v.run_id!r}")
         if meta.get("format_version") != manifest.get("format_version"):
             v.find(fmt.METADATA, "format_version differs from the manifest's")
+        if manifest.get("writer") != f"evalsi {meta.get('evalsi_version')}":
+            v.find(fmt.MANIFEST, "writer is not the evalsi version the metadata names")
         v.declared = bool(meta.get("declared"))
         if fmt.PLAN in self.ok:
             try:
@@ -304,6 +324,27 @@ class _Checks:
             v.find(fmt.CONFIG, "kind differs from the metadata's")
 
     # -- tasks ---------------------------------------------------------------------------------
+    def _shapes(self) -> None:
+        """The nested shapes the checks below read, named when wrong."""
+        v = self.v
+        meta, config, plan = (self.json[n] for n in (fmt.METADATA, fmt.CONFIG, fmt.PLAN))
+        expected: list[tuple[str, str, Any, type | tuple[type, ...]]] = [
+            (fmt.METADATA, "counts", meta.get("counts"), dict),
+            (fmt.CONFIG, "spec", config.get("spec"), dict),
+            (fmt.CONFIG, "manifest", config.get("manifest"), (dict, type(None))),
+            (fmt.PLAN, "scenarios", plan.get("scenarios", {}), dict),
+        ]
+        for name, key, value, kind in expected:
+            if not isinstance(value, kind):
+                v.find(name, f"{key} is not an object")
+        selected = plan.get("scenarios", {})
+        if isinstance(selected, dict):
+            chosen = selected.get("selected", [])
+            if not isinstance(chosen, list) or not all(
+                isinstance(e, dict) and type(e.get("seq")) is int for e in chosen
+            ):
+                v.find(fmt.PLAN, "scenarios.selected is not a list of scenarios with a seq")
+
     def _tasks(self) -> None:
         v = self.v
         meta, summary, config = (

@@ -137,7 +137,9 @@ def _reseal(bundle: Path) -> None:
         data = (bundle / entry["path"]).read_bytes()
         entry["size"] = len(data)
         entry["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
-    (bundle / "manifest.json").write_bytes(orjson.dumps(manifest))
+    (bundle / "manifest.json").write_bytes(
+        orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    )
 
 
 def test_a_sealed_run_validates_and_holds_what_happened(sealed: tuple[Path, str, Path]) -> None:
