@@ -35,7 +35,7 @@ from evalsi.server._grading import grade_in_threads
 from evalsi.server._runs import _check_secrets
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
-from evalsi.wire import summary_to_proto
+from evalsi.wire import message_document, summary_to_proto
 
 SPEC_SOURCE = "policy"
 MAX_POLICY_TEXT = 1 << 20
@@ -161,7 +161,7 @@ class PolicyHandler:
                 project=project,
             )
         else:
-            doc = json_format.MessageToDict(request.policy)
+            doc = message_document(request.policy)
             spec = policy_from_dict(
                 doc, source=SPEC_SOURCE, registry=engine.registry, packs=engine.packs,
                 project=project,

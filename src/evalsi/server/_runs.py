@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from connectrpc.request import RequestContext
-from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 from evalsi.core import UserError
@@ -42,6 +41,7 @@ from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
 from evalsi.wire import (
     category_to_proto,
     comparison_to_proto,
+    message_document,
     result_to_proto,
     run_result_to_proto,
     run_to_proto,
@@ -213,7 +213,7 @@ class RunHandler:
     # -- specs ------------------------------------------------------------------------------
     def spec_from_request(self, run: Any) -> RunSpec:
         """The ``RunSpec`` of an ``EvalRun`` message, validated as its YAML would be."""
-        doc = json_format.MessageToDict(run)
+        doc = message_document(run)
         spec_doc = doc.get("spec")
         if isinstance(spec_doc, dict):
             target = spec_doc.get("target")

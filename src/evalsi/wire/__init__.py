@@ -24,7 +24,13 @@ from evalsi.wire._catalog import (
     pack_to_proto,
 )
 from evalsi.wire._compare import comparison_from_proto, comparison_to_proto
-from evalsi.wire._json import struct_from_proto, struct_to_proto, value_from_proto, value_to_proto
+from evalsi.wire._json import (
+    message_document,
+    struct_from_proto,
+    struct_to_proto,
+    value_from_proto,
+    value_to_proto,
+)
 from evalsi.wire._records import (
     content_from_proto,
     content_to_proto,
@@ -129,6 +135,7 @@ __all__ = [
     "gate_to_proto",
     "manifest_from_proto",
     "manifest_to_proto",
+    "message_document",
     "pack_from_proto",
     "pack_to_proto",
     "record_from_proto",

@@ -130,6 +130,26 @@ def _value_map_from_proto(message_map: Any) -> dict[str, JsonValue]:
     return {str(key): value_from_proto(item) for key, item in message_map.items()}
 
 
+def message_document(message: Any) -> dict[str, Any]:
+    """A spec message (an EvalRun, a policy) as the document its YAML would be: proto3 JSON,
+    with every whole number of its ``Struct`` fields (evaluator params, a target's body) an
+    integer again. ``Struct`` holds numbers as doubles, so ``max: 1`` would come back ``1.0``
+    and an integer param would refuse it."""
+    from google.protobuf import json_format
+
+    return _whole(json_format.MessageToDict(message))  # type: ignore[no-any-return]
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float):
+        return _number_from_proto(value) if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
+
+
 def _number_from_proto(number: float) -> int | float:
     if number.is_integer() and abs(number) <= _EXACT_INT_LIMIT:
         return int(number)
