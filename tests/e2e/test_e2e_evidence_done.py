@@ -170,15 +170,8 @@ def test_rescore_matches_then_differs_after_a_score_is_edited_and_rehashed(
     # Swap two tasks' step counts: every mean, case and figure stays as it was, so the bundle
     # validates once re-hashed; only grading the records again shows the edit.
     lines = [orjson.loads(x) for x in (bundle / "scores.jsonl").read_bytes().splitlines()]
-    efficiency = [
-        (i, s)
-        for i, line in enumerate(lines)
-        for s in line["scores"]
-        if s.get("name") == "task-steps"
-    ]
-    (i, first), (j, second) = next(
-        ((a, b) for a in efficiency for b in efficiency if a[1]["number"] != b[1]["number"])
-    )
+    steps = [s for line in lines for s in line["scores"] if s.get("name") == "task-steps"]
+    first, second = next((a, b) for a in steps for b in steps if a["number"] != b["number"])
     first["number"], second["number"] = second["number"], first["number"]
     (bundle / "scores.jsonl").write_bytes(
         b"".join(orjson.dumps(x, option=orjson.OPT_SORT_KEYS) + b"\n" for x in lines)
