@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from evalsi.core import Content, JsonValue, Message, ParamError, Record, Score, Step
 from evalsi.evaluators import Skip, UsesJudge
 from evalsi.packs._declare import builtin, passed
 from evalsi.packs.agent._calls import canonical, parse_arguments
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
+    Evidence,
     PromptTemplate,
     ask_verdict,
     bool_check,
     explanation_of,
     judged,
+    projected,
+    projection_param,
 )
 
 GOAL_TEMPLATE = PromptTemplate(
@@ -41,6 +46,10 @@ with only a JSON object:
 "explanation": "<one or two sentences>"}""",
 )
 """The versioned prompt of ``session-goal-completion``; its hash is in every score's metadata."""
+
+SHOWN = ("input", "output", "trajectory.steps", "trajectory.tool_calls", "metadata.goal")
+"""The parts the prompt has a section of its own for; any other part an ``evidence``
+projection includes gets a ``# <part>`` section after the goal."""
 
 _NONE = "(none)"
 _ELIDED = "... ({n} steps left out) ..."
@@ -141,6 +150,10 @@ class SessionGoalCompletion(UsesJudge):
         judge: the name of the configured judge to ask.
         step_chars: the most characters shown of a step's call, result or error.
         max_chars: the most characters of steps shown in all.
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (default: input, output, trajectory.steps and, without the ``goal`` param,
+            metadata.goal; no limit); over ``max_bytes`` the record is SKIPPED unavailable,
+            the judge not asked. ``step_chars`` and ``max_chars`` still shorten the steps shown.
     """
 
     def __init__(
@@ -150,6 +163,7 @@ class SessionGoalCompletion(UsesJudge):
         judge: str = "default",
         step_chars: int = 500,
         max_chars: int = 20000,
+        evidence: dict[str, Any] | None = None,
     ) -> None:
         if goal is not None and not goal.strip():
             raise ParamError("session-goal-completion: param 'goal' must not be empty")
@@ -161,9 +175,12 @@ class SessionGoalCompletion(UsesJudge):
         self.judge = judge
         self.step_chars = step_chars
         self.max_chars = max_chars
+        default = ["input", "output", "trajectory.steps"] + ([] if goal else ["metadata.goal"])
+        self.projection = projection_param("session-goal-completion", evidence, default=default)
 
-    def messages(self, record: Record) -> list[Message]:
-        """The prompt for ``record`` (``Skip`` when the record cannot be judged)."""
+    def messages(self, record: Record, evidence: Evidence | None = None) -> list[Message]:
+        """The prompt for ``record`` (``Skip`` when the record cannot be judged); with
+        ``evidence``, a section for each projected part the prompt has no place for."""
         goal = self.goal or record.metadata.get("goal")
         if goal is not None and not isinstance(goal, str):
             raise ValueError(f"metadata.goal: expected a string, got {type(goal).__name__}")
@@ -172,23 +189,27 @@ class SessionGoalCompletion(UsesJudge):
             raise Skip("record has no goal: give an input, metadata.goal or the param 'goal'")
         if not steps and record.output is None:
             raise Skip("record has no trajectory and no output: nothing the agent did to judge")
+        extra = evidence.sections(SHOWN) if evidence is not None else ""
         return GOAL_TEMPLATE.render(
-            goal=f"\n# The user's goal\n{goal}\n" if goal else "",
+            goal=(f"\n# The user's goal\n{goal}\n" if goal else "") + extra,
             conversation=conversation(record.input),
             steps=steps_block(steps, self.step_chars, self.max_chars),
             answer=_NONE if record.output is None else conversation(record.output),
         )
 
     async def __call__(self, record: Record) -> Score:
-        messages = self.messages(record)
-        verdict = await ask_verdict(self.judge, messages, template=GOAL_TEMPLATE, check=_check)
+        record, evidence = projected(self.projection, record)
+        messages = self.messages(record, evidence)
+        verdict = await ask_verdict(
+            self.judge, messages, template=GOAL_TEMPLATE, check=_check, evidence=evidence
+        )
         goal = verdict.data.get("goal")
         score = Score(
             passed=bool(verdict.data["achieved"]),
             explanation=explanation_of(verdict.data),
             metadata={"goal": goal} if isinstance(goal, str) else {},
         )
-        return judged(score, self.judge, GOAL_TEMPLATE, verdict.replies)
+        return judged(score, self.judge, GOAL_TEMPLATE, verdict.replies, evidence)
 
 
 session_goal_completion = builtin(

@@ -18,6 +18,7 @@ from typing import Any
 
 from evalsi.core import Message, Score, Usage, content_hash
 from evalsi.evaluators import JudgeReply, get_judge
+from evalsi.packs.judge._projection import Evidence
 
 REPAIR_PROMPT = (
     "Your previous answer could not be read. Answer again with only the JSON object in the "
@@ -84,10 +85,12 @@ class PromptTemplate:
 
 @dataclass(slots=True)
 class Verdict:
-    """A parsed verdict and what obtaining it cost."""
+    """A parsed verdict, what obtaining it cost, and the projected evidence the judge was shown
+    (None without a projection)."""
 
     data: dict[str, Any]
     replies: list[JudgeReply] = field(default_factory=list)
+    evidence: Evidence | None = None
 
 
 def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, Any] | None, str]:
@@ -123,30 +126,41 @@ def find_json_object(text: str, check: Check | None = None) -> tuple[dict[str, A
     return None, problem or "no JSON object found"
 
 
+def prompt_identity(template: PromptTemplate, evidence: Evidence | None = None) -> str:
+    """What the judge cache key holds of the prompt: the template's hash, and with a projection
+    its fingerprint too (so two projections never share an answer, whatever they render)."""
+    if evidence is None:
+        return template.hash
+    return content_hash({"template": template.hash, "evidence": evidence.fingerprint})
+
+
 async def ask_verdict(
     judge_name: str,
     messages: list[Message],
     *,
     template: PromptTemplate,
     check: Check,
+    evidence: Evidence | None = None,
 ) -> Verdict:
-    """Ask ``judge_name`` and parse its verdict, with one repair request on a bad answer."""
+    """Ask ``judge_name`` and parse its verdict, with one repair request on a bad answer;
+    ``evidence`` is the projection the messages were rendered from, if any."""
     judge = get_judge(judge_name)
-    reply = await judge.complete(messages, template=template.hash)
+    identity = prompt_identity(template, evidence)
+    reply = await judge.complete(messages, template=identity)
     data, problem = find_json_object(reply.text, check)
     if data is not None:
         await _keep(reply)
-        return Verdict(data, [reply])
+        return Verdict(data, [reply], evidence)
     repair = [
         *messages,
         Message(role="assistant", content=reply.text),
         Message(role="user", content=REPAIR_PROMPT),
     ]
-    second = await judge.complete(repair, template=template.hash)
+    second = await judge.complete(repair, template=identity)
     data, problem = find_json_object(second.text, check)
     if data is not None:
         await _keep(second)  # the first answer was malformed: it stays out of the cache
-        return Verdict(data, [reply, second])
+        return Verdict(data, [reply, second], evidence)
     raw = second.text if len(second.text) <= _RAW_SHOWN else second.text[:_RAW_SHOWN] + "…"
     raise JudgeFormatError(
         f"judge {judge_name!r} did not answer in the format asked for ({problem}), even after "
@@ -155,10 +169,18 @@ async def ask_verdict(
 
 
 async def ask_template(
-    judge_name: str, template: PromptTemplate, check: Check, **values: str
+    judge_name: str,
+    template: PromptTemplate,
+    check: Check,
+    *,
+    evidence: Evidence | None = None,
+    **values: str,
 ) -> Verdict:
     """``ask_verdict`` with the messages ``template`` renders from ``values``."""
-    return await ask_verdict(judge_name, template.render(**values), template=template, check=check)
+    messages = template.render(**values)
+    return await ask_verdict(
+        judge_name, messages, template=template, check=check, evidence=evidence
+    )
 
 
 async def _keep(reply: JudgeReply) -> None:
@@ -179,10 +201,14 @@ def total_usage(replies: Sequence[JudgeReply]) -> Usage:
 
 
 def judge_metadata(
-    judge_name: str, template: PromptTemplate, replies: Sequence[JudgeReply]
+    judge_name: str,
+    template: PromptTemplate,
+    replies: Sequence[JudgeReply],
+    evidence: Evidence | None = None,
 ) -> dict[str, Any]:
-    """What every judge score records: which judge and template, and whether it was cached."""
-    return {
+    """What every judge score records: which judge and template, whether it was cached, and
+    with a projection the evidence the judge was shown (its projection, size, fingerprint)."""
+    out: dict[str, Any] = {
         "judge": judge_name,
         "judge_identity": get_judge(judge_name).identity(),
         "template": template.version,
@@ -191,14 +217,21 @@ def judge_metadata(
         "judge_calls": sum(not r.cached for r in replies),
         "repaired": len(replies) > 1,
     }
+    if evidence is not None:
+        out["evidence"] = evidence.summary()
+    return out
 
 
 def judged(
-    score: Score, judge_name: str, template: PromptTemplate, replies: Sequence[JudgeReply]
+    score: Score,
+    judge_name: str,
+    template: PromptTemplate,
+    replies: Sequence[JudgeReply],
+    evidence: Evidence | None = None,
 ) -> Score:
     """``score`` with the cost of the calls behind ``replies`` and ``judge_metadata`` before
     its own metadata."""
-    metadata = {**judge_metadata(judge_name, template, replies), **score.metadata}
+    metadata = {**judge_metadata(judge_name, template, replies, evidence), **score.metadata}
     return replace(score, cost=total_usage(replies), metadata=metadata)
 
 

@@ -19,7 +19,8 @@ from evalsi.packs.judge._ask import (
     explanation_of,
     judged,
 )
-from evalsi.packs.judge._rubric import _SYSTEM, context_block
+from evalsi.packs.judge._projection import projected
+from evalsi.packs.judge._rubric import _SYSTEM, context_block, judge_projection
 
 REFERENCE_TEMPLATE = PromptTemplate(
     version="reference-correctness/v1",
@@ -68,25 +69,32 @@ class ReferenceCorrectness(UsesJudge):
 
     Args:
         judge: the name of the configured judge to ask.
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``, as
+            for ``llm-judge`` (``include`` must list ``output`` and ``reference``).
     """
 
-    def __init__(self, *, judge: str = "default") -> None:
+    def __init__(self, *, judge: str = "default", evidence: dict[str, Any] | None = None) -> None:
         self.judge = judge
+        self.projection = judge_projection(
+            "reference-correctness", evidence, requires=("output", "reference")
+        )
 
     async def __call__(self, record: Record) -> Score:
+        record, evidence = projected(self.projection, record)
         assert record.output is not None
         assert record.reference is not None
         verdict = await ask_template(
             self.judge,
             REFERENCE_TEMPLATE,
             _check_correct,
-            context=context_block(record, reference=False),
+            evidence=evidence,
+            context=context_block(record, reference=False, evidence=evidence),
             reference=record.reference.as_text(),
             output=record.output.as_text(),
         )
         why = explanation_of(verdict.data)
         score = Score(passed=bool(verdict.data["correct"]), explanation=why)
-        return judged(score, self.judge, REFERENCE_TEMPLATE, verdict.replies)
+        return judged(score, self.judge, REFERENCE_TEMPLATE, verdict.replies, evidence)
 
 
 reference_correctness = builtin(
@@ -135,11 +143,14 @@ class Pairwise(UsesJudge):
         else:
             raise Skip("record has no metadata.baseline or reference to compare with")
         output = record.output.as_text()
-        common = {
-            "criteria": f"\n# Criteria\n{self.criteria}\n",
-            "context": context_block(record, reference=False),
-        }
-        ask = partial(ask_template, self.judge, PAIRWISE_TEMPLATE, _check_preferred, **common)
+        ask = partial(
+            ask_template,
+            self.judge,
+            PAIRWISE_TEMPLATE,
+            _check_preferred,
+            criteria=f"\n# Criteria\n{self.criteria}\n",
+            context=context_block(record, reference=False),
+        )
         first, second = await asyncio.gather(ask(a=output, b=other), ask(a=other, b=output))
         straight = {"A": "output", "B": "baseline", "TIE": "tie"}[first.data["preferred"]]
         swapped = {"A": "baseline", "B": "output", "TIE": "tie"}[second.data["preferred"]]

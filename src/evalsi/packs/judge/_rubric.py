@@ -16,6 +16,7 @@ from evalsi.packs.judge._ask import (
     judged,
     number_check,
 )
+from evalsi.packs.judge._projection import Evidence, Projection, projected, projection_param
 
 _SYSTEM = (
     "You are a careful, impartial evaluator. Judge only what you are asked to judge, and answer "
@@ -67,14 +68,32 @@ DEFAULT_G_EVAL_STEPS = (
 )
 
 
-def context_block(record: Record, *, reference: bool = True) -> str:
-    """The input (and reference) sections of a prompt, for the record's fields present."""
+SHOWN = ("input", "output", "reference")
+"""The parts the judge-pack prompts have a section of their own for, and so what they show
+without an ``evidence`` param; any other part a projection includes gets a ``# <part>``
+section in the prompt's context."""
+
+
+def context_block(
+    record: Record, *, reference: bool = True, evidence: Evidence | None = None
+) -> str:
+    """The input (and reference) sections of a prompt, for the record's fields present, then
+    a section for each part of ``evidence`` the prompt has no section for."""
     parts = []
     if record.input is not None:
         parts.append(f"\n# Input\n{record.input.as_text()}\n")
     if reference and record.reference is not None:
         parts.append(f"\n# Reference answer\n{record.reference.as_text()}\n")
+    if evidence is not None:
+        parts.append(evidence.sections(SHOWN))
     return "".join(parts)
+
+
+def judge_projection(
+    evaluator: str, evidence: dict[str, Any] | None, requires: tuple[str, ...] = ("output",)
+) -> Projection | None:
+    """The ``evidence`` param of a judge-pack evaluator, checked (see ``projection_param``)."""
+    return projection_param(evaluator, evidence, default=SHOWN, requires=requires)
 
 
 class LlmJudge(UsesJudge):
@@ -98,6 +117,9 @@ class LlmJudge(UsesJudge):
             (``(s - min) / (max - min)``). Default: the judge's own scale (``scale: {min, max}``
             in its config: any number from min to max), else a number from 0 to 1.
         pass_threshold: also emit ``llm-judge-passed``: the normalised score is at least this.
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (default: input, reference, output, no limit; ``include`` must list ``output``);
+            over ``max_bytes`` the record is SKIPPED unavailable, the judge not asked.
     """
 
     def __init__(
@@ -107,6 +129,7 @@ class LlmJudge(UsesJudge):
         judge: str = "default",
         scale: list[int] | None = None,
         pass_threshold: float | None = None,
+        evidence: dict[str, Any] | None = None,
     ) -> None:
         if not rubric.strip():
             raise ParamError("llm-judge: param 'rubric' must not be empty")
@@ -118,6 +141,7 @@ class LlmJudge(UsesJudge):
         self.judge = judge
         self.scale = sorted(set(scale)) if scale is not None else None
         self.pass_threshold = pass_threshold
+        self.projection = judge_projection("llm-judge", evidence)
 
     def _bounds(self) -> tuple[float, float, str, Check]:
         """The scale asked for: this evaluator's ``scale``, else the judge's, else 0 to 1."""
@@ -136,14 +160,16 @@ class LlmJudge(UsesJudge):
         return low, high, "any number in between", number_check(low, high)
 
     async def __call__(self, record: Record) -> list[Score]:
+        record, evidence = projected(self.projection, record)
         assert record.output is not None
         low, high, meaning, check = self._bounds()
         verdict = await ask_template(
             self.judge,
             LLM_JUDGE_TEMPLATE,
             check,
+            evidence=evidence,
             rubric=self.rubric,
-            context=context_block(record),
+            context=context_block(record, evidence=evidence),
             output=record.output.as_text(),
             low=f"{low:g}",
             high=f"{high:g}",
@@ -153,7 +179,7 @@ class LlmJudge(UsesJudge):
         number = (raw - low) / (high - low)
         metadata = {"raw_score": raw, "scale": [low, high]}
         score = Score(number=number, explanation=explanation_of(verdict.data), metadata=metadata)
-        scores = [judged(score, self.judge, LLM_JUDGE_TEMPLATE, verdict.replies)]
+        scores = [judged(score, self.judge, LLM_JUDGE_TEMPLATE, verdict.replies, evidence)]
         if self.pass_threshold is not None:
             scores.append(Score(name="llm-judge-passed", passed=number >= self.pass_threshold))
         return scores
@@ -190,33 +216,43 @@ class GEval(UsesJudge):
         criteria: what to grade (required), e.g. "Coherence: the answer is well structured".
         steps: the evaluation steps, in order.
         judge: the name of the configured judge to ask.
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``, as
+            for ``llm-judge``.
     """
 
     def __init__(
-        self, *, criteria: str, steps: list[str] | None = None, judge: str = "default"
+        self,
+        *,
+        criteria: str,
+        steps: list[str] | None = None,
+        judge: str = "default",
+        evidence: dict[str, Any] | None = None,
     ) -> None:
         if not criteria.strip():
             raise ParamError("g-eval: param 'criteria' must not be empty")
         self.criteria = criteria
         self.steps = list(steps) if steps else list(DEFAULT_G_EVAL_STEPS)
         self.judge = judge
+        self.projection = judge_projection("g-eval", evidence)
         self._check = number_check(1, 5)
 
     async def __call__(self, record: Record) -> Score:
+        record, evidence = projected(self.projection, record)
         assert record.output is not None
         verdict = await ask_template(
             self.judge,
             G_EVAL_TEMPLATE,
             self._check,
+            evidence=evidence,
             criteria=self.criteria,
             steps="\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1)),
-            context=context_block(record),
+            context=context_block(record, evidence=evidence),
             output=record.output.as_text(),
         )
         raw = float(verdict.data["score"])
         why = explanation_of(verdict.data)
         score = Score(number=(raw - 1.0) / 4.0, explanation=why, metadata={"raw_score": raw})
-        return judged(score, self.judge, G_EVAL_TEMPLATE, verdict.replies)
+        return judged(score, self.judge, G_EVAL_TEMPLATE, verdict.replies, evidence)
 
 
 g_eval = builtin(

@@ -95,17 +95,24 @@ class Faithfulness(RagJudge):
         judge: the name of the configured judge to ask.
         pass_threshold: also emit ``faithfulness-passed``: the score is at least this
             (1.0: every claim supported).
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (parts among input, context, output: the default); over ``max_bytes`` the record is
+            SKIPPED unavailable and the judge is not asked.
     """
 
     metric = "faithfulness"
     template = FAITHFULNESS_TEMPLATE
+    shows = ("input", "context", "output")
+    requires = ("output", "context")
 
     async def __call__(self, record: Record) -> list[Score]:
+        record, projected = self.project(record)
         answer = answer_of(record)
         if not answer.strip():
             raise Skip("the answer is empty: it makes no claim to check")
         verdict = await self.ask(
             CLAIMS.check(),
+            projected,
             question=_question(record),
             context=passages_block(record),
             answer=answer,
@@ -140,12 +147,18 @@ class CitationAccuracy(RagJudge):
         judge: the name of the configured judge to ask.
         pass_threshold: also emit ``citation-accuracy-passed``: the score is at least this
             (1.0: every citation supports its sentence).
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (parts among context, output: the default); over ``max_bytes`` the record is
+            SKIPPED unavailable and the judge is not asked.
     """
 
     metric = "citation-accuracy"
     template = CITATION_TEMPLATE
+    shows = ("context", "output")
+    requires = ("output", "context")
 
     async def __call__(self, record: Record) -> list[Score]:
+        record, projected = self.project(record)
         cites = citations(answer_of(record), record)
         if not cites:
             raise Skip("the answer cites no passage (citations look like [1] or [chunk-id])")
@@ -160,6 +173,7 @@ class CitationAccuracy(RagJudge):
             )
             verdict = await self.ask(
                 CITED.check(len(asked)),
+                projected,
                 context=passages_block(record, only={cites[i].rank or 0 for i in asked}),
                 citations=listing,
                 n=str(len(asked)),
@@ -191,9 +205,7 @@ class CitationAccuracy(RagJudge):
         return self.scores(number, explanation, verdict, citations=entries)
 
 
-faithfulness = declare_judged(
-    Faithfulness, ("output", "context"), "share of the answer's claims the context supports"
-)
+faithfulness = declare_judged(Faithfulness, "share of the answer's claims the context supports")
 citation_accuracy = declare_judged(
-    CitationAccuracy, ("output", "context"), "share of citations that support their sentence"
+    CitationAccuracy, "share of citations that support their sentence"
 )

@@ -97,16 +97,24 @@ class AnswerRelevance(RagJudge):
     Args:
         judge: the name of the configured judge to ask.
         pass_threshold: also emit ``answer-relevance-passed``: the score is at least this.
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (parts among input, output: the default); over ``max_bytes`` the record is
+            SKIPPED unavailable and the judge is not asked.
     """
 
     metric = "answer-relevance"
     template = ANSWER_RELEVANCE_TEMPLATE
+    shows = ("input", "output")
+    requires = ("input", "output")
 
     async def __call__(self, record: Record) -> list[Score]:
+        record, projected = self.project(record)
         answer = answer_of(record)
         if not answer.strip():
             return self.scores(0.0, "the answer is empty", None, statements=[])
-        verdict = await self.ask(STATEMENTS.check(), question=question_of(record), answer=answer)
+        verdict = await self.ask(
+            STATEMENTS.check(), projected, question=question_of(record), answer=answer
+        )
         statements = evidence(verdict.data["statements"], "statement", "relevant")
         if not statements:
             return self.scores(0.0, "the judge found no statement in the answer", verdict)
@@ -134,15 +142,22 @@ class ContextRelevance(RagJudge):
     Args:
         judge: the name of the configured judge to ask.
         pass_threshold: also emit ``context-relevance-passed``: the score is at least this.
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (parts among input, context: the default); over ``max_bytes`` the record is
+            SKIPPED unavailable and the judge is not asked.
     """
 
     metric = "context-relevance"
     template = CONTEXT_RELEVANCE_TEMPLATE
+    shows = ("input", "context")
+    requires = ("input", "context")
 
     async def __call__(self, record: Record) -> list[Score]:
+        record, projected = self.project(record)
         n = len(record.context)
         verdict = await self.ask(
             PASSAGES.check(n),
+            projected,
             question=question_of(record),
             context=passages_block(record),
             n=str(n),
@@ -173,16 +188,23 @@ class ContextSufficiency(RagJudge):
         judge: the name of the configured judge to ask.
         pass_threshold: also emit ``context-sufficiency-passed``: the score is at least this
             (1.0: everything needed is in the context).
+        evidence: what the judge sees of a record, ``{include: [parts], max_bytes: N}``
+            (parts among input, reference, context: the default); over ``max_bytes`` the record is
+            SKIPPED unavailable and the judge is not asked.
     """
 
     metric = "context-sufficiency"
     template = CONTEXT_SUFFICIENCY_TEMPLATE
+    shows = ("input", "reference", "context")
+    requires = ("input", "context")
 
     async def __call__(self, record: Record) -> list[Score]:
+        record, projected = self.project(record)
         ref = reference_answer(record)
         block = f"\n# Reference answer\n{ref}\n" if ref is not None else ""
         verdict = await self.ask(
             NEEDED.check(),
+            projected,
             question=question_of(record),
             reference=block,
             context=passages_block(record),
@@ -201,11 +223,11 @@ class ContextSufficiency(RagJudge):
 
 
 answer_relevance = declare_judged(
-    AnswerRelevance, ("input", "output"), "share of the answer's statements on the question"
+    AnswerRelevance, "share of the answer's statements on the question"
 )
 context_relevance = declare_judged(
-    ContextRelevance, ("input", "context"), "share of retrieved chunks relevant to the question"
+    ContextRelevance, "share of retrieved chunks relevant to the question"
 )
 context_sufficiency = declare_judged(
-    ContextSufficiency, ("input", "context"), "share of the needed information in the context"
+    ContextSufficiency, "share of the needed information in the context"
 )

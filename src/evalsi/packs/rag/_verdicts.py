@@ -12,16 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalsi.core import ParamError, Score
+from evalsi.core import ParamError, Record, Score
 from evalsi.evaluators import Evaluator, UsesJudge
 from evalsi.packs._declare import builtin, clip, number, passed, yes_no
 from evalsi.packs.judge import (
     EXAMPLE_JUDGES,
     Check,
+    Evidence,
     PromptTemplate,
     Verdict,
     ask_template,
     judged,
+    projected,
+    projection_param,
 )
 
 SYSTEM = (
@@ -126,12 +129,22 @@ def listed(items: list[dict[str, Any]], text: str) -> str:
 
 
 class RagJudge(UsesJudge):
-    """Base of the rag-pack judge metrics: the ``judge`` and ``pass_threshold`` params."""
+    """Base of the rag-pack judge metrics: the ``judge``, ``pass_threshold`` and ``evidence``
+    params. ``shows`` are the parts of a record the metric's prompt shows (its default
+    evidence, and all a projection may include), ``requires`` those it cannot judge without."""
 
     metric: ClassVar[str] = ""
     template: ClassVar[PromptTemplate]
+    shows: ClassVar[tuple[str, ...]]
+    requires: ClassVar[tuple[str, ...]]
 
-    def __init__(self, *, judge: str = "default", pass_threshold: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        judge: str = "default",
+        pass_threshold: float | None = None,
+        evidence: dict[str, Any] | None = None,
+    ) -> None:
         if pass_threshold is not None and not 0.0 <= pass_threshold <= 1.0:
             raise ParamError(
                 f"{self.metric}: param 'pass_threshold' must be between 0 and 1, "
@@ -139,26 +152,34 @@ class RagJudge(UsesJudge):
             )
         self.judge = judge
         self.pass_threshold = pass_threshold
+        self.projection = projection_param(
+            self.metric, evidence, default=self.shows, requires=self.requires, shows=self.shows
+        )
 
-    async def ask(self, check: Check, **values: str) -> Verdict:
+    def project(self, record: Record) -> tuple[Record, Evidence | None]:
+        """The record as the ``evidence`` projection lets the judge see it (``Unavailable``
+        over its budget), or as it is without one."""
+        return projected(self.projection, record)
+
+    async def ask(self, check: Check, evidence: Evidence | None, **values: str) -> Verdict:
         """Render the template with ``values`` and ask the judge, with one repair request."""
-        return await ask_template(self.judge, self.template, check, **values)
+        return await ask_template(self.judge, self.template, check, evidence=evidence, **values)
 
     def scores(
-        self, number: float, explanation: str, verdict: Verdict | None, **evidence: Any
+        self, number: float, explanation: str, verdict: Verdict | None, **details: Any
     ) -> list[Score]:
-        """The metric's score (with cost, judge metadata and ``evidence``) and, with a
+        """The metric's score (with cost, judge metadata and ``details``) and, with a
         ``pass_threshold``, its ``<metric>-passed`` verdict."""
-        score = Score(number=number, explanation=explanation, metadata=evidence)
+        score = Score(number=number, explanation=explanation, metadata=details)
         if verdict is not None:
-            score = judged(score, self.judge, self.template, verdict.replies)
+            score = judged(score, self.judge, self.template, verdict.replies, verdict.evidence)
         out = [score]
         if self.pass_threshold is not None:
             out.append(Score(name=f"{self.metric}-passed", passed=number >= self.pass_threshold))
         return out
 
 
-def declare_judged(cls: type[RagJudge], requires: tuple[str, ...], desc: str) -> Evaluator:
+def declare_judged(cls: type[RagJudge], desc: str) -> Evaluator:
     """Register ``cls`` as ``builtin/<metric>@1.0.0`` of the rag pack."""
     name = cls.metric
     return builtin(
@@ -166,6 +187,6 @@ def declare_judged(cls: type[RagJudge], requires: tuple[str, ...], desc: str) ->
         name,
         number(name, desc),
         passed(f"{name}-passed", "score >= pass_threshold"),
-        requires=requires,
+        requires=cls.requires,
         example=f'evalsi.evaluate("examples/rag/rag.jsonl", ["{name}"], {EXAMPLE_JUDGES})',
     )(cls)
