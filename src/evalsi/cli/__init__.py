@@ -33,6 +33,7 @@ COMMANDS = {
     "bundle": "_evidence",
     "gate": "_evidence",
     "rescore": "_evidence",
+    "review": "_review",
 }
 """Each command -> the module that registers and runs it. Only the dispatched command's module
 is imported (its own imports can take a second: judges, statistics, the store, the client);
@@ -72,6 +73,9 @@ Seal a run as evidence (test plan, records, scores, manifest) and check it offli
   evalsi gate --bundle evidence/
   evalsi rescore evidence/
   evalsi bundle sign evidence/ --key release_key
+Have people review a run's verdicts against their evidence, and store their approvals:
+  evalsi review export latest -o review.jsonl [--failing]
+  evalsi review import review.jsonl
 Run untrusted code on the strongest sandbox rung available (or not at all):
   evalsi sandbox probe
   evalsi sandbox run -- python3 -c 'print(42)'

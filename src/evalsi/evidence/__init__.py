@@ -12,6 +12,14 @@ if TYPE_CHECKING:
     from evalsi.evidence._format import FORMAT, FORMAT_VERSION, MANIFEST, REQUIRED
     from evalsi.evidence._gate import GateOutcome, ThresholdResult, gate_bundle
     from evalsi.evidence._rescore import Difference, Rescore, rescore_bundle
+    from evalsi.evidence._review import (
+        ImportResult,
+        Refused,
+        export_review,
+        fingerprint,
+        import_review,
+        list_reviews,
+    )
     from evalsi.evidence._signing import SignatureCheck, sign_manifest, verify_signature
     from evalsi.evidence._validate import Validation, validate_bundle
     from evalsi.evidence._write import Receiver, Written, write_bundle
@@ -23,13 +31,19 @@ __all__ = [
     "REQUIRED",
     "Difference",
     "GateOutcome",
+    "ImportResult",
     "Receiver",
+    "Refused",
     "Rescore",
     "SignatureCheck",
     "ThresholdResult",
     "Validation",
     "Written",
+    "export_review",
+    "fingerprint",
     "gate_bundle",
+    "import_review",
+    "list_reviews",
     "rescore_bundle",
     "sign_manifest",
     "validate_bundle",

@@ -23,19 +23,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from evalsi.core import VERSION, Outcome, Record, UserError, code_sha256
-from evalsi.datasets import FieldMap, open_dataset, record_to_row
+from evalsi.datasets import record_to_row
 from evalsi.evidence import _format as fmt
 from evalsi.evidence._report import render_report
+from evalsi.evidence._stored import StoredTask, stored_tasks
 from evalsi.runs import (
     Case,
     CaseBuilder,
     CategoryFigures,
     TestPlan,
-    check_version,
-    join_outputs,
     pass_threshold,
-    rebuild,
-    source_dataset,
     with_unattempted,
 )
 
@@ -247,28 +244,9 @@ class _Writer:
         self.files[fmt.SCORES].write(fmt.line(_score_line(seq, index, result)))
         self.counts["scores"] += 1
 
-    def _stored_tasks(self) -> Iterator[tuple[int, int, str, str | None, Record]]:
+    def _stored_tasks(self) -> Iterator[StoredTask]:
         """``(seq, trial, status, error, record as graded)`` of every stored task, in order."""
-        info = self.info
-        if info.kind == "score":
-            spec = info.spec
-            fields = FieldMap(**(spec.get("fields") or {}))
-            dataset = open_dataset(str(spec.get("data", "")), fields=fields)
-            check_version(info, dataset)
-            seq = 0
-            for batch in dataset.iter_batches(1024):
-                for record in batch:
-                    yield seq, 0, "ok", None, record
-                    seq += 1
-            return
-        dataset, limit = source_dataset(info)
-        check_version(info, dataset)
-        for seq, record, rows in join_outputs(dataset, self.store.iter_outputs(info.id), limit):
-            for row in rows:
-                graded = rebuild(record, row) if row.status == "ok" else record
-                if row.status != "ok":
-                    graded = replace(graded, trajectory=None)
-                yield seq, row.trial, row.status, row.error, graded
+        return stored_tasks(self.store, self.info)
 
     def _task_lines(
         self,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._reviews import APPROVALS, Review, read_reviews, save_reviews
     from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
     from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
     from evalsi.store._sql import SqlStore
@@ -29,11 +30,13 @@ if TYPE_CHECKING:
 DEFAULT_STORE = ".evalsi/evalsi.db"
 
 __all__ = [
+    "APPROVALS",
     "DEFAULT_PROJECT",
     "DEFAULT_STORE",
     "BackgroundWriter",
     "CalibrationKey",
     "OutputRow",
+    "Review",
     "RunInfo",
     "SessionSummary",
     "SqlStore",
@@ -46,8 +49,10 @@ __all__ = [
     "list_calibrations",
     "new_run_id",
     "preview",
+    "read_reviews",
     "row_bytes",
     "save_calibration",
+    "save_reviews",
     "score_dict",
     "scores_from_dicts",
     "span_rows",

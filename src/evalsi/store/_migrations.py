@@ -202,6 +202,28 @@ def _output_trajectory(conn: sa.Connection) -> None:
     _add(conn, "outputs", "trajectory TEXT")
 
 
+def _reviews(conn: sa.Connection) -> None:
+    # Frozen like _calibrations. Keyed by the result and the reviewer: a re-import upserts.
+    frozen = sa.MetaData()
+    sa.Table(
+        "reviews",
+        frozen,
+        sa.Column("run", sa.Integer, nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("trial", sa.Integer, nullable=False),
+        sa.Column("evaluator", sa.Integer, nullable=False),
+        sa.Column("reviewer", sa.String(256), nullable=False),
+        sa.Column("record_id", sa.Text, nullable=False),
+        sa.Column("approval", sa.String(16), nullable=False),
+        sa.Column("verdict", sa.Text),
+        sa.Column("rationale", sa.Text, nullable=False),
+        sa.Column("fingerprint", sa.String(80), nullable=False),
+        sa.Column("imported_at", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint("run", "seq", "trial", "evaluator", "reviewer"),
+    )
+    frozen.create_all(conn)
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -220,6 +242,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(6, "span events received as OTLP log records", _span_events),
     Migration(7, "the trajectory an agent target returned, with its output", _output_trajectory),
+    Migration(8, "human reviews of results, apart from the automatic scores", _reviews),
 )
 """In order; append only. A migration, once released, is never edited."""
 

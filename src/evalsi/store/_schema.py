@@ -31,7 +31,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -158,6 +158,27 @@ calibrations = Table(
 )
 """Judge calibrations (``evalsi calibrate``): how a judge agreed with human labels. A run whose
 gate reads a judge with no calibration under the same key gets a warning in its report."""
+
+reviews = Table(
+    "reviews",
+    metadata,
+    Column("run", Integer, nullable=False),  # runs.pk: a review is scoped through its run
+    Column("seq", Integer, nullable=False),
+    Column("trial", Integer, nullable=False),
+    Column("evaluator", Integer, nullable=False),  # index in the run's evaluator list
+    Column("reviewer", String(256), nullable=False),
+    Column("record_id", Text, nullable=False),
+    Column("approval", String(16), nullable=False),  # approved | rejected
+    Column("verdict", Text),  # JSON of the reviewer's own verdict; NULL when none was given
+    Column("rationale", Text, nullable=False),
+    # sha256 of the evidence and automatic verdict the reviewer saw (evidence/_review.py)
+    Column("fingerprint", String(80), nullable=False),
+    Column("imported_at", Float, nullable=False),
+    PrimaryKeyConstraint("run", "seq", "trial", "evaluator", "reviewer"),
+)
+"""Human reviews of a run's results (``evalsi review import``, schema 8), one per (result,
+reviewer): a re-import replaces that reviewer's review. Kept apart from ``results``, which a
+review never changes. Scoped through the run's key, like ``results``."""
 
 Index("runs_created", runs.c.created_at)
 Index("runs_scope", runs.c.tenant_id, runs.c.project_id, runs.c.created_at)
