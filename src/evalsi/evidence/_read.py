@@ -1,15 +1,17 @@
 """Reading a bundle's tasks back: its JSONL files joined by task, streaming.
 
 ``records.jsonl`` lists every stored task in (seq, trial) order; ``scores.jsonl`` (after the
-dataset-scope rows, ``seq`` -1), ``trajectories.jsonl``, ``tool_calls.jsonl`` and
-``end_states.jsonl`` follow the same order. ``read_tasks`` walks all five at once and yields
-each task with its lines, so validate, gate and rescore hold one task at a time. A line out of
-order, or one whose task is not in ``records.jsonl``, is reported to ``problem`` and skipped.
+dataset-scope rows, ``seq`` -1) and ``trajectories.jsonl`` follow the same order.
+``read_tasks`` walks the three at once and yields each task with its lines, so validate, gate
+and rescore hold one task at a time. A line out of order, or one whose task is not in
+``records.jsonl``, is reported to ``problem`` and skipped. ``tool_calls.jsonl`` and
+``end_states.jsonl`` are views of the trajectories: validate derives their lines from them
+(``derived_lines``) and compares bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,6 @@ class TaskLines:
     error: str | None = None
     trajectory: dict[str, Any] | None = None
     scores: list[dict[str, Any]] = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    end_state: dict[str, Any] | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -108,17 +108,16 @@ def dataset_scores(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_tasks(directory: Path, problem: Problem) -> Iterator[TaskLines]:
-    """Every task of the bundle with its lines, in order; ``ValueError`` when a file cannot be
-    parsed (a line that is not JSON)."""
+def read_tasks(
+    directory: Path, problem: Problem, *, trajectories: bool = True
+) -> Iterator[TaskLines]:
+    """Every task of the bundle with its lines, in order (without its trajectory unless
+    ``trajectories``); ``ValueError`` when a file cannot be parsed (a line that is not JSON)."""
     scores = _Stream(directory, fmt.SCORES, problem)
     while (k := scores.peek_key()) is not None and k[0] == -1:
         for _ in scores.take(k):
             pass
-    others = {
-        name: _Stream(directory, name, problem)
-        for name in (fmt.TRAJECTORIES, fmt.TOOL_CALLS, fmt.END_STATES)
-    }
+    steps = _Stream(directory, fmt.TRAJECTORIES, problem) if trajectories else None
     last: tuple[int, int] | None = None
     for number, value in fmt.iter_lines(directory, fmt.RECORDS):
         key = _key(value)
@@ -140,19 +139,53 @@ def read_tasks(directory: Path, problem: Problem) -> Iterator[TaskLines]:
             error=value.get("error"),
         )
         task.scores = list(scores.take(key))
-        trajectories = list(others[fmt.TRAJECTORIES].take(key))
-        if len(trajectories) > 1:
-            problem(fmt.TRAJECTORIES, f"task {key} has {len(trajectories)} trajectories")
-        task.trajectory = trajectories[0].get("trajectory") if trajectories else None
-        task.tool_calls = list(others[fmt.TOOL_CALLS].take(key))
-        ends = list(others[fmt.END_STATES].take(key))
-        if len(ends) > 1:
-            problem(fmt.END_STATES, f"task {key} has {len(ends)} end states")
-        task.end_state = ends[0] if ends else None
+        if steps is not None:
+            found = list(steps.take(key))
+            if len(found) > 1:
+                problem(fmt.TRAJECTORIES, f"task {key} has {len(found)} trajectories")
+            task.trajectory = found[0].get("trajectory") if found else None
         yield task
     scores.rest()
-    for stream in others.values():
-        stream.rest()
+    if steps is not None:
+        steps.rest()
 
 
-__all__ = ["Problem", "TaskLines", "dataset_scores", "read_tasks"]
+def tool_call_lines(seq: int, trial: int, trajectory: Mapping[str, Any]) -> list[bytes]:
+    """The ``tool_calls.jsonl`` lines of one task's trajectory, as the writer writes them."""
+    out = []
+    for index, step in enumerate(trajectory.get("steps") or ()):
+        call = step.get("tool_call") if type(step) is dict else None
+        if type(call) is not dict:
+            continue
+        line: dict[str, Any] = {
+            "seq": seq,
+            "trial": trial,
+            "step": index,
+            "kind": step.get("kind"),
+            "tool": call.get("name"),
+            "arguments": call.get("arguments"),
+            "result": step.get("output"),
+        }
+        if step.get("error"):
+            line["error"] = step["error"]
+        out.append(fmt.line(line))
+    return out
+
+
+def end_state_line(seq: int, trial: int, trajectory: Mapping[str, Any]) -> bytes | None:
+    """The ``end_states.jsonl`` line of one task's trajectory (None when it holds neither
+    checks nor an end state)."""
+    checks, end = trajectory.get("checks") or [], trajectory.get("end_state")
+    if not checks and end is None:
+        return None
+    return fmt.line({"seq": seq, "trial": trial, "checks": checks, "end_state": end})
+
+
+__all__ = [
+    "Problem",
+    "TaskLines",
+    "dataset_scores",
+    "end_state_line",
+    "read_tasks",
+    "tool_call_lines",
+]

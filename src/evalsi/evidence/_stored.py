@@ -47,7 +47,8 @@ def stored_tasks(store: SqlStore, info: RunInfo) -> Generator[StoredTask]:
         return
     dataset, limit = source_dataset(info)
     check_version(info, dataset)
-    outputs = store.iter_outputs(info.id)
+    # A few hundred rows at a time: an agent task's row holds its whole trajectory.
+    outputs = store.iter_outputs(info.id, batch=256)
     joined = join_outputs(dataset, outputs, limit)
     try:
         for seq, record, rows in joined:

@@ -19,6 +19,7 @@ they are not a signature.
 
 from __future__ import annotations
 
+import array
 import math
 import os
 import stat
@@ -32,6 +33,15 @@ from evalsi.evidence import _format as fmt
 from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
 from evalsi.evidence._report import render_report
 from evalsi.evidence._signing import SignatureCheck, verify_signature
+from evalsi.evidence._views import (
+    PARALLEL_BYTES,
+    TRIAL_BITS,
+    Background,
+    Derived,
+    Views,
+    check_views,
+    pack,
+)
 from evalsi.runs import Case, CaseBuilder, CategoryFigures, pass_threshold, with_unattempted
 
 MAX_FINDINGS = 200
@@ -154,6 +164,8 @@ class _Checks:
         self.allowed = allowed_signers
         self.ok: set[str] = set()  # regular files of the format, safe to open
         self.json: dict[str, Any] = {}
+        self.cases: Derived | None = None
+        self.side: _Side | None = None
 
     def run(self) -> None:
         v = self.v
@@ -165,6 +177,17 @@ class _Checks:
                 v.find(name, "is not a file of the bundle format")
             else:
                 self.ok.add(name)
+        # The trajectory side starts at once: a child process's start overlaps the hashing.
+        views = (fmt.TRAJECTORIES, fmt.TOOL_CALLS, fmt.END_STATES)
+        self.side = _Side(self.dir) if all(n in self.ok for n in views) else None
+        try:
+            self._checks()
+        finally:
+            if self.side is not None:
+                self.side.close()
+
+    def _checks(self) -> None:
+        v = self.v
         manifest = self._manifest()
         if manifest is None:
             return
@@ -375,10 +398,14 @@ class _Checks:
         counts["end_states"] = 0
         builder = CaseBuilder(trials)
 
+        tasks = array.array("q")  # packed (seq, trial) of each task, then 1 when it is ok
+        ok = array.array("b")
+
         def task_cases() -> Iterator[Case]:
             last = -1
-            for task in read_tasks(self.dir, v.find):
-                self._task(task, trials, record_scope, names, metrics, counts)
+            for task in read_tasks(self.dir, v.find, trajectories=False):
+                tasks.append(pack(task.seq, task.trial))
+                ok.append(task.status == "ok")
                 if task.seq != last:  # tasks come in (seq, trial) order
                     counts["records"] += 1
                     last = task.seq
@@ -391,33 +418,30 @@ class _Checks:
                     task.status,
                     pass_threshold(metadata) if isinstance(metadata, dict) else None,
                 )
-                for line in task.scores:
-                    if line.get("evaluator") in record_scope:
-                        builder.result(
-                            task.seq,
-                            task.trial,
-                            str(line.get("outcome")),
-                            [s for s in line.get("scores") or () if isinstance(s, dict)],
-                        )
+                self._task(task, trials, record_scope, names, metrics, counts, builder)
                 yield from builder.ready()
             yield from builder.finish()
 
         selected = (plan.get("scenarios") or {}).get("selected") or ()
         figures: dict[str | None, CategoryFigures] = {}
         overall = CategoryFigures(None)
-        stored = fmt.iter_lines(self.dir, fmt.CASES)
-        for case in with_unattempted(task_cases(), selected, trials):
-            if case.category is not None:
-                figures.setdefault(case.category, CategoryFigures(case.category)).add(case)
-            overall.add(case)
-            got = next(stored, None)
-            if got is None:
-                v.find(fmt.CASES, f"has no line for scenario {case.id!r} (seq {case.seq})")
-            elif got[1] != case.to_dict():
-                v.find(fmt.CASES, f"line {got[0]}: not what the records and scores give")
-        extra = next(stored, None)
-        if extra is not None:
-            v.find(fmt.CASES, f"line {extra[0]}: a case the records do not give")
+        views = self.side if self.side is not None else _Side(self.dir)
+        self.cases = Derived(self.dir, fmt.CASES, "not what the records and scores give", v.find)
+        try:
+            for case in with_unattempted(task_cases(), selected, trials):
+                if case.category is not None:
+                    figures.setdefault(case.category, CategoryFigures(case.category)).add(case)
+                overall.add(case)
+                self.cases.expect(fmt.line(case.to_dict()), case.id)
+            self.cases.finish()
+        finally:
+            self.cases.close()
+            found = views.result()
+        for finding in found.findings:
+            where, _, message = finding.partition(": ")
+            v.find(where, message)
+        counts["tool_calls"], counts["end_states"] = found.tool_calls, found.end_states
+        self._trajectories_of(found, tasks, ok)
         v.tasks = counts["tasks"]
         for key, value in counts.items():
             if (meta.get("counts") or {}).get(key) != value:
@@ -445,13 +469,12 @@ class _Checks:
         names: list[str],
         metrics: _Metrics,
         counts: dict[str, int],
+        builder: CaseBuilder,
     ) -> None:
         v = self.v
         key = task.key
         counts["tasks"] += 1
         counts["scores"] += len(task.scores)
-        counts["tool_calls"] += len(task.tool_calls)
-        counts["end_states"] += task.end_state is not None
         if task.trial >= trials:
             v.find(fmt.RECORDS, f"task {key}: trial {task.trial} of {trials}")
         if not isinstance(task.record.get("id"), str):
@@ -471,34 +494,28 @@ class _Checks:
                 continue
             index = line.get("evaluator")
             if type(index) is int and 0 <= index < len(names):
-                metrics.add(index, str(outcome), line["scores"], v)
-        if task.status != "ok" and (task.trajectory or task.tool_calls or task.end_state):
-            v.find(fmt.TRAJECTORIES, f"task {key} ({task.status}) has a trajectory")
-        if task.trajectory is None:
-            if task.tool_calls or task.end_state:
-                v.find(fmt.TOOL_CALLS, f"task {key}: tool calls or end state without trajectory")
-            return
-        steps = task.trajectory.get("steps") if isinstance(task.trajectory, dict) else None
-        if not isinstance(steps, list):
-            v.find(fmt.TRAJECTORIES, f"task {key}: no steps")
-            return
-        calls = [(i, s) for i, s in enumerate(steps) if isinstance(s, dict) and s.get("tool_call")]
-        got = [(c.get("step"), c.get("tool"), c.get("arguments")) for c in task.tool_calls]
-        want_calls = [
-            (i, s["tool_call"].get("name"), s["tool_call"].get("arguments")) for i, s in calls
-        ]
-        if got != want_calls:
-            v.find(fmt.TOOL_CALLS, f"task {key}: not the tool calls of its trajectory")
-        checks = task.trajectory.get("checks") or []
-        end = task.trajectory.get("end_state")
-        if checks or end is not None:
-            if task.end_state is None or (
-                task.end_state.get("checks"),
-                task.end_state.get("end_state"),
-            ) != (checks, end):
-                v.find(fmt.END_STATES, f"task {key}: not the end state of its trajectory")
-        elif task.end_state is not None:
-            v.find(fmt.END_STATES, f"task {key}: an end state its trajectory does not hold")
+                metrics.add(index, outcome, line["scores"])
+                if index in record_scope:
+                    builder.result(task.seq, task.trial, outcome, line["scores"])
+
+    def _trajectories_of(self, views: Views, tasks: array.array[int], ok: array.array[int]) -> None:
+        """Every trajectory belongs to a task of records.jsonl that the system answered."""
+        have = views.packed()
+        i = 0
+        for key, answered in zip(tasks, ok, strict=True):
+            while i < len(have) and have[i] < key:
+                self.v.find(fmt.TRAJECTORIES, f"task {_unpack(have[i])} is not in {fmt.RECORDS}")
+                i += 1
+            if i < len(have) and have[i] == key:
+                if not answered:
+                    self.v.find(
+                        fmt.TRAJECTORIES,
+                        f"task {_unpack(key)} has a trajectory, and "
+                        "no answer (a lost or failed task)",
+                    )
+                i += 1
+        for key in have[i:]:
+            self.v.find(fmt.TRAJECTORIES, f"task {_unpack(key)} is not in {fmt.RECORDS}")
 
     def _report(self) -> None:
         config, summary, gates = (
@@ -533,6 +550,32 @@ class _Checks:
             v.find(fmt.SIGNATURE, f"not verified: {check.reason}")
 
 
+class _Side:
+    """The trajectory side (``_views.check_views``), in a child process for a large bundle,
+    while this one checks records and scores."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        size = sum(
+            (directory / n).stat().st_size
+            for n in (fmt.TRAJECTORIES, fmt.TOOL_CALLS, fmt.END_STATES)
+        )
+        self._child = Background(directory) if size >= PARALLEL_BYTES else None
+
+    def result(self) -> Views:
+        if self._child is None:
+            return check_views(str(self.directory))
+        return self._child.result()
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.close()
+
+
+def _unpack(key: int) -> tuple[int, int]:
+    return (key >> TRIAL_BITS, key & ((1 << TRIAL_BITS) - 1))
+
+
 @dataclass(frozen=True, slots=True)
 class _Info:
     """What the report reads of a run, from the bundle's config."""
@@ -555,21 +598,29 @@ class _Metrics:
         self.outcomes: dict[str, dict[str, int]] = {}
         self.dataset: dict[tuple[str, str], float | None] = {}
 
-    def add(self, index: int, outcome: str, scores: list[Any], v: Validation) -> None:
+    def add(self, index: int, outcome: str, scores: list[Any]) -> None:
         name = self.names[index]
-        counts = self.outcomes.setdefault(name, {})
+        counts = self.outcomes.get(name)
+        if counts is None:
+            counts = self.outcomes[name] = {}
         counts[outcome] = counts.get(outcome, 0) + 1
         if outcome != "scored":
             return
-        for s in scores:
-            if not isinstance(s, dict):
+        sums = self.sums
+        for s in scores:  # the hot loop of validate: one pass, no abstract type checks
+            if type(s) is not dict:
                 continue
-            metric = str(s.get("name") or name)
-            value = s.get("passed", s.get("number"))
-            entry = self.sums.setdefault((name, metric), [0, 0.0])
-            if isinstance(value, bool | int | float):
+            key = (name, s.get("name") or name)
+            entry = sums.get(key)
+            if entry is None:
+                entry = sums[key] = [0, 0.0]
+            value: Any = s.get("passed")
+            if value is None:
+                value = s.get("number")
+            kind = type(value)
+            if kind is bool or kind is int or kind is float:
                 entry[0] += 1
-                entry[1] += float(value)
+                entry[1] += value
             elif "label" in s or "structured" in s:
                 entry[0] += 1
 

@@ -25,6 +25,7 @@ import orjson
 from evalsi.core import VERSION, Outcome, Record, UserError, code_sha256
 from evalsi.datasets import record_to_row
 from evalsi.evidence import _format as fmt
+from evalsi.evidence._read import end_state_line, tool_call_lines
 from evalsi.evidence._report import render_report
 from evalsi.evidence._stored import StoredTask, stored_tasks
 from evalsi.runs import (
@@ -111,6 +112,7 @@ class _Writer:
         self.registered = registered is not None
         self.plan = registered or _unregistered_plan(info)
         self.files: dict[str, fmt.HashedFile] = {}
+        self._last_seq = -1
         self.counts = {"records": 0, "tasks": 0, "scores": 0, "tool_calls": 0, "end_states": 0}
 
     def write(self) -> Written:
@@ -264,40 +266,19 @@ class _Writer:
             line["error"] = error
         files[fmt.RECORDS].write(fmt.line(line))
         self.counts["tasks"] += 1
-        if trial == 0:
+        if seq != self._last_seq:  # tasks come in (seq, trial) order
             self.counts["records"] += 1
+            self._last_seq = seq
         if trajectory is None:
             return
-        files[fmt.TRAJECTORIES].write(
-            fmt.line({"seq": seq, "trial": trial, "trajectory": trajectory.to_value()})
-        )
-        for index, step in enumerate(trajectory.steps):
-            if step.tool_call is None:
-                continue
-            call: dict[str, Any] = {
-                "seq": seq,
-                "trial": trial,
-                "step": index,
-                "kind": step.kind,
-                "tool": step.tool_call.name,
-                "arguments": step.tool_call.arguments,
-                "result": step.output,
-            }
-            if step.error:
-                call["error"] = step.error
-            files[fmt.TOOL_CALLS].write(fmt.line(call))
+        value = trajectory.to_value()
+        files[fmt.TRAJECTORIES].write(fmt.line({"seq": seq, "trial": trial, "trajectory": value}))
+        for call in tool_call_lines(seq, trial, value):  # the views validate derives again
+            files[fmt.TOOL_CALLS].write(call)
             self.counts["tool_calls"] += 1
-        if trajectory.checks or trajectory.end_state is not None:
-            files[fmt.END_STATES].write(
-                fmt.line(
-                    {
-                        "seq": seq,
-                        "trial": trial,
-                        "checks": [c.to_value() for c in trajectory.checks],
-                        "end_state": trajectory.end_state,
-                    }
-                )
-            )
+        end = end_state_line(seq, trial, value)
+        if end is not None:
+            files[fmt.END_STATES].write(end)
             self.counts["end_states"] += 1
 
     def _summary(self, figures: Mapping[str | None, Any]) -> dict[str, Any]:

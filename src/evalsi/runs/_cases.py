@@ -155,8 +155,8 @@ class CaseBuilder:
         if outcome != "scored":
             return
         for score in scores:
-            value = score.get("passed")
-            if isinstance(value, bool):
+            value = score.get("passed") if type(score) is dict else None
+            if type(value) is bool:
                 if value:
                     task.passes += 1
                 else:

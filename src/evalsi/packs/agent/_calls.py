@@ -20,6 +20,7 @@ arguments has ``{}``.
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -98,19 +99,35 @@ def parse_arguments(value: Any) -> JsonValue:
     return value
 
 
-def _norm(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+class _NotFinite(Exception):
+    """A NaN or an infinity, which orjson would write as null."""
+
+
+def _norm(value: Any, *, finite: bool = False) -> Any:
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        if finite and not math.isfinite(value):
+            raise _NotFinite
+        return value
     if isinstance(value, dict):
-        return {str(k): _norm(v) for k, v in value.items()}
+        return {str(k): _norm(v, finite=finite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_norm(v) for v in value]
+        return [_norm(v, finite=finite) for v in value]
     return value
 
 
 def canonical(value: Any) -> str:
-    """Compact JSON with sorted keys and integral floats as integers: equal values, equal text."""
-    return json.dumps(_norm(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON with sorted keys and integral floats as integers: equal values, equal text.
+
+    orjson renders it several times faster than ``json`` (a rescore of a large agent bundle
+    spends a tenth of its time here); what orjson would refuse or write differently (integers
+    past 64 bits, NaN, infinities) takes the ``json`` path, whose text is the same for
+    everything else."""
+    try:
+        return orjson.dumps(_norm(value, finite=True), option=orjson.OPT_SORT_KEYS).decode()
+    except (_NotFinite, TypeError, orjson.JSONEncodeError):
+        return json.dumps(_norm(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def args_match(agent: Call, reference: Call, mode: ArgsMode = "exact") -> bool:
