@@ -18,6 +18,7 @@ from evalsi.core import VERSION, EvalsiError, missing_extra
 
 COMMANDS = {
     "eval": "_eval",
+    "ingest": "_ingest",
     "run": "_run",
     "grade": "_grade",
     "rerun": "_grade",
@@ -46,6 +47,8 @@ Score records that already hold outputs:
   evalsi eval --data qa.jsonl --evaluators exact-match,contains
 Call a model or agent on a dataset, then grade (an EvalRun spec):
   evalsi run -f run.yaml [--dry-run] [--resume RUN_ID] [--execute-only]
+Store verdicts computed elsewhere on a server (a Score run marked external):
+  evalsi ingest results.jsonl --server http://127.0.0.1:8080 [--key KEY]
 Grade a Run's stored outputs (no target calls), or replay a run:
   evalsi grade --from RUN_ID --evaluators exact-match
   evalsi rerun RUN_ID

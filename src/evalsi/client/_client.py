@@ -258,3 +258,18 @@ class Client:
         AsyncClient.policy_stats,
         """Sampled / evaluated / skipped / errors and the window aggregates of a policy.""",
     )
+
+    # -- IngestService ------------------------------------------------------------------------
+    ingest = _blocking(
+        AsyncClient.ingest,
+        """Store verdicts computed elsewhere as a Score run on the server; its result.
+
+        ``data`` is a JSONL file (one record a line with its ``results``), dicts of that
+        shape, or ``(Record, [EvaluationResult])`` pairs; ``evaluators`` names or declares
+        (``{name, ref, version, description, outputs}``) the evaluators the results name (any
+        not given is declared by its name). ``client_key`` names the ingest: sent again, the
+        same key finds the same run and stores nothing twice (default: a new key per call).
+        Up to 200 records and 1 MiB go in one call, more in chunks; each call is retried on
+        429, 5xx and lost connections (``retry``; waits on ``clock``).
+        """,
+    )

@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from evalsi.runs._execute import execute_run
     from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
     from evalsi.runs._grade import check_version, grade_run, source_dataset
+    from evalsi.runs._ingest import (
+        EXTERNAL_NAMESPACE,
+        conclude_ingest,
+        default_metric,
+        external_evaluator,
+        ingest_batches,
+        ingest_run_id,
+        ingest_spec,
+        is_ingested,
+    )
     from evalsi.runs._isolation import (
         IsolationSummary,
         ReportedIsolation,
@@ -98,6 +108,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CATEGORY_KEY",
+    "EXTERNAL_NAMESPACE",
     "FAILURE_COLUMNS",
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
@@ -141,10 +152,13 @@ __all__ = [
     "category_title",
     "check_version",
     "compare_runs",
+    "conclude_ingest",
     "dataset_scope_of_outputs",
+    "default_metric",
     "effective_thresholds",
     "evaluate_gates",
     "execute_run",
+    "external_evaluator",
     "failing_records",
     "failure_rows",
     "first_failures",
@@ -153,6 +167,10 @@ __all__ = [
     "gates_exit_code",
     "grade_run",
     "grade_tasks",
+    "ingest_batches",
+    "ingest_run_id",
+    "ingest_spec",
+    "is_ingested",
     "isolation_from_dicts",
     "isolation_of_results",
     "isolation_report",

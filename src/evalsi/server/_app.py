@@ -65,12 +65,14 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
         EvaluationServiceASGIApplication,
     )
+    from evalsi._proto.evalsi.v1alpha1.ingest_service_connect import IngestServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
     from evalsi.server._catalog import CatalogHandler
     from evalsi.server._datasets import DatasetHandler
     from evalsi.server._evaluation import EvaluationHandler
+    from evalsi.server._ingestion import IngestHandler
     from evalsi.server._policies import PolicyHandler
     from evalsi.server._runs import RunHandler
     from evalsi.server._traces import TraceHandler
@@ -88,6 +90,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
         (RunServiceASGIApplication, RunHandler(state)),
         (TraceServiceASGIApplication, TraceHandler(state)),
         (PolicyServiceASGIApplication, policies),
+        (IngestServiceASGIApplication, IngestHandler(state)),
     ]
 
 
