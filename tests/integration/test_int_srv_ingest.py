@@ -24,6 +24,7 @@ from evalsi.cli import main
 from evalsi.client._ingest import INGEST_RETRY
 from evalsi.core import NotFoundError, Record, RunError, UserError
 from evalsi.evaluators import Skip, evaluator
+from evalsi.evidence import rescore_bundle, validate_bundle
 from evalsi.server._app import build_app
 from evalsi.server._state import Limits, ServerState
 from tests.support.asgi_server import AsgiServer
@@ -520,7 +521,7 @@ def test_summaries_are_a_score_runs_of_the_same_verdicts(
 
 
 def test_trials_give_pass_at_k_and_clustered_intervals(
-    served: tuple[str, Gate, ServerState],
+    served: tuple[str, Gate, ServerState], tmp_path: Path
 ) -> None:
     data = [
         {
@@ -535,6 +536,15 @@ def test_trials_give_pass_at_k_and_clustered_intervals(
     url, _, _ = served
     with evalsi.Client(url) as client:
         result = client.ingest(data, client_key="trials")
+        written = client.export_bundle(result.run_id, tmp_path / "bundle")
+    # Sealed with its trials, validated, and rescored: ingested verdicts are carried as they
+    # came (no code here derives them), never reported as differing.
+    assert written.tasks == 27
+    assert validate_bundle(written.path).exit_code == 0
+    rescored = rescore_bundle(written.path)
+    assert (rescored.outcome, rescored.compared) == ("MATCH", 0)
+    assert "computed outside evalsi" in rescored.carried["judge"]
+    assert "Verdicts computed outside evalsi" in (written.path / "report.md").read_text()
     judge = result.metric("judge")
     assert judge.n == 27
     assert judge.clusters == 9
@@ -592,3 +602,7 @@ def test_the_run_is_listed_shown_bundled_and_marked_external(
     report = tmp_path / "report.md"
     assert main(["report", result.run_id, "--store", state.config.store, "-o", str(report)]) == 0
     assert "judge" in report.read_text()
+    assert "Verdicts computed outside evalsi" in report.read_text()
+    html = tmp_path / "report.html"
+    assert main(["report", result.run_id, "--store", state.config.store, "-o", str(html)]) == 0
+    assert "Verdicts computed outside evalsi" in html.read_text()

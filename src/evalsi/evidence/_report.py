@@ -48,6 +48,11 @@ def render_report(
     )
     if summary.get("stopped_reason"):
         lines.append(f"- Stopped: {summary['stopped_reason']}")
+    if summary.get("external"):
+        lines.append(
+            "- **Verdicts computed outside evalsi** (ingested): evalsi stored them as they came "
+            "and cannot derive them again"
+        )
     lines += ["", "## Test plan", ""]
     if plan.get("declared"):
         decl = plan.get("declaration") or {}

@@ -155,25 +155,33 @@ class _Rescorer:
     async def run(self) -> None:
         out = self.out
         entries = [dict(e) for e in self.config.get("evaluators") or ()]
-        registry = self._registry(entries)
+        names = [str(e.get("name", "")) for e in entries]
+        # Verdicts computed elsewhere (ingested) have no code here to derive them with.
+        local = [i for i, e in enumerate(entries) if not e.get("external")]
+        for i in sorted(set(range(len(entries))) - set(local)):
+            out.carried[names[i]] = "computed outside evalsi (ingested): carried as recorded"
+        registry = self._registry([entries[i] for i in local])
         try:
-            bound = bind_all(entries, registry=registry)
+            bound = bind_all([entries[i] for i in local], registry=registry) if local else []
         except EvalsiError as e:
             raise _Cannot(f"the bundle's evaluators cannot be bound here: {e}") from e
         judged = {user for users in judges_needed(bound).values() for user in users}
-        runners: list[Any] = runners_for(bound)
-        for i, b in enumerate(bound):
+        runners: list[Any] = [None] * len(entries)  # grade_tasks grades only RecordRunners
+        for i, b, runner in zip(local, bound, runners_for(bound), strict=True):
             if b.name in judged:
                 out.carried[b.name] = "judged by a model: not derived offline, carried as recorded"
-                runners[i] = None  # grade_tasks grades only RecordRunners
+            else:
+                runners[i] = runner
         self._code(bound)
         trials = int(self.meta.get("trials") or 1)
-        names = [b.name for b in bound]
         await self._tasks(runners, names)
         if any(r is not None and not isinstance(r, RecordRunner) for r in runners):
             self._dataset_scope(runners, bound, names, trials)
         changed = self.out.code["changed"]
-        if out.differing == 0:
+        if out.differing == 0 and out.compared == 0:
+            out.outcome = "MATCH"
+            out.reason = "no verdict could be derived here: every one is carried as recorded"
+        elif out.differing == 0:
             out.outcome = "MATCH"
             out.reason = "every verdict derived again is the one recorded" + (
                 " (the code changed, and every verdict still reproduces)" if changed else ""

@@ -35,12 +35,14 @@ def stored_tasks(store: SqlStore, info: RunInfo) -> Generator[StoredTask]:
         fields = FieldMap(**(info.spec.get("fields") or {}))
         dataset = open_dataset(str(info.spec.get("data", "")), fields=fields)
         check_version(info, dataset)
+        trials = range(score_trials(info))  # results ingested with trials: a task each
         batches = dataset.iter_batches(1024)
         try:
             seq = 0
             for batch in batches:
                 for record in batch:
-                    yield seq, 0, "ok", None, record
+                    for trial in trials:
+                        yield seq, trial, "ok", None, record
                     seq += 1
         finally:
             batches.close()
@@ -60,6 +62,11 @@ def stored_tasks(store: SqlStore, info: RunInfo) -> Generator[StoredTask]:
         _close(joined, outputs)
 
 
+def score_trials(info: RunInfo) -> int:
+    """A Score run's trials: 1, unless results computed elsewhere came in with more."""
+    return int((info.summary or {}).get("trials") or 1) if info.kind == "score" else 1
+
+
 def _close(*streams: Iterator[Any]) -> None:
     for stream in streams:
         close = getattr(stream, "close", None)  # generators typed as plain iterators
@@ -67,4 +74,4 @@ def _close(*streams: Iterator[Any]) -> None:
             close()
 
 
-__all__ = ["StoredTask", "stored_tasks"]
+__all__ = ["StoredTask", "score_trials", "stored_tasks"]

@@ -27,7 +27,7 @@ from evalsi.datasets import record_to_row
 from evalsi.evidence import _format as fmt
 from evalsi.evidence._read import end_state_line, tool_call_lines
 from evalsi.evidence._report import render_report
-from evalsi.evidence._stored import StoredTask, stored_tasks
+from evalsi.evidence._stored import StoredTask, score_trials, stored_tasks
 from evalsi.runs import (
     Case,
     CaseBuilder,
@@ -107,7 +107,7 @@ class _Writer:
         self.info = info
         self.dir = directory
         self.entries: list[fmt.Entry] = []
-        self.trials = int(info.spec.get("trials", 1)) if info.kind == "run" else 1
+        self.trials = int(info.spec.get("trials", 1)) if info.kind == "run" else score_trials(info)
         registered = TestPlan.from_stored(info.spec)
         self.registered = registered is not None
         self.plan = registered or _unregistered_plan(info)
@@ -294,6 +294,7 @@ class _Writer:
             "categories": [f.to_dict() for key, f in figures.items() if key is not None],
             "overall": figures[None].to_dict(),
             "stopped_reason": summary.get("stopped_reason"),
+            "external": bool(summary.get("external")),
         }
 
 

@@ -105,6 +105,11 @@ def render_markdown(data: ReportData) -> str:
         ("evalsi version", text((run.manifest or {}).get("evalsi_version", "-"))),
     ]
     add(table(("", ""), [(f"**{k}**", v) for k, v in facts]))
+    if (run.summary or {}).get("external"):
+        add(
+            "> **Verdicts computed outside evalsi:** these results were ingested as they came "
+            "(evaluators marked external); evalsi stored them and cannot derive them again."
+        )
     if run.error:
         add(f"> **The run stopped:** {text(run.error)}")
     if data.run_warnings or data.failure_causes:
