@@ -50,6 +50,9 @@ BEYOND_A_SCHEMA: list[tuple[str, re.Pattern[str], str]] = [
     # The policy is a document in its own languages (YAML text, CEL conditions, durations),
     # checked by the loader `evalsi policy apply` shares; the document gives its shape only.
     ("POST /v1alpha1/policies", re.compile(r"^policy\b"), "YAML/CEL content"),
+    # A review file is a JSONL document checked line by line as `evalsi review import` checks
+    # it; the document gives the field's encoding only.
+    ("POST /v1alpha1/reviews:import", re.compile(r"^file\b"), "review file content"),
 ]
 
 

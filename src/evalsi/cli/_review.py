@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from evalsi.cli._output import print_json, print_table
+from evalsi.cli._remote import add_server_flag, connect_reader, server_of
 
 STORE_HELP = "result store (default: .evalsi/evalsi.db)"
 
@@ -22,7 +23,8 @@ Have people check a run's automatic verdicts against the evidence each was judge
 
 RUN is a run id, a unique prefix or `latest` (a Score run, a Run or a grade run). Reviews are
 stored apart from the automatic scores, which they never change; `evalsi review list` shows
-them. Works on the local store (--store); not over --server yet. Guide: docs/guides/review.md.
+them. Each works on the local store (--store) or on a server's (--server URL).
+Guide: docs/guides/review.md.
 """
 
 EXPORT = """\
@@ -94,6 +96,7 @@ def register(commands: Any) -> None:
     ex.add_argument("--limit", type=int, metavar="N", help="at most N items, the first in order")
     ex.add_argument("--format", choices=("table", "json"), default="table")
     ex.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_server_flag(ex)
     ex.set_defaults(handler=export)
 
     im = sub.add_parser(
@@ -105,6 +108,7 @@ def register(commands: Any) -> None:
     im.add_argument("file", metavar="FILE", help="a review file written by `review export`")
     im.add_argument("--format", choices=("table", "json"), default="table")
     im.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_server_flag(im)
     im.set_defaults(handler=import_)
 
     ls = sub.add_parser(
@@ -116,27 +120,40 @@ def register(commands: Any) -> None:
     ls.add_argument("run_id", metavar="RUN", help="a run id, a unique prefix or `latest`")
     ls.add_argument("--format", choices=("table", "json"), default="table")
     ls.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_server_flag(ls)
     ls.set_defaults(handler=list_)
 
 
 def export(args: argparse.Namespace) -> int:
-    # Until the face `evalsi.evidence` exports the review functions (then import them there).
     from evalsi.evidence import export_review
     from evalsi.runs import open_store
 
-    store = open_store(args.store, create=False)
-    try:
-        run_id = store.get_run(args.run_id).id
-        count = export_review(
-            store,
-            run_id,
-            args.output,
-            evaluators=args.evaluator,
-            only_failing=args.failing,
-            limit=args.limit,
-        )
-    finally:
-        store.close()
+    server = server_of(args)
+    if server is not None:
+        with connect_reader(args, server) as client:
+            count = client.export_review(
+                args.run_id,
+                args.output,
+                evaluators=args.evaluator,
+                only_failing=args.failing,
+                limit=args.limit,
+            )
+        with open(args.output, "rb") as f:
+            run_id = orjson.loads(f.readline())["run_id"]
+    else:
+        store = open_store(args.store, create=False)
+        try:
+            run_id = store.get_run(args.run_id).id
+            count = export_review(
+                store,
+                run_id,
+                args.output,
+                evaluators=args.evaluator,
+                only_failing=args.failing,
+                limit=args.limit,
+            )
+        finally:
+            store.close()
     if args.format == "json":
         print_json({"file": args.output, "run_id": run_id, "items": count})
         return 0
@@ -155,11 +172,16 @@ def import_(args: argparse.Namespace) -> int:
     from evalsi.evidence import import_review
     from evalsi.runs import open_store
 
-    store = open_store(args.store, create=False)
-    try:
-        result = import_review(store, args.file)
-    finally:
-        store.close()
+    server = server_of(args)
+    if server is not None:
+        with connect_reader(args, server) as client:
+            result = client.import_review(args.file)
+    else:
+        store = open_store(args.store, create=False)
+        try:
+            result = import_review(store, args.file)
+        finally:
+            store.close()
     if args.format == "json":
         print_json(result.to_dict())
         return result.exit_code
@@ -176,12 +198,18 @@ def list_(args: argparse.Namespace) -> int:
     from evalsi.evidence import list_reviews
     from evalsi.runs import open_store
 
-    store = open_store(args.store, create=False)
-    try:
-        run_id = store.get_run(args.run_id).id
-        reviews = list_reviews(store, run_id)
-    finally:
-        store.close()
+    server = server_of(args)
+    if server is not None:
+        with connect_reader(args, server) as client:
+            run_id = client.run_info(args.run_id).id
+            reviews = client.list_reviews(run_id)
+    else:
+        store = open_store(args.store, create=False)
+        try:
+            run_id = store.get_run(args.run_id).id
+            reviews = list_reviews(store, run_id)
+        finally:
+            store.close()
     if args.format == "json":
         print_json({"run_id": run_id, "reviews": [r.to_dict() for r in reviews]})
         return 0

@@ -55,6 +55,7 @@ from evalsi.client._results import (
     remote_run_result,
     score_result,
 )
+from evalsi.client._reviews import AsyncReviewMixin
 from evalsi.client._specs import (
     dataset_name,
     document_for_server,
@@ -107,7 +108,7 @@ def _register_exit_grace() -> None:
         _exit_grace_registered = True
 
 
-class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin, AsyncIngestMixin):
+class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin, AsyncIngestMixin, AsyncReviewMixin):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 
     A result's ``results`` property reads pages with a short-lived sync client, since

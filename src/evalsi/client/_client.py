@@ -194,6 +194,9 @@ class Client:
     )
     run_categories = _blocking(AsyncClient.run_categories)
     export_bundle = _blocking(AsyncClient.export_bundle)
+    export_review = _blocking(AsyncClient.export_review)
+    import_review = _blocking(AsyncClient.import_review)
+    list_reviews = _blocking(AsyncClient.list_reviews)
     compare_runs = _blocking(
         AsyncClient.compare_runs,
         """Paired comparison of two runs on the server, as ``evalsi compare`` (``metrics``

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from evalsi.evidence._signing import SignatureCheck, sign_manifest, verify_signature
     from evalsi.evidence._validate import Validation, validate_bundle
     from evalsi.evidence._write import Receiver, Written, write_bundle
+    from evalsi.store import Review  # what ImportResult.accepted holds
 
 __all__ = [
     "FORMAT",
@@ -35,6 +36,7 @@ __all__ = [
     "Receiver",
     "Refused",
     "Rescore",
+    "Review",
     "SignatureCheck",
     "ThresholdResult",
     "Validation",

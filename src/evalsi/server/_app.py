@@ -67,6 +67,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     )
     from evalsi._proto.evalsi.v1alpha1.ingest_service_connect import IngestServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceASGIApplication
+    from evalsi._proto.evalsi.v1alpha1.review_service_connect import ReviewServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
     from evalsi.server._catalog import CatalogHandler
@@ -74,6 +75,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     from evalsi.server._evaluation import EvaluationHandler
     from evalsi.server._ingestion import IngestHandler
     from evalsi.server._policies import PolicyHandler
+    from evalsi.server._reviews import ReviewHandler
     from evalsi.server._runs import RunHandler
     from evalsi.server._traces import TraceHandler
     from evalsi.server._watch import Watch
@@ -91,6 +93,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
         (TraceServiceASGIApplication, TraceHandler(state)),
         (PolicyServiceASGIApplication, policies),
         (IngestServiceASGIApplication, IngestHandler(state)),
+        (ReviewServiceASGIApplication, ReviewHandler(state)),
     ]
 
 
