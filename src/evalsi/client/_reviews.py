@@ -23,7 +23,7 @@ from evalsi._proto.evalsi.v1alpha1.review_service_connect import ReviewServiceCl
 from evalsi.client._common import Settings
 from evalsi.core import UserError
 from evalsi.evidence import ImportResult, Refused, Review
-from evalsi.wire import value_from_proto
+from evalsi.wire import review_from_proto
 
 
 class AsyncReviewMixin:
@@ -134,20 +134,3 @@ def _count(first: bytes) -> int:
     if not isinstance(count, int):
         raise UserError("the server sent a review file without a header line")
     return count
-
-
-def review_from_proto(message: pb.Review) -> Review:
-    return Review(
-        run_id=message.run_id,
-        seq=message.seq,
-        trial=message.trial,
-        evaluator=message.evaluator_index,
-        record_id=message.record_id,
-        reviewer=message.reviewer,
-        approval=message.approval,
-        verdict=value_from_proto(message.verdict) if message.HasField("verdict") else None,
-        rationale=message.rationale,
-        fingerprint=message.fingerprint,
-        imported_at=message.import_time.ToNanoseconds() / 1e9,
-        evaluator_name=message.evaluator,
-    )

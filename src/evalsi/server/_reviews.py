@@ -23,8 +23,7 @@ from evalsi.core import NotFoundError, UserError
 from evalsi.evidence import ImportResult, export_review, import_review, list_reviews
 from evalsi.server._runs import BUNDLE_CHUNK, _no_nul, _project, _ref
 from evalsi.server._state import ServerState
-from evalsi.store import Review
-from evalsi.wire import value_to_proto
+from evalsi.wire import review_to_proto
 
 FILE = "review.jsonl"
 
@@ -107,25 +106,6 @@ def _header_run(data: bytes) -> str | None:
         return None
     run_id = header.get("run_id") if isinstance(header, dict) else None
     return run_id if isinstance(run_id, str) and run_id and "\x00" not in run_id else None
-
-
-def review_to_proto(review: Review) -> pb.Review:
-    message = pb.Review(
-        run_id=review.run_id,
-        seq=review.seq,
-        trial=review.trial,
-        record_id=review.record_id,
-        evaluator=review.evaluator_name,
-        evaluator_index=review.evaluator,
-        reviewer=review.reviewer,
-        approval=review.approval,
-        rationale=review.rationale,
-        fingerprint=review.fingerprint,
-    )
-    message.import_time.FromNanoseconds(round(review.imported_at * 1e9))
-    if review.verdict is not None:
-        message.verdict.CopyFrom(value_to_proto(review.verdict))
-    return message
 
 
 def _import_to_proto(result: ImportResult) -> pb.ImportReviewResponse:

@@ -47,6 +47,7 @@ from evalsi.wire._results import (
     summary_from_proto,
     summary_to_proto,
 )
+from evalsi.wire._reviews import review_from_proto, review_to_proto
 from evalsi.wire._runs import (
     Progress,
     category_from_proto,
@@ -143,6 +144,8 @@ __all__ = [
     "remote_harness",
     "result_from_proto",
     "result_to_proto",
+    "review_from_proto",
+    "review_to_proto",
     "run_from_proto",
     "run_info_from_proto",
     "run_result_to_proto",
