@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from evalsi.evidence import Review
 from evalsi.wire import review_from_proto, review_to_proto
 
-text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
 verdicts = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**53), 2**53), text, st.lists(text, max_size=3)
 )
