@@ -12,11 +12,10 @@ if TYPE_CHECKING:
     from evalsi.evidence._format import FORMAT, FORMAT_VERSION, MANIFEST, REQUIRED
     from evalsi.evidence._gate import GateOutcome, ThresholdResult, gate_bundle
     from evalsi.evidence._rescore import Difference, Rescore, rescore_bundle
-    from evalsi.evidence._review import (
+    from evalsi.evidence._review import export_review, fingerprint
+    from evalsi.evidence._review_import import (
         ImportResult,
         Refused,
-        export_review,
-        fingerprint,
         import_review,
         list_reviews,
     )

@@ -20,7 +20,6 @@ they are not a signature.
 from __future__ import annotations
 
 import array
-import math
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -30,6 +29,7 @@ from typing import Any
 
 from evalsi.core import code_sha256, content_hash
 from evalsi.evidence import _format as fmt
+from evalsi.evidence._metrics import Metrics
 from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
 from evalsi.evidence._report import render_report
 from evalsi.evidence._signing import SignatureCheck, verify_signature
@@ -388,11 +388,11 @@ class _Checks:
         if type(trials) is not int or trials < 1:
             v.find(fmt.METADATA, "trials is not a positive integer")
             return
-        metrics = _Metrics(names)
+        metrics = Metrics(names)
         dataset_rows = dataset_scores(self.dir)
         dataset_scope = {row.get("evaluator") for row in dataset_rows}
         for row in dataset_rows:
-            metrics.add_dataset(row, v)
+            metrics.add_dataset(row, v.find)
         record_scope = [i for i in range(len(names)) if i not in dataset_scope]
         counts = {"records": 0, "tasks": 0, "scores": len(dataset_rows), "tool_calls": 0}
         counts["end_states"] = 0
@@ -459,7 +459,7 @@ class _Checks:
             v.find(fmt.SUMMARY, "categories are not what the cases give")
         if summary.get("overall") != overall.to_dict():
             v.find(fmt.SUMMARY, "overall figures are not what the cases give")
-        metrics.compare(summary.get("metrics"), v)
+        metrics.compare(summary.get("metrics"), v.find)
 
     def _task(
         self,
@@ -467,7 +467,7 @@ class _Checks:
         trials: int,
         record_scope: list[int],
         names: list[str],
-        metrics: _Metrics,
+        metrics: Metrics,
         counts: dict[str, int],
         builder: CaseBuilder,
     ) -> None:
@@ -586,101 +586,6 @@ class _Info:
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> _Info:
         return cls(str(config.get("name", "")), str(config.get("kind", "")))
-
-
-class _Metrics:
-    """Each metric's n, mean and counts folded from the score lines, to set beside the
-    summary's."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self.sums: dict[tuple[str, str], list[float]] = {}  # n, sum
-        self.outcomes: dict[str, dict[str, int]] = {}
-        self.dataset: dict[tuple[str, str], float | None] = {}
-
-    def add(self, index: int, outcome: str, scores: list[Any]) -> None:
-        name = self.names[index]
-        counts = self.outcomes.get(name)
-        if counts is None:
-            counts = self.outcomes[name] = {}
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if outcome != "scored":
-            return
-        sums = self.sums
-        for s in scores:  # the hot loop of validate: one pass, no abstract type checks
-            if type(s) is not dict:
-                continue
-            key = (name, s.get("name") or name)
-            entry = sums.get(key)
-            if entry is None:
-                entry = sums[key] = [0, 0.0]
-            value: Any = s.get("passed")
-            if value is None:
-                value = s.get("number")
-            kind = type(value)
-            if kind is bool or kind is int or kind is float:
-                entry[0] += 1
-                entry[1] += value
-            elif "label" in s or "structured" in s:
-                entry[0] += 1
-
-    def add_dataset(self, row: Mapping[str, Any], v: Validation) -> None:
-        index = row.get("evaluator")
-        if type(index) is not int or not 0 <= index < len(self.names):
-            v.find(fmt.SCORES, f"a dataset-scope result for evaluator {index!r}")
-            return
-        name = self.names[index]
-        for s in row.get("scores") or ():
-            if isinstance(s, dict):
-                value = s.get("passed", s.get("number"))
-                self.dataset[(name, str(s.get("name") or name))] = (
-                    float(value) if isinstance(value, bool | int | float) else None
-                )
-
-    def compare(self, metrics: Any, v: Validation) -> None:
-        if not isinstance(metrics, list):
-            v.find(fmt.SUMMARY, "metrics is not a list")
-            return
-        for m in metrics:
-            if not isinstance(m, dict):
-                v.find(fmt.SUMMARY, "a metric is not an object")
-                continue
-            key = (str(m.get("evaluator")), str(m.get("metric")))
-            mean = m.get("mean")
-            if key in self.dataset:
-                if not _close(mean, self.dataset[key]):
-                    v.find(
-                        fmt.SUMMARY,
-                        f"metric {key[0]}/{key[1]}: mean {mean} is not the "
-                        f"dataset-scope result {self.dataset[key]}",
-                    )
-                continue
-            n, total = self.sums.get(key, [0, 0.0])
-            if m.get("n") != n:
-                v.find(
-                    fmt.SUMMARY, f"metric {key[0]}/{key[1]}: n {m.get('n')}, the scores give {n}"
-                )
-            elif n and mean is not None and not _close(mean, total / n):
-                v.find(
-                    fmt.SUMMARY,
-                    f"metric {key[0]}/{key[1]}: mean {mean}, the scores give {total / n}",
-                )
-            counts = self.outcomes.get(key[0], {})
-            for field_name, outcome in (("skipped", "skipped"), ("errors", "error")):
-                if field_name in m and m[field_name] != counts.get(outcome, 0):
-                    v.find(
-                        fmt.SUMMARY,
-                        f"metric {key[0]}/{key[1]}: {field_name} "
-                        f"{m[field_name]}, the scores give {counts.get(outcome, 0)}",
-                    )
-
-
-def _close(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if not isinstance(a, int | float) or isinstance(a, bool):
-        return False
-    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
 
 
 __all__ = ["Validation", "validate_bundle"]

@@ -20,14 +20,8 @@ import sqlalchemy as sa
 import evalsi
 from evalsi.connectors import TargetOutput
 from evalsi.core import Check, Content, NotFoundError, Step, ToolCall, Trajectory, UserError
-from evalsi.evidence._review import (
-    FORMAT,
-    ImportResult,
-    export_review,
-    fingerprint,
-    import_review,
-    list_reviews,
-)
+from evalsi.evidence import ImportResult, export_review, fingerprint, import_review, list_reviews
+from evalsi.evidence._review import FORMAT
 from evalsi.runs._execute import execute_run
 from evalsi.runs._grade import grade_run
 from evalsi.specs import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
