@@ -47,9 +47,15 @@ Judge a bundle against the thresholds its test plan registered before the first 
 hard threshold (per category or metric) must be met over fully evaluated scenarios.
 Comparative thresholds are reported and never gate.
 
-Exit codes: 0 every hard threshold met; 1 one is missed or a scenario in its scope was not
-fully evaluated (named); 2 cannot judge: the run declared no system, the bundle does not
-validate (tampered, cut short), or --require-signature and the signature does not verify.
+With a case policy (spec.casePolicy) it first decides whether the run can be believed
+(coverage, completion, evaluator error rate, each printed with its arithmetic), then judges
+every case against its pass rate.
+
+Exit codes: 0 every hard threshold met (and every case passed); 1 one is missed, a scenario
+in its scope was not fully evaluated, or a case is below its pass rate (named); 2 cannot
+judge: the run declared no system, the bundle does not validate (tampered, cut short),
+--require-signature and the signature does not verify, or the run is not valid under its
+case policy (inconclusive, never failed).
 """
 
 RESCORE = """\
