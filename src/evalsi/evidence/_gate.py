@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalsi.evidence import _format as fmt
+import evalsi.evidence._format as fmt
 from evalsi.evidence._read import dataset_scores, read_tasks
 from evalsi.evidence._validate import Validation, validate_bundle
 from evalsi.runs import Case, CategoryFigures, rate

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evalsi.evidence import _format as fmt
+import evalsi.evidence._format as fmt
 
 Find = Callable[[str, str], None]
 """Called with (file, what is wrong)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalsi.evidence import _format as fmt
+import evalsi.evidence._format as fmt
 
 Problem = Callable[[str, str], None]
 """Called with (file, what is wrong)."""

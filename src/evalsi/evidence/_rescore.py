@@ -33,10 +33,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import evalsi.evidence._format as fmt
 from evalsi.core import EvalsiError, Outcome, Record, code_sha256
 from evalsi.datasets import FieldMap, read_trajectory, record_from_dict
 from evalsi.evaluators import RecordRunner, judges_needed
-from evalsi.evidence import _format as fmt
 from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
 from evalsi.evidence._validate import validate_bundle
 from evalsi.runs import bind_all, dataset_scope_of_outputs, grade_tasks, runners_for

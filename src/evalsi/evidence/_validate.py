@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import evalsi.evidence._format as fmt
 from evalsi.core import code_sha256, content_hash
-from evalsi.evidence import _format as fmt
 from evalsi.evidence._metrics import Metrics
 from evalsi.evidence._read import TaskLines, dataset_scores, read_tasks
 from evalsi.evidence._report import render_report

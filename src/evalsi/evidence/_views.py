@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import orjson
 
-from evalsi.evidence import _format as fmt
+import evalsi.evidence._format as fmt
 from evalsi.evidence._read import end_state_line, tool_call_lines
 
 PARALLEL_BYTES = 16 << 20

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+import evalsi.evidence._format as fmt
 from evalsi.core import VERSION, Outcome, Record, UserError, code_sha256
 from evalsi.datasets import record_to_row
-from evalsi.evidence import _format as fmt
 from evalsi.evidence._read import end_state_line, tool_call_lines
 from evalsi.evidence._report import render_report
 from evalsi.evidence._stored import StoredTask, score_trials, stored_tasks
