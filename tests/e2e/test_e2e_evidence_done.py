@@ -21,6 +21,8 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.support.bundles import reseal as _reseal
+
 ROOT = Path(__file__).resolve().parents[2]
 PACK = ROOT / "examples" / "agent" / "helpdesk"
 EVERYTHING = ROOT / ".tools" / "npm" / "node_modules" / ".bin" / "mcp-server-everything"
@@ -64,17 +66,6 @@ def _copy(bundle: Path, tmp: Path) -> Path:
     out = tmp / bundle.name
     shutil.copytree(bundle, out)
     return out
-
-
-def _reseal(bundle: Path) -> None:
-    manifest = orjson.loads((bundle / "manifest.json").read_bytes())
-    for entry in manifest["files"]:
-        data = (bundle / entry["path"]).read_bytes()
-        entry["size"] = len(data)
-        entry["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
-    (bundle / "manifest.json").write_bytes(
-        orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    )
 
 
 def test_a_declared_run_writes_a_bundle_with_its_registered_plan(bundles: dict[str, Path]) -> None:

@@ -8,7 +8,6 @@ infrastructure (not evaluated), and what each threshold then says.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -32,6 +31,7 @@ from evalsi.specs import (
     Threshold,
 )
 from evalsi.store import SqlStore
+from tests.support.bundles import reseal as _reseal
 from tests.support.registry import BUILTINS
 
 # scenario -> (category, answers per trial); the reference is always "ok".
@@ -128,18 +128,6 @@ def _copy(bundle: Path, tmp: Path) -> Path:
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
-
-
-def _reseal(bundle: Path) -> None:
-    """Re-hash every file into manifest.json, as someone who edits a file and covers it up."""
-    manifest = orjson.loads((bundle / "manifest.json").read_bytes())
-    for entry in manifest["files"]:
-        data = (bundle / entry["path"]).read_bytes()
-        entry["size"] = len(data)
-        entry["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
-    (bundle / "manifest.json").write_bytes(
-        orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    )
 
 
 def test_a_sealed_run_validates_and_holds_what_happened(sealed: tuple[Path, str, Path]) -> None:

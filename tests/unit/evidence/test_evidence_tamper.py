@@ -15,7 +15,6 @@ shape once crashed rescore.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import shutil
@@ -38,6 +37,7 @@ import evalsi
 from evalsi.core import UserError
 from evalsi.evidence import REQUIRED, gate_bundle, rescore_bundle, validate_bundle, write_bundle
 from evalsi.runs import open_store
+from tests.support.bundles import reseal as _reseal
 
 ROOT = Path(__file__).resolve().parents[3]
 PACK = ROOT / "examples" / "agent" / "helpdesk"
@@ -620,18 +620,6 @@ def _edit(bundle: Path, name: str, line: int | None, change: Callable[[Any], Any
     doc = change(orjson.loads(lines[line]))
     lines[line] = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) + b"\n"
     path.write_bytes(b"".join(lines))
-
-
-def _reseal(bundle: Path) -> None:
-    """The manifest's sizes and checksums made to match the files again, as a forger would."""
-    manifest = orjson.loads((bundle / MANIFEST).read_bytes())
-    for entry in manifest["files"]:
-        data = (bundle / entry["path"]).read_bytes()
-        entry["size"] = len(data)
-        entry["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
-    (bundle / MANIFEST).write_bytes(
-        orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    )
 
 
 def _case(id: str, which: str, name: str, line: int | None, change: Callable[[Any], Any]) -> Any:

@@ -4,7 +4,6 @@ child process a large bundle gets, and a derived view that differs by one byte i
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from evalsi.evidence._views import check_views
 from evalsi.runs._execute import execute_run
 from evalsi.specs import DatasetSpec, EvaluatorEntry, RunSpec, TargetSpec
 from evalsi.store import SqlStore
+from tests.support.bundles import reseal as _reseal
 from tests.support.registry import BUILTINS
 
 
@@ -59,17 +59,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         db.close()
     return tmp / "b"
-
-
-def _reseal(bundle: Path) -> None:
-    manifest = orjson.loads((bundle / "manifest.json").read_bytes())
-    for entry in manifest["files"]:
-        data = (bundle / entry["path"]).read_bytes()
-        entry["size"] = len(data)
-        entry["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
-    (bundle / "manifest.json").write_bytes(
-        orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    )
 
 
 @pytest.fixture(params=["in-process", "child"])
