@@ -145,16 +145,10 @@ def add_evidence_flags(p: argparse.ArgumentParser) -> None:
 
 def check_bundle_dir(path: str | None) -> None:
     """``--bundle DIR`` must be new or empty: checked before the run, not after it."""
-    if path is None:
-        return
-    from pathlib import Path
+    if path is not None:
+        from evalsi.evidence import check_output
 
-    where = Path(path)
-    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
-        raise UserError(
-            f"--bundle {path}: expected a new or empty directory",
-            hint="a bundle is written into a directory of its own",
-        )
+        check_output(path)
 
 
 def write_bundle_after(args: argparse.Namespace, server: str | None, run_id: str) -> None:

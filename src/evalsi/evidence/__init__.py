@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     )
     from evalsi.evidence._signing import SignatureCheck, sign_manifest, verify_signature
     from evalsi.evidence._validate import Validation, validate_bundle
-    from evalsi.evidence._write import Receiver, Written, write_bundle
+    from evalsi.evidence._write import Receiver, Written, check_output, write_bundle
     from evalsi.store import Review  # what ImportResult.accepted holds
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "ThresholdResult",
     "Validation",
     "Written",
+    "check_output",
     "export_review",
     "fingerprint",
     "gate_bundle",

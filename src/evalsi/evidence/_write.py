@@ -85,7 +85,13 @@ def write_bundle(store: SqlStore, run_id: str, out: str | os.PathLike[str]) -> W
         raise
 
 
-def _new_directory(path: Path) -> Path:
+def check_output(path: str | os.PathLike[str]) -> None:
+    """A ``UserError`` unless ``path`` can take a bundle (new, or an empty directory): the
+    check ``--bundle DIR`` makes before a run starts, not after it."""
+    _new_directory(Path(path), create=False)
+
+
+def _new_directory(path: Path, *, create: bool = True) -> Path:
     if path.is_symlink():
         raise UserError(f"{path} is a symbolic link; a bundle is written into a new directory")
     if path.exists():
@@ -94,9 +100,9 @@ def _new_directory(path: Path) -> Path:
         if any(path.iterdir()):
             raise UserError(
                 f"{path} is not empty; a bundle is written into a new or empty directory",
-                hint="choose another -o DIR",
+                hint="choose another directory",
             )
-    else:
+    elif create:
         path.mkdir(parents=True)
     return path
 
@@ -429,4 +435,4 @@ class Receiver:
         )
 
 
-__all__ = ["Receiver", "Written", "write_bundle"]
+__all__ = ["Receiver", "Written", "check_output", "write_bundle"]
