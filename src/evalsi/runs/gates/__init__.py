@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.runs.gates._gates import Gate, GateData, evaluate_gates, parse_gates
+    from evalsi.runs.gates._data import GateData
+    from evalsi.runs.gates._gates import Gate, evaluate_gates, parse_gates
     from evalsi.runs.gates._results import GATE_COLUMNS, GateResult, gate_rows, gates_exit_code
     from evalsi.runs.gates._syntax import EvaluatorMetrics
 
