@@ -44,22 +44,17 @@ from evalsi.specs._declaration_load import (
 from evalsi.specs._evalrun import (
     AgentSpec,
     BudgetSpec,
-    CheckerSpec,
     DatasetSpec,
-    EnvironmentSpec,
     EvaluatorEntry,
-    HarnessSpec,
     JudgeSpec,
     RunSpec,
-    SandboxSettingsSpec,
     TargetKind,
     TargetSpec,
     TelemetrySpec,
-    ToolDeclarationSpec,
-    ToolEntrySpec,
-    fixture_problem,
-    path_problem,
 )
+from evalsi.specs._evalrun_agent import PY_REF as _PY_REF
+from evalsi.specs._evalrun_agent import URL as _URL
+from evalsi.specs._evalrun_agent import AgentKeys
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
 DEFAULT_MAX_CONCURRENCY = 16
@@ -68,10 +63,7 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 TARGET_KINDS = ("model", "python", "http", "agent")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
-_PY_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_URL = re.compile(r"https?://\S+")
-_GRPC_ADDRESS = re.compile(r"unix:/[^\s\0]+|(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -173,7 +165,7 @@ def judges_from_doc(
     return judges, builder.problems
 
 
-class _SpecBuilder:
+class _SpecBuilder(AgentKeys):
     """Turns a schema-valid document into a ``RunSpec``, collecting what is still wrong."""
 
     def __init__(self, doc: dict[str, Any], lines: Mapping[KeyPath, int], base_dir: Path) -> None:
@@ -490,177 +482,6 @@ class _SpecBuilder:
             out.append(entry)
         return tuple(out)
 
-    def harness(self, at: KeyPath, h: dict[str, Any]) -> HarnessSpec:
-        if "python" in h:
-            ref = h["python"]
-            if not _PY_REF.fullmatch(ref):
-                self.bad((*at, "python"), f"expected module:Class, got {show(ref)}")
-            return HarnessSpec(python=ref)
-        if "grpc" in h:
-            address = h["grpc"]
-            if not _GRPC_ADDRESS.fullmatch(address):
-                self.bad(
-                    (*at, "grpc"),
-                    "expected unix:/path/to.sock or 127.0.0.1:PORT (local only), "
-                    f"got {show(address)}",
-                )
-            return HarnessSpec(grpc=address)
-        if "command" not in h:
-            self.bad(at, "set one of python (module:Class), grpc (an address) or command (argv)")
-            return HarnessSpec(python="-")
-        c = h["command"]
-        argv = tuple(c["argv"])
-        if not argv[0].strip():
-            self.bad((*at, "command", "argv"), "the first item (the program) is empty")
-        return HarnessSpec(
-            argv=argv,
-            env=dict(c.get("env", {})),
-            start_timeout_s=float(c.get("startTimeoutSeconds", 30.0)),
-            cwd=str(self.base_dir),
-        )
-
-    def environment(self, e: dict[str, Any]) -> EnvironmentSpec:
-        at: KeyPath = ("spec", "environment")
-        tools = tuple(self.tool((*at, "tools", i), t) for i, t in enumerate(e.get("tools", ())))
-        seen: dict[str, int] = {}
-        for i, t in enumerate(tools):
-            for name in t.sandbox:
-                if name in seen:
-                    self.bad(
-                        (*at, "tools", i, "sandbox"),
-                        f"sandbox tool {name!r} is listed in tools[{seen[name]}] too",
-                    )
-                seen.setdefault(name, i)
-        sandbox = None
-        if "sandbox" in e:
-            sb = e["sandbox"]
-            memory = sb.get("memoryMb")
-            sandbox = SandboxSettingsSpec(
-                min_isolation=sb.get("minIsolation", "namespaced"),
-                network=sb.get("network", "deny"),
-                timeout_s=float(sb.get("timeoutSeconds", 30.0)),
-                memory_mb=int(memory) if memory is not None else None,
-            )
-        policy = e.get("policy", {})
-        approvals = policy.get("approvals", {})
-        return EnvironmentSpec(
-            tools=tools,
-            allow=frozenset(policy.get("allow", ())),
-            deny=frozenset(policy.get("deny", ())),
-            allow_destructive=bool(policy.get("allowDestructive", False)),
-            read_only=bool(policy.get("readOnly", False)),
-            default=policy.get("default", "allow"),
-            approvals_mode=approvals.get("mode", "deny"),
-            approved=frozenset(approvals.get("allow", ())),
-            faults=tuple(
-                {
-                    "tool": f["tool"],
-                    "kind": f["kind"],
-                    "call": f.get("call"),
-                    "latency_ms": float(f.get("latencyMs", 0.0)),
-                    "message": f.get("message", ""),
-                }
-                for f in e.get("faults", ())
-            ),
-            injections=tuple(
-                {"tool": i["tool"], "payload": i["payload"], "call": i.get("call")}
-                for i in e.get("injections", ())
-            ),
-            tool_timeout_s=float(e.get("toolTimeoutSeconds", 30.0)),
-            sandbox=sandbox,
-            fixtures=self.fixtures((*at, "fixtures"), e.get("fixtures")),
-            checkers=tuple(
-                self.checker((*at, "checkers", i), c) for i, c in enumerate(e.get("checkers", ()))
-            ),
-        )
-
-    def fixtures(self, at: KeyPath, value: Any) -> dict[str, Any]:
-        if value is None:
-            return {}
-        problem = fixture_problem(value)
-        if problem:
-            self.bad(at, problem)
-            return {}
-        return dict(value["files"])
-
-    def checker(self, at: KeyPath, c: dict[str, Any]) -> CheckerSpec:
-        kinds = [k for k in ("exitCode", "jsonFile", "python") if k in c]
-        if len(kinds) != 1:
-            self.bad(at, "set exactly one of exitCode, jsonFile or python")
-            return CheckerSpec(kind="python", name="")
-        if "python" in c:
-            ref = c["python"]
-            if not _PY_REF.fullmatch(ref):
-                self.bad((*at, "python"), f"expected module:function, got {show(ref)}")
-            return CheckerSpec(kind="python", name=c.get("name") or ref, function=ref)
-        if "exitCode" in c:
-            x = c["exitCode"]
-            command = tuple(x["command"])
-            return CheckerSpec(
-                kind="exit_code",
-                name=c.get("name") or f"exit_code {' '.join(command)}"[:120],
-                command=command,
-                expect=int(x.get("expect", 0)),
-            )
-        j = c["jsonFile"]
-        problem = path_problem(j["path"])
-        if problem:
-            self.bad((*at, "jsonFile", "path"), f"{problem}, got {show(j['path'])}")
-        source = j.get("expectFrom", "")
-        if ("expect" in j) == bool(source):
-            self.bad((*at, "jsonFile"), "set one of expect (a value) or expectFrom")
-        elif source and not (source == "reference" or source.startswith("metadata.")):
-            self.bad(
-                (*at, "jsonFile", "expectFrom"),
-                f"expected reference or metadata.KEY, got {show(source)}",
-            )
-        return CheckerSpec(
-            kind="json_file",
-            name=c.get("name") or f"json_file {j['path']}",
-            path=j["path"],
-            expect=j.get("expect"),
-            expect_from=source,
-        )
-
-    def tool(self, at: KeyPath, t: dict[str, Any]) -> ToolEntrySpec:
-        kinds = [k for k in ("mcp", "function", "sandbox") if k in t]
-        if len(kinds) != 1:
-            self.bad(
-                at,
-                "set one of mcp (an MCP server), function (module:function) or sandbox "
-                "(sandbox tools)",
-            )
-            return ToolEntrySpec()
-        if "sandbox" in t:
-            if "declare" in t:
-                self.bad((*at, "declare"), "sandbox tools are declared by evalsi")
-            names = tuple(t["sandbox"]["tools"])
-            if len(set(names)) != len(names):
-                self.bad((*at, "sandbox", "tools"), "a sandbox tool is listed twice")
-            return ToolEntrySpec(sandbox=names)
-        if "function" in t:
-            ref = t["function"]
-            if not _PY_REF.fullmatch(ref):
-                self.bad((*at, "function"), f"expected module:function, got {show(ref)}")
-            declared = {ref.rpartition(":")[2].rpartition(".")[2]: _declared(t.get("declare", {}))}
-            return ToolEntrySpec(function=ref, declared=declared)
-        if "declare" in t:
-            self.bad((*at, "declare"), "declare an MCP server's tools under mcp.tools, by name")
-        m = t["mcp"]
-        command, url = tuple(m.get("command", ())), m.get("url", "")
-        if bool(command) == bool(url):
-            self.bad((*at, "mcp"), "set one of command (argv, stdio) or url (streamable HTTP)")
-        elif url and not _URL.fullmatch(url):
-            self.bad((*at, "mcp", "url"), f"expected an http:// or https:// URL, got {show(url)}")
-        elif command and not command[0].strip():
-            self.bad((*at, "mcp", "command"), "the command's first item (the program) is empty")
-        return ToolEntrySpec(
-            command=command,
-            url=url,
-            env=dict(m.get("env", {})),
-            declared={name: _declared(d) for name, d in m.get("tools", {}).items()},
-        )
-
     def budget(self, b: dict[str, Any]) -> BudgetSpec:
         at: KeyPath = ("spec", "budget")
         tokens = int(b["tokens"]) if "tokens" in b else None
@@ -695,15 +516,6 @@ class _SpecBuilder:
             protocol=o.get("protocol", "http/protobuf"),
             timeout_s=float(o.get("timeoutSeconds", 10.0)),
         )
-
-
-def _declared(d: dict[str, Any]) -> ToolDeclarationSpec:
-    return ToolDeclarationSpec(
-        permission=d.get("permission"),
-        data_class=d.get("dataClass"),
-        reversible=d.get("reversible"),
-        exposure=d.get("exposure"),
-    )
 
 
 def _opt_float(value: Any) -> float | None:
