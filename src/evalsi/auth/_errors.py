@@ -18,4 +18,4 @@ class PermissionDenied(EvalsiError):
 
 
 class AuthConfigError(EvalsiError):
-    """The ``auth:``, ``rbac:`` or ``authorization:`` sections are wrong: the server does not start."""
+    """The ``auth:``, ``rbac:`` or ``authorization:`` sections are wrong: no server starts."""

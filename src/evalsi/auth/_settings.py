@@ -75,3 +75,49 @@ class Provider:
 
 MAX_TOKEN_BYTES = 16 * 1024
 """Longest credential read from a request: a bigger one is refused unparsed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tls:
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None  # client certificates required when set
+
+
+@dataclass(frozen=True, slots=True)
+class CliLogin:
+    """What ``evalsi login`` is told at ``/.well-known/evalsi-auth``."""
+
+    issuer: str
+    client_id: str
+    audience: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """Everything the ``auth:``, ``rbac:``, ``authorization:`` and ``projects:`` sections say.
+
+    ``enabled`` is False when there is no ``auth:`` section (or ``mode: none``): the server
+    then answers every request as the ``local`` principal and listens on loopback only.
+    """
+
+    enabled: bool = False
+    jwt_mode: Mode = "strict"
+    key_mode: Mode = "strict"
+    header: str = "authorization"  # where the credential is read: ``<header>: Bearer <it>``
+    providers: tuple[Provider, ...] = ()
+    keys: tuple[Mapping[str, object], ...] = ()  # auth.apiKeys.keys, checked (see _config)
+    roles: tuple[Mapping[str, object], ...] = ()  # rbac.roles as written
+    bindings: tuple[tuple[str, str, str], ...] = ()  # (role, subject, project)
+    rules: tuple[Mapping[str, object], ...] = ()  # authorization.rules as written
+    projects: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels
+    tls: Tls | None = None
+    allow_plaintext: bool = False
+    open_health: bool = True
+    cli_login: CliLogin | None = None
+    audit_retention_s: float | None = 90 * 86400.0
+
+    @property
+    def strict(self) -> bool:
+        """Whether a request with no credential is refused (401): when any method is strict."""
+        return (bool(self.providers) and self.jwt_mode == "strict") or self.key_mode == "strict"

@@ -130,8 +130,10 @@ class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin, AsyncIngestMixin, AsyncRevi
         timeout: float | None = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        token: str | None = None,
+        api_key: str | None = None,
     ) -> None:
-        self.settings = settings(url, protocol, timeout, headers)
+        self.settings = settings(url, protocol, timeout, headers, token, api_key)
         self.url = self.settings.url
         self.max_request_bytes = max_request_bytes
         _register_exit_grace()

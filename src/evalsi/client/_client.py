@@ -75,6 +75,9 @@ class Client:
         timeout: seconds each unary call may take (streams such as ``watch_run`` have none).
         headers: sent with every call (e.g. an authorization header).
         max_request_bytes: requests are split below this size (the server caps bodies).
+        token: an OIDC access token sent as ``Authorization: Bearer``; default
+            ``EVALSI_TOKEN`` from the environment.
+        api_key: an API key (``evk_...``) sent the same way; default ``EVALSI_API_KEY``.
 
     Example:
         >>> import evalsi
@@ -92,6 +95,8 @@ class Client:
         timeout: float | None = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        token: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         self._async = AsyncClient(
             url,
@@ -99,6 +104,8 @@ class Client:
             timeout=timeout,
             headers=headers,
             max_request_bytes=max_request_bytes,
+            token=token,
+            api_key=api_key,
         )
         self._async._pages = self._pages  # results page through this client, as before close()
         self.settings = self._async.settings

@@ -3,6 +3,7 @@ do no I/O."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -53,6 +54,8 @@ def settings(
     protocol: str,
     timeout: float | None,
     headers: Mapping[str, str] | None,
+    token: str | None = None,
+    api_key: str | None = None,
 ) -> Settings:
     text = url.strip().rstrip("/")
     if not text.startswith(("http://", "https://")):
@@ -64,7 +67,20 @@ def settings(
         raise UserError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
     if timeout is not None and timeout <= 0:
         raise UserError(f"timeout {timeout}: expected a positive number of seconds, or None")
-    return Settings(text, protocol, timeout, dict(headers or {}))  # type: ignore[arg-type]
+    sent = dict(headers or {})
+    credential = credential_for(token, api_key)
+    if credential and not any(k.lower() == "authorization" for k in sent):
+        sent["authorization"] = f"Bearer {credential}"
+    return Settings(text, protocol, timeout, sent)  # type: ignore[arg-type]
+
+
+def credential_for(token: str | None = None, api_key: str | None = None) -> str | None:
+    """What a client sends as ``Authorization: Bearer``: ``token`` or ``api_key`` when given,
+    else ``EVALSI_TOKEN``, else ``EVALSI_API_KEY`` from the environment."""
+    for value in (token, api_key, os.environ.get("EVALSI_TOKEN"), os.environ.get("EVALSI_API_KEY")):
+        if value and value.strip():
+            return value.strip()
+    return None
 
 
 def check_local_only(options: Mapping[str, Any]) -> None:

@@ -60,7 +60,13 @@ def from_connect(error: ConnectError, url: str) -> EvalsiError:
             f"the evalsi server at {url} did not answer in time: {message}",
             hint="raise the client's timeout",
         )
-    if error.code in (Code.UNAUTHENTICATED, Code.PERMISSION_DENIED):
+    if error.code == Code.UNAUTHENTICATED:
+        return UserError(
+            f"the evalsi server at {url} refused access: {message}",
+            hint="send a credential: EVALSI_TOKEN (an OIDC token, `evalsi login`) or "
+            "EVALSI_API_KEY (`evalsi auth keys create`)",
+        )
+    if error.code == Code.PERMISSION_DENIED:
         return UserError(f"the evalsi server at {url} refused access: {message}")
     return RunError(f"the evalsi server at {url} failed ({error.code.value}): {message}")
 

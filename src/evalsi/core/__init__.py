@@ -1,7 +1,13 @@
 """Domain types shared by every layer. Imports no other evalsi package."""
 
 from evalsi.core._batch import INFRA_PREFIX, LABEL, NUMBER, PASSED, ResultBatch, decode_score
-from evalsi.core._cel import cel_module
+from evalsi.core._cel import (
+    ConditionError,
+    Vocabulary,
+    cel_module,
+    compile_condition,
+    evaluate_condition,
+)
 from evalsi.core._content import (
     Content,
     JsonValue,
@@ -97,6 +103,7 @@ __all__ = [
     "USAGE_FIELDS",
     "VERSION",
     "Check",
+    "ConditionError",
     "Content",
     "DatasetError",
     "DatasetPin",
@@ -154,11 +161,14 @@ __all__ = [
     "UnknownEvaluatorError",
     "Usage",
     "UserError",
+    "Vocabulary",
     "cel_module",
     "code_sha256",
+    "compile_condition",
     "compile_pattern",
     "content_hash",
     "decode_score",
+    "evaluate_condition",
     "expand_home",
     "lazy_exports",
     "lazy_module",

@@ -40,6 +40,7 @@ class RunInfo:
     tenant_id: str = ""  # reserved for multi-tenancy: "" until auth arrives
     host: str | None = None
     heartbeat_at: float | None = None
+    created_by: str = ""  # the principal that started it (provider/subject); "" without auth
 
     @property
     def evaluators(self) -> list[dict[str, Any]]:

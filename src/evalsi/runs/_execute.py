@@ -246,6 +246,7 @@ async def execute_run(
             name=spec.name,
             run_id=run_id,
             project_id=project,
+            created_by=str((origin or {}).get("created_by") or ""),
             clock=clock,
         )
         if started is not None or test_plan.declared:

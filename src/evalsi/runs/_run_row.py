@@ -56,6 +56,7 @@ class RunRow:
         name: str = "",
         run_id: str | None = None,
         project_id: str | None = None,
+        created_by: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.where = where
@@ -64,6 +65,7 @@ class RunRow:
         self.spec = spec
         self.name = name
         self.project_id = project_id
+        self.created_by = created_by  # the principal that started the run (provider/subject)
         self.refused = False  # opening the store or creating the run failed: nothing to record
         self._db: SqlStore | None = None
         self._run_id = run_id
@@ -96,6 +98,7 @@ class RunRow:
                     name=self.name,
                     run_id=self._run_id,
                     at=self.clock(),
+                    created_by=self.created_by,
                     **project,
                 ).id
             except BaseException:
@@ -135,6 +138,7 @@ class RunRow:
             batches=batches,
             error=error,
             at=self.clock(),
+            created_by=self.created_by,
             **project,
         )
         self._created = True

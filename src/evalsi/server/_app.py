@@ -4,12 +4,14 @@
   HTTP/1.1 or 2), carried by connectrpc for each service handler;
 * the ``google.api.http`` routes (``/v1alpha1/...``) on the same handlers (``_rest``);
 * ``/openapi.json`` (``_openapi``), ``/healthz``, ``/metrics`` (``_metrics``);
-* ``grpc.health.v1.Health`` and gRPC reflection (v1 and v1alpha).
+* ``grpc.health.v1.Health`` and gRPC reflection (v1 and v1alpha);
+* ``/.well-known/evalsi-auth``: the issuer and client id ``evalsi login`` signs in with.
 
 Every RPC app shares the interceptors: metrics first (it sees requests whose body fails to
 parse), then the error mapping (``_errors``), and the body cap ``max_body_bytes``. Before any
 route, ``_web_guard`` refuses what a browser page could send (foreign Host, Origin, form
-content types).
+content types), then ``_guard`` authenticates the request; every service handler is wrapped by
+``_guard`` too, so each RPC is decided on whichever protocol or port it arrives.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
 
     Builds the Watch way in onto ``state`` first (trace store, ingest, policy engine), which
     the Trace and Policy services share with the OTLP endpoints."""
+    from evalsi._proto.evalsi.v1alpha1.auth_service_connect import AuthServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import (
@@ -70,6 +73,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     from evalsi._proto.evalsi.v1alpha1.review_service_connect import ReviewServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
+    from evalsi.server._auth_service import AuthHandler
     from evalsi.server._catalog import CatalogHandler
     from evalsi.server._datasets import DatasetHandler
     from evalsi.server._evaluation import EvaluationHandler
@@ -94,7 +98,28 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
         (PolicyServiceASGIApplication, policies),
         (IngestServiceASGIApplication, IngestHandler(state)),
         (ReviewServiceASGIApplication, ReviewHandler(state)),
+        (AuthServiceASGIApplication, AuthHandler(access_of(state))),
     ]
+
+
+def access_of(state: ServerState) -> Any:
+    """The state's ``Access``, built from ``config.auth`` on first use."""
+    if state.access is None:
+        from evalsi.auth import Access
+
+        state.access = Access(state.config.auth, state.store)
+    return state.access
+
+
+def _guarded(gate: Any, service: str, handler: Any, shape: str = "") -> Any:
+    """``handler`` of ``service`` behind the gate (``shape``: a service with the same methods,
+    for one that is not in the descriptor pool)."""
+    from google.protobuf import descriptor_pool
+
+    from evalsi.server._guard import guard_handler
+
+    descriptor = descriptor_pool.Default().FindServiceByName(shape or service)
+    return guard_handler(gate, service, descriptor.methods, handler)
 
 
 def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = None) -> Starlette:
@@ -106,6 +131,13 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             (``default_services``). Tests pass their own.
     """
     bindings = list(services) if services is not None else default_services(state)
+    from evalsi.server._guard import AuthMiddleware, Gate
+
+    gate = Gate(access_of(state))
+    bindings = [
+        (factory, _guarded(gate, factory(handler).path.strip("/"), handler))
+        for factory, handler in bindings
+    ]
     metrics = Metrics(state)
     options: dict[str, Any] = {
         "interceptors": (metrics.interceptor, ErrorInterceptor()),
@@ -122,10 +154,15 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         [*handlers, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", V1ALPHA_SERVICE]
     )
     health = HealthHandler([*handlers, "grpc.reflection.v1.ServerReflection", V1ALPHA_SERVICE])
+    guarded_health = _guarded(gate, "grpc.health.v1.Health", health)
+    guarded_reflection = _guarded(gate, "grpc.reflection.v1.ServerReflection", reflection)
+    guarded_v1alpha = _guarded(
+        gate, V1ALPHA_SERVICE, reflection, shape="grpc.reflection.v1.ServerReflection"
+    )
     rpc_apps += [
-        HealthASGIApplication(health, **options),
-        ServerReflectionASGIApplication(reflection, **options),
-        V1AlphaReflectionASGIApplication(reflection, **options),
+        HealthASGIApplication(guarded_health, **options),
+        ServerReflectionASGIApplication(guarded_reflection, **options),
+        V1AlphaReflectionASGIApplication(guarded_v1alpha, **options),
     ]
     openapi_doc: dict[str, Any] = {}
 
@@ -140,6 +177,14 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
 
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    async def login_info(request: Request) -> Response:
+        login = state.config.auth.cli_login
+        if login is None:
+            return JSONResponse({"issuer": "", "client_id": "", "audience": ""})
+        return JSONResponse(
+            {"issuer": login.issuer, "client_id": login.client_id, "audience": login.audience}
+        )
 
     otlp: list[BaseRoute] = []
     otlp_grpc: dict[str, Any] = {}
@@ -163,6 +208,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/.well-known/evalsi-auth", login_info, methods=["GET"]),
         *(Mount(app.path, app) for app in rpc_apps),
         *rest_routes(handlers, max_body_bytes=state.config.max_body_bytes, metrics=metrics),
         *otlp,
@@ -187,6 +233,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
                 await state.runs.stop()
             await close_shared_session()  # the judges' HTTP session on the server's loop
             configure_sandbox(None)
+            gate.access.close()  # the audit events still queued are written
 
     # Before any route: Host, Origin and content type (DNS rebinding, cross-site requests).
     guard = Middleware(
@@ -195,7 +242,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         allow_origins=state.config.cors_allow_origins,
         own_body_rules=own_body_rules,
     )
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
+    app = Starlette(
+        routes=routes, lifespan=lifespan, middleware=[guard, Middleware(AuthMiddleware, gate=gate)]
+    )
     app.state.metrics = metrics
     app.state.health = health
     # The OTLP TraceService and LogsService handlers by service name, for grpcio on
@@ -205,8 +254,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     # serves these same objects.
     app.state.handlers = {
         **handlers,
-        "grpc.health.v1.Health": health,
-        "grpc.reflection.v1.ServerReflection": reflection,
-        V1ALPHA_SERVICE: reflection,
+        "grpc.health.v1.Health": guarded_health,
+        "grpc.reflection.v1.ServerReflection": guarded_reflection,
+        V1ALPHA_SERVICE: guarded_v1alpha,
     }
+    app.state.gate = gate
     return app

@@ -56,16 +56,19 @@ shape as in a run spec and are validated by the same code.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from evalsi.auth import AuthSettings
 from evalsi.connectors import EgressPolicy, EgressRule
 from evalsi.core import SpecError, UserError, expand_home
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
+from evalsi.server._auth_config import auth_settings
 from evalsi.server._config_checks import (
     Problems,
     as_duration,
@@ -90,6 +93,10 @@ from evalsi.server._web_guard import is_loopback, normal_origin
 
 _TOP = (
     "server",
+    "auth",
+    "rbac",
+    "authorization",
+    "projects",
     "storage",
     "dataDir",
     "datasetsDir",
@@ -166,6 +173,7 @@ def load_config(
     egress = _egress(p, top.get("egress"))
     allowed_hosts, allow_origins = _web(p, server)
     limits = _limits(p, top.get("limits"))
+    auth = auth_settings(p, base, top)
     p.raise_if_any()
 
     final_host = host if host is not None else cfg_host
@@ -181,13 +189,10 @@ def load_config(
             f"{where}: {final_grpc} is also the main port; the native gRPC port must differ",
             hint="gRPC is served on the main port already; the second port is only for speed",
         )
+    if no_auth:  # the auth sections stay as written, unenforced (a warning on every start)
+        auth = dataclasses.replace(auth, enabled=False)
     if not is_loopback(final_host) and not no_auth:
-        raise UserError(
-            f"refusing to listen on {final_host}: only loopback addresses (127.0.0.1, ::1, "
-            "localhost) are allowed while evalsi serve has no authentication",
-            hint="pass --no-auth to expose the server anyway (anyone who can reach the port "
-            "can run evaluations and read results), or put it behind an authenticating proxy",
-        )
+        _exposed(final_host, auth, shown)
     return ServerConfig(
         host=final_host,
         port=final_port,
@@ -208,7 +213,28 @@ def load_config(
         allowed_hosts=allowed_hosts,
         cors_allow_origins=allow_origins,
         limits=limits,
+        auth=auth,
     )
+
+
+def _exposed(host: str, auth: AuthSettings, shown: str) -> None:
+    """Refuse a non-loopback address without authentication, and bearer credentials over
+    plaintext unless ``auth.allowPlaintext`` says TLS ends in front of the server."""
+    if not auth.enabled:
+        raise UserError(
+            f"refusing to listen on {host}: only loopback addresses (127.0.0.1, ::1, "
+            f"localhost) are allowed without authentication ({shown} has no auth: section)",
+            hint="configure auth: (OIDC providers or API keys; docs/guides/identity.md), or "
+            "pass --no-auth to expose the server anyway (anyone who can reach the port can "
+            "run evaluations and read results)",
+        )
+    if auth.tls is None and not auth.allow_plaintext:
+        raise UserError(
+            f"refusing to listen on {host} without TLS: bearer tokens and API keys would "
+            "cross the network in plaintext",
+            hint="set auth.tls (certFile, keyFile), or auth.allowPlaintext: true when TLS "
+            "ends in a proxy in front of evalsi serve",
+        )
 
 
 def _web(p: Problems, server: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
+from evalsi.auth import PermissionDenied, Unauthenticated
 from evalsi.core import EvalsiError, NotFoundError, RunError, UserError
 
 log = logging.getLogger("evalsi.server")
@@ -71,6 +72,10 @@ def to_connect_error(exc: Exception) -> ConnectError:
         return exc
     if isinstance(exc, OversizeError):
         return ConnectError(Code.RESOURCE_EXHAUSTED, user_message(exc))
+    if isinstance(exc, Unauthenticated):
+        return ConnectError(Code.UNAUTHENTICATED, user_message(exc))
+    if isinstance(exc, PermissionDenied):
+        return ConnectError(Code.PERMISSION_DENIED, user_message(exc))
     if isinstance(exc, NotFoundError):
         return ConnectError(Code.NOT_FOUND, user_message(exc))
     if isinstance(exc, UserError):

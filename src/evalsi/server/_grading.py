@@ -39,6 +39,7 @@ from evalsi.datasets import FieldMap, RepeatedIds
 from evalsi.evaluators import BoundEvaluator, RecordRunner, Runner
 from evalsi.runs import Conclusion, Gate, RunRow, ScoreSession, build_judges, judges_manifest
 from evalsi.server._egress import server_egress
+from evalsi.server._guard import principal_id
 from evalsi.server._proto_records import _records
 from evalsi.server._state import ServerState
 from evalsi.wire import gate_to_proto, result_to_proto, summary_to_proto, warning_to_proto
@@ -230,7 +231,12 @@ class _Grading:
             time_limit=float(state.config.limits.evaluator_seconds),
         )
         self.row = RunRow(
-            self.store, kind="score", spec=self.spec, name=name, project_id=config.project_id
+            self.store,
+            kind="score",
+            spec=self.spec,
+            name=name,
+            project_id=config.project_id,
+            created_by=principal_id(state),
         )
         self._graded: list[tuple[int, int, ResultBatch]] = []
         self._hasher = Hasher()

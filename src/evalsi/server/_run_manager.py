@@ -143,7 +143,7 @@ class RunManager:
 
     # -- the RPCs ---------------------------------------------------------------------------
     async def create(
-        self, spec: RunSpec, *, project_id: str = "", dry_run: bool = False
+        self, spec: RunSpec, *, project_id: str = "", dry_run: bool = False, created_by: str = ""
     ) -> RunSnapshot | RunResult:
         """Start ``spec``; answers once the run is stored (a dry run returns its plan)."""
         spec = self._servable(spec)
@@ -153,6 +153,8 @@ class RunManager:
                 asyncio.run, execute_run(spec, dry_run=True, registry=self.state.registry)
             )
         origin = {"server": True, "host": self.host, "project_id": project_id or DEFAULT_PROJECT}
+        if created_by:  # the principal's provider/subject, never its credential
+            origin["created_by"] = created_by
         live = await self._launch(spec, origin=origin, admit=True)
         return await self.get(live.run_id)
 

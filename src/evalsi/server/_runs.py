@@ -35,6 +35,7 @@ from evalsi.runs import (
     run_categories,
     run_spec_from_dict,
 )
+from evalsi.server._guard import principal_id, readable_projects
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import Limits, ServerState
 from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
@@ -81,7 +82,10 @@ class RunHandler:
         await asyncio.to_thread(check_not_empty, spec, self.state.config.datasets_dir)
         await asyncio.to_thread(check_task_limit, spec, self.state.config.limits)
         created = await self.runs.create(
-            spec, project_id=request.project_id, dry_run=request.dry_run
+            spec,
+            project_id=request.project_id,
+            dry_run=request.dry_run,
+            created_by=principal_id(self.state),
         )
         return pb.CreateRunResponse(run=self._message(created))
 
@@ -271,6 +275,7 @@ class RunHandler:
             kind=kind or None,
             status=status or None,
             project_id=project_id or None,
+            projects=None if project_id else readable_projects(),
         )
 
     def _results_page(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalsi.auth import AuthSettings
 from evalsi.connectors import EgressPolicy
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import Level, SandboxConfig
@@ -108,6 +109,8 @@ class ServerConfig:
     # ``port``); None: off, every protocol on ``port`` only. 0 picks a free port.
     grpc_port: int | None = None
     no_auth: bool = False
+    # `auth`, `rbac`, `authorization`, `projects`: identity and access (off without `auth:`)
+    auth: AuthSettings = field(default_factory=AuthSettings)
     data_dir: Path = field(default_factory=lambda: Path(".evalsi").resolve())
     datasets_dir: Path = field(default_factory=lambda: Path(".evalsi/datasets").resolve())
     store: str = field(default_factory=lambda: str(Path(".evalsi/evalsi.db").resolve()))
@@ -150,6 +153,8 @@ class ServerState:
     registry: Registry
     # The run scheduler (``_run_manager.RunManager``); None until the app starts it.
     runs: Any = None
+    # Identity and access (``evalsi.auth.Access``), built by ``build_app`` from config.auth.
+    access: Any = None
     # The Watch way in (``_watch``): the trace store, the ingest pipeline behind the OTLP
     # endpoints, and the online policy engine. Built by ``build_app``.
     trace_store: Any = None

@@ -12,6 +12,18 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.core import RunInfo, SessionSummary, TraceScore, TraceSummary, preview
+    from evalsi.store._access import (
+        delete_binding,
+        expire_audit,
+        insert_binding,
+        insert_key,
+        insert_project,
+        list_keys,
+        load_access,
+        read_audit,
+        revoke_key,
+        write_audit,
+    )
     from evalsi.store._calibrations import (
         CalibrationKey,
         latest_calibration,
@@ -45,11 +57,20 @@ __all__ = [
     "TraceStore",
     "TraceSummary",
     "check_project_id",
+    "delete_binding",
+    "expire_audit",
+    "insert_binding",
+    "insert_key",
+    "insert_project",
     "latest_calibration",
     "list_calibrations",
+    "list_keys",
+    "load_access",
     "new_run_id",
     "preview",
+    "read_audit",
     "read_reviews",
+    "revoke_key",
     "row_bytes",
     "save_calibration",
     "save_reviews",
@@ -58,6 +79,7 @@ __all__ = [
     "span_rows",
     "trace_scores",
     "view_dict",
+    "write_audit",
 ]
 
 # Exports are imported on first use (core/_lazy.py).

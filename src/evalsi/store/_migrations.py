@@ -224,6 +224,62 @@ def _reviews(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
+def _identity(conn: sa.Connection) -> None:
+    # Frozen like _calibrations: projects, API keys (hashes only), role bindings, the audit log.
+    frozen = sa.MetaData()
+    sa.Table(
+        "projects",
+        frozen,
+        sa.Column("id", sa.String(64), primary_key=True),
+        sa.Column("labels", sa.JSON, nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("created_by", sa.String(512), nullable=False),
+    )
+    sa.Table(
+        "api_keys",
+        frozen,
+        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("name", sa.String(128), nullable=False),
+        sa.Column("hash", sa.String(80), nullable=False, unique=True),
+        sa.Column("prefix", sa.String(16), nullable=False),
+        sa.Column("project_id", sa.String(64), nullable=False),
+        sa.Column("role", sa.String(128), nullable=False),
+        sa.Column("labels", sa.JSON, nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("created_by", sa.String(512), nullable=False),
+        sa.Column("expires_at", sa.Float),
+        sa.Column("revoked_at", sa.Float),
+    )
+    sa.Table(
+        "role_bindings",
+        frozen,
+        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("project_id", sa.String(64), nullable=False),
+        sa.Column("role", sa.String(128), nullable=False),
+        sa.Column("subject", sa.String(2048), nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("created_by", sa.String(512), nullable=False),
+    )
+    audit = sa.Table(
+        "audit_events",
+        frozen,
+        sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("time", sa.Float, nullable=False),
+        sa.Column("principal", sa.String(512), nullable=False),
+        sa.Column("action", sa.String(64), nullable=False),
+        sa.Column("project_id", sa.String(64), nullable=False),
+        sa.Column("resource", sa.Text, nullable=False),
+        sa.Column("decision", sa.String(8), nullable=False),
+        sa.Column("decided_by", sa.Text, nullable=False),
+        sa.Column("request_id", sa.String(64), nullable=False),
+        sa.Column("source", sa.String(128), nullable=False),
+        sa.Column("detail", sa.JSON, nullable=False),
+    )
+    sa.Index("audit_events_scope", audit.c.project_id, audit.c.time)
+    frozen.create_all(conn)
+    _add(conn, "runs", "created_by VARCHAR(512) NOT NULL DEFAULT ''")
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -243,6 +299,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "span events received as OTLP log records", _span_events),
     Migration(7, "the trajectory an agent target returned, with its output", _output_trajectory),
     Migration(8, "human reviews of results, apart from the automatic scores", _reviews),
+    Migration(
+        9, "identity: projects, API keys, role bindings, the audit log; created_by", _identity
+    ),
 )
 """In order; append only. A migration, once released, is never edited."""
 

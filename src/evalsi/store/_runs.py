@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -77,7 +77,7 @@ def _check_status(status: str, allowed: tuple[str, ...] = STATUSES) -> str:
 
 _SAVED_COLUMNS = (
     "id", "name", "kind", "status", "created_at", "finished_at", "records", "spec", "manifest",
-    "summary", "error", "project_id", "tenant_id", "host", "pid", "owner",
+    "summary", "error", "project_id", "tenant_id", "host", "pid", "owner", "created_by",
 )  # fmt: skip
 _JSON_COLUMNS = frozenset(("spec", "manifest", "summary"))
 
@@ -102,10 +102,12 @@ class RunTable:
         project_id: str = DEFAULT_PROJECT,
         status: str = "running",
         at: float | None = None,
+        created_by: str = "",
     ) -> RunInfo:
         """Store a new run owned by this process (``queued`` or ``running``) in ``project_id``,
         created ``at`` (unix seconds; default now); its results and outputs inherit the
-        project (and the reserved tenant)."""
+        project (and the reserved tenant). ``created_by`` is the principal that started it
+        (``provider/subject``; "" without authentication)."""
         check_project_id(project_id)
         _check_status(status, LIVE)
         run_id = run_id or new_run_id()
@@ -122,6 +124,9 @@ class RunTable:
                     project_id=project_id,
                     tenant_id="",
                     heartbeat_at=self._now(),
+                    # only when set: the column's default is "" (and a store older than
+                    # schema 9, as the migration tests make one, has no such column)
+                    **({"created_by": created_by} if created_by else {}),
                     **owner_values(),
                 )
             ).inserted_primary_key
@@ -171,6 +176,7 @@ class RunTable:
         project_id: str = DEFAULT_PROJECT,
         error: str | None = None,
         at: float | None = None,
+        created_by: str = "",
     ) -> str:
         """Store a run that is already over (``at``: unix seconds, default now), with its
         results, in ONE transaction; its id.
@@ -188,7 +194,7 @@ class RunTable:
             "id": run_id, "name": name, "kind": kind, "status": status, "created_at": now,
             "finished_at": now, "records": records, "spec": spec, "manifest": manifest,
             "summary": summary, "error": error, "project_id": project_id, "tenant_id": "",
-            "host": HOST, "pid": os.getpid(), "owner": owner_token(),
+            "host": HOST, "pid": os.getpid(), "owner": owner_token(), "created_by": created_by,
         }  # fmt: skip
         params = [
             None if (v := values[c]) is None else json.dumps(v) if c in _JSON_COLUMNS else v
@@ -369,12 +375,16 @@ class RunTable:
         kind: str | None = None,
         status: str | None = None,
         project_id: str | None = None,
+        projects: Collection[str] | None = None,
     ) -> list[RunInfo]:
         """Newest first, at most ``limit``. ``after`` is a page cursor: the id of the last run of
-        the previous page (stable while runs are added). ``status`` is the effective status."""
+        the previous page (stable while runs are added). ``status`` is the effective status.
+        ``projects``: only runs of these projects (what the caller may read)."""
         if limit < 1:
             raise UserError(f"limit must be at least 1, got {limit}")
-        return list(self._scan(limit, after, kind, status, project_id, newest_first=True))
+        return list(
+            self._scan(limit, after, kind, status, project_id, newest_first=True, projects=projects)
+        )
 
     def interrupted_runs(
         self, *, kind: str | None = None, project_id: str | None = None, limit: int = 10_000
@@ -417,6 +427,7 @@ class RunTable:
         project_id: str | None,
         *,
         newest_first: bool,
+        projects: Collection[str] | None = None,
     ) -> Iterator[RunInfo]:
         """Runs in (created_at, pk) order, keyset-paged; a filter on a live or ``interrupted``
         status is checked per row (it depends on the owner), so pages are read until full."""
@@ -425,6 +436,8 @@ class RunTable:
             query = query.where(runs.c.kind == kind)
         if project_id is not None:
             query = query.where(runs.c.project_id == project_id)
+        if projects is not None:
+            query = query.where(runs.c.project_id.in_(sorted(projects)))
         per_row = status is not None and (status in LIVE or status == "interrupted")
         if status is not None:
             stored = (status, *LIVE) if status == "interrupted" else (status,)
@@ -500,6 +513,7 @@ class RunTable:
             tenant_id=row["tenant_id"],
             host=row["host"],
             heartbeat_at=row["heartbeat_at"],
+            created_by=row["created_by"] or "",
         )
 
     def _run_key(self, run_id: str) -> RunKey:

@@ -31,7 +31,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -81,6 +81,7 @@ runs = Table(
     Column("host", String(255)),
     Column("owner", String(32)),
     Column("heartbeat_at", Float),
+    Column("created_by", String(512), nullable=False, server_default=""),  # provider/subject
 )
 
 results = Table(
@@ -179,6 +180,65 @@ reviews = Table(
 """Human reviews of a run's results (``evalsi review import``, schema 8), one per (result,
 reviewer): a re-import replaces that reviewer's review. Kept apart from ``results``, which a
 review never changes. Scoped through the run's key, like ``results``."""
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("labels", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("created_by", String(512), nullable=False),
+)
+"""Projects created through the API (schema 9); evalsi.yaml may declare more, and ``default``
+always exists."""
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(128), nullable=False),
+    Column("hash", String(80), nullable=False, unique=True),  # "sha256:<hex>", never the key
+    Column("prefix", String(16), nullable=False),  # the first characters, to recognise a key
+    Column("project_id", String(64), nullable=False),
+    Column("role", String(128), nullable=False),
+    Column("labels", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("created_by", String(512), nullable=False),
+    Column("expires_at", Float),
+    Column("revoked_at", Float),
+)
+"""API keys made through the API (schema 9): only the SHA-256 of each key is stored."""
+
+role_bindings = Table(
+    "role_bindings",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("project_id", String(64), nullable=False),  # or "*": every project
+    Column("role", String(128), nullable=False),
+    Column("subject", String(2048), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("created_by", String(512), nullable=False),
+)
+"""Role bindings made through the API (schema 9), beside those of evalsi.yaml."""
+
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("pk", Integer, primary_key=True, autoincrement=True),
+    Column("time", Float, nullable=False),
+    Column("principal", String(512), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("project_id", String(64), nullable=False),
+    Column("resource", Text, nullable=False),
+    Column("decision", String(8), nullable=False),  # allow | deny
+    Column("decided_by", Text, nullable=False),  # the rule, role or default
+    Column("request_id", String(64), nullable=False),
+    Column("source", String(128), nullable=False),
+    Column("detail", JSON, nullable=False),
+)
+"""The audit log (schema 9): denials, access changes and run starts."""
+
+Index("audit_events_scope", audit_events.c.project_id, audit_events.c.time)
 
 Index("runs_created", runs.c.created_at)
 Index("runs_scope", runs.c.tenant_id, runs.c.project_id, runs.c.created_at)

@@ -83,6 +83,7 @@ def run_to_proto(
         records=info.records,
         error=info.error or "",
         project_id=project_id or info.project_id,
+        created_by=info.created_by,
     )
     _set_seconds(out.create_time, info.created_at)
     if info.finished_at is not None:
@@ -293,6 +294,7 @@ def run_info_from_proto(run: run_service_pb2.Run) -> RunInfo:
         summary=summary,
         error=str(run.error) or None,
         project_id=str(run.project_id) or "default",
+        created_by=str(run.created_by),
     )
 
 

@@ -44,9 +44,14 @@ def test_a_version_2_store_gains_the_calibrations_table(
     with monkeypatch.context() as m:  # the evalsi before this migration
         m.setattr(migrations_module, "SCHEMA_VERSION", 2)
         m.setattr(migrations_module, "MIGRATIONS", MIGRATIONS[:2])
-        old = SqlStore.open(store_url)
-        run = old.create_run(kind="score", spec={"evaluators": []}, name="before")
-        old.close()
+        SqlStore.open(store_url).close()
+    with engine.begin() as conn:  # what that evalsi wrote (today's code writes later columns)
+        conn.exec_driver_sql(
+            "INSERT INTO runs (id, name, kind, status, created_at, records, spec) "
+            "VALUES ('20260101-000000-cccccc', 'before', 'score', 'done', 1.0, 0, "
+            "'{\"evaluators\": []}')"
+        )
+    run = type("Old", (), {"id": "20260101-000000-cccccc"})
     assert not sa.inspect(engine).has_table("calibrations")
     store = SqlStore.open(store_url)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from evalsi.core import ResultBatch, UserError
+from evalsi.core import UserError
 from evalsi.store import Review, SqlStore, read_reviews, save_reviews
 from evalsi.store import _migrations as migrations_module
 from evalsi.store._migrations import MIGRATIONS
@@ -57,22 +57,36 @@ def _review(run_id: str, seq: int, reviewer: str, **changes: object) -> Review:
     return Review(**values)  # type: ignore[arg-type]
 
 
+def _old_run(engine: sa.Engine) -> Any:
+    import json
+
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO runs (id, name, kind, status, created_at, records, spec) "
+            "VALUES ('20260101-000000-bbbbbb', 'before', 'score', 'done', 1.0, 1, "
+            f"'{json.dumps(SPEC)}')"
+        )
+        pk = conn.exec_driver_sql("SELECT pk FROM runs").scalar_one()
+        conn.exec_driver_sql(
+            f"INSERT INTO results VALUES ({pk}, 0, 0, 0, 'r0', 1, 2, 1.0, NULL, NULL)"
+        )
+    return type("Old", (), {"id": "20260101-000000-bbbbbb"})
+
+
 def test_a_version_7_store_gains_the_reviews_table(
     store_url: str, engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as m:  # the evalsi before this migration
         m.setattr(migrations_module, "SCHEMA_VERSION", 7)
         m.setattr(migrations_module, "MIGRATIONS", MIGRATIONS[:7])
-        old = SqlStore.open(store_url)
-        run = old.create_run(kind="score", spec=SPEC, name="before")
-        batch = ResultBatch("em", "builtin/exact-match@1.0.0", "exact-match", ["r0"])
-        batch.kind[0], batch.value[0] = 2, 1.0
-        old.write_batches(run.id, [(0, 0, batch)])
-        old.close()
+        SqlStore.open(store_url).close()
+    # What that evalsi wrote: a run and one result (raw SQL: today's code writes columns, such
+    # as runs.created_by, that a version-7 store does not have).
+    run = _old_run(engine)
     assert not sa.inspect(engine).has_table("reviews")
     store = SqlStore.open(store_url)
     try:
-        assert store.migrations_applied == [8] == list(range(8, SCHEMA_VERSION + 1))
+        assert store.migrations_applied == list(range(8, SCHEMA_VERSION + 1))
         inspector = sa.inspect(engine)
         assert {c["name"] for c in inspector.get_columns("reviews")} == set(reviews.columns.keys())
         key = inspector.get_pk_constraint("reviews")["constrained_columns"]

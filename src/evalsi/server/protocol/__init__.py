@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         ReflectionHandler,
         V1AlphaReflectionASGIApplication,
     )
-    from evalsi.server.protocol._rest import read_body, rest_routes
+    from evalsi.server.protocol._rest import handler_attr, read_body, rest_routes
 
 __all__ = [
     "V1ALPHA_SERVICE",
@@ -30,6 +30,7 @@ __all__ = [
     "ReflectionHandler",
     "V1AlphaReflectionASGIApplication",
     "build_openapi",
+    "handler_attr",
     "read_body",
     "rest_routes",
 ]

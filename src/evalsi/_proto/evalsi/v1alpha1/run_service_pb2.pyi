@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Run(_message.Message):
-    __slots__ = ("id", "name", "kind", "status", "create_time", "finish_time", "records", "metrics", "gates", "exit_code", "error", "progress", "spec", "details", "dataset_version", "project_id", "warnings", "infra_error_causes", "target_error_causes")
+    __slots__ = ("id", "name", "kind", "status", "create_time", "finish_time", "records", "metrics", "gates", "exit_code", "error", "progress", "spec", "details", "dataset_version", "project_id", "warnings", "infra_error_causes", "target_error_causes", "created_by")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,7 @@ class Run(_message.Message):
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     INFRA_ERROR_CAUSES_FIELD_NUMBER: _ClassVar[int]
     TARGET_ERROR_CAUSES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     kind: str
@@ -54,7 +55,8 @@ class Run(_message.Message):
     warnings: _containers.RepeatedCompositeFieldContainer[_score_pb2.RunWarning]
     infra_error_causes: _containers.RepeatedCompositeFieldContainer[_score_pb2.FailureCause]
     target_error_causes: _containers.RepeatedCompositeFieldContainer[_score_pb2.FailureCause]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., records: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dataset_version: _Optional[str] = ..., project_id: _Optional[str] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ..., infra_error_causes: _Optional[_Iterable[_Union[_score_pb2.FailureCause, _Mapping]]] = ..., target_error_causes: _Optional[_Iterable[_Union[_score_pb2.FailureCause, _Mapping]]] = ...) -> None: ...
+    created_by: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., records: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[_score_pb2.GateResult, _Mapping]]] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dataset_version: _Optional[str] = ..., project_id: _Optional[str] = ..., warnings: _Optional[_Iterable[_Union[_score_pb2.RunWarning, _Mapping]]] = ..., infra_error_causes: _Optional[_Iterable[_Union[_score_pb2.FailureCause, _Mapping]]] = ..., target_error_causes: _Optional[_Iterable[_Union[_score_pb2.FailureCause, _Mapping]]] = ..., created_by: _Optional[str] = ...) -> None: ...
 
 class RunProgress(_message.Message):
     __slots__ = ("tasks_done", "tasks_total", "infra_errors")

@@ -1,0 +1,136 @@
+"""Install-wide CEL rules, agentgateway style: ``deny``, ``require`` and ``allow``.
+
+A rule that fails to evaluate (a missing key, a type mismatch) counts as not matched: a deny
+that errors does not deny, and a require that errors does not hold (so it denies).
+Restrictions belong in require rules.
+
+Rules are indexed by the actions they can concern, so a server with a thousand rules evaluates
+only a few per request: a deny or allow rule whose top-level conjunction includes
+``request.action == "x"`` (or ``request.action in [...]``) cannot match another action, and a
+require rule of the form ``request.action != "x" || ...`` holds trivially for the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evalsi.auth._permissions import PERMISSIONS
+from evalsi.auth._vocabulary import VOCABULARY
+from evalsi.core import ConditionError, compile_condition
+
+Kind = Literal["deny", "require", "allow"]
+KINDS: tuple[Kind, ...] = ("deny", "require", "allow")
+
+_EQ = re.compile(r"""^\(?\s*request\.action\s*==\s*(?:"([\w.]+)"|'([\w.]+)')\s*\)?$""")
+_IN = re.compile(r"""^\(?\s*request\.action\s+in\s*\[([^\]]*)\]\s*\)?$""")
+_NE = re.compile(r"""^\(?\s*request\.action\s*!=\s*(?:"([\w.]+)"|'([\w.]+)')\s*\)?$""")
+_LITERAL = re.compile(r"""\s*(?:"([\w.]+)"|'([\w.]+)')\s*""")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    kind: Kind
+    expr: str
+    name: str
+    actions: frozenset[str] | None = None  # None: may concern any action
+    program: Any = field(default=None, compare=False, repr=False)
+
+    def label(self) -> str:
+        return f"{self.kind} rule {self.name}"
+
+
+def compile_rules(items: Sequence[Mapping[str, Any]], where: str) -> tuple[list[Rule], list[str]]:
+    """Rules from ``authorization.rules``: each item one of ``{deny|require|allow: EXPR}``,
+    with an optional ``name``; the problems found, each naming its rule."""
+    rules: list[Rule] = []
+    problems: list[str] = []
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]"
+        kinds = [k for k in KINDS if k in item]
+        extra = sorted(set(item) - {*KINDS, "name"})
+        if len(kinds) != 1 or extra:
+            problems.append(f"{at}: expected exactly one of deny, require, allow (and a name)")
+            continue
+        kind = kinds[0]
+        expr = item[kind]
+        name = str(item.get("name") or f"#{i}")
+        try:
+            program = compile_condition(expr, VOCABULARY)
+        except ConditionError as e:
+            problems.append(f"{at} ({kind} {name}): {e}")
+            continue
+        rules.append(Rule(kind, expr, name, _actions(kind, expr), program))
+    return rules, problems
+
+
+def _actions(kind: Kind, expr: str) -> frozenset[str] | None:
+    """The actions a rule can concern, from its top-level shape; None when it cannot tell."""
+    if kind == "require":
+        for part in split_top(expr, "||"):
+            m = _NE.match(part.strip())
+            if m:
+                return _known({m[1] or m[2]})
+        return None
+    for part in split_top(expr, "&&"):
+        part = part.strip()
+        m = _EQ.match(part)
+        if m:
+            return _known({m[1] or m[2]})
+        m = _IN.match(part)
+        if m:
+            items = m[1].split(",")
+            found = [_LITERAL.fullmatch(x) for x in items if x.strip()]
+            if found and all(found):
+                return _known({f[1] or f[2] for f in found if f})
+    return None
+
+
+def _known(actions: set[str]) -> frozenset[str] | None:
+    # A misspelt action matches nothing: leave it to the evaluation (it is still correct).
+    return frozenset(actions) if actions <= set(PERMISSIONS) else None
+
+
+def split_top(expr: str, op: str) -> list[str]:
+    """``expr`` split at ``op`` outside parentheses, brackets and string literals."""
+    parts: list[str] = []
+    depth = 0
+    quote = ""
+    start = i = 0
+    while i < len(expr):
+        c = expr[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and expr.startswith(op, i):
+            parts.append(expr[start:i])
+            i += len(op)
+            start = i
+            continue
+        i += 1
+    parts.append(expr[start:])
+    return parts
+
+
+def index(rules: Iterable[Rule]) -> dict[str, dict[Kind, tuple[Rule, ...]]]:
+    """Per action, the rules of each kind that can concern it (in config order)."""
+    out: dict[str, dict[Kind, tuple[Rule, ...]]] = {}
+    listed = list(rules)
+    for action in PERMISSIONS:
+        out[action] = {
+            kind: tuple(
+                r for r in listed if r.kind == kind and (r.actions is None or action in r.actions)
+            )
+            for kind in KINDS
+        }
+    return out
