@@ -18,7 +18,10 @@ import pytest
 EVALSI = Path(sys.executable).with_name("evalsi")
 
 # Variables that would change what the CLI does or reads, removed from every subprocess.
-_SCRUB = ("EVALSI_DEBUG", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "HF_HUB_OFFLINE")
+_SCRUB = (
+    "EVALSI_DEBUG", "EVALSI_TOKEN", "EVALSI_API_KEY", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE",
+    "HF_HOME", "HF_HUB_OFFLINE",
+)  # fmt: skip
 
 
 def _env(tmp: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -26,6 +29,8 @@ def _env(tmp: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
     # Never read (or create) the developer's own Hugging Face cache.
     env["HF_HUB_CACHE"] = str(tmp / "no-hf-cache")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Never read the developer's `evalsi login` tokens: each test has its own config home.
+    env["XDG_CONFIG_HOME"] = str(tmp / ".config")
     env.update(extra or {})
     return env
 

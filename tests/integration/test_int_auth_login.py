@@ -21,7 +21,8 @@ from joserfc import jws, jwt
 from joserfc.errors import InvalidKeyIdError
 from joserfc.jwk import KeySet
 
-from evalsi.auth._login import Tokens, device_login, pkce_login, refresh
+from evalsi.auth._credentials import Tokens
+from evalsi.auth._login import device_login, pkce_login, refresh
 from evalsi.core import UserError
 from tests.support.oidc_provider import OidcProvider, approve_authorization, approve_device
 

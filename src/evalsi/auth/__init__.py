@@ -16,9 +16,14 @@ if TYPE_CHECKING:
     from evalsi.auth._access import Access
     from evalsi.auth._audit import AuditEvent
     from evalsi.auth._authenticate import read_credential
+    from evalsi.auth._credentials import Tokens
+    from evalsi.auth._credentials import delete as forget_login
+    from evalsi.auth._credentials import save as keep_login
     from evalsi.auth._decide import Decision, Held
     from evalsi.auth._errors import AuthConfigError, PermissionDenied, Unauthenticated
     from evalsi.auth._keys import ApiKey, key_hash, new_key
+    from evalsi.auth._login import access_token as login_token
+    from evalsi.auth._login import device_login, pkce_login
     from evalsi.auth._permissions import BUILTIN_ROLES, INSTALL_WIDE, PERMISSIONS
     from evalsi.auth._principal import ANONYMOUS, LOCAL, Principal
     from evalsi.auth._roles import Binding, Role
@@ -61,9 +66,15 @@ __all__ = [
     "Role",
     "RoleClaims",
     "Tls",
+    "Tokens",
     "Unauthenticated",
+    "device_login",
+    "forget_login",
+    "keep_login",
     "key_hash",
+    "login_token",
     "new_key",
+    "pkce_login",
     "read_credential",
 ]
 

@@ -7,29 +7,48 @@ The OS keyring (macOS Keychain, Windows Credential Manager, the Secret Service) 
 atomically; a file other users can read, or that is not the user's, is refused rather than
 trusted (another user could have planted tokens, or read them).
 
-A keyring that refuses a value (Windows limits its length) falls back to the file, so
-``load`` and ``delete`` look in both.
+A keyring that refuses a value (Windows limits its length) falls back to the file. Tokens in
+the keyring leave a marker in the file (no secret, only where they are), so a command without
+a sign-in reads one small file and never waits for the keyring to find its backends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
 import secrets
 import stat
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from evalsi.auth._login import Tokens
 from evalsi.core import UserError
 
 SERVICE = "evalsi"
 FILE_VERSION = 1
 _TOKEN_FIELDS = ("access_token", "refresh_token", "id_token", "expires_at", "issuer", "client_id")
+_IN_KEYRING = {"in": "keyring"}  # the file's entry for tokens the keyring holds
 _NO_BACKEND = ("keyring.backends.fail", "keyring.backends.null")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tokens:
+    """What a sign-in yields. ``expires_at`` is the access token's expiry (epoch seconds)."""
+
+    access_token: str = dataclasses.field(repr=False)
+    refresh_token: str | None = dataclasses.field(repr=False)
+    id_token: str | None = dataclasses.field(repr=False)
+    expires_at: float | None
+    issuer: str
+    client_id: str
+
+    def expires_within(self, seconds: float) -> bool:
+        """Whether the access token is expired, or will be within ``seconds``."""
+        return self.expires_at is not None and self.expires_at - seconds <= time.time()
 
 
 def normalize_server_url(server_url: str) -> str:
@@ -66,8 +85,8 @@ def save(server_url: str, tokens: Tokens) -> None:
             keyring.set_password(SERVICE, key, value)
         except keyring.errors.KeyringError:
             pass  # refused (e.g. too long for the Windows vault): the file keeps it instead
-        else:
-            _update_file(key, None)  # an older copy in the file must not outlive this one
+        else:  # the marker replaces an older copy in the file, which must not outlive this one
+            _update_file(key, dict(_IN_KEYRING))
             return
     _update_file(key, json.loads(value))
 
@@ -75,19 +94,25 @@ def save(server_url: str, tokens: Tokens) -> None:
 def load(server_url: str) -> Tokens | None:
     """The tokens kept for ``server_url``, or ``None``."""
     key = normalize_server_url(server_url)
+    entry = _read_file().get(key)
+    if entry != _IN_KEYRING:
+        return None if entry is None else _tokens(entry, str(credentials_path()))
     keyring = _keyring()
+    text = None
     if keyring is not None:
         try:
             text = keyring.get_password(SERVICE, key)
         except keyring.errors.KeyringError as e:
             raise UserError(f"the OS keyring cannot be read: {type(e).__name__}") from e
-        if text is not None:
-            try:
-                return _tokens(json.loads(text), "the OS keyring")
-            except json.JSONDecodeError:
-                raise UserError("the OS keyring's evalsi entry is not JSON: log in again") from None
-    entry = _read_file().get(key)
-    return None if entry is None else _tokens(entry, str(credentials_path()))
+    if text is None:
+        raise UserError(
+            f"the sign-in to {key} was kept in an OS keyring that no longer has it",
+            hint=f"evalsi login --server {server_url}",
+        )
+    try:
+        return _tokens(json.loads(text), "the OS keyring")
+    except json.JSONDecodeError:
+        raise UserError("the OS keyring's evalsi entry is not JSON: log in again") from None
 
 
 def delete(server_url: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -23,35 +24,24 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import aiohttp
-from aiohttp import web
+from evalsi.auth._credentials import Tokens, load, normalize_server_url, save
+from evalsi.core import UserError, lazy_module
 
-from evalsi.core import UserError
+if TYPE_CHECKING:
+    import aiohttp
+    from aiohttp import web
+else:  # a command that only reads a kept token never waits for aiohttp to import
+    aiohttp = lazy_module("aiohttp")
+    web = lazy_module("aiohttp.web")
 
 DEFAULT_SCOPES = ("openid", "offline_access", "email", "profile")
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 _WAITING = ("authorization_pending", "slow_down")
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-_HTTP_TIMEOUT = aiohttp.ClientTimeout(total=30)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Tokens:
-    """What a sign-in yields. ``expires_at`` is the access token's expiry (epoch seconds)."""
-
-    access_token: str = dataclasses.field(repr=False)
-    refresh_token: str | None = dataclasses.field(repr=False)
-    id_token: str | None = dataclasses.field(repr=False)
-    expires_at: float | None
-    issuer: str
-    client_id: str
-
-    def expires_within(self, seconds: float) -> bool:
-        """Whether the access token is expired, or will be within ``seconds``."""
-        return self.expires_at is not None and self.expires_at - seconds <= time.time()
+_HTTP_TIMEOUT_S = 30
 
 
 async def device_login(
@@ -69,7 +59,7 @@ async def device_login(
     says otherwise, 5 more after each ``slow_down``) until the user approves, denies, or the
     code expires.
     """
-    async with aiohttp.ClientSession(timeout=_HTTP_TIMEOUT) as http:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_HTTP_TIMEOUT_S)) as http:
         meta = await _discover(http, issuer)
         endpoint = _endpoint(meta, "device_authorization_endpoint")
         token_endpoint = _endpoint(meta, "token_endpoint")
@@ -126,7 +116,7 @@ async def pkce_login(
     nonce = secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(64)  # 86 characters, within RFC 7636's 43..128
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
-    async with aiohttp.ClientSession(timeout=_HTTP_TIMEOUT) as http:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_HTTP_TIMEOUT_S)) as http:
         meta = await _discover(http, issuer)
         methods = meta.get("code_challenge_methods_supported")
         if isinstance(methods, list) and "S256" not in methods:
@@ -186,7 +176,7 @@ async def refresh(issuer: str, client_id: str, tokens: Tokens) -> Tokens:
     if tokens.refresh_token is None:
         raise UserError("there is no refresh token: sign in again (evalsi login)")
     form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
-    async with aiohttp.ClientSession(timeout=_HTTP_TIMEOUT) as http:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_HTTP_TIMEOUT_S)) as http:
         meta = await _discover(http, issuer)
         endpoint = _endpoint(meta, "token_endpoint")
         status, body = await _post(http, endpoint, {**form, "client_id": client_id})
@@ -195,6 +185,28 @@ async def refresh(issuer: str, client_id: str, tokens: Tokens) -> Tokens:
     return dataclasses.replace(
         new, refresh_token=refresh_token, id_token=id_token or tokens.id_token
     )
+
+
+def access_token(server_url: str, *, refresh_within_s: float = 60) -> str | None:
+    """The access token ``evalsi login`` kept for ``server_url``, renewed with the refresh
+    token (and kept again) when it expires within ``refresh_within_s``; None when there is
+    none. An expired token that cannot be renewed is an error that says to log in again."""
+    tokens = load(server_url)
+    if tokens is None:
+        return None
+    if tokens.expires_within(refresh_within_s):
+        if tokens.refresh_token is None:
+            raise UserError(
+                f"the sign-in to {normalize_server_url(server_url)} has expired",
+                hint=f"evalsi login --server {server_url}",
+            )
+        # Its own loop in its own thread: a caller may already run one (a notebook, the
+        # async client).
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            issuer, client_id = tokens.issuer, tokens.client_id
+            tokens = pool.submit(asyncio.run, refresh(issuer, client_id, tokens)).result()
+        save(server_url, tokens)
+    return tokens.access_token
 
 
 def _callback_app(state: str, answer: asyncio.Future[Mapping[str, str]]) -> web.Application:

@@ -35,6 +35,10 @@ COMMANDS = {
     "gate": "_evidence",
     "rescore": "_evidence",
     "review": "_review",
+    "login": "_login",
+    "logout": "_login",
+    "whoami": "_login",
+    "auth": "_auth",
 }
 """Each command -> the module that registers and runs it. Only the dispatched command's module
 is imported (its own imports can take a second: judges, statistics, the store, the client);
@@ -79,6 +83,11 @@ Seal a run as evidence (test plan, records, scores, manifest) and check it offli
 Have people review a run's verdicts against their evidence, and store their approvals:
   evalsi review export latest -o review.jsonl [--failing]
   evalsi review import review.jsonl
+Sign in to a server, and manage its API keys and access:
+  evalsi login --server https://evalsi.example.com [--browser]
+  evalsi whoami --server https://evalsi.example.com
+  evalsi auth keys create --name ci --project checkout --role runner --server URL
+  evalsi auth check --config evalsi.yaml --action runs.create --project checkout --principal JSON
 Run untrusted code on the strongest sandbox rung available (or not at all):
   evalsi sandbox probe
   evalsi sandbox run -- python3 -c 'print(42)'

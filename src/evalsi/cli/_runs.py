@@ -187,6 +187,7 @@ def show_run(args: argparse.Namespace) -> int:
                 "records": run.records,
                 "created_at": run.created_at,
                 "finished_at": run.finished_at,
+                "created_by": run.created_by,  # provider/subject of who started it ("": local)
                 "error": run.error,
                 "metrics": summary.get("metrics", []),
                 "gates": summary.get("gates", []),

@@ -37,6 +37,7 @@ from evalsi.client._common import (
     stream_update,
 )
 from evalsi.client._errors import translate
+from evalsi.client._auth import AsyncAuthMixin
 from evalsi.client._ingest import AsyncIngestMixin
 from evalsi.client._policies import AsyncPolicyMixin
 from evalsi.client._requests import (
@@ -108,7 +109,9 @@ def _register_exit_grace() -> None:
         _exit_grace_registered = True
 
 
-class AsyncClient(AsyncPolicyMixin, AsyncTraceMixin, AsyncIngestMixin, AsyncReviewMixin):
+class AsyncClient(
+    AsyncPolicyMixin, AsyncTraceMixin, AsyncIngestMixin, AsyncReviewMixin, AsyncAuthMixin
+):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 
     A result's ``results`` property reads pages with a short-lived sync client, since

@@ -283,3 +283,24 @@ class Client:
         429, 5xx and lost connections (``retry``; waits on ``clock``).
         """,
     )
+
+    # -- AuthService --------------------------------------------------------------------------
+    whoami = _blocking(
+        AsyncClient.whoami,
+        """Who the server takes this client's credential for, and its roles per project.""",
+    )
+    list_projects = _blocking(AsyncClient.list_projects)
+    create_project = _blocking(AsyncClient.create_project)
+    create_api_key = _blocking(
+        AsyncClient.create_api_key,
+        """A new API key of a project with a role: ``(key, record)``; the key is shown once
+        (the server keeps only its hash).""",
+    )
+    list_api_keys = _blocking(AsyncClient.list_api_keys)
+    revoke_api_key = _blocking(AsyncClient.revoke_api_key)
+    create_role_binding = _blocking(AsyncClient.create_role_binding)
+    list_role_bindings = _blocking(AsyncClient.list_role_bindings)
+    delete_role_binding = _blocking(AsyncClient.delete_role_binding)
+    list_audit_events = _iterating(
+        AsyncClient.list_audit_events, """Audit events, newest first, read page by page."""
+    )

@@ -68,19 +68,26 @@ def settings(
     if timeout is not None and timeout <= 0:
         raise UserError(f"timeout {timeout}: expected a positive number of seconds, or None")
     sent = dict(headers or {})
-    credential = credential_for(token, api_key)
+    credential = credential_for(token, api_key, text)
     if credential and not any(k.lower() == "authorization" for k in sent):
         sent["authorization"] = f"Bearer {credential}"
     return Settings(text, protocol, timeout, sent)  # type: ignore[arg-type]
 
 
-def credential_for(token: str | None = None, api_key: str | None = None) -> str | None:
+def credential_for(
+    token: str | None = None, api_key: str | None = None, url: str | None = None
+) -> str | None:
     """What a client sends as ``Authorization: Bearer``: ``token`` or ``api_key`` when given,
-    else ``EVALSI_TOKEN``, else ``EVALSI_API_KEY`` from the environment."""
+    else ``EVALSI_TOKEN``, else ``EVALSI_API_KEY`` from the environment, else the token
+    ``evalsi login`` kept for ``url`` (renewed when it is about to expire)."""
     for value in (token, api_key, os.environ.get("EVALSI_TOKEN"), os.environ.get("EVALSI_API_KEY")):
         if value and value.strip():
             return value.strip()
-    return None
+    if url is None:
+        return None
+    from evalsi.auth import login_token
+
+    return login_token(url)
 
 
 def check_local_only(options: Mapping[str, Any]) -> None:

@@ -139,7 +139,10 @@ class Gate:
         if not principal.authenticated and self.access.settings.strict:
             raise Unauthenticated("this server requires a bearer token or an API key")
         if project and project not in self._visible(principal):
-            raise NotFoundError(f"no project {project!r}")
+            raise NotFoundError(
+                f"no project {project!r}",
+                hint="or none your credential may see; `evalsi whoami` lists your projects",
+            )
         raise PermissionDenied(f"{principal.id or 'anonymous'} may not {action} here ({by})")
 
     def _visible(self, principal: Principal) -> set[str]:

@@ -15,7 +15,7 @@ import pytest
 from keyring.backends import fail
 
 from evalsi.auth import _credentials as credentials
-from evalsi.auth._login import Tokens
+from evalsi.auth._credentials import Tokens
 from evalsi.core import UserError
 
 SERVER = "https://evalsi.example.com"
@@ -157,7 +157,8 @@ def test_a_real_keyring_keeps_the_tokens_instead_of_the_file() -> None:
     backend = MemoryKeyring()
     keyring.set_keyring(backend)
     credentials.save(SERVER, TOKENS)
-    assert not credentials.credentials_path().exists()
+    marker = {"version": 1, "servers": {SERVER: {"in": "keyring"}}}  # where, never what
+    assert json.loads(credentials.credentials_path().read_text()) == marker
     assert set(backend.values) == {("evalsi", SERVER)}
     assert credentials.load(SERVER + "/") == TOKENS
     assert credentials.delete(SERVER) is True
@@ -181,10 +182,32 @@ def test_a_keyring_save_removes_an_older_copy_in_the_file() -> None:
     keyring.set_keyring(backend)
     credentials.save(SERVER, TOKENS)
     document = json.loads(credentials.credentials_path().read_text())
-    assert document == {"version": 1, "servers": {}}
+    assert document == {"version": 1, "servers": {SERVER: {"in": "keyring"}}}
 
 
 def test_tokens_never_show_their_values() -> None:
     text = repr(TOKENS) + str(TOKENS)
     assert "secret" not in text
     assert "https://idp.example.com" in text
+
+
+def test_a_keyring_that_lost_the_tokens_says_to_log_in_again() -> None:
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    credentials.save(SERVER, TOKENS)
+    backend.values.clear()  # the user wiped the keyring
+    with pytest.raises(UserError, match="no longer has it") as e:
+        credentials.load(SERVER)
+    assert e.value.hint is not None
+    assert "evalsi login" in e.value.hint
+
+
+def test_no_sign_in_is_found_without_asking_the_keyring(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom() -> None:
+        raise AssertionError("the keyring was asked")
+
+    monkeypatch.setattr(credentials, "_keyring", boom)
+    assert credentials.load(SERVER) is None
+    from evalsi.auth import login_token
+
+    assert login_token(SERVER) is None
