@@ -23,6 +23,7 @@ from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetService
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClient
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceClient
+from evalsi.client._auth import AsyncAuthMixin
 from evalsi.client._bridge import LoopThread
 from evalsi.client._common import (
     DEFAULT_TIMEOUT,
@@ -37,7 +38,6 @@ from evalsi.client._common import (
     stream_update,
 )
 from evalsi.client._errors import translate
-from evalsi.client._auth import AsyncAuthMixin
 from evalsi.client._ingest import AsyncIngestMixin
 from evalsi.client._policies import AsyncPolicyMixin
 from evalsi.client._requests import (

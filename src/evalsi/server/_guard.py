@@ -10,6 +10,8 @@ Two halves, one ``Access``:
 * ``guard_handler`` wraps each service handler, so gRPC, gRPC-Web, Connect, REST and the
   native gRPC port (which calls the same objects) all decide through ``ACTIONS``: the RPC's
   action and resource, the decision, a denial audited with what decided it.
+* ``guard_otlp`` wraps the OTLP ``Export`` handlers grpcio serves on ``traces.otlp.grpcPort``,
+  which no middleware sees: the same project rule and decision as ``AuthMiddleware``'s.
 
 A principal with no role in a project gets 404 for it, as for a project that does not exist:
 what a caller cannot see does not exist for them. Handlers read the caller with
@@ -45,6 +47,7 @@ _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization
 _OTLP_PREFIXES = ("/opentelemetry.proto.collector.",)
 _OTLP_PATHS = frozenset({"/v1/traces", "/v1/logs"})
 PROJECT_HEADER = "x-evalsi-project"
+OTLP_ACTION = "traces.write"
 # Actions whose allowed calls are audited too (what changes state or spends budget).
 AUDITED = frozenset({"runs.create", "runs.cancel", "runs.resume", "policies.write",
                      "datasets.write", "reviews.write", "results.write"})  # fmt: skip
@@ -202,6 +205,10 @@ class _Guarded:
 
 
 async def _check(gate: Gate, act: Act, path: str, request: Any, ctx: Any) -> None:
+    if act.action == HEALTH and gate.access.settings.open_health:
+        # gRPC health as /healthz: probes carry no credential, and a failed authentication
+        # would be audited on every probe.
+        return
     principal = await gate.principal(ctx.request_headers)
     protocol = "grpc" if ctx.http_method == "POST" else "rest"
     info = _request_info(path, protocol, ctx.request_headers.items())
@@ -267,6 +274,34 @@ def _client_stream(
     return bidi if streams_back else call
 
 
+def guard_otlp(gate: Gate, service: str, handler: Any) -> Any:
+    """``handler`` (an OTLP ``service``: ``Export`` only) decided as ``AuthMiddleware`` decides
+    OTLP: for grpcio's own OTLP port, whose calls pass no ASGI middleware."""
+    path = f"/{service}/Export"
+    export = handler.export
+
+    async def call(request: Any, ctx: Any) -> Any:
+        headers = ctx.request_headers
+        principal = await gate.principal(headers)
+        project = otlp_project(headers, principal)
+        headers[PROJECT_HEADER] = project  # the receiver reads the decided project only
+        resource = {"project": project, "labels": {}}
+        info = _request_info(path, "grpc", headers.items())
+        gate.decide(principal, OTLP_ACTION, resource, info, str(ctx.client_address or ""), path)
+        return await export(request, ctx)
+
+    return _Guarded(handler, {"export": call})
+
+
+def otlp_project(headers: Any, principal: Principal | Exception) -> str:
+    """The project OTLP data goes to: ``x-evalsi-project`` when given, else the API key's own
+    (``default`` for other callers). Whether the caller may write there is decided after."""
+    named = headers.get(PROJECT_HEADER)
+    if named is None and isinstance(principal, Principal) and principal.kind == "apikey":
+        named = next(iter(principal.grants), None)
+    return str(named or "default")
+
+
 # -- the routes that are not RPCs ----------------------------------------------------------------
 
 
@@ -291,7 +326,7 @@ class AuthMiddleware:
             path = scope["path"]
             action = PATHS.get(path)
             if action is None and (path in _OTLP_PATHS or path.startswith(_OTLP_PREFIXES)):
-                action = "traces.write"
+                action = OTLP_ACTION
             if action is not None:
                 refused = self._decide(scope, headers, principal, action, path)
                 if refused is not None:
@@ -312,7 +347,7 @@ class AuthMiddleware:
         client = scope.get("client")
         source = f"{client[0]}:{client[1]}" if client else ""
         resource: dict[str, Any] = {"project": "", "labels": {}}
-        if action == "traces.write":
+        if action == OTLP_ACTION:
             resource["project"] = self._otlp_project(scope, headers, principal)
         try:
             if isinstance(principal, Exception):
@@ -335,11 +370,8 @@ class AuthMiddleware:
 
     @staticmethod
     def _otlp_project(scope: Any, headers: dict[str, str], principal: Any) -> str:
-        """The project OTLP data goes to: the header when given, else the API key's own."""
-        named = headers.get(PROJECT_HEADER)
-        if named is None and isinstance(principal, Principal) and principal.kind == "apikey":
-            named = next(iter(principal.grants), None)
-        project = named or "default"
+        """``otlp_project``, written into the request's header for the receivers."""
+        project = otlp_project(headers, principal)
         raw = [(k, v) for k, v in scope["headers"] if k.lower() != PROJECT_HEADER.encode()]
         scope["headers"] = [*raw, (PROJECT_HEADER.encode(), project.encode("latin-1"))]
         return project

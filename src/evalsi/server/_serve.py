@@ -8,6 +8,11 @@ raised far out of reach (docs/decisions/0005-one-port-server.md).
 With ``grpc_port`` set, grpcio's native server answers gRPC on a second port too, in the same
 event loop and over the same handlers (``_grpc_port``); it starts once the app's lifespan has
 started (the run scheduler is up) and drains alongside hypercorn on shutdown.
+
+With ``auth.tls`` every listener speaks TLS only (``_tls``): hypercorn's ports offer ALPN
+``h2`` and ``http/1.1``, grpcio's take the same certificate and key, and with
+``clientCaFile`` every port requires a client certificate. grpcio's OTLP port is guarded here
+(``guard_otlp``), as the app's own middleware guards OTLP on hypercorn's ports.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from evalsi.server._state import ServerConfig, ServerState
 from evalsi.server._web_guard import bracketed, is_loopback
 
 if TYPE_CHECKING:
+    from evalsi.server._tls import TlsFiles
     from evalsi.server.protocol import GrpcPort
 
 log = logging.getLogger("evalsi.server")
@@ -72,10 +78,12 @@ def serve(config: ServerConfig) -> int:
         def listening() -> None:
             # Said once the port really accepts connections, never before a bind that fails.
             log.info(
-                "evalsi serve: listening on http://%s:%d (gRPC, gRPC-Web, Connect, REST); "
+                "evalsi serve: listening on %s://%s:%d (gRPC, gRPC-Web, Connect, REST)%s; "
                 "store %s; datasets %s",
+                "https" if config.auth.tls is not None else "http",
                 bracketed(config.host),
                 config.port,
+                _client_certs(config),
                 store.location,
                 config.datasets_dir,
             )
@@ -122,6 +130,8 @@ async def run_servers(
 
     from evalsi.server.otlp import OtlpOnlyOn, otlp_binds, otlp_ports
 
+    # auth.tls's files, tried before any port is claimed or any lifespan starts.
+    tls = _tls_files(config)
     hc = Config()
     # traces.otlp ports (4317/4318) are extra binds of the same app, answering OTLP only.
     hc.bind = [f"{bracketed(config.host)}:{config.port}", *otlp_binds(config)]
@@ -129,9 +139,13 @@ async def run_servers(
     hc.graceful_timeout = GRACEFUL_TIMEOUT_S
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
+    if tls is not None:
+        from evalsi.server._tls import configure_hypercorn
+
+        configure_hypercorn(hc, tls)
     # grpcio listeners, bound now so a busy port fails before anything runs: server.grpcPort
     # and traces.otlp.grpcPort
-    natives = _native_ports(app, config)
+    natives = _native_ports(app, config, tls)
     # hypercorn starts the app's lifespan (scheduler, watchers) before it binds, and a failed
     # bind then left that lifespan to be cancelled mid-flight: a page of tracebacks. Bound
     # here first, a busy port stops before anything started.
@@ -176,7 +190,8 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
         one = copy.copy(hc)
         one.bind = [bind]
         try:
-            bound.extend(one.create_sockets().insecure_sockets)
+            made = one.create_sockets()
+            bound.extend([*made.secure_sockets, *made.insecure_sockets])
         except OSError as e:
             for sock in bound:
                 sock.close()
@@ -187,20 +202,36 @@ def _bind(hc: Any, config: ServerConfig) -> Any:
                 if port == config.port
                 else "pick another traces.otlp port, or stop whatever is using this one",
             ) from e
-    return Sockets([], bound, [])
+    # With certfile set, hypercorn wraps every socket it is given as secure in TLS.
+    return Sockets(bound, [], []) if hc.ssl_enabled else Sockets([], bound, [])
 
 
-def _native_ports(app: Any, config: ServerConfig) -> list[GrpcPort]:
+def _tls_files(config: ServerConfig) -> TlsFiles | None:
+    if config.auth.tls is None:
+        return None
+    from evalsi.server._tls import load_tls
+
+    return load_tls(config.auth.tls)
+
+
+def _client_certs(config: ServerConfig) -> str:
+    tls = config.auth.tls
+    return "; client certificates required" if tls is not None and tls.client_ca_file else ""
+
+
+def _native_ports(app: Any, config: ServerConfig, tls: TlsFiles | None = None) -> list[GrpcPort]:
     """grpcio's servers, bound: every service on ``server.grpcPort``, and OTLP/gRPC on
     ``traces.otlp.grpcPort`` when that is a port of its own."""
     natives = []
     host, cap = bracketed(config.host), config.max_body_bytes
+    shown = " over TLS" if tls is not None else ""
     if config.grpc_port is not None:
         from evalsi.server.protocol import GrpcPort
 
+        # The handlers build_app guarded: each RPC is decided on this port as on the main one.
         native = GrpcPort(app.state.handlers, app.state.metrics, max_body_bytes=cap)
-        port = native.bind(config.host, config.grpc_port)
-        log.info("evalsi serve: native gRPC (grpcio) on %s:%d", host, port)
+        port = native.bind(config.host, config.grpc_port, tls=tls)
+        log.info("evalsi serve: native gRPC (grpcio) on %s:%d%s", host, port, shown)
         natives.append(native)
     from evalsi.server.otlp import LOGS_SERVICE, SERVICE, RawExport, native_grpc_port
 
@@ -209,9 +240,23 @@ def _native_ports(app: Any, config: ServerConfig) -> list[GrpcPort]:
     if otlp_port is not None and handlers:
         from evalsi.server.protocol import GrpcPort
 
+        guarded = _guarded_otlp(app, config, handlers)
         raw = {f"{SERVICE}/Export": RawExport, f"{LOGS_SERVICE}/Export": RawExport}
-        native = GrpcPort(handlers, app.state.metrics, max_body_bytes=cap, raw=raw)
-        port = native.bind(config.host, otlp_port, "traces.otlp.grpcPort")
-        log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d", host, port)
+        native = GrpcPort(guarded, app.state.metrics, max_body_bytes=cap, raw=raw)
+        port = native.bind(config.host, otlp_port, "traces.otlp.grpcPort", tls=tls)
+        log.info("evalsi serve: OTLP/gRPC (grpcio) on %s:%d%s", host, port, shown)
         natives.append(native)
     return natives
+
+
+def _guarded_otlp(app: Any, config: ServerConfig, handlers: dict[str, Any]) -> dict[str, Any]:
+    """The OTLP handlers behind the app's gate: no middleware sees grpcio's calls, so each
+    ``Export`` is decided here as ``AuthMiddleware`` decides OTLP on hypercorn's ports."""
+    gate = getattr(app.state, "gate", None)
+    if gate is None:
+        if config.auth.enabled:  # never serve OTLP unguarded where identity is required
+            raise RuntimeError("the app has no gate to guard traces.otlp.grpcPort with")
+        return handlers
+    from evalsi.server._guard import guard_otlp
+
+    return {name: guard_otlp(gate, name, handler) for name, handler in handlers.items()}

@@ -15,10 +15,16 @@ receiver's retry delay); response headers are not sent on this port.
 The same class serves ``traces.otlp.grpcPort`` with the OTLP ``TraceService`` alone
 (``raw``: the Export request stays bytes, parsed where it is ingested).
 
+With ``auth.tls`` the port speaks TLS only, with the main port's certificate and key, and
+requires a client certificate when ``clientCaFile`` is set (``bind(tls=...)``).
+
 No ``Host`` / ``Origin`` guard here, unlike the main port (``_web_guard``): grpcio's server API
-does not expose the ``:authority`` of a call, and no browser can reach this port. It speaks
-only cleartext HTTP/2 with prior knowledge, which a browser never sends (browsers use HTTP/2
+does not expose the ``:authority`` of a call, and no browser can reach this port. In cleartext
+it speaks only HTTP/2 with prior knowledge, which a browser never sends (browsers use HTTP/2
 over TLS only); their HTTP/1.1 request fails the connection preface and reaches no handler.
+Over TLS a browser can connect, but grpcio answers only ``application/grpc`` POSTs, a content
+type a page on another origin cannot send without a CORS preflight, which grpcio never
+grants; and with authentication on every call needs a bearer credential no browser attaches.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc  # type: ignore[import-untyped]
 from connectrpc.code import Code
@@ -46,6 +52,9 @@ from evalsi.server._metrics import Metrics, code_of
 from evalsi.server._web_guard import bracketed
 from evalsi.server.protocol._reflection import V1ALPHA_SERVICE
 from evalsi.server.protocol._rest import handler_attr
+
+if TYPE_CHECKING:
+    from evalsi.server._tls import TlsFiles
 
 log = logging.getLogger("evalsi.server")
 
@@ -112,10 +121,22 @@ class GrpcPort:
         )
         self.port = 0
 
-    def bind(self, host: str, port: int, setting: str = "--grpc-port (server.grpcPort)") -> int:
-        """Listen on ``host:port`` (0: any free port); returns the port bound."""
+    def bind(
+        self,
+        host: str,
+        port: int,
+        setting: str = "--grpc-port (server.grpcPort)",
+        *,
+        tls: TlsFiles | None = None,
+    ) -> int:
+        """Listen on ``host:port`` (0: any free port), over TLS with ``tls``; returns the port
+        bound."""
+        address = f"{bracketed(host)}:{port}"
         try:
-            bound = int(self._server.add_insecure_port(f"{bracketed(host)}:{port}"))
+            if tls is None:
+                bound = int(self._server.add_insecure_port(address))
+            else:
+                bound = int(self._server.add_secure_port(address, _credentials(tls)))
         except RuntimeError as e:  # grpcio raises RuntimeError("Failed to bind to address ...")
             raise _bind_error(host, port, str(e), setting) from e
         if bound == 0:
@@ -128,6 +149,16 @@ class GrpcPort:
 
     async def stop(self, grace: float | None) -> None:
         await self._server.stop(grace)
+
+
+def _credentials(tls: TlsFiles) -> Any:
+    """grpcio's server credentials: the certificate and key, and the client CA whose
+    certificates every client must then show."""
+    return grpc.ssl_server_credentials(
+        [(tls.key, tls.cert)],
+        root_certificates=tls.client_ca,
+        require_client_auth=tls.client_ca is not None,
+    )
 
 
 def _bind_error(host: str, port: int, why: str, setting: str) -> UserError:
