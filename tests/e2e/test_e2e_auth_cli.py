@@ -47,7 +47,7 @@ def _free_port() -> int:
 
 def _config(tmp: Path, corp: OidcProvider, github: OidcProvider) -> Path:
     doc = {
-        "projects": ["checkout"],  # the CLI works in default; the API in any
+        "projects": ["checkout"],
         "auth": {
             "oidc": {
                 "providers": [
@@ -69,7 +69,7 @@ def _config(tmp: Path, corp: OidcProvider, github: OidcProvider) -> Path:
             {"name": "github-main", "allow": 'jwt.iss == "' + github.issuer + '" && '
              'jwt.repository == "acme/agent" && jwt.ref == "refs/heads/main" && '
              'request.action in ["evaluations.run", "runs.read"] && '
-             'resource.project == "default"'},
+             'resource.project == "checkout"'},
         ]},
     }  # fmt: skip
     path = tmp / "evalsi.yaml"
@@ -301,7 +301,8 @@ def test_auth_check_prints_the_decision_path(
         in (verdict["path"])
     )
     token = github.mint(CI_CLAIMS)
-    ci = _run(tmp_path, *base, "--action", "evaluations.run", "--credential-stdin",
+    ci = _run(tmp_path, *base, "--project", "checkout", "--action", "evaluations.run",
+              "--credential-stdin",
               stdin=token + "\n")  # fmt: skip
     assert ci.returncode == 0, ci.stderr
     assert "allow rule github-main: matches" in ci.stdout
@@ -322,7 +323,8 @@ def test_a_github_actions_job_runs_a_gated_evaluation_with_its_own_token(
         {"id": str(i), "output": "Paris", "reference": "Paris" if i % 5 else "Lyon"}
         for i in range(20)
     ])  # fmt: skip
-    job = {"EVALSI_TOKEN": github.mint(CI_CLAIMS), "EVALSI_SERVER": served.url}
+    job = {"EVALSI_TOKEN": github.mint(CI_CLAIMS), "EVALSI_SERVER": served.url,
+           "EVALSI_PROJECT": "checkout"}  # fmt: skip
     args = ("eval", "--data", "qa.jsonl", "--evaluators", "exact-match", "--format", "json")
     passed = _run(tmp_path, *args, "--gate", "metric('exact-match').mean >= 0.7", env=job)
     assert passed.returncode == 0, passed.stderr

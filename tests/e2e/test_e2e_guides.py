@@ -233,8 +233,8 @@ def _workdir(tmp: Path, judge: StubLLM, port: int) -> Path:
         (tmp / ".tools").symlink_to(ROOT / ".tools")
     for judges in (tmp / "examples").rglob("judges.yaml"):
         judges.write_text(judges.read_text().replace("http://127.0.0.1:8000/v1", judge.openai_url))
-    config = tmp / "examples" / "evalsi.yaml"
-    config.write_text(re.sub(r"port: 8080", f"port: {port}", config.read_text()))
+    for config in (tmp / "examples").rglob("evalsi.yaml"):  # the server a guide starts
+        config.write_text(re.sub(r"port: 8080", f"port: {port}", config.read_text()))
     (tmp / "evalsi.yaml").write_text(f"server: {{port: {port}}}\nallowPythonTargets: true\n")
     shutil.copy(ROOT / "examples" / "qa.jsonl", tmp / "qa.jsonl")
     shutil.copy(

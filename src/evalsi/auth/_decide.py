@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalsi.auth._permissions import SELF
+from evalsi.auth._permissions import INSTALL_WIDE, SELF
 from evalsi.auth._principal import Principal
 from evalsi.auth._roles import Binding, Role, normal_subject, subject_keys
 from evalsi.auth._rules import KINDS, Rule, index
@@ -145,6 +145,11 @@ class Authorizer:
         project = str(resource.get("project", ""))
         path: list[str] = []
         held = self.held(principal, project)
+        if not project and action not in INSTALL_WIDE:
+            # Nothing of a project's (the catalog, the API's description): a role that grants
+            # it in any project of the caller's grants it here.
+            held += [h for p in sorted(self.projects_of(principal) - {"*"})
+                     for h in self.held(principal, p)]  # fmt: skip
         variables = _Vars(
             principal,
             tuple(h.role for h in held),

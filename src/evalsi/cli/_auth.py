@@ -14,7 +14,7 @@ from typing import Any
 
 from evalsi.cli._login import need_server
 from evalsi.cli._output import note, print_json, print_table
-from evalsi.cli._remote import add_server_flag, connect, server_of
+from evalsi.cli._remote import add_server_flag, connect, project_of, server_of
 from evalsi.core import UserError
 
 KEYS = """\
@@ -63,7 +63,6 @@ def register(commands: Any) -> None:
     create = ksub.add_parser("create", help="a new API key, shown once")
     create.add_argument("--name", required=True, help="a name unique among live keys")
     create.add_argument("--role", required=True, help="the key's role in its project")
-    create.add_argument("--project", default="default", help="its project (default: default)")
     create.add_argument(
         "--expires",
         metavar="WHEN",
@@ -79,12 +78,10 @@ def register(commands: Any) -> None:
     _target_flags(create)
     create.set_defaults(handler=keys_create)
     listing = ksub.add_parser("list", help="a project's keys (prefixes, never the keys)")
-    listing.add_argument("--project", default="default")
     _target_flags(listing)
     listing.set_defaults(handler=keys_list)
     revoke = ksub.add_parser("revoke", help="revoke a key: it stops working at once")
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key_...), from list")
-    revoke.add_argument("--project", default="default")
     _target_flags(revoke)
     revoke.set_defaults(handler=keys_revoke)
     hashing = ksub.add_parser(
@@ -133,7 +130,7 @@ def register(commands: Any) -> None:
     audit.add_argument("--action", default="", help="only this action")
     audit.add_argument("--limit", type=int, default=50, help="at most N events (default: 50)")
     audit.add_argument("--format", choices=("table", "json"), default="table")
-    add_server_flag(audit)
+    add_server_flag(audit, project=False)
     audit.set_defaults(handler=audit_command)
 
 
@@ -151,6 +148,7 @@ def _target_flags(parser: argparse.ArgumentParser) -> None:
 
 # -- API keys ---------------------------------------------------------------------------------
 def keys_create(args: argparse.Namespace) -> int:
+    project = project_of(args) or "default"
     expires = _when(args.expires)
     labels = _labels(args.label)
     if args.config is not None:
@@ -159,7 +157,7 @@ def keys_create(args: argparse.Namespace) -> int:
             key, record = access.create_key(
                 by,
                 name=args.name,
-                project=args.project,
+                project=project,
                 role=args.role,
                 expires_at=expires,
                 labels=labels,
@@ -176,7 +174,7 @@ def keys_create(args: argparse.Namespace) -> int:
     else:
         with connect(need_server(args, "auth keys create")) as client:
             key, shown = client.create_api_key(
-                args.project, name=args.name, role=args.role, expires_at=expires, labels=labels
+                project, name=args.name, role=args.role, expires_at=expires, labels=labels
             )
     if args.format == "json":
         print_json({"key": key, "api_key": shown})
@@ -190,15 +188,16 @@ def keys_create(args: argparse.Namespace) -> int:
 
 
 def keys_list(args: argparse.Namespace) -> int:
+    project = project_of(args) or "default"
     if args.config is not None:
         access, _ = _offline(args)
         try:
-            rows = [_key_dict(k) for k in access.list_keys(args.project)]
+            rows = [_key_dict(k) for k in access.list_keys(project)]
         finally:
             access.close()
     else:
         with connect(need_server(args, "auth keys list")) as client:
-            rows = client.list_api_keys(args.project)
+            rows = client.list_api_keys(project)
     if args.format == "json":
         print_json(rows)
         return 0
@@ -216,24 +215,25 @@ def keys_list(args: argparse.Namespace) -> int:
     print_table(
         ("id", "name", "prefix", "role", "expires", "state"),
         table,
-        title=f"API keys of {args.project}",
+        title=f"API keys of {project}",
     )
     return 0
 
 
 def keys_revoke(args: argparse.Namespace) -> int:
+    project = project_of(args) or "default"
     if args.config is not None:
         access, by = _offline(args)
         try:
-            access.revoke_key(by, args.key_id, args.project)
+            access.revoke_key(by, args.key_id, project)
         finally:
             access.close()
     else:
         with connect(need_server(args, "auth keys revoke")) as client:
-            client.revoke_api_key(args.project, args.key_id)
+            client.revoke_api_key(project, args.key_id)
     if args.format == "json":
         print_json({"id": args.key_id, "revoked": True})
-    note(f"revoked {args.key_id} in {args.project}")
+    note(f"revoked {args.key_id} in {project}")
     return 0
 
 

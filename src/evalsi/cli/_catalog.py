@@ -73,7 +73,7 @@ def _manifest_dict(m: Any) -> dict[str, Any]:
 def list_catalog(args: argparse.Namespace) -> int:
     server = server_of(args)
     if server is not None:
-        with connect(server) as client:
+        with connect(server, args) as client:
             items = client.list_evaluators(pack=args.pack or "")
     else:
         from evalsi.packs import builtin_registry
@@ -111,7 +111,7 @@ def list_packs(args: argparse.Namespace) -> int:
     if server is not None:
         if args.config is not None:
             raise UserError("--config reads a local project config; it cannot go with --server")
-        with connect(server) as client:
+        with connect(server, args) as client:
             packs = [
                 (p.name, p.description, list(p.evaluators), p.extra, p.enabled)
                 for p in client.list_packs()
@@ -154,7 +154,7 @@ def show_evaluator(args: argparse.Namespace) -> int:
     server = server_of(args)
     doc = ""
     if server is not None:
-        with connect(server) as client:
+        with connect(server, args) as client:
             manifest = client.get_evaluator(args.name)
     else:
         from evalsi.packs import builtin_registry

@@ -157,7 +157,7 @@ def write_bundle_after(args: argparse.Namespace, server: str | None, run_id: str
     if not args.bundle or not run_id:
         return
     if server is not None:
-        with connect(server) as client:
+        with connect(server, args) as client:
             written = client.export_bundle(run_id, args.bundle)
     else:
         from evalsi.cli._evidence import write_local
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     result: ScoreResult
     with progress_line(args.quiet) as progress:
         if server is not None:
-            with connect(server) as client:
+            with connect(server, args) as client:
                 result = client.evaluate(
                     args.data, names, name=args.name, progress=progress, **options
                 )

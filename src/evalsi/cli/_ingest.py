@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from evalsi.cli._output import FORMATS, add_failures_flag, print_json, print_result, with_failures
-from evalsi.cli._remote import add_server_flag, connect, server_of
+from evalsi.cli._remote import add_server_flag, connect, project_of, server_of
 from evalsi.cli._warnings import print_warnings, result_warnings
 from evalsi.core import UserError
 
@@ -44,7 +44,6 @@ def register(commands: Any) -> None:
     p.add_argument("file", metavar="FILE", help="a JSONL file of records with their results")
     p.add_argument("--key", default=None, help="the client key naming this ingest (idempotent)")
     p.add_argument("--name", default="", help="a label for the run")
-    p.add_argument("--project", default="", help="the server project (default: default)")
     p.add_argument(
         "--evaluator",
         action="append",
@@ -74,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
         )
     evaluators = [_evaluator(text) for text in args.evaluator]
     source = {"tool": args.tool} if args.tool else None
-    with progress_line(args.quiet) as progress, connect(server) as client:
+    with progress_line(args.quiet) as progress, connect(server, args) as client:
         result = client.ingest(
             args.file,
             evaluators or None,
             client_key=args.key,
             name=args.name,
-            project_id=args.project,
+            project_id=project_of(args),
             source=source,
             progress=progress,
         )

@@ -39,7 +39,7 @@ def register(commands: Any) -> None:
         description=LOGIN,
         formatter_class=raw,
     )
-    add_server_flag(login)
+    add_server_flag(login, project=False)
     login.add_argument(
         "--browser",
         action="store_true",
@@ -63,7 +63,7 @@ def register(commands: Any) -> None:
     login.set_defaults(handler=login_command)
 
     logout = commands.add_parser("logout", help="forget the tokens kept for a server")
-    add_server_flag(logout)
+    add_server_flag(logout, project=False)
     logout.set_defaults(handler=logout_command)
 
     whoami = commands.add_parser(
@@ -157,7 +157,7 @@ def logout_command(args: argparse.Namespace) -> int:
 
 def whoami_command(args: argparse.Namespace) -> int:
     server = need_server(args, "whoami")
-    with connect(server) as client:
+    with connect(server, args) as client:
         me = client.whoami()
     if args.format == "json":
         print_json(me)

@@ -22,8 +22,25 @@ HELP = (
 )
 
 
-def add_server_flag(parser: argparse.ArgumentParser) -> None:
+PROJECT_ENV = "EVALSI_PROJECT"
+
+
+def add_server_flag(parser: argparse.ArgumentParser, *, project: bool = True) -> None:
+    """``--server URL`` and (unless ``project`` is False) ``--project NAME``."""
     parser.add_argument("--server", metavar="URL", default=None, help=HELP)
+    if project:
+        parser.add_argument(
+            "--project",
+            metavar="NAME",
+            default="",
+            help=f"the project to work in (default: ${PROJECT_ENV} when set, else default)",
+        )
+
+
+def project_of(args: argparse.Namespace | None) -> str:
+    """``--project``, else ``$EVALSI_PROJECT``, else "" (the server's ``default``)."""
+    given = getattr(args, "project", None) if args is not None else None
+    return str(given or os.environ.get(PROJECT_ENV, "").strip())
 
 
 def server_of(args: argparse.Namespace) -> str | None:
@@ -47,14 +64,15 @@ def refuse_local_flags(args: argparse.Namespace, server: str, **flags: str) -> N
             )
 
 
-def connect(server: str) -> Client:
-    """An ``evalsi.Client`` for ``server`` (imported here: local commands never load it)."""
+def connect(server: str, args: argparse.Namespace | None = None) -> Client:
+    """An ``evalsi.Client`` for ``server`` in the project ``args`` name (imported here: local
+    commands never load it)."""
     from evalsi.client import Client
 
-    return Client(server)
+    return Client(server, project=project_of(args))
 
 
 def connect_reader(args: argparse.Namespace, server: str) -> Client:
     """``connect``, for a command that reads a store: ``--store`` is refused."""
     refuse_local_flags(args, server, store="the server reads its own store")
-    return connect(server)
+    return connect(server, args)

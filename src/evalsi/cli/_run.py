@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     categories: list[Any] = []
     if graded and result.plan is None:
         if server is not None:
-            with connect(server) as client:
+            with connect(server, args) as client:
                 categories = client.run_categories(result.run_id, args.by)
         else:
             categories = result.categories(args.by)
@@ -177,7 +177,7 @@ def _run_remote(server: str, args: argparse.Namespace, progress: Any) -> RunResu
     """The run on the server: created from the spec (or resumed), followed to its end."""
     from evalsi.runs import load_run_spec
 
-    with connect(server) as client:
+    with connect(server, args) as client:
         if args.resume:
             load_run_spec(args.file)  # the same spec errors as an embedded resume
             return client.resume_run(args.resume, wait=True, progress=progress)

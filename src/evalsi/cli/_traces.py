@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evalsi.cli._output import note, print_json, print_table
-from evalsi.cli._remote import add_server_flag, connect_reader, server_of
+from evalsi.cli._remote import add_server_flag, connect_reader, project_of, server_of
 from evalsi.core import NotFoundError, UserError
 
 if TYPE_CHECKING:
@@ -69,7 +69,6 @@ def register(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project", default="", help="the project (default: default)")
     parser.add_argument(
         "--store", metavar="PATH", help="store to read (default: .evalsi/evalsi.db)"
     )
@@ -92,7 +91,7 @@ def list_traces(args: argparse.Namespace) -> int:
                 name=args.name or "",
             )
     else:
-        project = args.project or "default"
+        project = project_of(args) or "default"
         with _local(args) as store:
             rows, _ = store.list_traces(
                 project,
@@ -152,10 +151,10 @@ def show_trace(args: argparse.Namespace) -> int:
     scores: Sequence[TraceScore]
     if server is not None:
         with connect_reader(args, server) as client:
-            stored = client.get_trace(trace_id, project_id=args.project)
+            stored = client.get_trace(trace_id, project_id=project_of(args))
         trace, summary, scores = stored.trace, stored.summary, stored.scores
     else:
-        project = args.project or "default"
+        project = project_of(args) or "default"
         with _local(args) as store:
             trace, summary = (
                 store.get_trace(project, trace_id),
@@ -243,7 +242,7 @@ def list_sessions(args: argparse.Namespace) -> int:
             rows = client.list_sessions(**remote, user_id=args.user or "")
     else:
         with _local(args) as store:
-            rows, _ = store.list_sessions(args.project or "default", **local, user_id=args.user)
+            rows, _ = store.list_sessions(project_of(args) or "default", **local, user_id=args.user)
     if args.format == "json":
         print_json({"sessions": [_plain(r) for r in rows]})
         return 0
@@ -331,7 +330,7 @@ def _window(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
         raise UserError(f"--limit: expected 1 to 1000, got {args.limit}")
     now = time.time()
     since, until = parse_when(args.since, "--since", now), parse_when(args.until, "--until", now)
-    remote = {"project_id": args.project, "limit": args.limit, "service": args.service or ""}
+    remote = {"project_id": project_of(args), "limit": args.limit, "service": args.service or ""}
     local = {"service": args.service, "since_ns": _ns(since), "until_ns": _ns(until)}
     return {**remote, "since": since, "until": until}, {**local, "limit": args.limit}
 

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from evalsi.cli._output import note, print_json, print_table
-from evalsi.cli._remote import ENV, add_server_flag, server_of
+from evalsi.cli._remote import ENV, add_server_flag, project_of, server_of
 from evalsi.core import UserError
 
 DEFAULT_INTERVAL_S = 5.0
@@ -47,7 +47,6 @@ def register(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-f", "--file", required=True, metavar="POLICY", help="the policy YAML file")
-    p.add_argument("--project", default="", help="project when the policy's labels name none")
     p.add_argument("--once", action="store_true", help="apply, print the stats once, and exit")
     p.add_argument(
         "--interval",
@@ -92,7 +91,7 @@ def _check(args: argparse.Namespace) -> int:
     from evalsi.packs import builtin_registry
     from evalsi.policies import load_policy
 
-    spec = load_policy(args.file, project=args.project, registry=builtin_registry())
+    spec = load_policy(args.file, project=project_of(args), registry=builtin_registry())
     summary = {
         "name": spec.name,
         "project_id": spec.project,
@@ -110,8 +109,8 @@ def _check(args: argparse.Namespace) -> int:
 async def _follow(args: argparse.Namespace, server: str) -> int:
     from evalsi.client import AsyncClient, ServerUnavailable
 
-    async with AsyncClient(server) as client:
-        applied = await client.apply_policy(args.file, project_id=args.project)
+    async with AsyncClient(server, project=project_of(args)) as client:
+        applied = await client.apply_policy(args.file, project_id=project_of(args))
         if args.format != "json":
             what = "applied" if applied.changed else "already applied (unchanged)"
             note(

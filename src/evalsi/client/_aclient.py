@@ -33,6 +33,7 @@ from evalsi.client._common import (
     check_local_only,
     exact_refs,
     gate_list,
+    scoped,
     settings,
     spec_dicts,
     stream_update,
@@ -135,8 +136,9 @@ class AsyncClient(
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         token: str | None = None,
         api_key: str | None = None,
+        project: str | None = None,
     ) -> None:
-        self.settings = settings(url, protocol, timeout, headers, token, api_key)
+        self.settings = settings(url, protocol, timeout, headers, token, api_key, project)
         self.url = self.settings.url
         self.max_request_bytes = max_request_bytes
         _register_exit_grace()
@@ -177,13 +179,16 @@ class AsyncClient(
             timeout=s.timeout,
             headers=s.headers,
             max_request_bytes=self.max_request_bytes,
+            project=s.project,
         )
 
     # -- plumbing -------------------------------------------------------------------------------
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
             return await method(
-                request, headers=self.settings.headers, timeout_ms=self.settings.timeout_ms
+                scoped(request, self.settings.project),
+                headers=self.settings.headers,
+                timeout_ms=self.settings.timeout_ms,
             )
         except EvalsiError:
             raise
@@ -293,6 +298,7 @@ class AsyncClient(
         # The request's fields but its records, which follow in batches.
         fields = ev_pb.EvaluateStreamConfig.DESCRIPTOR.fields
         config = ev_pb.EvaluateStreamConfig(**{f.name: getattr(request, f.name) for f in fields})
+        scoped(config, self.settings.project)
 
         async def messages() -> AsyncIterator[ev_pb.EvaluateStreamRequest]:
             yield ev_pb.EvaluateStreamRequest(config=config)
@@ -334,7 +340,7 @@ class AsyncClient(
             evaluators=evaluator_specs(evaluators, params),
             cluster_by=cluster_by or "",
             options=evaluate_options(bootstrap=bootstrap, seed=seed, concurrency=concurrency),
-            project_id=project_id,
+            project_id=project_id or self.settings.project,
         )
         batches = open_dataset(data, fields=fields, on_bad_record=on_bad_record).iter_batches(
             batch_size
@@ -414,7 +420,7 @@ class AsyncClient(
 
     async def _watch(self, run_id: str, project_id: str = "") -> AsyncIterator[run_pb.Run]:
         stream = self._runs.watch_run(
-            run_pb.WatchRunRequest(id=run_id, project_id=project_id),
+            scoped(run_pb.WatchRunRequest(id=run_id, project_id=project_id), self.settings.project),
             headers=self.settings.headers,
         )
         async for message in self._stream(stream):
@@ -485,7 +491,9 @@ class AsyncClient(
 
         receiver = Receiver(out)
         stream = self._runs.export_bundle(
-            run_pb.ExportBundleRequest(id=run_id, project_id=project_id),
+            scoped(
+                run_pb.ExportBundleRequest(id=run_id, project_id=project_id), self.settings.project
+            ),
             headers=self.settings.headers,
         )
         try:

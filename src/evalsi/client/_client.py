@@ -78,6 +78,9 @@ class Client:
         token: an OIDC access token sent as ``Authorization: Bearer``; default
             ``EVALSI_TOKEN`` from the environment.
         api_key: an API key (``evk_...``) sent the same way; default ``EVALSI_API_KEY``.
+            Without either, the token ``evalsi login`` kept for ``url`` is sent.
+        project: the project of every call that names none (``project_id=""``); default
+            ``EVALSI_PROJECT``, else the server's ``default``.
 
     Example:
         >>> import evalsi
@@ -97,6 +100,7 @@ class Client:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         token: str | None = None,
         api_key: str | None = None,
+        project: str | None = None,
     ) -> None:
         self._async = AsyncClient(
             url,
@@ -106,6 +110,7 @@ class Client:
             max_request_bytes=max_request_bytes,
             token=token,
             api_key=api_key,
+            project=project,
         )
         self._async._pages = self._pages  # results page through this client, as before close()
         self.settings = self._async.settings

@@ -39,6 +39,7 @@ class Settings:
     protocol: Protocol
     timeout: float | None
     headers: dict[str, str] = field(default_factory=dict)
+    project: str = ""  # the project of calls that name none ("": the server's default)
 
     @property
     def timeout_ms(self) -> int | None:
@@ -56,6 +57,7 @@ def settings(
     headers: Mapping[str, str] | None,
     token: str | None = None,
     api_key: str | None = None,
+    project: str | None = None,
 ) -> Settings:
     text = url.strip().rstrip("/")
     if not text.startswith(("http://", "https://")):
@@ -71,7 +73,8 @@ def settings(
     credential = credential_for(token, api_key, text)
     if credential and not any(k.lower() == "authorization" for k in sent):
         sent["authorization"] = f"Bearer {credential}"
-    return Settings(text, protocol, timeout, sent)  # type: ignore[arg-type]
+    chosen = (project if project is not None else os.environ.get("EVALSI_PROJECT", "")).strip()
+    return Settings(text, protocol, timeout, sent, chosen)  # type: ignore[arg-type]
 
 
 def credential_for(
@@ -88,6 +91,14 @@ def credential_for(
     from evalsi.auth import login_token
 
     return login_token(url)
+
+
+def scoped(request: Any, project: str) -> Any:
+    """``request`` with ``project`` in its empty ``project_id`` (a message without the field,
+    or one that names its project, is left as it is)."""
+    if project and "project_id" in request.DESCRIPTOR.fields_by_name and not request.project_id:
+        request.project_id = project
+    return request
 
 
 def check_local_only(options: Mapping[str, Any]) -> None:

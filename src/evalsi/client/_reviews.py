@@ -20,7 +20,7 @@ from pyqwest import HTTPTransport
 
 from evalsi._proto.evalsi.v1alpha1 import review_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.review_service_connect import ReviewServiceClient
-from evalsi.client._common import Settings
+from evalsi.client._common import Settings, scoped
 from evalsi.core import UserError
 from evalsi.evidence import ImportResult, Refused, Review
 from evalsi.wire import review_from_proto
@@ -78,6 +78,7 @@ class AsyncReviewMixin:
             only_failing=only_failing,
             limit=limit,
         )
+        scoped(request, self.settings.project)
         stream = self._reviews.export_review(request, headers=self.settings.headers)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -49,8 +49,10 @@ _OTLP_PATHS = frozenset({"/v1/traces", "/v1/logs"})
 PROJECT_HEADER = "x-evalsi-project"
 OTLP_ACTION = "traces.write"
 # Actions whose allowed calls are audited too (what changes state or spends budget).
-AUDITED = frozenset({"runs.create", "runs.cancel", "runs.resume", "policies.write",
-                     "datasets.write", "reviews.write", "results.write"})  # fmt: skip
+AUDITED = frozenset(
+    {"runs.create", "evaluations.run", "runs.cancel", "runs.resume", "policies.write",
+     "datasets.write", "reviews.write", "results.write"}
+)  # fmt: skip
 
 
 def current_principal() -> Principal:
@@ -299,7 +301,7 @@ def otlp_project(headers: Any, principal: Principal | Exception) -> str:
     named = headers.get(PROJECT_HEADER)
     if named is None and isinstance(principal, Principal) and principal.kind == "apikey":
         named = next(iter(principal.grants), None)
-    return str(named or "default")
+    return str(named or "default") if named != "*" else "default"  # an every-project key
 
 
 # -- the routes that are not RPCs ----------------------------------------------------------------

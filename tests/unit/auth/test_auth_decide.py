@@ -108,3 +108,13 @@ def test_escalation_is_refused() -> None:
 def test_a_bad_config_stops_with_the_place_named(settings: dict[str, object], named: str) -> None:
     with pytest.raises(AuthConfigError, match=named):
         _access(**settings)
+
+
+def test_a_project_role_reads_the_catalog_which_belongs_to_no_project() -> None:
+    access = _access()
+    viewer = Principal("apikey", "key", "v", grants={"p": ("viewer",)})
+    assert access.decide(viewer, "catalog.read", {"project": ""}).allowed
+    assert not access.decide(viewer, "metrics.read", {"project": ""}).allowed  # owner only
+    assert not access.decide(viewer, "runs.read", {"project": "q"}).allowed
+    nobody = Principal("user", "corp", "n")
+    assert not access.decide(nobody, "catalog.read", {"project": ""}).allowed
