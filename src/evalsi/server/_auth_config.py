@@ -55,7 +55,8 @@ AUTH = ("mode", "oidc", "apiKeys", "tls", "allowPlaintext", "health", "cliLogin"
         "auditRetention", "header")  # fmt: skip
 _OIDC = ("mode", "providers")
 _PROVIDER = ("name", "issuer", "audience", "jwks", "algorithms", "leeway", "requiredClaims",
-             "claims", "roleClaims", "allowInsecureJwks")  # fmt: skip
+             "claims", "roleClaims", "allowInsecureJwks", "jwksCacheTtl",
+             "jwksRefreshInterval")  # fmt: skip
 _KEYS = ("mode", "keys")
 _KEY = ("name", "key", "project", "role", "labels", "expires")
 _MODES = ("strict", "optional", "permissive")
@@ -182,6 +183,11 @@ def _provider(p: Problems, base: Path, at: str, item: dict[str, Any]) -> Provide
         claims=ClaimNames(**{k: str(v) for k, v in claims.items()}),
         role_claims=_role_claims(p, f"{at}.roleClaims", item.get("roleClaims")),
         allow_insecure_jwks=insecure,
+        # how long keys are trusted without asking again; how often an unknown kid may ask
+        cache_ttl_s=as_duration(p, f"{at}.jwksCacheTtl", item.get("jwksCacheTtl"), 3600.0),
+        refresh_min_interval_s=as_duration(
+            p, f"{at}.jwksRefreshInterval", item.get("jwksRefreshInterval"), 60.0
+        ),
     )
 
 
