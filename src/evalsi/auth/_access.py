@@ -8,6 +8,7 @@ escalation: a principal grants only what it holds itself in that project.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
@@ -34,6 +35,10 @@ DEFAULT_PROJECT = "default"
 _HASH = re.compile(r"sha256:[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 ALLOWED = Decision(True, "", "", "authentication is off")
+HEADER_LOGGERS = ("hpack",)
+"""Loggers that write request headers' values at DEBUG: hpack logs every HTTP/2 header it
+decodes (``Decoded (b'authorization', b'Bearer evk_…')``), so a server that takes credentials
+keeps them at INFO whatever level the root logger has."""
 
 
 class Access:
@@ -55,6 +60,8 @@ class Access:
         self.store = store
         self.clock = clock
         problems: list[str] = []
+        if self.enabled:
+            _quiet_header_loggers()
         roles = self._roles(settings, problems)
         rules, wrong = compile_rules(settings.rules, "authorization.rules")
         problems += wrong
@@ -75,7 +82,12 @@ class Access:
         self.keys = KeyRing(keys)
         self.authenticator = Authenticator(settings, self.keys)
         self.authorizer = Authorizer(roles, [*self._config_bindings, *self._api_bindings], rules)
-        self.audit = AuditLog(self._write_audit)
+        # auth.auditRetention: applied by the audit thread, started now (not at the first
+        # event), so a server that records nothing still deletes what the retention ends.
+        keeps = store is not None and self.enabled and settings.audit_retention_s is not None
+        self.audit = AuditLog(self._write_audit, expire=self._expire_audit if keeps else None)
+        if keeps:
+            self.audit.start()
 
     # -- the two questions ----------------------------------------------------------------------
     async def authenticate(self, headers: Mapping[str, str]) -> Principal:
@@ -243,6 +255,14 @@ class Access:
 
             write_audit(self.store, rows)
 
+    def _expire_audit(self) -> int:
+        retention = self.settings.audit_retention_s
+        if self.store is None or retention is None:
+            return 0
+        from evalsi.store import expire_audit
+
+        return expire_audit(self.store, self.clock() - retention)
+
     def _need_store(self) -> SqlStore:
         if self.store is None:
             raise UserError("this needs the server's store")
@@ -329,6 +349,13 @@ class Access:
                 )
             )
         return out
+
+
+def _quiet_header_loggers() -> None:
+    for name in HEADER_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < logging.INFO:
+            logger.setLevel(logging.INFO)
 
 
 def _cel(subject: str) -> Any:

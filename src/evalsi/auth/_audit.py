@@ -4,6 +4,10 @@ Events are queued in memory and written in batches by one thread (a flood of den
 costs one insert per batch, not one per request); past ``MAX_PENDING`` queued events, further
 ones are counted and recorded as a single ``audit.dropped`` event, so memory stays bounded.
 An event names the principal (``provider/subject``), never a credential.
+
+The same thread applies ``auth.auditRetention``: ``expire`` deletes what is older, when the
+thread starts and then at most once every ``EXPIRE_EVERY_S`` (one indexed delete an hour costs
+nothing beside the inserts; the table never holds much more than the retention asks).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ log = logging.getLogger("evalsi.auth")
 
 MAX_PENDING = 10_000
 FLUSH_INTERVAL_S = 0.5
+EXPIRE_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +55,22 @@ class AuditEvent:
 
 
 class AuditLog:
-    """Queues events and writes them with ``write(rows)`` from a thread of its own."""
+    """Queues events and writes them with ``write(rows)`` from a thread of its own, which
+    also calls ``expire()`` (retention: deletes old events, returns how many) now and then."""
 
-    def __init__(self, write: Callable[[Sequence[Mapping[str, Any]]], None]) -> None:
+    def __init__(
+        self,
+        write: Callable[[Sequence[Mapping[str, Any]]], None],
+        *,
+        expire: Callable[[], int] | None = None,
+        expire_every_s: float = EXPIRE_EVERY_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._write = write
+        self._expire = expire
+        self._expire_every_s = expire_every_s
+        self._monotonic = monotonic
+        self._next_expiry: float | None = None  # None: at the thread's first round
         self._pending: list[AuditEvent] = []
         self._dropped = 0
         self._lock = threading.Lock()
@@ -68,9 +85,10 @@ class AuditLog:
                 return
             self._pending.append(event)
         if self._thread is None:
-            self._start()
+            self.start()
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the writing thread (else the first event does): retention begins now."""
         with self._lock:
             if self._thread is None and not self._stop:
                 self._thread = threading.Thread(target=self._loop, name="evalsi-audit", daemon=True)
@@ -78,9 +96,26 @@ class AuditLog:
 
     def _loop(self) -> None:
         while not self._stop:
+            self.expire_due()
             self._wake.wait(FLUSH_INTERVAL_S)
             self._wake.clear()
             self.flush()
+
+    def expire_due(self) -> int:
+        """Apply retention if it is time (the first call, then once per ``expire_every_s``);
+        how many events went. A failure is logged and retried at the next interval."""
+        now = self._monotonic()
+        if self._expire is None or (self._next_expiry is not None and now < self._next_expiry):
+            return 0
+        self._next_expiry = now + self._expire_every_s
+        try:
+            deleted = self._expire()
+        except Exception:
+            log.exception("audit retention: could not delete expired events")
+            return 0
+        if deleted:
+            log.info("audit retention: deleted %d expired events", deleted)
+        return deleted
 
     def flush(self) -> None:
         """Write what is queued now (also called on shutdown and before audit reads)."""

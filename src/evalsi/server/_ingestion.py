@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import threading
 import weakref
@@ -34,6 +35,7 @@ from evalsi.runs import (
     ingest_spec,
     is_ingested,
 )
+from evalsi.server._guard import principal_id
 from evalsi.server._ingestion_parts import MISSING_EXAMPLES, IngestFiles, Part
 from evalsi.server._ingestion_request import (
     Chunk,
@@ -66,12 +68,14 @@ class IngestHandler:
 
     # -- RPCs -----------------------------------------------------------------------------------
     async def ingest(self, request: pb.IngestRequest, ctx: Any, /) -> pb.IngestResponse:
-        return await self._off_loop(self._ingest, request)
+        by = principal_id(self._state)
+        return await self._off_loop(functools.partial(self._ingest, created_by=by), request)
 
     async def start_ingest(
         self, request: pb.StartIngestRequest, ctx: Any, /
     ) -> pb.StartIngestResponse:
-        return await self._off_loop(self._start, request)
+        by = principal_id(self._state)
+        return await self._off_loop(functools.partial(self._start, created_by=by), request)
 
     async def append_ingest(
         self, request: pb.AppendIngestRequest, ctx: Any, /
@@ -84,23 +88,23 @@ class IngestHandler:
         return await self._off_loop(self._finalize_request, request)
 
     # -- the calls, in a worker thread ----------------------------------------------------------
-    def _ingest(self, request: pb.IngestRequest) -> pb.IngestResponse:
+    def _ingest(self, request: pb.IngestRequest, *, created_by: str) -> pb.IngestResponse:
         header = read_header(request, named_evaluators(request.records))
         chunk = read_chunk(request.records, header.evaluators, self._state.config.limits)
         run_id = ingest_run_id(header.project_id, header.client_key)
         with self._lock(run_id):
-            info = self._open(header, run_id)
+            info = self._open(header, run_id, created_by)
             if info.status == RunStatus.DONE:
                 return pb.IngestResponse(run=run_to_proto(info), already_finalized=True)
             self._append(info, 0, chunk)
             info = self._finalize(info)
         return pb.IngestResponse(run=run_to_proto(info))
 
-    def _start(self, request: pb.StartIngestRequest) -> pb.StartIngestResponse:
+    def _start(self, request: pb.StartIngestRequest, *, created_by: str) -> pb.StartIngestResponse:
         header = read_header(request)
         run_id = ingest_run_id(header.project_id, header.client_key)
         with self._lock(run_id):
-            info = self._open(header, run_id)
+            info = self._open(header, run_id, created_by)
         return pb.StartIngestResponse(
             run_id=info.id,
             already_finalized=info.status == RunStatus.DONE,
@@ -128,8 +132,10 @@ class IngestHandler:
         return pb.FinalizeIngestResponse(run=run_to_proto(info))
 
     # -- a run's life ---------------------------------------------------------------------------
-    def _open(self, header: Header, run_id: str) -> RunInfo:
-        """The run of ``header``'s key: found, or created (an open Score run, no record yet)."""
+    def _open(self, header: Header, run_id: str, created_by: str) -> RunInfo:
+        """The run of ``header``'s key: found, or created (an open Score run, no record yet)
+        recording ``created_by``, the caller's provider/subject (the run's first caller: the
+        same key again later does not change it)."""
         store = self._state.store
         info = self._find(run_id, header.project_id)
         if info is None:
@@ -147,6 +153,7 @@ class IngestHandler:
                 name=header.name,
                 run_id=run_id,
                 project_id=header.project_id,
+                created_by=created_by,
             )
             try:
                 row.open()

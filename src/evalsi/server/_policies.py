@@ -19,6 +19,7 @@ from google.protobuf import json_format
 
 from evalsi._proto.evalsi.v1alpha1 import policy_pb2
 from evalsi._proto.evalsi.v1alpha1 import policy_service_pb2 as pb
+from evalsi.auth import PermissionDenied
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import PackOptIn
 from evalsi.policies import (
@@ -32,6 +33,7 @@ from evalsi.policies import (
 from evalsi.server._dataset_files import DatasetFiles, file_name
 from evalsi.server._egress import check_policy_egress, server_egress
 from evalsi.server._grading import grade_in_threads
+from evalsi.server._guard import Gate, _request_info, current_principal, readable_projects
 from evalsi.server._runs import _check_secrets
 from evalsi.server._state import ServerState
 from evalsi.store import DEFAULT_PROJECT, check_project_id
@@ -39,6 +41,7 @@ from evalsi.wire import message_document, summary_to_proto
 
 SPEC_SOURCE = "policy"
 MAX_POLICY_TEXT = 1 << 20
+APPLY_PATH = "/evalsi.v1alpha1.PolicyService/ApplyPolicy"
 
 
 class DatasetPromoter:
@@ -112,6 +115,7 @@ class PolicyHandler:
         await self.start()
         project = _project(request.project_id)
         spec = self._spec(request, project)
+        self._check_project(spec, project, ctx)
         applied = await self.engine.apply(spec)
         return pb.ApplyPolicyResponse(policy=_policy(applied), changed=applied.changed)
 
@@ -121,6 +125,9 @@ class PolicyHandler:
         await self.start()
         project = _project(request.project_id) if request.project_id else None
         found = self.engine.policies(project)
+        if project is None:  # every project the caller may read (all: authentication off)
+            readable = readable_projects()
+            found = [p for p in found if readable is None or p.spec.project in readable]
         return pb.ListPoliciesResponse(policies=[_policy(p) for p in found])
 
     async def get_policy(self, request: pb.GetPolicyRequest, ctx: Any, /) -> pb.GetPolicyResponse:
@@ -172,6 +179,41 @@ class PolicyHandler:
 
     def _check_secrets(self, spec: PolicySpec) -> None:
         _check_secrets(spec.raw.get("spec", {}), self.state.config.allowed_env_secrets)
+
+    def _check_project(self, spec: PolicySpec, decided: str, ctx: Any) -> None:
+        """The policy lands in the project its ``evals.si/project`` label names, whatever the
+        request's ``project_id`` (the one the gate decided) says: a label naming another
+        project is decided here as the gate decides a request (else a caller allowed in one
+        project could apply a policy, and read its scores and promoted traces, in any other).
+
+        Promoted rows go to the server's datasets, which belong to the default project (the
+        DatasetService names no other): a policy of another project that promotes needs
+        ``datasets.write`` there too, or its traces would reach readers of another project."""
+        if spec.project != decided:
+            self._decide("policies.write", spec.project, spec, ctx)
+        if spec.promote is not None and spec.project != DEFAULT_PROJECT:
+            try:
+                self._decide("datasets.write", DEFAULT_PROJECT, spec, ctx)
+            except (NotFoundError, PermissionDenied):
+                raise PermissionDenied(
+                    f"spec.promote: promoted rows go to the server's datasets, which belong to "
+                    f"project {DEFAULT_PROJECT!r}; applying this policy in project "
+                    f"{spec.project!r} needs datasets.write there as well"
+                ) from None
+
+    def _decide(self, action: str, project: str, spec: PolicySpec, ctx: Any) -> None:
+        """``action`` on ``project`` for the caller, decided (and audited) as the gate does."""
+        access = getattr(self.state, "access", None)
+        if access is None or not access.enabled:
+            return
+        headers = getattr(ctx, "request_headers", None) or {}
+        protocol = "grpc" if getattr(ctx, "http_method", "") == "POST" else "rest"
+        info = _request_info(APPLY_PATH, protocol, headers.items())
+        resource = {"project": project, "labels": {}, "policy": {"name": spec.name}}
+        source = str(getattr(ctx, "client_address", "") or "")
+        Gate(access).decide(
+            current_principal(), action, resource, info, source, f"policy {spec.name}"
+        )
 
 
 def _project(project_id: str) -> str:

@@ -70,7 +70,11 @@ class ReviewHandler:
         store = self.state.store
         run_id = _header_run(data)
         if run_id is not None:  # a run of another project is not found, as on every read
-            store.get_run(run_id, project_id=project)
+            found = store.get_run(run_id, project_id=project)
+            if found.id != run_id:
+                # A prefix: said here, as import_review says it, before import_review reads
+                # it over every project (its answer would tell what other projects hold).
+                raise UserError(f"file: run {run_id} is not in this store")
         with tempfile.TemporaryDirectory(prefix="evalsi-review-") as tmp:
             path = Path(tmp) / FILE
             path.write_bytes(data)

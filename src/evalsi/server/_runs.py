@@ -267,7 +267,8 @@ class RunHandler:
             _project(project_id)
         if status and status not in STATUSES:
             raise UserError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
-        if token and not _is_run(store, token):
+        projects = None if project_id else readable_projects()
+        if token and not _is_run(store, token, project_id or None, projects):
             raise _bad_token(token)
         return store.list_runs(
             limit,
@@ -275,7 +276,7 @@ class RunHandler:
             kind=kind or None,
             status=status or None,
             project_id=project_id or None,
-            projects=None if project_id else readable_projects(),
+            projects=projects,
         )
 
     def _results_page(
@@ -445,12 +446,17 @@ def _bad_token(token: str) -> UserError:
     )
 
 
-def _is_run(store: SqlStore, run_id: str) -> bool:
-    """Whether ``run_id`` is exactly the id of a stored run (no prefix, no ``latest``)."""
+def _is_run(
+    store: SqlStore, run_id: str, project_id: str | None, projects: frozenset[str] | None
+) -> bool:
+    """Whether ``run_id`` is exactly the id of a stored run (no prefix, no ``latest``) the
+    list may show: a run of a project outside it is no token, as an unknown id is not (else
+    the answer would tell that the run exists)."""
     try:
-        return store.get_run(run_id).id == run_id
+        info = store.get_run(run_id, project_id=project_id)
     except UserError:  # no such run, or an ambiguous prefix
         return False
+    return info.id == run_id and (projects is None or info.project_id in projects)
 
 
 def _metric_filter(names: Sequence[str]) -> list[str] | None:
