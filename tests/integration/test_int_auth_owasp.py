@@ -28,7 +28,7 @@ from joserfc.jwk import RSAKey
 from evalsi.server import load_config
 from evalsi.server._state import ServerState
 from tests.support.asgi_server import AsgiServer
-from tests.support.auth_rig import SECRET, config_doc, http, token, write_config
+from tests.support.auth_rig import PROJECTS, SECRET, config_doc, http, token, write_config
 from tests.support.jwks_server import JwksServer
 from tests.support.server_state import server_state, serving
 
@@ -86,8 +86,10 @@ def _serve(tmp: Path) -> Iterator[Served]:
     with JwksServer(key) as jwks:
         config = load_config(write_config(tmp, config_doc(jwks.url, jwks.jwks_url)))
         state = server_state(tmp, auth=config.auth)
-        (tmp / "datasets").mkdir(exist_ok=True)
-        (tmp / "datasets" / "d.jsonl").write_text('{"id": "1", "input": "q", "reference": "a"}\n')
+        for project in ("default", *PROJECTS):  # each project reads its own datasets
+            where = state.config.datasets_dir_of(project)
+            where.mkdir(parents=True, exist_ok=True)
+            (where / "d.jsonl").write_text('{"id": "1", "input": "q", "reference": "a"}\n')
         with serving(state) as server:
             yield Served(server, state, tmp, (jwks, key))
 
@@ -256,16 +258,14 @@ def test_a_policy_label_naming_another_project_takes_no_effect(served: Served) -
         assert (answer["policy"]["name"], answer["policy"]["projectId"]) == (name, "beta")
 
 
-def test_promoting_another_projects_traces_into_the_servers_datasets_needs_their_grant(
-    served: Served,
-) -> None:
-    """Promoted rows go to the server's datasets (the default project's): a policy of alpha
-    that promotes is refused to alpha's editor, who may not write there."""
+def test_promoting_traces_needs_datasets_write_in_the_policys_project(served: Served) -> None:
+    """Promoted rows go to the datasets of the policy's project: a caller who may apply
+    policies there but not write its datasets cannot apply one that promotes."""
     promoting = POLICY.replace("LABELS", "{}") + (
         "  promote: {when: \"passed('contains') == false\", dataset: regressions}\n"
     )
     body = {"yaml": promoting.replace("NAME", "promoter"), "projectId": "alpha"}
-    status, answer, text = served.call("editor-a", "/v1alpha1/policies", body)
+    status, answer, text = served.call("author-a", "/v1alpha1/policies", body)
     assert status == 403, text
     assert "datasets.write" in answer["message"]
     _errors_are_plain(status, answer, text)
@@ -273,10 +273,43 @@ def test_promoting_another_projects_traces_into_the_servers_datasets_needs_their
         "yaml": POLICY.replace("LABELS", "{}").replace("NAME", "promoter"),
         "projectId": "alpha",
     }
-    assert served.call("editor-a", "/v1alpha1/policies", plain)[0] == 200  # without promote
-    assert served.call("owner", "/v1alpha1/policies", body)[0] == 200  # may write there
-    at_home = {**body, "projectId": ""}
-    assert served.call("editor-d", "/v1alpha1/policies", at_home)[0] == 200  # the default one
+    assert served.call("author-a", "/v1alpha1/policies", plain)[0] == 200  # without promote
+    assert served.call("editor-a", "/v1alpha1/policies", body)[0] == 200  # alpha's datasets
+    into_beta = {**body, "projectId": "beta"}
+    assert served.call("editor-a", "/v1alpha1/policies", into_beta)[0] == 404
+
+
+def test_each_projects_datasets_are_apart(served: Served) -> None:
+    """A dataset uploaded to alpha is listed, read and used by alpha's runs only: another
+    project's callers do not see it, and a run of another project cannot name its path."""
+    rows = [{"id": "1", "input": "q", "reference": "a"}]
+    status, made, text = served.call(
+        "editor-a", "/v1alpha1/datasets", {"name": "secret", "rows": rows, "projectId": "alpha"}
+    )
+    assert status == 200, text
+    path = made["dataset"]["path"]
+    listed = served.call("viewer-a", "/v1alpha1/datasets?projectId=alpha")[1]
+    assert [d["name"] for d in listed["datasets"]] == ["secret"]
+    for key, project in (("viewer-b", "beta"), ("editor-d", "")):
+        query = f"?projectId={project}" if project else ""
+        listed = served.call(key, f"/v1alpha1/datasets{query}")[1]
+        assert "secret" not in [d["name"] for d in listed["datasets"]]
+        status, answer, text = served.call(key, f"/v1alpha1/datasets/secret{query}")
+        assert status == 404, text
+        _errors_are_plain(status, answer, text)
+    status, _, text = served.call("viewer-b", "/v1alpha1/datasets/secret?projectId=alpha",
+                                  method="GET")  # fmt: skip
+    assert status == 404, text
+    spec = json.loads(json.dumps(SPEC).replace("d.jsonl", path))
+    status, answer, text = served.call(
+        "editor-b", "/v1alpha1/runs", {"run": spec, "projectId": "beta", "dryRun": True}
+    )
+    assert status == 400, text
+    assert "no dataset" in answer["message"]
+    status, _, text = served.call(
+        "editor-a", "/v1alpha1/runs", {"run": spec, "projectId": "alpha", "dryRun": True}
+    )
+    assert status == 200, text
 
 
 # -- excessive data exposure ----------------------------------------------------------------------

@@ -81,8 +81,10 @@ def server(tmp_path: Path, idp: tuple[JwksServer, RSAKey]) -> Iterator[Any]:
     jwks, _ = idp
     config = load_config(_config(tmp_path, jwks.url, jwks.jwks_url))
     state = server_state(tmp_path, auth=config.auth)
-    (tmp_path / "datasets").mkdir(exist_ok=True)
-    (tmp_path / "datasets" / "d.jsonl").write_text('{"id": "1", "input": "q", "reference": "a"}\n')
+    for project in ("default", "alpha", "beta"):  # each project reads its own datasets
+        where = state.config.datasets_dir_of(project)
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "d.jsonl").write_text('{"id": "1", "input": "q", "reference": "a"}\n')
     with serving(state) as served:
         served.state = state
         yield served

@@ -42,7 +42,7 @@ BEYOND_A_SCHEMA: list[tuple[str, re.Pattern[str], str]] = [
     # request's shape: a well-formed ref to an evaluator it lacks is refused.
     ("*", re.compile(r"unknown evaluator"), "the server's catalog"),
     # Which datasets exist is what the server holds (the DatasetService lists them).
-    ("POST /v1alpha1/runs", re.compile(r"no dataset .* in the server's datasets_dir"), "contents"),
+    ("POST /v1alpha1/runs", re.compile(r"no dataset .* in the project's datasets"), "contents"),
     # A prefix matching two stored runs: depends on what the store holds.
     ("*", re.compile(r"run id prefix .* is ambiguous"), "the store's contents"),
     # Which target kinds a server runs is its configuration (Python targets never).

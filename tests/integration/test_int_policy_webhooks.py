@@ -135,7 +135,7 @@ def test_promoted_traces_form_a_dataset_evalsi_eval_grades(tmp_path: Path) -> No
     extra = "  promote: {when: \"passed('contains') == false\", dataset: regressions}\n"
 
     async def main() -> dict[str, Any]:
-        engine = PolicyEngine(promoter=DatasetPromoter(files), registry=BUILTINS)
+        engine = PolicyEngine(promoter=DatasetPromoter(lambda _project: files), registry=BUILTINS)
         await engine.apply(
             policy_from_yaml(policy("http://127.0.0.1:9/unused", extra), registry=BUILTINS)
         )

@@ -32,6 +32,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "admin-b": ("beta", "admin"),
     "ingest-b": ("beta", "ingest"),
     "editor-d": ("default", "editor"),
+    "author-a": ("alpha", "policy-author"),
     "owner": ("*", "owner"),
 }
 SECRET = {name: new_key() for name in KEYS}  # made as evalsi makes keys, fresh each run
@@ -60,7 +61,11 @@ def config_doc(issuer: str, jwks_url: str, **extra: Any) -> dict[str, Any]:
         "projects": list(PROJECTS),
         "auth": auth,
         "rbac": {
-            "bindings": [{"role": "editor", "project": "alpha", "subjects": ["user:corp/alice"]}]
+            # applies policies but writes no datasets (promotion needs datasets.write)
+            "roles": [
+                {"name": "policy-author", "inherits": ["viewer"], "permissions": ["policies.write"]}
+            ],
+            "bindings": [{"role": "editor", "project": "alpha", "subjects": ["user:corp/alice"]}],
         },
     }
 

@@ -1,7 +1,8 @@
 """DatasetService: datasets the server keeps, so runs created over the API read data it holds.
 
-Storage is ``_dataset_files`` (content-addressed JSONL under ``datasets_dir``); file work runs
-on a worker thread so a large upload does not stall other requests.
+Storage is ``_dataset_files`` (content-addressed JSONL under the project's datasets directory,
+``ServerConfig.datasets_dir_of``); file work runs on a worker thread so a large upload does
+not stall other requests.
 """
 
 from __future__ import annotations
@@ -27,14 +28,19 @@ class DatasetHandler:
     """Implements the generated ``DatasetService`` protocol over ``ServerState``."""
 
     def __init__(self, state: ServerState) -> None:
-        self.files = DatasetFiles(state.config.datasets_dir)
+        self.state = state
+
+    def files(self, request: Any) -> DatasetFiles:
+        """The datasets of the request's project."""
+        files: DatasetFiles = self.state.dataset_files(request.project_id)
+        return files
 
     async def create_dataset(
         self, request: pb.CreateDatasetRequest, ctx: Any, /
     ) -> pb.CreateDatasetResponse:
         name = check_name(request.name)
         rows = _rows(request.rows)
-        stored = await asyncio.to_thread(self.files.create, name, rows)
+        stored = await asyncio.to_thread(self.files(request).create, name, rows)
         return pb.CreateDatasetResponse(dataset=_dataset(stored))
 
     async def append_rows(
@@ -44,13 +50,15 @@ class DatasetHandler:
         if request.base_version:
             check_version(request.base_version, "base_version")
         rows = _rows(request.rows)
-        stored = await asyncio.to_thread(self.files.append, name, rows, request.base_version)
+        stored = await asyncio.to_thread(
+            self.files(request).append, name, rows, request.base_version
+        )
         return pb.AppendRowsResponse(dataset=_dataset(stored))
 
     async def list_datasets(
         self, request: pb.ListDatasetsRequest, ctx: Any, /
     ) -> pb.ListDatasetsResponse:
-        found = await asyncio.to_thread(self.files.latest)
+        found = await asyncio.to_thread(self.files(request).latest)
         return pb.ListDatasetsResponse(datasets=[_dataset(v) for v in found])
 
     async def get_dataset(
@@ -70,12 +78,14 @@ class DatasetHandler:
             if version and version != pinned:
                 raise UserError("page_token: it belongs to another version than the one asked")
             version = pinned  # later pages stay on the version the first page read
-        found = await asyncio.to_thread(self.files.get, name, version)
+        found = await asyncio.to_thread(self.files(request).get, name, version)
         response = pb.GetDatasetResponse(dataset=_dataset(found))
         if request.page_size:
             if start > found.rows:
                 raise UserError(f"page_token: points past the end ({found.rows} rows)")
-            rows = await asyncio.to_thread(self.files.rows, found, start, request.page_size)
+            rows = await asyncio.to_thread(
+                self.files(request).rows, found, start, request.page_size
+            )
             response.rows.extend(struct_to_proto(row) for row in rows)
             end = start + len(rows)
             if end < found.rows:
@@ -86,7 +96,7 @@ class DatasetHandler:
         self, request: pb.ListDatasetVersionsRequest, ctx: Any, /
     ) -> pb.ListDatasetVersionsResponse:
         name = check_name(request.name)
-        found = await asyncio.to_thread(self.files.versions, name)
+        found = await asyncio.to_thread(self.files(request).versions, name)
         return pb.ListDatasetVersionsResponse(versions=[_dataset(v) for v in reversed(found)])
 
 

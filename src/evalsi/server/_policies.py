@@ -4,14 +4,14 @@ A policy arrives as an ``OnlineEvalPolicy`` message or as YAML/JSON text (then e
 lines), is checked exactly as ``evalsi watch -f`` checks the file (``evalsi.traces``), with the
 server's rules on secrets, and handed to the ``PolicyEngine``, which keeps it in the store so a
 restarted server applies it again (``start``). Promoted traces become rows of the server's
-datasets (``DatasetPromoter``: content-addressed versions under ``datasets_dir``).
+datasets (``DatasetPromoter``: content-addressed versions in the policy's project).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -45,30 +45,30 @@ APPLY_PATH = "/evalsi.v1alpha1.PolicyService/ApplyPolicy"
 
 
 class DatasetPromoter:
-    """Promoted rows appended to a server dataset (created on first use); a row whose id is
-    already in the latest version is not appended again."""
+    """Promoted rows appended to a dataset of the policy's project (created on first use); a
+    row whose id is already in the latest version is not appended again."""
 
-    def __init__(self, files: DatasetFiles) -> None:
-        self.files = files
+    def __init__(self, files_of: Callable[[str], DatasetFiles]) -> None:
+        self.files_of = files_of
         self._lock = asyncio.Lock()
 
     async def promote(self, project: str, dataset: str, row: dict[str, Any]) -> str | None:
         async with self._lock:  # one append at a time: each builds on the latest version
-            return await asyncio.to_thread(self._append, dataset, row)
+            return await asyncio.to_thread(self._append, self.files_of(project), dataset, row)
 
-    def _append(self, dataset: str, row: dict[str, Any]) -> str | None:
+    def _append(self, files: DatasetFiles, dataset: str, row: dict[str, Any]) -> str | None:
         try:
-            latest = self.files.get(dataset)
+            latest = files.get(dataset)
         except NotFoundError:
-            return self.files.create(dataset, [row]).version
-        path = self.files.root / dataset / file_name(latest.version)
+            return files.create(dataset, [row]).version
+        path = files.root / dataset / file_name(latest.version)
         wanted = row.get("id")
         with path.open("rb") as f:
             for line in f:
                 with contextlib.suppress(orjson.JSONDecodeError):
                     if orjson.loads(line).get("id") == wanted:
                         return None
-        return self.files.append(dataset, [row], latest.version).version
+        return files.append(dataset, [row], latest.version).version
 
 
 def default_engine(state: ServerState) -> PolicyEngine:
@@ -79,7 +79,7 @@ def default_engine(state: ServerState) -> PolicyEngine:
         store=state.store,
         packs=PackOptIn(state.config.packs),
         judges=state.config.judges,
-        promoter=DatasetPromoter(DatasetFiles(state.config.datasets_dir)),
+        promoter=DatasetPromoter(state.dataset_files),
         egress=server_egress(state.config),
         grade_sync=grade_in_threads(float(state.config.limits.evaluator_seconds)),
     )
@@ -186,19 +186,17 @@ class PolicyHandler:
         project is decided here as the gate decides a request (else a caller allowed in one
         project could apply a policy, and read its scores and promoted traces, in any other).
 
-        Promoted rows go to the server's datasets, which belong to the default project (the
-        DatasetService names no other): a policy of another project that promotes needs
-        ``datasets.write`` there too, or its traces would reach readers of another project."""
+        Promoted rows go to the datasets of the policy's project: a policy that promotes needs
+        ``datasets.write`` there too."""
         if spec.project != decided:
             self._decide("policies.write", spec.project, spec, ctx)
-        if spec.promote is not None and spec.project != DEFAULT_PROJECT:
+        if spec.promote is not None:
             try:
-                self._decide("datasets.write", DEFAULT_PROJECT, spec, ctx)
+                self._decide("datasets.write", spec.project, spec, ctx)
             except (NotFoundError, PermissionDenied):
                 raise PermissionDenied(
-                    f"spec.promote: promoted rows go to the server's datasets, which belong to "
-                    f"project {DEFAULT_PROJECT!r}; applying this policy in project "
-                    f"{spec.project!r} needs datasets.write there as well"
+                    f"spec.promote: promoted rows go to the datasets of project "
+                    f"{spec.project!r}; applying this policy needs datasets.write there"
                 ) from None
 
     def _decide(self, action: str, project: str, spec: PolicySpec, ctx: Any) -> None:

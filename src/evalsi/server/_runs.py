@@ -78,8 +78,9 @@ class RunHandler:
     ) -> pb.CreateRunResponse:
         if not request.HasField("run"):
             raise UserError("run: the EvalRun document is required")
-        spec = self.spec_from_request(request.run)
-        await asyncio.to_thread(check_not_empty, spec, self.state.config.datasets_dir)
+        spec = self.spec_from_request(request.run, request.project_id)
+        datasets = self.state.config.datasets_dir_of(request.project_id)
+        await asyncio.to_thread(check_not_empty, spec, datasets)
         await asyncio.to_thread(check_task_limit, spec, self.state.config.limits)
         created = await self.runs.create(
             spec,
@@ -215,7 +216,7 @@ class RunHandler:
             yield pb.WatchRunResponse(run=self._message(snapshot))
 
     # -- specs ------------------------------------------------------------------------------
-    def spec_from_request(self, run: Any) -> RunSpec:
+    def spec_from_request(self, run: Any, project: str = "") -> RunSpec:
         """The ``RunSpec`` of an ``EvalRun`` message, validated as its YAML would be."""
         doc = message_document(run)
         spec_doc = doc.get("spec")
@@ -226,24 +227,26 @@ class RunHandler:
             _check_secrets(spec_doc, self.state.config.allowed_env_secrets)
             dataset = spec_doc.get("dataset")
             if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
-                dataset["path"] = self._dataset_path(dataset["path"])
-        spec = run_spec_from_dict(doc, source=SPEC_SOURCE, base_dir=self.state.config.datasets_dir)
+                dataset["path"] = self._dataset_path(dataset["path"], project)
+        datasets = self.state.config.datasets_dir_of(project)
+        spec = run_spec_from_dict(doc, source=SPEC_SOURCE, base_dir=datasets)
         self.runs.check_target(spec.target.kind)
         self.runs.check_tools(spec)
         check_limits(spec, self.state.config.limits)
         return spec
 
-    def _dataset_path(self, path: str) -> str:
+    def _dataset_path(self, path: str, project: str) -> str:
         if "://" in path:
             raise UserError(
                 f"spec.dataset.path: {path!r}: a server reads datasets from its datasets_dir only",
                 hint="upload the data with the DatasetService (evalsi.Client.create_dataset) "
                 "and use the path it returns",
             )
-        resolved = confine(self.state.config.datasets_dir, path, what="spec.dataset.path")
+        root = self.state.config.datasets_dir_of(project)
+        resolved = confine(root, path, what="spec.dataset.path")
         if not resolved.is_file():
             raise UserError(
-                f"spec.dataset.path: no dataset {path!r} in the server's datasets_dir",
+                f"spec.dataset.path: no dataset {path!r} in the project's datasets",
                 hint="upload it with the DatasetService, or list what the server holds",
             )
         return str(resolved)

@@ -11,6 +11,7 @@ from evalsi.auth import AuthSettings
 from evalsi.connectors import EgressPolicy
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import Level, SandboxConfig
+from evalsi.store import check_project_id
 
 if TYPE_CHECKING:
     from evalsi.evaluators import Registry
@@ -143,6 +144,14 @@ class ServerConfig:
     # `limits`: trials, tasks, queued runs, concurrency and records per request.
     limits: Limits = field(default_factory=Limits)
 
+    def datasets_dir_of(self, project: str) -> Path:
+        """Where ``project``'s datasets are: ``datasets_dir`` for ``default`` (as before
+        projects), ``data_dir/projects/<project>/datasets`` for another, so that no dataset
+        path of one project names a file of another's."""
+        if project in ("", DEFAULT_PROJECT):
+            return self.datasets_dir
+        return self.data_dir / "projects" / check_project_id(project) / "datasets"
+
 
 @dataclass
 class ServerState:
@@ -161,3 +170,13 @@ class ServerState:
     ingest: Any = None
     policies: Any = None
     watch: Any = None
+    _datasets: dict[str, Any] = field(default_factory=dict)
+
+    def dataset_files(self, project: str) -> Any:
+        """The ``DatasetFiles`` of ``project`` (one per project: their writers share locks)."""
+        key = project or DEFAULT_PROJECT
+        if key not in self._datasets:
+            from evalsi.server._dataset_files import DatasetFiles
+
+            self._datasets[key] = DatasetFiles(self.config.datasets_dir_of(key))
+        return self._datasets[key]

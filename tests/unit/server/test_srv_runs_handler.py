@@ -149,7 +149,10 @@ def _spec_error(handler: RunHandler, doc: dict[str, Any]) -> UserError:
     [
         ("hf://org/set", "spec.dataset.path: 'hf://org/set': a server reads datasets from its"),
         ("../outside.jsonl", "spec.dataset.path '../outside.jsonl' must be relative to the"),
-        ("missing.jsonl", "spec.dataset.path: no dataset 'missing.jsonl' in the server's"),
+        (
+            "missing.jsonl",
+            "spec.dataset.path: no dataset 'missing.jsonl' in the project's datasets",
+        ),
     ],
 )
 def test_a_dataset_the_server_does_not_hold_is_refused(

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/dataset_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"u\n\x07\x44\x61taset\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0c\n\x04rows\x18\x03 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04path\x18\x05 \x01(\t\"K\n\x14\x43reateDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04rows\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\"B\n\x15\x43reateDatasetResponse\x12)\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.Dataset\"^\n\x11\x41ppendRowsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x62\x61se_version\x18\x02 \x01(\t\x12%\n\x04rows\x18\x03 \x03(\x0b\x32\x17.google.protobuf.Struct\"?\n\x12\x41ppendRowsResponse\x12)\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.Dataset\"\x15\n\x13ListDatasetsRequest\"B\n\x14ListDatasetsResponse\x12*\n\x08\x64\x61tasets\x18\x01 \x03(\x0b\x32\x18.evalsi.v1alpha1.Dataset\"Y\n\x11GetDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x7f\n\x12GetDatasetResponse\x12)\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.Dataset\x12%\n\x04rows\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t\"*\n\x1aListDatasetVersionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"I\n\x1bListDatasetVersionsResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.evalsi.v1alpha1.Dataset2\xa6\x05\n\x0e\x44\x61tasetService\x12}\n\rCreateDataset\x12%.evalsi.v1alpha1.CreateDatasetRequest\x1a&.evalsi.v1alpha1.CreateDatasetResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/datasets:\x01*\x12\x82\x01\n\nAppendRows\x12\".evalsi.v1alpha1.AppendRowsRequest\x1a#.evalsi.v1alpha1.AppendRowsResponse\"+\x82\xd3\xe4\x93\x02%\" /v1alpha1/datasets/{name}:append:\x01*\x12w\n\x0cListDatasets\x12$.evalsi.v1alpha1.ListDatasetsRequest\x1a%.evalsi.v1alpha1.ListDatasetsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1alpha1/datasets\x12x\n\nGetDataset\x12\".evalsi.v1alpha1.GetDatasetRequest\x1a#.evalsi.v1alpha1.GetDatasetResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/datasets/{name}\x12\x9c\x01\n\x13ListDatasetVersions\x12+.evalsi.v1alpha1.ListDatasetVersionsRequest\x1a,.evalsi.v1alpha1.ListDatasetVersionsResponse\"*\x82\xd3\xe4\x93\x02$\x12\"/v1alpha1/datasets/{name}/versionsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/dataset_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"u\n\x07\x44\x61taset\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0c\n\x04rows\x18\x03 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04path\x18\x05 \x01(\t\"_\n\x14\x43reateDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04rows\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nproject_id\x18\x03 \x01(\t\"B\n\x15\x43reateDatasetResponse\x12)\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.Dataset\"r\n\x11\x41ppendRowsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x62\x61se_version\x18\x02 \x01(\t\x12%\n\x04rows\x18\x03 \x03(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nproject_id\x18\x04 \x01(\t\"?\n\x12\x41ppendRowsResponse\x12)\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.Dataset\")\n\x13ListDatasetsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"B\n\x14ListDatasetsResponse\x12*\n\x08\x64\x61tasets\x18\x01 \x03(\x0b\x32\x18.evalsi.v1alpha1.Dataset\"m\n\x11GetDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x12\n\nproject_id\x18\x05 \x01(\t\"\x7f\n\x12GetDatasetResponse\x12)\n\x07\x64\x61taset\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.Dataset\x12%\n\x04rows\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t\">\n\x1aListDatasetVersionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"I\n\x1bListDatasetVersionsResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.evalsi.v1alpha1.Dataset2\xa6\x05\n\x0e\x44\x61tasetService\x12}\n\rCreateDataset\x12%.evalsi.v1alpha1.CreateDatasetRequest\x1a&.evalsi.v1alpha1.CreateDatasetResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/datasets:\x01*\x12\x82\x01\n\nAppendRows\x12\".evalsi.v1alpha1.AppendRowsRequest\x1a#.evalsi.v1alpha1.AppendRowsResponse\"+\x82\xd3\xe4\x93\x02%\" /v1alpha1/datasets/{name}:append:\x01*\x12w\n\x0cListDatasets\x12$.evalsi.v1alpha1.ListDatasetsRequest\x1a%.evalsi.v1alpha1.ListDatasetsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1alpha1/datasets\x12x\n\nGetDataset\x12\".evalsi.v1alpha1.GetDatasetRequest\x1a#.evalsi.v1alpha1.GetDatasetResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/datasets/{name}\x12\x9c\x01\n\x13ListDatasetVersions\x12+.evalsi.v1alpha1.ListDatasetVersionsRequest\x1a,.evalsi.v1alpha1.ListDatasetVersionsResponse\"*\x82\xd3\xe4\x93\x02$\x12\"/v1alpha1/datasets/{name}/versionsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,25 +47,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DATASET']._serialized_start=151
   _globals['_DATASET']._serialized_end=268
   _globals['_CREATEDATASETREQUEST']._serialized_start=270
-  _globals['_CREATEDATASETREQUEST']._serialized_end=345
-  _globals['_CREATEDATASETRESPONSE']._serialized_start=347
-  _globals['_CREATEDATASETRESPONSE']._serialized_end=413
-  _globals['_APPENDROWSREQUEST']._serialized_start=415
-  _globals['_APPENDROWSREQUEST']._serialized_end=509
-  _globals['_APPENDROWSRESPONSE']._serialized_start=511
-  _globals['_APPENDROWSRESPONSE']._serialized_end=574
-  _globals['_LISTDATASETSREQUEST']._serialized_start=576
-  _globals['_LISTDATASETSREQUEST']._serialized_end=597
-  _globals['_LISTDATASETSRESPONSE']._serialized_start=599
-  _globals['_LISTDATASETSRESPONSE']._serialized_end=665
-  _globals['_GETDATASETREQUEST']._serialized_start=667
-  _globals['_GETDATASETREQUEST']._serialized_end=756
-  _globals['_GETDATASETRESPONSE']._serialized_start=758
-  _globals['_GETDATASETRESPONSE']._serialized_end=885
-  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_start=887
-  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_end=929
-  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_start=931
-  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_end=1004
-  _globals['_DATASETSERVICE']._serialized_start=1007
-  _globals['_DATASETSERVICE']._serialized_end=1685
+  _globals['_CREATEDATASETREQUEST']._serialized_end=365
+  _globals['_CREATEDATASETRESPONSE']._serialized_start=367
+  _globals['_CREATEDATASETRESPONSE']._serialized_end=433
+  _globals['_APPENDROWSREQUEST']._serialized_start=435
+  _globals['_APPENDROWSREQUEST']._serialized_end=549
+  _globals['_APPENDROWSRESPONSE']._serialized_start=551
+  _globals['_APPENDROWSRESPONSE']._serialized_end=614
+  _globals['_LISTDATASETSREQUEST']._serialized_start=616
+  _globals['_LISTDATASETSREQUEST']._serialized_end=657
+  _globals['_LISTDATASETSRESPONSE']._serialized_start=659
+  _globals['_LISTDATASETSRESPONSE']._serialized_end=725
+  _globals['_GETDATASETREQUEST']._serialized_start=727
+  _globals['_GETDATASETREQUEST']._serialized_end=836
+  _globals['_GETDATASETRESPONSE']._serialized_start=838
+  _globals['_GETDATASETRESPONSE']._serialized_end=965
+  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_start=967
+  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_end=1029
+  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_start=1031
+  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_end=1104
+  _globals['_DATASETSERVICE']._serialized_start=1107
+  _globals['_DATASETSERVICE']._serialized_end=1785
 # @@protoc_insertion_point(module_scope)

@@ -26,12 +26,14 @@ class Dataset(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., rows: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., path: _Optional[str] = ...) -> None: ...
 
 class CreateDatasetRequest(_message.Message):
-    __slots__ = ("name", "rows")
+    __slots__ = ("name", "rows", "project_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     rows: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
-    def __init__(self, name: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ...) -> None: ...
+    project_id: str
+    def __init__(self, name: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class CreateDatasetResponse(_message.Message):
     __slots__ = ("dataset",)
@@ -40,14 +42,16 @@ class CreateDatasetResponse(_message.Message):
     def __init__(self, dataset: _Optional[_Union[Dataset, _Mapping]] = ...) -> None: ...
 
 class AppendRowsRequest(_message.Message):
-    __slots__ = ("name", "base_version", "rows")
+    __slots__ = ("name", "base_version", "rows", "project_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     base_version: str
     rows: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
-    def __init__(self, name: _Optional[str] = ..., base_version: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ...) -> None: ...
+    project_id: str
+    def __init__(self, name: _Optional[str] = ..., base_version: _Optional[str] = ..., rows: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class AppendRowsResponse(_message.Message):
     __slots__ = ("dataset",)
@@ -56,8 +60,10 @@ class AppendRowsResponse(_message.Message):
     def __init__(self, dataset: _Optional[_Union[Dataset, _Mapping]] = ...) -> None: ...
 
 class ListDatasetsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("project_id",)
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    def __init__(self, project_id: _Optional[str] = ...) -> None: ...
 
 class ListDatasetsResponse(_message.Message):
     __slots__ = ("datasets",)
@@ -66,16 +72,18 @@ class ListDatasetsResponse(_message.Message):
     def __init__(self, datasets: _Optional[_Iterable[_Union[Dataset, _Mapping]]] = ...) -> None: ...
 
 class GetDatasetRequest(_message.Message):
-    __slots__ = ("name", "version", "page_size", "page_token")
+    __slots__ = ("name", "version", "page_size", "page_token", "project_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     page_size: int
     page_token: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class GetDatasetResponse(_message.Message):
     __slots__ = ("dataset", "rows", "next_page_token")
@@ -88,10 +96,12 @@ class GetDatasetResponse(_message.Message):
     def __init__(self, dataset: _Optional[_Union[Dataset, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListDatasetVersionsRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "project_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    project_id: str
+    def __init__(self, name: _Optional[str] = ..., project_id: _Optional[str] = ...) -> None: ...
 
 class ListDatasetVersionsResponse(_message.Message):
     __slots__ = ("versions",)
