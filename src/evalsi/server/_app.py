@@ -131,7 +131,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             (``default_services``). Tests pass their own.
     """
     bindings = list(services) if services is not None else default_services(state)
-    from evalsi.server._guard import AuthMiddleware, Gate
+    from evalsi.server._guard import OTLP_ACTION, AuthMiddleware, Gate
 
     gate = Gate(access_of(state))
     bindings = [
@@ -202,6 +202,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             metrics=metrics,
             workers=(watch.pool, watch.ingest) if watch.pool is not None else None,
             events=watch.ingest,  # span events sent as OTLP log records
+            may_write=gate.allows(OTLP_ACTION),  # a span's evalsi.project, where allowed
         )
         otlp_grpc = otlp_handlers(otlp)
     routes: list[BaseRoute] = [

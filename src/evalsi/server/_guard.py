@@ -35,9 +35,10 @@ from evalsi.auth import (
     Principal,
     Unauthenticated,
 )
-from evalsi.core import NotFoundError
+from evalsi.core import NotFoundError, UserError
 from evalsi.server._actions import ACTIONS, HEALTH, PATHS, Act
 from evalsi.server.protocol import handler_attr
+from evalsi.store import check_project_id
 
 _CURRENT: contextvars.ContextVar[Principal | Exception] = contextvars.ContextVar("evalsi_principal")
 _READABLE: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
@@ -83,6 +84,22 @@ class Gate:
 
     def __init__(self, access: Access) -> None:
         self.access = access
+
+    def allows(self, action: str) -> Callable[[str], bool]:
+        """Whether the current caller may take ``action`` in a project: decided (and, when
+        refused, audited) as a request is; with authentication off, any well-formed project."""
+
+        def check(project: str) -> bool:
+            try:
+                check_project_id(project)
+                if self.access.enabled:
+                    resource = {"project": project, "labels": {}}
+                    self.decide(current_principal(), action, resource, {}, "", action)
+            except (UserError, Unauthenticated, PermissionDenied):  # NotFoundError: a UserError
+                return False
+            return True
+
+        return check
 
     def decide(
         self,
@@ -290,7 +307,11 @@ def guard_otlp(gate: Gate, service: str, handler: Any) -> Any:
         resource = {"project": project, "labels": {}}
         info = _request_info(path, "grpc", headers.items())
         gate.decide(principal, OTLP_ACTION, resource, info, str(ctx.client_address or ""), path)
-        return await export(request, ctx)
+        token = _CURRENT.set(principal)  # the receiver asks about projects spans name
+        try:
+            return await export(request, ctx)
+        finally:
+            _CURRENT.reset(token)
 
     return _Guarded(handler, {"export": call})
 

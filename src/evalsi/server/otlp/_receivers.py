@@ -76,6 +76,11 @@ if TYPE_CHECKING:
     from evalsi.server._metrics import Metrics
     from evalsi.server.otlp._ingest_pool import IngestPool
 
+# The span resource attribute naming the project its spans go to, honoured only where the
+# caller may write traces (``may_write``); and a project check for that.
+PROJECT_ATTRIBUTE = "evalsi.project"
+MayWrite = Callable[[str], bool]
+
 # Ingest worker processes and the sink their stored batches go to.
 Workers = tuple["IngestPool", BatchSink]
 
@@ -85,11 +90,16 @@ class _Ingest:
     ingest workers, a worker that decodes and stores and the sink that assembles)."""
 
     def __init__(
-        self, sink: SpanSink, budget: InflightBudget, workers: Workers | None = None
+        self,
+        sink: SpanSink,
+        budget: InflightBudget,
+        workers: Workers | None = None,
+        may_write: MayWrite | None = None,
     ) -> None:
         self.sink = sink
         self.budget = budget
         self.workers = workers
+        self.may_write = may_write
 
     async def run(
         self,
@@ -102,28 +112,59 @@ class _Ingest:
         held = True  # the budget is given back once the request's bytes are done with
         try:
             if self.workers is not None and size:
-                pool, batches = self.workers
                 raw, kind = body()
-                # Decoded and stored in a worker, then assembled; that goes on if this
-                # request is cancelled (the spans may be committed already), and the bytes
-                # count against the budget until it is over.
-                keep = batches.keeps_rows(project)
-                arrival = batches.accept_stored(
-                    project, lambda: pool.prepare(project, raw, kind, keep_rows=keep)
-                )
-                arrival.add_done_callback(lambda _: self.budget.give_back(size))
-                held = False
-                batch = await asyncio.shield(arrival)
-                return Decoded([], batch.rejected, batch.error_message)
+                # A request naming projects of its own is routed here; the others (nearly
+                # all: one bytes search tells) go to a worker whole, for one project.
+                if self.may_write is None or PROJECT_ATTRIBUTE.encode() not in raw:
+                    pool, batches = self.workers
+                    # Decoded and stored in a worker, then assembled; that goes on if this
+                    # request is cancelled (the spans may be committed already), and the
+                    # bytes count against the budget until it is over.
+                    keep = batches.keeps_rows(project)
+                    arrival = batches.accept_stored(
+                        project, lambda: pool.prepare(project, raw, kind, keep_rows=keep)
+                    )
+                    arrival.add_done_callback(lambda _: self.budget.give_back(size))
+                    held = False
+                    batch = await asyncio.shield(arrival)
+                    return Decoded([], batch.rejected, batch.error_message)
             # A big request takes long enough to decode to stall every other request on the
             # loop; it is decoded in a thread (the GIL still serialises the work).
             decoded = await asyncio.to_thread(decode) if size > INLINE_DECODE_BYTES else decode()
-            if decoded.spans:
-                await self.sink.accept(project, decoded.spans)
+            groups, decoded = self._route(project, decoded)
+            for into, spans in groups.items():
+                await self.sink.accept(into, spans)
             return decoded
         finally:
             if held:
                 self.budget.give_back(size)
+
+    def _route(self, project: str, decoded: Decoded) -> tuple[dict[str, list[Any]], Decoded]:
+        """The spans by project: the request's, or the one their resource's
+        ``evalsi.project`` names where the caller may write traces; spans naming a project it
+        may not are rejected (counted in ``partial_success``), never stored elsewhere."""
+        may_write = self.may_write
+        groups: dict[str, list[Any]] = {}
+        refused: set[str] = set()
+        allowed: dict[str, bool] = {project: True}
+        for span in decoded.spans:
+            named = span.resource.get(PROJECT_ATTRIBUTE) if may_write else None
+            into = project if named is None else str(named)
+            if into not in allowed:
+                allowed[into] = isinstance(named, str) and may_write is not None and may_write(into)
+            if allowed[into]:
+                groups.setdefault(into, []).append(span)
+            else:
+                refused.add(into)
+        if not refused:
+            return groups, decoded
+        n = len(decoded.spans) - sum(len(g) for g in groups.values())
+        why = (
+            f"{PROJECT_ATTRIBUTE} names a project this credential may not write traces to "
+            f"({', '.join(sorted(refused)[:3])}): {n} span(s) not stored"
+        )
+        message = "; ".join(m for m in (decoded.error_message, why) if m)
+        return groups, Decoded(decoded.spans, decoded.rejected + n, message)
 
 
 def export_response(decoded: Decoded) -> ExportTraceServiceResponse:
@@ -142,9 +183,13 @@ class TraceServiceHandler:
     a ``POST /v1/traces`` (``export_body``)."""
 
     def __init__(
-        self, sink: SpanSink, budget: InflightBudget, workers: Workers | None = None
+        self,
+        sink: SpanSink,
+        budget: InflightBudget,
+        workers: Workers | None = None,
+        may_write: MayWrite | None = None,
     ) -> None:
-        self._ingest = _Ingest(sink, budget, workers)
+        self._ingest = _Ingest(sink, budget, workers, may_write)
 
     async def export_body(
         self, project: str, raw: bytes, encoding: str
@@ -187,11 +232,13 @@ def otlp_mounts(
     metrics: Metrics | None = None,
     workers: Workers | None = None,
     events: EventSink | None = None,
+    may_write: MayWrite | None = None,
 ) -> list[BaseRoute]:
     """Both OTLP trace endpoints over one sink and one in-flight byte budget, for
     ``build_app``. ``workers``: an ingest pool and the sink its stored batches go to
     (``Watch``); ``events``: where span events sent as log records go (the logs endpoints,
-    ``_logs``, are mounted only with it)."""
+    ``_logs``, are mounted only with it); ``may_write``: whether the caller may write traces
+    to a project a span's ``evalsi.project`` names (None: that attribute is not read)."""
     budget = InflightBudget(config.traces.otlp.max_inflight_bytes)
     cap = config.max_body_bytes
 
@@ -201,7 +248,7 @@ def otlp_mounts(
         )
         return Mount(app.path, app)
 
-    traces = TraceServiceHandler(sink, budget, workers)
+    traces = TraceServiceHandler(sink, budget, workers, may_write)
     routes: list[BaseRoute] = [
         mount(SERVICE, ExportTraceServiceRequest, ExportTraceServiceResponse, traces),
         export_route(TRACES_PATH, SERVICE, traces.export_body, cap, metrics),
