@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from google.protobuf import json_format, timestamp_pb2
+from google.protobuf import json_format
 from pyqwest import Client as HTTPClient
 from pyqwest import HTTPTransport
 
 from evalsi._proto.evalsi.v1alpha1 import auth_service_pb2 as pb
 from evalsi._proto.evalsi.v1alpha1.auth_service_connect import AuthServiceClient
 from evalsi.client._common import Settings
+from evalsi.wire import timestamp as _ts
 
 
 def as_dict(message: Any) -> dict[str, Any]:
@@ -25,14 +26,6 @@ def as_dict(message: Any) -> dict[str, Any]:
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     return out
-
-
-def _ts(seconds: float | None) -> timestamp_pb2.Timestamp | None:
-    if seconds is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromNanoseconds(int(seconds * 1e9))
-    return stamp
 
 
 class AsyncAuthMixin:

@@ -9,21 +9,14 @@ from typing import Any
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2
 
 from evalsi._proto.evalsi.v1alpha1 import auth_service_pb2 as pb
 from evalsi.auth import INSTALL_WIDE, PERMISSIONS, Access, ApiKey, Binding
 from evalsi.core import UserError
 from evalsi.server._guard import current_principal, readable_projects
 from evalsi.server._runs import _page_size
-
-
-def _ts(seconds: float | None) -> timestamp_pb2.Timestamp | None:
-    if seconds is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromNanoseconds(int(seconds * 1e9))
-    return stamp
+from evalsi.wire import timestamp as _ts
 
 
 def _key(k: ApiKey, last_used: float | None) -> pb.ApiKey:

@@ -28,6 +28,7 @@ from evalsi.wire._json import (
     message_document,
     struct_from_proto,
     struct_to_proto,
+    timestamp,
     value_from_proto,
     value_to_proto,
 )
@@ -163,6 +164,7 @@ __all__ = [
     "summary_to_proto",
     "task_from_proto",
     "task_to_proto",
+    "timestamp",
     "trace_from_proto",
     "trace_summary_from_proto",
     "trace_summary_to_proto",

@@ -205,6 +205,15 @@ def _set_seconds(out: timestamp_pb2.Timestamp, seconds: float) -> None:
     out.seconds, out.nanos = divmod(whole * NS + round((seconds - whole) * NS), NS)
 
 
+def timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:
+    """``seconds`` since the epoch as a ``Timestamp``; None stays None (an unset field)."""
+    if seconds is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    _set_seconds(out, seconds)
+    return out
+
+
 def _seconds_of(message: timestamp_pb2.Timestamp) -> float:
     return float(message.seconds) + float(message.nanos) / NS
 
