@@ -17,6 +17,7 @@ principal once the deny and require rules pass. Every decision names what decide
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,9 @@ from evalsi.auth._vocabulary import VARIABLES
 from evalsi.core import cel_module
 
 _EVERY: Reads = dict.fromkeys(VARIABLES)
+_CONTEXTS = 1024
+"""CEL contexts an Authorizer keeps per thread (all dropped when it holds this many)."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,9 @@ class _Vars:
 
     Only what ``reads`` names is converted: the variables, and their fields, that some program
     which may run here reads. Turning Python values into CEL values costs about a microsecond
-    a string, most of a decision's time; what no program reads cannot change a result."""
+    a string, most of a decision's time; what no program reads cannot change a result. A
+    context made from exactly the same values is taken from ``contexts`` when given (the
+    programs are pure: no custom functions, so their results depend on the values alone)."""
 
     principal: Principal
     roles: tuple[str, ...]
@@ -66,6 +72,7 @@ class _Vars:
     resource: Mapping[str, Any]
     source: str
     reads: Reads = field(default_factory=lambda: dict(_EVERY))
+    contexts: dict[str, Any] | None = None
     _context: Any = field(default=None)
 
     def context(self) -> Any:
@@ -76,7 +83,16 @@ class _Vars:
                 if fields is not None:
                     value = {k: v for k, v in value.items() if k in fields}
                 variables[name] = value
-            self._context = cel_module().Context(variables=variables)
+            contexts = self.contexts
+            key = repr(variables) if contexts is not None and _plain(variables) else None
+            context = contexts.get(key) if contexts is not None and key is not None else None
+            if context is None:
+                context = cel_module().Context(variables=variables)
+                if contexts is not None and key is not None:
+                    if len(contexts) >= _CONTEXTS:
+                        contexts.clear()
+                    contexts[key] = context
+            self._context = context
         return self._context
 
     def _value(self, name: str) -> dict[str, Any]:
@@ -92,6 +108,20 @@ class _Vars:
         if name == "resource":
             return dict(self.resource)
         return {"address": self.source}
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made of str, int, float, bool, None, lists, tuples and dicts with
+    str keys only: then its repr names it exactly, type and value at every level (where
+    ``{"n": 1} == {"n": True}``, their reprs differ)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is list or kind is tuple:
+        return all(_plain(v) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    return False
 
 
 def _reads(programs: Iterable[tuple[str, Any]]) -> Reads:
@@ -137,6 +167,7 @@ class Authorizer:
             for action, by_kind in self._rules.items()
         }
         self._cel_reads = _reads((b.subject[4:], b.program) for b in self._cel)
+        self._local = threading.local()  # a context is never shared between threads
 
     def held(self, principal: Principal, project: str) -> list[Held]:
         """The roles ``principal`` holds in ``project``."""
@@ -185,6 +216,7 @@ class Authorizer:
             resource,
             source,
             self._reads.get(action, _EVERY),
+            self._contexts(),
         )
         rules = self._rules.get(action) or dict.fromkeys(KINDS, ())
 
@@ -231,6 +263,13 @@ class Authorizer:
             if matched:
                 return done(True, rule.label())
         return done(False, "default deny")
+
+    def _contexts(self) -> dict[str, Any]:
+        """This thread's contexts by the repr of their values."""
+        found: dict[str, Any] | None = getattr(self._local, "contexts", None)
+        if found is None:
+            found = self._local.contexts = {}
+        return found
 
     def can_grant(self, granter: Principal, project: str, role_name: str) -> str | None:
         """Why ``granter`` may not give ``role_name`` in ``project`` (a binding or an API key),

@@ -3,6 +3,8 @@ evaluate, role conditions, the rule index, escalation checks and config problems
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from evalsi.auth import Access, AuthConfigError, AuthSettings, PermissionDenied, Principal
@@ -154,6 +156,42 @@ def test_a_rule_that_reads_a_whole_variable_sees_all_of_it(expr: str) -> None:
     request = {"protocol": "grpc", "headers": {"x-team": "t"}}
     d = access.decide(ALICE, "runs.read", {"project": "p", "labels": {"app": "a"}}, request)
     assert (d.allowed, d.by) == (True, "allow rule whole"), expr
+
+
+def test_a_context_is_reused_only_for_exactly_the_same_values() -> None:
+    # 1, 1.0, True and "1" are four values (and {"n": 1} == {"n": True} in Python): each
+    # decision must see its own, however often and in whatever order they come.
+    rules = ({"name": "int", "allow": "resource.n + 1 == 2"},)
+    access = _access(rules=rules)
+    cases: list[tuple[object, bool]] = [(1, True), (1.0, False), (True, False), ("1", False)]
+    cases.append((2, False))
+    for value, allowed in [*cases, *reversed(cases), *cases]:
+        d = access.decide(ALICE, "runs.read", {"project": "p", "labels": {}, "n": value})
+        assert d.allowed is allowed, repr(value)
+    # Values the key cannot name exactly (a tuple key, a set) are converted every time.
+    for odd in ({(1,): 1}, {1}):
+        assert not access.decide(ALICE, "runs.read", {"project": "p", "n": odd}).allowed
+
+
+def test_decisions_from_many_threads_see_their_own_values() -> None:
+    rules = ({"name": "team", "allow": "resource.labels.team == principal.subject"},)
+    access = _access(rules=rules)
+    people = [Principal("user", "corp", f"u{i}") for i in range(8)]
+    wrong: list[str] = []
+
+    def work(me: Principal) -> None:
+        for i in range(300):
+            team = me.subject if i % 2 else "other"
+            d = access.decide(me, "runs.read", {"project": "p", "labels": {"team": team}})
+            if d.allowed is not (team == me.subject):
+                wrong.append(f"{me.subject} {team} {d.by}")
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in people]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
 
 
 def test_escalation_is_refused() -> None:
