@@ -17,15 +17,22 @@ principal once the deny and require rules pass. Every decision names what decide
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.auth._permissions import INSTALL_WIDE, SELF
 from evalsi.auth._principal import Principal
 from evalsi.auth._roles import Binding, Role, normal_subject, subject_keys
-from evalsi.auth._rules import KINDS, Rule, index
+from evalsi.auth._rules import KINDS, Reads, Rule, fields_read, index, merge_reads
+from evalsi.auth._vocabulary import VARIABLES
 from evalsi.core import cel_module
+
+_EVERY: Reads = dict.fromkeys(VARIABLES)
+_CONTEXTS = 1024
+"""CEL contexts an Authorizer keeps per thread (all dropped when it holds this many)."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,30 +58,77 @@ class Held:
 
 @dataclass(slots=True)
 class _Vars:
-    """The CEL variables of one decision, converted once, when a rule or condition needs them."""
+    """The CEL variables of one decision, converted once, when a rule or condition needs them.
+
+    Only what ``reads`` names is converted: the variables, and their fields, that some program
+    which may run here reads. Turning Python values into CEL values costs about a microsecond
+    a string, most of a decision's time; what no program reads cannot change a result. A
+    context made from exactly the same values is taken from ``contexts`` when given (the
+    programs are pure: no custom functions, so their results depend on the values alone)."""
 
     principal: Principal
     roles: tuple[str, ...]
     request: Mapping[str, Any]
     resource: Mapping[str, Any]
     source: str
+    reads: Reads = field(default_factory=lambda: dict(_EVERY))
+    contexts: dict[str, Any] | None = None
     _context: Any = field(default=None)
 
     def context(self) -> Any:
         if self._context is None:
-            p = self.principal
-            key = {"name": p.subject, "labels": dict(p.labels)} if p.kind == "apikey" else {}
-            self._context = cel_module().Context(
-                variables={
-                    "jwt": dict(p.claims),
-                    "apiKey": key,
-                    "principal": p.to_cel(self.roles),
-                    "request": dict(self.request),
-                    "resource": dict(self.resource),
-                    "source": {"address": self.source},
-                }
-            )
+            variables: dict[str, Any] = {}
+            for name, fields in self.reads.items():
+                value = self._value(name)
+                if fields is not None:
+                    value = {k: v for k, v in value.items() if k in fields}
+                variables[name] = value
+            contexts = self.contexts
+            key = repr(variables) if contexts is not None and _plain(variables) else None
+            context = contexts.get(key) if contexts is not None and key is not None else None
+            if context is None:
+                context = cel_module().Context(variables=variables)
+                if contexts is not None and key is not None:
+                    if len(contexts) >= _CONTEXTS:
+                        contexts.clear()
+                    contexts[key] = context
+            self._context = context
         return self._context
+
+    def _value(self, name: str) -> dict[str, Any]:
+        p = self.principal
+        if name == "jwt":
+            return dict(p.claims)
+        if name == "apiKey":
+            return {"name": p.subject, "labels": dict(p.labels)} if p.kind == "apikey" else {}
+        if name == "principal":
+            return p.to_cel(self.roles)
+        if name == "request":
+            return dict(self.request)
+        if name == "resource":
+            return dict(self.resource)
+        return {"address": self.source}
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made of str, int, float, bool, None, lists, tuples and dicts with
+    str keys only: then its repr names it exactly, type and value at every level (where
+    ``{"n": 1} == {"n": True}``, their reprs differ)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is list or kind is tuple:
+        return all(_plain(v) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    return False
+
+
+def _reads(programs: Iterable[tuple[str, Any]]) -> Reads:
+    """What the (expression, program) pairs read, together."""
+    return merge_reads(
+        fields_read(expr, program) for expr, program in programs if program is not None
+    )
 
 
 def _holds(program: Any, variables: _Vars) -> bool:
@@ -104,6 +158,16 @@ class Authorizer:
                 self._cel.append(b)
             else:
                 self._exact.setdefault(normal_subject(b.subject), []).append(b)
+        # Per action, what its rules and the role conditions read.
+        conditions = [(role.condition, role.program) for role in self.roles.values()]
+        self._reads = {
+            action: _reads(
+                [*((r.expr, r.program) for kind in KINDS for r in by_kind[kind]), *conditions]
+            )
+            for action, by_kind in self._rules.items()
+        }
+        self._cel_reads = _reads((b.subject[4:], b.program) for b in self._cel)
+        self._local = threading.local()  # a context is never shared between threads
 
     def held(self, principal: Principal, project: str) -> list[Held]:
         """The roles ``principal`` holds in ``project``."""
@@ -117,7 +181,7 @@ class Authorizer:
                 if b.project in (project, "*"):
                     out.append(Held(b.role, f"binding {b.subject} in {b.project}"))
         if self._cel:
-            variables = _Vars(principal, (), {}, {}, "")
+            variables = _Vars(principal, (), {}, {}, "", self._cel_reads)
             for b in self._cel:
                 if b.project in (project, "*") and _holds(b.program, variables):
                     out.append(Held(b.role, f"binding {b.subject} in {b.project}"))
@@ -128,7 +192,7 @@ class Authorizer:
         found = {scope for scope, roles in principal.grants.items() if roles}
         for key in subject_keys(principal):
             found.update(b.project for b in self._exact.get(key, ()))
-        variables = _Vars(principal, (), {}, {}, "")
+        variables = _Vars(principal, (), {}, {}, "", self._cel_reads)
         found.update(b.project for b in self._cel if _holds(b.program, variables))
         return found
 
@@ -156,6 +220,8 @@ class Authorizer:
             {"action": action, **(request or {})},
             resource,
             source,
+            self._reads.get(action, _EVERY),
+            self._contexts(),
         )
         rules = self._rules.get(action) or dict.fromkeys(KINDS, ())
 
@@ -202,6 +268,13 @@ class Authorizer:
             if matched:
                 return done(True, rule.label())
         return done(False, "default deny")
+
+    def _contexts(self) -> dict[str, Any]:
+        """This thread's contexts by the repr of their values."""
+        found: dict[str, Any] | None = getattr(self._local, "contexts", None)
+        if found is None:
+            found = self._local.contexts = {}
+        return found
 
     def can_grant(self, granter: Principal, project: str, role_name: str) -> str | None:
         """Why ``granter`` may not give ``role_name`` in ``project`` (a binding or an API key),

@@ -8,6 +8,8 @@ Rules are indexed by the actions they can concern, so a server with a thousand r
 only a few per request: a deny or allow rule whose top-level conjunction includes
 ``request.action == "x"`` (or ``request.action in [...]``) cannot match another action, and a
 require rule of the form ``request.action != "x" || ...`` holds trivially for the others.
+``fields_read`` tells which variables and fields an expression reads, so a decision converts
+only those to CEL values.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.auth._permissions import PERMISSIONS
-from evalsi.auth._vocabulary import VOCABULARY
+from evalsi.auth._vocabulary import VARIABLES, VOCABULARY
 from evalsi.core import ConditionError, compile_condition
 
 Kind = Literal["deny", "require", "allow"]
@@ -28,6 +30,11 @@ _EQ = re.compile(r"""^\(?\s*request\.action\s*==\s*(?:"([\w.]+)"|'([\w.]+)')\s*\
 _IN = re.compile(r"""^\(?\s*request\.action\s+in\s*\[([^\]]*)\]\s*\)?$""")
 _NE = re.compile(r"""^\(?\s*request\.action\s*!=\s*(?:"([\w.]+)"|'([\w.]+)')\s*\)?$""")
 _LITERAL = re.compile(r"""\s*(?:"([\w.]+)"|'([\w.]+)')\s*""")
+_NAMES = {name: re.compile(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])") for name in VARIABLES}
+_SELECT = re.compile(r"\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])(?!\s*\()")
+
+Reads = dict[str, frozenset[str] | None]
+"""Per variable read, the top-level fields read; None: any of them may be."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,4 +140,32 @@ def index(rules: Iterable[Rule]) -> dict[str, dict[Kind, tuple[Rule, ...]]]:
             )
             for kind in KINDS
         }
+    return out
+
+
+def fields_read(expr: str, program: Any) -> Reads:
+    """The variables ``program`` (compiled from ``expr``) reads, each with the top-level fields
+    it reads, or None when it may read any.
+
+    Only ``name.field`` (not a method call) is followed. Any other occurrence of the name
+    (indexed, iterated, passed whole, in a string or a comment) counts as reading every field,
+    so the answer can only err towards reading more.
+    """
+    out: Reads = {}
+    for name in sorted(set(program.variables()) & set(VARIABLES)):
+        selects = [_SELECT.match(expr, m.end()) for m in _NAMES[name].finditer(expr)]
+        fields = {s[1] for s in selects if s is not None}
+        # None: some occurrence is not name.field, or none was found at all
+        whole = not selects or any(s is None for s in selects)
+        out[name] = None if whole else frozenset(fields)
+    return out
+
+
+def merge_reads(reads: Iterable[Reads]) -> Reads:
+    """What any of ``reads`` reads."""
+    out: Reads = {}
+    for read in reads:
+        for name, fields in read.items():
+            had = out.get(name, frozenset())
+            out[name] = None if had is None or fields is None else had | fields
     return out

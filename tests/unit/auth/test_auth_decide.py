@@ -3,9 +3,13 @@ evaluate, role conditions, the rule index, escalation checks and config problems
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from evalsi.auth import Access, AuthConfigError, AuthSettings, PermissionDenied, Principal
+from evalsi.auth._rules import fields_read
+from evalsi.core import cel_module
 
 ALICE = Principal("user", "corp", "alice", groups=("eng",), claims={"repository": "acme/a"})
 
@@ -77,6 +81,117 @@ def test_rules_are_indexed_by_the_actions_they_name() -> None:
     assert index["runs.read"]["deny"] == ()
     assert index["runs.read"]["require"] == ()
     assert len(index["runs.cancel"]["require"]) == 1
+
+
+def test_every_variable_reaches_what_reads_it() -> None:
+    # A decision converts only the variables its action's rules and the role conditions read:
+    # each one must still arrive, whichever program reads it.
+    ci = Principal("apikey", "apikey", "ci", labels={"team": "t"})
+    cases = [
+        (ALICE, 'jwt.repository == "acme/a"'),
+        (ci, 'apiKey.name == "ci" && apiKey.labels.team == "t"'),
+        (ALICE, 'principal.groups.exists(g, g == "eng")'),
+        (ALICE, 'request.action == "runs.read" && request.protocol == "grpc"'),
+        (ALICE, 'resource.labels.app == "a"'),
+        (ALICE, 'source.address == "10.0.0.1:5"'),
+    ]
+    resource = {"project": "p", "labels": {"app": "a"}}
+    for who, expr in cases:
+        access = _access(rules=({"name": "only", "allow": expr},))
+        d = access.decide(who, "runs.read", resource, {"protocol": "grpc"}, "10.0.0.1:5")
+        assert (d.allowed, d.by) == (True, "allow rule only"), expr
+    assert not access.decide(ALICE, "runs.read", resource, {"protocol": "grpc"}, "").allowed
+    roles = ({"name": "lan", "permissions": ["runs.read"],
+              "condition": 'source.address == "10.0.0.1:5"'},)  # fmt: skip
+    rules = ({"name": "bob", "deny": 'principal.subject == "bob"'},)
+    access = _access(roles=roles, bindings=(("lan", "user:corp/alice", "p"),), rules=rules)
+    assert access.decide(ALICE, "runs.read", resource, {}, "10.0.0.1:5").allowed
+    assert not access.decide(ALICE, "runs.read", resource, {}, "10.0.0.2:5").allowed
+    by_claim = _access(bindings=(("viewer", 'cel:jwt.repository == "acme/a"', "p"),), rules=rules)
+    assert by_claim.decide(ALICE, "runs.read", resource).allowed
+    assert not by_claim.decide(ci, "runs.read", resource).allowed
+
+
+@pytest.mark.parametrize(
+    ("expr", "reads"),
+    [
+        ('principal.subject == "a"', {"principal": {"subject"}}),
+        ('request.action != "x" || "g" in principal.groups || principal . id == ""',
+         {"principal": {"groups", "id"}, "request": {"action"}}),
+        ("has(resource.labels.team) && resource.labels.team == jwt.team",
+         {"resource": {"labels"}, "jwt": {"team"}}),
+        # Anything but name.field reads every field: indexed, iterated, whole, a method call,
+        # a comment between the name and the field.
+        ('principal["subject"] == "a"', {"principal": None}),
+        ('principal.exists(k, k == "email")', {"principal": None}),
+        ("size(principal) == 9", {"principal": None}),
+        ("principal.size() == 9", {"principal": None}),
+        ('"groups" in principal && principal.subject == "a"', {"principal": None}),
+        ('[resource][0].labels.app == "a"', {"resource": None}),
+        ('principal // the subject\n.subject == "a"', {"principal": None}),
+        # A name inside a string, or a loop variable, only adds (never hides) what is read.
+        ('principal.subject == "principal"', {"principal": None}),
+        ('principal.groups.exists(g, g == "eng")', {"principal": {"groups"}}),
+    ],
+)  # fmt: skip
+def test_fields_read_errs_only_towards_more(expr: str, reads: dict[str, object]) -> None:
+    program = cel_module().compile(expr)
+    found = fields_read(expr, program)
+    assert {k: (set(v) if v is not None else None) for k, v in found.items()} == reads
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "size(principal) == 9",
+        'principal["subject"] == "alice" && principal.kind == "user"',
+        'principal.exists(k, k == "email") && principal.all(k, k != "claims")',
+        '[resource][0].labels.app == "a" && size(resource) == 2',
+        "size(jwt) == 1",
+        'request.size() == 3 && request.headers["x-team"] == "t"',
+    ],
+)
+def test_a_rule_that_reads_a_whole_variable_sees_all_of_it(expr: str) -> None:
+    access = _access(rules=({"name": "whole", "allow": expr},))
+    request = {"protocol": "grpc", "headers": {"x-team": "t"}}
+    d = access.decide(ALICE, "runs.read", {"project": "p", "labels": {"app": "a"}}, request)
+    assert (d.allowed, d.by) == (True, "allow rule whole"), expr
+
+
+def test_a_context_is_reused_only_for_exactly_the_same_values() -> None:
+    # 1, 1.0, True and "1" are four values (and {"n": 1} == {"n": True} in Python): each
+    # decision must see its own, however often and in whatever order they come.
+    rules = ({"name": "int", "allow": "resource.n + 1 == 2"},)
+    access = _access(rules=rules)
+    cases: list[tuple[object, bool]] = [(1, True), (1.0, False), (True, False), ("1", False)]
+    cases.append((2, False))
+    for value, allowed in [*cases, *reversed(cases), *cases]:
+        d = access.decide(ALICE, "runs.read", {"project": "p", "labels": {}, "n": value})
+        assert d.allowed is allowed, repr(value)
+    # Values the key cannot name exactly (a tuple key, a set) are converted every time.
+    for odd in ({(1,): 1}, {1}):
+        assert not access.decide(ALICE, "runs.read", {"project": "p", "n": odd}).allowed
+
+
+def test_decisions_from_many_threads_see_their_own_values() -> None:
+    rules = ({"name": "team", "allow": "resource.labels.team == principal.subject"},)
+    access = _access(rules=rules)
+    people = [Principal("user", "corp", f"u{i}") for i in range(8)]
+    wrong: list[str] = []
+
+    def work(me: Principal) -> None:
+        for i in range(300):
+            team = me.subject if i % 2 else "other"
+            d = access.decide(me, "runs.read", {"project": "p", "labels": {"team": team}})
+            if d.allowed is not (team == me.subject):
+                wrong.append(f"{me.subject} {team} {d.by}")
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in people]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
 
 
 def test_escalation_is_refused() -> None:
