@@ -108,6 +108,10 @@ class Access:
     ) -> Decision:
         if not self.enabled:
             return replace(ALLOWED, action=action, project=str(resource.get("project", "")))
+        project_labels = self.projects.get(str(resource.get("project", "")))
+        if project_labels:  # conditions see the project's labels under the resource's own
+            labels = {**project_labels, **(resource.get("labels") or {})}
+            resource = {**resource, "labels": labels}
         return self.authorizer.decide(principal, action, resource, request, source, explain=explain)
 
     def readable(self, principal: Principal, action: str) -> frozenset[str] | None:

@@ -233,3 +233,19 @@ def test_a_project_role_reads_the_catalog_which_belongs_to_no_project() -> None:
     assert not access.decide(viewer, "runs.read", {"project": "q"}).allowed
     nobody = Principal("user", "corp", "n")
     assert not access.decide(nobody, "catalog.read", {"project": ""}).allowed
+
+
+def test_conditions_read_the_projects_labels_under_the_resources_own() -> None:
+    role = {"name": "shop-runner", "inherits": ["viewer"], "permissions": ["runs.create"],
+            "condition": 'resource.labels.team == "shop"'}  # fmt: skip
+    access = _access(
+        projects={"p": {"team": "shop"}, "q": {"team": "search"}},
+        roles=(role,),
+        bindings=(("shop-runner", "user:corp/alice", "*"),),
+    )
+    assert access.decide(ALICE, "runs.create", {"project": "p", "labels": {}}).allowed
+    assert not access.decide(ALICE, "runs.create", {"project": "q", "labels": {}}).allowed
+    own = {"project": "q", "labels": {"team": "shop"}}  # a run's own labels come first
+    assert access.decide(ALICE, "runs.create", own).allowed
+    # a role's condition holds for every action it grants, those it inherits too
+    assert not access.decide(ALICE, "runs.read", {"project": "q", "labels": {}}).allowed
