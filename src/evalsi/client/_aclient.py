@@ -370,7 +370,8 @@ class AsyncClient(
         """``Client.create_run``, awaited."""
         loaded = load_spec(spec)
         local = local_dataset(loaded)
-        server_path = (await self.upload_dataset(local)).path if local is not None else None
+        uploaded = await self.upload_dataset(local, project_id=project_id) if local else None
+        server_path = uploaded.path if uploaded is not None else None
         request = run_pb.CreateRunRequest(
             run=eval_run_proto(document_for_server(loaded, server_path)),
             project_id=project_id,
@@ -564,25 +565,39 @@ class AsyncClient(
     ) -> DatasetInfo:
         return await self._send_rows(name, rows, base_version=base_version)
 
-    async def upload_dataset(self, path: str, *, name: str = "") -> DatasetInfo:
-        return await self._send_rows(name or dataset_name(path), raw_rows(path), base_version=None)
+    async def upload_dataset(
+        self, path: str, *, name: str = "", project_id: str = ""
+    ) -> DatasetInfo:
+        """The file at ``path`` as a dataset of ``project_id`` (the client's by default)."""
+        return await self._send_rows(
+            name or dataset_name(path), raw_rows(path), base_version=None, project_id=project_id
+        )
 
     async def _send_rows(
-        self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str | None
+        self,
+        name: str,
+        rows: Iterable[Mapping[str, Any]],
+        *,
+        base_version: str | None,
+        project_id: str = "",
     ) -> DatasetInfo:
         info: DatasetInfo | None = None
         for chunk in row_chunks((dict(r) for r in rows), self.max_request_bytes):
             if info is None and base_version is None:
-                request: Any = ds_pb.CreateDatasetRequest(name=name, rows=chunk)
+                request: Any = ds_pb.CreateDatasetRequest(
+                    name=name, rows=chunk, project_id=project_id
+                )
                 response = await self._call(self._datasets.create_dataset, request)
             else:
                 base = info.version if info is not None else base_version or ""
-                request = ds_pb.AppendRowsRequest(name=name, base_version=base, rows=chunk)
+                request = ds_pb.AppendRowsRequest(
+                    name=name, base_version=base, rows=chunk, project_id=project_id
+                )
                 response = await self._call(self._datasets.append_rows, request)
             info = dataset_from_proto(response.dataset)
         if info is None:
             if base_version is None:
-                request = ds_pb.CreateDatasetRequest(name=name)
+                request = ds_pb.CreateDatasetRequest(name=name, project_id=project_id)
                 response = await self._call(self._datasets.create_dataset, request)
                 return dataset_from_proto(response.dataset)
             return (await self.get_dataset(name, version=base_version)).dataset
