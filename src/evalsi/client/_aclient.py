@@ -15,7 +15,6 @@ from pyqwest import Client as HTTPClient
 from pyqwest import HTTPTransport, HTTPVersion
 
 from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as cat_pb
-from evalsi._proto.evalsi.v1alpha1 import dataset_service_pb2 as ds_pb
 from evalsi._proto.evalsi.v1alpha1 import evaluation_service_pb2 as ev_pb
 from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as run_pb
 from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import CatalogServiceClient
@@ -38,6 +37,7 @@ from evalsi.client._common import (
     spec_dicts,
     stream_update,
 )
+from evalsi.client._datasets import AsyncDatasetMixin
 from evalsi.client._errors import translate
 from evalsi.client._ingest import AsyncIngestMixin
 from evalsi.client._policies import AsyncPolicyMixin
@@ -59,13 +59,10 @@ from evalsi.client._results import (
 )
 from evalsi.client._reviews import AsyncReviewMixin
 from evalsi.client._specs import (
-    dataset_name,
     document_for_server,
     eval_run_proto,
     load_spec,
     local_dataset,
-    raw_rows,
-    row_chunks,
 )
 from evalsi.client._traces import AsyncTraceMixin
 from evalsi.core import EvalsiError, EvaluationResult, EvaluatorManifest, RunInfo
@@ -74,14 +71,10 @@ from evalsi.evidence import Written
 from evalsi.runs import CategoryMetrics, Comparison, RunSpec
 from evalsi.wire import (
     ConnectorInfo,
-    DatasetInfo,
-    DatasetPage,
     PackInfo,
     category_from_proto,
     comparison_from_proto,
     connector_from_proto,
-    dataset_from_proto,
-    dataset_page_from_proto,
     gate_from_proto,
     manifest_from_proto,
     pack_from_proto,
@@ -111,7 +104,12 @@ def _register_exit_grace() -> None:
 
 
 class AsyncClient(
-    AsyncPolicyMixin, AsyncTraceMixin, AsyncIngestMixin, AsyncReviewMixin, AsyncAuthMixin
+    AsyncPolicyMixin,
+    AsyncTraceMixin,
+    AsyncIngestMixin,
+    AsyncReviewMixin,
+    AsyncAuthMixin,
+    AsyncDatasetMixin,
 ):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 
@@ -555,67 +553,3 @@ class AsyncClient(
     async def list_connectors(self) -> list[ConnectorInfo]:
         response = await self._call(self._catalog.list_connectors, cat_pb.ListConnectorsRequest())
         return [connector_from_proto(c) for c in response.connectors]
-
-    # -- DatasetService -------------------------------------------------------------------------
-    async def create_dataset(self, name: str, rows: Iterable[Mapping[str, Any]]) -> DatasetInfo:
-        return await self._send_rows(name, rows, base_version=None)
-
-    async def append_rows(
-        self, name: str, rows: Iterable[Mapping[str, Any]], *, base_version: str = ""
-    ) -> DatasetInfo:
-        return await self._send_rows(name, rows, base_version=base_version)
-
-    async def upload_dataset(
-        self, path: str, *, name: str = "", project_id: str = ""
-    ) -> DatasetInfo:
-        """The file at ``path`` as a dataset of ``project_id`` (the client's by default)."""
-        return await self._send_rows(
-            name or dataset_name(path), raw_rows(path), base_version=None, project_id=project_id
-        )
-
-    async def _send_rows(
-        self,
-        name: str,
-        rows: Iterable[Mapping[str, Any]],
-        *,
-        base_version: str | None,
-        project_id: str = "",
-    ) -> DatasetInfo:
-        info: DatasetInfo | None = None
-        for chunk in row_chunks((dict(r) for r in rows), self.max_request_bytes):
-            if info is None and base_version is None:
-                request: Any = ds_pb.CreateDatasetRequest(
-                    name=name, rows=chunk, project_id=project_id
-                )
-                response = await self._call(self._datasets.create_dataset, request)
-            else:
-                base = info.version if info is not None else base_version or ""
-                request = ds_pb.AppendRowsRequest(
-                    name=name, base_version=base, rows=chunk, project_id=project_id
-                )
-                response = await self._call(self._datasets.append_rows, request)
-            info = dataset_from_proto(response.dataset)
-        if info is None:
-            if base_version is None:
-                request = ds_pb.CreateDatasetRequest(name=name, project_id=project_id)
-                response = await self._call(self._datasets.create_dataset, request)
-                return dataset_from_proto(response.dataset)
-            return (await self.get_dataset(name, version=base_version)).dataset
-        return info
-
-    async def list_datasets(self) -> list[DatasetInfo]:
-        response = await self._call(self._datasets.list_datasets, ds_pb.ListDatasetsRequest())
-        return [dataset_from_proto(d) for d in response.datasets]
-
-    async def get_dataset(
-        self, name: str, *, version: str = "", page_size: int = 0, page_token: str = ""
-    ) -> DatasetPage:
-        request = ds_pb.GetDatasetRequest(
-            name=name, version=version, page_size=page_size, page_token=page_token
-        )
-        return dataset_page_from_proto(await self._call(self._datasets.get_dataset, request))
-
-    async def list_dataset_versions(self, name: str) -> list[DatasetInfo]:
-        request = ds_pb.ListDatasetVersionsRequest(name=name)
-        response = await self._call(self._datasets.list_dataset_versions, request)
-        return [dataset_from_proto(d) for d in response.versions]
