@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import orjson
 
+from evalsi.agents._cassette import exchange
 from evalsi.agents._policy import ToolPolicy
 from evalsi.agents._tools import SandboxDenied, Tool, ToolFailed, ToolSpec
 from evalsi.connectors import InfraError
@@ -258,37 +259,50 @@ class Environment:
     async def _run(
         self, tool: Tool, args: Mapping[str, Any], steps: list[Step]
     ) -> tuple[JsonValue, str]:
+        name = tool.spec.name
         async with self._slots:  # a turn's calls beyond the cap wait, off the clock
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    content = await tool.call(args)
-            except InfraError:
-                raise
-            except TimeoutError:
-                return None, f"{tool.spec.name} did not answer within {self.timeout_s:g}s"
-            except SandboxDenied as e:
-                now = self.clock()
-                steps.append(
-                    Step(
-                        "sandbox_denial",
-                        tool.spec.name,
-                        input=dict(args),
-                        output={"detail": e.detail[:MAX_ERROR_CHARS]},
-                        start_time_unix_nano=now,
-                        end_time_unix_nano=now,
-                    )
+            outcome = await exchange(
+                f"tool:{name}", {"tool": name, "arguments": args}, lambda: self._call(tool, args)
+            )
+        denial = outcome.get("denial")
+        if denial is not None:
+            now = self.clock()
+            steps.append(
+                Step(
+                    "sandbox_denial",
+                    name,
+                    input=dict(args),
+                    output={"detail": denial},
+                    start_time_unix_nano=now,
+                    end_time_unix_nano=now,
                 )
-                return None, str(e)[:MAX_ERROR_CHARS]
-            except ToolFailed as e:
-                return None, str(e)[:MAX_ERROR_CHARS]
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise  # the run is being stopped
-                return None, "CancelledError raised by the tool"
-            except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the tool's own
-                return None, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
-        return bounded(content), ""
+            )
+        if "error" in outcome:
+            return None, str(outcome["error"])
+        return outcome.get("content"), ""
+
+    async def _call(self, tool: Tool, args: Mapping[str, Any]) -> dict[str, JsonValue]:
+        """The tool's answer as the cassette keeps it: ``{"content"}``, or ``{"error"}`` with
+        the sandbox's ``denial`` when it stopped the tool."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                content = await tool.call(args)
+        except InfraError:
+            raise
+        except TimeoutError:
+            return {"error": f"{tool.spec.name} did not answer within {self.timeout_s:g}s"}
+        except SandboxDenied as e:
+            return {"error": str(e)[:MAX_ERROR_CHARS], "denial": e.detail[:MAX_ERROR_CHARS]}
+        except ToolFailed as e:
+            return {"error": str(e)[:MAX_ERROR_CHARS]}
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the run is being stopped
+            return {"error": "CancelledError raised by the tool"}
+        except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the tool's own
+            return {"error": f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]}
+        return {"content": bounded(content)}
 
     def _step(self, call: ToolCall, content: JsonValue, error: str, started: int) -> Step:
         return Step(

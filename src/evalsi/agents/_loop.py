@@ -17,9 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from evalsi.agents._cassette import exchange
 from evalsi.agents._environment import Environment
 from evalsi.connectors import Completion, InputLike, TargetOutput, input_messages
-from evalsi.core import Content, Message, Step, Trajectory, Usage
+from evalsi.core import (
+    Content,
+    Message,
+    Step,
+    Trajectory,
+    Usage,
+    message_from_dict,
+    message_to_dict,
+)
 
 Price = Callable[[str, Usage], "float | None"]
 """USD of one model call from its usage (``None``: unknown)."""
@@ -71,6 +80,38 @@ class ToolLoop:
             ]
         return [s.to_openai() for s in specs]
 
+    async def _complete(
+        self, messages: list[Message], seed: int | None, tools: list[dict[str, Any]]
+    ) -> Completion:
+        """One model call, through the task's cassette (recorded, or replayed from it)."""
+        request = {
+            "model": self.model.model,
+            "messages": [message_to_dict(m) for m in messages],
+            "tools": tools,
+            "seed": seed,
+        }
+
+        async def live() -> dict[str, Any]:
+            c = await self.model.complete(messages, seed=seed, tools=tools)
+            return {
+                "text": c.text,
+                "messages": [message_to_dict(m) for m in c.messages],
+                "usage": c.usage.known(),
+                "finish_reason": c.finish_reason,
+                "model": c.model,
+                "attempts": c.attempts,
+            }
+
+        c = await exchange("model", request, live)
+        return Completion(
+            text=c["text"],
+            messages=[message_from_dict(m) for m in c["messages"]],
+            usage=Usage(**c["usage"]),
+            finish_reason=c["finish_reason"],
+            model=c["model"],
+            attempts=c["attempts"],
+        )
+
     async def run(
         self, input: InputLike, environment: Environment, *, seed: int | None = None
     ) -> TargetOutput:
@@ -92,7 +133,7 @@ class ToolLoop:
             began = self.clock()
             try:
                 async with asyncio.timeout(left):
-                    completion = await self.model.complete(messages, seed=seed, tools=tools)
+                    completion = await self._complete(messages, seed, tools)
             except TimeoutError:
                 stop = "timeout"
                 break

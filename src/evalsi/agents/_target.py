@@ -18,9 +18,11 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
+from evalsi.agents._cassette import Tape, taping
 from evalsi.agents._checkers import Checker, snapshot, task_fixtures, write_fixtures
+from evalsi.agents._connectors import ConnectorContext, connect
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection
 from evalsi.agents._harness import (
     BuiltinHarness,
@@ -44,7 +46,7 @@ from evalsi.connectors import (
     TaskInfo,
     load_callable,
 )
-from evalsi.core import Check, Content, JsonValue, Step, Trajectory, UserError
+from evalsi.core import Cassette, Check, Content, JsonValue, Step, Trajectory, UserError
 from evalsi.sandbox import AsyncSandbox, Level, Resources, SandboxSpec, SandboxUnavailable
 from evalsi.specs import (
     AgentSpec,
@@ -53,6 +55,16 @@ from evalsi.specs import (
     SandboxSettingsSpec,
     ToolDeclarationSpec,
 )
+
+
+class Replay(Protocol):
+    """Where a replay's tasks find their recorded cassettes: ``cassette(sample_id, trial)``
+    (``None``: none recorded), and the branch point (``None``: replay every call)."""
+
+    live_after: int | None
+
+    def cassette(self, sample_id: str, trial: int) -> Cassette | None: ...
+
 
 RemoteHarness = Callable[[HarnessSpec, str], contextlib.AbstractAsyncContextManager[Harness]]
 """Connects a harness in another process (``grpc`` or ``command``), given the spec and the
@@ -127,6 +139,7 @@ class AgentTarget:
         price: Price | None = None,
         egress: EgressPolicy | None = None,
         remote: RemoteHarness | None = None,
+        replay: Replay | None = None,
     ) -> None:
         self.loop = (
             ToolLoop(
@@ -141,6 +154,7 @@ class AgentTarget:
         self.env_spec = environment or EnvironmentSpec(tools=())
         self.egress = egress
         self.remote = remote
+        self.replay = replay
         self.tools: list[Tool] = []
         self.checkers: list[Checker] = []
         self.sandbox_spec: SandboxSpec | None = None
@@ -151,7 +165,15 @@ class AgentTarget:
     def describe(self) -> dict[str, Any]:
         h = self.agent.harness
         out: dict[str, Any] = {"connector": self.connector}
-        if h is not None:
+        if self.agent.kind != "builtin":
+            section = getattr(self.agent, self.agent.kind)
+            out["kind"] = self.agent.kind
+            out["agent"] = {  # where the agent is, never its headers (they may hold secrets)
+                k: getattr(section, k)
+                for k in ("url", "base_url", "model", "command", "tool", "prompt")
+                if getattr(section, k, "")
+            }
+        elif h is not None:
             out["harness"] = h.python or h.grpc or " ".join(h.argv)
         else:
             assert self.loop is not None
@@ -168,10 +190,14 @@ class AgentTarget:
         return out
 
     async def __aenter__(self) -> AgentTarget:
-        if self.agent.harness is not None and self.env_spec.tools:
+        kind = self.agent.kind
+        if self.env_spec.tools and (
+            self.agent.harness is not None or kind not in ("builtin", "responses")
+        ):
             raise UserError(
-                "spec.environment.tools: a harness brings its own tools",
-                hint="list tools only for the built-in agent (target.agent.model)",
+                f"spec.environment.tools: a {'harness' if kind == 'builtin' else kind} agent "
+                "brings its own tools",
+                hint="list tools only for the built-in agent or a responses agent",
             )
         stack = contextlib.AsyncExitStack()
         try:
@@ -224,6 +250,15 @@ class AgentTarget:
     async def _harness(self, stack: contextlib.AsyncExitStack) -> Harness:
         h = self.agent.harness
         at = "spec.target.agent.harness"
+        if self.agent.kind != "builtin":
+            context = ConnectorContext(
+                self.agent,
+                self.env_spec,
+                self.environment,
+                self.egress,
+                f"spec.target.agent.{self.agent.kind}",
+            )
+            return await stack.enter_async_context(connect(context))
         if h is None:
             assert self.loop is not None
             return BuiltinHarness(self.loop, self.environment)
@@ -299,11 +334,29 @@ class AgentTarget:
                 workspace=sandbox.workspace if sandbox is not None else None,
                 metadata=sample.metadata if sample is not None else {},
             )
-            with bound(sandbox):
-                return await self._task(harness, setup, sandbox, sample)
+            tape = self._tape(setup)
+            with bound(sandbox), taping(tape):
+                out = await self._task(harness, setup, sandbox, sample)
+            if tape is not None and (self.agent.record_cassette or tape.source is not None):
+                out = replace(out, cassette=tape.cassette())
+            return out
         finally:
             if sandbox is not None:
                 await sandbox.destroy()
+
+    def _tape(self, setup: TaskSetup) -> Tape | None:
+        """The task's tape: replaying (or branching from) the recorded task's cassette, or
+        recording; none when the spec turned recording off."""
+        if self.replay is not None:
+            source = self.replay.cassette(setup.task_id, setup.trial)
+            if source is None:
+                raise InfraError(
+                    "cassette",
+                    f"replay: the recorded run has no cassette for sample {setup.task_id!r} "
+                    f"trial {setup.trial} (recorded with cassette.record: false, or lost)",
+                )
+            return Tape(source, live_after=self.replay.live_after)
+        return Tape() if self.agent.record_cassette else None
 
     async def _task(
         self, harness: Harness, setup: TaskSetup, sandbox: AsyncSandbox | None, sample: Any

@@ -25,6 +25,7 @@ InfraKind = Literal[
     "sandbox",  # the sandbox itself broke (a runner failure)
     "harness",  # an agent's harness failed (not the agent)
     "checker",  # an end-state checker could not reach a verdict
+    "cassette",  # a replay needed a call its cassette does not hold
 ]
 INFRA_KINDS: tuple[InfraKind, ...] = get_args(InfraKind)
 
@@ -62,8 +63,9 @@ class InfraError(RunError):
     @property
     def retryable(self) -> bool:
         """Whether another attempt can help (an open circuit fails fast by design; the egress
-        policy answers the same until the server's configuration changes)."""
-        return self.kind not in ("circuit_open", "egress_denied")
+        policy answers the same until the server's configuration changes; a cassette lacks the
+        same call again)."""
+        return self.kind not in ("circuit_open", "egress_denied", "cassette")
 
     def __str__(self) -> str:
         tail = f" (after {self.attempts} attempts)" if self.attempts > 1 else ""

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import orjson
 
 from evalsi.core import (
+    Cassette,
     Content,
     JsonValue,
     Message,
@@ -77,6 +78,7 @@ class TargetOutput:
     finish_reason: str = ""
     attempts: int = 1
     trajectory: Trajectory | None = None
+    cassette: Cassette | None = None
 
 
 @dataclass(frozen=True, slots=True)

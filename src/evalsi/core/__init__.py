@@ -1,6 +1,7 @@
 """Domain types shared by every layer. Imports no other evalsi package."""
 
 from evalsi.core._batch import INFRA_PREFIX, LABEL, NUMBER, PASSED, ResultBatch, decode_score
+from evalsi.core._cassette import Cassette, Exchange, request_key
 from evalsi.core._cel import (
     ConditionError,
     Vocabulary,
@@ -102,6 +103,7 @@ __all__ = [
     "STATUS_OK",
     "USAGE_FIELDS",
     "VERSION",
+    "Cassette",
     "Check",
     "ConditionError",
     "Content",
@@ -111,6 +113,7 @@ __all__ = [
     "EvaluationResult",
     "EvaluatorManifest",
     "EvaluatorRef",
+    "Exchange",
     "Feedback",
     "HandedTrace",
     "Hasher",
@@ -177,6 +180,7 @@ __all__ = [
     "missing_extra",
     "parse_ref",
     "preview",
+    "request_key",
     "require_extra",
     "startup_mark",
 ]

@@ -10,6 +10,18 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
+    from evalsi.specs._agent_kinds import (
+        AGENT_KINDS,
+        CONNECTOR_KINDS,
+        A2aAgentSpec,
+        AgentKind,
+        CliAgentSpec,
+        GitWorkspaceSpec,
+        HttpAgentSpec,
+        McpAgentSpec,
+        ResponsesAgentSpec,
+        UserSimulatorSpec,
+    )
     from evalsi.specs._checks import (
         MAX_SPEC_BYTES,
         NAME,
@@ -51,21 +63,30 @@ if TYPE_CHECKING:
     from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml, where
 
 __all__ = [
+    "AGENT_KINDS",
+    "CONNECTOR_KINDS",
     "MAX_SPEC_BYTES",
     "NAME",
     "TARGET_KINDS",
+    "A2aAgentSpec",
+    "AgentKind",
     "AgentSpec",
     "BudgetSpec",
     "CasePolicy",
     "CheckerSpec",
+    "CliAgentSpec",
     "DatasetSpec",
     "Declaration",
     "EnvironmentSpec",
     "EvaluatorEntry",
+    "GitWorkspaceSpec",
     "HarnessSpec",
+    "HttpAgentSpec",
     "JudgeSpec",
     "KeyPath",
+    "McpAgentSpec",
     "Problem",
+    "ResponsesAgentSpec",
     "RunSpec",
     "SandboxSettingsSpec",
     "TargetSpec",
@@ -73,6 +94,7 @@ __all__ = [
     "Threshold",
     "ToolDeclarationSpec",
     "ToolEntrySpec",
+    "UserSimulatorSpec",
     "check_plain",
     "fixture_problem",
     "judges_from_doc",

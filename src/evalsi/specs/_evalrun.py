@@ -12,6 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.core import content_hash
+from evalsi.specs._agent_kinds import (
+    A2aAgentSpec,
+    AgentKind,
+    CliAgentSpec,
+    GitWorkspaceSpec,
+    HttpAgentSpec,
+    McpAgentSpec,
+    ResponsesAgentSpec,
+    UserSimulatorSpec,
+)
 from evalsi.specs._declaration import CasePolicy, Declaration, Threshold
 
 TargetKind = Literal["model", "python", "http", "agent"]
@@ -56,6 +66,14 @@ class AgentSpec:
     max_usd: float | None = None
     max_seconds: float | None = None
     harness: HarnessSpec | None = None
+    kind: AgentKind = "builtin"
+    a2a: A2aAgentSpec | None = None
+    mcp: McpAgentSpec | None = None
+    responses: ResponsesAgentSpec | None = None
+    http: HttpAgentSpec | None = None
+    cli: CliAgentSpec | None = None
+    record_cassette: bool = True
+    user: UserSimulatorSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +199,7 @@ class EnvironmentSpec:
     sandbox: SandboxSettingsSpec | None = None
     fixtures: dict[str, Any] = field(default_factory=dict)  # {path: text or JSON}
     checkers: tuple[CheckerSpec, ...] = ()
+    repository: GitWorkspaceSpec | None = None
 
     def identity(self) -> dict[str, Any]:
         """Every field as JSON-able data in a fixed order (for the spec hash)."""
@@ -193,6 +212,7 @@ class EnvironmentSpec:
             self.sandbox is not None
             or self.fixtures
             or self.checkers
+            or self.repository is not None
             or any(t.sandbox for t in self.tools)
         )
 

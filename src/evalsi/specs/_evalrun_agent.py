@@ -9,6 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalsi.specs._agent_kinds import (
+    AGENT_KINDS,
+    A2aAgentSpec,
+    AgentKind,
+    CliAgentSpec,
+    GitWorkspaceSpec,
+    HttpAgentSpec,
+    McpAgentSpec,
+    ResponsesAgentSpec,
+    UserSimulatorSpec,
+)
 from evalsi.specs._checks import show
 from evalsi.specs._evalrun import (
     CheckerSpec,
@@ -35,6 +46,145 @@ class AgentKeys:
 
     def bad(self, path: KeyPath, message: str) -> None:
         raise NotImplementedError
+
+    def endpoint(self, at: KeyPath, m: dict[str, Any]) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def secret(self, at: KeyPath, ref: str) -> str:
+        raise NotImplementedError
+
+    def agent_kind(self, at: KeyPath, a: dict[str, Any]) -> tuple[AgentKind, dict[str, Any]]:
+        """``kind`` (given, or the one connector section present) and that section, built:
+        ``{"a2a": A2aAgentSpec(...)}`` and so on; ``{}`` for the built-in agent."""
+        given = [k for k in AGENT_KINDS[1:] if k in a]
+        kind = a.get("kind") or (given[0] if given else "builtin")
+        if len(given) > 1:
+            self.bad(at, f"set one agent section, not {' and '.join(given)}")
+            return kind, {}
+        if kind == "builtin":
+            if given:
+                self.bad((*at, "kind"), f"kind builtin takes no {given[0]} section")
+            return kind, {}
+        if given != [kind]:
+            self.bad(at, f"kind {kind} needs its section: {kind}: {{...}}")
+            return kind, {}
+        for key in ("model", "harness"):
+            if key in a:
+                self.bad((*at, key), f"a {kind} agent brings its own model; remove {key}")
+        section, where = a[kind], (*at, kind)
+        build = getattr(self, f"_{kind}_agent")
+        return kind, {kind: build(where, section)}
+
+    def _headers(self, at: KeyPath, headers: dict[str, str]) -> dict[str, str]:
+        return {
+            k: self.secret((*at, k), v) if v.startswith(("env:", "file:")) else v
+            for k, v in headers.items()
+        }
+
+    def _a2a_agent(self, at: KeyPath, s: dict[str, Any]) -> A2aAgentSpec:
+        return A2aAgentSpec(
+            url=s["url"],
+            headers=self._headers((*at, "headers"), dict(s.get("headers", {}))),
+            stream=bool(s.get("stream", True)),
+        )
+
+    def _mcp_agent(self, at: KeyPath, s: dict[str, Any]) -> McpAgentSpec:
+        command, url = tuple(s.get("command", ())), s.get("url", "")
+        if bool(command) == bool(url):
+            self.bad(at, "set one of command (argv, stdio) or url (streamable HTTP)")
+        elif command and not command[0].strip():
+            self.bad((*at, "command"), "the command's first item (the program) is empty")
+        tool, prompt = s.get("tool", ""), s.get("prompt", "")
+        if bool(tool) == bool(prompt):
+            self.bad(at, "set one of tool (the tool that is the agent) or prompt")
+        return McpAgentSpec(
+            command=command,
+            url=url,
+            tool=tool,
+            prompt=prompt,
+            input_argument=s.get("inputArgument") or "input",
+            arguments=dict(s.get("arguments", {})),
+            env=dict(s.get("env", {})),
+            cwd=str(self.base_dir),
+        )
+
+    def _responses_agent(self, at: KeyPath, s: dict[str, Any]) -> ResponsesAgentSpec:
+        base_url, secret = self.endpoint(at, {**s, "connector": "responses"})
+        return ResponsesAgentSpec(
+            base_url=base_url,
+            model=s["model"],
+            secret_ref=secret,
+            instructions=s.get("instructions", ""),
+            params=dict(s.get("params", {})),
+            max_turns=int(s.get("maxTurns", 10)),
+        )
+
+    def _http_agent(self, at: KeyPath, s: dict[str, Any]) -> HttpAgentSpec:
+        from evalsi.connectors import JsonPath
+
+        for key in ("output", "transcript", "session"):
+            if s.get(key):
+                try:
+                    JsonPath(s[key])
+                except ValueError as e:
+                    self.bad((*at, key), f"not a JSONPath: {e}")
+        if not (s.get("output") or s.get("transcript")):
+            self.bad(at, "set output (a JSONPath to the answer), transcript, or both")
+        return HttpAgentSpec(
+            url=s["url"],
+            method=s.get("method", "POST"),
+            headers=self._headers((*at, "headers"), dict(s.get("headers", {}))),
+            body=s.get("body", ""),
+            output=s.get("output", ""),
+            transcript=s.get("transcript", ""),
+            session=s.get("session", ""),
+        )
+
+    def _cli_agent(self, at: KeyPath, s: dict[str, Any]) -> CliAgentSpec:
+        command = tuple(s["command"])
+        if not command[0].strip():
+            self.bad((*at, "command"), "the first item (the program) is empty")
+        commands_file = s.get("commandsFile") or ".evalsi/commands.jsonl"
+        problem = path_problem(commands_file)
+        if problem:
+            self.bad((*at, "commandsFile"), f"{problem}, got {show(commands_file)}")
+        return CliAgentSpec(
+            command=command,
+            env=dict(s.get("env", {})),
+            commands_file=commands_file,
+            timeout_s=float(s.get("timeoutSeconds", 600.0)),
+        )
+
+    def user_simulator(self, at: KeyPath, u: dict[str, Any]) -> UserSimulatorSpec | None:
+        m = u.get("model")
+        if m is None:
+            self.bad(at, "missing required field 'model' (the simulator's model)")
+            return None
+        base_url, secret = "", ""
+        if m.get("connector") != "scripted":
+            base_url, secret = self.endpoint((*at, "model"), m)
+        max_usd = u.get("maxUsd")
+        return UserSimulatorSpec(
+            connector=m["connector"],
+            model=m["model"],
+            base_url=base_url,
+            params=dict(m.get("params", {})),
+            secret_ref=secret,
+            persona=u.get("persona", ""),
+            goal=u.get("goal", ""),
+            hidden=u.get("hidden", ""),
+            stop_token=u.get("stopToken") or "###STOP###",
+            max_turns=int(u.get("maxTurns", 10)),
+            max_usd=float(max_usd) if max_usd is not None else None,
+        )
+
+    def repository(self, at: KeyPath, r: dict[str, Any]) -> GitWorkspaceSpec:
+        path = Path(r["path"]).expanduser()
+        if not path.is_absolute():
+            path = self.base_dir / path
+        if not (path / ".git").exists() and not (path / "HEAD").is_file():
+            self.bad((*at, "path"), f"not a git repository: {path}")
+        return GitWorkspaceSpec(path=str(path), commit=r.get("commit") or "HEAD")
 
     def harness(self, at: KeyPath, h: dict[str, Any]) -> HarnessSpec:
         if "python" in h:
@@ -117,6 +267,9 @@ class AgentKeys:
             fixtures=self.fixtures((*at, "fixtures"), e.get("fixtures")),
             checkers=tuple(
                 self.checker((*at, "checkers", i), c) for i, c in enumerate(e.get("checkers", ()))
+            ),
+            repository=(
+                self.repository((*at, "repository"), e["repository"]) if "repository" in e else None
             ),
         )
 

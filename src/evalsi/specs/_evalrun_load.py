@@ -218,7 +218,12 @@ class _SpecBuilder(AgentKeys):
             environment = self.environment(spec["environment"])
             if target is not None and target.kind != "agent":
                 self.bad(("spec", "environment"), "only an agent target (target.agent) calls tools")
-        builtin = target is not None and target.agent is not None and target.agent.harness is None
+        builtin = (
+            target is not None
+            and target.agent is not None
+            and target.agent.kind == "builtin"
+            and target.agent.harness is None
+        )
         if builtin and (environment is None or not environment.tools):
             at = ("spec", "environment") if environment is not None else ("spec", "target", "agent")
             self.bad(at, "the built-in agent needs spec.environment.tools (at least one)")
@@ -278,8 +283,11 @@ class _SpecBuilder(AgentKeys):
         if "agent" in t:
             kind, a, m = "agent", t["agent"], t["agent"].get("model")
             at = (*at, "agent")
+            agent_kind, sections = self.agent_kind(at, a)
             harness = self.harness((*at, "harness"), a["harness"]) if "harness" in a else None
-            if (m is None) == (harness is None):
+            if agent_kind != "builtin":
+                m = harness = None
+            elif (m is None) == (harness is None):
                 self.bad(at, "set one of model (the built-in loop) or harness (another harness)")
                 if m is None:
                     return None
@@ -299,6 +307,10 @@ class _SpecBuilder(AgentKeys):
                 max_usd=_opt_float(a.get("maxUsd")),
                 max_seconds=seconds,
                 harness=harness,
+                kind=agent_kind,
+                record_cassette=bool(a.get("cassette", {}).get("record", True)),
+                user=self.user_simulator((*at, "user"), a["user"]) if "user" in a else None,
+                **sections,
             )
             if m is None:
                 return TargetSpec(kind=kind, agent=agent, **common)

@@ -84,12 +84,14 @@ def test_error_taxonomy() -> None:
         "sandbox",
         "harness",
         "checker",
+        "cassette",
     )
     assert issubclass(InfraError, RunError)
     assert issubclass(TargetError, UserError)
     assert InfraError("timeout", "x").retryable
     assert not InfraError("circuit_open", "x").retryable
     assert not InfraError("egress_denied", "x").retryable  # the policy answers the same again
+    assert not InfraError("cassette", "x").retryable  # a replay misses the same call again
 
 
 def test_importing_the_connectors_does_not_import_aiohttp() -> None:

@@ -171,20 +171,162 @@ class ModelTarget(_message.Message):
     def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
-    __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration", "harness")
+    __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration", "harness", "kind", "a2a", "mcp", "responses", "http", "cli", "cassette", "user")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_USD_FIELD_NUMBER: _ClassVar[int]
     MAX_DURATION_FIELD_NUMBER: _ClassVar[int]
     HARNESS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    A2A_FIELD_NUMBER: _ClassVar[int]
+    MCP_FIELD_NUMBER: _ClassVar[int]
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    CLI_FIELD_NUMBER: _ClassVar[int]
+    CASSETTE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     model: ModelTarget
     max_steps: int
     max_tokens: int
     max_usd: float
     max_duration: str
     harness: HarnessRef
-    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., max_steps: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_usd: _Optional[float] = ..., max_duration: _Optional[str] = ..., harness: _Optional[_Union[HarnessRef, _Mapping]] = ...) -> None: ...
+    kind: str
+    a2a: A2aAgent
+    mcp: McpAgent
+    responses: ResponsesAgent
+    http: HttpAgent
+    cli: CliAgent
+    cassette: AgentCassette
+    user: UserSimulator
+    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., max_steps: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_usd: _Optional[float] = ..., max_duration: _Optional[str] = ..., harness: _Optional[_Union[HarnessRef, _Mapping]] = ..., kind: _Optional[str] = ..., a2a: _Optional[_Union[A2aAgent, _Mapping]] = ..., mcp: _Optional[_Union[McpAgent, _Mapping]] = ..., responses: _Optional[_Union[ResponsesAgent, _Mapping]] = ..., http: _Optional[_Union[HttpAgent, _Mapping]] = ..., cli: _Optional[_Union[CliAgent, _Mapping]] = ..., cassette: _Optional[_Union[AgentCassette, _Mapping]] = ..., user: _Optional[_Union[UserSimulator, _Mapping]] = ...) -> None: ...
+
+class AgentCassette(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: bool
+    def __init__(self, record: _Optional[bool] = ...) -> None: ...
+
+class A2aAgent(_message.Message):
+    __slots__ = ("url", "headers", "stream")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    URL_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    headers: _containers.ScalarMap[str, str]
+    stream: bool
+    def __init__(self, url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., stream: _Optional[bool] = ...) -> None: ...
+
+class McpAgent(_message.Message):
+    __slots__ = ("command", "url", "tool", "prompt", "input_argument", "arguments", "env")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_ARGUMENT_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    url: str
+    tool: str
+    prompt: str
+    input_argument: str
+    arguments: _struct_pb2.Struct
+    env: _containers.ScalarMap[str, str]
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., tool: _Optional[str] = ..., prompt: _Optional[str] = ..., input_argument: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ResponsesAgent(_message.Message):
+    __slots__ = ("base_url", "model", "secret_ref", "instructions", "params", "max_turns")
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    base_url: str
+    model: str
+    secret_ref: str
+    instructions: str
+    params: _struct_pb2.Struct
+    max_turns: int
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., secret_ref: _Optional[str] = ..., instructions: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_turns: _Optional[int] = ...) -> None: ...
+
+class HttpAgent(_message.Message):
+    __slots__ = ("url", "method", "headers", "body", "output", "transcript", "session")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    URL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    TRANSCRIPT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    method: str
+    headers: _containers.ScalarMap[str, str]
+    body: str
+    output: str
+    transcript: str
+    session: str
+    def __init__(self, url: _Optional[str] = ..., method: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., body: _Optional[str] = ..., output: _Optional[str] = ..., transcript: _Optional[str] = ..., session: _Optional[str] = ...) -> None: ...
+
+class CliAgent(_message.Message):
+    __slots__ = ("command", "env", "commands_file", "timeout_seconds")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    COMMANDS_FILE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    commands_file: str
+    timeout_seconds: float
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., commands_file: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class UserSimulator(_message.Message):
+    __slots__ = ("model", "persona", "goal", "hidden", "stop_token", "max_turns", "max_usd")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    STOP_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    MAX_USD_FIELD_NUMBER: _ClassVar[int]
+    model: ModelTarget
+    persona: str
+    goal: str
+    hidden: str
+    stop_token: str
+    max_turns: int
+    max_usd: float
+    def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., persona: _Optional[str] = ..., goal: _Optional[str] = ..., hidden: _Optional[str] = ..., stop_token: _Optional[str] = ..., max_turns: _Optional[int] = ..., max_usd: _Optional[float] = ...) -> None: ...
 
 class HarnessRef(_message.Message):
     __slots__ = ("python", "grpc", "command")
@@ -214,13 +356,14 @@ class CommandHarness(_message.Message):
     def __init__(self, argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., start_timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class AgentEnvironment(_message.Message):
-    __slots__ = ("tools", "policy", "faults", "injections", "tool_timeout_seconds", "sandbox", "fixtures", "checkers")
+    __slots__ = ("tools", "policy", "faults", "injections", "tool_timeout_seconds", "sandbox", "repository", "fixtures", "checkers")
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     FAULTS_FIELD_NUMBER: _ClassVar[int]
     INJECTIONS_FIELD_NUMBER: _ClassVar[int]
     TOOL_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_FIELD_NUMBER: _ClassVar[int]
     FIXTURES_FIELD_NUMBER: _ClassVar[int]
     CHECKERS_FIELD_NUMBER: _ClassVar[int]
     tools: _containers.RepeatedCompositeFieldContainer[ToolEntry]
@@ -229,9 +372,18 @@ class AgentEnvironment(_message.Message):
     injections: _containers.RepeatedCompositeFieldContainer[ToolInjection]
     tool_timeout_seconds: float
     sandbox: AgentSandbox
+    repository: GitWorkspace
     fixtures: _struct_pb2.Value
     checkers: _containers.RepeatedCompositeFieldContainer[Checker]
-    def __init__(self, tools: _Optional[_Iterable[_Union[ToolEntry, _Mapping]]] = ..., policy: _Optional[_Union[ToolPolicy, _Mapping]] = ..., faults: _Optional[_Iterable[_Union[ToolFault, _Mapping]]] = ..., injections: _Optional[_Iterable[_Union[ToolInjection, _Mapping]]] = ..., tool_timeout_seconds: _Optional[float] = ..., sandbox: _Optional[_Union[AgentSandbox, _Mapping]] = ..., fixtures: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., checkers: _Optional[_Iterable[_Union[Checker, _Mapping]]] = ...) -> None: ...
+    def __init__(self, tools: _Optional[_Iterable[_Union[ToolEntry, _Mapping]]] = ..., policy: _Optional[_Union[ToolPolicy, _Mapping]] = ..., faults: _Optional[_Iterable[_Union[ToolFault, _Mapping]]] = ..., injections: _Optional[_Iterable[_Union[ToolInjection, _Mapping]]] = ..., tool_timeout_seconds: _Optional[float] = ..., sandbox: _Optional[_Union[AgentSandbox, _Mapping]] = ..., repository: _Optional[_Union[GitWorkspace, _Mapping]] = ..., fixtures: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., checkers: _Optional[_Iterable[_Union[Checker, _Mapping]]] = ...) -> None: ...
+
+class GitWorkspace(_message.Message):
+    __slots__ = ("path", "commit")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    commit: str
+    def __init__(self, path: _Optional[str] = ..., commit: _Optional[str] = ...) -> None: ...
 
 class AgentSandbox(_message.Message):
     __slots__ = ("min_isolation", "network", "timeout_seconds", "memory_mb")
