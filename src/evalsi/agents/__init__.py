@@ -5,6 +5,7 @@ harness owns (tool policy, approvals, scheduled faults, injected payloads), reco
 as trajectory steps; each task has its own workspace (fixtures in, checkers and an end-state
 snapshot out). The design: ``docs/decisions/0010-agent-runs.md``."""
 
+from evalsi.agents._cassette import CassetteMiss, Tape, exchange, taping
 from evalsi.agents._checkers import contains, snapshot
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection, ToolResult
 from evalsi.agents._harness import (
@@ -20,7 +21,7 @@ from evalsi.agents._mcp import McpServer, McpTool, resolve_program
 from evalsi.agents._policy import Decision, ToolPolicy
 from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._scripted import ScriptedModel
-from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness
+from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness, Replay
 from evalsi.agents._tools import (
     PERMISSIONS,
     FunctionTool,
@@ -41,6 +42,7 @@ __all__ = [
     "Approvals",
     "Budgets",
     "BuiltinHarness",
+    "CassetteMiss",
     "CheckResult",
     "Decision",
     "Environment",
@@ -54,8 +56,10 @@ __all__ = [
     "McpTool",
     "Permission",
     "RemoteHarness",
+    "Replay",
     "SandboxDenied",
     "ScriptedModel",
+    "Tape",
     "TaskSetup",
     "Tool",
     "ToolFailed",
@@ -65,9 +69,11 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "contains",
+    "exchange",
     "resolve_program",
     "sandbox_tools",
     "schema_of",
     "snapshot",
+    "taping",
     "workspace",
 ]

@@ -69,9 +69,13 @@ class Tape:
         return Cassette(tuple(e for e in self._slots if e is not None))
 
     async def exchange(
-        self, channel: str, request: JsonValue, live: Callable[[], Awaitable[JsonValue]]
+        self,
+        channel: str,
+        request: JsonValue,
+        live: Callable[[], Awaitable[JsonValue]],
+        key: str | None = None,
     ) -> JsonValue:
-        key = request_key(request)
+        key = key or request_key(request)
         replay = self.replaying
         self.calls += 1
         number = self.calls
@@ -119,13 +123,22 @@ def taping(tape: Tape | None) -> Iterator[None]:
         _current.reset(token)
 
 
-async def exchange(channel: str, request: JsonValue, live: Callable[[], Awaitable[Any]]) -> Any:
+async def exchange(
+    channel: str, request: JsonValue, live: Callable[[], Awaitable[Any]], *, key: str = ""
+) -> Any:
     """``live()``'s answer, recorded on the current task's tape, or replayed from it.
 
     ``request`` is what identifies the call (JSON); ``live`` returns the answer as JSON. A
     connector routes each call it makes to its agent through here, so its runs can be replayed.
+    ``key`` may stand for ``request``: a caller keeping a running hash of a growing request (a
+    conversation) passes it rather than have the whole request hashed again every turn.
     """
     tape = _current.get()
     if tape is None:
         return await live()
-    return await tape.exchange(channel, request, live)
+    return await tape.exchange(channel, request, live, key or None)
+
+
+def taped() -> bool:
+    """Whether calls made here go through a tape (else ``exchange`` just calls live)."""
+    return _current.get() is not None

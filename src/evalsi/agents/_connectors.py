@@ -41,14 +41,16 @@ MODULES = {
 class ConnectorContext:
     """What a connector may use besides its section: the run's agent and environment specs,
     a fresh ``Environment`` per task (for an agent that asks evalsi to run its tools), the
-    server's egress policy (``None`` in the embedded CLI), and where its section is (for
-    errors)."""
+    server's egress policy (``None`` in the embedded CLI), where its section is (for
+    errors), and whether every call of the run is replayed from cassettes (then the connector
+    must not reach its agent when it connects: the agent may be gone)."""
 
     agent: AgentSpec
     environment_spec: EnvironmentSpec
     environment: Callable[[], Environment]
     egress: EgressPolicy | None
     where: str
+    replaying: bool = False
 
 
 def connect(

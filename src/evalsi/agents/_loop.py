@@ -12,12 +12,15 @@ retries raises, and the task is lost to infrastructure, never graded.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evalsi.agents._cassette import exchange
+import orjson
+
+from evalsi.agents._cassette import exchange, taped
 from evalsi.agents._environment import Environment
 from evalsi.connectors import Completion, InputLike, TargetOutput, input_messages
 from evalsi.core import (
@@ -81,15 +84,12 @@ class ToolLoop:
         return [s.to_openai() for s in specs]
 
     async def _complete(
-        self, messages: list[Message], seed: int | None, tools: list[dict[str, Any]]
+        self, conversation: _Conversation, seed: int | None, tools: list[dict[str, Any]]
     ) -> Completion:
         """One model call, through the task's cassette (recorded, or replayed from it)."""
-        request = {
-            "model": self.model.model,
-            "messages": [message_to_dict(m) for m in messages],
-            "tools": tools,
-            "seed": seed,
-        }
+        messages = conversation.messages
+        if not taped():
+            return await self.model.complete(messages, seed=seed, tools=tools)
 
         async def live() -> dict[str, Any]:
             c = await self.model.complete(messages, seed=seed, tools=tools)
@@ -102,7 +102,7 @@ class ToolLoop:
                 "attempts": c.attempts,
             }
 
-        c = await exchange("model", request, live)
+        c = await exchange("model", None, live, key=conversation.key())
         return Completion(
             text=c["text"],
             messages=[message_from_dict(m) for m in c["messages"]],
@@ -118,6 +118,9 @@ class ToolLoop:
         b = self.budgets
         messages = input_messages(input, system=self.model.system)
         tools = self.tool_defs(environment)
+        conversation = _Conversation(
+            messages, {"model": self.model.model, "tools": tools, "seed": seed}
+        )
         steps: list[Step] = []
         total = Usage(input_tokens=0, output_tokens=0, cost_usd=0.0)
         priced = True
@@ -133,7 +136,7 @@ class ToolLoop:
             began = self.clock()
             try:
                 async with asyncio.timeout(left):
-                    completion = await self._complete(messages, seed, tools)
+                    completion = await self._complete(conversation, seed, tools)
             except TimeoutError:
                 stop = "timeout"
                 break
@@ -168,7 +171,10 @@ class ToolLoop:
             left = None if b.max_seconds is None else b.max_seconds - (time.monotonic() - started)
             try:
                 async with asyncio.timeout(left):
-                    results = await asyncio.gather(*(environment.call(c) for c in calls))
+                    if len(calls) == 1:  # most turns: no task to spawn for one call
+                        results = [await environment.call(calls[0])]
+                    else:
+                        results = list(await asyncio.gather(*(environment.call(c) for c in calls)))
             except TimeoutError:
                 stop = "timeout"
                 break
@@ -198,3 +204,21 @@ class ToolLoop:
             attempts=max(attempts, 1),
             trajectory=Trajectory(steps, stop_reason=stop),
         )
+
+
+class _Conversation:
+    """The messages sent to the model, and a running sha256 of them with what else the model
+    is sent (model, tools, seed): a model call's cassette key, found without hashing the whole
+    conversation again every turn."""
+
+    def __init__(self, messages: list[Message], head: dict[str, Any]) -> None:
+        self.messages = messages
+        self._digest = hashlib.sha256(orjson.dumps(head, option=orjson.OPT_SORT_KEYS))
+        self._hashed = 0
+
+    def key(self) -> str:
+        for message in self.messages[self._hashed :]:
+            self._digest.update(b"\n")
+            self._digest.update(orjson.dumps(message_to_dict(message), option=orjson.OPT_SORT_KEYS))
+        self._hashed = len(self.messages)
+        return self._digest.copy().hexdigest()

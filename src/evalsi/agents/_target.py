@@ -65,6 +65,10 @@ class Replay(Protocol):
 
     def cassette(self, sample_id: str, trial: int) -> Cassette | None: ...
 
+    def provenance(self) -> dict[str, Any]:
+        """What the replaying run records of where its cassettes came from."""
+        ...
+
 
 RemoteHarness = Callable[[HarnessSpec, str], contextlib.AbstractAsyncContextManager[Harness]]
 """Connects a harness in another process (``grpc`` or ``command``), given the spec and the
@@ -194,9 +198,9 @@ class AgentTarget:
         if self.env_spec.tools and (
             self.agent.harness is not None or kind not in ("builtin", "responses")
         ):
+            who = "harness" if kind == "builtin" else f"{kind} agent"
             raise UserError(
-                f"spec.environment.tools: a {'harness' if kind == 'builtin' else kind} agent "
-                "brings its own tools",
+                f"spec.environment.tools: a {who} brings its own tools",
                 hint="list tools only for the built-in agent or a responses agent",
             )
         stack = contextlib.AsyncExitStack()
@@ -257,6 +261,7 @@ class AgentTarget:
                 self.environment,
                 self.egress,
                 f"spec.target.agent.{self.agent.kind}",
+                replaying=self.replay is not None and self.replay.live_after is None,
             )
             return await stack.enter_async_context(connect(context))
         if h is None:

@@ -22,6 +22,7 @@ COMMANDS = {
     "run": "_run",
     "grade": "_grade",
     "rerun": "_grade",
+    "replay": "_grade",
     "runs": "_runs",
     "compare": "_compare",
     "catalog": "_catalog",
@@ -56,6 +57,7 @@ Store verdicts computed elsewhere on a server (a Score run marked external):
 Grade a Run's stored outputs (no target calls), or replay a run:
   evalsi grade --from RUN_ID --evaluators exact-match
   evalsi rerun RUN_ID
+  evalsi replay RUN_ID [--evaluators a,b] [--branch-from-step N]   # an agent run's cassettes
 Look at what ran:
   evalsi runs list
   evalsi runs show latest

@@ -1,5 +1,6 @@
-"""``evalsi grade --from RUN_ID`` (grade a Run's stored outputs, never calling the target) and
-``evalsi rerun RUN_ID`` (replay a run from the spec it stored)."""
+"""``evalsi grade --from RUN_ID`` (grade a Run's stored outputs, never calling the target),
+``evalsi rerun RUN_ID`` (run again from the spec it stored) and ``evalsi replay RUN_ID`` (play an
+agent run again from its cassettes: no model or tool call, or live from a branch step)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from evalsi.cli._output import (
     print_result,
     with_failures,
 )
+from evalsi.cli._remote import add_server_flag, connect_reader, server_of
 from evalsi.cli._warnings import print_warnings, result_warnings
+from evalsi.core import UserError
 
 GRADE_EPILOG = """\
 examples:
@@ -45,6 +48,23 @@ examples:
 Replays a Run (or a grade run) from the spec it stored, as a new run. Items its manifest marks
 unpinned (closed API models, unversioned services) are listed on stderr: a rerun of those may
 not reproduce the figures.
+"""
+
+
+REPLAY_EPILOG = """\
+examples:
+  evalsi replay RUN_ID                                  # the same trajectories, graded again
+  evalsi replay RUN_ID --evaluators task-success,tool-call-accuracy --format json
+  evalsi replay RUN_ID --branch-from-step 3             # calls 1-3 replayed, the rest live
+  evalsi replay RUN_ID --server http://127.0.0.1:8080
+
+An agent run records a cassette per task: every model call and tool call with its answer.
+replay plays each task from it as a new run: the agent's trajectory is rebuilt with no model or
+tool call, then graded by the run's evaluators or by --evaluators (with --param and --gate).
+--branch-from-step N replays the first N calls of each task and makes the rest live
+(counterfactual evaluation); the new run records its source and branch point (spec.replay).
+A task needing a call its cassette lacks is lost to infrastructure (infra_error(cassette)),
+never called live. Exit codes as for `evalsi run`.
 """
 
 
@@ -94,6 +114,37 @@ def register(commands: Any) -> None:
     r.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     r.set_defaults(handler=rerun)
+
+    p = commands.add_parser(
+        "replay",
+        help="replay an agent run from its cassettes (no model or tool calls), as a new run",
+        description="Replay an agent run from the cassettes it recorded, as a new run: "
+        "re-grade its trajectories, or branch from a step and continue live.",
+        epilog=REPLAY_EPILOG,
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the agent run (id, prefix or latest)")
+    p.add_argument(
+        "--evaluators",
+        default=None,
+        help="grade with these instead of the run's (comma-separated names or refs)",
+    )
+    add_param_flag(p)
+    p.add_argument(
+        "--gate", action="append", default=None, metavar="EXPR", help="a CEL gate, repeatable"
+    )
+    p.add_argument(
+        "--branch-from-step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replay each task's first N calls, then call the model and tools live",
+    )
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_server_flag(p)
+    add_failures_flag(p)
+    p.set_defaults(handler=replay)
 
 
 def grade(args: argparse.Namespace) -> int:
@@ -151,6 +202,60 @@ def rerun(args: argparse.Namespace) -> int:
             )
         )
     return _show(result, args.format, extra={"rerun_of": source.id})
+
+
+def replay(args: argparse.Namespace) -> int:
+    import asyncio
+
+    names = evaluator_list(args.evaluators) if args.evaluators is not None else None
+    params = parse_params(args.param)
+    branch = args.branch_from_step
+    if branch is not None and branch < 0:
+        raise UserError(f"--branch-from-step must be 0 or more, got {branch}")
+    server = server_of(args)
+    result: Any
+    with progress_line(args.quiet, unit="tasks", trouble="infra errors") as progress:
+        if server is not None:
+            with connect_reader(args, server) as client:
+                source_id = client.get_run(args.run_id).run_id
+                result = client.replay_run(
+                    source_id,
+                    evaluators=names,
+                    params=params,
+                    gates=args.gate,
+                    branch_from_step=branch,
+                    progress=progress,
+                )
+        else:
+            from evalsi.packs import builtin_registry
+            from evalsi.runs import open_store, replay_run
+            from evalsi.wire import remote_harness
+
+            db = open_store(args.store, create=False)
+            source = db.get_run(args.run_id)
+            source_id = source.id
+            registry = (
+                (code_registry(names, where="--evaluators") if names is not None else None)
+                or stored_registry(source)
+                or builtin_registry()
+            )
+            result = asyncio.run(
+                replay_run(
+                    db,
+                    source.id,
+                    registry=registry,
+                    evaluators=names,
+                    params=params,
+                    gates=args.gate,
+                    branch_from_step=branch,
+                    progress=progress,
+                    remote_harness=remote_harness,
+                )
+            )
+    extra: dict[str, Any] = {"replay_of": source_id}
+    if branch is not None:
+        extra["branch_from_step"] = branch
+    return _show(result, args.format, extra=extra, failures=args.show_failures)
 
 
 def _source_of(result: Any) -> str | None:

@@ -22,6 +22,7 @@ from evalsi._proto.evalsi.v1alpha1.dataset_service_connect import DatasetService
 from evalsi._proto.evalsi.v1alpha1.evaluation_service_connect import EvaluationServiceClient
 from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClient
 from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceClient
+from evalsi.client._agents import AsyncAgentMixin
 from evalsi.client._auth import AsyncAuthMixin
 from evalsi.client._bridge import LoopThread
 from evalsi.client._common import (
@@ -110,6 +111,7 @@ class AsyncClient(
     AsyncReviewMixin,
     AsyncAuthMixin,
     AsyncDatasetMixin,
+    AsyncAgentMixin,
 ):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 

@@ -196,6 +196,10 @@ class Client:
         AsyncClient.resume_run,
         """Complete a stopped, cancelled or interrupted run: only missing tasks run.""",
     )
+    replay_run = _blocking(
+        AsyncClient.replay_run,
+        """Replay an agent run from its cassettes as a new run (``evalsi replay``).""",
+    )
     list_run_results = _iterating(
         AsyncClient.list_run_results, """A run's stored results, one page at a time."""
     )

@@ -9,6 +9,7 @@ from evalsi.core import lazy_exports
 if TYPE_CHECKING:
     from evalsi.runs._aggregate import Aggregator
     from evalsi.runs._cases import Case, CaseBuilder, CategoryFigures, rate, with_unattempted
+    from evalsi.runs._cassettes import StoredCassettes
     from evalsi.runs._categories import (
         DEFAULT_CATEGORY_KEY,
         CategoryMetrics,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._outputs import grade_tasks, join_outputs, rebuild
     from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
+    from evalsi.runs._replay import cassettes_of, replay_run, replay_spec
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
     from evalsi.runs._result import (
         ISOLATION_COLUMNS,
@@ -141,12 +143,14 @@ __all__ = [
     "ScoreResult",
     "ScoreSession",
     "StoreLike",
+    "StoredCassettes",
     "TestPlan",
     "Unmatched",
     "Verdict",
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "cassettes_of",
     "category_columns",
     "category_rows",
     "category_title",
@@ -191,6 +195,8 @@ __all__ = [
     "register_plan",
     "render_markdown",
     "render_plain",
+    "replay_run",
+    "replay_spec",
     "require_sandboxes",
     "rerun_run",
     "run_categories",

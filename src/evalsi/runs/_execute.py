@@ -71,7 +71,7 @@ from evalsi.runs.gates import parse_gates
 from evalsi.specs import RunSpec, work_document
 
 if TYPE_CHECKING:  # SQLAlchemy loads when the store opens: after the first target calls
-    from evalsi.agents import RemoteHarness
+    from evalsi.agents import RemoteHarness, Replay
     from evalsi.store import RunInfo, SqlStore
 
 log = logging.getLogger("evalsi.runs")
@@ -97,6 +97,7 @@ async def execute_run(
     clock: Callable[[], float] = time.time,
     remote_harness: RemoteHarness | None = None,
     span_exporter: SpanExporterFactory | None = None,
+    replay: Replay | None = None,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -134,6 +135,9 @@ async def execute_run(
         span_exporter: builds the exporter of ``spec.telemetry`` (the callers at the edges
             hand in ``evalsi.sinks.OtlpSpanExporter``; the SDK is never imported here); a spec
             with telemetry and no exporter is refused.
+        replay: play an agent's tasks from a recorded run's cassettes (``replay_run``); the
+            run stores where they came from as ``spec.replay``, and a resumed replay finds
+            them there.
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -144,7 +148,9 @@ async def execute_run(
     opened = None
     if resume is not None and not dry_run:
         opened = open_store(store)
-        execute_only = _resume_execute_only(opened.get_run(resume), execute_only)
+        resumed = opened.get_run(resume)
+        execute_only = _resume_execute_only(resumed, execute_only)
+        replay = replay or _stored_replay(opened, resumed)
     entries = [e.as_mapping() for e in spec.evaluators]
     bound = [] if execute_only else bind_all(entries, registry=registry)
     runners = runners_for(bound)
@@ -159,6 +165,7 @@ async def execute_run(
         resilience=resilience or Resilience(),
         environment=spec.environment,
         remote=remote_harness,
+        replay=replay,
     )
     render = renderer(spec.target)
     dataset = open_dataset(spec.dataset.source, fields=FieldMap(**spec.dataset.fields))
@@ -238,6 +245,8 @@ async def execute_run(
         stored_spec["test_plan"] = test_plan.stored()
         if origin is not None:
             stored_spec["origin"] = dict(origin)
+        if replay is not None:
+            stored_spec["replay"] = replay.provenance()
         project = (origin or {}).get("project_id") or DEFAULT_PROJECT
         row = RunRow(
             store,
@@ -348,6 +357,17 @@ async def execute_run(
         extra={"graded": not execute_only},
         lost_is_incomplete=True,
     )
+
+
+def _stored_replay(db: SqlStore, info: RunInfo) -> Replay | None:
+    """The cassettes a resumed replay plays (``spec.replay``), or ``None`` for a plain run."""
+    stored = info.spec.get("replay")
+    if not isinstance(stored, dict):
+        return None
+    from evalsi.runs._cassettes import StoredCassettes
+
+    branch = stored.get("branch_from_step")
+    return StoredCassettes(db, str(stored["of"]), int(branch) if branch is not None else None)
 
 
 def _in_a_run(warning: dict[str, Any]) -> dict[str, Any]:

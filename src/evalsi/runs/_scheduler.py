@@ -332,8 +332,12 @@ class Executor:
         self.infra += sum(item.status == "infra_error" for item in items)
         tasks = [(_graded_record(item), row) for item, row in zip(items, rows, strict=True)]
         graded = await grade_tasks(self.runners, tasks, self.time_limit)
+        blobs: dict[str, bytes] = {}
+        for item in items:
+            if item.output is not None and item.output.cassette is not None:
+                blobs.update(item.output.cassette.blobs())
         db, run_id = self.row.open()
-        db.write_tasks(run_id, rows, graded)
+        db.write_tasks(run_id, rows, graded, blobs)
         if self.telemetry is not None:  # stored: now the spans may tell of it
             self._export(run_id, items)
         self.done_tasks += len(items)
@@ -394,8 +398,10 @@ def _graded_record(item: _Done) -> Record:
 
 def _output_row(item: _Done) -> OutputRow:
     task = item.task
-    output = usage = trajectory = None
+    output = usage = trajectory = cassette = None
     if item.output is not None:
+        if item.output.cassette is not None:
+            cassette = item.output.cassette.index()
         output = orjson.dumps(item.output.output.to_value()).decode()
         usage = orjson.dumps(item.output.usage.known()).decode()
         if item.output.trajectory is not None:
@@ -411,4 +417,5 @@ def _output_row(item: _Done) -> OutputRow:
         item.error,
         item.attempts,
         trajectory,
+        cassette,
     )

@@ -30,7 +30,7 @@ from evalsi.core import Content, Record, UserError
 from evalsi.specs import EnvironmentSpec, TargetSpec
 
 if TYPE_CHECKING:
-    from evalsi.agents import RemoteHarness
+    from evalsi.agents import RemoteHarness, Replay
 
 Render = Callable[[Record], InputLike]
 
@@ -56,6 +56,7 @@ def build_target(
     resilience: Resilience | None = None,
     environment: EnvironmentSpec | None = None,
     remote: RemoteHarness | None = None,
+    replay: Replay | None = None,
 ) -> Target:
     """The connector for ``spec`` (resolves the secret; makes no call). An agent target is an
     async context manager: its tools start when it is entered; ``remote`` connects a harness in
@@ -70,8 +71,10 @@ def build_target(
         from evalsi.runs._pricing import cost_usd, price
 
         egress = resilience.egress if resilience is not None else None
-        if spec.agent.harness is not None:
-            return AgentTarget(None, spec.agent, environment, egress=egress, remote=remote)
+        if spec.agent.harness is not None or spec.agent.kind != "builtin":
+            return AgentTarget(
+                None, spec.agent, environment, egress=egress, remote=remote, replay=replay
+            )
         if environment is None:
             raise UserError("target.agent: an agent needs spec.environment.tools")
         if spec.agent.max_usd is not None and price(spec.model) is None:
@@ -83,9 +86,21 @@ def build_target(
         if spec.connector == "scripted":  # no model: each task plays its sample's known trajectory
             from evalsi.agents import ScriptedModel
 
-            return AgentTarget(ScriptedModel(spec.model), spec.agent, environment, egress=egress)
-        model = build_target(replace(spec, kind="model", agent=None), resilience=resilience)
-        return AgentTarget(model, spec.agent, environment, price=cost_usd, egress=egress)  # type: ignore[arg-type]
+            return AgentTarget(
+                ScriptedModel(spec.model), spec.agent, environment, egress=egress, replay=replay
+            )
+        # Every model call replayed: no key needed (CI replays without the secret).
+        secret = "" if replay is not None and replay.live_after is None else spec.secret_ref
+        model_spec = replace(spec, kind="model", agent=None, secret_ref=secret)
+        model = build_target(model_spec, resilience=resilience)
+        return AgentTarget(
+            model,  # type: ignore[arg-type]
+            spec.agent,
+            environment,
+            price=cost_usd,
+            egress=egress,
+            replay=replay,
+        )
     if spec.kind == "model":
         if spec.connector == "scripted":
             raise UserError(

@@ -49,6 +49,11 @@ def _run(request: Any) -> dict[str, Any]:
     return {"project": project_of(request), "labels": {}, "run": {"id": str(ref)}}
 
 
+def _replay_run(request: Any) -> dict[str, Any]:
+    refs = [str(r) for r in request.evaluators]
+    return {**_run(request), "evaluators": refs, "runs_code": _runs_code(refs)}
+
+
 def _runs_code(refs: list[str]) -> bool:
     return any(r in CODE_EVALUATORS or ":" in r or r.endswith(".py") for r in refs)
 
@@ -145,6 +150,7 @@ _TABLE: dict[str, tuple[str, Extract, bool]] = {
     "RunService/ExportBundle": ("runs.read", _run, False),
     "RunService/CancelRun": ("runs.cancel", _run, False),
     "RunService/ResumeRun": ("runs.resume", _run, False),
+    "RunService/ReplayRun": ("runs.create", _replay_run, False),
     "RunService/ListRunResults": ("runs.read", _run, False),
     "RunService/ListRunTasks": ("runs.read", _run, False),
     "RunService/GetRunCategories": ("runs.read", _run, False),

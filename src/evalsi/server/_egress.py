@@ -45,6 +45,20 @@ def check_run_egress(spec: RunSpec, policy: EgressPolicy) -> None:
         policy.check_url(target.base_url, where="spec.target.agent.model.baseUrl")
     elif target.kind == "http" and isinstance(target.http.get("url"), str):
         policy.check_url(target.http["url"], where="spec.target.http.url")
+    agent = target.agent
+    if agent is not None:
+        for kind, key, field in (
+            ("a2a", "url", "url"),
+            ("mcp", "url", "url"),
+            ("responses", "base_url", "baseUrl"),
+            ("http", "url", "url"),
+        ):
+            section = getattr(agent, kind)
+            url = getattr(section, key, "") if section is not None else ""
+            if url:
+                policy.check_url(url, where=f"spec.target.agent.{kind}.{field}")
+        if agent.user is not None and agent.user.base_url:
+            policy.check_url(agent.user.base_url, where="spec.target.agent.user.model.baseUrl")
     for i, tool in enumerate(spec.environment.tools if spec.environment else ()):
         if tool.url:
             policy.check_url(tool.url, where=f"spec.environment.tools[{i}].mcp.url")

@@ -33,15 +33,28 @@ import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalsi.connectors import Resilience
 from evalsi.core import MetricSummary, RunError, UserError
-from evalsi.runs import RunResult, RunSpec, bind_all, execute_run, stored_spec, summarize_stored
+from evalsi.runs import (
+    RunResult,
+    RunSpec,
+    bind_all,
+    cassettes_of,
+    execute_run,
+    replay_spec,
+    stored_spec,
+    summarize_stored,
+)
 from evalsi.server._egress import check_run_egress, server_egress
+from evalsi.server._run_checks import check_target, check_tools
 from evalsi.server._state import DEFAULT_PROJECT, ServerState
 from evalsi.store import RunInfo, SqlStore, new_run_id
 from evalsi.wire import Progress
+
+if TYPE_CHECKING:
+    from evalsi.agents import Replay
 
 log = logging.getLogger("evalsi.server.runs")
 
@@ -89,6 +102,7 @@ class _Live:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     partial: tuple[float, list[MetricSummary]] | None = None
     evaluators: list[tuple[str, str, Any]] | None = None
+    replay: Replay | None = None  # the cassettes a replay plays
 
 
 class RunManager:
@@ -182,6 +196,33 @@ class RunManager:
             await asyncio.wait([live.finished], timeout=CANCEL_WAIT_S)
         return await self.get(info.id)
 
+    async def replay(
+        self,
+        ref: str,
+        project: str | None = None,
+        *,
+        evaluators: list[str] | None = None,
+        params: dict[str, Any] | None = None,
+        gates: list[str] | None = None,
+        branch_from_step: int | None = None,
+        created_by: str = "",
+    ) -> RunSnapshot:
+        """Replay agent run ``ref`` from its cassettes as a new run of its project."""
+        info = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
+        if info.kind != "run":
+            raise UserError(f"run {info.id} is a {info.kind} run; replay plays an agent run")
+        spec = replay_spec(
+            info, stored_spec(info), evaluators=evaluators, params=params, gates=gates
+        )
+        spec = self._servable(spec)
+        check_run_egress(spec, server_egress(self.state.config))
+        cassettes = await asyncio.to_thread(cassettes_of, self.state.store, info, branch_from_step)
+        origin = {"server": True, "host": self.host, "project_id": info.project_id}
+        if created_by:
+            origin["created_by"] = created_by
+        live = await self._launch(spec, origin=origin, admit=True, replay=cassettes)
+        return await self.get(live.run_id)
+
     async def resume(self, ref: str, project: str | None = None) -> RunSnapshot:
         """Complete a stopped, cancelled, interrupted, incomplete or failed run."""
         info = await asyncio.to_thread(self.state.store.get_run, ref, project_id=project)
@@ -258,6 +299,7 @@ class RunManager:
         run_id: str | None = None,
         origin: dict[str, Any] | None = None,
         admit: bool = False,
+        replay: Replay | None = None,
     ) -> _Live:
         """Start ``spec`` in a thread of its own. ``admit``: a caller's request, refused when
         ``limits.max_queued_runs`` runs already wait for a slot (runs resumed on start are
@@ -265,7 +307,7 @@ class RunManager:
         loop = self._api_loop()
         if self._stopping:
             raise RunError("the server is shutting down; try again once it is back")
-        live = _Live(run_id=run_id or new_run_id(), spec=spec)
+        live = _Live(run_id=run_id or new_run_id(), spec=spec, replay=replay)
         live.stored, live.finished = loop.create_future(), loop.create_future()
         with self._lock:
             if live.run_id in self._live:
@@ -328,6 +370,7 @@ class RunManager:
             cancelled=lambda: live.cancel_requested,
             time_limit=float(self.state.config.limits.evaluator_seconds),
             span_exporter=_span_exporter if live.spec.telemetry is not None else None,
+            replay=live.replay,
         )
 
     async def _started(self, live: _Live, db: SqlStore, total: int | None) -> None:
@@ -527,52 +570,10 @@ class RunManager:
         return dataclasses.replace(spec, judges=dict(self.state.config.judges))
 
     def check_target(self, kind: str) -> None:
-        """Refuse a Python target unless ``allow_python_targets`` (code on the server's disk)."""
-        if kind == "python" and not self.state.config.allow_python_targets:
-            raise UserError(
-                "spec.target.python: Python targets are refused by this server: the code "
-                "would be imported from the server's own disk and run inside it",
-                hint="serve the system under test over HTTP and use a `target.http` (or a "
-                "`target.model` for a model API), or enable allow_python_targets in "
-                "evalsi.yaml on a trusted server",
-            )
+        check_target(kind, self.state.config)
 
     def check_tools(self, spec: RunSpec) -> None:
-        """Refuse what would run code of the client's choosing on this server unless
-        ``allow_python_targets``: an agent's function tools, started MCP servers, Python
-        checkers, and harnesses other than the built-in loop (a Python class, a started process,
-        or a local socket or port that reaches inward). An MCP server reached at a URL is only a
-        network call, which the egress policy checks; sandbox tools and exit-code checkers run
-        in the sandbox."""
-        if self.state.config.allow_python_targets:
-            return
-        agent = spec.target.agent
-        if agent is not None and agent.harness is not None:
-            raise UserError(
-                "spec.target.agent.harness: refused by this server: it would run or reach code "
-                "of the request's choosing on the server",
-                hint="run the agent with the built-in loop (target.agent.model), or enable "
-                "allow_python_targets in evalsi.yaml on a trusted server",
-            )
-        if spec.environment is None:
-            return
-        for i, checker in enumerate(spec.environment.checkers):
-            if checker.kind == "python":
-                raise UserError(
-                    f"spec.environment.checkers[{i}].python: refused by this server: it would "
-                    "run code of the request's choosing on the server",
-                    hint="check with exitCode or jsonFile (they run in the sandbox), or enable "
-                    "allow_python_targets in evalsi.yaml on a trusted server",
-                )
-        for i, tool in enumerate(spec.environment.tools):
-            if tool.function or tool.command:
-                what = "function" if tool.function else "mcp.command"
-                raise UserError(
-                    f"spec.environment.tools[{i}].{what}: refused by this server: it would run "
-                    "code of the request's choosing on the server",
-                    hint="reach the tools as MCP servers over HTTP (mcp.url), or enable "
-                    "allow_python_targets in evalsi.yaml on a trusted server",
-                )
+        check_tools(spec, self.state.config)
 
     def _open_store(self) -> SqlStore:
         """A store of the run's own (its writer connection is not shared between threads)."""

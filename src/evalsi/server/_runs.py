@@ -127,6 +127,27 @@ class RunHandler:
         run = await self.runs.resume(_ref(request.id), _project(request.project_id))
         return pb.ResumeRunResponse(run=self._message(run))
 
+    async def replay_run(
+        self, request: pb.ReplayRunRequest, ctx: RequestContext[Any, Any], /
+    ) -> pb.ReplayRunResponse:
+        evaluators = [_ref(e, "evaluators[]") for e in request.evaluators]
+        params = message_document(request.params) if request.HasField("params") else {}
+        for name, value in params.items():
+            if not isinstance(value, dict):
+                raise UserError(f"params.{name}: expected an object of the evaluator's params")
+        run = await self.runs.replay(
+            _ref(request.id),
+            _project(request.project_id),
+            evaluators=evaluators or None,
+            params=params,
+            gates=list(request.gates) if request.gates else None,
+            branch_from_step=(
+                request.branch_from_step if request.HasField("branch_from_step") else None
+            ),
+            created_by=principal_id(self.state),
+        )
+        return pb.ReplayRunResponse(run=self._message(run))
+
     async def list_run_results(
         self, request: pb.ListRunResultsRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ListRunResultsResponse:

@@ -280,6 +280,18 @@ def _identity(conn: sa.Connection) -> None:
     _add(conn, "runs", "created_by VARCHAR(512) NOT NULL DEFAULT ''")
 
 
+def _cassettes(conn: sa.Connection) -> None:
+    frozen = sa.MetaData()
+    sa.Table(
+        "cassette_blobs",
+        frozen,
+        sa.Column("sha256", sa.String(64), primary_key=True),
+        sa.Column("body", sa.LargeBinary, nullable=False),
+    )
+    frozen.create_all(conn)
+    _add(conn, "outputs", "cassette TEXT")
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -302,6 +314,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         9, "identity: projects, API keys, role bindings, the audit log; created_by", _identity
     ),
+    Migration(10, "agent cassettes: an index per task, responses kept once by sha256", _cassettes),
 )
 """In order; append only. A migration, once released, is never edited."""
 

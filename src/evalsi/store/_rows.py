@@ -32,6 +32,7 @@ class OutputRow(NamedTuple):
     error: str | None = None
     attempts: int = 1
     trajectory: str | None = None  # JSON of the target's Trajectory.to_value()
+    cassette: str | None = None  # the task's core.Cassette.index(); its blobs written with it
 
 
 TaskResults = tuple[int, Sequence[int], ResultBatch]

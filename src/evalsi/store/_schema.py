@@ -24,6 +24,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -31,7 +32,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -119,11 +120,23 @@ outputs = Table(
     *_scope(),
     # JSON of Trajectory.to_value(): the steps an agent target took (schema 7); NULL otherwise
     Column("trajectory", Text),
+    # the task's cassette index (core.Cassette.index(), schema 10): its responses are
+    # cassette_blobs rows; NULL when none was recorded
+    Column("cassette", Text),
     PrimaryKeyConstraint("run", "seq", "trial"),
     sqlite_with_rowid=False,
 )
 """What a Run's target produced for each (sample, trial). (Added to version 1 without a bump;
 migration 1 creates whichever version-1 table an old store lacks.)"""
+
+cassette_blobs = Table(
+    "cassette_blobs",
+    metadata,
+    Column("sha256", String(64), primary_key=True),  # of body: content-addressed, kept once
+    Column("body", LargeBinary, nullable=False),  # one response of a cassette, as JSON
+)
+"""The responses cassettes name (schema 10): a response repeated across tasks, trials and runs
+is one row."""
 
 judge_cache = Table(
     "judge_cache",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ OUTPUT_COLUMNS = (
     "error",
     "attempts",
     "trajectory",
+    "cassette",
 )
 
 
@@ -202,9 +203,14 @@ class SqlStore(RunTable):
 
     # -- outputs of a Run ------------------------------------------------------------------------
     def write_tasks(
-        self, run_id: str, rows: Sequence[OutputRow], graded: Iterable[TaskResults] = ()
+        self,
+        run_id: str,
+        rows: Sequence[OutputRow],
+        graded: Iterable[TaskResults] = (),
+        blobs: Mapping[str, bytes] | None = None,
     ) -> None:
-        """Upsert target outputs and their results in ONE transaction.
+        """Upsert target outputs and their results in ONE transaction, with the cassette
+        responses (``blobs``, by sha256) the rows' cassettes name.
 
         A task is complete only when its output and every evaluator's result are stored, so
         writing both atomically means a process killed at any instant leaves each task either
@@ -224,7 +230,7 @@ class SqlStore(RunTable):
             "DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in COLUMNS[4:])
         )
         with self._raw_lock:
-            self._write_tasks(pk, scope, out_sql, res_sql, rows, graded)
+            self._write_tasks(pk, scope, out_sql, res_sql, rows, graded, blobs or {})
 
     def _write_tasks(
         self,
@@ -234,10 +240,18 @@ class SqlStore(RunTable):
         res_sql: str,
         rows: Sequence[OutputRow],
         graded: Iterable[TaskResults],
+        blobs: Mapping[str, bytes],
     ) -> None:
         conn = self._raw_connection()
         try:
             cur = conn.cursor()
+            if blobs:
+                m = self._mark
+                cur.executemany(
+                    f"INSERT INTO cassette_blobs (sha256, body) VALUES ({m}, {m}) "
+                    "ON CONFLICT (sha256) DO NOTHING",
+                    list(blobs.items()),
+                )
             if rows:
                 cur.executemany(out_sql, [(pk, *row, *scope) for row in rows])
             for index, seqs, batch in graded:
@@ -279,6 +293,35 @@ class SqlStore(RunTable):
         with self.engine.connect() as conn:
             for row in conn.execution_options(yield_per=batch).execute(query):
                 yield OutputRow(*row)
+
+    def cassette_index(self, run_id: str) -> dict[tuple[str, int], str]:
+        """Every recorded task's cassette index by (record id, trial), in (seq, trial) order."""
+        query = (
+            sa.select(outputs.c.record_id, outputs.c.trial, outputs.c.cassette)
+            .where(outputs.c.run == self._run_pk(run_id))
+            .where(outputs.c.cassette.is_not(None))
+            .order_by(outputs.c.seq, outputs.c.trial)
+        )
+        with self.engine.connect() as conn:
+            return {(str(r), int(t)): str(c) for r, t, c in conn.execute(query)}
+
+    def cassette_blobs(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """The cassette responses named by ``keys`` (sha256), those stored. On the raw
+        connection: a replay asks for a task's responses as it starts the task."""
+        wanted = sorted(set(keys))
+        found: dict[str, bytes] = {}
+        m = self._mark
+        with self._raw_lock:
+            cur = self._raw_connection().cursor()
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                cur.execute(
+                    "SELECT sha256, body FROM cassette_blobs WHERE sha256 IN "
+                    f"({', '.join([m] * len(chunk))})",
+                    chunk,
+                )
+                found.update((str(k), bytes(b)) for k, b in cur.fetchall())
+        return found
 
     def output_counts(self, run_id: str) -> dict[str, int]:
         """How many (sample, trial) tasks ended in each status."""

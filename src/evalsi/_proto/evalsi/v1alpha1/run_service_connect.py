@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, ExportBundleRequest, ExportBundleResponse, GetRunCategoriesRequest, GetRunCategoriesResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
+from .run_service_pb2 import CancelRunRequest, CancelRunResponse, CompareRunsRequest, CompareRunsResponse, CreateRunRequest, CreateRunResponse, ExportBundleRequest, ExportBundleResponse, GetRunCategoriesRequest, GetRunCategoriesResponse, GetRunRequest, GetRunResponse, ListRunResultsRequest, ListRunResultsResponse, ListRunTasksRequest, ListRunTasksResponse, ListRunsRequest, ListRunsResponse, ReplayRunRequest, ReplayRunResponse, ResumeRunRequest, ResumeRunResponse, WatchRunRequest, WatchRunResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -81,6 +81,14 @@ class RunService(Protocol):
     async def resume_run(self, request: ResumeRunRequest, ctx: RequestContext[ResumeRunRequest, ResumeRunResponse], /) -> ResumeRunResponse:
         """
         Completes a stopped, cancelled, interrupted or incomplete run: only missing tasks run.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def replay_run(self, request: ReplayRunRequest, ctx: RequestContext[ReplayRunRequest, ReplayRunResponse], /) -> ReplayRunResponse:
+        """
+        Replays an agent run from the cassettes it recorded, as a new run: the same trajectories
+        with no model or tool call, graded by the run's evaluators or by others; or, from
+        branch_from_step, live (counterfactual evaluation). Answers once the new run is stored.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -197,6 +205,17 @@ class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.resume_run,
+                ),
+                "/evalsi.v1alpha1.RunService/ReplayRun": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ReplayRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=ReplayRunRequest,
+                        output=ReplayRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.replay_run,
                 ),
                 "/evalsi.v1alpha1.RunService/ListRunResults": Endpoint.unary(
                     method=MethodInfo(
@@ -445,6 +464,31 @@ class RunServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def replay_run(
+        self,
+        request: ReplayRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ReplayRunResponse:
+        """
+        Replays an agent run from the cassettes it recorded, as a new run: the same trajectories
+        with no model or tool call, graded by the run's evaluators or by others; or, from
+        branch_from_step, live (counterfactual evaluation). Answers once the new run is stored.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ReplayRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=ReplayRunRequest,
+                output=ReplayRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def list_run_results(
         self,
         request: ListRunResultsRequest,
@@ -584,6 +628,14 @@ class RunServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def replay_run(self, request: ReplayRunRequest, ctx: RequestContext[ReplayRunRequest, ReplayRunResponse], /) -> ReplayRunResponse:
+        """
+        Replays an agent run from the cassettes it recorded, as a new run: the same trajectories
+        with no model or tool call, graded by the run's evaluators or by others; or, from
+        branch_from_step, live (counterfactual evaluation). Answers once the new run is stored.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def list_run_results(self, request: ListRunResultsRequest, ctx: RequestContext[ListRunResultsRequest, ListRunResultsResponse], /) -> ListRunResultsResponse:
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -695,6 +747,17 @@ class RunServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.resume_run,
+                ),
+                "/evalsi.v1alpha1.RunService/ReplayRun": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ReplayRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=ReplayRunRequest,
+                        output=ReplayRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.replay_run,
                 ),
                 "/evalsi.v1alpha1.RunService/ListRunResults": EndpointSync.unary(
                     method=MethodInfo(
@@ -937,6 +1000,31 @@ class RunServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.RunService",
                 input=ResumeRunRequest,
                 output=ResumeRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def replay_run(
+        self,
+        request: ReplayRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ReplayRunResponse:
+        """
+        Replays an agent run from the cassettes it recorded, as a new run: the same trajectories
+        with no model or tool call, graded by the run's evaluators or by others; or, from
+        branch_from_step, live (counterfactual evaluation). Answers once the new run is stored.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ReplayRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=ReplayRunRequest,
+                output=ReplayRunResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

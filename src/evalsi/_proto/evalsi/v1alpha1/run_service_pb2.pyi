@@ -182,6 +182,28 @@ class ResumeRunResponse(_message.Message):
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
+class ReplayRunRequest(_message.Message):
+    __slots__ = ("id", "project_id", "evaluators", "params", "gates", "branch_from_step")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    GATES_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FROM_STEP_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    project_id: str
+    evaluators: _containers.RepeatedScalarFieldContainer[str]
+    params: _struct_pb2.Struct
+    gates: _containers.RepeatedScalarFieldContainer[str]
+    branch_from_step: int
+    def __init__(self, id: _Optional[str] = ..., project_id: _Optional[str] = ..., evaluators: _Optional[_Iterable[str]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., gates: _Optional[_Iterable[str]] = ..., branch_from_step: _Optional[int] = ...) -> None: ...
+
+class ReplayRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
 class ListRunResultsRequest(_message.Message):
     __slots__ = ("id", "page_size", "page_token", "project_id")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,115 @@
+"""Replaying an agent run from its cassettes: ``evalsi replay RUN``.
+
+The replay is a new run of the stored spec whose tasks are played from the recorded run's
+cassettes (``agents.Tape``): the same trajectories with no model or tool call, graded by the
+spec's evaluators or by others (``evaluators``) — to re-grade, or to debug deterministically.
+With ``branch_from_step=N`` each task replays its first N calls and makes the rest live:
+counterfactual evaluation from step N, the new calls recorded in the new run's cassettes.
+
+The new run's spec records ``replay: {of, branch_from_step}``, so a replay resumes like any
+run. A task whose recorded cassette is missing, or that needs a call the cassette lacks, is lost
+to infrastructure (``infra_error(cassette)``) with the reason — never called live.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from evalsi.connectors import Resilience
+from evalsi.core import UserError
+from evalsi.evaluators import Registry
+from evalsi.runs._cassettes import StoredCassettes
+from evalsi.runs._run_result import RunResult
+from evalsi.runs._run_row import StoreLike, open_store
+from evalsi.runs._scheduler import RunProgress
+from evalsi.specs import EvaluatorEntry, RunSpec
+from evalsi.store import RunInfo, SqlStore
+
+if TYPE_CHECKING:
+    from evalsi.agents import RemoteHarness
+
+
+def replay_spec(
+    info: RunInfo,
+    spec: RunSpec,
+    *,
+    evaluators: Sequence[str] | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    gates: Sequence[str] | None = None,
+) -> RunSpec:
+    """``spec`` (the recorded run's) with other evaluators, params and gates when given: new
+    evaluators drop the recorded gates, which name the old ones, unless ``gates`` are given."""
+    if spec.target.kind != "agent":
+        raise UserError(
+            f"run {info.id} is not an agent run; replay plays an agent run's cassettes",
+            hint="re-grade a Run's stored outputs with `evalsi grade --from RUN`",
+        )
+    if evaluators:
+        unknown = sorted(set(params or {}) - set(evaluators))
+        if unknown:
+            raise UserError(f"--param names {', '.join(unknown)}, which --evaluators does not list")
+        spec = dataclasses.replace(
+            spec,
+            evaluators=tuple(
+                EvaluatorEntry(ref=name, params=dict((params or {}).get(name, {})))
+                for name in evaluators
+            ),
+            gates=tuple(gates or ()),
+        )
+    elif params:
+        raise UserError("--param needs --evaluators (the evaluators the replay grades with)")
+    elif gates is not None:
+        spec = dataclasses.replace(spec, gates=tuple(gates))
+    return spec
+
+
+def cassettes_of(db: SqlStore, info: RunInfo, branch_from_step: int | None) -> StoredCassettes:
+    """The recorded run's cassettes; refused when it recorded none."""
+    if branch_from_step is not None and branch_from_step < 0:
+        raise UserError(f"--branch-from-step must be 0 or more, got {branch_from_step}")
+    cassettes = StoredCassettes(db, info.id, branch_from_step)
+    if not len(cassettes):
+        raise UserError(
+            f"run {info.id} recorded no cassette",
+            hint="agent runs record one unless spec.target.agent.cassette.record is false; "
+            "runs made before evalsi recorded cassettes have none",
+        )
+    return cassettes
+
+
+async def replay_run(
+    store: StoreLike,
+    run_id: str,
+    *,
+    registry: Registry,
+    evaluators: Sequence[str] | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    gates: Sequence[str] | None = None,
+    branch_from_step: int | None = None,
+    progress: RunProgress | None = None,
+    resilience: Resilience | None = None,
+    remote_harness: RemoteHarness | None = None,
+) -> RunResult:
+    """Replay agent run ``run_id`` from its cassettes, as a new run (see the module)."""
+    from evalsi.runs._execute import execute_run
+    from evalsi.runs._rerun import stored_spec
+
+    db = open_store(store, create=False)
+    info = db.get_run(run_id)
+    if info.kind != "run":
+        raise UserError(f"run {info.id} is a {info.kind} run; replay plays an agent run")
+    spec = replay_spec(info, stored_spec(info), evaluators=evaluators, params=params, gates=gates)
+    return await execute_run(
+        spec,
+        store=db,
+        progress=progress,
+        registry=registry,
+        resilience=resilience,
+        remote_harness=remote_harness,
+        replay=cassettes_of(db, info, branch_from_step),
+    )
+
+
+__all__ = ["cassettes_of", "replay_run", "replay_spec"]
