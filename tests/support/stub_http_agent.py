@@ -1,8 +1,8 @@
 """A stub HTTP agent: ``POST``/``PUT /agent`` with any JSON body, scripted answers and
 transcripts, sessions, faults and a call counter.
 
-The request's text is its ``input`` (a string), else the last user message of its ``messages``
-(or of ``input`` when that is a list of messages). ``{"agents": {TEXT: reply}}`` scripts the
+The request's text is the last user message of its ``messages`` (or ``history``), else its
+``input`` (or ``query``): a string, or a list of messages. ``{"agents": {TEXT: reply}}`` scripts the
 reply: ``{"answer": A, "transcript": [...]}``, or ``{"body": ANY}`` (sent as is) or
 ``{"raw": TEXT}`` (not JSON). Unscripted text gets ``echo: TEXT`` and a one-message transcript.
 The reply is ``{"result": {"answer", "transcript"}, "session_id", "turn"}``: a request with no
@@ -52,10 +52,15 @@ class AgentState:
 def _text(body: Any) -> str:
     if not isinstance(body, dict):
         return ""
-    given = body.get("input")
-    if isinstance(given, str):
-        return given
-    messages = body.get("messages") if isinstance(body.get("messages"), list) else given
+    for key in ("messages", "history"):  # the conversation so far: its last user message
+        if isinstance(body.get(key), list):
+            messages = body[key]
+            break
+    else:
+        given = body.get("input", body.get("query"))
+        if isinstance(given, str):
+            return given
+        messages = given
     for m in reversed(messages if isinstance(messages, list) else []):
         if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str):
             return str(m["content"])
