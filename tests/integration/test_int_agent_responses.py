@@ -367,3 +367,56 @@ def test_the_describe_names_the_endpoint_not_the_key(tmp_path: Path) -> None:
     described = target.describe()
     assert described["kind"] == "responses"
     assert described["agent"] == {"base_url": "http://127.0.0.1:9/v1", "model": "stub"}
+
+
+def _spec_yaml(tmp_path: Path, url: str) -> str:
+    rows = [
+        {"id": "pay", "input": "pay bob 5", "reference": "-"},
+        {"id": "search", "input": "search", "reference": "Rates are up."},
+    ]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return f"""
+apiVersion: evals.si/v1alpha1
+kind: EvalRun
+metadata: {{name: responses-agent}}
+spec:
+  target:
+    agent:
+      kind: responses
+      responses: {{baseUrl: "{url}", model: stub, instructions: "be brief", maxTurns: 4}}
+  environment:
+    tools:
+      - function: "{__name__}:balance"
+      - function: "{__name__}:transfer"
+        declare: {{permission: irreversible, reversible: false, exposure: external}}
+  dataset: {{path: tasks.jsonl}}
+  evaluators:
+    - ref: exact-match
+    - ref: policy-violations
+    - {{ref: tool-called, params: {{tool: balance}}}}
+"""
+
+
+def test_an_evalrun_spec_runs_a_responses_agent_and_grades_its_trajectory(tmp_path: Path) -> None:
+    from evalsi.runs import iter_tasks
+    from evalsi.runs._execute import execute_run
+    from evalsi.specs import run_spec_from_yaml
+    from evalsi.store import SqlStore
+    from tests.support.registry import BUILTINS
+
+    with StubResponses(SCRIPT) as stub:
+        spec = run_spec_from_yaml(_spec_yaml(tmp_path, stub.url), base_dir=tmp_path)
+        db = SqlStore.open(tmp_path / "s.db")
+        result = asyncio.run(execute_run(spec, store=db, registry=BUILTINS))
+    assert result.tasks == {"ok": 2}
+    tasks = {t["sample_id"]: t for t in iter_tasks(db, result.run_id, 10)}
+    pay = tasks["pay"]
+    assert [s["type"] for s in pay["trajectory"]["steps"]] == [
+        "model_call", "other", "tool_call", "policy_block", "model_call", "message",
+    ]  # fmt: skip
+    verdicts = {v["evaluator"]: v for v in pay["scores"]}
+    assert verdicts["tool-called"]["scores"] == {"tool-called": True}
+    assert verdicts["policy-violations"]["scores"]["policy-violations"] == 1
+    search = {v["evaluator"]: v for v in tasks["search"]["scores"]}
+    assert search["exact-match"]["scores"] == {"exact-match": True}
+    assert search["tool-called"]["scores"] == {"tool-called": False}
