@@ -13,6 +13,7 @@ from evalsi.agents._harness import (
     Final,
     Harness,
     HarnessInfo,
+    MultiTurnHarness,
     TaskSetup,
 )
 from evalsi.agents._loop import Budgets, ToolLoop
@@ -20,6 +21,13 @@ from evalsi.agents._mcp import McpServer, McpTool, resolve_program
 from evalsi.agents._policy import Decision, ToolPolicy
 from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._scripted import ScriptedModel
+from evalsi.agents._simulator import (
+    ReplyCache,
+    SimulatedUser,
+    SimulatorAccount,
+    UserSimulator,
+    UserTurn,
+)
 from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness
 from evalsi.agents._tools import (
     PERMISSIONS,
@@ -52,10 +60,14 @@ __all__ = [
     "Injection",
     "McpServer",
     "McpTool",
+    "MultiTurnHarness",
     "Permission",
     "RemoteHarness",
+    "ReplyCache",
     "SandboxDenied",
     "ScriptedModel",
+    "SimulatedUser",
+    "SimulatorAccount",
     "TaskSetup",
     "Tool",
     "ToolFailed",
@@ -64,6 +76,8 @@ __all__ = [
     "ToolPolicy",
     "ToolResult",
     "ToolSpec",
+    "UserSimulator",
+    "UserTurn",
     "contains",
     "resolve_program",
     "sandbox_tools",

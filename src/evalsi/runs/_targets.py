@@ -68,10 +68,15 @@ def build_target(
             raise UserError("target.agent: missing")
         from evalsi.agents import AgentTarget
         from evalsi.runs._pricing import cost_usd, price
+        from evalsi.runs._user_sim import build_user_simulator
 
         egress = resilience.egress if resilience is not None else None
+        u = spec.agent.user
+        user = build_user_simulator(u, resilience=resilience) if u is not None else None
         if spec.agent.harness is not None:
-            return AgentTarget(None, spec.agent, environment, egress=egress, remote=remote)
+            return AgentTarget(
+                None, spec.agent, environment, egress=egress, remote=remote, user=user
+            )
         if environment is None:
             raise UserError("target.agent: an agent needs spec.environment.tools")
         if spec.agent.max_usd is not None and price(spec.model) is None:
@@ -83,9 +88,18 @@ def build_target(
         if spec.connector == "scripted":  # no model: each task plays its sample's known trajectory
             from evalsi.agents import ScriptedModel
 
-            return AgentTarget(ScriptedModel(spec.model), spec.agent, environment, egress=egress)
+            return AgentTarget(
+                ScriptedModel(spec.model), spec.agent, environment, egress=egress, user=user
+            )
         model = build_target(replace(spec, kind="model", agent=None), resilience=resilience)
-        return AgentTarget(model, spec.agent, environment, price=cost_usd, egress=egress)  # type: ignore[arg-type]
+        return AgentTarget(
+            model,  # type: ignore[arg-type]
+            spec.agent,
+            environment,
+            price=cost_usd,
+            egress=egress,
+            user=user,
+        )
     if spec.kind == "model":
         if spec.connector == "scripted":
             raise UserError(
