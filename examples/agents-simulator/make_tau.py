@@ -9,7 +9,7 @@ from evalsi.benchmarks import tau_run_spec
 
 HERE = Path(__file__).parent
 DOMAIN = HERE / "tau-mini"
-STUB = "http://127.0.0.1:18083/v1"
+STUB = "http://127.0.0.1:18084/v1"
 
 for name, agent, user in (
     (
