@@ -66,6 +66,7 @@ def test_the_known_good_agent_passes_and_the_empty_one_fails(tmp_path: Path, too
     assert left["orders"]["#W100"]["status"] == "cancelled"
 
     empty, tasks = _run(tmp_path, "empty", tools)
+    assert empty.metric("task-success").mean == 1 / 3
     verdicts = {k: t["scores"][0]["scores"]["task-success"] for k, t in tasks.items()}
     assert verdicts == {"0": False, "1": False, "2": True}
     detail = tasks["1"]["trajectory"]["checks"][0]["detail"]
@@ -78,7 +79,8 @@ def test_rows_carry_the_user_the_database_and_the_expected_actions(tools: Any) -
     row = rows[1]
     assert row["input"] == "You moved and want your default address changed."
     user = row["metadata"]["user"]
-    assert "Abuja" in user["hidden"] and "do not know" in user["hidden"]
+    assert "Abuja" in user["hidden"]
+    assert "do not know" in user["hidden"]
     assert "Abuja" not in row["input"]
     assert "Say yes" in user["goal"]
     assert row["metadata"]["fixtures"]["files"]["db.json"]["users"]["ben_okafor_5678"]
