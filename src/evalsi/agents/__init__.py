@@ -14,6 +14,7 @@ from evalsi.agents._harness import (
     Final,
     Harness,
     HarnessInfo,
+    MultiTurnHarness,
     TaskSetup,
 )
 from evalsi.agents._loop import Budgets, ToolLoop
@@ -21,6 +22,13 @@ from evalsi.agents._mcp import McpServer, McpTool, resolve_program
 from evalsi.agents._policy import Decision, ToolPolicy
 from evalsi.agents._sandbox_tools import sandbox_tools
 from evalsi.agents._scripted import ScriptedModel
+from evalsi.agents._simulator import (
+    ReplyCache,
+    SimulatedUser,
+    SimulatorAccount,
+    UserSimulator,
+    UserTurn,
+)
 from evalsi.agents._target import MAX_EVENTS, AgentTarget, RemoteHarness, Replay
 from evalsi.agents._tools import (
     PERMISSIONS,
@@ -54,11 +62,15 @@ __all__ = [
     "Injection",
     "McpServer",
     "McpTool",
+    "MultiTurnHarness",
     "Permission",
     "RemoteHarness",
     "Replay",
+    "ReplyCache",
     "SandboxDenied",
     "ScriptedModel",
+    "SimulatedUser",
+    "SimulatorAccount",
     "Tape",
     "TaskSetup",
     "Tool",
@@ -68,6 +80,8 @@ __all__ = [
     "ToolPolicy",
     "ToolResult",
     "ToolSpec",
+    "UserSimulator",
+    "UserTurn",
     "contains",
     "exchange",
     "resolve_program",

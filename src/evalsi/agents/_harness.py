@@ -10,6 +10,12 @@ one more implementation (``evalsi.wire`` holds the client and a server for Pytho
 ``BuiltinHarness`` is evalsi's own: the tool loop (``_loop``) in a fresh ``Environment`` per
 task. A harness raising loses that task to infrastructure (never graded); an agent failing at
 the task is a ``Final`` with a ``stop_reason``, graded like any answer.
+
+A task with a simulated user (``_simulator``) is several turns of one session: after each
+``Final`` the user's next message is handed over with ``turn(session, message)`` and ``run`` is
+called again, continuing the same conversation. ``turn`` is optional (``MultiTurnHarness``): a
+harness without it runs single-turn tasks only, and a run that configures a simulated user for
+it is refused before its first task.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from evalsi.agents._environment import Environment
 from evalsi.agents._loop import ToolLoop
 from evalsi.agents._tools import ToolSpec
 from evalsi.connectors import load_callable
-from evalsi.core import Check, Content, JsonValue, Step, Usage, UserError
+from evalsi.core import Check, Content, JsonValue, Message, Step, Usage, UserError
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +102,36 @@ class Harness(Protocol):
     async def teardown(self, session: str) -> None: ...
 
 
+@runtime_checkable
+class MultiTurnHarness(Harness, Protocol):
+    """A harness whose sessions go on over several user turns."""
+
+    async def turn(self, session: str, message: Content) -> None:
+        """The user's next message, answered by the next ``run`` of the same session."""
+        ...
+
+
+@dataclass(slots=True)
+class _Session:
+    """One task of the built-in harness: its conversation so far, its environment, its loop
+    and the user message the next ``run`` answers."""
+
+    task: TaskSetup
+    loop: ToolLoop
+    environment: Environment
+    history: list[Message] = field(default_factory=list)
+    pending: Content | None = None
+
+
 class BuiltinHarness:
     """evalsi's reference agent as a harness: the tool loop, in a fresh environment per task
-    (``environment()``), the workspace bound by the caller."""
+    (``environment()``), the workspace bound by the caller. Multi-turn: a session keeps its
+    conversation and its environment (call counts, faults) across the user's turns."""
 
     def __init__(self, loop: ToolLoop, environment: Callable[[], Environment]) -> None:
         self.loop = loop
         self.environment = environment
-        self._tasks: dict[str, TaskSetup] = {}
+        self._tasks: dict[str, _Session] = {}
         self._names = itertools.count()
 
     async def describe(self) -> HarnessInfo:
@@ -112,15 +140,19 @@ class BuiltinHarness:
 
     async def setup(self, task: TaskSetup) -> str:
         session = f"{task.task_id}/{task.trial}/{next(self._names)}"
-        self._tasks[session] = task
-        return session
-
-    async def run(self, session: str) -> AsyncIterator[Step | Final]:
-        task = self._tasks[session]
         loop, for_task = self.loop, getattr(self.loop.model, "for_task", None)
         if for_task is not None:  # a per-task model (the scripted one plays the sample's own)
             loop = ToolLoop(for_task(task), loop.budgets, price=loop.price, clock=loop.clock)
-        out = await loop.run(task.input, self.environment(), seed=task.seed)
+        self._tasks[session] = _Session(task, loop, self.environment())
+        return session
+
+    async def turn(self, session: str, message: Content) -> None:
+        self._tasks[session].pending = message
+
+    async def run(self, session: str) -> AsyncIterator[Step | Final]:
+        s = self._tasks[session]
+        message, s.pending = s.pending or s.task.input, None
+        out = await s.loop.run(message, s.environment, seed=s.task.seed, history=s.history)
         trajectory = out.trajectory
         if trajectory is not None:
             for step in trajectory.steps:

@@ -113,10 +113,19 @@ class ToolLoop:
         )
 
     async def run(
-        self, input: InputLike, environment: Environment, *, seed: int | None = None
+        self,
+        input: InputLike,
+        environment: Environment,
+        *,
+        seed: int | None = None,
+        history: list[Message] | None = None,
     ) -> TargetOutput:
+        """One turn of the agent on ``input``. With ``history`` (a conversation going on over
+        several user turns) the turn continues it: ``input`` and everything this turn says
+        are appended to that list, and the system prompt is sent only at its start."""
         b = self.budgets
-        messages = input_messages(input, system=self.model.system)
+        messages = history if history is not None else []
+        messages.extend(input_messages(input, system=None if messages else self.model.system))
         tools = self.tool_defs(environment)
         conversation = _Conversation(
             messages, {"model": self.model.model, "tools": tools, "seed": seed}

@@ -28,6 +28,7 @@ from evalsi.agents._harness import (
     BuiltinHarness,
     Final,
     Harness,
+    MultiTurnHarness,
     PythonHarness,
     TaskSetup,
 )
@@ -35,6 +36,7 @@ from evalsi.agents._loop import Budgets, ChatModel, Price, ToolLoop
 from evalsi.agents._mcp import McpServer
 from evalsi.agents._policy import ToolPolicy
 from evalsi.agents._sandbox_tools import sandbox_tools
+from evalsi.agents._simulator import UserSimulator, converse
 from evalsi.agents._tools import FunctionTool, Tool, ToolSpec
 from evalsi.agents._workspace import bound
 from evalsi.connectors import (
@@ -144,7 +146,9 @@ class AgentTarget:
         egress: EgressPolicy | None = None,
         remote: RemoteHarness | None = None,
         replay: Replay | None = None,
+        user: UserSimulator | None = None,
     ) -> None:
+        self.user = user
         self.loop = (
             ToolLoop(
                 model,
@@ -191,6 +195,8 @@ class AgentTarget:
         ]
         if self.env_spec.checkers:
             out["checkers"] = [c.name for c in self.env_spec.checkers]
+        if self.user is not None:
+            out["user"] = self.user.describe()
         return out
 
     async def __aenter__(self) -> AgentTarget:
@@ -214,6 +220,13 @@ class AgentTarget:
                 self.sandbox_spec = _sandbox_spec(self.env_spec.sandbox or SandboxSettingsSpec())
                 await _probe(self.sandbox_spec)
             self.harness = await self._harness(stack)
+            if self.user is not None and not callable(getattr(self.harness, "turn", None)):
+                raise UserError(
+                    "spec.target.agent.user: this agent cannot hold a conversation over "
+                    "several turns (its harness has no `turn`)",
+                    hint="a simulated user needs the built-in agent or a Python harness "
+                    "with `async def turn(session, message)`",
+                )
         except BaseException:
             await stack.aclose()
             raise
@@ -366,9 +379,19 @@ class AgentTarget:
     async def _task(
         self, harness: Harness, setup: TaskSetup, sandbox: AsyncSandbox | None, sample: Any
     ) -> TargetOutput:
+        user = self.user.for_task(setup.task_id, setup.metadata) if self.user else None
         session = await _harness_call("setup", harness.setup(setup))
         try:
             steps, final = await self._run(harness, session)
+            if user is not None:
+                multi = cast(MultiTurnHarness, harness)
+
+                async def turn(message: Content) -> None:
+                    await _harness_call("turn", multi.turn(session, message))
+
+                final = await converse(
+                    user, setup, steps, final, turn, lambda: self._run(harness, session)
+                )
             result = await _harness_call("check", harness.check(session))
             checks: list[Check] = list(result.checks)
             end_state: dict[str, JsonValue] = {}

@@ -67,6 +67,7 @@ from evalsi.runs._scheduler import Executor, RunProgress, task_seed
 from evalsi.runs._targets import build_target, identity, renderer
 from evalsi.runs._telemetry import SpanExporterFactory, open_telemetry
 from evalsi.runs._test_plan import TestPlan, register_plan
+from evalsi.runs._user_sim import attach_cache
 from evalsi.runs.gates import parse_gates
 from evalsi.specs import RunSpec, work_document
 
@@ -269,6 +270,8 @@ async def execute_run(
         if bound and spec.judges
         else {}
     )
+    if spec.target.agent is not None and spec.target.agent.user is not None:
+        attach_cache(target, row.store())  # the simulated user's answers, like a judge's
     executor = Executor(
         spec,
         target,

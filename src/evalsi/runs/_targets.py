@@ -69,11 +69,22 @@ def build_target(
             raise UserError("target.agent: missing")
         from evalsi.agents import AgentTarget
         from evalsi.runs._pricing import cost_usd, price
+        from evalsi.runs._user_sim import build_user_simulator
 
         egress = resilience.egress if resilience is not None else None
+        u = spec.agent.user
+        if u is not None and replay is not None and replay.live_after is None:
+            u = replace(u, secret_ref="")  # its every call replayed too
+        user = build_user_simulator(u, resilience=resilience) if u is not None else None
         if spec.agent.harness is not None or spec.agent.kind != "builtin":
             return AgentTarget(
-                None, spec.agent, environment, egress=egress, remote=remote, replay=replay
+                None,
+                spec.agent,
+                environment,
+                egress=egress,
+                remote=remote,
+                replay=replay,
+                user=user,
             )
         if environment is None:
             raise UserError("target.agent: an agent needs spec.environment.tools")
@@ -87,7 +98,12 @@ def build_target(
             from evalsi.agents import ScriptedModel
 
             return AgentTarget(
-                ScriptedModel(spec.model), spec.agent, environment, egress=egress, replay=replay
+                ScriptedModel(spec.model),
+                spec.agent,
+                environment,
+                egress=egress,
+                replay=replay,
+                user=user,
             )
         # Every model call replayed: no key needed (CI replays without the secret).
         secret = "" if replay is not None and replay.live_after is None else spec.secret_ref
@@ -100,6 +116,7 @@ def build_target(
             price=cost_usd,
             egress=egress,
             replay=replay,
+            user=user,
         )
     if spec.kind == "model":
         if spec.connector == "scripted":
