@@ -151,7 +151,15 @@ def test_a_stored_cassette_is_an_index_and_content_addressed_blobs() -> None:
         Cassette.from_index(orjson.dumps({"v": 99, "x": []}), blobs)
 
 
-@given(st.lists(st.recursive(st.integers() | st.text(max_size=5), st.lists, max_leaves=5)))
+@given(
+    st.lists(
+        st.recursive(
+            st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=5),
+            st.lists,
+            max_leaves=5,
+        )
+    )
+)
 def test_any_recording_replays_to_the_same_answers(requests: list[Any]) -> None:
     tape = Tape()
     recorded = asyncio.run(_play(tape, Live(), requests))
