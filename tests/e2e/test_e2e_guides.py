@@ -296,7 +296,7 @@ def _run(session: Session, command: DocCommand) -> None:
     where = f"{command.doc}:{command.line}: {command.text}"
     words = command.words
     if words[:2] == ["pip", "install"]:
-        for extra in re.findall(r"evalsi\[([a-z,-]+)\]", command.text):
+        for extra in re.findall(r"evalsi\[([a-z0-9,-]+)\]", command.text):
             assert set(extra.split(",")) <= _extras(), f"{where}: no such extra"
         return
     if _PLACEHOLDER.search(command.text) and words[0] == "evalsi":

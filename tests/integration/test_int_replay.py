@@ -129,7 +129,8 @@ def test_a_replay_rebuilds_the_trajectories_with_no_model_or_tool_call(tmp_path:
     assert stored["replay"] == {"of": run_id, "branch_from_step": None}
     # a replay records its own cassettes: it can be replayed again
     again = asyncio.run(replay_run(db, result.run_id, registry=BUILTINS))
-    assert again.tasks == {"ok": 4} and CALLS == []
+    assert again.tasks == {"ok": 4}
+    assert CALLS == []
     db.close()
 
 
@@ -238,6 +239,7 @@ def test_an_interrupted_replay_resumes_from_the_same_cassettes(tmp_path: Path) -
         execute_run(stored_spec(info), store=db, registry=BUILTINS, resume=replayed.run_id)
     )
     assert spec is not None
-    assert resumed.tasks == {"ok": 4} and CALLS == []
+    assert resumed.tasks == {"ok": 4}
+    assert CALLS == []
     assert _steps(db, resumed.run_id) == _steps(db, run_id)
     db.close()

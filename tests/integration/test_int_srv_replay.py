@@ -111,9 +111,11 @@ def test_rest_replays_and_answers_bad_requests_plainly(served: tuple[str, str, P
     assert status == 200, body
     assert body["run"]["id"] != run_id
     status, body = post(f"/v1alpha1/runs/{run_id}:replay", {"branchFromStep": -1})
-    assert status == 400 and "branch" in json.dumps(body).lower()
+    assert status == 400
+    assert "branch" in json.dumps(body).lower()
     status, body = post(f"/v1alpha1/runs/{run_id}:replay", {"params": {"exact-match": {}}})
-    assert status == 400 and "--param needs --evaluators" in body["message"]
+    assert status == 400
+    assert "--param needs --evaluators" in body["message"]
     status, body = post("/v1alpha1/runs/no-such-run:replay", {})
     assert status == 404
 

@@ -94,7 +94,7 @@ async def connect(section: A2aAgentSpec, context: ConnectorContext) -> AsyncIter
                 raise UserError(f"{where}.headers.{name}: {e.message}", hint=e.hint) from None
         headers[name] = value
     if context.egress is not None:
-        from evalsi.agents._target import check_resolved
+        from evalsi.agents._egress import check_resolved
 
         await check_resolved(context.egress, section.url, f"{where}.url")
     seconds = context.agent.max_seconds or DEFAULT_SECONDS

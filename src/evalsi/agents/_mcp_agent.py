@@ -66,7 +66,7 @@ async def connect(
     except ModuleNotFoundError as e:
         raise (missing_extra(e, "MCP agents") or e) from None
     if section.url and context.egress is not None:
-        from evalsi.agents._target import check_resolved
+        from evalsi.agents._egress import check_resolved
 
         await check_resolved(context.egress, section.url, f"{context.where}.url")
     harness = McpAgentHarness(section, context)

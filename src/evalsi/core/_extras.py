@@ -35,6 +35,7 @@ EXTRA_OF: dict[str, str] = {
     "pyseccomp": "sandbox",
     "mcp": "agents",
     "mcp_types": "agents",
+    "a2a": "a2a",
 }
 """Top-level module -> the extra that installs it."""
 

@@ -71,7 +71,8 @@ def test_a_call_the_cassette_lacks_is_an_error_naming_it_never_a_live_call() -> 
     assert "call 2 (svc) is not in the cassette" in message
     assert "the recorded call 2 was svc with another request" in message
     assert "Nothing was called live" in message
-    assert missed.value.kind == "cassette" and not missed.value.retryable
+    assert missed.value.kind == "cassette"
+    assert not missed.value.retryable
 
     with pytest.raises(CassetteMiss, match="the recorded task made only 2 calls"):
         asyncio.run(_play(Tape(tape.cassette()), Live(), ["a", "b", "c"]))
