@@ -24,7 +24,7 @@ from typing import Any
 
 from evalsi.agents._environment import Environment
 from evalsi.agents._harness import Harness
-from evalsi.connectors import EgressPolicy
+from evalsi.connectors import EgressPolicy, Resilience
 from evalsi.core import UserError
 from evalsi.specs import AgentSpec, EnvironmentSpec
 
@@ -51,6 +51,7 @@ class ConnectorContext:
     egress: EgressPolicy | None
     where: str
     replaying: bool = False
+    resilience: Resilience | None = None  # the run's retries, breakers and limits
 
 
 def connect(

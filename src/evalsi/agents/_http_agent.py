@@ -69,7 +69,9 @@ async def connect(
 ) -> AsyncIterator[HttpAgentHarness]:
     """The harness for an HTTP agent; the template and paths are checked here, before any
     task, and nothing is sent yet."""
-    yield HttpAgentHarness(section, context, resilience or Resilience(egress=context.egress))
+    yield HttpAgentHarness(
+        section, context, resilience or context.resilience or Resilience(egress=context.egress)
+    )
 
 
 class HttpAgentHarness:

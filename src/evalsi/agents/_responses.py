@@ -39,9 +39,8 @@ from evalsi.connectors import InfraError, Resilience, Secret, input_messages
 from evalsi.core import Content, JsonValue, Message, Step, StepKind, ToolCall, Usage
 from evalsi.specs import ResponsesAgentSpec
 
-REASONING: StepKind = "other"
-"""The step kind of a reasoning item (named ``reasoning``). Core has no reasoning kind yet; the
-step's name says what it is."""
+REASONING: StepKind = "reasoning"
+"""The step kind of a reasoning item (its name is ``reasoning`` too)."""
 
 MAX_ANSWER_CHARS = 1 << 20
 """An answer longer than this is cut: it is graded and stored with every task."""
@@ -57,7 +56,9 @@ async def connect(
     """The harness for a Responses endpoint (no call is made until a task runs)."""
     egress_checked(context.egress, section.base_url, f"{context.where}.baseUrl")
     key = secret(section.secret_ref, f"{context.where}.secretRef") if section.secret_ref else None
-    yield ResponsesHarness(section, context, key, resilience or Resilience(egress=context.egress))
+    yield ResponsesHarness(
+        section, context, key, resilience or context.resilience or Resilience(egress=context.egress)
+    )
 
 
 class ResponsesHarness:

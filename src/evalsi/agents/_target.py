@@ -44,6 +44,7 @@ from evalsi.connectors import (
     EgressPolicy,
     InfraError,
     InputLike,
+    Resilience,
     TargetError,
     TargetOutput,
     TaskInfo,
@@ -118,6 +119,7 @@ class AgentTarget:
         egress: EgressPolicy | None = None,
         remote: RemoteHarness | None = None,
         replay: Replay | None = None,
+        resilience: Resilience | None = None,
         user: UserSimulator | None = None,
     ) -> None:
         self.user = user
@@ -135,6 +137,7 @@ class AgentTarget:
         self.egress = egress
         self.remote = remote
         self.replay = replay
+        self.resilience = resilience
         self.tools: list[Tool] = []
         self.checkers: list[Checker] = []
         self.sandbox_spec: SandboxSpec | None = None
@@ -247,6 +250,7 @@ class AgentTarget:
                 self.egress,
                 f"spec.target.agent.{self.agent.kind}",
                 replaying=self.replay is not None and self.replay.live_after is None,
+                resilience=self.resilience,
             )
             return await stack.enter_async_context(connect(context))
         if h is None:
@@ -381,7 +385,7 @@ class AgentTarget:
     async def _run(self, harness: Harness, session: str) -> tuple[list[Step], Final]:
         steps: list[Step] = []
         limit = None  # the built-in loop keeps its own clock
-        if self.agent.harness is not None:
+        if self.agent.harness is not None or self.agent.kind != "builtin":
             limit = self.agent.max_seconds or DEFAULT_HARNESS_SECONDS
         events = harness.run(session)
         try:

@@ -21,12 +21,14 @@ StepKind = Literal[
     "fault",
     "policy_block",
     "sandbox_denial",
+    "reasoning",
 ]
 """What a step was. Traces map OTel GenAI / OpenInference span kinds onto these (llm -> llm_call,
 tool -> tool_call, retriever -> retrieval; agent, embedding, chain and guardrail as named). An
 agent run's harness also records what the environment did: an ``approval`` asked for and its
 decision, a ``fault`` it injected, a ``policy_block`` (a call the tool policy refused) and a
-``sandbox_denial``."""
+``sandbox_denial``. A ``reasoning`` step is a model's reasoning the agent's API returned (a
+Responses ``reasoning`` item), kept as evidence."""
 
 
 @dataclass(slots=True)

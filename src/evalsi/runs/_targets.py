@@ -85,6 +85,7 @@ def build_target(
                 remote=remote,
                 replay=replay,
                 user=user,
+                resilience=resilience,
             )
         if environment is None:
             raise UserError("target.agent: an agent needs spec.environment.tools")
@@ -104,6 +105,7 @@ def build_target(
                 egress=egress,
                 replay=replay,
                 user=user,
+                resilience=resilience,
             )
         # Every model call replayed: no key needed (CI replays without the secret).
         secret = "" if replay is not None and replay.live_after is None else spec.secret_ref
@@ -117,6 +119,7 @@ def build_target(
             egress=egress,
             replay=replay,
             user=user,
+            resilience=resilience,
         )
     if spec.kind == "model":
         if spec.connector == "scripted":

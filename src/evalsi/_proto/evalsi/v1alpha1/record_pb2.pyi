@@ -24,6 +24,7 @@ class StepKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STEP_KIND_FAULT: _ClassVar[StepKind]
     STEP_KIND_POLICY_BLOCK: _ClassVar[StepKind]
     STEP_KIND_SANDBOX_DENIAL: _ClassVar[StepKind]
+    STEP_KIND_REASONING: _ClassVar[StepKind]
 
 class ProvenanceSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -45,6 +46,7 @@ STEP_KIND_APPROVAL: StepKind
 STEP_KIND_FAULT: StepKind
 STEP_KIND_POLICY_BLOCK: StepKind
 STEP_KIND_SANDBOX_DENIAL: StepKind
+STEP_KIND_REASONING: StepKind
 PROVENANCE_SOURCE_UNSPECIFIED: ProvenanceSource
 PROVENANCE_SOURCE_DATASET: ProvenanceSource
 PROVENANCE_SOURCE_RUN: ProvenanceSource
