@@ -8,8 +8,9 @@ questions and possible answers, graded by the bench pack's ``bfcl-ast`` and ``bf
 ``.eval`` log's scored samples). ``stage_verifier`` is the checker the terminal specs name.
 """
 
+from evalsi.benchmarks._bfcl import import_bfcl
 from evalsi.benchmarks._imported import Imported
 from evalsi.benchmarks._terminal_bench import import_terminal_bench
 from evalsi.benchmarks._verifier import stage_verifier
 
-__all__ = ["Imported", "import_terminal_bench", "stage_verifier"]
+__all__ = ["Imported", "import_bfcl", "import_terminal_bench", "stage_verifier"]
