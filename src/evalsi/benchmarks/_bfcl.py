@@ -212,7 +212,11 @@ def _pick(value: Any) -> Any:
     """The first allowed value, all the way down: a dict in an answer maps each key to its
     allowed values (an optional one left out when ``""`` comes first)."""
     if isinstance(value, dict):
-        return {k: _pick(vs[0]) for k, vs in value.items() if vs and vs[0] != ""}
+        return {
+            k: _pick(vs[0]) if isinstance(vs, list) else vs
+            for k, vs in value.items()
+            if not isinstance(vs, list) or (vs and vs[0] != "")
+        }
     if isinstance(value, list):
         return [_pick(v) if isinstance(v, dict) else v for v in value]
     return value
