@@ -10,7 +10,16 @@ questions and possible answers, graded by the bench pack's ``bfcl-ast`` and ``bf
 
 from evalsi.benchmarks._bfcl import import_bfcl
 from evalsi.benchmarks._imported import Imported
+from evalsi.benchmarks._inspect import import_inspect_log, import_inspect_task, load_task
 from evalsi.benchmarks._terminal_bench import import_terminal_bench
 from evalsi.benchmarks._verifier import stage_verifier
 
-__all__ = ["Imported", "import_bfcl", "import_terminal_bench", "stage_verifier"]
+__all__ = [
+    "Imported",
+    "import_bfcl",
+    "import_inspect_log",
+    "import_inspect_task",
+    "import_terminal_bench",
+    "load_task",
+    "stage_verifier",
+]
