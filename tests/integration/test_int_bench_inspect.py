@@ -53,14 +53,16 @@ def test_an_inspect_task_runs_on_evalsis_harness(tmp_path: Path) -> None:
     assert rows[1]["metadata"] == {"topic": "math"}
     assert out.spec is not None
     spec_text = out.spec.read_text()
-    assert "contains" in spec_text and "inspect_ai/match" in spec_text  # mapped, and named
+    assert "contains" in spec_text  # includes(), mapped
+    assert "inspect_ai/match" in spec_text  # match(), named as not graded
     answers = {str(s.input): a for s, a in zip(SAMPLES, ANSWERS, strict=True)}
     with StubLLM(answers=answers, default="") as stub:
         spec = spec_text.replace("http://127.0.0.1:8000/v1", stub.openai_url)
         out.spec.write_text(spec)
         result = evalsi.run(out.spec, store=tmp_path / "e.db")
     metric = result.metric("contains")
-    assert metric.n == 3 and metric.mean == pytest.approx(2 / 3)  # "6" does not hold "5"
+    assert metric.n == 3
+    assert metric.mean == pytest.approx(2 / 3)  # "6" does not hold "5"
 
 
 _MAKE_LOG = """
@@ -126,7 +128,8 @@ def test_an_inspect_log_becomes_records_equal_to_it(tmp_path: Path) -> None:
 def test_epochs_give_one_record_each(tmp_path: Path) -> None:
     out = import_inspect_log(_log(tmp_path, epochs=2), tmp_path / "out")
     ids = sorted(r["id"] for r in _rows(out.dataset))
-    assert out.count == 6 and ids[:2] == ["capital@1", "capital@2"]
+    assert out.count == 6
+    assert ids[:2] == ["capital@1", "capital@2"]
 
 
 def test_bad_logs_and_tasks_are_user_errors(tmp_path: Path) -> None:
@@ -134,12 +137,12 @@ def test_bad_logs_and_tasks_are_user_errors(tmp_path: Path) -> None:
         import_inspect_log(tmp_path / "missing.eval", tmp_path / "o")
     broken = tmp_path / "broken.eval"
     broken.write_bytes(b"not a zip")
-    with pytest.raises(UserError, match="broken.eval: not a readable Inspect log"):
+    with pytest.raises(UserError, match=r"broken.eval: not a readable Inspect log"):
         import_inspect_log(broken, tmp_path / "o")
     with pytest.raises(UserError, match="no such Inspect task file"):
         import_inspect_task(f"{tmp_path}/nope.py@quiz", tmp_path / "o")
     dup = Task(dataset=[Sample(id="a", input="x"), Sample(id="a", input="y")], name="d")
-    with pytest.raises(UserError, match="'a' appears twice"):
+    with pytest.raises(UserError, match=r"'a' appears twice"):
         import_inspect_task(dup, tmp_path / "o")
     # (a task of no samples cannot exist: Inspect's Task refuses an empty dataset)
 
@@ -151,5 +154,6 @@ def test_a_task_file_is_loaded_by_name(tmp_path: Path) -> None:
         "    return Task(dataset=[Sample(input='hi', target='hello')], scorer=exact())\n"
     )
     out = import_inspect_task(f"{tmp_path / 'quiz_task.py'}@quiz", tmp_path / "o")
-    assert out.count == 1 and out.spec is not None
+    assert out.count == 1
+    assert out.spec is not None
     assert "exact-match" in out.spec.read_text()

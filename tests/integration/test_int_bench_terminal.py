@@ -34,7 +34,8 @@ pytestmark = pytest.mark.skipif(bool(_bwrap()), reason=f"no namespaced sandbox: 
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tb")
     result = import_terminal_bench(TASKS, out)
-    assert result.count == 4 and result.spec == out / "run.yaml"
+    assert result.count == 4
+    assert result.spec == out / "run.yaml"
     return out
 
 
@@ -49,14 +50,16 @@ def test_the_oracle_resolves_every_task(imported: Path, tmp_path: Path) -> None:
     result = _run(imported / "run.yaml", "gold", tmp_path / "e.db")
     assert result.tasks == {"ok": 4}
     success = result.metric("task-success")
-    assert success.n == 4 and success.mean == 1.0
+    assert success.n == 4
+    assert success.mean == 1.0
 
 
 def test_an_agent_that_does_nothing_resolves_none(imported: Path, tmp_path: Path) -> None:
     result = _run(imported / "run.yaml", "empty", tmp_path / "e.db")
     assert result.tasks == {"ok": 4}
     success = result.metric("task-success")
-    assert success.n == 4 and success.mean == 0.0
+    assert success.n == 4
+    assert success.mean == 0.0
     # the verifier was staged (check 1 passed) and the tests ran and failed (check 2)
     assert result.metric("task-success", "checks-passed").mean == 0.5
 

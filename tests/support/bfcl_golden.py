@@ -88,12 +88,12 @@ def mutations(gold: list[dict[str, Any]], dots: bool) -> Iterator[tuple[str, lis
         yield "one-missing", named(gold[:-1])
     for i, call in enumerate(gold):
         name, args = next(iter(call.items()))
-        yield f"{i}:wrong-name", named(gold[:i] + [{name + "_x": args}] + gold[i + 1 :])
+        yield f"{i}:wrong-name", named([*gold[:i], {name + "_x": args}, *gold[i + 1 :]])
         if "." in name:
             other = name if dots else name.replace(".", "_")
             yield f"{i}:other-dots", [*named(gold[:i]), {other: args}, *named(gold[i + 1 :])]
         extra = {**args, "unexpected_param": 1}
-        yield f"{i}:extra-param", named(gold[:i] + [{name: extra}] + gold[i + 1 :])
+        yield f"{i}:extra-param", named([*gold[:i], {name: extra}, *gold[i + 1 :]])
         for p, v in args.items():
             for label, new in (
                 ("drop", None), ("wrong", _wrong(v)), ("retype", _retyped(v)),
@@ -107,13 +107,15 @@ def mutations(gold: list[dict[str, Any]], dots: bool) -> Iterator[tuple[str, lis
                     changed.pop(p)
                 else:
                     changed[p] = new
-                yield f"{i}:{p}:{label}", named(gold[:i] + [{name: changed}] + gold[i + 1 :])
+                yield f"{i}:{p}:{label}", named([*gold[:i], {name: changed}, *gold[i + 1 :]])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bfcl", type=Path, required=True, help="an unpacked bfcl-eval wheel")
-    parser.add_argument("--data", type=Path, required=True, help="BFCL_v4_*.json + possible_answer/")
+    parser.add_argument(
+        "--data", type=Path, required=True, help="BFCL_v4_*.json + possible_answer/"
+    )
     parser.add_argument("-o", "--out", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=0, help="questions per category (0: all)")
     args = parser.parse_args()
@@ -121,7 +123,9 @@ def main() -> None:
     out = []
     for category in CATEGORIES:
         files = args.data.glob(f"BFCL_v*_{category}.json")
-        for qfile in sorted(f for f in files if re.fullmatch(rf"BFCL_v\d+_{category}\.json", f.name)):
+        for qfile in sorted(
+            f for f in files if re.fullmatch(rf"BFCL_v\d+_{category}\.json", f.name)
+        ):
             answers = {
                 (a := json.loads(line))["id"]: a["ground_truth"]
                 for line in (qfile.parent / "possible_answer" / qfile.name).read_text().splitlines()

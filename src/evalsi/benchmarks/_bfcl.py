@@ -105,8 +105,10 @@ def _question_files(src: Path, wanted: Sequence[str] | None) -> list[tuple[str, 
     found: list[tuple[str, Path]] = []
     for path in sorted(src.glob("BFCL_v*_*.json")):
         match = _FILE.fullmatch(path.name)
-        if match and match["category"] in CATEGORIES and (
-            not wanted or match["category"] in wanted
+        if (
+            match
+            and match["category"] in CATEGORIES
+            and (not wanted or match["category"] in wanted)
         ):
             found.append((match["category"], path))
     if not found:
@@ -167,7 +169,9 @@ def _family(category: str) -> str:
 
 def _question_text(turns: list[Any], where: str) -> str:
     if not turns or not isinstance(turns[0], list):
-        raise UserError(f"{where}: the field 'question' must be a list of turns (lists of messages)")
+        raise UserError(
+            f"{where}: the field 'question' must be a list of turns (lists of messages)"
+        )
     if len(turns) > 1:
         raise UserError(f"{where}: {len(turns)} turns; only single-turn categories are imported")
     said = [

@@ -85,14 +85,12 @@ def read_json_lines(path: Path, what: str) -> list[dict[str, Any]]:
     return rows
 
 
-def field_of(
-    data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str
-) -> Any:
+def field_of(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     """``data[key]`` of the given type, or a ``UserError`` naming ``where`` and the field."""
     if key not in data:
         raise UserError(f"{where}: the field {key!r} is missing")
     value = data[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _kinds(kind):
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _kinds(kind)):
         names = " or ".join(k.__name__ for k in _kinds(kind))
         raise UserError(f"{where}: the field {key!r} must be {names}, got {type(value).__name__}")
     return value

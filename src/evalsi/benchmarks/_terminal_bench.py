@@ -141,7 +141,9 @@ def _task_dirs(sources: list[Path]) -> list[Path]:
     found: list[Path] = []
     for src in sources:
         if not src.is_dir():
-            raise UserError(f"{src}: not a directory (expected a task directory or a folder of them)")
+            raise UserError(
+                f"{src}: not a directory (expected a task directory or a folder of them)"
+            )
         if _is_task(src):
             found.append(src)
             continue
@@ -243,8 +245,10 @@ def _assemble(
     verifier: dict[str, str],
     solution: str | None,
 ) -> dict[str, Any]:
-    rewritten = [rel for rel in verifier if rel.endswith(".sh") and _ABSOLUTE.search(verifier[rel])]
+    ours = verifier.pop("verify.sh")  # evalsi's own script: never rewritten
+    rewritten = [rel for rel, c in verifier.items() if rel.endswith(".sh") and _ABSOLUTE.search(c)]
     verifier = {rel: _rewrite(c) if rel.endswith(".sh") else c for rel, c in verifier.items()}
+    verifier["verify.sh"] = ours
     known: dict[str, Any] = {"empty": {"steps": [_said("I did nothing.")]}}
     if solution is not None:
         script = _PRELUDE + _rewrite(solution)

@@ -116,7 +116,9 @@ class BfclExec:
         try:
             self.module = importlib.import_module(functions)
         except ImportError as e:
-            raise ParamError(f"bfcl-exec: cannot import functions module {functions!r}: {e}") from None
+            raise ParamError(
+                f"bfcl-exec: cannot import functions module {functions!r}: {e}"
+            ) from None
         self.tolerance = tolerance
 
     def __call__(self, record: Record) -> Score:
@@ -127,7 +129,9 @@ class BfclExec:
         expected = [self._run(parse_call(text), f"ground truth {text!r}") for text in truth]
         calls = record_calls(record)
         if len(calls) != len(expected):
-            return self._score(False, f"wrong number of calls: {len(calls)}, expected {len(expected)}")
+            return self._score(
+                False, f"wrong number of calls: {len(calls)}, expected {len(expected)}"
+            )
         got: list[Any] = []
         for call in calls:
             name, args = next(iter(call.items()))
@@ -204,4 +208,3 @@ bfcl_exec = builtin(
         "--param bfcl-exec.functions=bfcl_functions"
     ),
 )(BfclExec)
-

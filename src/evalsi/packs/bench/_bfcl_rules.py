@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 PYTHON_TYPES: dict[str, type] = {
     "string": str,
@@ -186,9 +186,10 @@ def _type_check(
     if type(value) is expected:
         if nested is None:
             return OK, variable
+        items = cast(list[Any], value)  # a list: only the nested types (array, tuple) get here
         for option in allowed:
             items_ok = not isinstance(option, list) or all(
-                _type_check(item, option, nested, None)[0].valid for item in value
+                _type_check(item, option, nested, None)[0].valid for item in items
             )
             if items_ok:
                 return OK, variable
@@ -198,7 +199,9 @@ def _type_check(
         if failed == "type_error:nested":
             return _bad(failed, "nested items of the wrong type"), True
         return OK, True
-    return _bad("type_error:simple", f"expected {expected.__name__}, got {type(value).__name__}"), False
+    return _bad(
+        "type_error:simple", f"expected {expected.__name__}, got {type(value).__name__}"
+    ), False
 
 
 def standardize(text: str) -> str:
