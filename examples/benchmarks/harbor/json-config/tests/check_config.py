@@ -2,7 +2,8 @@ import json
 import sys
 
 try:
-    config = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as f:
+        config = json.load(f)
     ok = config == {"name": "svc", "port": 8081, "debug": False, "workers": 4}
 except (OSError, ValueError):
     ok = False
