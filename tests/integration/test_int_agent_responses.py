@@ -412,7 +412,7 @@ def test_an_evalrun_spec_runs_a_responses_agent_and_grades_its_trajectory(tmp_pa
     tasks = {t["sample_id"]: t for t in iter_tasks(db, result.run_id, 10)}
     pay = tasks["pay"]
     assert [s["type"] for s in pay["trajectory"]["steps"]] == [
-        "model_call", "other", "tool_call", "policy_block", "model_call", "message",
+        "model_call", "reasoning", "tool_call", "policy_block", "model_call", "message",
     ]  # fmt: skip
     verdicts = {v["evaluator"]: v for v in pay["scores"]}
     assert verdicts["tool-called"]["scores"] == {"tool-called": True}

@@ -36,6 +36,7 @@ EXTRA_OF: dict[str, str] = {
     "mcp": "agents",
     "mcp_types": "agents",
     "a2a": "a2a",
+    "inspect_ai": "inspect",
 }
 """Top-level module -> the extra that installs it."""
 

@@ -173,6 +173,7 @@ PACK_INDEX: Mapping[str, PackEntry] = MappingProxyType(
                 "agent-efficiency",
             ),
         ),
+        "bench": PackEntry("evalsi.packs.bench", "", ("bfcl-ast", "bfcl-exec")),
     }
 )
 """Pack name → its module, extra and evaluator names, in catalog order. A test checks it

@@ -60,7 +60,7 @@ print(*packs, 'sandbox' if 'evalsi.sandbox' in sys.modules else '-')
         ("'f1' in registry, len(registry)", "ml_classic -"),
         (
             "list(registry)",
-            "agent code core judge ml_classic ml_monitoring rag safety text sandbox",
+            "agent bench code core judge ml_classic ml_monitoring rag safety text sandbox",
         ),
     ],
 )

@@ -1,0 +1,3 @@
+#!/bin/bash
+cd /app
+wc -w < poem.txt | tr -d ' ' > count.txt
