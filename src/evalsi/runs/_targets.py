@@ -70,7 +70,7 @@ def build_target(
         from evalsi.runs._pricing import cost_usd, price
 
         egress = resilience.egress if resilience is not None else None
-        if spec.agent.harness is not None:
+        if spec.agent.harness is not None or spec.agent.kind != "builtin":
             return AgentTarget(None, spec.agent, environment, egress=egress, remote=remote)
         if environment is None:
             raise UserError("target.agent: an agent needs spec.environment.tools")
