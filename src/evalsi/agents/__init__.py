@@ -7,6 +7,7 @@ snapshot out). The design: ``docs/decisions/0010-agent-runs.md``."""
 
 from evalsi.agents._checkers import contains, snapshot
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection, ToolResult
+from evalsi.agents._git_workspace import resolve_revision
 from evalsi.agents._harness import (
     BuiltinHarness,
     CheckResult,
@@ -32,7 +33,7 @@ from evalsi.agents._tools import (
     ToolSpec,
     schema_of,
 )
-from evalsi.agents._workspace import workspace
+from evalsi.agents._workspace import current_sandbox, workspace
 
 __all__ = [
     "MAX_EVENTS",
@@ -65,7 +66,9 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "contains",
+    "current_sandbox",
     "resolve_program",
+    "resolve_revision",
     "sandbox_tools",
     "schema_of",
     "snapshot",

@@ -28,7 +28,7 @@ import orjson
 
 from evalsi.agents._cassette import exchange
 from evalsi.agents._connectors import ConnectorContext
-from evalsi.agents._git_workspace import current_checkout, resolve
+from evalsi.agents._git_workspace import current_checkout, resolve_revision
 from evalsi.agents._harness import CheckResult, Final, HarnessInfo, TaskSetup
 from evalsi.agents._workspace import current_sandbox
 from evalsi.connectors import InfraError
@@ -57,7 +57,7 @@ async def connect(section: CliAgentSpec, context: ConnectorContext) -> AsyncIter
             hint="give spec.environment a repository, a sandbox, fixtures or a checker",
         )
     if env.repository is not None:
-        resolve(env.repository.path, env.repository.commit, "spec.environment.repository")
+        resolve_revision(env.repository.path, env.repository.commit, "spec.environment.repository")
     yield CliHarness(section)
 
 

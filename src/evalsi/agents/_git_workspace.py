@@ -127,7 +127,7 @@ def _bounded(proc: subprocess.Popen[bytes], max_bytes: int) -> tuple[bytes, byte
     return b"".join(chunks), err
 
 
-def resolve(path: str | Path, commit: str, where: str) -> Revision:
+def resolve_revision(path: str | Path, commit: str, where: str) -> Revision:
     """``commit`` of the repository at ``path``; ``UserError`` naming ``where`` when it is no
     repository or the revision names no commit there."""
     commit = commit or "HEAD"
@@ -270,7 +270,7 @@ async def check_out(
         return None
     repo, where = named
     try:
-        revision = await asyncio.to_thread(resolve, repo.path, repo.commit, where)
+        revision = await asyncio.to_thread(resolve_revision, repo.path, repo.commit, where)
     except UserError as e:
         if where.startswith("spec."):
             raise
