@@ -33,6 +33,8 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("pytest", "unittest")
 DEFAULT_TEST_COMMAND = ("python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider")
 TEST_PATCH = ".evalsi/swebench/test.patch"
 GOLD_PATCH = ".evalsi/gold.patch"
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1"}
+"""git in the sandbox reads no /etc/gitconfig (the confined rung refuses it: same verdicts)."""
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "test_patch")
 DETAIL_TESTS = 5
 """Failing tests named in a check's detail; the rest are counted."""
@@ -154,7 +156,7 @@ async def swebench_check(workspace: Path, sample: Record | None) -> Check:
         await sandbox.copy_in(meta["test_patch"].encode(), TEST_PATCH)
     except (SandboxFileError, OSError) as e:
         return Check("resolved", False, f"cannot write the test patch: {e}")
-    applied = await sandbox.exec(["git", "apply", "--whitespace=nowarn", TEST_PATCH])
+    applied = await sandbox.exec(["git", "apply", "--whitespace=nowarn", TEST_PATCH], env=GIT_ENV)
     if applied.outcome.is_infra:
         return _infra(applied.outcome.detail)
     if applied.exit_code != 0:
@@ -274,6 +276,7 @@ spec:
       kind: cli
       cli:
         command: {argv}   # your agent: it edits the files of its working directory
+        env: {{GIT_CONFIG_NOSYSTEM: "1"}}
         timeoutSeconds: 1800
   environment:
     sandbox: {{minIsolation: {min_isolation}, timeoutSeconds: {timeout_s:g}}}
