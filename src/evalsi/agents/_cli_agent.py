@@ -173,6 +173,12 @@ async def _commands(path: str) -> tuple[list[JsonValue], list[JsonValue]]:
         return [], [f"{path}: not read: {e}"]
     except OSError as e:
         return [], [f"{path}: not read: {e}"]
+    return parse_commands(data, path)
+
+
+def parse_commands(data: bytes, path: str) -> tuple[list[JsonValue], list[JsonValue]]:
+    """The ``{command, exit_code}`` lines of a commands file (at most ``MAX_COMMANDS``, each
+    command cut to ``COMMAND_CHARS``), and notes on the lines skipped."""
     commands: list[JsonValue] = []
     notes: list[JsonValue] = []
     skipped = 0

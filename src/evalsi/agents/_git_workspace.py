@@ -211,7 +211,16 @@ class Checkout:
                 stdin=b"\0".join(new),
             )
         out, cut = _run(
-            [*args, "diff", "--binary", "--no-ext-diff", "--no-textconv", "--no-renames"],
+            [
+                *args,
+                "diff",
+                "--binary",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--no-renames",
+                self.revision.sha,
+                "--",
+            ],
             env=self.env,
             cwd=self.workspace,
             max_bytes=max_bytes,

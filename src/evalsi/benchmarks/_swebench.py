@@ -94,7 +94,7 @@ def _tests(value: Any, where: str) -> list[str]:
     return value
 
 
-def test_files(test_patch: str) -> list[str]:
+def touched_files(test_patch: str) -> list[str]:
     """The files a test patch touches (its ``b/`` side), in order: the tests that run."""
     seen: dict[str, None] = {}
     for match in _DIFF_FILE.finditer(test_patch):
@@ -163,7 +163,7 @@ async def swebench_check(workspace: Path, sample: Record | None) -> Check:
         tail = applied.stderr[-300:].decode(errors="replace").strip()
         return Check("resolved", False, f"the test patch does not apply: {tail}")
     argv = [*meta.get("test_command", DEFAULT_TEST_COMMAND)]
-    argv += directives(test_files(meta["test_patch"]), log_format)
+    argv += directives(touched_files(meta["test_patch"]), log_format)
     result = await sandbox.exec(argv, timeout=meta.get("timeout_s"))
     if result.outcome.is_infra:
         return _infra(result.outcome.detail)
