@@ -10,8 +10,8 @@ index that the host's git would then read. ``git diff`` reads the worktree as gi
 symlinks as links (never followed), a path under a symlinked directory as removed, FIFOs and
 devices not listed; its output is read with a cap and a timeout.
 
-Measured on a 2-core machine (bench/cli_agent.py): the checkout of a small package costs about
-3 ms and the diff about 6 ms, each one ``git`` process, so the workspace adds little to a task
+Measured on a 2-core machine: the checkout of a small package costs about 8 ms (one ``git``
+process) and the diff about 6 ms (two or three), so the workspace adds little to a task
 whose sandboxed agent and tests take 100 ms or more. A full-hex commit is resolved once per
 process; a branch or ``HEAD`` once per task (it may move).
 """
@@ -210,22 +210,38 @@ class Checkout:
                 cwd=self.workspace,
                 stdin=b"\0".join(new),
             )
-        out, cut = _run(
-            [
-                *args,
-                "diff",
-                "--binary",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--no-renames",
-                self.revision.sha,
-                "--",
-            ],
-            env=self.env,
-            cwd=self.workspace,
-            max_bytes=max_bytes,
-        )
+        command = [*args, "diff", "--binary", "--no-ext-diff", "--no-textconv", "--no-renames"]
+        command += [self.revision.sha, "--"]
+        try:
+            out, cut = _run(command, env=self.env, cwd=self.workspace, max_bytes=max_bytes)
+        except GitFailed as e:
+            if "unsupported file type" not in str(e) or not self._forget_special(args):
+                raise
+            out, cut = _run(command, env=self.env, cwd=self.workspace, max_bytes=max_bytes)
         return out.decode(errors="replace"), cut
+
+    def _forget_special(self, args: list[str]) -> bool:
+        """Drop from the index the tracked paths the agent replaced with a FIFO, socket or
+        device (git cannot hash them and refuses the whole diff): they show as deleted, so a
+        hostile agent cannot turn its task into an infrastructure error."""
+        tracked, _ = _run([*args, "ls-files", "-z"], env=self.env, cwd=self.workspace,
+                          max_bytes=64 << 20)  # fmt: skip
+        special = [p for p in tracked.split(b"\0") if p and self._special(p)]
+        if special:
+            _run(
+                [*args, "update-index", "--force-remove", "-z", "--stdin"],
+                env=self.env,
+                cwd=self.workspace,
+                stdin=b"\0".join(special) + b"\0",
+            )
+        return bool(special)
+
+    def _special(self, relative: bytes) -> bool:
+        try:
+            mode = os.lstat(os.path.join(os.fsencode(self.workspace), relative)).st_mode
+        except OSError:
+            return False
+        return not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode))
 
     def _plain(self, relative: bytes) -> bool:
         """A new file git may read: a regular file or a symlink (read as a link)."""

@@ -311,3 +311,16 @@ def test_a_recorded_diff_cannot_write_through_a_link_it_makes(repo: Path, tmp_pa
             "@@ -0,0 +1 @@\n+x\n"
         )
     assert not (tmp_path / "t" / "x").exists()
+
+
+def test_a_tracked_file_turned_into_a_fifo_is_a_deletion_not_a_lost_task(
+    repo: Path, tmp_path: Path
+) -> None:
+    c = _checkout(repo, tmp_path)
+    target = c.workspace / "tests" / "test_calc.py"
+    target.unlink()
+    os.mkfifo(target)  # git refuses to hash it; the diff must not fail for it
+    (c.workspace / "calc" / "__init__.py").write_text("changed\n")
+    diff, _ = c.diff()
+    assert "diff --git a/tests/test_calc.py b/tests/test_calc.py\ndeleted file mode" in diff
+    assert "+changed" in diff
