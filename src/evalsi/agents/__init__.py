@@ -8,6 +8,7 @@ snapshot out). The design: ``docs/decisions/0010-agent-runs.md``."""
 from evalsi.agents._cassette import CassetteMiss, Tape, exchange, taping
 from evalsi.agents._checkers import contains, snapshot
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection, ToolResult
+from evalsi.agents._git_workspace import resolve_revision
 from evalsi.agents._harness import (
     BuiltinHarness,
     CheckResult,
@@ -41,7 +42,7 @@ from evalsi.agents._tools import (
     ToolSpec,
     schema_of,
 )
-from evalsi.agents._workspace import workspace
+from evalsi.agents._workspace import current_sandbox, workspace
 
 __all__ = [
     "MAX_EVENTS",
@@ -83,8 +84,10 @@ __all__ = [
     "UserSimulator",
     "UserTurn",
     "contains",
+    "current_sandbox",
     "exchange",
     "resolve_program",
+    "resolve_revision",
     "sandbox_tools",
     "schema_of",
     "snapshot",

@@ -25,6 +25,7 @@ from evalsi.agents._checkers import Checker, snapshot, task_fixtures, write_fixt
 from evalsi.agents._connectors import ConnectorContext, connect
 from evalsi.agents._egress import check_resolved
 from evalsi.agents._environment import Approvals, Environment, Fault, Injection
+from evalsi.agents._git_workspace import check_out, checked_out
 from evalsi.agents._harness import (
     BuiltinHarness,
     Final,
@@ -315,8 +316,10 @@ class AgentTarget:
                 sandbox = await AsyncSandbox.create(self.sandbox_spec)
             except SandboxUnavailable as e:
                 raise InfraError("sandbox", f"spec.environment.sandbox: {e}") from None
+        checkout = None
         try:
-            if sandbox is not None:
+            if sandbox is not None:  # the repository first: fixtures overlay its files
+                checkout = await check_out(self.env_spec.repository, sample, sandbox.workspace)
                 await write_fixtures(sandbox, fixtures)
             setup = TaskSetup(
                 run_id=task.run_id if task is not None else "",
@@ -329,12 +332,14 @@ class AgentTarget:
                 metadata=sample.metadata if sample is not None else {},
             )
             tape = self._tape(setup)
-            with bound(sandbox), taping(tape):
+            with bound(sandbox), taping(tape), checked_out(checkout):
                 out = await self._task(harness, setup, sandbox, sample)
             if tape is not None and (self.agent.record_cassette or tape.source is not None):
                 out = replace(out, cassette=tape.cassette())
             return out
         finally:
+            if checkout is not None:
+                checkout.close()
             if sandbox is not None:
                 await sandbox.destroy()
 
