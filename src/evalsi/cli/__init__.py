@@ -23,6 +23,7 @@ COMMANDS = {
     "grade": "_grade",
     "rerun": "_grade",
     "replay": "_grade",
+    "benchmark": "_benchmark",
     "runs": "_runs",
     "compare": "_compare",
     "catalog": "_catalog",
@@ -58,6 +59,8 @@ Grade a Run's stored outputs (no target calls), or replay a run:
   evalsi grade --from RUN_ID --evaluators exact-match
   evalsi rerun RUN_ID
   evalsi replay RUN_ID [--evaluators a,b] [--branch-from-step N]   # an agent run's cassettes
+Import a benchmark's tasks (SWE-bench, Terminal-Bench, BFCL, Inspect, tau2) as a dataset + spec:
+  evalsi benchmark import swebench INSTANCES.jsonl --repo owner/name=PATH -o DIR
 Look at what ran:
   evalsi runs list
   evalsi runs show latest

@@ -212,6 +212,8 @@ def replay(args: argparse.Namespace) -> int:
     branch = args.branch_from_step
     if branch is not None and branch < 0:
         raise UserError(f"--branch-from-step must be 0 or more, got {branch}")
+    if params and names is None:  # checked before the store is read
+        raise UserError("--param needs --evaluators (the evaluators the replay grades with)")
     server = server_of(args)
     result: Any
     with progress_line(args.quiet, unit="tasks", trouble="infra errors") as progress:
