@@ -134,8 +134,10 @@ def test_a_tau2_domain_imports_and_its_gold_agent_leaves_the_right_database(
         (["terminal-bench", "t", "-o", "x", "--model", "{"], "--model: not JSON"),
         (["terminal-bench", "t", "-o", "x", "--model", "[]"], "expected a mapping"),
         (
-            ["tau2", "d", "--tools", "no_such_module", "-o", "x"]
-            + ["--agent-model", "{}", "--user-model", "{}"],
+            [
+                *("tau2", "d", "--tools", "no_such_module", "-o", "x"),
+                *("--agent-model", "{}", "--user-model", "{}"),
+            ],
             "--tools: cannot import",
         ),
     ],
