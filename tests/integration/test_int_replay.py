@@ -220,7 +220,9 @@ def test_only_an_agent_run_is_replayed_and_params_need_evaluators(tmp_path: Path
 def test_an_interrupted_replay_resumes_from_the_same_cassettes(tmp_path: Path) -> None:
     db, run_id, _ = _record(tmp_path)
     CALLS.clear()
-    replayed = asyncio.run(replay_run(db, run_id, registry=BUILTINS))
+    replayed = asyncio.run(
+        replay_run(db, run_id, registry=BUILTINS, evaluators=["exact-match", "step-efficiency"])
+    )
     # forget two tasks of the replay, as if it had been killed, then resume it
     db.engine.dispose()
     import sqlite3
@@ -242,4 +244,6 @@ def test_an_interrupted_replay_resumes_from_the_same_cassettes(tmp_path: Path) -
     assert resumed.tasks == {"ok": 4}
     assert CALLS == []
     assert _steps(db, resumed.run_id) == _steps(db, run_id)
+    # resumed with the replay's own evaluators, not the recorded run's
+    assert {m.evaluator for m in resumed.metrics} == {"exact-match", "step-efficiency"}
     db.close()

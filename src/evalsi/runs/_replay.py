@@ -50,19 +50,30 @@ def replay_spec(
         unknown = sorted(set(params or {}) - set(evaluators))
         if unknown:
             raise UserError(f"--param names {', '.join(unknown)}, which --evaluators does not list")
-        spec = dataclasses.replace(
-            spec,
-            evaluators=tuple(
-                EvaluatorEntry(ref=name, params=dict((params or {}).get(name, {})))
-                for name in evaluators
-            ),
-            gates=tuple(gates or ()),
+        entries = tuple(
+            EvaluatorEntry(ref=name, params=dict((params or {}).get(name, {})))
+            for name in evaluators
         )
-    elif params:
+        return _with(spec, evaluators=entries, gates=tuple(gates or ()))
+    if params:
         raise UserError("--param needs --evaluators (the evaluators the replay grades with)")
-    elif gates is not None:
-        spec = dataclasses.replace(spec, gates=tuple(gates))
+    if gates is not None:
+        return _with(spec, gates=tuple(gates))
     return spec
+
+
+def _with(spec: RunSpec, **changes: Any) -> RunSpec:
+    """``spec`` with other evaluators or gates, in its document too: the document is what
+    the run stores, hashes and resumes from."""
+    raw = spec.raw
+    if raw:
+        body = dict(raw.get("spec", {}))
+        if "evaluators" in changes:
+            body["evaluators"] = [e.as_mapping() for e in changes["evaluators"]]
+        if "gates" in changes:
+            body["gates"] = list(changes["gates"])
+        raw = {**raw, "spec": body}
+    return dataclasses.replace(spec, raw=raw, **changes)
 
 
 def cassettes_of(db: SqlStore, info: RunInfo, branch_from_step: int | None) -> StoredCassettes:
