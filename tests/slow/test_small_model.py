@@ -62,7 +62,9 @@ TOOLS = """
 def _evalsi(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """The CLI as a user runs it, with the task's tool module importable."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVALSI_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(cwd), str(ROOT / "src"), str(ROOT)])
+    # the evalsi this test imports, so the CLI runs the same code
+    src = Path(importlib.util.find_spec("evalsi").origin or "").parents[1]  # type: ignore[union-attr]
+    env["PYTHONPATH"] = os.pathsep.join([str(cwd), str(src), str(ROOT)])
     env["XDG_CONFIG_HOME"] = str(cwd / ".config")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return subprocess.run(
@@ -310,28 +312,61 @@ def test_the_conversation_goes_back_to_the_server_after_a_tool_call(
 def test_the_user_simulator_talks_to_the_agent(
     small_model: SmallModel, tmp_path: Path, measured: list[str]
 ) -> None:
-    user = textwrap.dedent(f"""\
-        user:
-          model:
-            connector: openai-compatible
-            baseUrl: "{small_model.base_url}"
-            model: {small_model.model}
-          persona: "A traveller who answers in one short sentence."
-          goal: "Find out whether to take an umbrella in Paris today."
-          maxTurns: 2
+    """A conversation: the simulator (the same model, plain chat) answers the agent, which
+    answers again. The agent's model gets no ``tool_choice``, so the server leaves its tool
+    out of the prompt: with one this model never gives a final answer (see the module's
+    docstring), and the user speaks only after an answer."""
+    (tmp_path / "weather_tools.py").write_text(textwrap.dedent(TOOLS))
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"id": "umbrella", "input": "Hello! I am going to Paris today."}) + "\n"
+    )
+    spec = tmp_path / "run.yaml"
+    spec.write_text(
+        textwrap.dedent(f"""\
+        apiVersion: evals.si/v1alpha1
+        kind: EvalRun
+        metadata: {{name: small-model-user}}
+        spec:
+          target:
+            system: "You are a friendly travel assistant. Answer in one or two sentences."
+            agent:
+              model:
+                connector: openai-compatible
+                baseUrl: "{small_model.base_url}"
+                model: {small_model.model}
+                params: {{temperature: 0, max_tokens: 48}}
+              maxSteps: 2
+              maxDuration: 5m
+              user:
+                model:
+                  connector: openai-compatible
+                  baseUrl: "{small_model.base_url}"
+                  model: {small_model.model}
+                  params: {{temperature: 0, max_tokens: 32}}
+                persona: "A traveller who answers in one short sentence."
+                goal: "Find out whether to take an umbrella in Paris today."
+                maxTurns: 2
+          environment:
+            tools:
+              - function: "weather_tools:get_weather"
+          dataset: {{path: tasks.jsonl}}
+          evaluators:
+            - ref: contains
         """)
-    spec = _write_run(tmp_path, small_model, agent_extra=user)
+    )
     started = time.monotonic()
     ran = _evalsi(tmp_path, "run", "-f", str(spec), "--format", "json")
     wall = time.monotonic() - started
     assert ran.returncode == 0, ran.stderr
-    tasks = _show(tmp_path)["tasks"]
-    assert all(t["status"] == "ok" for t in tasks), tasks
-    for t in tasks:
-        steps = t["trajectory"]["steps"]
-        calls = [s for s in steps if s["type"] == "model_call"]
-        # the simulated user answered, so the agent's model was asked again
-        assert len(calls) >= 2, steps
-        assert all(s["usage"]["input_tokens"] > 0 for s in calls)
-    steps = [s for t in tasks for s in t["trajectory"]["steps"]]
+    (task,) = _show(tmp_path)["tasks"]
+    assert task["status"] == "ok", task
+    steps = task["trajectory"]["steps"]
+    said = [s for s in steps if s["type"] == "message" and s["name"] == "user"]
+    assert len(said) == 1, steps  # maxTurns 2: the sample's input, then one simulated message
+    assert said[0]["output"]["text"].strip(), said
+    calls = [s for s in steps if s["type"] == "model_call"]
+    assert len(calls) == 2, steps  # the agent answered the input and the simulated user
+    for s in calls:
+        assert s["usage"]["input_tokens"] > 0, s
+    assert task["trajectory"]["stop_reason"] == "max_turns"
     measured.append(_measure("user simulator", steps, wall))
