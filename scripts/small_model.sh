@@ -9,6 +9,7 @@
 #
 #   scripts/small_model.sh            # install (build only when no cached wheel fits)
 #   scripts/small_model.sh --path     # print the GGUF path, or exit 1 when it is not installed
+#   scripts/small_model.sh --cached   # exit 0 when a built wheel for this machine is cached
 #
 # Environment: PYTHON (default .venv/bin/python), SMALL_MODEL_JOBS (default 2: the build's
 # parallel compile jobs), SMALL_MODEL_WHEELS (the wheel cache; default
@@ -37,12 +38,6 @@ print(found[0])
 EOF
 }
 
-if [ "${1:-}" = "--path" ]; then
-  model_path
-  exit $?
-fi
-
-start=$(date +%s)
 arch=$(uname -m)
 # A portable build: GGML_NATIVE=OFF so a cached wheel never carries instructions of the machine
 # that built it; AVX2/FMA/F16C (x86-64-v3) switched on where the CPU has them, since they make
@@ -57,8 +52,18 @@ if [ "$arch" = x86_64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpu
   isa=avx2
 fi
 cache="$WHEELS/llama-cpp-python-$LLAMA_CPP_VERSION-$arch-$isa"
+cached() { ls "$cache"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1 || return 1; }
 
-if ! ls "$cache"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
+case "${1:-}" in
+  --path) model_path; exit $? ;;
+  --cached) cached; exit $? ;;
+  "") ;;
+  *) echo "usage: $0 [--path | --cached]" >&2; exit 2 ;;
+esac
+
+start=$(date +%s)
+
+if ! cached; then
   echo "building llama-cpp-python $LLAMA_CPP_VERSION from source ($isa, $JOBS jobs); this takes a while" >&2
   mkdir -p "$cache.partial"
   build_start=$(date +%s)
