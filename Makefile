@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # includes the core one, so it stamps both.
 DEMO_STAMP := $(VENV)/.installed-core
 
-.PHONY: setup demo test check lint typecheck layers proto bench clean
+.PHONY: setup demo test test-slow check lint typecheck layers proto bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -44,6 +44,12 @@ demo: $(DEMO_STAMP)
 test: setup
 	$(BIN)/python -m compileall -q src  # the CLI processes the tests start read it, not write it
 	$(BIN)/pytest -q -p no:cacheprovider
+
+## test-slow: the real small model lane (tests/slow): SmolLM2-135M on llama.cpp's server. The
+## first run builds llama-cpp-python from source (about 15 min on 2 cores) into ~/.cache/evalsi/wheels.
+test-slow: setup
+	PYTHON=$(BIN)/python scripts/small_model.sh
+	$(BIN)/pytest -q -p no:cacheprovider -m small_model tests/slow
 
 ## check: lint, format, strict types, layering, generated code freshness
 check: lint typecheck layers
