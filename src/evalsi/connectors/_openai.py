@@ -62,6 +62,8 @@ class OpenAICompatible(ChatModel):
 def _message_to_openai(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
+        if message.content is None:  # llama-cpp-python's server answers 500 to a null here
+            out["content"] = ""
         out["tool_calls"] = [
             {
                 "id": call.id,
