@@ -65,8 +65,11 @@ class Tape:
         return self.live_after is None or self.calls < self.live_after
 
     def cassette(self) -> Cassette:
-        """What this task exchanged, in the order the calls started (finished calls only)."""
-        return Cassette(tuple(e for e in self._slots if e is not None))
+        """What this task exchanged, in the order the calls started (finished calls only);
+        ``stored`` when every answer came from a stored source (nothing new to write)."""
+        exchanges = tuple(e for e in self._slots if e is not None)
+        stored = self.source is not None and self.source.stored and self.live_calls == 0
+        return Cassette(exchanges, stored=stored)
 
     async def exchange(
         self,

@@ -29,15 +29,17 @@ def request_key(request: JsonValue) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Exchange:
-    """One call and its answer: ``response`` is the answer's JSON (bytes)."""
+    """One call and its answer: ``response`` is the answer's JSON (bytes), ``response_key``
+    its sha256 (hex), computed once when not given."""
 
     channel: str
     request: str
     response: bytes
+    response_key: str = ""
 
-    @property
-    def response_key(self) -> str:
-        return hashlib.sha256(self.response).hexdigest()
+    def __post_init__(self) -> None:
+        if not self.response_key:
+            object.__setattr__(self, "response_key", hashlib.sha256(self.response).hexdigest())
 
     def value(self) -> JsonValue:
         return orjson.loads(self.response)
@@ -48,6 +50,8 @@ class Cassette:
     """The exchanges of one task, in the order their calls started."""
 
     exchanges: tuple[Exchange, ...] = ()
+    stored: bool = False
+    """Every response is a blob of the store already (a replay's, served from it)."""
 
     def __len__(self) -> int:
         return len(self.exchanges)
@@ -77,8 +81,8 @@ class Cassette:
             body = blobs.get(response)
             if body is None:
                 raise ValueError(f"the cassette's response {response[:12]} is not stored")
-            out.append(Exchange(str(channel), str(request), body))
-        return cls(tuple(out))
+            out.append(Exchange(str(channel), str(request), body, str(response)))
+        return cls(tuple(out), stored=True)
 
     @staticmethod
     def keys_of(index: str | bytes) -> Sequence[str]:

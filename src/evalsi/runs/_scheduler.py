@@ -334,8 +334,9 @@ class Executor:
         graded = await grade_tasks(self.runners, tasks, self.time_limit)
         blobs: dict[str, bytes] = {}
         for item in items:
-            if item.output is not None and item.output.cassette is not None:
-                blobs.update(item.output.cassette.blobs())
+            cassette = item.output.cassette if item.output is not None else None
+            if cassette is not None and not cassette.stored:  # a replay's are stored already
+                blobs.update(cassette.blobs())
         db, run_id = self.row.open()
         db.write_tasks(run_id, rows, graded, blobs)
         if self.telemetry is not None:  # stored: now the spans may tell of it

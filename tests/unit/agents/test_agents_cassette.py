@@ -145,7 +145,9 @@ def test_a_stored_cassette_is_an_index_and_content_addressed_blobs() -> None:
     blobs = cassette.blobs()
     assert len(blobs) == 3  # the repeated response is kept once
     assert set(Cassette.keys_of(index)) == set(blobs)
-    assert Cassette.from_index(index, blobs) == cassette
+    read = Cassette.from_index(index, blobs)
+    assert read.exchanges == cassette.exchanges
+    assert read.stored  # read from the store: its answers need not be written again
     with pytest.raises(ValueError, match="is not stored"):
         Cassette.from_index(index, {})
     with pytest.raises(ValueError, match="format"):
