@@ -49,6 +49,12 @@ TEXT = P + "text.md"
 NOT_RUN: dict[tuple[str, str], str] = {
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
+    ("docs/guides/agents.md", "scripts/small_model.sh"): (
+        "builds llama.cpp (15 min cold); `make test-slow` (tests/slow) runs it in CI"
+    ),
+    ("docs/guides/agents.md", ".venv/bin/python -m llama_cpp.server"): (
+        "needs the small-model build; tests/slow/conftest.py starts the same server"
+    ),
     ("docs/guides/evaluators.md", "pip install ./acme-evals"): (
         "a package the reader writes; tests/e2e/test_e2e_plugins.py installs one"
     ),
