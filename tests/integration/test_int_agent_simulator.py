@@ -168,6 +168,7 @@ def test_a_recorded_conversation_replays_without_calling_the_stub(tmp_path: Path
             "tool:set_city",
             "model",
             "user",
+            "check",  # the workspace's verdicts: a replay runs no tool, so they are replayed
         ]
 
         class Recorded:
@@ -180,5 +181,7 @@ def test_a_recorded_conversation_replays_without_calling_the_stub(tmp_path: Path
         assert stub.calls() == 0
     assert replayed.output == recorded.output
     assert replayed.trajectory.stop_reason == "user_stop"
-    # the tool call was replayed too: nothing wrote profile.json in the fresh workspace
-    assert [c.passed for c in replayed.trajectory.checks] == [False]
+    # the tool call was replayed too (nothing wrote profile.json in the fresh workspace), so
+    # the verdicts are the recorded ones, not a check of an untouched workspace
+    assert [c.passed for c in replayed.trajectory.checks] == [True]
+    assert replayed.trajectory.checks == recorded.trajectory.checks

@@ -64,6 +64,8 @@ async def connect(section: CliAgentSpec, context: ConnectorContext) -> AsyncIter
 class CliHarness:
     """Runs ``section.command`` once per task in the task's sandbox."""
 
+    restores_workspace = True  # a replay re-applies the recorded diff: checkers run live
+
     def __init__(self, section: CliAgentSpec) -> None:
         self.section = section
         self._tasks: dict[str, TaskSetup] = {}

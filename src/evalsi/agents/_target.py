@@ -20,7 +20,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol, cast
 
-from evalsi.agents._cassette import Tape, taping
+from evalsi.agents._cassette import Tape, exchange, taping
 from evalsi.agents._checkers import Checker, snapshot, task_fixtures, write_fixtures
 from evalsi.agents._connectors import ConnectorContext, connect
 from evalsi.agents._egress import check_resolved
@@ -373,6 +373,21 @@ class AgentTarget:
                 final = await converse(
                     user, setup, steps, final, turn, lambda: self._run(harness, session)
                 )
+            checks, end_state = await self._verdicts(harness, session, sandbox, sample)
+        finally:
+            await _harness_call("teardown", harness.teardown(session))
+        trajectory = Trajectory(steps, final.stop_reason, checks, end_state or None)
+        return TargetOutput(final.output, final.usage, trajectory=trajectory)
+
+    async def _verdicts(
+        self, harness: Harness, session: str, sandbox: AsyncSandbox | None, sample: Any
+    ) -> tuple[list[Check], dict[str, JsonValue]]:
+        """The environment's verdicts and its end state. With a workspace they go through the
+        task's cassette: a replay made no tool call, so the workspace holds none of their
+        effects, and the recorded verdicts stand for the state they saw. A harness that rebuilds
+        the workspace on replay (a CLI agent re-applies its diff) is checked live instead."""
+
+        async def live() -> dict[str, JsonValue]:
             result = await _harness_call("check", harness.check(session))
             checks: list[Check] = list(result.checks)
             end_state: dict[str, JsonValue] = {}
@@ -382,10 +397,15 @@ class AgentTarget:
                 end_state.update(await asyncio.to_thread(snapshot, sandbox.workspace))
             if result.end_state is not None:
                 end_state["harness"] = result.end_state
-        finally:
-            await _harness_call("teardown", harness.teardown(session))
-        trajectory = Trajectory(steps, final.stop_reason, checks, end_state or None)
-        return TargetOutput(final.output, final.usage, trajectory=trajectory)
+            return {"checks": [c.to_value() for c in checks], "end_state": end_state}
+
+        if sandbox is None or getattr(harness, "restores_workspace", False):
+            got = await live()  # no workspace: what the harness reports of its own state
+        else:
+            names = [c.spec.name for c in self.checkers]
+            got = await exchange("check", {"checkers": names}, live)
+        checks = [Check(**c) for c in got["checks"]]
+        return checks, dict(got["end_state"])
 
     async def _run(self, harness: Harness, session: str) -> tuple[list[Step], Final]:
         steps: list[Step] = []

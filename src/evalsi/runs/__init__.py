@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._outputs import grade_tasks, join_outputs, rebuild
     from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
-    from evalsi.runs._replay import cassettes_of, replay_run, replay_spec
+    from evalsi.runs._replay import cassettes_of, check_branch, replay_run, replay_spec
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
     from evalsi.runs._result import (
         ISOLATION_COLUMNS,
@@ -154,6 +154,7 @@ __all__ = [
     "category_columns",
     "category_rows",
     "category_title",
+    "check_branch",
     "check_version",
     "compare_runs",
     "conclude_ingest",

@@ -76,6 +76,25 @@ def _with(spec: RunSpec, **changes: Any) -> RunSpec:
     return dataclasses.replace(spec, raw=raw, **changes)
 
 
+def check_branch(spec: RunSpec, branch_from_step: int | None) -> None:
+    """Refuse to branch a run whose tasks keep state in a workspace: its replayed tool calls
+    changed nothing there, so the live calls after the branch point would see a workspace the
+    agent never saw. A CLI agent's workspace is rebuilt from its recorded diff, so it branches
+    (at step 0: the whole run live again)."""
+    if branch_from_step is not None and branch_from_step < 0:
+        raise UserError(f"--branch-from-step must be 0 or more, got {branch_from_step}")
+    env, agent = spec.environment, spec.target.agent
+    kind = agent.kind if agent is not None else "builtin"
+    if branch_from_step and env is not None and env.has_workspace() and kind != "cli":
+        raise UserError(
+            "--branch-from-step: this run's tasks keep state in a workspace, and a replayed "
+            "tool call changes nothing there, so the live calls after the branch point would "
+            "start from a workspace the agent never saw",
+            hint="replay it whole (no --branch-from-step) to re-grade, or branch from step 0 "
+            "to run every call live again",
+        )
+
+
 def cassettes_of(db: SqlStore, info: RunInfo, branch_from_step: int | None) -> StoredCassettes:
     """The recorded run's cassettes; refused when it recorded none."""
     if branch_from_step is not None and branch_from_step < 0:
@@ -112,6 +131,7 @@ async def replay_run(
     if info.kind != "run":
         raise UserError(f"run {info.id} is a {info.kind} run; replay plays an agent run")
     spec = replay_spec(info, stored_spec(info), evaluators=evaluators, params=params, gates=gates)
+    check_branch(spec, branch_from_step)
     return await execute_run(
         spec,
         store=db,
@@ -123,4 +143,4 @@ async def replay_run(
     )
 
 
-__all__ = ["cassettes_of", "replay_run", "replay_spec"]
+__all__ = ["cassettes_of", "check_branch", "replay_run", "replay_spec"]

@@ -42,6 +42,7 @@ from evalsi.runs import (
     RunSpec,
     bind_all,
     cassettes_of,
+    check_branch,
     execute_run,
     replay_spec,
     stored_spec,
@@ -215,6 +216,7 @@ class RunManager:
             info, stored_spec(info), evaluators=evaluators, params=params, gates=gates
         )
         spec = self._servable(spec)
+        check_branch(spec, branch_from_step)
         check_run_egress(spec, server_egress(self.state.config))
         cassettes = await asyncio.to_thread(cassettes_of, self.state.store, info, branch_from_step)
         origin = {"server": True, "host": self.host, "project_id": info.project_id}
