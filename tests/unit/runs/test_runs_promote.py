@@ -87,7 +87,9 @@ def test_failing_tasks_become_rows_with_their_behaviour_and_provenance(tmp_path:
     rows = _promote(db, run_id)
     assert [r["id"] for r in rows] == [f"s{i}" for i in range(1, 40, 2)]
     first = rows[0]
-    assert first["input"] == "q1" and first["reference"] == "a1" and first["output"] == "wrong"
+    assert first["input"] == "q1"
+    assert first["reference"] == "a1"
+    assert first["output"] == "wrong"
     promoted = first["metadata"].pop("promoted")
     assert first["metadata"] == {"n": 1}
     assert promoted == {
@@ -114,7 +116,8 @@ def test_all_tasks_limit_and_stats(tmp_path: Path) -> None:
     assert len(_promote(db, run_id, failing_only=False)) == 40
     stats = PromoteStats()
     rows = _promote(db, run_id, limit=3, stats=stats)
-    assert [r["id"] for r in rows] == ["s1", "s3", "s5"] and stats.rows == 3
+    assert [r["id"] for r in rows] == ["s1", "s3", "s5"]
+    assert stats.rows == 3
     assert stats.seen == 6  # the scan stopped at the limit
     with pytest.raises(UserError, match="--limit"):
         _promote(db, run_id, limit=0)
@@ -130,7 +133,8 @@ def test_a_target_error_is_failing_with_its_reason(tmp_path: Path) -> None:
     rows = _promote(db, run_id)
     assert [r["id"] for r in rows] == ["s0", "s1"]
     reason = rows[0]["metadata"]["promoted"]["reasons"][0]
-    assert reason["outcome"] == "error" and "target down" in reason["detail"]
+    assert reason["outcome"] == "error"
+    assert "target down" in reason["detail"]
 
 
 def test_trials_get_their_own_ids_or_only_the_first(tmp_path: Path) -> None:
@@ -171,7 +175,8 @@ def test_promoted_rows_grade_back_as_what_was_recorded(tmp_path: Path) -> None:
     db, run_id = _run(tmp_path, "odd_wrong")
     path = _write(tmp_path / "rows.jsonl", _promote(db, run_id))
     again = evalsi.evaluate(path, ["exact-match"], store=db)
-    assert again.metric("exact-match").n == 20 and again.metric("exact-match").mean == 0.0
+    assert again.metric("exact-match").n == 20
+    assert again.metric("exact-match").mean == 0.0
 
 
 # -- shadow -------------------------------------------------------------------------------------
@@ -194,7 +199,8 @@ def test_a_better_candidate_improves_and_exits_0(tmp_path: Path) -> None:
     result = _shadow(tmp_path, db, "perfect", rows)
     m = result.comparison.metric("exact-match")
     assert (m.n_paired, m.mean_a, m.mean_b, m.verdict) == (40, 0.5, 1.0, "improved")
-    assert result.regressions == [] and result.exit_code == 0
+    assert result.regressions == []
+    assert result.exit_code == 0
     doc = result.to_dict()
     assert doc["recorded_run"] == result.recorded_run != doc["candidate_run"]
     assert doc["regressions"] == []
@@ -205,7 +211,9 @@ def test_a_candidate_equal_to_the_recording_is_no_regression(tmp_path: Path) -> 
     rows = _write(tmp_path / "rows.jsonl", _promote(db, run_id, failing_only=False))
     result = _shadow(tmp_path, db, "odd_wrong", rows)
     m = result.comparison.metric("exact-match")
-    assert m.delta == 0.0 and m.verdict == "no significant change" and result.exit_code == 0
+    assert m.delta == 0.0
+    assert m.verdict == "no significant change"
+    assert result.exit_code == 0
 
 
 def test_a_worse_candidate_regresses_with_the_paired_statistics(tmp_path: Path) -> None:
@@ -214,7 +222,8 @@ def test_a_worse_candidate_regresses_with_the_paired_statistics(tmp_path: Path) 
     result = _shadow(tmp_path, db, "odd_wrong", rows)
     assert result.exit_code == 1
     (reg,) = result.to_dict()["regressions"]
-    assert reg["delta"] == -0.5 and reg["ci"][1] < 0
+    assert reg["delta"] == -0.5
+    assert reg["ci"][1] < 0
     m = result.comparison.metric("exact-match")
     # the same pairs, computed directly: 20 of 40 went from pass to fail, none the other way
     recorded = np.ones(40)
@@ -265,5 +274,6 @@ def test_a_candidate_that_fails_on_the_rows_is_a_regression(tmp_path: Path) -> N
     rows = _write(tmp_path / "rows.jsonl", _promote(db, run_id, failing_only=False, limit=5))
     result = _shadow(tmp_path, db, "boom", rows)  # nothing scored: no metric can pair them
     assert result.comparison.metrics == [] or result.regressions == []
-    assert result.target_errors == 5 and result.exit_code == 1
+    assert result.target_errors == 5
+    assert result.exit_code == 1
     assert result.to_dict()["regressions"] == [{"metric": "target_error", "count": 5}]
