@@ -70,7 +70,7 @@ class AsyncPromotionMixin:
                 request.traces.start_time.FromNanoseconds(round(since * 1e9))
             if until is not None:
                 request.traces.end_time.FromNanoseconds(round(until * 1e9))
-        else:
+        elif run_id:
             request.run_id = run_id
         response = await self._call(self._promotion_client().promote, request)
         return {
