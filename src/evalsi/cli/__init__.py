@@ -26,6 +26,8 @@ COMMANDS = {
     "benchmark": "_benchmark",
     "runs": "_runs",
     "compare": "_compare",
+    "promote": "_promote",
+    "shadow": "_promote",
     "catalog": "_catalog",
     "report": "_report",
     "calibrate": "_calibrate",
@@ -66,6 +68,9 @@ Look at what ran:
   evalsi runs show latest
 Compare two runs, paired per record:
   evalsi compare RUN_A RUN_B
+Turn failing tasks or flagged traces into dataset rows, and replay them against a candidate:
+  evalsi promote --run RUN --failing -o rows.jsonl
+  evalsi shadow -f candidate.yaml --data rows.jsonl
 Write a report (HTML or Markdown):
   evalsi report latest -o report.html
 Measure a judge evaluator against human labels:

@@ -42,6 +42,7 @@ from evalsi.client._datasets import AsyncDatasetMixin
 from evalsi.client._errors import translate
 from evalsi.client._ingest import AsyncIngestMixin
 from evalsi.client._policies import AsyncPolicyMixin
+from evalsi.client._promotion import AsyncPromotionMixin
 from evalsi.client._requests import (
     DEFAULT_MAX_REQUEST_BYTES,
     evaluate_options,
@@ -112,6 +113,7 @@ class AsyncClient(
     AsyncAuthMixin,
     AsyncDatasetMixin,
     AsyncAgentMixin,
+    AsyncPromotionMixin,
 ):
     """The async twin of ``evalsi.Client`` (same arguments, same methods, awaited).
 

@@ -200,6 +200,11 @@ class Client:
         AsyncClient.replay_run,
         """Replay an agent run from its cassettes as a new run (``evalsi replay``).""",
     )
+    promote = _blocking(
+        AsyncClient.promote,
+        """Append a run's failing tasks or the project's flagged traces to a dataset
+        (``evalsi promote --server``).""",
+    )
     list_run_results = _iterating(
         AsyncClient.list_run_results, """A run's stored results, one page at a time."""
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from evalsi.policies._engine import PolicyEngine
 from evalsi.policies._live import AppliedPolicy, PolicyStats
+from evalsi.policies._promote_traces import TraceSelector, promote_traces
 from evalsi.policies._sampling import result_key
 from evalsi.policies._spec import PolicySpec, load_policy, policy_from_dict, policy_from_yaml
 
@@ -18,8 +19,10 @@ __all__ = [
     "PolicyEngine",
     "PolicySpec",
     "PolicyStats",
+    "TraceSelector",
     "load_policy",
     "policy_from_dict",
     "policy_from_yaml",
+    "promote_traces",
     "result_key",
 ]

@@ -51,6 +51,17 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._outputs import grade_tasks, join_outputs, rebuild
     from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes, runners_for
+    from evalsi.runs._promote import (
+        MAX_PROMOTE,
+        PROMOTED_KEY,
+        PromoteStats,
+        Provenance,
+        failures_of,
+        iso_now,
+        promote_run,
+        promoted_row,
+        row_id,
+    )
     from evalsi.runs._replay import cassettes_of, check_branch, replay_run, replay_spec
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
     from evalsi.runs._result import (
@@ -68,6 +79,7 @@ if TYPE_CHECKING:
     from evalsi.runs._scheduler import RunProgress
     from evalsi.runs._score import Progress, score_async
     from evalsi.runs._session import Conclusion, ScoreSession
+    from evalsi.runs._shadow import ShadowResult, candidate_spec, check_rows, shadow_async
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
@@ -115,8 +127,10 @@ __all__ = [
     "GATE_COLUMNS",
     "ISOLATION_COLUMNS",
     "JUDGE_CONNECTORS",
+    "MAX_PROMOTE",
     "MODEL_CONNECTORS",
     "PLAN_FORMAT",
+    "PROMOTED_KEY",
     "TARGET_KINDS",
     "Aggregator",
     "CalibrationResult",
@@ -135,6 +149,8 @@ __all__ = [
     "JudgeSpec",
     "MetricComparison",
     "Progress",
+    "PromoteStats",
+    "Provenance",
     "ReportedIsolation",
     "RunProgress",
     "RunResult",
@@ -142,6 +158,7 @@ __all__ = [
     "RunSpec",
     "ScoreResult",
     "ScoreSession",
+    "ShadowResult",
     "StoreLike",
     "StoredCassettes",
     "TestPlan",
@@ -150,11 +167,13 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "candidate_spec",
     "cassettes_of",
     "category_columns",
     "category_rows",
     "category_title",
     "check_branch",
+    "check_rows",
     "check_version",
     "compare_runs",
     "conclude_ingest",
@@ -166,6 +185,7 @@ __all__ = [
     "external_evaluator",
     "failing_records",
     "failure_rows",
+    "failures_of",
     "first_failures",
     "format_number",
     "gate_rows",
@@ -176,6 +196,7 @@ __all__ = [
     "ingest_run_id",
     "ingest_spec",
     "is_ingested",
+    "iso_now",
     "isolation_from_dicts",
     "isolation_of_results",
     "isolation_report",
@@ -190,6 +211,8 @@ __all__ = [
     "open_store",
     "parse_gates",
     "pass_threshold",
+    "promote_run",
+    "promoted_row",
     "rate",
     "rebuild",
     "record_isolation",
@@ -200,12 +223,14 @@ __all__ = [
     "replay_spec",
     "require_sandboxes",
     "rerun_run",
+    "row_id",
     "run_categories",
     "run_judges",
     "run_spec_from_dict",
     "runners_for",
     "score_async",
     "scores_isolation",
+    "shadow_async",
     "source_dataset",
     "stored_spec",
     "summaries_from_dicts",

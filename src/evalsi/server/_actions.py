@@ -129,6 +129,8 @@ _TABLE: dict[str, tuple[str, Extract, bool]] = {
     "DatasetService/ListDatasets": ("datasets.read", _project, False),
     "DatasetService/GetDataset": ("datasets.read", _project, False),
     "DatasetService/ListDatasetVersions": ("datasets.read", _project, False),
+    # writes a dataset; the handler also decides runs.read / traces.read on the source
+    "PromotionService/Promote": ("datasets.write", _project, False),
     "EvaluationService/Evaluate": ("evaluations.run", _evaluate, False),
     "EvaluationService/EvaluateStream": ("evaluations.run", _evaluate_stream, False),
     "IngestService/Ingest": ("results.write", _project, False),

@@ -70,6 +70,9 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     )
     from evalsi._proto.evalsi.v1alpha1.ingest_service_connect import IngestServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.policy_service_connect import PolicyServiceASGIApplication
+    from evalsi._proto.evalsi.v1alpha1.promotion_service_connect import (
+        PromotionServiceASGIApplication,
+    )
     from evalsi._proto.evalsi.v1alpha1.review_service_connect import ReviewServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceASGIApplication
     from evalsi._proto.evalsi.v1alpha1.trace_service_connect import TraceServiceASGIApplication
@@ -79,6 +82,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
     from evalsi.server._evaluation import EvaluationHandler
     from evalsi.server._ingestion import IngestHandler
     from evalsi.server._policies import PolicyHandler
+    from evalsi.server._promotion import PromotionHandler
     from evalsi.server._reviews import ReviewHandler
     from evalsi.server._runs import RunHandler
     from evalsi.server._traces import TraceHandler
@@ -98,6 +102,7 @@ def default_services(state: ServerState) -> list[ServiceBinding]:
         (PolicyServiceASGIApplication, policies),
         (IngestServiceASGIApplication, IngestHandler(state)),
         (ReviewServiceASGIApplication, ReviewHandler(state)),
+        (PromotionServiceASGIApplication, PromotionHandler(state)),
         (AuthServiceASGIApplication, AuthHandler(access_of(state))),
     ]
 
