@@ -55,7 +55,7 @@ def test_a_responses_agent_runs_from_the_cli(run_evalsi: RunCli, tmp_path: Path)
     tasks = {t["sample_id"]: t for t in shown["tasks"]}
     balance = tasks["balance"]["trajectory"]
     assert [s["type"] for s in balance["steps"]] == [
-        "model_call", "other", "tool_call", "model_call", "message",
+        "model_call", "reasoning", "tool_call", "model_call", "message",
     ]  # fmt: skip
     assert balance["steps"][1]["name"] == "reasoning"
     call = balance["steps"][2]
