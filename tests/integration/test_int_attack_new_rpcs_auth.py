@@ -6,7 +6,6 @@ dataset name that tries to leave the datasets directory is 400."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
