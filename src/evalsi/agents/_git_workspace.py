@@ -83,7 +83,10 @@ def _run(
     """``git args`` with its stdout read up to ``max_bytes`` (the flag: it had more), killed
     after ``GIT_SECONDS``; ``GitFailed`` on a non-zero exit or the timeout."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    base.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"})
+    # no system or global config: a .gitattributes the agent plants names filter drivers,
+    # and one defined there (git-lfs's, say) would run on the host on the agent's files
+    base.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
+                 "GIT_CONFIG_GLOBAL": os.devnull})  # fmt: skip
     with subprocess.Popen(
         ["git", *_SAFE, *args],
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,

@@ -60,6 +60,7 @@ class AgentEndpoint:
             headers=headers,
             resilience=resilience,
             timeout=timeout,
+            max_bytes=2 * MAX_REPLY_BYTES,  # its bytes, cut while read (whitespace allowed)
         )
 
     def __repr__(self) -> str:

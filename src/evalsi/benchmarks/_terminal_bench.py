@@ -170,7 +170,7 @@ def _row(task: Path) -> dict[str, Any]:
 
 
 def _terminal_bench(task: Path) -> dict[str, Any]:
-    conf_path = task / "task.yaml"
+    conf_path = _inside(task, "task.yaml")
     conf = read_yaml_mapping(conf_path, "task file")
     instruction = _instruction(conf, str(conf_path))
     parser = conf.get("parser_name", "pytest")
@@ -179,12 +179,12 @@ def _terminal_bench(task: Path) -> dict[str, Any]:
             f"{conf_path}: parser_name {parser!r} is not supported",
             hint="only pytest's result summary is read (the default)",
         )
-    tests_dir = task / "tests"
+    tests_dir = _inside(task, "tests")
     if not tests_dir.is_dir():
         raise UserError(f"{tests_dir}: the tests directory is missing")
     tests = _files(tests_dir, "tests/")
-    if (task / "run-tests.sh").is_file():
-        run_tests = read_text(task / "run-tests.sh", "test runner")
+    if _inside(task, "run-tests.sh").is_file():
+        run_tests = _read(task, "run-tests.sh", "test runner")
     elif "tests/run-tests.sh" in tests:
         run_tests = tests["tests/run-tests.sh"]
     else:  # Terminal-Bench's default: pytest on the tests, with the summary the parser reads
@@ -198,9 +198,7 @@ def _terminal_bench(task: Path) -> dict[str, Any]:
     solution = _tb_solution(task)
     meta = {
         "benchmark": "terminal-bench",
-        "difficulty": conf.get("difficulty"),
-        "category": conf.get("category"),
-        "tags": conf.get("tags") or [],
+        **_labels(conf, str(conf_path)),
         "agent_timeout_sec": _seconds(conf, "max_agent_timeout_sec", 360.0, str(conf_path)),
         "test_timeout_sec": _seconds(conf, "max_test_timeout_sec", 60.0, str(conf_path)),
     }
@@ -208,29 +206,27 @@ def _terminal_bench(task: Path) -> dict[str, Any]:
 
 
 def _harbor(task: Path) -> dict[str, Any]:
-    conf_path = task / "task.toml"
+    conf_path = _inside(task, "task.toml")
     conf = read_toml(conf_path, "task file")
     where = str(conf_path)
     metadata = _table(conf, "metadata", where)
     agent = _table(conf, "agent", where)
     verifier_conf = _table(conf, "verifier", where)
-    instruction = read_text(task / "instruction.md", "instruction")
-    tests_dir = task / "tests"
+    instruction = _read(task, "instruction.md", "instruction")
+    tests_dir = _inside(task, "tests")
     if not (tests_dir / "test.sh").is_file():
         raise UserError(f"{tests_dir / 'test.sh'}: the verifier's entry point is missing")
     verifier = {**_files(tests_dir, "tests/"), "verify.sh": _HARBOR_VERIFY}
-    env_dir = task / "environment"
+    env_dir = _inside(task, "environment")
     env = {}
     if env_dir.is_dir():
         env = {k: v for k, v in _files(env_dir, "").items() if k not in _DOCKER}
     solution = None
-    if (task / "solution" / "solve.sh").is_file():
-        solution = read_text(task / "solution" / "solve.sh", "solution")
+    if _inside(task, "solution", "solve.sh").is_file():
+        solution = _read(task, "solution/solve.sh", "solution")
     meta = {
         "benchmark": "harbor",
-        "difficulty": metadata.get("difficulty"),
-        "category": metadata.get("category"),
-        "tags": metadata.get("tags") or metadata.get("keywords") or [],
+        **_labels(metadata, f"{where}: [metadata]", also=("keywords",)),
         "agent_timeout_sec": _seconds(agent, "timeout_sec", 600.0, f"{where}: [agent]"),
         "test_timeout_sec": _seconds(verifier_conf, "timeout_sec", 600.0, f"{where}: [verifier]"),
     }
@@ -295,15 +291,15 @@ def _instruction(conf: Mapping[str, Any], where: str) -> str:
 
 
 def _tb_solution(task: Path) -> str | None:
-    if (task / "solution.sh").is_file():
-        return read_text(task / "solution.sh", "solution")
-    path = task / "solution.yaml"
+    if _inside(task, "solution.sh").is_file():
+        return _read(task, "solution.sh", "solution")
+    path = _inside(task, "solution.yaml")
     if not path.is_file():
         return None
     import yaml  # the YAML form is rare: a list of {command} entries run in order
 
     try:
-        steps = yaml.safe_load(read_text(path, "solution"))
+        steps = yaml.safe_load(_read(task, "solution.yaml", "solution"))
     except yaml.YAMLError as e:
         raise UserError(f"{path}: the solution is not valid YAML: {e}") from None
     if not isinstance(steps, list) or not all(
@@ -311,6 +307,43 @@ def _tb_solution(task: Path) -> str | None:
     ):
         raise UserError(f"{path}: expected a list of {{command: TEXT}} entries")
     return "\n".join(s["command"] for s in steps) + "\n"
+
+
+def _inside(task: Path, *parts: str) -> Path:
+    """``task/parts...`` with no symbolic link on the way: a task's text goes to the agent and
+    its model, so a link to a file elsewhere on the host (credentials) must not be read."""
+    path = task
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise UserError(f"{path}: a symbolic link; a task's files must be plain files")
+    return path
+
+
+def _read(task: Path, rel: str, what: str) -> str:
+    """A task file's text; a FIFO, device or directory is refused (never opened: a FIFO
+    would block the import)."""
+    path = _inside(task, *rel.split("/"))
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: the {what} is not a regular file")
+    return read_text(path, what)
+
+
+def _labels(conf: Mapping[str, Any], where: str, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``difficulty`` and ``category`` (text) and ``tags`` (a list of text) checked: they go
+    into every row, and a YAML alias bomb there would expand to billions of strings."""
+    out: dict[str, Any] = {}
+    for key in ("difficulty", "category"):
+        value = conf.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            raise UserError(f"{where}: the field {key!r} must be text, got {type(value).__name__}")
+        out[key] = value
+    key = next((k for k in ("tags", *also) if conf.get(k)), "tags")
+    tags = conf.get(key) or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise UserError(f"{where}: the field {key!r} must be a list of text")
+    out["tags"] = tags
+    return out
 
 
 def _table(conf: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -329,6 +362,8 @@ def _seconds(conf: Mapping[str, Any], key: str, default: float, where: str) -> f
 
 def _files(root: Path, prefix: str) -> dict[str, str]:
     """Every regular file under ``root`` as text, by its path relative to ``root``."""
+    if root.is_symlink():
+        raise UserError(f"{root}: a symbolic link; a task's files must be plain files")
     out: dict[str, str] = {}
     for path in sorted(root.rglob("*")):
         if path.is_symlink():

@@ -29,6 +29,10 @@ DEFAULT_CONNECTION_LIMIT = 256
 
 _ERROR_EXCERPT = 300
 
+MAX_BODY_BYTES = 256 * 1024 * 1024
+"""A reply body larger than this is refused while it is read (``request_json``'s default): a
+hostile or broken endpoint must not fill the process's memory before any check sees it."""
+
 _sessions: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[EgressPolicy | None, aiohttp.ClientSession]
 ] = weakref.WeakKeyDictionary()
@@ -112,6 +116,7 @@ async def request_json(
     timeout: float,
     secrets: tuple[Secret, ...] = (),
     parse: bool = True,
+    max_bytes: int = MAX_BODY_BYTES,
 ) -> HttpReply:
     """Send one request; return the decoded JSON of a 2xx answer or raise.
 
@@ -120,7 +125,9 @@ async def request_json(
     408, 429 and 5xx are ``InfraError`` (``timeout``, ``rate_limited``, ``server_error``, with
     ``Retry-After`` read); other 4xx are ``TargetError``; a body that is not JSON or is cut short
     is ``malformed_response``; no answer in time is ``timeout``; a refused or dropped connection
-    is ``connection``. Messages never carry a secret or the query string.
+    is ``connection``. A body past ``max_bytes`` is a ``TargetError``, raised once that many
+    bytes arrived (or at once, when ``Content-Length`` says so). Messages never carry a secret
+    or the query string.
     """
     import aiohttp
 
@@ -140,7 +147,7 @@ async def request_json(
             allow_redirects=False,
         ) as response:
             status = response.status
-            raw = await response.read()
+            raw = await _read_capped(response, max_bytes, where)
             retry_after = response.headers.get("Retry-After")
     except EgressDenied as e:
         # The server's egress policy refused the address; no request left (not retried).
@@ -190,6 +197,29 @@ async def request_json(
         after = parse_retry_after(retry_after)
         raise InfraError(kind, message, status=status, retry_after=after, endpoint=where)
     raise TargetError(message, status=status, endpoint=where, hint=_hint(status))
+
+
+async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int, where: str) -> bytes:
+    """The body, or a ``TargetError`` as soon as it is known to exceed ``max_bytes``."""
+
+    def too_large(size: str) -> TargetError:
+        return TargetError(
+            f"{where} answered {size} bytes, more than the {max_bytes:,} a reply may hold",
+            status=response.status,
+            endpoint=where,
+        )
+
+    declared = response.content_length
+    if declared is not None and declared > max_bytes:
+        raise too_large(f"{declared:,}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large(f"more than {max_bytes:,}")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def connect_reason(e: Exception) -> str:

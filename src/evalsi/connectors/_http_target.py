@@ -19,7 +19,7 @@ import orjson
 
 from evalsi.connectors._errors import InfraError, TargetError
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
-from evalsi.connectors._http import public_url, request_json, shared_session
+from evalsi.connectors._http import MAX_BODY_BYTES, public_url, request_json, shared_session
 from evalsi.connectors._jsonpath import JsonPath, JsonPathMiss
 from evalsi.connectors._python import to_content
 from evalsi.connectors._ratelimit import RateLimits
@@ -117,8 +117,10 @@ class HttpTarget:
         rate_limits: RateLimits | None = None,
         resilience: Resilience | None = None,
         session: aiohttp.ClientSession | None = None,
+        max_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.url = url
+        self.max_bytes = max_bytes
         self.method = method.upper()
         self.body = body
         self.output_path = JsonPath(output) if output is not None else None
@@ -186,6 +188,7 @@ class HttpTarget:
                 timeout=self.timeout,
                 secrets=self._secrets,
                 parse=False,
+                max_bytes=self.max_bytes,
             )
             raw: bytes = reply.data
             output, decoded = self._extract(raw)
