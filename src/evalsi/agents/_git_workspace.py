@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import io
 import os
 import re
@@ -114,6 +115,38 @@ def _run(
     return out[:max_bytes], cut
 
 
+@functools.lru_cache(maxsize=64)
+def _no_filters(git_dir: str) -> dict[str, str]:
+    """Every filter driver the repository's own config defines, emptied and made optional (as
+    ``GIT_CONFIG_*`` variables): an agent's planted ``.gitattributes`` could name one (git-lfs's,
+    after ``git lfs install --local``) and have the host run it on the agent's files, or fail
+    the diff on purpose with a required one."""
+    try:
+        out, _ = _run(
+            ["--git-dir", git_dir, "config", "--get-regexp", r"^filter\..*\.[a-z]+$"],
+            max_bytes=1 << 16,
+        )
+    except GitFailed:  # none defined (git exits 1)
+        return {}
+    names = sorted(
+        {
+            line.split(" ", 1)[0][len("filter.") :].rpartition(".")[0]
+            for line in out.decode(errors="replace").splitlines()
+            if line.startswith("filter.")
+        }
+    )
+    pairs = [
+        (f"filter.{name}.{key}", "false" if key == "required" else "")
+        for name in names
+        if name
+        for key in ("clean", "smudge", "process", "required")
+    ]
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return env if pairs else {}
+
+
 def _bounded(proc: subprocess.Popen[bytes], max_bytes: int) -> tuple[bytes, bytes]:
     stdout, stderr = proc.stdout, proc.stderr
     assert isinstance(stdout, io.BufferedReader)
@@ -182,6 +215,7 @@ class Checkout:
             "GIT_INDEX_FILE": str(private / "index"),
             "GIT_OBJECT_DIRECTORY": str(private / "objects"),
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(revision.objects),
+            **_no_filters(str(revision.git_dir)),
         }
 
     def check_out(self) -> None:
