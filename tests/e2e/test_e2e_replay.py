@@ -109,3 +109,33 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path: Path, run_evalsi: RunCli
         assert message in proc.stderr, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
         assert proc.stdout == ""
+
+
+def test_a_connector_run_replays_without_its_secret_or_its_agent(
+    tmp_path: Path, run_evalsi: RunCli
+) -> None:
+    """An HTTP agent wanting a key: recorded with the key set, replayed with neither the key
+    nor the agent (CI re-grades with no secret)."""
+    from tests.support.stub_http_agent import StubHttpAgent
+
+    examples = ROOT / "examples" / "agents-http"
+    script = json.loads((examples / "http-agent-script.json").read_text())
+    shutil.copy(examples / "tasks.jsonl", tmp_path)
+    with StubHttpAgent(script) as agent:
+        spec = (examples / "run-http.yaml").read_text()
+        (tmp_path / "run.yaml").write_text(spec.replace("http://127.0.0.1:18121/agent", agent.url))
+        recorded = run_evalsi(
+            tmp_path, "run", "-f", "run.yaml", "--format", "json", env={"STUB_AGENT_KEY": "k-123"}
+        )
+        assert recorded.returncode in (0, 1), recorded.stderr
+        calls = agent.calls()
+    out = json.loads(recorded.stdout)
+    replayed = run_evalsi(tmp_path, "replay", out["run_id"], "--format", "json")
+    assert replayed.returncode in (0, 1), replayed.stderr
+    again = json.loads(replayed.stdout)
+    assert again["replay_of"] == out["run_id"]
+    assert again.get("infra_errors", 0) == 0
+    assert {m["metric"]: m["mean"] for m in again["metrics"]} == {
+        m["metric"]: m["mean"] for m in out["metrics"]
+    }
+    assert calls > 0

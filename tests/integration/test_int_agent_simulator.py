@@ -169,6 +169,7 @@ def test_a_recorded_conversation_replays_without_calling_the_stub(tmp_path: Path
             "model",
             "user",
             "check",  # the workspace's verdicts: a replay runs no tool, so they are replayed
+            "latency",  # the task's: a replay reports the recorded one
         ]
 
         class Recorded:

@@ -98,9 +98,10 @@ def test_every_task_records_its_cassette_in_the_store(tmp_path: Path) -> None:
     index = db.cassette_index(run_id)
     assert set(index) == {("two", 0), ("two", 1), ("one", 0), ("one", 1)}
     channels = {task: [row[0] for row in json.loads(text)["x"]] for task, text in index.items()}
-    assert channels[("two", 0)] == ["model", "tool:lookup", "tool:lookup", "model"]
-    assert channels[("one", 0)] == ["model", "tool:lookup", "model"]
-    assert sum(map(len, channels.values())) == model_calls + len(CALLS)
+    # the calls, then the task's latency (a replay reports the recorded one)
+    assert channels[("two", 0)] == ["model", "tool:lookup", "tool:lookup", "model", "latency"]
+    assert channels[("one", 0)] == ["model", "tool:lookup", "model", "latency"]
+    assert sum(map(len, channels.values())) == model_calls + len(CALLS) + len(channels)
     # content-addressed: the same tool answer ("rain") is one blob for every task and trial
     keys = [row[2] for text in index.values() for row in json.loads(text)["x"]]
     blobs = db.cassette_blobs(keys)
@@ -123,6 +124,12 @@ def test_a_replay_rebuilds_the_trajectories_with_no_model_or_tool_call(tmp_path:
     assert CALLS == []
     assert result.tasks == {"ok": 4}
     assert _steps(db, result.run_id) == _steps(db, run_id)
+    # the tasks' usage, latency included, is the recorded one (not the replay's own time)
+    usage = {
+        r: {(o.record_id, o.trial): o.usage for o in db.iter_outputs(r)}
+        for r in (run_id, result.run_id)
+    }
+    assert usage[result.run_id] == usage[run_id]
     assert result.metric("exact-match").mean == 1.0
     assert {m.evaluator for m in result.metrics} >= {"step-efficiency", "exact-match"}
     stored = db.get_run(result.run_id).spec

@@ -102,7 +102,7 @@ class HttpAgentHarness:
             section.url,
             channel="http",
             method=method,
-            headers=header_values(section.headers, f"{where}.headers"),
+            headers=header_values(section.headers, f"{where}.headers", replaying=context.replaying),
             resilience=resilience,
         )
         self.section = section

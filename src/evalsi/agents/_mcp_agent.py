@@ -70,7 +70,7 @@ async def connect(
 
         await check_resolved(context.egress, section.url, f"{context.where}.url")
     harness = McpAgentHarness(section, context)
-    if not getattr(context, "replaying", False):
+    if not context.replaying:
         await harness.probe()
     yield harness
 

@@ -100,11 +100,15 @@ def egress_checked(egress: EgressPolicy | None, url: str, where: str) -> None:
         egress.check_url(url, where=where)
 
 
-def header_values(headers: Mapping[str, str], where: str) -> dict[str, str | Secret]:
+def header_values(
+    headers: Mapping[str, str], where: str, *, replaying: bool = False
+) -> dict[str, str | Secret]:
     """Headers with every ``env:NAME`` / ``file:PATH`` value read from there (as a ``Secret``,
-    never shown)."""
+    never shown); left out on a pure replay, which reaches no agent."""
     out: dict[str, str | Secret] = {}
     for name, value in headers.items():
+        if replaying and value.startswith(("env:", "file:")):
+            continue
         out[name] = (
             secret(value, f"{where}.{name}") if value.startswith(("env:", "file:")) else value
         )

@@ -55,7 +55,11 @@ async def connect(
 ) -> AsyncIterator[ResponsesHarness]:
     """The harness for a Responses endpoint (no call is made until a task runs)."""
     egress_checked(context.egress, section.base_url, f"{context.where}.baseUrl")
-    key = secret(section.secret_ref, f"{context.where}.secretRef") if section.secret_ref else None
+    key = (  # a pure replay reaches no endpoint: it needs no key
+        secret(section.secret_ref, f"{context.where}.secretRef")
+        if section.secret_ref and not context.replaying
+        else None
+    )
     yield ResponsesHarness(
         section, context, key, resilience or context.resilience or Resilience(egress=context.egress)
     )

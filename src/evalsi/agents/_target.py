@@ -51,7 +51,16 @@ from evalsi.connectors import (
     TaskInfo,
     load_callable,
 )
-from evalsi.core import Cassette, Check, Content, JsonValue, Step, Trajectory, UserError
+from evalsi.core import (
+    Cassette,
+    Check,
+    Content,
+    JsonValue,
+    Step,
+    Trajectory,
+    Usage,
+    UserError,
+)
 from evalsi.sandbox import AsyncSandbox, Level, Resources, SandboxSpec, SandboxUnavailable
 from evalsi.specs import (
     AgentSpec,
@@ -377,7 +386,9 @@ class AgentTarget:
         finally:
             await _harness_call("teardown", harness.teardown(session))
         trajectory = Trajectory(steps, final.stop_reason, checks, end_state or None)
-        return TargetOutput(final.output, final.usage, trajectory=trajectory)
+        return TargetOutput(
+            final.output, await _recorded_latency(final.usage), trajectory=trajectory
+        )
 
     async def _verdicts(
         self, harness: Harness, session: str, sandbox: AsyncSandbox | None, sample: Any
@@ -434,6 +445,20 @@ class AgentTarget:
         finally:
             await _close(events)
         raise InfraError("harness", "run ended without a Final (the agent's answer)")
+
+
+async def _recorded_latency(usage: Usage) -> Usage:
+    """The task's latency through the cassette: a replay's own time says nothing of the agent,
+    so a replay reports the recorded task's (latency metrics and budgets stay the same)."""
+    if usage.latency_ms is None:
+        return usage
+    measured = usage.latency_ms
+
+    async def live() -> dict[str, JsonValue]:
+        return {"latency_ms": measured}
+
+    got = await exchange("latency", None, live)
+    return replace(usage, latency_ms=float(got["latency_ms"]))
 
 
 async def _harness_call(name: str, call: Any) -> Any:
