@@ -86,6 +86,7 @@ def test_an_http_agent_runs_from_the_cli(run_evalsi: RunCli, tmp_path: Path) -> 
         "tool": "transfer",
         "arguments": {"amount": 5, "source": "alice", "target": "bob"},
         "result": "moved 5",
+        "executed_by": "agent",  # the agent ran it, as its transcript says; evalsi did not
     }
     assert tasks["balance"]["output"] == "Alice has 120."
     assert "k-123" not in json.dumps(shown)  # the key is never stored

@@ -153,10 +153,12 @@ def _evaluators(task: Any) -> tuple[list[dict[str, Any]], list[str]]:
 
 def import_inspect_log(log: Path, out_dir: Path) -> Imported:
     """Write an Inspect log's samples, with their answers and Inspect's scores, to
-    ``out_dir/records.jsonl`` for ``evalsi eval``.
+    ``out_dir/records.jsonl`` for ``evalsi eval``. A sample that failed inside Inspect (an
+    error, no answer) is left out: it is not the model's wrong answer.
 
     Raises:
-        UserError: Inspect is not installed, the log cannot be read, or it holds no samples.
+        UserError: Inspect is not installed, the log cannot be read, it holds no samples, or
+            every sample failed.
     """
     _inspect()
     from inspect_ai.log import read_eval_log
@@ -171,8 +173,17 @@ def import_inspect_log(log: Path, out_dir: Path) -> Imported:
     if not samples:
         raise UserError(f"{log}: the log holds no samples (status {read.status!r})")
     epochs = max(s.epoch for s in samples) > 1
+    failed = [s for s in samples if getattr(s, "error", None) is not None]
+    if len(failed) == len(samples):
+        first = str(getattr(failed[0].error, "message", failed[0].error)).splitlines()[0][:200]
+        raise UserError(
+            f"{log}: every sample failed inside Inspect (status {read.status!r}): {first}",
+            hint="Inspect got no answer to grade; run the task again",
+        )
     rows = []
     for s in samples:
+        if getattr(s, "error", None) is not None:
+            continue  # Inspect got no answer: not the model's wrong answer
         sid = f"{s.id}@{s.epoch}" if epochs else str(s.id)
         scores = {
             k: {"value": v.value, "answer": v.answer, "explanation": v.explanation}

@@ -126,7 +126,8 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--evaluators",
         default=None,
-        help="grade with these instead of the run's (comma-separated names or refs)",
+        help="grade with these instead of the run's (comma-separated names or refs); the "
+        "run's gates are dropped then, unless --gate gives some",
     )
     add_param_flag(p)
     p.add_argument(
@@ -219,7 +220,9 @@ def replay(args: argparse.Namespace) -> int:
     with progress_line(args.quiet, unit="tasks", trouble="infra errors") as progress:
         if server is not None:
             with connect_reader(args, server) as client:
-                source_id = client.get_run(args.run_id).run_id
+                source = client.run_info(args.run_id)
+                source_id = source.id
+                _note_dropped_gates(source.spec, names, args.gate)
                 result = client.replay_run(
                     source_id,
                     evaluators=names,
@@ -236,6 +239,7 @@ def replay(args: argparse.Namespace) -> int:
             db = open_store(args.store, create=False)
             source = db.get_run(args.run_id)
             source_id = source.id
+            _note_dropped_gates(source.spec, names, args.gate)
             registry = (
                 (code_registry(names, where="--evaluators") if names is not None else None)
                 or stored_registry(source)
@@ -254,10 +258,18 @@ def replay(args: argparse.Namespace) -> int:
                     remote_harness=remote_harness,
                 )
             )
-    extra: dict[str, Any] = {"replay_of": source_id}
-    if branch is not None:
-        extra["branch_from_step"] = branch
+    extra: dict[str, Any] = {"replay_of": source_id, "branch_from_step": branch}
     return _show(result, args.format, extra=extra, failures=args.show_failures)
+
+
+def _note_dropped_gates(spec: dict[str, Any], names: list[str] | None, gates: Any) -> None:
+    """Say so when other evaluators drop the recorded gates (they may name the old ones)."""
+    recorded = list(spec.get("gates") or [])
+    if names is not None and gates is None and recorded:
+        note(
+            f"note: --evaluators drops the run's {len(recorded)} gate(s); "
+            "give --gate to judge the replay"
+        )
 
 
 def _source_of(result: Any) -> str | None:

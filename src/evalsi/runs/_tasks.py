@@ -55,6 +55,8 @@ def step_json(step: Step) -> dict[str, Any]:
             arguments=task_json(step.tool_call.arguments),
             result=task_json(step.output),
         )
+        if isinstance(step.input, dict) and "executed_by" in step.input:
+            out["executed_by"] = step.input["executed_by"]  # the agent ran it, not evalsi
     else:
         if step.input is not None:
             out["input"] = task_json(step.input)
