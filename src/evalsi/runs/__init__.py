@@ -79,7 +79,13 @@ if TYPE_CHECKING:
     from evalsi.runs._scheduler import RunProgress
     from evalsi.runs._score import Progress, score_async
     from evalsi.runs._session import Conclusion, ScoreSession
-    from evalsi.runs._shadow import ShadowResult, candidate_spec, check_rows, shadow_async
+    from evalsi.runs._shadow import (
+        ShadowResult,
+        candidate_inputs,
+        candidate_spec,
+        check_rows,
+        shadow_async,
+    )
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
@@ -167,6 +173,7 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "candidate_inputs",
     "candidate_spec",
     "cassettes_of",
     "category_columns",
