@@ -164,16 +164,15 @@ def candidate_inputs(rows: str, folder: str | os.PathLike[str]) -> str:
 
 
 def candidate_spec(spec: RunSpec, rows: str, evaluators: Sequence[str] | None = None) -> RunSpec:
-    """``spec`` with ``rows`` (``candidate_inputs``) as its dataset (recorded fields unread
-    should any be there), one trial, and only ``evaluators`` (by instance name or ref)."""
+    """``spec`` with ``rows`` (``candidate_inputs``: no recorded fields) as its dataset read
+    with the default field map, one trial, and only ``evaluators`` (by instance name or ref)."""
     entries = _chosen(spec, evaluators)
-    fields: dict[str, str | None] = dict.fromkeys(RECORDED_FIELDS)
-    dataset = DatasetSpec(source=rows, fields=fields)
+    dataset = DatasetSpec(source=rows)  # canonical keys, as promote writes them
     raw = spec.raw
     if raw:
         body = {
             **raw.get("spec", {}),
-            "dataset": {"path": rows, "fields": fields},
+            "dataset": {"path": rows},
             "trials": 1,
             "evaluators": [e.as_mapping() for e in entries],
         }
