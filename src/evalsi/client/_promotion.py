@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from pyqwest import Client as HTTPClient
 
@@ -22,9 +22,6 @@ from evalsi.client._specs import dataset_name, document_for_server, eval_run_pro
 from evalsi.core import UserError
 from evalsi.datasets import FieldMap
 from evalsi.runs import RunSpec, ShadowResult, candidate_inputs, candidate_spec, check_rows
-
-if TYPE_CHECKING:
-    from evalsi.client._aclient import AsyncClient
 
 
 class AsyncPromotionMixin:
@@ -119,7 +116,7 @@ class AsyncPromotionMixin:
         Raises:
             UserError: no rows, a repeated row id, a level outside (0, 1), no evaluators.
         """
-        client = cast("AsyncClient", self)  # a mixin of AsyncClient: its calls are there
+        client: Any = self  # a mixin of AsyncClient: its calls are there
         if not 0.0 < level < 1.0:
             raise UserError(f"the confidence level must be strictly between 0 and 1, got {level}")
         path = os.fspath(rows)
