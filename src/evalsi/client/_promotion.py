@@ -145,7 +145,7 @@ class AsyncPromotionMixin:
         comparison = await client.compare_runs(
             recorded.run_id, result.run_id, level=level, seed=seed, project_id=project_id
         )
-        return ShadowResult(recorded.run_id, result.run_id, count, comparison, result)
+        return ShadowResult.of(recorded.run_id, count, comparison, result)
 
 
 __all__ = ["AsyncPromotionMixin"]

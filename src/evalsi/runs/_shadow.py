@@ -48,6 +48,7 @@ RECORDED_FIELDS: Final = ("output", "trajectory", "usage")
 candidate's samples (the candidate produces its own)."""
 
 READ_BATCH: Final = 512
+VERSIONS_DIFFER: Final = "dataset versions differ"
 
 Execute = Callable[[RunSpec, SqlStore], Awaitable[RunResult]]
 """Runs a spec into a store: the caller's choice of harness and exporters (``evalsi.run``)."""
@@ -62,6 +63,17 @@ class ShadowResult:
     rows: int
     comparison: Comparison
     candidate: RunResult
+
+    @classmethod
+    def of(
+        cls, recorded_run: str, rows: int, comparison: Comparison, candidate: RunResult
+    ) -> ShadowResult:
+        """The result, without the comparison's warning that the two runs read different
+        dataset versions: by design (the candidate reads the rows' inputs file), and its
+        rows are the same ids."""
+        kept = [w for w in comparison.warnings if not w.startswith(VERSIONS_DIFFER)]
+        comparison = dataclasses.replace(comparison, warnings=kept)
+        return cls(recorded_run, candidate.run_id, rows, comparison, candidate)
 
     @property
     def regressions(self) -> list[MetricComparison]:
@@ -251,7 +263,7 @@ async def shadow_async(
     )
     result = await execute(candidate, db)
     comparison = compare_runs(db, recorded.run_id, result.run_id, seed=seed, level=level)
-    return ShadowResult(recorded.run_id, result.run_id, count, comparison, result)
+    return ShadowResult.of(recorded.run_id, count, comparison, result)
 
 
 __all__ = [
