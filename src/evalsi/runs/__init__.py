@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         promote_run,
         promoted_row,
         row_id,
+        wire_safe,
     )
     from evalsi.runs._replay import cassettes_of, check_branch, replay_run, replay_spec
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
@@ -246,6 +247,7 @@ __all__ = [
     "uncalibrated_gates",
     "unpinned",
     "weakest",
+    "wire_safe",
     "with_unattempted",
     "without_cache",
 ]

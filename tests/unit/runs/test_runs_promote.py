@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from evalsi.core import UserError
+from evalsi.core import DatasetError, UserError
 from evalsi.runs import execute_run
 from evalsi.runs._promote import PromoteStats, promote_run, row_id
 from evalsi.runs._shadow import candidate_inputs, check_rows, shadow_async
@@ -321,3 +321,29 @@ def test_a_row_whose_metadata_holds_recorded_keys_is_stripped_too(tmp_path: Path
     path = candidate_inputs(rows, tmp_path / "inputs")
     (row,) = [json.loads(line) for line in Path(path).read_text().splitlines()]
     assert row == {"id": "a", "input": "q1", "metadata": {"keep": 1}}
+
+
+def test_step_times_cross_the_wire_as_strings_and_read_back_as_ints(tmp_path: Path) -> None:
+    from evalsi.datasets import open_dataset
+    from evalsi.runs import wire_safe
+    from evalsi.wire import struct_to_proto
+
+    big = 1_796_284_368_903_806_028  # a time in ns: past 2**53
+    step = {"kind": "llm_call", "name": "m", "start_time_unix_nano": big}
+    for trajectory in ({"steps": [step]}, [step]):  # a run's form and a trace record's
+        row = {"id": "r", "input": "q", "trajectory": trajectory}
+        with pytest.raises(ValueError, match="2\\*\\*53"):
+            struct_to_proto(row)
+        safe = wire_safe(row)
+        struct_to_proto(safe)  # now a Struct holds it
+        path = _write(tmp_path / "one.jsonl", [safe])
+        (record,) = next(iter(open_dataset(path).iter_batches(10)))
+        assert record.trajectory is not None
+        assert record.trajectory.steps[0].start_time_unix_nano == big
+    assert wire_safe({"id": "x"}) == {"id": "x"}
+    bad = _write(
+        tmp_path / "bad.jsonl",
+        [{"id": "b", "trajectory": [{**step, "start_time_unix_nano": "-1"}]}],
+    )
+    with pytest.raises(DatasetError, match="start_time_unix_nano"):
+        list(open_dataset(bad).iter_batches(10))
