@@ -140,3 +140,56 @@ def test_bad_input_is_a_usage_error(
     empty.write_text("")
     assert cli_main([*args, "--data", str(empty)]) == 2
     assert "no rows" in capsys.readouterr().err
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agents-shadow"
+
+
+def _agent_doc(name: str, url: str) -> dict[str, Any]:
+    """The example's spec (``examples/agents-shadow/<name>.yaml``) against the stub at url."""
+    import yaml
+
+    doc: dict[str, Any] = yaml.safe_load((EXAMPLE / f"{name}.yaml").read_text())
+    doc["spec"]["target"]["agent"]["model"]["baseUrl"] = url
+    doc["spec"]["dataset"]["path"] = str(EXAMPLE / "tasks.jsonl")
+    return doc
+
+
+def test_an_agents_failing_tasks_promoted_and_shadowed_on_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.stub_llm import OPENAI_PATH, StubLLM
+
+    monkeypatch.syspath_prepend(str(EXAMPLE))  # the agent's tool, imported by the server
+    scripts = {
+        n: json.loads((EXAMPLE / f"{n}-script.json").read_text()) for n in ("recorded", "better")
+    }
+    with (
+        StubLLM(**scripts["recorded"]) as recorded,
+        StubLLM(**scripts["better"]) as better,
+        serving(server_state(tmp_path, allow_python_targets=True)) as server,
+        evalsi.Client(server.url) as client,
+    ):
+        run = client.create_run(_agent_doc("recorded", recorded.openai_url))
+        assert run.status == "done", run
+        done = client.promote("agent-regr", run_id=run.run_id, failing_only=True)
+        assert done["rows_added"] == 3
+        rows = client.get_dataset("agent-regr", page_size=100).rows  # trajectories and all
+        assert sorted(r["id"] for r in rows) == ["hanoi", "lima", "riga"]
+        assert all(r["trajectory"]["steps"] for r in rows)
+        spec = tmp_path / "better.json"
+        spec.write_text(json.dumps(_agent_doc("better", better.openai_url)))
+        code = cli_main(
+            ["shadow", "-f", str(spec), "--data", "agent-regr", "--server", server.url,
+             "--format", "json"]
+        )  # fmt: skip
+        doc = json.loads(capsys.readouterr().out)
+        assert code == 0
+        (m,) = doc["comparison"]["metrics"]
+        assert (m["n_paired"], m["mean_a"], m["mean_b"]) == (3, 0.0, 1.0)
+        assert better.calls(OPENAI_PATH) == 6  # the candidate asked its own model
+        tasks = [t for page in client.list_run_tasks(doc["candidate_run"]) for t in page]
+        recorded_answers = {r["id"]: r["output"] for r in rows}
+        for task in tasks:
+            assert task["output"] != recorded_answers[task["sample_id"]]
+            assert [s["type"] for s in task["trajectory"]["steps"]].count("tool_call") == 1
