@@ -96,3 +96,24 @@ def test_the_servers_engine_and_handler_share_the_projects_lock(tmp_path: Path) 
         assert state.dataset_append_lock("a") is not state.dataset_append_lock("b")
     finally:
         state.store.close()
+
+
+def test_a_policy_promoted_trajectory_is_served_back(tmp_path: Path) -> None:
+    from evalsi.wire import struct_to_proto
+
+    state = server_state(tmp_path, runs=False)
+    promoter = DatasetPromoter(state.dataset_files, state.dataset_append_lock)
+    big = 1_796_284_368_903_806_028
+    row = {
+        "id": "t",
+        "input": "q",
+        "trajectory": {"steps": [{"kind": "agent", "end_time_unix_nano": big}]},
+    }
+    try:
+        assert asyncio.run(promoter.promote("default", "p", row)) is not None
+        files = state.dataset_files("default")
+        (stored,) = files.rows(files.get("p"), 0, 10)
+        assert stored["trajectory"]["steps"][0]["end_time_unix_nano"] == str(big)
+        struct_to_proto(stored)  # what GetDataset sends
+    finally:
+        state.store.close()

@@ -30,6 +30,7 @@ from evalsi.policies import (
     policy_from_dict,
     policy_from_yaml,
 )
+from evalsi.runs import wire_safe
 from evalsi.server._dataset_files import DatasetFiles, file_name
 from evalsi.server._egress import check_policy_egress, server_egress
 from evalsi.server._grading import grade_in_threads
@@ -62,6 +63,7 @@ class DatasetPromoter:
         self.lock_of = lock_of or (lambda _project: own)
 
     async def promote(self, project: str, dataset: str, row: dict[str, Any]) -> str | None:
+        row = wire_safe(row)  # step times as strings: GetDataset sends rows as JSON
         async with self.lock_of(project):  # one append at a time: each builds on the latest
             return await asyncio.to_thread(self._append, self.files_of(project), dataset, row)
 
