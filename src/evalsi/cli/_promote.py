@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +18,18 @@ import orjson
 
 from evalsi.cli._evaluators import spec_registry
 from evalsi.cli._output import FORMATS, note, print_json, print_table
-from evalsi.cli._remote import add_server_flag, connect, project_of, server_of
+from evalsi.cli._remote import (
+    add_server_flag,
+    connect,
+    project_of,
+    refuse_local_flags,
+    server_of,
+)
 from evalsi.cli._traces import parse_when
 from evalsi.core import UserError
 
 if TYPE_CHECKING:
-    from evalsi.runs import PromoteStats, RunResult, RunSpec
+    from evalsi.runs import PromoteStats, RunResult, RunSpec, ShadowResult
     from evalsi.store import SqlStore
 
 PROMOTE_DESCRIPTION = """\
@@ -41,6 +48,11 @@ Replay promoted rows against a candidate: grade the rows' recorded behaviour wit
 candidate spec's evaluators (a Score run), run the candidate spec on the rows' inputs (its
 dataset replaced by the rows, one trial), and compare the two runs paired by row id: per
 metric the delta with its paired bootstrap interval, McNemar's test for pass/fail.
+The candidate never sees the recorded answers: it reads the rows without their output,
+trajectory and usage. With --server URL both runs go to the server's project: the inputs are
+uploaded as the dataset <rows>.inputs, the candidate runs there, the recorded behaviour is
+graded by an Evaluate call; --data may then also name a dataset of the project (NAME or
+NAME@sha256:...), e.g. one `evalsi promote --server --dataset NAME` filled.
 Exit code 0 no significant regression, 1 a metric significantly worse (or the candidate
 failed on a row), 2 bad input, 3 the candidate run lost tasks to infrastructure.
 """
@@ -103,6 +115,7 @@ def register(commands: Any) -> None:
     s.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     s.add_argument("--store", metavar="PATH", help="result store (default: .evalsi/evalsi.db)")
     s.add_argument("--format", choices=FORMATS, default="table")
+    add_server_flag(s)
     s.set_defaults(handler=shadow)
 
 
@@ -261,6 +274,9 @@ def shadow(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:
         raise UserError(f"--alpha {args.alpha}: expected a number strictly between 0 and 1")
+    server = server_of(args)
+    if server is not None:
+        return _shadow_remote(args, server)
     data = Path(args.data)
     if not data.is_file():
         raise UserError(f"--data {args.data}: no such file")
@@ -286,6 +302,47 @@ def shadow(args: argparse.Namespace) -> int:
         )
     finally:
         db.close()
+    return _show(args, result)
+
+
+def _shadow_remote(args: argparse.Namespace, server: str) -> int:
+    refuse_local_flags(args, server, store="both runs go to the server's store")
+    evaluators = _names([args.evaluators]) if args.evaluators else None
+    with connect(server, args) as client, tempfile.TemporaryDirectory() as folder:
+        data = args.data if Path(args.data).is_file() else _download(client, args.data, folder)
+        result = client.shadow(
+            args.file,
+            str(Path(data).resolve()),
+            evaluators=evaluators,
+            level=1.0 - args.alpha,
+            seed=args.seed,
+        )
+    return _show(args, result)
+
+
+def _download(client: Any, given: str, folder: str) -> str:
+    """The project's dataset ``given`` (``NAME`` or ``NAME@VERSION``) as a local JSONL file."""
+    from evalsi.core import NotFoundError
+
+    name, _, version = given.partition("@")
+    path = Path(folder) / f"{name}.jsonl"
+    token = ""
+    try:
+        with path.open("wb") as f:
+            while True:
+                page = client.get_dataset(name, version=version, page_size=1000, page_token=token)
+                f.writelines(orjson.dumps(row) + b"\n" for row in page.rows)
+                version, token = page.dataset.version, page.next_page_token
+                if not token:
+                    return str(path)
+    except (NotFoundError, UserError) as e:
+        raise UserError(
+            f"--data {given}: neither a file here nor a dataset of the project ({e})",
+            hint="promote rows into it with evalsi promote --server URL --dataset NAME",
+        ) from e
+
+
+def _show(args: argparse.Namespace, result: ShadowResult) -> int:
     if args.format == "json":
         print_json(result.to_dict())
         return result.exit_code

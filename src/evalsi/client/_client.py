@@ -205,6 +205,11 @@ class Client:
         """Append a run's failing tasks or the project's flagged traces to a dataset
         (``evalsi promote --server``).""",
     )
+    shadow = _blocking(
+        AsyncClient.shadow,
+        """Replay promoted rows against a candidate spec on the server and compare them with
+        the recorded behaviour, paired by row id (``evalsi shadow --server``).""",
+    )
     list_run_results = _iterating(
         AsyncClient.list_run_results, """A run's stored results, one page at a time."""
     )

@@ -434,6 +434,10 @@ def _nanos(step: dict[str, Any], key: str, name: str) -> int:
     value = step.get(key)
     if value is None:
         return 0
+    if type(value) is str and value.isascii() and value.isdigit():
+        # proto3 JSON's int64 form: a time in ns exceeds what a JSON number holds exactly
+        # (2**53), so a row that crosses the wire as a Struct carries it as a string.
+        return int(value)
     if type(value) is not int or value < 0:
         raise _unusable(f"{name}.{key}", _COUNT, value)
     return value

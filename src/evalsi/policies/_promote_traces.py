@@ -20,7 +20,14 @@ from typing import Any, Final
 
 from evalsi.core import EvaluationResult, Feedback, UserError
 from evalsi.policies._sampling import result_key
-from evalsi.runs import PROMOTED_KEY, PromoteStats, Provenance, failures_of, iso_now
+from evalsi.runs import (
+    PROMOTED_KEY,
+    PromoteStats,
+    Provenance,
+    failures_of,
+    iso_now,
+    wire_safe,
+)
 from evalsi.store import SqlStore, TraceStore, trace_scores
 
 PAGE: Final = 200
@@ -112,7 +119,7 @@ def promote_traces(
             metadata = {**(row.get("metadata") or {}), PROMOTED_KEY: provenance.to_dict()}
             stats.rows += 1
             stats.ids.append(trace_id)
-            yield {**row, "id": trace_id, "metadata": metadata}
+            yield wire_safe({**row, "id": trace_id, "metadata": metadata})
             if stats.rows >= selector.limit:
                 return
         if not token:

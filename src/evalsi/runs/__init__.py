@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         promote_run,
         promoted_row,
         row_id,
+        wire_safe,
     )
     from evalsi.runs._replay import cassettes_of, check_branch, replay_run, replay_spec
     from evalsi.runs._rerun import rerun_run, stored_spec, unpinned
@@ -79,7 +80,13 @@ if TYPE_CHECKING:
     from evalsi.runs._scheduler import RunProgress
     from evalsi.runs._score import Progress, score_async
     from evalsi.runs._session import Conclusion, ScoreSession
-    from evalsi.runs._shadow import ShadowResult, candidate_spec, check_rows, shadow_async
+    from evalsi.runs._shadow import (
+        ShadowResult,
+        candidate_inputs,
+        candidate_spec,
+        check_rows,
+        shadow_async,
+    )
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
     from evalsi.runs._targets import MODEL_CONNECTORS
@@ -167,6 +174,7 @@ __all__ = [
     "bind_all",
     "build_judges",
     "calibrate_async",
+    "candidate_inputs",
     "candidate_spec",
     "cassettes_of",
     "category_columns",
@@ -239,6 +247,7 @@ __all__ = [
     "uncalibrated_gates",
     "unpinned",
     "weakest",
+    "wire_safe",
     "with_unattempted",
     "without_cache",
 ]

@@ -102,7 +102,28 @@ def promoted_row(record: Record, row_id_: str, provenance: Provenance) -> dict[s
     """``record`` (with its recorded behaviour) as a dataset row with ``metadata.promoted``."""
     row = record_to_row(dataclasses.replace(record, id=row_id_))
     row["metadata"] = {**record.metadata, PROMOTED_KEY: provenance.to_dict()}
+    return wire_safe(row)
+
+
+def wire_safe(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its trajectory's step times (``*_unix_nano``) as decimal strings, as
+    proto3 JSON writes an int64: a time in ns is past 2**53, which no JSON number on the wire
+    (a dataset row is a ``Struct``) holds exactly. ``open_dataset`` reads either form."""
+    trajectory = row.get("trajectory")
+    if isinstance(trajectory, list):  # a trace's record: the steps as a list
+        return {**row, "trajectory": _safe_steps(trajectory)}
+    if isinstance(trajectory, dict) and isinstance(trajectory.get("steps"), list):
+        return {**row, "trajectory": {**trajectory, "steps": _safe_steps(trajectory["steps"])}}
     return row
+
+
+def _safe_steps(steps: list[Any]) -> list[Any]:
+    return [
+        {k: str(v) if k.endswith("_unix_nano") and type(v) is int else v for k, v in s.items()}
+        if isinstance(s, dict)
+        else s
+        for s in steps
+    ]
 
 
 def reason_of(failure: FailingRecord) -> dict[str, Any]:
@@ -250,4 +271,5 @@ __all__ = [
     "promote_run",
     "promoted_row",
     "row_id",
+    "wire_safe",
 ]

@@ -4,21 +4,32 @@ was recorded, paired per row.
 Two runs go into the store: the *recorded* run grades the rows' behaviour as it is (a Score
 run over the rows' ``output``/``trajectory``/``usage``) and the *candidate* run calls the
 candidate spec's target on the rows' inputs (its dataset replaced by the rows, one trial, the
-recorded fields left unread). Both use the candidate spec's evaluators, so ``compare_runs``
+recorded fields left out). Both use the candidate spec's evaluators, so ``compare_runs``
 pairs them by row id: per metric a delta with its paired bootstrap interval, McNemar's test for
 pass/fail. A *regression* is a metric whose verdict is ``regressed`` (the interval lies wholly
 on the worse side of 0), never a change the pairs cannot tell from noise.
+
+The candidate reads an *inputs* file, not the rows: the rows without their recorded fields
+(``candidate_inputs``). A field map that only leaves a key unread keeps it in the sample's
+``metadata``, where a judge or a metadata-reading evaluator would see the recorded answer; the
+inputs file keeps the row's own metadata (``promoted`` provenance included) and nothing else.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
+import orjson
+
 from evalsi.core import UserError
-from evalsi.datasets import FieldMap, open_dataset
+from evalsi.datasets import FieldMap, open_dataset, record_to_row
 from evalsi.evaluators import Registry
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import StoreLike, open_store
@@ -37,6 +48,7 @@ RECORDED_FIELDS: Final = ("output", "trajectory", "usage")
 candidate's samples (the candidate produces its own)."""
 
 READ_BATCH: Final = 512
+VERSIONS_DIFFER: Final = "dataset versions differ"
 
 Execute = Callable[[RunSpec, SqlStore], Awaitable[RunResult]]
 """Runs a spec into a store: the caller's choice of harness and exporters (``evalsi.run``)."""
@@ -51,6 +63,17 @@ class ShadowResult:
     rows: int
     comparison: Comparison
     candidate: RunResult
+
+    @classmethod
+    def of(
+        cls, recorded_run: str, rows: int, comparison: Comparison, candidate: RunResult
+    ) -> ShadowResult:
+        """The result, without the comparison's warning that the two runs read different
+        dataset versions: by design (the candidate reads the rows' inputs file), and its
+        rows are the same ids."""
+        kept = [w for w in comparison.warnings if not w.startswith(VERSIONS_DIFFER)]
+        comparison = dataclasses.replace(comparison, warnings=kept)
+        return cls(recorded_run, candidate.run_id, rows, comparison, candidate)
 
     @property
     def regressions(self) -> list[MetricComparison]:
@@ -124,17 +147,44 @@ def check_rows(path: str) -> int:
     return len(seen)
 
 
+def candidate_inputs(rows: str, folder: str | os.PathLike[str]) -> str:
+    """The rows without their recorded behaviour, as a JSONL file in ``folder``: named by its
+    content (``<stem>-<sha256 prefix>.jsonl``), so the same rows give the same file and a run
+    that names it still reads it later (``evalsi promote --run`` of the candidate run)."""
+    lines = []
+    for batch in open_dataset(rows).iter_batches(READ_BATCH):
+        for record in batch:
+            bare = dataclasses.replace(record, output=None, trajectory=None, usage=None)
+            row = record_to_row(bare)
+            for key in RECORDED_FIELDS:  # a row's own metadata may carry them too
+                if isinstance(row.get("metadata"), dict):
+                    row["metadata"].pop(key, None)
+            lines.append(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) + b"\n")
+    content = b"".join(lines)
+    stem = Path(rows).name.split(".", 1)[0] or "rows"
+    target = Path(folder) / f"{stem}-{hashlib.sha256(content).hexdigest()[:16]}.jsonl"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    return str(target)
+
+
 def candidate_spec(spec: RunSpec, rows: str, evaluators: Sequence[str] | None = None) -> RunSpec:
-    """``spec`` with the rows as its dataset (their recorded fields unread), one trial, and
-    only ``evaluators`` (by instance name or ref) when given."""
+    """``spec`` with ``rows`` (``candidate_inputs``: no recorded fields) as its dataset read
+    with the default field map, one trial, and only ``evaluators`` (by instance name or ref)."""
     entries = _chosen(spec, evaluators)
-    fields: dict[str, str | None] = dict.fromkeys(RECORDED_FIELDS)
-    dataset = DatasetSpec(source=rows, fields=fields)
+    dataset = DatasetSpec(source=rows)  # canonical keys, as promote writes them
     raw = spec.raw
     if raw:
         body = {
             **raw.get("spec", {}),
-            "dataset": {"path": rows, "fields": fields},
+            "dataset": {"path": rows},
             "trials": 1,
             "evaluators": [e.as_mapping() for e in entries],
         }
@@ -176,6 +226,7 @@ async def shadow_async(
     judges: Mapping[str, Any] | None = None,
     level: float = 0.95,
     seed: int = 0,
+    inputs_dir: str | os.PathLike[str] | None = None,
 ) -> ShadowResult:
     """Grade the rows' recorded behaviour, run the candidate on their inputs, compare.
 
@@ -189,6 +240,7 @@ async def shadow_async(
         evaluators: compare on these only (instance names or refs; default the spec's).
         judges: judges for judge-pack evaluators (default: the spec's).
         level, seed: the comparison's confidence level and bootstrap seed.
+        inputs_dir: where the candidate's inputs file goes (default ``.evalsi/shadow``).
 
     Raises:
         UserError: no rows, a repeated row id, a level outside (0, 1), no evaluators.
@@ -196,7 +248,8 @@ async def shadow_async(
     if not 0.0 < level < 1.0:
         raise UserError(f"the confidence level must be strictly between 0 and 1, got {level}")
     count = check_rows(rows)
-    candidate = candidate_spec(spec, rows, evaluators)
+    folder = inputs_dir if inputs_dir is not None else Path.cwd() / ".evalsi" / "shadow"
+    candidate = candidate_spec(spec, candidate_inputs(rows, folder), evaluators)
     db = open_store(store)
     recorded = await score_async(
         rows,
@@ -210,7 +263,7 @@ async def shadow_async(
     )
     result = await execute(candidate, db)
     comparison = compare_runs(db, recorded.run_id, result.run_id, seed=seed, level=level)
-    return ShadowResult(recorded.run_id, result.run_id, count, comparison, result)
+    return ShadowResult.of(recorded.run_id, count, comparison, result)
 
 
 __all__ = [
@@ -220,6 +273,7 @@ __all__ = [
     "EXIT_REGRESSION",
     "RECORDED_FIELDS",
     "ShadowResult",
+    "candidate_inputs",
     "candidate_spec",
     "check_rows",
     "shadow_async",

@@ -30,6 +30,7 @@ from evalsi.policies import (
     policy_from_dict,
     policy_from_yaml,
 )
+from evalsi.runs import wire_safe
 from evalsi.server._dataset_files import DatasetFiles, file_name
 from evalsi.server._egress import check_policy_egress, server_egress
 from evalsi.server._grading import grade_in_threads
@@ -46,14 +47,24 @@ APPLY_PATH = "/evalsi.v1alpha1.PolicyService/ApplyPolicy"
 
 class DatasetPromoter:
     """Promoted rows appended to a dataset of the policy's project (created on first use); a
-    row whose id is already in the latest version is not appended again."""
+    row whose id is already in the latest version is not appended again.
 
-    def __init__(self, files_of: Callable[[str], DatasetFiles]) -> None:
+    ``lock_of`` gives the project's append lock, shared with every other writer that builds on
+    the latest version (``ServerState.dataset_append_lock``); default: one lock of its own.
+    """
+
+    def __init__(
+        self,
+        files_of: Callable[[str], DatasetFiles],
+        lock_of: Callable[[str], asyncio.Lock] | None = None,
+    ) -> None:
         self.files_of = files_of
-        self._lock = asyncio.Lock()
+        own = asyncio.Lock()
+        self.lock_of = lock_of or (lambda _project: own)
 
     async def promote(self, project: str, dataset: str, row: dict[str, Any]) -> str | None:
-        async with self._lock:  # one append at a time: each builds on the latest version
+        row = wire_safe(row)  # step times as strings: GetDataset sends rows as JSON
+        async with self.lock_of(project):  # one append at a time: each builds on the latest
             return await asyncio.to_thread(self._append, self.files_of(project), dataset, row)
 
     def _append(self, files: DatasetFiles, dataset: str, row: dict[str, Any]) -> str | None:
@@ -79,7 +90,7 @@ def default_engine(state: ServerState) -> PolicyEngine:
         store=state.store,
         packs=PackOptIn(state.config.packs),
         judges=state.config.judges,
-        promoter=DatasetPromoter(state.dataset_files),
+        promoter=DatasetPromoter(state.dataset_files, state.dataset_append_lock),
         egress=server_egress(state.config),
         grade_sync=grade_in_threads(float(state.config.limits.evaluator_seconds)),
     )

@@ -37,7 +37,6 @@ class PromotionHandler:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
-        self._lock = asyncio.Lock()  # appends build on the latest version: one at a time
         self._traces: TraceStore | None = None
 
     @property
@@ -66,7 +65,8 @@ class PromotionHandler:
         self._decide("runs.read" if source == "run_id" else "traces.read", project, ctx)
         stats = PromoteStats()
         rows = await asyncio.to_thread(self._rows, request, project, source, stats)
-        async with self._lock:
+        # Appends build on the latest version: one at a time per project, with the policies'.
+        async with self.state.dataset_append_lock(project):
             version, added = await asyncio.to_thread(
                 self._append, self.state.dataset_files(project), request.dataset, rows
             )

@@ -3,6 +3,7 @@ and the run scheduler. Built once by ``evalsi serve`` (or a test) and passed to 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,6 +172,7 @@ class ServerState:
     policies: Any = None
     watch: Any = None
     _datasets: dict[str, Any] = field(default_factory=dict)
+    _append_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     def dataset_files(self, project: str) -> Any:
         """The ``DatasetFiles`` of ``project`` (one per project: their writers share locks)."""
@@ -180,3 +182,10 @@ class ServerState:
 
             self._datasets[key] = DatasetFiles(self.config.datasets_dir_of(key))
         return self._datasets[key]
+
+    def dataset_append_lock(self, project: str) -> asyncio.Lock:
+        """The lock every read-latest-then-append of ``project``'s datasets holds (promotions
+        by ``PromoteRequest`` and by online policies): two appends built on one latest version
+        would each drop the other's rows."""
+        key = project or DEFAULT_PROJECT
+        return self._append_locks.setdefault(key, asyncio.Lock())

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from evalsi.core import UserError
+from evalsi.core import DatasetError, UserError
 from evalsi.runs import execute_run
 from evalsi.runs._promote import PromoteStats, promote_run, row_id
-from evalsi.runs._shadow import check_rows, shadow_async
+from evalsi.runs._shadow import candidate_inputs, check_rows, shadow_async
 from evalsi.specs import RunSpec, run_spec_from_yaml
 from evalsi.store import SqlStore
 from tests.support.registry import BUILTINS
@@ -188,7 +188,13 @@ def _shadow(tmp: Path, db: SqlStore, target: str, rows: str, **kw: Any) -> Any:
 
     return asyncio.run(
         shadow_async(
-            _spec(tmp, target, ROWS), rows, execute=execute, registry=BUILTINS, store=db, **kw
+            _spec(tmp, target, ROWS),
+            rows,
+            execute=execute,
+            registry=BUILTINS,
+            store=db,
+            inputs_dir=tmp / "inputs",
+            **kw,
         )
     )
 
@@ -277,3 +283,67 @@ def test_a_candidate_that_fails_on_the_rows_is_a_regression(tmp_path: Path) -> N
     assert result.target_errors == 5
     assert result.exit_code == 1
     assert result.to_dict()["regressions"] == [{"metric": "target_error", "count": 5}]
+
+
+def test_the_candidates_samples_never_carry_the_recorded_behaviour(tmp_path: Path) -> None:
+    db, run_id = _run(tmp_path, "odd_wrong")
+    rows = _write(tmp_path / "rows.jsonl", _promote(db, run_id, failing_only=False))
+    result = _shadow(tmp_path, db, "perfect", rows)
+    (inputs,) = (tmp_path / "inputs").iterdir()
+    again = _shadow(tmp_path, db, "perfect", rows)  # the same rows: the same inputs file
+    assert [p.name for p in (tmp_path / "inputs").iterdir()] == [inputs.name]
+    assert again.rows == result.rows == 40
+    for line in inputs.read_text().splitlines():
+        row = json.loads(line)
+        assert not set(row) & {"output", "trajectory", "usage"}
+        assert set(row["metadata"]) == {"n", "promoted"}  # provenance kept
+    # what the candidate's samples held, read back through its stored run
+    samples = list(promote_run(db, result.candidate_run, failing_only=False))
+    assert len(samples) == 40
+    for sample in samples:
+        assert set(sample["metadata"]) == {"n", "promoted"}
+        assert sample["output"] == sample["reference"]  # the candidate's own answer
+
+
+def test_a_row_whose_metadata_holds_recorded_keys_is_stripped_too(tmp_path: Path) -> None:
+    rows = _write(
+        tmp_path / "rows.jsonl",
+        [
+            {
+                "id": "a",
+                "input": "q1",
+                "output": "old",
+                "usage": {"input_tokens": 3},
+                "metadata": {"output": "leak", "keep": 1},
+            }
+        ],
+    )
+    path = candidate_inputs(rows, tmp_path / "inputs")
+    (row,) = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    assert row == {"id": "a", "input": "q1", "metadata": {"keep": 1}}
+
+
+def test_step_times_cross_the_wire_as_strings_and_read_back_as_ints(tmp_path: Path) -> None:
+    from evalsi.datasets import open_dataset
+    from evalsi.runs import wire_safe
+    from evalsi.wire import struct_to_proto
+
+    big = 1_796_284_368_903_806_028  # a time in ns: past 2**53
+    step = {"kind": "llm_call", "name": "m", "start_time_unix_nano": big}
+    for trajectory in ({"steps": [step]}, [step]):  # a run's form and a trace record's
+        row = {"id": "r", "input": "q", "trajectory": trajectory}
+        with pytest.raises(ValueError, match="2\\*\\*53"):
+            struct_to_proto(row)
+        safe = wire_safe(row)
+        struct_to_proto(safe)  # now a Struct holds it
+        path = _write(tmp_path / "one.jsonl", [safe])
+        (record,) = next(iter(open_dataset(path).iter_batches(10)))
+        assert record.trajectory is not None
+        assert record.trajectory.steps[0].start_time_unix_nano == big
+    assert wire_safe({"id": "x"}) == {"id": "x"}
+    bad = _write(
+        tmp_path / "bad.jsonl",
+        [{"id": "b", "trajectory": [{**step, "start_time_unix_nano": "-1"}]}],
+    )
+    with pytest.raises(DatasetError, match="start_time_unix_nano"):
+        list(open_dataset(bad).iter_batches(10))
