@@ -260,10 +260,9 @@ class Environment:
         self, tool: Tool, args: Mapping[str, Any], steps: list[Step]
     ) -> tuple[JsonValue, str]:
         name = tool.spec.name
-        async with self._slots:  # a turn's calls beyond the cap wait, off the clock
-            outcome = await exchange(
-                f"tool:{name}", {"tool": name, "arguments": args}, lambda: self._call(tool, args)
-            )
+        outcome = await exchange(
+            f"tool:{name}", {"tool": name, "arguments": args}, lambda: self._call(tool, args)
+        )
         denial = outcome.get("denial")
         if denial is not None:
             now = self.clock()
@@ -283,9 +282,9 @@ class Environment:
 
     async def _call(self, tool: Tool, args: Mapping[str, Any]) -> dict[str, JsonValue]:
         """The tool's answer as the cassette keeps it: ``{"content"}``, or ``{"error"}`` with
-        the sandbox's ``denial`` when it stopped the tool."""
+        the sandbox's ``denial`` when it stopped the tool (a replayed call never gets here)."""
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with self._slots, asyncio.timeout(self.timeout_s):  # over the cap: wait first
                 content = await tool.call(args)
         except InfraError:
             raise

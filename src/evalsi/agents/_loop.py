@@ -12,6 +12,7 @@ retries raises, and the task is lost to infrastructure, never graded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable
@@ -144,7 +145,7 @@ class ToolLoop:
                 break
             began = self.clock()
             try:
-                async with asyncio.timeout(left):
+                async with _within(left):
                     completion = await self._complete(conversation, seed, tools)
             except TimeoutError:
                 stop = "timeout"
@@ -179,7 +180,7 @@ class ToolLoop:
                 break
             left = None if b.max_seconds is None else b.max_seconds - (time.monotonic() - started)
             try:
-                async with asyncio.timeout(left):
+                async with _within(left):
                     if len(calls) == 1:  # most turns: no task to spawn for one call
                         results = [await environment.call(calls[0])]
                     else:
@@ -231,3 +232,9 @@ class _Conversation:
             self._digest.update(orjson.dumps(message_to_dict(message), option=orjson.OPT_SORT_KEYS))
         self._hashed = len(self.messages)
         return self._digest.copy().hexdigest()
+
+
+def _within(seconds: float | None) -> contextlib.AbstractAsyncContextManager[Any]:
+    """``asyncio.timeout(seconds)``, or nothing at all without a time budget (most runs: a
+    replay makes thousands of these calls a second)."""
+    return asyncio.timeout(seconds) if seconds is not None else contextlib.nullcontext()

@@ -58,6 +58,7 @@ from evalsi.core import (
 )
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import Registry, use_judges
+from evalsi.runs._gc import young_gc_relaxed
 from evalsi.runs._judges import build_judges, check_judges
 from evalsi.runs._outputs import FINISHED, answered
 from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
@@ -300,7 +301,7 @@ async def execute_run(
                 await tools.enter_async_context(target)
         if spec.target.kind != "python" or judges:  # enough connections for every worker
             await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
-        with use_judges(judges):  # contextvars reach the grader task created inside
+        with use_judges(judges), young_gc_relaxed():  # contextvars reach the grader task
             startup_mark("first-call")  # bench/startup.py: the workers start calling the target
             await executor.run()
         if executor.samples == 0 and executor.stopped_reason is None:

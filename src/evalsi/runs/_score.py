@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import RecordRunner, Registry
 from evalsi.runs._failures import judged_nothing, stored_reasons
 from evalsi.runs._gate_data import stored_gate_data
+from evalsi.runs._gc import young_gc_relaxed
 from evalsi.runs._judges import JudgeLike, build_judges, check_judges, judge_specs, judges_manifest
 from evalsi.runs._plan import EvaluatorLike, bind_all, require_sandboxes
 from evalsi.runs._result import ScoreResult
@@ -139,7 +139,7 @@ async def score_async(
         judges=clients,
     )
     try:
-        with _young_gc_relaxed(), contextlib.ExitStack() as stack:
+        with young_gc_relaxed(), contextlib.ExitStack() as stack:
             writer: BackgroundWriter | None = None  # made once the first batch is graded
             for batch in dataset.iter_batches(batch_size):
                 graded = (
@@ -204,23 +204,6 @@ def _data_location(data: Any, name: str) -> str:
     if isinstance(data, (str, os.PathLike)) and "://" not in str(data):
         return str(Path(data).resolve())
     return name
-
-
-@contextlib.contextmanager
-def _young_gc_relaxed(threshold: int = 50_000) -> Iterator[None]:
-    """Collect the young generation less often while a run streams batches.
-
-    Each batch keeps thousands of fresh objects alive until it is graded and written, so the
-    default threshold (700 allocations) rescans them again and again, which costs about a
-    quarter of the run's time. Nothing here forms reference cycles to wait for; the older
-    generations and the previous setting are left as they were and restored.
-    """
-    old = gc.get_threshold()
-    gc.set_threshold(max(old[0], threshold), *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 __all__ = ["Progress", "Record", "score_async"]
