@@ -140,8 +140,20 @@ async def replay_round(store: Path, run_id: str, trials: int) -> float:
 def whole_replay(work: Path, store: Path, run_id: str, trials: int) -> float:
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "evalsi", "replay", run_id, "--evaluators", EVALUATORS]
-        + ["--quiet", "--store", str(store), "--format", "json"],
+        [
+            sys.executable,
+            "-m",
+            "evalsi",
+            "replay",
+            run_id,
+            "--evaluators",
+            EVALUATORS,
+            "--quiet",
+            "--store",
+            str(store),
+            "--format",
+            "json",
+        ],
         cwd=work,
         env={**os.environ, "PYTHONPATH": f"{work}:{ROOT / 'src'}"},
         capture_output=True,
