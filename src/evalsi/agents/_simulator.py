@@ -32,7 +32,16 @@ from evalsi.agents._cassette import exchange
 from evalsi.agents._harness import Final, TaskSetup
 from evalsi.agents._loop import ChatModel, Price
 from evalsi.connectors import InfraError, TargetError
-from evalsi.core import Content, Message, Step, Usage, UserError, content_hash, message_to_dict
+from evalsi.core import (
+    CallAccount,
+    Content,
+    Message,
+    Step,
+    Usage,
+    UserError,
+    content_hash,
+    message_to_dict,
+)
 from evalsi.specs import UserSimulatorSpec
 
 USER_CONNECTORS = ("openai-compatible", "anthropic", "scripted")
@@ -69,22 +78,8 @@ class ReplyCache(Protocol):
     async def put(self, key: str, text: str, usage: Mapping[str, Any]) -> None: ...
 
 
-@dataclass(slots=True)
-class SimulatorAccount:
-    """What the simulated user cost in this session, apart from the agent's usage."""
-
-    calls: int = 0
-    cached: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tokens: int = 0
-    usd: float = 0.0
-    usd_unknown: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["usd"] = None if self.usd_unknown and not self.usd else round(self.usd, 6)
-        return out
+SimulatorAccount = CallAccount
+"""What the simulated user cost in this session, apart from the agent's usage."""
 
 
 @dataclass(frozen=True, slots=True)

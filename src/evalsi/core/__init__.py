@@ -1,5 +1,6 @@
 """Domain types shared by every layer. Imports no other evalsi package."""
 
+from evalsi.core._account import CallAccount
 from evalsi.core._batch import INFRA_PREFIX, LABEL, NUMBER, PASSED, ResultBatch, decode_score
 from evalsi.core._cassette import Cassette, Exchange, request_key
 from evalsi.core._cel import (
@@ -103,6 +104,7 @@ __all__ = [
     "STATUS_OK",
     "USAGE_FIELDS",
     "VERSION",
+    "CallAccount",
     "Cassette",
     "Check",
     "ConditionError",

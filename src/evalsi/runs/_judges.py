@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from evalsi.core import Message, Usage, UserError, content_hash, message_to_dict
+from evalsi.core import CallAccount, Message, Usage, UserError, content_hash, message_to_dict
 from evalsi.evaluators import BoundEvaluator, JudgeReply, judges_needed
 from evalsi.runs._pricing import cost_usd
 from evalsi.specs import JudgeSpec
@@ -41,22 +41,8 @@ _JUDGE_FIELDS = {
 }
 
 
-@dataclasses.dataclass(slots=True)
-class JudgeAccount:
-    """What one judge cost in this session: calls made, answers from the cache, tokens, USD."""
-
-    calls: int = 0
-    cached: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tokens: int = 0
-    usd: float = 0.0
-    usd_unknown: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["usd"] = None if self.usd_unknown and not self.usd else round(self.usd, 6)
-        return out
+JudgeAccount = CallAccount
+"""What one judge cost in this session."""
 
 
 class StoreJudge:
