@@ -86,4 +86,4 @@ def test_catalog_packs_bad_config_and_unknown_pack_are_user_errors(cli, user_err
     err = user_error(cli("catalog", "packs", "--config", str(config)))
     assert 'evaluators.packs[0]: unknown pack "cor"' in err
     err = user_error(cli("catalog", "list", "--pack", "nope"))
-    assert "--pack: unknown pack 'nope' (known: agent, code, core" in err
+    assert "--pack: unknown pack 'nope' (known: agent, bench, code, core" in err

@@ -87,6 +87,9 @@ class FakeRuns:
     async def resume_run(self, request: Any, ctx: Any, /) -> Any:
         return rs.ResumeRunResponse(run=rs.Run(id=request.id, status="running"))
 
+    async def replay_run(self, request: Any, ctx: Any, /) -> Any:
+        return rs.ReplayRunResponse(run=rs.Run(id="replay", status="running"))
+
     async def create_run(self, request: Any, ctx: Any, /) -> Any:
         return rs.CreateRunResponse(run=rs.Run(id="new", name=request.run.metadata.name))
 

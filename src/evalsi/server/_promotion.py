@@ -24,6 +24,7 @@ from evalsi.runs import PromoteStats, promote_run
 from evalsi.server._dataset_files import NAME, DatasetFiles, file_name
 from evalsi.server._guard import Gate, _request_info, current_principal
 from evalsi.server._state import ServerState
+from evalsi.server._traces import nanos_of
 from evalsi.store import DEFAULT_PROJECT, TraceStore, check_project_id
 from evalsi.traces import normalize, record_row
 
@@ -102,8 +103,8 @@ class PromotionHandler:
             failing=request.failing_only,
             negative_feedback=t.negative_feedback,
             evaluators=tuple(evaluators or ()),
-            since_ns=t.start_time.ToNanoseconds() if t.HasField("start_time") else None,
-            until_ns=t.end_time.ToNanoseconds() if t.HasField("end_time") else None,
+            since_ns=nanos_of(t, "start_time", "traces.startTime"),
+            until_ns=nanos_of(t, "end_time", "traces.endTime"),
             service=t.service or None,
             limit=limit,
         )

@@ -162,7 +162,7 @@ class TraceHandler:
         if not request.HasField("feedback"):
             raise UserError("feedback: required (trace_id or session_id, name, value or label)")
         # Checked before use: an out-of-range time overflows the int64 columns and key hashing.
-        _nanos(request.feedback, "time", "feedback.time")
+        nanos_of(request.feedback, "time", "feedback.time")
         feedback = feedback_from_proto(request.feedback)
         if not feedback.trace_id and not feedback.session_id:
             raise UserError("feedback: give a trace_id or a session_id to attach it to")
@@ -196,14 +196,16 @@ _MAX_NS = 2**63 - 1
 
 
 def _range(request: Any) -> tuple[int | None, int | None]:
-    since = _nanos(request, "since")
-    until = _nanos(request, "until")
+    since = nanos_of(request, "since")
+    until = nanos_of(request, "until")
     if since is not None and until is not None and until <= since:
         raise UserError("until: must be after since")
     return since, until
 
 
-def _nanos(request: Any, name: str, field: str = "") -> int | None:
+def nanos_of(request: Any, name: str, field: str = "") -> int | None:
+    """A request's timestamp field in unix nanoseconds, refused (naming ``field``) outside
+    what a signed 64-bit integer holds; ``None`` when unset."""
     if not request.HasField(name):
         return None
     nanos = int(getattr(request, name).ToNanoseconds())
