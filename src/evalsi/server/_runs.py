@@ -130,7 +130,10 @@ class RunHandler:
     async def replay_run(
         self, request: pb.ReplayRunRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ReplayRunResponse:
-        evaluators = [_ref(e, "evaluators[]") for e in request.evaluators]
+        evaluators = [str(e).strip() for e in request.evaluators]
+        for i, name in enumerate(evaluators):
+            if not name or "\x00" in name:
+                raise UserError(f"evaluators[{i}]: expected an evaluator name or ref")
         params = message_document(request.params) if request.HasField("params") else {}
         for name, value in params.items():
             if not isinstance(value, dict):
