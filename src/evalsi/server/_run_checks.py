@@ -5,6 +5,8 @@ agent) and network calls the egress policy checks are allowed."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from evalsi.core import UserError
 from evalsi.server._state import ServerConfig
 from evalsi.specs import RunSpec
@@ -74,4 +76,14 @@ def check_tools(spec: RunSpec, config: ServerConfig) -> None:
             )
 
 
-__all__ = ["check_target", "check_tools"]
+def servable(config: ServerConfig, spec: RunSpec) -> RunSpec:
+    """``spec`` as this server runs it (its target and tools allowed here); naming no judges,
+    it gets the server's (``evalsi.yaml`` ``judges``)."""
+    check_target(spec.target.kind, config)
+    check_tools(spec, config)
+    if spec.judges or not config.judges:
+        return spec
+    return dataclasses.replace(spec, judges=dict(config.judges))
+
+
+__all__ = ["check_target", "check_tools", "servable"]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import socket
@@ -49,7 +48,7 @@ from evalsi.runs import (
     summarize_stored,
 )
 from evalsi.server._egress import check_run_egress, server_egress
-from evalsi.server._run_checks import check_target, check_tools
+from evalsi.server._run_checks import servable
 from evalsi.server._state import DEFAULT_PROJECT, ServerState
 from evalsi.store import RunInfo, SqlStore, new_run_id
 from evalsi.wire import Progress
@@ -133,7 +132,7 @@ class RunManager:
                 claimed = await asyncio.to_thread(self.state.store.claim_run, info.id)
                 if claimed is None:
                     continue  # another server sharing the store took it first
-                spec = self._servable(stored_spec(claimed))
+                spec = servable(self.state.config, stored_spec(claimed))
                 await self._launch(spec, resume=info.id, run_id=info.id)
             except Exception as e:  # noqa: BLE001 - one bad run must not stop the server
                 log.warning("run %s cannot be resumed on start: %s", info.id, e)
@@ -161,7 +160,7 @@ class RunManager:
         self, spec: RunSpec, *, project_id: str = "", dry_run: bool = False, created_by: str = ""
     ) -> RunSnapshot | RunResult:
         """Start ``spec``; answers once the run is stored (a dry run returns its plan)."""
-        spec = self._servable(spec)
+        spec = servable(self.state.config, spec)
         check_run_egress(spec, server_egress(self.state.config))  # literal addresses: a 400
         if dry_run:
             return await asyncio.to_thread(
@@ -215,7 +214,7 @@ class RunManager:
         spec = replay_spec(
             info, stored_spec(info), evaluators=evaluators, params=params, gates=gates
         )
-        spec = self._servable(spec)
+        spec = servable(self.state.config, spec)
         check_branch(spec, branch_from_step)
         check_run_egress(spec, server_egress(self.state.config))
         cassettes = await asyncio.to_thread(cassettes_of, self.state.store, info, branch_from_step)
@@ -238,7 +237,7 @@ class RunManager:
                 + ", ".join(RESUMABLE)
                 + " can be resumed"
             )
-        spec = self._servable(stored_spec(info))
+        spec = servable(self.state.config, stored_spec(info))
         await self._launch(spec, resume=info.id, run_id=info.id, admit=True)
         return await self.get(info.id)
 
@@ -561,21 +560,6 @@ class RunManager:
             info = self.state.store.get_run(run_id)
             if info.status in LIVE and _owned_here(info) and run_id not in self._live:
                 self.state.store.mark_status(run_id, "interrupted", error=why)
-
-    def _servable(self, spec: RunSpec) -> RunSpec:
-        """``spec`` as this server runs it (its target allowed here, ``check_target``); naming
-        no judges, it gets the server's (``evalsi.yaml`` ``judges``)."""
-        self.check_target(spec.target.kind)
-        self.check_tools(spec)
-        if spec.judges or not self.state.config.judges:
-            return spec
-        return dataclasses.replace(spec, judges=dict(self.state.config.judges))
-
-    def check_target(self, kind: str) -> None:
-        check_target(kind, self.state.config)
-
-    def check_tools(self, spec: RunSpec) -> None:
-        check_tools(spec, self.state.config)
 
     def _open_store(self) -> SqlStore:
         """A store of the run's own (its writer connection is not shared between threads)."""

@@ -36,6 +36,7 @@ from evalsi.runs import (
     run_spec_from_dict,
 )
 from evalsi.server._guard import principal_id, readable_projects
+from evalsi.server._run_checks import check_target, check_tools
 from evalsi.server._run_manager import STATUSES, RunManager, RunSnapshot
 from evalsi.server._state import Limits, ServerState
 from evalsi.store import DEFAULT_PROJECT, RunInfo, SqlStore, check_project_id
@@ -247,15 +248,17 @@ class RunHandler:
         if isinstance(spec_doc, dict):
             target = spec_doc.get("target")
             if isinstance(target, dict) and "python" in target:
-                self.runs.check_target("python")  # before its module name is even looked at
+                check_target(
+                    "python", self.state.config
+                )  # before its module name is even looked at
             _check_secrets(spec_doc, self.state.config.allowed_env_secrets)
             dataset = spec_doc.get("dataset")
             if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
                 dataset["path"] = self._dataset_path(dataset["path"], project)
         datasets = self.state.config.datasets_dir_of(project)
         spec = run_spec_from_dict(doc, source=SPEC_SOURCE, base_dir=datasets)
-        self.runs.check_target(spec.target.kind)
-        self.runs.check_tools(spec)
+        check_target(spec.target.kind, self.state.config)
+        check_tools(spec, self.state.config)
         check_limits(spec, self.state.config.limits)
         return spec
 
