@@ -13,7 +13,9 @@ Each round, interleaved (the order is reversed every other round):
 - **live**: ``execute_run`` of the agent spec (the built-in loop, one function tool, the
   cassette recorded, outputs, trajectories and ``exact-match`` results stored): trials/s;
 - **replay**: ``replay_run`` of that round's live run with other evaluators
-  (``exact-match,step-efficiency,loop-detection``): trials/s; the stub's request counter is read
+  (``exact-match,step-efficiency,loop-detection``), ``--replays`` times (a replay is CPU bound
+  and lasts about a second, so one timing of it swings by a quarter on a shared machine; the
+  round takes their median): trials/s; the stub's request counter is read
   before and after and must not move, and the tool's own call counter (a file the tool appends
   to) must not grow;
 - **replay, whole process**: ``evalsi replay RUN --evaluators ... --quiet`` from spawn to exit.
@@ -178,6 +180,7 @@ def main() -> None:
     parser.add_argument("--tool-calls", type=int, default=10)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--replays", type=int, default=3, help="replays of each live run")
     parser.add_argument("--json", type=Path, default=OUT / "replay.json")
     args = parser.parse_args()
 
@@ -196,6 +199,7 @@ def main() -> None:
         replay: list[float] = []
         whole: list[float] = []
         ratios: list[float] = []
+        each: list[float] = []  # every replay's own rate
         zero_calls = True
         for r in range(args.rounds):
             store = work / f"round{r}.db"
@@ -205,7 +209,12 @@ def main() -> None:
             for which in order:
                 model_before, tools_before = stub_calls(url), tool_calls(counter)
                 if which == "replay":
-                    replay.append(asyncio.run(replay_round(store, run_id, trials)))
+                    rates = [
+                        asyncio.run(replay_round(store, run_id, trials))
+                        for _ in range(args.replays)
+                    ]
+                    each.extend(rates)
+                    replay.append(statistics.median(rates))
                 else:
                     whole.append(whole_replay(work, store, run_id, trials))
                 moved = (stub_calls(url) - model_before, tool_calls(counter) - tools_before)
@@ -224,6 +233,8 @@ def main() -> None:
         "latency_ms": args.latency_ms,
         "live_trials_per_s": summary(live),
         "replay_trials_per_s": summary(replay),
+        "replays_per_round": args.replays,
+        "replay_trials_per_s_each": summary(each),
         "replay_whole_process_trials_per_s": summary(whole),
         "ratio": summary(ratios),
         "whole_process_ratio": summary([w / v for w, v in zip(whole, live, strict=True)]),

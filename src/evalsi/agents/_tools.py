@@ -68,10 +68,12 @@ class ToolSpec:
 
     def effective(self) -> Permission:
         """The permission policy reads: the declared one, raised by the server's hints."""
-        ranks = [PERMISSIONS.index(self.permission)] if self.declared else []
-        if self.hints is not None:
-            ranks.append(PERMISSIONS.index(self.hints.permission()))
-        return PERMISSIONS[max(ranks, default=PERMISSIONS.index("irreversible"))]
+        if self.hints is None:  # most tools: asked for on every call, so kept cheap
+            return self.permission if self.declared else "irreversible"
+        hinted = self.hints.permission()
+        if not self.declared:
+            return hinted
+        return max(self.permission, hinted, key=PERMISSIONS.index)
 
     def to_openai(self) -> dict[str, Any]:
         """The tool as an OpenAI-compatible ``tools`` entry."""

@@ -7,7 +7,9 @@ tokens). A model the table does not know has an unknown cost (``None``), never z
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -53,24 +55,37 @@ def _user_table(path: str) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _table() -> dict[str, tuple[float, float]]:
+    """The built-in table, overridden by the ``EVALSI_PRICING`` file when one is named."""
+    path = os.environ.get("EVALSI_PRICING")
+    if not path:
+        return BUILTIN
+    try:
+        return {**BUILTIN, **_user_table(path)}
+    except OSError as e:
+        raise UserError(f"EVALSI_PRICING={path}: cannot read it: {e}") from e
+
+
 def price(model: str) -> tuple[float, float] | None:
     """(input, output) USD per 1M tokens for ``model``, or ``None`` when unknown."""
-    path = os.environ.get("EVALSI_PRICING")
-    if path:
-        try:
-            table = _user_table(path)
-        except OSError as e:
-            raise UserError(f"EVALSI_PRICING={path}: cannot read it: {e}") from e
-        if model in table:
-            return table[model]
-    return BUILTIN.get(model)
+    return _table().get(model)
+
+
+def _cost(table: Mapping[str, tuple[float, float]], model: str, usage: Usage) -> float | None:
+    if usage.cost_usd is not None:
+        return usage.cost_usd
+    prices = table.get(model) if model else None
+    if prices is None or (usage.input_tokens is None and usage.output_tokens is None):
+        return None
+    return ((usage.input_tokens or 0) * prices[0] + (usage.output_tokens or 0) * prices[1]) / 1e6
 
 
 def cost_usd(model: str, usage: Usage) -> float | None:
     """The cost of one call: the server's own figure when it gave one, else from the table."""
-    if usage.cost_usd is not None:
-        return usage.cost_usd
-    prices = price(model) if model else None
-    if prices is None or (usage.input_tokens is None and usage.output_tokens is None):
-        return None
-    return ((usage.input_tokens or 0) * prices[0] + (usage.output_tokens or 0) * prices[1]) / 1e6
+    return _cost(_table(), model, usage)
+
+
+def costing() -> Callable[[str, Usage], float | None]:
+    """``cost_usd`` with the table read now, once: a run prices every call by the table as it
+    stood when the run began, without reading the environment for each of its calls."""
+    return functools.partial(_cost, _table())

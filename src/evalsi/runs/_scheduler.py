@@ -21,7 +21,7 @@ from evalsi.core import Record, Usage
 from evalsi.datasets import Dataset
 from evalsi.evaluators import Runner
 from evalsi.runs._outputs import as_answered, grade_tasks
-from evalsi.runs._pricing import cost_usd
+from evalsi.runs._pricing import costing
 from evalsi.runs._run_row import RunRow
 from evalsi.runs._targets import Render, RenderError
 from evalsi.runs._telemetry import RunTelemetry
@@ -110,6 +110,7 @@ class Executor:
         self.completed = completed
         self.progress = progress
         self.model = spec.target.model
+        self.cost_usd = costing()
         self.budget = spec.budget
         self.spend = Spend()
         self.judge_spend = judge_spend  # (tokens, usd) the judges used: budgets count them too
@@ -141,7 +142,7 @@ class Executor:
         spend = self.spend
         spend.calls += 1
         spend.tokens += usage.tokens() or 0
-        cost = cost_usd(self.model, usage)
+        cost = self.cost_usd(self.model, usage)
         if cost is None:
             spend.usd_unknown += 1
         else:

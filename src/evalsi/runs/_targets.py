@@ -68,7 +68,7 @@ def build_target(
         if spec.agent is None:
             raise UserError("target.agent: missing")
         from evalsi.agents import AgentTarget
-        from evalsi.runs._pricing import cost_usd, price
+        from evalsi.runs._pricing import costing, price
         from evalsi.runs._user_sim import build_user_simulator
 
         egress = resilience.egress if resilience is not None else None
@@ -115,7 +115,7 @@ def build_target(
             model,  # type: ignore[arg-type]
             spec.agent,
             environment,
-            price=cost_usd,
+            price=costing(),
             egress=egress,
             replay=replay,
             user=user,

@@ -30,7 +30,7 @@ def build_user_simulator(
     """The simulator for ``spec`` (secret resolved, no call made); a ``UserError`` naming the
     field for a bad one."""
     from evalsi.agents import UserSimulator
-    from evalsi.runs._pricing import cost_usd, price
+    from evalsi.runs._pricing import costing, price
 
     at = "spec.target.agent.user"
     if spec.connector == "scripted":
@@ -54,7 +54,7 @@ def build_user_simulator(
     key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
     cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
     model = cls(base_url, spec.model, spec.params, api_key=key, resilience=resilience)
-    return UserSimulator(spec, model, price=cost_usd)
+    return UserSimulator(spec, model, price=costing())
 
 
 class StoreReplyCache:

@@ -21,6 +21,8 @@ from evalsi.stats._intervals import (
 )
 from evalsi.stats._summary import Summary, SummaryKind
 
+_SMALL = 16
+
 
 class Moments:
     """Running n, mean and sum of squared deviations of a stream of numbers.
@@ -47,11 +49,17 @@ class Moments:
         nb = len(values)
         if nb == 0:
             return
-        x = np.asarray(values, dtype=float)
-        if not np.all(np.isfinite(x)):
-            raise ValueError("values must be finite")
-        mb = float(x.mean())
-        m2b = float(np.square(x - mb).sum())
+        if nb <= _SMALL:  # numpy's fixed cost per call dwarfs a handful of values
+            if not all(math.isfinite(v) for v in values):
+                raise ValueError("values must be finite")
+            mb = math.fsum(values) / nb
+            m2b = math.fsum((v - mb) * (v - mb) for v in values)
+        else:
+            x = np.asarray(values, dtype=float)
+            if not np.all(np.isfinite(x)):
+                raise ValueError("values must be finite")
+            mb = float(x.mean())
+            m2b = float(np.square(x - mb).sum())
         n = self.n + nb
         delta = mb - self._running_mean
         self._running_mean += delta * nb / n

@@ -113,6 +113,15 @@ def test_streaming_moments_match_numpy(batches: list[list[float]]) -> None:
         assert m.std is None
 
 
+@pytest.mark.parametrize("size", [1, 3, 40])  # the pure-Python path for a few values, numpy's above
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_streaming_moments_refuse_non_finite_values(size: int, bad: float) -> None:
+    m = Moments()
+    with pytest.raises(ValueError, match="finite"):
+        m.add([1.0] * (size - 1) + [bad])
+    assert m.n == 0
+
+
 def test_streaming_clustered_matches_the_array_version() -> None:
     from evalsi.stats import clustered_interval
 
