@@ -32,6 +32,7 @@ COMMANDS = {
     "report": "_report",
     "calibrate": "_calibrate",
     "serve": "_serve",
+    "mcp": "_mcp",
     "sandbox": "_sandbox",
     "traces": "_traces",
     "watch": "_watch",

@@ -17,9 +17,11 @@ from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.server._config import load_config, load_sandbox_config
+    from evalsi.server._mcp_stdio import serve_stdio as serve_mcp_stdio
+    from evalsi.server._mcp_stdio import stdio_config
     from evalsi.server._serve import serve
 
-__all__ = ["load_config", "load_sandbox_config", "serve"]
+__all__ = ["load_config", "load_sandbox_config", "serve", "serve_mcp_stdio", "stdio_config"]
 
 # Exports are imported on first use (core/_lazy.py).
 __getattr__ = lazy_exports(__name__, __file__)

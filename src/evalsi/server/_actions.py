@@ -196,6 +196,9 @@ PATHS: Mapping[str, str] = {
     "/openapi.json": "catalog.read",
     "/healthz": HEALTH,
     "/.well-known/evalsi-auth": HEALTH,  # what `evalsi login` needs before it has a token
+    # What an MCP client reads to find where to get a token (RFC 9728).
+    "/.well-known/oauth-protected-resource": HEALTH,
+    "/.well-known/oauth-protected-resource/mcp": HEALTH,
 }
 """The HTTP routes that are not RPCs."""
 

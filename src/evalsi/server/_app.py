@@ -5,7 +5,9 @@
 * the ``google.api.http`` routes (``/v1alpha1/...``) on the same handlers (``_rest``);
 * ``/openapi.json`` (``_openapi``), ``/healthz``, ``/metrics`` (``_metrics``);
 * ``grpc.health.v1.Health`` and gRPC reflection (v1 and v1alpha);
-* ``/.well-known/evalsi-auth``: the issuer and client id ``evalsi login`` signs in with.
+* ``/.well-known/evalsi-auth``: the issuer and client id ``evalsi login`` signs in with;
+* ``/mcp``: the same handlers as MCP tools over streamable HTTP, with the protected-resource
+  metadata MCP clients read (``_mcp_serve``).
 
 Every RPC app shares the interceptors: metrics first (it sees requests whose body fails to
 parse), then the error mapping (``_errors``), and the body cap ``max_body_bytes``. Before any
@@ -191,6 +193,9 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
             {"issuer": login.issuer, "client_id": login.client_id, "audience": login.audience}
         )
 
+    from evalsi.server._mcp_serve import mcp_http
+
+    mcp = mcp_http(state, handlers, gate)  # the same guarded handlers, as MCP tools
     otlp: list[BaseRoute] = []
     otlp_grpc: dict[str, Any] = {}
     own_body_rules: Callable[[str], bool] = _no_path
@@ -218,6 +223,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         *(Mount(app.path, app) for app in rpc_apps),
         *rest_routes(handlers, max_body_bytes=state.config.max_body_bytes, metrics=metrics),
         *otlp,
+        *mcp.routes(),
     ]
 
     @asynccontextmanager
@@ -230,7 +236,8 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         try:
             # Files named by evaluator params (a drift baseline) come from datasets_dir only.
             with param_files_confined(state.config.datasets_dir):
-                yield
+                async with mcp.running():
+                    yield
         finally:
             health.shutting_down()
             if state.watch is not None:

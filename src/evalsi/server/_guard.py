@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextvars
 import json
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from evalsi.auth import (
@@ -186,6 +186,23 @@ class Gate:
             )
             raise found
         return found
+
+
+async def bind_caller(gate: Gate, headers: Mapping[str, str]) -> Principal:
+    """Authenticate ``headers`` and make their principal the caller of the RPCs called from
+    here on, in this context: for a transport whose handlers run apart from the HTTP request's
+    own context (an MCP session's tasks outlive the request that opened it)."""
+    try:
+        found: Principal | Exception = await gate.access.authenticate(
+            {k.lower(): v for k, v in headers.items()}
+        )
+    except Unauthenticated as e:
+        found = e
+    _CURRENT.set(found)
+    _READABLE.set(None)
+    if isinstance(found, Exception):
+        raise found
+    return found
 
 
 def _request_id() -> str:

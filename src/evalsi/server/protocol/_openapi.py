@@ -383,6 +383,34 @@ def _operation(rm: RestMethod, schemas: _Schemas) -> dict[str, Any]:
     return op
 
 
+def message_schema(message: Any, *, comments: dict[str, str] | None = None) -> dict[str, Any]:
+    """A self-contained JSON Schema (2020-12) of ``message`` (a descriptor): the schema the
+    OpenAPI document holds for it, inlined, with the messages it reaches under ``$defs``. MCP tools
+    take their input schemas from here, so every surface describes a request alike."""
+    schemas = _Schemas(comments if comments is not None else packaged_comments())
+    schemas.ref(message)
+    root = schemas.components[message.full_name]  # inline: MCP wants an object at the top
+    prefix = "#/components/schemas/"
+
+    def local(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: ("#/$defs/" + v[len(prefix) :])
+                if k == "$ref" and isinstance(v, str) and v.startswith(prefix)
+                else local(v)
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [local(v) for v in node]
+        return node
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **local(root),
+        "$defs": local(dict(sorted(schemas.components.items()))),
+    }
+
+
 def build_openapi(
     services: Iterable[str],
     *,
