@@ -47,6 +47,10 @@ TEXT = P + "text.md"
 
 # (document, start of the command) -> why it does not run here, and what covers it.
 NOT_RUN: dict[tuple[str, str], str] = {
+    ("docs/guides/mcp.md", "pip install 'evalsi[server,mcp]'"): "the test environment has both",
+    ("docs/guides/mcp.md", "npx @modelcontextprotocol/inspector@0.15.0"): (
+        "npx would download it; tests/e2e/test_e2e_mcp_inspector.py runs the pinned Inspector"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (
@@ -96,6 +100,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
 
 # Commands that end with another exit code than 0, and why.
 EXIT: dict[tuple[str, str], int] = {
+    # The candidate drops the unit of every other answer: a significant regression, exit 1.
+    ("docs/guides/mcp.md", "PYTHONPATH=examples/mcp python examples/mcp/check_change.py"): 1,
+    ("README.md", "PYTHONPATH=examples/mcp python examples/mcp/check_change.py"): 1,
+    ("examples/README.md", "PYTHONPATH=examples/mcp python examples/mcp/check_change.py"): 1,
     # The known-bad helpdesk trajectories miss the pack's three hard thresholds.
     ("docs/guides/evidence.md", "evalsi gate --bundle evidence/bad"): 1,
     # qa.jsonl's exact-match interval is far below 0.8: the gate fails, as the guide says.

@@ -76,6 +76,8 @@ Write a report (HTML or Markdown):
   evalsi report latest -o report.html
 Measure a judge evaluator against human labels:
   evalsi calibrate --judge reference-correctness --labels labels.jsonl --judges judges.yaml
+Give coding agents and other MCP clients evalsi's tools (evaluate, runs, compare):
+  evalsi mcp
 Discover evaluators:
   evalsi catalog list
   evalsi catalog show exact-match
