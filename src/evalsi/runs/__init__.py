@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._dataset_scope import dataset_scope_of_outputs
     from evalsi.runs._execute import execute_run
+    from evalsi.runs._export import Export, export_run
     from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
     from evalsi.runs._grade import check_version, grade_run, source_dataset
     from evalsi.runs._ingest import (
@@ -150,6 +151,7 @@ __all__ = [
     "Conclusion",
     "EvaluatorLike",
     "EvaluatorMetrics",
+    "Export",
     "Gate",
     "GateResult",
     "IsolationSummary",
@@ -190,6 +192,7 @@ __all__ = [
     "effective_thresholds",
     "evaluate_gates",
     "execute_run",
+    "export_run",
     "external_evaluator",
     "failing_records",
     "failure_rows",

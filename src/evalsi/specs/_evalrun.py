@@ -266,6 +266,29 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
+SinkKind = Literal["mlflow", "s3", "webhook", "wandb"]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """One place a run's results go besides the store (``spec.sinks[i]``): its ``kind`` and
+    its section's keys as written (camelCase), secrets by reference."""
+
+    kind: SinkKind
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """Where it sends, for messages: ``mlflow http://…``, ``s3 bucket/prefix``."""
+        o = self.options
+        where = {
+            "mlflow": o.get("trackingUri", ""),
+            "s3": f"{o.get('bucket', '')}/{o.get('prefix') or 'evalsi'}",
+            "webhook": o.get("url", ""),
+            "wandb": o.get("project", ""),
+        }[self.kind]
+        return f"{self.kind} {where}"
+
+
 @dataclass(frozen=True, slots=True)
 class JudgeSpec:
     """A model that grades (none by default, secrets by reference).
@@ -327,6 +350,7 @@ class RunSpec:
     labels: dict[str, str] = field(default_factory=dict)
     environment: EnvironmentSpec | None = None
     telemetry: TelemetrySpec | None = None
+    sinks: tuple[SinkSpec, ...] = ()
     declaration: Declaration | None = None
     thresholds: tuple[Threshold, ...] = ()
     """The spec's own thresholds; the declaration's may tighten them (``specs.tightened``)."""
@@ -399,10 +423,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_NOT_WORK = ("budget", "telemetry", "sinks")
+
+
 def work_document(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (an EvalRun as written) without what does not change the run's work: the
-    budget (``spec.budget``), where its spans go (``spec.telemetry``) and whether judges read
-    the cache (``spec.judges.*.cache``).
+    budget (``spec.budget``), where its spans and results go (``spec.telemetry``,
+    ``spec.sinks``) and whether judges read the cache (``spec.judges.*.cache``).
 
     A document without either is returned unchanged, so its hash is what it always was.
 
@@ -417,9 +444,9 @@ def work_document(doc: dict[str, Any]) -> dict[str, Any]:
     cached = isinstance(judges, dict) and any(
         isinstance(j, dict) and "cache" in j for j in judges.values()
     )
-    if "budget" not in spec and "telemetry" not in spec and not cached:
+    if not any(k in spec for k in _NOT_WORK) and not cached:
         return doc
-    trimmed = {k: v for k, v in spec.items() if k not in ("budget", "telemetry")}
+    trimmed = {k: v for k, v in spec.items() if k not in _NOT_WORK}
     if cached:
         assert isinstance(judges, dict)
         trimmed["judges"] = {

@@ -21,7 +21,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalsi.core import UserError, expand_home
 from evalsi.specs._checks import (
@@ -48,6 +48,8 @@ from evalsi.specs._evalrun import (
     EvaluatorEntry,
     JudgeSpec,
     RunSpec,
+    SinkKind,
+    SinkSpec,
     TargetKind,
     TargetSpec,
     TelemetrySpec,
@@ -191,6 +193,7 @@ class _SpecBuilder(AgentKeys):
         evaluators = self.evaluators(spec["evaluators"])
         budget = self.budget(spec["budget"]) if "budget" in spec else None
         telemetry = self.telemetry(spec["telemetry"]) if "telemetry" in spec else None
+        sinks = tuple(self.sink(i, x) for i, x in enumerate(spec.get("sinks", ())))
         judges = {name: self.judge(name, j) for name, j in sorted(spec.get("judges", {}).items())}
         thresholds, problems = thresholds_from(
             spec.get("thresholds", ()), ("spec", "thresholds"), self.lines, source="spec"
@@ -245,6 +248,7 @@ class _SpecBuilder(AgentKeys):
             labels=dict(meta.get("labels", {})),
             environment=environment,
             telemetry=telemetry,
+            sinks=sinks,
             declaration=declaration,
             thresholds=tuple(thresholds),
             case_policy=case_policy_from(spec.get("casePolicy")),
@@ -528,6 +532,15 @@ class _SpecBuilder(AgentKeys):
             protocol=o.get("protocol", "http/protobuf"),
             timeout_s=float(o.get("timeoutSeconds", 10.0)),
         )
+
+    def sink(self, i: int, doc: dict[str, Any]) -> SinkSpec:
+        """``spec.sinks[i]``: the schema checked its keys; a secret is a reference."""
+        ((kind, options),) = doc.items()  # the schema allows exactly one kind
+        options = dict(options)
+        if kind == "webhook" and options.get("secretRef"):
+            at: KeyPath = ("spec", "sinks", i, "webhook", "secretRef")
+            options["secretRef"] = self.secret(at, options["secretRef"])
+        return SinkSpec(cast(SinkKind, kind), options)
 
 
 def _opt_float(value: Any) -> float | None:

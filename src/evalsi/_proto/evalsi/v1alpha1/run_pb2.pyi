@@ -37,7 +37,7 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EvalRunSpec(_message.Message):
-    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment", "telemetry", "declaration", "thresholds", "case_policy")
+    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment", "telemetry", "declaration", "thresholds", "case_policy", "sinks")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class EvalRunSpec(_message.Message):
     DECLARATION_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
     CASE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    SINKS_FIELD_NUMBER: _ClassVar[int]
     target: Target
     dataset: DatasetRef
     trials: int
@@ -77,7 +78,62 @@ class EvalRunSpec(_message.Message):
     declaration: _evidence_pb2.SystemDeclaration
     thresholds: _containers.RepeatedCompositeFieldContainer[_evidence_pb2.Threshold]
     case_policy: _evidence_pb2.CasePolicy
-    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ..., case_policy: _Optional[_Union[_evidence_pb2.CasePolicy, _Mapping]] = ...) -> None: ...
+    sinks: _containers.RepeatedCompositeFieldContainer[Sink]
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ..., case_policy: _Optional[_Union[_evidence_pb2.CasePolicy, _Mapping]] = ..., sinks: _Optional[_Iterable[_Union[Sink, _Mapping]]] = ...) -> None: ...
+
+class Sink(_message.Message):
+    __slots__ = ("mlflow", "s3", "webhook", "wandb")
+    MLFLOW_FIELD_NUMBER: _ClassVar[int]
+    S3_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    WANDB_FIELD_NUMBER: _ClassVar[int]
+    mlflow: MlflowSink
+    s3: S3Sink
+    webhook: WebhookSink
+    wandb: WandbSink
+    def __init__(self, mlflow: _Optional[_Union[MlflowSink, _Mapping]] = ..., s3: _Optional[_Union[S3Sink, _Mapping]] = ..., webhook: _Optional[_Union[WebhookSink, _Mapping]] = ..., wandb: _Optional[_Union[WandbSink, _Mapping]] = ...) -> None: ...
+
+class MlflowSink(_message.Message):
+    __slots__ = ("tracking_uri", "experiment")
+    TRACKING_URI_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    tracking_uri: str
+    experiment: str
+    def __init__(self, tracking_uri: _Optional[str] = ..., experiment: _Optional[str] = ...) -> None: ...
+
+class S3Sink(_message.Message):
+    __slots__ = ("bucket", "prefix", "endpoint_url", "region")
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_URL_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    bucket: str
+    prefix: str
+    endpoint_url: str
+    region: str
+    def __init__(self, bucket: _Optional[str] = ..., prefix: _Optional[str] = ..., endpoint_url: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+
+class WebhookSink(_message.Message):
+    __slots__ = ("url", "secret_ref", "timeout_seconds")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    secret_ref: str
+    timeout_seconds: float
+    def __init__(self, url: _Optional[str] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class WandbSink(_message.Message):
+    __slots__ = ("project", "mode", "dir", "entity")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    mode: str
+    dir: str
+    entity: str
+    def __init__(self, project: _Optional[str] = ..., mode: _Optional[str] = ..., dir: _Optional[str] = ..., entity: _Optional[str] = ...) -> None: ...
 
 class Telemetry(_message.Message):
     __slots__ = ("otlp",)
