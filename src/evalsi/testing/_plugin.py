@@ -165,8 +165,7 @@ def _write_report(session: _Session) -> None:
     from evalsi.reports import render_report, write_report
 
     parts = [
-        f"<!-- {run.test} -->\n"
-        + render_report(session.store(), run.run_id, fmt="md", summary=True)
+        render_report(session.store(), run.run_id, fmt="md", summary=True)
         for run in session.runs
         if run.in_session_store
     ]

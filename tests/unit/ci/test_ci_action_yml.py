@@ -98,3 +98,23 @@ def test_the_install_step_honours_package_then_version() -> None:
             env=env, capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         assert got == want
+
+
+def test_the_example_workflow_uses_only_inputs_the_action_declares() -> None:
+    workflow = yaml.safe_load((ROOT / "examples" / "ci" / "evalsi.yml").read_text())
+    assert workflow[True]["pull_request"] is None  # YAML 1.1 reads `on:` as true
+    assert workflow["permissions"] == {
+        "contents": "read",
+        "actions": "read",
+        "pull-requests": "write",
+    }
+    used = [
+        step
+        for job in workflow["jobs"].values()
+        for step in job["steps"]
+        if str(step.get("uses", "")).startswith("evalsi/evalsi@")
+    ]
+    assert used
+    for step in used:
+        assert set(step["with"]) <= set(ACTION["inputs"])
+        assert bool(step["with"].get("eval")) != bool(step["with"].get("spec"))

@@ -218,7 +218,7 @@ def test_answers(evalsi_eval, cut):
     assert names == ["test_stored.py::test_answers[0.5]", "test_stored.py::test_answers[0.95]"]
     report = (pytester.path / "evalsi.md").read_text()
     assert report.count("### evalsi · run") == 2
-    assert "<!-- test_stored.py::test_answers[0.95] -->" in report
+    assert "**test\\_stored.py::test\\_answers\\[0.95\\]** · score, done" in report
     assert "| exact-match | exact-match | 20 | 0.900 | [0.683, 0.988] |" in report
     assert "| `metric('exact-match').mean >= 0.95` | **failed** | 0.900 |" in report
 
