@@ -72,6 +72,7 @@ class StubGitHub:
         files: dict[str, bytes],
         created_at: str,
         expired: bool = False,
+        fork: bool = False,
     ) -> int:
         """An artifact a workflow run on ``branch`` uploaded: a zip of ``files``."""
         self._next_id += 1
@@ -89,7 +90,12 @@ class StubGitHub:
                 "created_at": created_at,
                 "archive_download_url": f"{self.url}/repos/{self.repository}/actions/artifacts/"
                 f"{ident}/zip",
-                "workflow_run": {"id": ident * 10, "head_branch": branch},
+                "workflow_run": {
+                    "id": ident * 10,
+                    "head_branch": branch,
+                    "repository_id": 1,
+                    "head_repository_id": 2 if fork else 1,  # a fork's pull request
+                },
             }
         )
         return ident

@@ -86,6 +86,10 @@ class GitHub:
                 run = a.get("workflow_run") or {}
                 if a.get("expired") or a.get("name") != name or run.get("head_branch") != branch:
                     continue
+                # a fork's pull request runs here too, and its branch may be called main: only
+                # a run of this repository's own branch is a baseline
+                if run.get("head_repository_id") != run.get("repository_id"):
+                    continue
                 found = Artifact(
                     id=int(a["id"]),
                     name=name,

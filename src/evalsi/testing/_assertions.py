@@ -68,6 +68,11 @@ def assert_metric(
         raise UserError(f"assert_metric: the threshold {threshold!r} is not a number")
     m = _find(result, name)
     label = _label(m)
+    if m.kind == "label":
+        raise UserError(
+            f"assert_metric: {label} is a label metric: it has counts per label, no mean",
+            hint="compare a pass/fail or numeric metric, or read result.metric(...).labels",
+        )
     shown = _shown(m)
     if m.mean is None or m.n == 0:
         raise AssertionError(

@@ -14,6 +14,8 @@ from evalsi.ci import MARKER, main
 from tests.support.stub_github import StubGitHub
 
 GATE = "metric('exact-match').mean >= 0.7"
+# the whole comment of the pull request below, run ids and the temporary directory replaced
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "ci" / "comment.md"
 
 
 def _dataset(path: Path, right: int, n: int = 20) -> Path:
@@ -85,9 +87,13 @@ def test_a_pull_request_is_compared_with_its_base_branch_and_commented_once(
     tmp_path: Path, github: StubGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base_run = _push_job(tmp_path, github, monkeypatch)
-    # an older baseline and another branch's: neither is the one wanted
+    # an older baseline, another branch's, a fork's, an expired one: none is the one wanted
     github.add_artifact("evalsi-baseline", "main", {"evalsi.db": b"old"}, "2026-11-01T00:00:00Z")
     github.add_artifact("evalsi-baseline", "dev", {"evalsi.db": b"dev"}, "2026-12-02T00:00:00Z")
+    # a fork's pull request from its own "main", uploading under the same name: not a baseline
+    fork = {"evalsi.db": b"poisoned"}
+    github.add_artifact("evalsi-baseline", "main", fork, "2026-12-03T00:00:00Z", fork=True)
+    github.add_artifact("evalsi-baseline", "main", fork, "2026-12-04T00:00:00Z", expired=True)
 
     job = Job(tmp_path, github, _pr_event(), "pr")
     monkeypatch.chdir(job.dir)
@@ -126,6 +132,9 @@ def test_a_pull_request_is_compared_with_its_base_branch_and_commented_once(
     # the gate line with its verdict, and the report's link
     assert f"| `{GATE}` | **failed** | 0.500 |" in body
     assert f"[Full report (HTML)]({url})" in body
+    golden = GOLDEN.read_text()
+    normal = body.replace(base_run, "RUN-A").replace(ran["run-id"], "RUN-B")
+    assert normal.replace(str(tmp_path), "TMP") == golden
     assert "Manifest" not in body
     assert "Failures" not in body
     assert job.summary.read_text().startswith("**evalsi: gate failed**")

@@ -50,3 +50,14 @@ def test_an_evaluator_with_several_metrics_asks_which() -> None:
 def test_a_bool_is_not_a_threshold() -> None:
     with pytest.raises(UserError, match="is not a number"):
         assert_metric(_run(5), "exact-match", ">=", True)
+
+
+@evaluator(name="t/band", outputs=[OutputSpec("band", "label")])
+def band(record: Record) -> list[Score]:
+    return [Score(name="band", label="hi")]
+
+
+def test_a_label_metric_has_no_mean_to_compare() -> None:
+    r = evalsi.evaluate([{"output": "y"}], [band], store=":memory:")
+    with pytest.raises(UserError, match="band/band is a label metric"):
+        assert_metric(r, "band", ">=", 0.5)
