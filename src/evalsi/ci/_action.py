@@ -171,7 +171,10 @@ def comment(ctx: Context) -> dict[str, str]:
 
 def comment_body(ctx: Context) -> str:
     """The marker, the verdict, the summary report with its comparison, the report's link."""
-    code = int(ctx.input("exit-code", "3"))
+    given = ctx.input("exit-code", "3")
+    if not given.isdigit():
+        raise UserError(f"input exit-code: {given!r} is not an exit code (0, 1, 2 or 3)")
+    code = int(given)
     run_id = ctx.input("run-id")
     baseline = ctx.input("baseline-run")
     lines = [MARKER, f"**evalsi: {OUTCOMES.get(code, 'infrastructure error')}** (exit {code})", ""]

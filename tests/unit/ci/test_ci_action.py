@@ -15,6 +15,7 @@ from tests.support.stub_github import StubGitHub
 
 GATE = "metric('exact-match').mean >= 0.7"
 # the whole comment of the pull request below, run ids and the temporary directory replaced
+SRC = Path(__file__).resolve().parents[3] / "src"
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "ci" / "comment.md"
 
 
@@ -281,6 +282,17 @@ def test_a_store_that_exists_is_not_overwritten_by_the_baseline(
 def test_an_unknown_step_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["deploy"], {}) == 2
     assert "prepare,run,report,comment" in capsys.readouterr().err
+    # and `python -m evalsi.ci`, as action.yml calls it, is the same entry
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalsi.ci", "comment"],
+        env={"PATH": "/usr/bin:/bin", "EVALSI_CI_EXIT_CODE": "one", "PYTHONPATH": str(SRC)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "::error title=evalsi::input exit-code: 'one' is not an exit code" in proc.stdout
 
 
 def test_a_missing_token_names_the_input(
