@@ -133,9 +133,11 @@ def test_ci_example_tests_pass_and_their_runs_are_stored(
     import os
     import subprocess
     import sys
+    from importlib.metadata import entry_points
 
-    # the plugin as this tree has it, whether or not an installed evalsi registered it already
-    plugin = ["-p", "no:evalsi", "-p", "evalsi.testing._plugin", "-p", "no:cacheprovider"]
+    # by its entry point when evalsi is installed with it, else by name (never both)
+    installed = any(e.value == "evalsi.testing._plugin" for e in entry_points(group="pytest11"))
+    plugin = ["-p", "no:cacheprovider"] + ([] if installed else ["-p", "evalsi.testing._plugin"])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *plugin, "--evalsi", "--evalsi-report", "evalsi.md",
          "--rootdir", str(tmp_path), str(EXAMPLES / "ci" / "test_answers.py")],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -15,9 +16,18 @@ from evalsi.store import SqlStore
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[3]
-# The plugin as the worktree has it, whether or not an installed evalsi registered it already
-# (its entry point is blocked, the module loaded by name: never both).
-PLUGIN = ("-p", "no:evalsi", "-p", "evalsi.testing._plugin", "-p", "no:cacheprovider")
+
+
+def _plugin_args() -> tuple[str, ...]:
+    """The plugin by its entry point when evalsi is installed with it (then ``-p`` would load
+    the module a second time), else by name: the same module either way."""
+    from importlib.metadata import entry_points
+
+    installed = any(e.value == "evalsi.testing._plugin" for e in entry_points(group="pytest11"))
+    return ("-p", "no:cacheprovider") + (() if installed else ("-p", "evalsi.testing._plugin"))
+
+
+PLUGIN = _plugin_args()
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -249,14 +259,19 @@ def test_a_session_without_the_fixture_says_nothing(pytester: pytest.Pytester) -
     pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
     result = pytester.runpytest_inprocess(*PLUGIN, "--evalsi")
     result.assert_outcomes(passed=1)
-    assert "evalsi" not in result.stdout.str()
+    out = result.stdout.str()
+    assert "evalsi:" not in out
+    assert " evalsi " not in out
     assert not (pytester.path / ".evalsi").exists()
 
 
 def test_the_plugin_loads_in_a_real_pytest_process_and_shows_its_options(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    import os
+
+    # this tree first; the rest as this process has it (where an entry point may come from)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "src"), *sys.path[1:]]))
     result = pytester.runpytest_subprocess(*PLUGIN, "--help")
     result.stdout.fnmatch_lines(
         ["evalsi: evaluations as tests*", "*--evalsi *", "*--evalsi-store=PATH*"]
@@ -270,3 +285,20 @@ def test_the_entry_point_names_the_plugin_module() -> None:
 
     assert callable(plugin.pytest_addoption)
     assert callable(plugin.evalsi_eval)
+
+
+def test_loading_the_plugin_imports_nothing_of_evalsi() -> None:
+    """pytest loads it in every session of an environment where evalsi is installed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest; before = set(sys.modules); import evalsi.testing._plugin; "
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith('evalsi')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert proc.stdout.strip() == "['evalsi', 'evalsi.testing', 'evalsi.testing._plugin']"
