@@ -92,7 +92,8 @@ def prepare(ctx: Context) -> dict[str, str]:
     """Put the baseline's runs into the store the run will write to; name the baseline run."""
     store = ctx.store
     source, how = _baseline_store(ctx)
-    if source is not None and source != store:
+    copied = source is not None and source != store
+    if source is not None and copied:
         if store.exists():
             raise UserError(
                 f"store {store} already exists, so the baseline's runs cannot be copied into it",
@@ -101,13 +102,25 @@ def prepare(ctx: Context) -> dict[str, str]:
             )
         store.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, store)
-    baseline = ctx.input("baseline-run")
-    if baseline or source is not None:
-        if not store.exists():
-            raise UserError(f"input baseline-run {baseline}: there is no store at {store}")
-        baseline = _resolve_run(store, baseline or "latest")
-        how = how or "the store"
-        note(f"baseline run {baseline} (from {how})")
+    given = ctx.input("baseline-run")
+    none = {"baseline-run": "", "baseline-source": "", "store": str(store)}
+    if not given and source is None:
+        return none
+    if not store.exists():
+        raise UserError(f"input baseline-run {given}: there is no store at {store}")
+    try:
+        baseline = _resolve_run(store, given or "latest")
+    except EvalsiError as e:
+        if given:  # the user named a run: a wrong name is theirs to fix
+            raise
+        # a saved baseline that cannot be read (or holds no run) must not block every pull
+        # request: the run goes on, gated, without a comparison
+        warning(f"the baseline store from {how} is not usable: {e}; nothing to compare with")
+        if copied:
+            store.unlink()
+        return none
+    how = how or "the store"
+    note(f"baseline run {baseline} (from {how})")
     return {"baseline-run": baseline, "baseline-source": how, "store": str(store)}
 
 

@@ -193,6 +193,28 @@ def test_no_baseline_artifact_yet_is_a_warning_and_no_comparison(
     assert "| exact-match | exact-match | 20 | 1.000 |" in body  # the metrics table, with its CI
 
 
+def test_an_unreadable_baseline_is_a_warning_and_the_run_goes_on(
+    tmp_path: Path,
+    github: StubGitHub,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    github.add_artifact("evalsi-baseline", "main", {"evalsi.db": b"junk"}, "2026-12-01T00:00:00Z")
+    job = Job(tmp_path, github, _pr_event(), "pr")
+    monkeypatch.chdir(job.dir)
+    code, out = job.step("prepare")
+    assert (code, out["baseline-run"]) == (0, "")
+    assert "file is not a database" in capsys.readouterr().out
+    assert not Path(out["store"]).exists()  # the run starts a store of its own
+    data = _dataset(tmp_path / "d.jsonl", right=20)
+    code, ran = job.step("run", eval=f"--data {data} --evaluators exact-match")
+    assert (code, ran["exit-code"]) == (0, "0")
+    # a baseline run the user names must exist
+    code, _ = job.step("prepare", baseline_run="20990101-000000-000000", baseline_artifact="")
+    assert code == 2
+    assert "no run '20990101-000000-000000'" in capsys.readouterr().out
+
+
 def test_a_refused_comment_warns_and_names_the_permission(
     tmp_path: Path,
     github: StubGitHub,
