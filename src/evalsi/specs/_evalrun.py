@@ -31,9 +31,11 @@ TargetKind = Literal["model", "python", "http", "agent"]
 class TargetSpec:
     """The system under test.
 
-    ``kind="model"``: ``connector`` is ``openai-compatible`` or ``anthropic``, with ``base_url``,
-    ``model``, ``params`` (temperature, max_tokens...) and ``secret_ref`` (``env:NAME`` or
-    ``file:PATH``). ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``:
+    ``kind="model"``: ``connector`` is one of ``connectors.MODEL_CONNECTORS``
+    (``openai-compatible``, ``anthropic``, ``azure-openai``, ``gemini``, ``bedrock``), with
+    ``base_url``, ``model``, ``params`` (temperature, max_tokens...), ``secret_ref``
+    (``env:NAME`` or ``file:PATH``), and a provider's ``api_version`` (Azure, Gemini) and
+    ``region`` (Bedrock). ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``:
     ``http`` holds ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders),
     ``output`` (a JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the
     sample's ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
@@ -53,6 +55,8 @@ class TargetSpec:
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     agent: AgentSpec | None = None
+    api_version: str = ""
+    region: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +274,8 @@ class TelemetrySpec:
 class JudgeSpec:
     """A model that grades (none by default, secrets by reference).
 
-    ``connector`` is ``openai-compatible`` or ``anthropic``; ``params`` are sent with every
+    ``connector`` is one of ``connectors.MODEL_CONNECTORS``, with ``api_version`` (Azure,
+    Gemini) and ``region`` (Bedrock) where the provider needs them; ``params`` are sent with every
     judge call (``temperature: 0`` is wise); ``max_concurrency`` caps this judge's calls in
     flight. ``name`` is the key evaluators ask for (``judge: default``). ``scale`` is the
     ``(min, max)`` this judge scores on (``llm-judge`` asks for it and normalises to [0, 1];
@@ -287,6 +292,8 @@ class JudgeSpec:
     max_concurrency: int = 16
     scale: tuple[float, float] | None = None
     cache: bool = True
+    api_version: str = ""
+    region: str = ""
 
     def identity(self) -> dict[str, Any]:
         """What the manifest records and the judge cache keys on (no secret values).
@@ -305,6 +312,11 @@ class JudgeSpec:
         }
         if self.scale is not None:
             out["scale"] = {"min": self.scale[0], "max": self.scale[1]}
+        # Only when set, as scale: the keys of the judges that have neither stay as they were.
+        if self.api_version:
+            out["api_version"] = self.api_version
+        if self.region:
+            out["region"] = self.region
         return out
 
 
