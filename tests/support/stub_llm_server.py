@@ -167,16 +167,17 @@ def _last_anthropic_text(messages: list[dict[str, Any]]) -> str:
 
 
 def _last_gemini_text(contents: list[dict[str, Any]]) -> str:
-    """The last user turn's text, or its last function response's ``result`` (else its JSON)."""
+    """The last user turn's text, or its last function response's ``result`` (else the
+    response), as text or JSON."""
     for content in reversed(contents):
         if content.get("role") == "user":
             parts = content.get("parts") or []
             last = parts[-1] if parts else {}
             if isinstance(last, dict) and isinstance(last.get("functionResponse"), dict):
                 response = last["functionResponse"].get("response")
-                if isinstance(response, dict) and isinstance(response.get("result"), str):
-                    return str(response["result"])
-                return orjson.dumps(response).decode()
+                if isinstance(response, dict) and "result" in response:
+                    response = response["result"]
+                return response if isinstance(response, str) else orjson.dumps(response).decode()
             return _text_of(parts)
     return ""
 

@@ -1,18 +1,9 @@
-"""Bedrock's Converse API: the mapping both ways, and SigV4-signed requests against the stub.
-
-The stub records each request's raw path, headers and body bytes; ``verify_sigv4`` recomputes
-the signature with botocore from exactly what arrived, so a request changed after signing (or
-a path requoted on the way) fails the test.
-"""
+"""Bedrock's Converse API: the mapping both ways, and SigV4-signed requests against the stub
+(``tests/support/sigv4.py`` recomputes each signature from what arrived)."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from evalsi.connectors import (
     Bedrock,
@@ -26,16 +17,12 @@ from evalsi.connectors import (
 from evalsi.connectors._bedrock import converse_request, parse_converse
 from evalsi.core import Message, ToolCall, UserError
 from tests.support.aio import run
-from tests.support.stub_llm import Fault, StubLLM, StubRequest
+from tests.support.sigv4 import KEY_ID, SECRET_KEY, TOKEN, verify_sigv4
+from tests.support.stub_llm import Fault, StubLLM
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 PATH = "/model/anthropic.claude-3-haiku-20240307-v1:0/converse"  # as the stub routes it
 RAW_PATH = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"  # as it is sent
-KEY_ID, SECRET_KEY, TOKEN = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok-1"
-AUTH = re.compile(
-    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[a-z0-9-]+)/"
-    r"bedrock/aws4_request, SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=(?P<sig>[0-9a-f]{64})"
-)
 
 
 @pytest.fixture
@@ -54,28 +41,6 @@ def _client(stub: StubLLM, **kwargs: object) -> Bedrock:
     resilience = Resilience(retry=RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05))
     kwargs.setdefault("region", "eu-west-3")
     return Bedrock(stub.url, MODEL, resilience=resilience, **kwargs)  # type: ignore[arg-type]
-
-
-def verify_sigv4(request: StubRequest, root: str, region: str) -> None:
-    """The request's Authorization is well formed and botocore computes the same signature
-    for the request as it arrived."""
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    match = AUTH.fullmatch(headers["authorization"])
-    assert match is not None, headers["authorization"]
-    assert (match["key"], match["region"]) == (KEY_ID, region)
-    assert match["date"] == headers["x-amz-date"][:8]
-    signed = match["signed"].split(";")
-    assert signed == ["content-type", "host", "x-amz-date", "x-amz-security-token"]
-    aws = AWSRequest(
-        method=request.method,
-        url=root + request.raw_path,
-        data=request.raw,
-        headers={name: headers[name] for name in signed if name != "host"},
-    )
-    aws.context["timestamp"] = headers["x-amz-date"]
-    signer = SigV4Auth(Credentials(KEY_ID, SECRET_KEY, TOKEN), "bedrock", region)
-    canonical = signer.canonical_request(aws)
-    assert signer.signature(signer.string_to_sign(aws, canonical), aws) == match["sig"]
 
 
 def test_request_maps_system_turns_tools_and_inference_config() -> None:
