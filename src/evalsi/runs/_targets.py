@@ -206,7 +206,8 @@ def identity(target: Target, spec: TargetSpec) -> tuple[dict[str, Any], list[str
     described = target.describe()
     unpinned: list[str] = []
     if spec.kind == "model":
-        host = urlsplit(spec.base_url).hostname or ""
+        # the connector's URL: Bedrock's comes from its region, not the spec
+        host = urlsplit(str(described.get("base_url") or spec.base_url)).hostname or ""
         if any(host == h or (h.startswith(".") and host.endswith(h)) for h in CLOSED_API_HOSTS):
             unpinned.append(
                 f"target.model {spec.model!r}: a closed API model can change behind its name"
