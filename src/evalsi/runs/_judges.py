@@ -40,6 +40,7 @@ _JUDGE_FIELDS = {
     "secretRef": "secret_ref",
     "timeoutSeconds": "timeout_s",
     "maxConcurrency": "max_concurrency",
+    "apiVersion": "api_version",
 }
 
 
@@ -172,7 +173,7 @@ def judge_specs(judges: Mapping[str, JudgeLike] | None) -> dict[str, JudgeSpec]:
             raise UserError(
                 f"judges.{name}: unknown field(s) {', '.join(map(repr, unknown))}",
                 hint="known: connector, baseUrl, model, params, secretRef, timeoutSeconds, "
-                "maxConcurrency, scale, cache",
+                "maxConcurrency, scale, cache, apiVersion, region",
             )
         if not value.get("model"):
             raise UserError(f"judges.{name}: model is required")
