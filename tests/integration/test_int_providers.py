@@ -236,6 +236,16 @@ spec:
             "spec.target.model.region",
             "the gemini connector takes no region",
         ),
+        (
+            "{connector: anthropic, model: m, auth: bearer, secretRef: env:K}",
+            "spec.target.model.auth",
+            "the anthropic connector sends its key its own way",
+        ),
+        (
+            "{connector: gemini, model: m, auth: bearer}",
+            "spec.target.model.auth",
+            "a bearer token needs a secretRef",
+        ),
     ],
 )
 def test_bad_provider_settings_name_the_field(
@@ -254,3 +264,32 @@ spec:
     with pytest.raises(SpecError) as e:
         run_spec_from_yaml(spec, base_dir=tmp_path)
     assert f"{where}: {expected}" in str(e.value)
+
+
+def test_an_entra_id_token_from_the_spec_goes_as_bearer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _data(tmp_path)
+    monkeypatch.setenv("AZURE_AD_TOKEN", "eyJ-entra")
+    with StubLLM(require_key="eyJ-entra") as stub:
+        spec = f"""
+apiVersion: evals.si/v1alpha1
+kind: EvalRun
+metadata: {{name: azure-entra}}
+spec:
+  target:
+    model:
+      connector: azure-openai
+      baseUrl: "{stub.url}"
+      model: qa-deploy
+      apiVersion: "2024-10-21"
+      auth: bearer
+      secretRef: env:AZURE_AD_TOKEN
+  dataset: {{path: qa.jsonl}}
+  evaluators: [{{ref: exact-match}}]
+"""
+        result, _ = _run(tmp_path, spec)
+        (first, _second) = stub.requests(MODELS["azure-openai"][1])
+    assert result.tasks == {"ok": 2}
+    assert first.headers["Authorization"] == "Bearer eyJ-entra"
+    assert "api-key" not in {k.lower() for k in first.headers}

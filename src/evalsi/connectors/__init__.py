@@ -34,6 +34,7 @@ from evalsi.connectors._http_target import HttpTarget, render
 from evalsi.connectors._jsonpath import JsonPath, JsonPathMiss
 from evalsi.connectors._models import (
     BASE_URL_OPTIONAL,
+    BEARER_CONNECTORS,
     DEFAULT_BASE_URLS,
     MODEL_CONNECTORS,
     chat_model,
@@ -55,6 +56,7 @@ from evalsi.connectors._types import (
 
 __all__ = [
     "BASE_URL_OPTIONAL",
+    "BEARER_CONNECTORS",
     "DEFAULT_BASE_URLS",
     "DEFAULT_CONNECTION_LIMIT",
     "INFRA_KINDS",

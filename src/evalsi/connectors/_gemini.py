@@ -47,7 +47,8 @@ class Gemini(ChatModel):
 
     ``base_url`` is the host root (``https://generativelanguage.googleapis.com`` when empty in a
     spec) and ``api_version`` its path version (``v1beta``, which has tools and system
-    instructions); the key travels in ``x-goog-api-key``. System messages become
+    instructions); the key travels in ``x-goog-api-key`` (``bearer=True``: an OAuth access token
+    in ``Authorization: Bearer``). System messages become
     ``systemInstruction``; ``params`` other than request fields (``tools``, ``toolConfig``,
     ``safetySettings``...) go in ``generationConfig``, with ``max_tokens``, ``top_p``, ``stop``
     accepted for ``maxOutputTokens``, ``topP``, ``stopSequences``. Tools in the OpenAI shape
@@ -74,6 +75,7 @@ class Gemini(ChatModel):
         *,
         api_key: Secret | str | None = None,
         api_version: str = GEMINI_API_VERSION,
+        bearer: bool = False,
         timeout: float = 120.0,
         system: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -82,6 +84,7 @@ class Gemini(ChatModel):
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.api_version = api_version or GEMINI_API_VERSION
+        self.bearer = bearer
         super().__init__(
             base_url or GEMINI_BASE_URL, model, params, api_key=api_key, timeout=timeout,
             system=system, headers=headers, rate_limits=rate_limits, resilience=resilience,
@@ -93,6 +96,8 @@ class Gemini(ChatModel):
         )
 
     def _auth(self, api_key: Secret) -> dict[str, str]:
+        if self.bearer:  # a Google OAuth access token (gcloud auth print-access-token)
+            return {"Authorization": f"Bearer {api_key.reveal()}"}
         return {"x-goog-api-key": api_key.reveal()}
 
     def _describe_extra(self) -> dict[str, Any]:

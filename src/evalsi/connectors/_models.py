@@ -32,6 +32,10 @@ DEFAULT_BASE_URLS = {
 
 BASE_URL_OPTIONAL = frozenset({*DEFAULT_BASE_URLS, "bedrock"})
 
+BEARER_CONNECTORS = ("azure-openai", "gemini")
+"""The connectors that can send their secret as an access token (``auth: bearer``): a
+Microsoft Entra ID token for Azure, a Google OAuth token for Gemini."""
+
 
 def chat_model(
     connector: str,
@@ -42,6 +46,7 @@ def chat_model(
     api_key: Secret | None = None,
     api_version: str = "",
     region: str = "",
+    auth: str = "",
     timeout: float = 120.0,
     system: str | None = None,
     rate_limits: RateLimits | None = None,
@@ -50,6 +55,7 @@ def chat_model(
 ) -> ChatModel:
     """The client for ``connector`` (no call made). ``at`` is the spec path of the model's
     fields, so a bad value is a ``UserError`` that names it (``spec.judges.default.region``).
+    ``auth="bearer"`` sends the key as ``Authorization: Bearer`` (``BEARER_CONNECTORS``).
 
     Example:
         >>> chat_model("gemini", "", "gemini-2.5-flash").base_url
@@ -63,6 +69,9 @@ def chat_model(
     base_url = base_url or DEFAULT_BASE_URLS.get(connector, "")
     if not base_url and connector not in BASE_URL_OPTIONAL:
         raise UserError(f"{at}.baseUrl is required (e.g. http://127.0.0.1:8000/v1)")
+    bearer = auth == "bearer"
+    if bearer and connector not in BEARER_CONNECTORS:
+        raise UserError(f"{at}.auth: the {connector} connector sends its key its own way")
     common: dict[str, Any] = {
         "api_key": api_key,
         "timeout": timeout,
@@ -72,9 +81,11 @@ def chat_model(
     }
     try:
         if connector == "azure-openai":
-            return AzureOpenAI(base_url, model, params, api_version=api_version, **common)
+            return AzureOpenAI(
+                base_url, model, params, api_version=api_version, bearer=bearer, **common
+            )
         if connector == "gemini":
-            return Gemini(base_url, model, params, api_version=api_version, **common)
+            return Gemini(base_url, model, params, api_version=api_version, bearer=bearer, **common)
         if connector == "bedrock":
             return Bedrock(base_url, model, params, region=region, **common)
     except UserError as e:  # the connector names its field; the caller knows where it is

@@ -70,6 +70,7 @@ class StoreJudge:
             api_key=key,
             api_version=spec.api_version,
             region=spec.region,
+            auth=spec.auth,
             timeout=spec.timeout_s,
             resilience=resilience,
             at=f"spec.judges.{spec.name}",

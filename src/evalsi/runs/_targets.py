@@ -138,6 +138,7 @@ def build_target(
             api_key=key,
             api_version=spec.api_version,
             region=spec.region,
+            auth=spec.auth,
             timeout=spec.timeout_s,
             system=spec.system or None,
             rate_limits=limits,

@@ -54,6 +54,7 @@ def build_user_simulator(
         api_key=key,
         api_version=spec.api_version,
         region=spec.region,
+        auth=spec.auth,
         resilience=resilience,
         at=f"{at}.model",
     )

@@ -93,6 +93,7 @@ class UserSimulatorSpec:
     max_usd: float | None = None
     api_version: str = ""
     region: str = ""
+    auth: str = ""
 
 
 @dataclass(frozen=True, slots=True)

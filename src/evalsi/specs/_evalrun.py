@@ -34,11 +34,12 @@ class TargetSpec:
     ``kind="model"``: ``connector`` is one of ``connectors.MODEL_CONNECTORS``
     (``openai-compatible``, ``anthropic``, ``azure-openai``, ``gemini``, ``bedrock``), with
     ``base_url``, ``model``, ``params`` (temperature, max_tokens...), ``secret_ref``
-    (``env:NAME`` or ``file:PATH``), and a provider's ``api_version`` (Azure, Gemini) and
-    ``region`` (Bedrock). ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``:
-    ``http`` holds ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders),
-    ``output`` (a JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the
-    sample's ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
+    (``env:NAME`` or ``file:PATH``), a provider's ``api_version`` (Azure, Gemini) and
+    ``region`` (Bedrock), and ``auth`` (``bearer``: the secret is an access token).
+    ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``: ``http`` holds
+    ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders), ``output`` (a
+    JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the sample's
+    ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
     """
 
     kind: TargetKind
@@ -57,6 +58,7 @@ class TargetSpec:
     agent: AgentSpec | None = None
     api_version: str = ""
     region: str = ""
+    auth: str = ""  # "" / "api-key": the connector's key header; "bearer": an access token
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +296,7 @@ class JudgeSpec:
     cache: bool = True
     api_version: str = ""
     region: str = ""
+    auth: str = ""  # how the key is sent; not part of the identity (it changes no answer)
 
     def identity(self) -> dict[str, Any]:
         """What the manifest records and the judge cache keys on (no secret values).

@@ -326,7 +326,7 @@ class _SpecBuilder(AgentKeys):
                 kind=kind, agent=agent, connector="scripted", model=m["model"], **common
             )
         base_url, secret = self.endpoint((*at, "model"), m)
-        api_version, region = self.provider((*at, "model"), m, base_url)
+        api_version, region, auth = self.provider((*at, "model"), m, base_url)
         return TargetSpec(
             kind=kind,
             agent=agent,
@@ -337,16 +337,18 @@ class _SpecBuilder(AgentKeys):
             secret_ref=secret,
             api_version=api_version,
             region=region,
+            auth=auth,
             **common,
         )
 
     def judge(self, name: str, j: dict[str, Any]) -> JudgeSpec:
         at: KeyPath = ("spec", "judges", name)
         base_url, secret = self.endpoint(at, j)
-        api_version, region = self.provider(at, j, base_url)
+        api_version, region, auth = self.provider(at, j, base_url)
         return JudgeSpec(
             api_version=api_version,
             region=region,
+            auth=auth,
             name=name,
             connector=j["connector"],
             base_url=base_url,
@@ -382,11 +384,16 @@ class _SpecBuilder(AgentKeys):
             secret = self.secret((*at, "secretRef"), secret)
         return base_url, secret
 
-    def provider(self, at: KeyPath, m: dict[str, Any], base_url: str) -> tuple[str, str]:
-        """The checked ``apiVersion`` and ``region`` of a model or a judge: Azure needs a
-        version and a bare resource endpoint, Bedrock a region botocore knows; a connector
-        that takes neither is refused one rather than ignoring it."""
-        from evalsi.connectors import azure_endpoint_problem, bedrock_region_problem
+    def provider(self, at: KeyPath, m: dict[str, Any], base_url: str) -> tuple[str, str, str]:
+        """The checked ``apiVersion``, ``region`` and ``auth`` of a model or a judge: Azure
+        needs a version and a bare resource endpoint, Bedrock a region botocore knows, a bearer
+        token a connector that sends one and a secret; a connector that takes none of them is
+        refused one rather than ignoring it."""
+        from evalsi.connectors import (
+            BEARER_CONNECTORS,
+            azure_endpoint_problem,
+            bedrock_region_problem,
+        )
 
         connector = m["connector"]
         api_version, region = str(m.get("apiVersion", "")), str(m.get("region", ""))
@@ -409,7 +416,16 @@ class _SpecBuilder(AgentKeys):
                 self.bad((*at, "region"), problem)
         elif region:
             self.bad((*at, "region"), f"the {connector} connector takes no region")
-        return api_version, region
+        auth = str(m.get("auth", ""))
+        if auth == "bearer" and connector not in BEARER_CONNECTORS:
+            self.bad(
+                (*at, "auth"),
+                f"the {connector} connector sends its key its own way (bearer is for "
+                f"{' and '.join(BEARER_CONNECTORS)})",
+            )
+        elif auth == "bearer" and not m.get("secretRef"):
+            self.bad((*at, "auth"), "a bearer token needs a secretRef (where the token is)")
+        return api_version, region, auth
 
     def scale(self, at: KeyPath, s: dict[str, Any]) -> tuple[float, float] | None:
         low, high = s.get("min"), s.get("max")

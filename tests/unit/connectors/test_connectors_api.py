@@ -24,6 +24,7 @@ def test_public_surface_is_pinned() -> None:
         "Anthropic",
         "AzureOpenAI",
         "BASE_URL_OPTIONAL",
+        "BEARER_CONNECTORS",
         "Bedrock",
         "BreakerPolicy",
         "BreakerRegistry",

@@ -209,3 +209,10 @@ def test_default_base_url_and_version() -> None:
     assert client._url == (
         "https://generativelanguage.googleapis.com/v1/models/gemini-2.5-flash:generateContent"
     )
+
+
+def test_an_oauth_token_goes_as_bearer(stub_llm: StubLLM) -> None:
+    run(_client(stub_llm, api_key=Secret("ya29.token"), bearer=True).complete("hi"))
+    (request,) = stub_llm.requests(PATH)
+    assert request.headers["Authorization"] == "Bearer ya29.token"
+    assert "x-goog-api-key" not in request.headers

@@ -105,7 +105,7 @@ class OtlpExport(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., protocol: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class Judge(_message.Message):
-    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache", "api_version", "region")
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache", "api_version", "region", "auth")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,7 @@ class Judge(_message.Message):
     CACHE_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     connector: str
     base_url: str
     model: str
@@ -128,7 +129,8 @@ class Judge(_message.Message):
     cache: bool
     api_version: str
     region: str
-    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., scale: _Optional[_Union[JudgeScale, _Mapping]] = ..., cache: _Optional[bool] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+    auth: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., scale: _Optional[_Union[JudgeScale, _Mapping]] = ..., cache: _Optional[bool] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ..., auth: _Optional[str] = ...) -> None: ...
 
 class JudgeScale(_message.Message):
     __slots__ = ("min", "max")
@@ -161,7 +163,7 @@ class Target(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., python: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ..., agent: _Optional[_Union[AgentTarget, _Mapping]] = ..., template: _Optional[str] = ..., system: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ...) -> None: ...
 
 class ModelTarget(_message.Message):
-    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "api_version", "region")
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "api_version", "region", "auth")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +171,7 @@ class ModelTarget(_message.Message):
     SECRET_REF_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     connector: str
     base_url: str
     model: str
@@ -176,7 +179,8 @@ class ModelTarget(_message.Message):
     secret_ref: str
     api_version: str
     region: str
-    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+    auth: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ..., auth: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
     __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration", "harness", "kind", "a2a", "mcp", "responses", "http", "cli", "cassette", "user")
