@@ -218,3 +218,17 @@ def test_no_credentials_is_a_user_error(monkeypatch: pytest.MonkeyPatch, aws_env
         chat_model("bedrock", "", MODEL, region="us-east-1")
     assert "no AWS credentials" in e.value.message
     assert "AWS_ACCESS_KEY_ID" in (e.value.hint or "")
+
+
+def test_an_arn_is_one_encoded_path_segment_signed_as_sent(
+    stub_llm: StubLLM, aws_env: None
+) -> None:
+    arn = "arn:aws:bedrock:eu-west-3:123456789012:inference-profile/eu.amazon.nova-lite-v1:0"
+    resilience = Resilience(retry=RetryPolicy(max_attempts=1))
+    run(Bedrock(stub_llm.url, arn, region="eu-west-3", resilience=resilience).complete("hi"))
+    (request,) = stub_llm.requests()
+    assert request.raw_path == (
+        "/model/arn%3Aaws%3Abedrock%3Aeu-west-3%3A123456789012%3Ainference-profile%2F"
+        "eu.amazon.nova-lite-v1%3A0/converse"
+    )
+    verify_sigv4(request, stub_llm.url, "eu-west-3")
