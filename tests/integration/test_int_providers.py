@@ -293,3 +293,16 @@ spec:
     assert result.tasks == {"ok": 2}
     assert first.headers["Authorization"] == "Bearer eyJ-entra"
     assert "api-key" not in {k.lower() for k in first.headers}
+
+
+def test_a_simulated_user_speaks_through_a_provider(tmp_path: Path) -> None:
+    from evalsi.connectors import Gemini
+    from evalsi.runs._user_sim import build_user_simulator
+    from evalsi.specs import UserSimulatorSpec
+
+    spec = UserSimulatorSpec(
+        connector="gemini", model="gemini-2.5-flash", secret_ref="env:GEMINI_API_KEY", goal="g"
+    )
+    simulator = build_user_simulator(spec)
+    assert isinstance(simulator.model, Gemini)
+    assert simulator.model.base_url == "https://generativelanguage.googleapis.com"
