@@ -346,9 +346,6 @@ class _SpecBuilder(AgentKeys):
         base_url, secret = self.endpoint(at, j)
         api_version, region, auth = self.provider(at, j, base_url)
         return JudgeSpec(
-            api_version=api_version,
-            region=region,
-            auth=auth,
             name=name,
             connector=j["connector"],
             base_url=base_url,
@@ -359,6 +356,9 @@ class _SpecBuilder(AgentKeys):
             max_concurrency=int(j.get("maxConcurrency", 16)),
             scale=self.scale((*at, "scale"), j["scale"]) if "scale" in j else None,
             cache=bool(j.get("cache", True)),
+            api_version=api_version,
+            region=region,
+            auth=auth,
         )
 
     def endpoint(self, at: KeyPath, m: dict[str, Any]) -> tuple[str, str]:
