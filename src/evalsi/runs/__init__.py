@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
+    from evalsi.connectors import MODEL_CONNECTORS
     from evalsi.runs._aggregate import Aggregator
     from evalsi.runs._cases import Case, CaseBuilder, CategoryFigures, rate, with_unattempted
     from evalsi.runs._cassettes import StoredCassettes
@@ -90,7 +91,6 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
-    from evalsi.runs._targets import MODEL_CONNECTORS
     from evalsi.runs._tasks import iter_tasks, task_json
     from evalsi.runs._test_plan import (
         PLAN_FORMAT,

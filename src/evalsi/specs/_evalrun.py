@@ -31,12 +31,15 @@ TargetKind = Literal["model", "python", "http", "agent"]
 class TargetSpec:
     """The system under test.
 
-    ``kind="model"``: ``connector`` is ``openai-compatible`` or ``anthropic``, with ``base_url``,
-    ``model``, ``params`` (temperature, max_tokens...) and ``secret_ref`` (``env:NAME`` or
-    ``file:PATH``). ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``:
-    ``http`` holds ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders),
-    ``output`` (a JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the
-    sample's ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
+    ``kind="model"``: ``connector`` is one of ``connectors.MODEL_CONNECTORS``
+    (``openai-compatible``, ``anthropic``, ``azure-openai``, ``gemini``, ``bedrock``), with
+    ``base_url``, ``model``, ``params`` (temperature, max_tokens...), ``secret_ref``
+    (``env:NAME`` or ``file:PATH``), a provider's ``api_version`` (Azure, Gemini) and
+    ``region`` (Bedrock), and ``auth`` (``bearer``: the secret is an access token).
+    ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``: ``http`` holds
+    ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders), ``output`` (a
+    JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the sample's
+    ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
     """
 
     kind: TargetKind
@@ -53,6 +56,9 @@ class TargetSpec:
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     agent: AgentSpec | None = None
+    api_version: str = ""
+    region: str = ""
+    auth: str = ""  # "" / "api-key": the connector's key header; "bearer": an access token
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +299,8 @@ class SinkSpec:
 class JudgeSpec:
     """A model that grades (none by default, secrets by reference).
 
-    ``connector`` is ``openai-compatible`` or ``anthropic``; ``params`` are sent with every
+    ``connector`` is one of ``connectors.MODEL_CONNECTORS``, with ``api_version`` (Azure,
+    Gemini) and ``region`` (Bedrock) where the provider needs them; ``params`` are sent with every
     judge call (``temperature: 0`` is wise); ``max_concurrency`` caps this judge's calls in
     flight. ``name`` is the key evaluators ask for (``judge: default``). ``scale`` is the
     ``(min, max)`` this judge scores on (``llm-judge`` asks for it and normalises to [0, 1];
@@ -310,6 +317,9 @@ class JudgeSpec:
     max_concurrency: int = 16
     scale: tuple[float, float] | None = None
     cache: bool = True
+    api_version: str = ""
+    region: str = ""
+    auth: str = ""  # how the key is sent; not part of the identity (it changes no answer)
 
     def identity(self) -> dict[str, Any]:
         """What the manifest records and the judge cache keys on (no secret values).
@@ -328,6 +338,11 @@ class JudgeSpec:
         }
         if self.scale is not None:
             out["scale"] = {"min": self.scale[0], "max": self.scale[1]}
+        # Only when set, as scale: the keys of the judges that have neither stay as they were.
+        if self.api_version:
+            out["api_version"] = self.api_version
+        if self.region:
+            out["region"] = self.region
         return out
 
 

@@ -161,7 +161,7 @@ class OtlpExport(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., protocol: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class Judge(_message.Message):
-    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache")
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache", "api_version", "region", "auth")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +171,9 @@ class Judge(_message.Message):
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     SCALE_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     connector: str
     base_url: str
     model: str
@@ -180,7 +183,10 @@ class Judge(_message.Message):
     max_concurrency: int
     scale: JudgeScale
     cache: bool
-    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., scale: _Optional[_Union[JudgeScale, _Mapping]] = ..., cache: _Optional[bool] = ...) -> None: ...
+    api_version: str
+    region: str
+    auth: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., scale: _Optional[_Union[JudgeScale, _Mapping]] = ..., cache: _Optional[bool] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ..., auth: _Optional[str] = ...) -> None: ...
 
 class JudgeScale(_message.Message):
     __slots__ = ("min", "max")
@@ -213,18 +219,24 @@ class Target(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., python: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ..., agent: _Optional[_Union[AgentTarget, _Mapping]] = ..., template: _Optional[str] = ..., system: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ...) -> None: ...
 
 class ModelTarget(_message.Message):
-    __slots__ = ("connector", "base_url", "model", "params", "secret_ref")
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "api_version", "region", "auth")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     connector: str
     base_url: str
     model: str
     params: _struct_pb2.Struct
     secret_ref: str
-    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+    api_version: str
+    region: str
+    auth: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ..., auth: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
     __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration", "harness", "kind", "a2a", "mcp", "responses", "http", "cli", "cassette", "user")
