@@ -47,6 +47,11 @@ BEYOND_A_SCHEMA: list[tuple[str, re.Pattern[str], str]] = [
     ("*", re.compile(r"run id prefix .* is ambiguous"), "the store's contents"),
     # Which target kinds a server runs is its configuration (Python targets never).
     ("POST /v1alpha1/runs", re.compile(r"targets are refused by this server"), "configuration"),
+    # Which secrets a server lends is its configuration (secrets.allowEnv; file: never), and so
+    # is whether it signs Bedrock calls with its own AWS credentials.
+    ("POST /v1alpha1/runs", re.compile(r"secret references are refused by a server"), "config"),
+    ("POST /v1alpha1/runs", re.compile(r"is not a secret this server lends"), "configuration"),
+    ("POST /v1alpha1/runs", re.compile(r"would sign with this server's AWS"), "configuration"),
     # The policy is a document in its own languages (YAML text, CEL conditions, durations),
     # checked by the loader `evalsi policy apply` shares; the document gives its shape only.
     ("POST /v1alpha1/policies", re.compile(r"^policy\b"), "YAML/CEL content"),

@@ -131,7 +131,9 @@ class RunHandler:
     async def replay_run(
         self, request: pb.ReplayRunRequest, ctx: RequestContext[Any, Any], /
     ) -> pb.ReplayRunResponse:
-        evaluators = [str(e).strip() for e in request.evaluators]
+        # Whitespace as the schema's pattern (ECMA-262 \s) counts it: a name the document
+        # calls valid is never refused here as blank.
+        evaluators = [str(e).strip(_SCHEMA_SPACE) for e in request.evaluators]
         for i, name in enumerate(evaluators):
             if not name or "\x00" in name:
                 raise UserError(f"evaluators[{i}]: expected an evaluator name or ref")
@@ -495,6 +497,13 @@ def _metric_filter(names: Sequence[str]) -> list[str] | None:
     if any(not n for n in wanted):
         raise UserError("metrics: a metric name is empty (expected EVALUATOR or EVALUATOR/METRIC)")
     return wanted or None
+
+
+_SCHEMA_SPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+"""What ECMA-262's ``\\s`` matches: the whitespace of the JSON Schema patterns in the proto."""
 
 
 def _secret_refs(node: Any, where: str) -> list[tuple[str, str]]:
