@@ -1,7 +1,14 @@
 """The evaluator SDK: the decorator, params, the registry and the batching runner."""
 
 from evalsi.evaluators._code import is_code_ref, load_code_evaluator
-from evalsi.evaluators._decorator import BoundEvaluator, Evaluator, NotMeasured, Skip, evaluator
+from evalsi.evaluators._decorator import (
+    BoundEvaluator,
+    Evaluator,
+    NotMeasured,
+    RecordError,
+    Skip,
+    evaluator,
+)
 from evalsi.evaluators._judges import (
     JudgeClient,
     JudgeReply,
@@ -26,6 +33,7 @@ __all__ = [
     "NotMeasured",
     "Pack",
     "PackOptIn",
+    "RecordError",
     "RecordRunner",
     "Registry",
     "Runner",

@@ -1,0 +1,80 @@
+"""A plugin's evaluators as ordinary evalsi evaluators: each is a batch evaluator whose batch
+goes to the plugin, so the normal runners grade it (skips for missing fields, errors as data,
+one ``Evaluate`` batch per runner batch) and a run's spec records it like any other."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from evalsi.core import EvaluatorManifest, Record, Scope, UserError
+from evalsi.evaluators import BoundEvaluator, Evaluator, Registry
+from evalsi.plugins._installed import InstalledPlugin, load_installed
+
+if TYPE_CHECKING:
+    from evalsi.plugins._host import PluginHost
+
+
+class PluginEvaluator(Evaluator):
+    """An evaluator served by a plugin; its params are checked against the plugin's
+    ``params_schema`` and binding it starts the plugin (a ``UserError`` if it cannot)."""
+
+    def __init__(self, manifest: EvaluatorManifest, host: PluginHost) -> None:
+        ref = manifest.ref
+
+        async def grade(records: list[Record], **params: Any) -> list[Any]:
+            return await host.evaluate(ref, params, records)
+
+        grade.__doc__ = manifest.description
+        super().__init__(grade, dataclasses.replace(manifest, batchable=True), ())
+        self.host = host
+        self.source = {"plugin": host.name, "plugin_version": host.plugin.version}
+
+    def bind(self, params: Mapping[str, Any] | None = None, *, alias: str = "") -> BoundEvaluator:
+        checked = dict(params or {})
+        schema = self.manifest.params_schema
+        if schema:
+            for key, prop in (schema.get("properties") or {}).items():
+                if key not in checked and isinstance(prop, dict) and "default" in prop:
+                    checked[key] = prop["default"]
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(schema).iter_errors(checked)
+            )
+            if error is not None:
+                at = ".".join(str(p) for p in error.absolute_path) or "params"
+                raise UserError(f"{self.name}: {at}: {error.message}")
+        elif checked:
+            raise UserError(f"{self.name}: takes no params, got {sorted(checked)}")
+        self.host.start()
+        return BoundEvaluator(self, checked, alias or self.name)
+
+
+def plugin_evaluators(plugin: InstalledPlugin, host: PluginHost | None = None) -> list[Evaluator]:
+    """The record-scope evaluators ``plugin`` serves, over ``host`` (one made when not given).
+    Dataset-scope ones (``Reduce``) are not served through plugins yet."""
+    if host is None:
+        from evalsi.plugins._host import PluginHost  # grpc, imported when a plugin is used
+
+        host = PluginHost(plugin)
+    return [PluginEvaluator(m, host) for m in plugin.manifests() if m.scope is Scope.RECORD]
+
+
+def add_plugins(registry: Registry, base: Path | None = None) -> Registry:
+    """``registry`` with the evaluators of every installed plugin known by name; a plugin is
+    started only when one of its evaluators is bound."""
+    for plugin in load_installed(base):
+        names = [m.name for m in plugin.manifests() if m.scope is Scope.RECORD]
+        if names:
+            registry.defer(names, _loader(plugin))
+    return registry
+
+
+def _loader(plugin: InstalledPlugin) -> Any:
+    def load() -> Iterable[Evaluator]:
+        return plugin_evaluators(plugin)
+
+    return load
