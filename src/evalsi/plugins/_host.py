@@ -9,9 +9,11 @@ plugin again, at most ``max_restarts`` times in the host's life; past that every
 the same way at once. A plugin that does not start the first time is a ``UserError`` naming
 it, raised when the evaluator is bound, before the run.
 
-The process is a plain ``subprocess.Popen`` (not an asyncio one) because one host may grade
-from several event loops in turn (``evalsi.evaluate`` runs one per call); the gRPC channel and
-stream, which belong to a loop, are made per loop.
+One host may grade from several event loops in turn (``evalsi.evaluate`` runs one per call),
+and a gRPC channel belongs to the loop it was made on (used from another after that one closed,
+it fails inside grpc's poller). So the host talks to its plugin from a loop of its own, on a
+thread of its own, and the callers' loops await that work; the process is a plain
+``subprocess.Popen``, tied to no loop.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -51,9 +54,8 @@ _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "OPENAI_API_KEY", "OP
 
 @dataclass
 class _Stream:
-    """One loop's open ``Evaluate`` stream and the batches waiting on it."""
+    """The open ``Evaluate`` stream and the batches waiting on it."""
 
-    loop: asyncio.AbstractEventLoop
     channel: Any
     call: Any
     generation: int
@@ -86,7 +88,10 @@ class PluginHost:
         self._generation = 0  # bumped at each (re)start: a stream of an older one is stale
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._stderr: Any = None
-        self._streams: dict[asyncio.AbstractEventLoop, _Stream] = {}
+        self._stream_now: _Stream | None = None
+        self._io: asyncio.AbstractEventLoop | None = None
+        self._io_thread: threading.Thread | None = None
+        self._open_lock: asyncio.Lock | None = None
         self._ids = itertools.count(1)
         self.description: pb.DescribeResponse | None = None
         """What the plugin's last ``Describe`` answered."""
@@ -111,6 +116,7 @@ class PluginHost:
         try:
             self._launch()
         except InfraError as e:
+            self.close()
             raise UserError(
                 f"plugin {self.name!r} did not start: {e.message}",
                 hint=f"evalsi plugin list shows how it is installed; reinstall it with "
@@ -130,6 +136,8 @@ class PluginHost:
             env = {k: v for k in _PASSED_ENV if (v := os.environ.get(k)) is not None}
             env.update(self.env)
             env[SOCKET_ENV] = str(path)
+            if self._stderr is not None:
+                self._stderr.close()
             self._stderr = open(Path(self._dir.name) / "stderr.log", "w+b")  # noqa: SIM115
             try:
                 self._process = subprocess.Popen(
@@ -203,9 +211,18 @@ class PluginHost:
             process.wait()
 
     def close(self) -> None:
-        """Stop the plugin process (the streams' loops close their channels themselves)."""
+        """Stop the plugin process and the host's own loop."""
+        io, thread, stream = self._io, self._io_thread, self._stream_now
+        self._io = self._io_thread = self._stream_now = self._open_lock = None
+        if io is not None and thread is not None:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(_close(stream), io).result(10.0)
+            io.call_soon_threadsafe(io.stop)
+            thread.join(10.0)
+            if not thread.is_alive():
+                io.close()
         self._kill()
-        self._streams.clear()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -224,6 +241,23 @@ class PluginHost:
         Raises:
             InfraError: the batch could not be graded (kind ``plugin``).
         """
+        work = asyncio.run_coroutine_threadsafe(self._evaluate(ref, params, records), self._loop())
+        return await asyncio.wrap_future(work)  # cancelling the caller cancels the batch
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        with _LOOP_LOCK:
+            if self._io is None:
+                io = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=io.run_forever, name=f"evalsi-plugin-{self.name}", daemon=True
+                )
+                thread.start()
+                self._io, self._io_thread = io, thread
+            return self._io
+
+    async def _evaluate(
+        self, ref: EvaluatorRef, params: Mapping[str, Any], records: Sequence[Record]
+    ) -> list[Any]:
         stream = await self._stream()
         batch_id = str(next(self._ids))
         request = pb.EvaluateRequest(batch_id=batch_id, params=struct_to_proto(dict(params)))
@@ -231,7 +265,7 @@ class PluginHost:
         request.evaluator.version = ref.version
         for record in records:
             request.records.append(record_to_proto(record))
-        future: asyncio.Future[pb.EvaluateResponse] = stream.loop.create_future()
+        future: asyncio.Future[pb.EvaluateResponse] = asyncio.get_running_loop().create_future()
         stream.pending[batch_id] = future
         try:
             await stream.call.write(request)
@@ -283,11 +317,20 @@ class PluginHost:
         )
 
     def _infra(self, why: str) -> InfraError:
-        return InfraError("plugin", f"plugin {self.name!r}: {why}")
+        return InfraError("plugin", f"{self.name}: {why}")
 
     async def _stream(self) -> _Stream:
-        loop = asyncio.get_running_loop()
-        stream = self._streams.get(loop)
+        async with self._lock():
+            return await self._open()
+
+    def _lock(self) -> asyncio.Lock:
+        # made on the host's loop, once: concurrent batches open one stream, not several
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        return self._open_lock
+
+    async def _open(self) -> _Stream:
+        stream = self._stream_now
         if stream is not None and stream.broken is None and stream.generation == self._generation:
             return stream
         if stream is not None:
@@ -306,9 +349,9 @@ class PluginHost:
             request_serializer=request.SerializeToString,
             response_deserializer=response.FromString,
         )()
-        stream = _Stream(loop, channel, call, self._generation)
-        stream.reader = loop.create_task(self._read(stream))
-        self._streams[loop] = stream
+        stream = _Stream(channel, call, self._generation)
+        stream.reader = asyncio.get_running_loop().create_task(self._read(stream))
+        self._stream_now = stream
         return stream
 
     async def _read(self, stream: _Stream) -> None:
@@ -364,6 +407,7 @@ def _listening(address: str) -> bool:
     return True
 
 
+_LOOP_LOCK = threading.Lock()
 _LIVE: weakref.WeakSet[PluginHost] = weakref.WeakSet()
 
 
