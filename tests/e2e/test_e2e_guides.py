@@ -51,6 +51,23 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/mcp.md", "npx @modelcontextprotocol/inspector@0.15.0"): (
         "npx would download it; tests/e2e/test_e2e_mcp_inspector.py runs the pinned Inspector"
     ),
+    ("docs/guides/plugins.md", "evalsi plugin install ./acme-plugin"): (
+        "builds a venv with pip (two minutes); tests/e2e/test_e2e_plugin_venv.py installs the "
+        "same acme plugin (tests/fixtures/plugins) and runs list, catalog, eval and remove"
+    ),
+    ("docs/guides/plugins.md", "evalsi plugin remove acme"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py removes it"
+    ),
+    ("docs/guides/plugins.md", "evalsi plugin install unix:/run/acme.sock"): (
+        "needs a plugin serving there; tests/integration/test_int_plugins.py installs one by "
+        "its address"
+    ),
+    ("docs/guides/plugins.md", "evalsi catalog show acme/shouty"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py shows it"
+    ),
+    ("docs/guides/plugins.md", "evalsi eval --data qa.jsonl --evaluators acme/shouty"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py runs this command"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (

@@ -135,7 +135,7 @@ def test_params_are_checked_against_the_plugins_schema(acme: tuple[PluginHost, R
         shouty.bind({"min_ratio": "loud"})
     with pytest.raises(UserError, match="shouty"):
         shouty.bind({"no_such": 1})
-    assert shouty.bind({}).params == {"min_ratio": 0.5}
+    assert shouty.bind({"min_ratio": "0.25"}).params == {"min_ratio": 0.25}  # as --param gives it
 
 
 def test_a_plugin_killed_mid_batch_errors_that_batch_as_infra_then_restarts(
@@ -334,3 +334,39 @@ def test_malformed_answers_are_infra_errors(
     assert [o for _, o, _ in got] == [Outcome.ERROR, Outcome.ERROR]
     for _, _, why in got:
         assert why.startswith(reason)
+
+
+def test_a_plugin_served_at_an_address_installs_and_grades(acme_path: Path, tmp_path: Path) -> None:
+    from evalsi.plugins import add_plugins, install_plugin, load_installed, serve_plugin
+
+    sys.path.insert(0, str(acme_path))
+    try:
+        import acme_plugin
+    finally:
+        sys.path.remove(str(acme_path))
+    address = f"unix:{tmp_path / 'acme.sock'}"
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = asyncio.run_coroutine_threadsafe(
+        serve_plugin(acme_plugin.EVALUATORS, address, name="acme-remote", version="9.9"), loop
+    ).result(10)
+    try:
+        (found,) = install_plugin(address, base=tmp_path)
+        assert (found.name, found.version, found.url, found.venv) == (
+            "acme-remote",
+            "9.9",
+            address,
+            "",
+        )
+        assert load_installed(tmp_path) == [found]
+        registry = add_plugins(Registry(), tmp_path)
+        out = evalsi.evaluate(
+            RECORDS[:2], evaluators=["acme/length"], registry=registry, store=":memory:"
+        )
+        assert [r.scores[0].number for r in out.results] == [11.0, 0.0]
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

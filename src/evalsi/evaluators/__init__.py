@@ -18,7 +18,7 @@ from evalsi.evaluators._judges import (
     use_judges,
 )
 from evalsi.evaluators._packs import DEFAULT_PACKS, Pack, PackOptIn, pack_of
-from evalsi.evaluators._params import validate_params
+from evalsi.evaluators._params import params_from_schema, validate_params
 from evalsi.evaluators._registry import Registry
 from evalsi.evaluators._runner import DatasetRunner, RecordRunner, Runner, make_runner
 from evalsi.evaluators._weighted import WeightedReduce
@@ -47,6 +47,7 @@ __all__ = [
     "load_code_evaluator",
     "make_runner",
     "pack_of",
+    "params_from_schema",
     "use_judges",
     "validate_params",
 ]

@@ -9,10 +9,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
-from evalsi.core import EvaluatorManifest, Record, Scope, UserError
-from evalsi.evaluators import BoundEvaluator, Evaluator, Registry
+from evalsi.core import EvaluatorManifest, Record, Scope
+from evalsi.evaluators import BoundEvaluator, Evaluator, Registry, params_from_schema
 from evalsi.plugins._installed import InstalledPlugin, load_installed
 
 if TYPE_CHECKING:
@@ -20,8 +18,10 @@ if TYPE_CHECKING:
 
 
 class PluginEvaluator(Evaluator):
-    """An evaluator served by a plugin; its params are checked against the plugin's
-    ``params_schema`` and binding it starts the plugin (a ``UserError`` if it cannot)."""
+    """An evaluator served by a plugin. Its params are read back from the plugin's
+    ``params_schema``, so they are checked and coerced exactly as in process (``--param
+    acme/shouty.min_ratio=0.4`` is a number); binding it starts the plugin (a ``UserError`` if
+    it cannot)."""
 
     def __init__(self, manifest: EvaluatorManifest, host: PluginHost) -> None:
         ref = manifest.ref
@@ -30,27 +30,15 @@ class PluginEvaluator(Evaluator):
             return await host.evaluate(ref, params, records)
 
         grade.__doc__ = manifest.description
-        super().__init__(grade, dataclasses.replace(manifest, batchable=True), ())
+        params = params_from_schema(manifest.params_schema)
+        super().__init__(grade, dataclasses.replace(manifest, batchable=True), params)
         self.host = host
         self.source = {"plugin": host.name, "plugin_version": host.plugin.version}
 
     def bind(self, params: Mapping[str, Any] | None = None, *, alias: str = "") -> BoundEvaluator:
-        checked = dict(params or {})
-        schema = self.manifest.params_schema
-        if schema:
-            for key, prop in (schema.get("properties") or {}).items():
-                if key not in checked and isinstance(prop, dict) and "default" in prop:
-                    checked[key] = prop["default"]
-            error = jsonschema.exceptions.best_match(
-                jsonschema.Draft202012Validator(schema).iter_errors(checked)
-            )
-            if error is not None:
-                at = ".".join(str(p) for p in error.absolute_path) or "params"
-                raise UserError(f"{self.name}: {at}: {error.message}")
-        elif checked:
-            raise UserError(f"{self.name}: takes no params, got {sorted(checked)}")
+        bound = super().bind(params, alias=alias)  # checked and coerced as in process
         self.host.start()
-        return BoundEvaluator(self, checked, alias or self.name)
+        return bound
 
 
 def plugin_evaluators(plugin: InstalledPlugin, host: PluginHost | None = None) -> list[Evaluator]:

@@ -9,10 +9,12 @@ served elsewhere: nothing is installed, its ``Describe`` is recorded.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
@@ -48,17 +50,51 @@ def evalsi_requirement() -> str:
     return f"evalsi[plugin]=={dist.version}"
 
 
-def _requirement(given: str | None) -> str:
-    if not given:
-        return evalsi_requirement()
-    path = Path(given)
-    if path.exists():  # a source folder or a wheel: pip wants a URL to add the extra
-        return f"evalsi[plugin] @ {path.resolve().as_uri()}"
-    return given
+def _requirement(given: str | None, python: str, work: Path) -> str:
+    """The requirement that installs evalsi in the plugin venv. A source folder is built into
+    a wheel first, without pip's cache: pip caches a folder's build by its URL, so an older
+    build of the same folder would be installed instead of today's code."""
+    text = given or evalsi_requirement()
+    url = text.split(" @ ", 1)[1] if " @ " in text else ""
+    path = Path(url.removeprefix("file://")) if url.startswith("file://") else Path(text)
+    if not path.exists():
+        return text
+    return f"evalsi[plugin] @ {_wheel(path, python, work / 'evalsi').as_uri()}"
+
+
+_NOT_COPIED = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".evalsi",
+    "*_cache",
+    "node_modules",
+)
+
+
+def _wheel(path: Path, python: str, work: Path) -> Path:
+    """``path`` itself when it is a wheel; a source folder built into one, freshly, from a
+    copy (a build in place leaves ``build/`` and ``*.egg-info`` in the reader's folder, and an
+    egg-info on a PYTHONPATH makes pip believe the package is installed)."""
+    if not path.is_dir():
+        return path.resolve()
+    copy = work / "src"
+    shutil.copytree(path, copy, ignore=_NOT_COPIED)
+    build = [python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", str(work)]
+    _run([*build, str(copy)], f"building {path}")
+    return next(work.glob("*.whl")).resolve()
 
 
 def _run(argv: list[str], what: str) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    # The venv sees only itself: the host's PYTHONPATH would show pip the host's evalsi as
+    # already installed, and the plugin would run with it.
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    }
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip()[-1500:]
         raise UserError(f"{what} failed ({done.returncode}): {tail}")
@@ -98,11 +134,14 @@ def install_plugin(
         argv = [sys.executable, "-m", "venv", str(venv)]
         _run([*argv, "--system-site-packages"] if system_site_packages else argv, "python -m venv")
         python = str(venv / "bin" / "python")
-        target = str(Path(source).resolve()) if Path(source).exists() else source
-        _run(
-            [python, "-m", "pip", "install", "-q", *pip_args, _requirement(evalsi), target],
-            f"pip install {source}",
-        )
+        with tempfile.TemporaryDirectory(prefix="evalsi-wheel-") as work:
+            requirement = _requirement(evalsi, python, Path(work))
+            local = Path(source)
+            target = str(_wheel(local, python, Path(work) / "plugin")) if local.exists() else source
+            _run(
+                [python, "-m", "pip", "install", "-q", *pip_args, requirement, target],
+                f"pip install {source}",
+            )
         names = json.loads(_run([python, "-m", "evalsi.plugins", "--list"], "listing plugins"))
         if not names:
             shutil.rmtree(venv)
