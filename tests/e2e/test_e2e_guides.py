@@ -44,6 +44,11 @@ DOCS = [
 
 P = "docs/guides/packs/"
 TEXT = P + "text.md"
+PROV = "docs/guides/providers.md"
+_PROVIDER_RUN = (
+    "calls the provider (a key, an account or a local model server); "
+    "tests/e2e/test_e2e_providers.py runs the same example against the stub of its wire format"
+)
 
 # (document, start of the command) -> why it does not run here, and what covers it.
 NOT_RUN: dict[tuple[str, str], str] = {
@@ -113,6 +118,11 @@ NOT_RUN: dict[tuple[str, str], str] = {
     (TEXT, "python bench/text_throughput.py # 100,000"): (
         "a benchmark of minutes; its --check variant below runs"
     ),
+    # The provider guide's runs call the providers themselves (its dry runs run here).
+    (PROV, "evalsi run -f examples/providers/azure-openai.yaml"): _PROVIDER_RUN,
+    (PROV, "evalsi run -f examples/providers/gemini.yaml"): _PROVIDER_RUN,
+    (PROV, "evalsi run -f examples/providers/bedrock.yaml"): _PROVIDER_RUN,
+    (PROV, "evalsi run -f examples/providers/ollama.yaml"): _PROVIDER_RUN,
 }  # fmt: skip
 
 # Commands that end with another exit code than 0, and why.

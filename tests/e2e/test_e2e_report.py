@@ -193,6 +193,16 @@ def test_markdown_report(cli, runs, tmp_path: Path) -> None:
     assert stdout.stdout.startswith("# evalsi report")
 
 
+def test_markdown_summary_for_a_pull_request_comment(cli, runs, user_error, tmp_path: Path) -> None:
+    a, b = runs
+    summary = _report(cli, b, "--summary", "--compare", a, "--format", "md", "-o", "-").stdout
+    assert summary.startswith(f"### evalsi · run `{b}`")
+    headings = [line for line in summary.splitlines() if line.startswith("#")][1:]
+    assert headings == [f"#### Comparison with run `{a}`", "#### Gates", "#### Metrics"]
+    assert "| exact-match | exact-match | 24 |" in summary  # paired: 24 pairs
+    user_error(cli("report", b, "--summary", "-o", "r.html", "--store", "s.db"), "Markdown only")
+
+
 def test_report_says_why_it_cannot_slice(cli, runs, tmp_path: Path) -> None:
     a, _ = runs
     (tmp_path / "data.jsonl").rename(tmp_path / "moved.jsonl")

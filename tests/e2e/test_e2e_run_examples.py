@@ -124,3 +124,32 @@ def test_a_score_runs_tasks_are_its_graded_records(
     # that is not there is a connection error (exit 3), not a refusal of the flag.
     assert remote.returncode == 3
     assert "is `evalsi serve` running there?" in remote.stderr
+
+
+def test_ci_example_tests_pass_and_their_runs_are_stored(
+    run_evalsi: Callable[..., Any], tmp_path: Path
+) -> None:
+    """examples/ci/test_answers.py as docs/guides/ci.md runs it: `pytest --evalsi`."""
+    import os
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+
+    # by its entry point when evalsi is installed with it, else by name (never both)
+    installed = any(e.value == "evalsi.testing._plugin" for e in entry_points(group="pytest11"))
+    plugin = ["-p", "no:cacheprovider"] + ([] if installed else ["-p", "evalsi.testing._plugin"])
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *plugin, "--evalsi", "--evalsi-report", "evalsi.md",
+         "--rootdir", str(tmp_path), str(EXAMPLES / "ci" / "test_answers.py")],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=300,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "evalsi: 2 runs stored in" in proc.stdout
+    listed = run_evalsi(tmp_path, "runs", "list", "--format", "json")
+    names = sorted(r["name"] for r in json.loads(listed.stdout)["runs"])
+    assert [n.rsplit("::", 1)[1] for n in names] == [
+        "test_answers_are_right",
+        "test_answers_contain_the_reference_and_pass_the_gates",
+    ]
+    assert (tmp_path / "evalsi.md").read_text().count("### evalsi · run") == 2

@@ -18,10 +18,10 @@ from evalsi._proto.evalsi.v1alpha1.catalog_service_connect import (
     CatalogServiceASGIApplication,
     CatalogServiceClientSync,
 )
+from evalsi.connectors import MODEL_CONNECTORS
 from evalsi.core import Scope
 from evalsi.packs import BUILTIN_PACKS, builtin_registry
 from evalsi.runs._judges import JUDGE_CONNECTORS
-from evalsi.runs._targets import MODEL_CONNECTORS
 from evalsi.server._catalog import CatalogHandler
 from evalsi.wire import connector_from_proto, manifest_from_proto, pack_from_proto
 from tests.support.server_state import server_state, serving

@@ -1,9 +1,16 @@
 """The stub LLM server: an aiohttp application with deterministic answers and injectable faults.
 
-It speaks enough of two APIs to exercise the connectors:
+It speaks enough of five APIs to exercise the connectors:
 
 - ``POST /v1/chat/completions`` (OpenAI-compatible: choices, tool_calls, usage);
 - ``POST /v1/messages`` (Anthropic Messages: content blocks, tool_use, usage);
+- ``POST /openai/deployments/{deployment}/chat/completions?api-version=...`` (Azure OpenAI:
+  OpenAI's body, the key in ``api-key``; no ``api-version`` is a 404 as Azure answers);
+- ``POST /{version}/models/{model}:generateContent`` (Gemini: contents of parts,
+  functionCall / functionResponse, usageMetadata; the key in ``x-goog-api-key``);
+- ``POST /model/{modelId}/converse`` (Bedrock Converse: content blocks, toolUse / toolResult,
+  usage, stopReason; an ``Authorization`` of SigV4 or Bearer is required, and the raw path,
+  headers and body bytes are recorded so a test can check the signature);
 - ``/svc/{anything}`` (any method): a generic JSON service for the HTTP target; it answers
   ``{"method", "path", "query", "json", "answer"}``.
 
@@ -42,6 +49,9 @@ from aiohttp import web
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
+AZURE_ROUTE = "/openai/deployments/{deployment}/chat/completions"
+GEMINI_ROUTE = "/{version}/models/{model}:generateContent"
+BEDROCK_ROUTE = "/model/{model}/converse"
 SERVICE_PREFIX = "/svc/"
 HANG_LIMIT_S = 600.0
 
@@ -87,6 +97,9 @@ class StubRequest:
     fault: Fault | None = None
     status: int = 0
     finished: float | None = None
+    raw_path: str = ""  # as sent, percent-encoding and query included
+    query: dict[str, str] = field(default_factory=dict)
+    raw: bytes = b""  # the body's bytes
 
 
 @dataclass
@@ -153,6 +166,34 @@ def _last_anthropic_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _last_gemini_text(contents: list[dict[str, Any]]) -> str:
+    """The last user turn's text, or its last function response's ``result`` (else the
+    response), as text or JSON."""
+    for content in reversed(contents):
+        if content.get("role") == "user":
+            parts = content.get("parts") or []
+            last = parts[-1] if parts else {}
+            if isinstance(last, dict) and isinstance(last.get("functionResponse"), dict):
+                response = last["functionResponse"].get("response")
+                if isinstance(response, dict) and "result" in response:
+                    response = response["result"]
+                return response if isinstance(response, str) else orjson.dumps(response).decode()
+            return _text_of(parts)
+    return ""
+
+
+def _last_converse_text(messages: list[dict[str, Any]]) -> str:
+    """The last user message's text, or its last tool result's text."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            blocks = message.get("content") or []
+            last = blocks[-1] if blocks else {}
+            if isinstance(last, dict) and isinstance(last.get("toolResult"), dict):
+                return _text_of(last["toolResult"].get("content"))
+            return _text_of(blocks)
+    return ""
+
+
 def _text_of(content: Any) -> str:
     if content is None:
         return ""
@@ -181,6 +222,9 @@ class StubApp:
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_post(OPENAI_PATH, self._openai)
         self.app.router.add_post(ANTHROPIC_PATH, self._anthropic)
+        self.app.router.add_post(AZURE_ROUTE, self._azure)
+        self.app.router.add_post(GEMINI_ROUTE, self._gemini)
+        self.app.router.add_post(BEDROCK_ROUTE, self._bedrock)
         self.app.router.add_route("*", SERVICE_PREFIX + "{tail:.*}", self._service)
         self.app.router.add_post("/stub/config", self._config)
         self.app.router.add_get("/stub/stats", self._stats)
@@ -216,6 +260,9 @@ class StubApp:
             headers=dict(request.headers),
             body=body,
             fault=fault,
+            raw_path=request.raw_path,
+            query=dict(request.query),
+            raw=raw,
         )
         with self.state.lock:
             self.state.requests.append(record)
@@ -268,6 +315,10 @@ class StubApp:
         )
 
     def _error_body(self, path: str, status: int, message: str) -> Any:
+        if path.startswith("/model/"):  # Bedrock: {"message"} and the type in a header
+            return {"message": message}
+        if ":generateContent" in path:
+            return {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
         if path == ANTHROPIC_PATH:
             kind = {
                 400: "invalid_request_error",
@@ -299,6 +350,28 @@ class StubApp:
         key = auth[7:] if auth.startswith("Bearer ") else None
         body = record.body if isinstance(record.body, dict) else {}
         error = self._check(record, key, body.get("model"))
+        return await self._chat_completion(request, record, fault, body, error)
+
+    async def _azure(self, request: web.Request) -> web.StreamResponse:
+        """Azure's address for OpenAI's format: the deployment is the model, the key is
+        ``api-key`` (or an Entra ID bearer token), ``api-version`` is required."""
+        record, fault = await self._begin(request)
+        auth = request.headers.get("Authorization", "")
+        key = request.headers.get("api-key") or (auth[7:] if auth.startswith("Bearer ") else None)
+        body = record.body if isinstance(record.body, dict) else {}
+        error = self._check(record, key, request.match_info["deployment"])
+        if error is None and not request.query.get("api-version"):
+            error = 404, self._error_body(record.path, 404, "Resource not found")
+        return await self._chat_completion(request, record, fault, body, error)
+
+    async def _chat_completion(
+        self,
+        request: web.Request,
+        record: StubRequest,
+        fault: Fault | None,
+        body: dict[str, Any],
+        error: tuple[int, Any] | None,
+    ) -> web.StreamResponse:
         if error is not None or (fault is not None and fault.status is not None):
             return await self._finish(request, record, fault, None, error)
         messages: list[dict[str, Any]] = body["messages"]
@@ -375,6 +448,118 @@ class StubApp:
                 "input_tokens": _prompt_words(messages, body.get("system")),
                 "output_tokens": max(1, _words(text)) if not calls else len(calls),
             },
+        }
+        return await self._finish(request, record, fault, payload)
+
+    # -- Gemini generateContent -----------------------------------------------------------------
+    async def _gemini(self, request: web.Request) -> web.StreamResponse:
+        record, fault = await self._begin(request)
+        body = record.body if isinstance(record.body, dict) else {}
+        model = request.match_info["model"]
+        script = self.state.script
+        error: tuple[int, Any] | None = None
+        contents = body.get("contents")
+        if script.require_key is not None and (
+            request.headers.get("x-goog-api-key") != script.require_key
+        ):
+            error = 400, self._error_body(record.path, 400, "API key not valid")
+        elif script.models is not None and model not in script.models:
+            error = 404, self._error_body(record.path, 404, f"models/{model} is not found")
+        elif (
+            not isinstance(contents, list)
+            or not contents
+            or any(
+                not isinstance(c, dict)
+                or c.get("role") not in ("user", "model")
+                or not isinstance(c.get("parts"), list)
+                for c in contents
+            )
+        ):
+            error = 400, self._error_body(record.path, 400, "contents: user/model turns of parts")
+        if error is not None or (fault is not None and fault.status is not None):
+            return await self._finish(request, record, fault, None, error)
+        assert isinstance(contents, list)
+        text, calls = script.answer(_last_gemini_text(contents))
+        parts: list[dict[str, Any]] = [{"text": text}] if text else []
+        parts += [
+            {"functionCall": {"name": call["name"], "args": call.get("arguments", {})}}
+            for call in calls
+        ]
+        system = body.get("systemInstruction", {}).get("parts", [])
+        prompt = _words(_text_of(system)) + sum(_words(_text_of(c["parts"])) for c in contents)
+        output = max(1, _words(text)) if not calls else len(calls)
+        payload = {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": max(1, prompt),
+                "candidatesTokenCount": output,
+                "totalTokenCount": max(1, prompt) + output,
+            },
+            "modelVersion": model,
+        }
+        return await self._finish(request, record, fault, payload)
+
+    # -- Bedrock Converse --------------------------------------------------------------------
+    async def _bedrock(self, request: web.Request) -> web.StreamResponse:
+        record, fault = await self._begin(request)
+        body = record.body if isinstance(record.body, dict) else {}
+        model = request.match_info["model"]
+        script = self.state.script
+        auth = request.headers.get("Authorization", "")
+        error: tuple[int, Any] | None = None
+        messages = body.get("messages")
+        if not auth.startswith(("AWS4-HMAC-SHA256 Credential=", "Bearer ")):
+            error = 403, self._error_body(record.path, 403, "Missing Authentication Token")
+        elif (
+            script.require_key is not None
+            and auth.startswith("Bearer ")
+            and (auth[7:] != script.require_key)
+        ):
+            error = 403, self._error_body(record.path, 403, "invalid API key")
+        elif script.models is not None and model not in script.models:
+            error = (
+                404,
+                self._error_body(record.path, 404, "The provided model identifier is invalid."),
+            )
+        elif (
+            not isinstance(messages, list)
+            or not messages
+            or any(
+                not isinstance(m, dict)
+                or m.get("role") not in ("user", "assistant")
+                or not isinstance(m.get("content"), list)
+                for m in messages
+            )
+        ):
+            error = 400, self._error_body(record.path, 400, "messages: content blocks required")
+        if error is not None or (fault is not None and fault.status is not None):
+            return await self._finish(request, record, fault, None, error)
+        assert isinstance(messages, list)
+        text, calls = script.answer(_last_converse_text(messages))
+        blocks: list[dict[str, Any]] = [{"text": text}] if text else []
+        blocks += [
+            {
+                "toolUse": {
+                    "toolUseId": f"tooluse_{i}",
+                    "name": call["name"],
+                    "input": call.get("arguments", {}),
+                }
+            }
+            for i, call in enumerate(calls)
+        ]
+        prompt = max(1, sum(_words(_text_of(m["content"])) for m in messages))
+        output = max(1, _words(text)) if not calls else len(calls)
+        payload = {
+            "output": {"message": {"role": "assistant", "content": blocks}},
+            "stopReason": "tool_use" if calls else "end_turn",
+            "usage": {
+                "inputTokens": prompt,
+                "outputTokens": output,
+                "totalTokens": prompt + output,
+            },
+            "metrics": {"latencyMs": 1},
         }
         return await self._finish(request, record, fault, payload)
 

@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 from evalsi.agents._cassette import exchange
 from evalsi.agents._harness import Final, TaskSetup
 from evalsi.agents._loop import ChatModel, Price
-from evalsi.connectors import InfraError, TargetError
+from evalsi.connectors import MODEL_CONNECTORS, InfraError, TargetError
 from evalsi.core import (
     CallAccount,
     Content,
@@ -44,7 +44,7 @@ from evalsi.core import (
 )
 from evalsi.specs import UserSimulatorSpec
 
-USER_CONNECTORS = ("openai-compatible", "anthropic", "scripted")
+USER_CONNECTORS = (*MODEL_CONNECTORS, "scripted")
 MAX_TURNS_LIMIT = 100
 DEFAULT_CONCURRENCY = 8
 

@@ -30,6 +30,7 @@ COMMANDS = {
     "shadow": "_promote",
     "catalog": "_catalog",
     "report": "_report",
+    "export": "_export",
     "calibrate": "_calibrate",
     "serve": "_serve",
     "mcp": "_mcp",
@@ -73,6 +74,8 @@ Compare two runs, paired per record:
 Turn failing tasks or flagged traces into dataset rows, and replay them against a candidate:
   evalsi promote --run RUN --failing -o rows.jsonl
   evalsi shadow -f candidate.yaml --data rows.jsonl
+Send a stored run to MLflow, S3, Weights & Biases or a webhook:
+  evalsi export latest --to mlflow:http://127.0.0.1:5000
 Write a report (HTML or Markdown):
   evalsi report latest -o report.html
 Measure a judge evaluator against human labels:

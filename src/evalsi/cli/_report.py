@@ -18,6 +18,8 @@ examples:
   evalsi report 20261129-174501-3f9a2c --by topic --compare 20261128-090000-1a2b3c -o report.html
       (the --compare run is the baseline A, the report's run is B: Δ = B − A)
   evalsi report latest --format md -o - >> "$GITHUB_STEP_SUMMARY"
+  evalsi report latest --format md --summary --compare BASELINE -o comment.md
+      (metrics, gates and the comparison only: a pull-request comment; docs/guides/ci.md)
 
 The HTML file has no scripts and loads nothing from the network: charts are inline SVG
 (install evalsi[reports] for them). --by re-reads the run's dataset to find each record's
@@ -57,6 +59,12 @@ def register(commands: Any) -> None:
     p.add_argument("--baseline", metavar="BASELINE", help="the same as --compare BASELINE")
     p.add_argument("--by", metavar="KEY", help="slice every metric by this metadata key")
     p.add_argument(
+        "--summary",
+        action="store_true",
+        help="Markdown only: the run, metrics, gates and comparison, without failures, "
+        "distributions or manifest (short enough for a pull-request comment)",
+    )
+    p.add_argument(
         "--failures",
         "--show-failures",  # the name eval, run and grade use for the same thing
         dest="failures",
@@ -91,6 +99,7 @@ def report(args: argparse.Namespace) -> int:
         by=args.by,
         compare=baseline,
         failures=args.failures,
+        summary=args.summary,
     )
     if output == "-":
         sys.stdout.write(text)

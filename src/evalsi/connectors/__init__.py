@@ -1,6 +1,7 @@
 """Model and service clients for the Run way in: targets, retries, rate limits, breakers.
 
-Every target (``OpenAICompatible``, ``Anthropic``, ``PythonTarget``, ``HttpTarget``) has
+Every target (``OpenAICompatible``, ``Anthropic``, ``AzureOpenAI``, ``Gemini``, ``Bedrock``,
+``PythonTarget``, ``HttpTarget``) has
 ``async invoke(input) -> TargetOutput`` and ``describe()`` (its identity for the manifest, no
 secret values). A failed call raises ``InfraError(kind)`` (retried, then reported apart and never
 counted as a failure) or ``TargetError`` (the target's own error, recorded on the sample).
@@ -9,6 +10,8 @@ connects only where the policy allows. aiohttp is imported on the first HTTP cal
 """
 
 from evalsi.connectors._anthropic import Anthropic
+from evalsi.connectors._azure import AzureOpenAI, azure_endpoint_problem
+from evalsi.connectors._bedrock import Bedrock, bedrock_region_problem
 from evalsi.connectors._breaker import BreakerPolicy, BreakerRegistry, BreakerState, CircuitBreaker
 from evalsi.connectors._clock import SYSTEM_CLOCK, Clock, SystemClock
 from evalsi.connectors._egress import (
@@ -19,6 +22,7 @@ from evalsi.connectors._egress import (
     trusted_rule,
 )
 from evalsi.connectors._errors import INFRA_KINDS, InfraError, InfraKind, TargetError
+from evalsi.connectors._gemini import Gemini
 from evalsi.connectors._guard import Resilience, default_resilience
 from evalsi.connectors._http import (
     DEFAULT_CONNECTION_LIMIT,
@@ -28,6 +32,13 @@ from evalsi.connectors._http import (
 )
 from evalsi.connectors._http_target import HttpTarget, render
 from evalsi.connectors._jsonpath import JsonPath, JsonPathMiss
+from evalsi.connectors._models import (
+    BASE_URL_OPTIONAL,
+    BEARER_CONNECTORS,
+    DEFAULT_BASE_URLS,
+    MODEL_CONNECTORS,
+    chat_model,
+)
 from evalsi.connectors._openai import OpenAICompatible
 from evalsi.connectors._python import PythonTarget, load_callable
 from evalsi.connectors._ratelimit import RateLimiter, RateLimiterRegistry, RateLimits, TokenBucket
@@ -44,10 +55,16 @@ from evalsi.connectors._types import (
 )
 
 __all__ = [
+    "BASE_URL_OPTIONAL",
+    "BEARER_CONNECTORS",
+    "DEFAULT_BASE_URLS",
     "DEFAULT_CONNECTION_LIMIT",
     "INFRA_KINDS",
+    "MODEL_CONNECTORS",
     "SYSTEM_CLOCK",
     "Anthropic",
+    "AzureOpenAI",
+    "Bedrock",
     "BreakerPolicy",
     "BreakerRegistry",
     "BreakerState",
@@ -57,6 +74,7 @@ __all__ = [
     "EgressDenied",
     "EgressPolicy",
     "EgressRule",
+    "Gemini",
     "HttpTarget",
     "InfraError",
     "InfraKind",
@@ -77,6 +95,9 @@ __all__ = [
     "TargetOutput",
     "TaskInfo",
     "TokenBucket",
+    "azure_endpoint_problem",
+    "bedrock_region_problem",
+    "chat_model",
     "close_shared_session",
     "default_resilience",
     "egress_connector",

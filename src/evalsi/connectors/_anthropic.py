@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from evalsi.connectors._chat import ChatModel, malformed, token_count
+from evalsi.connectors._chat import ChatModel, malformed, token_count, tool_input
 from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience
 from evalsi.connectors._ratelimit import RateLimits
@@ -109,18 +107,12 @@ def _to_anthropic(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
             if message.content:
                 blocks.append({"type": "text", "text": message.content})
             for call in message.tool_calls:
-                arguments = call.arguments
-                if isinstance(arguments, str):
-                    try:
-                        arguments = orjson.loads(arguments)
-                    except orjson.JSONDecodeError:
-                        arguments = {"input": arguments}
                 blocks.append(
                     {
                         "type": "tool_use",
                         "id": call.id,
                         "name": call.name,
-                        "input": arguments if isinstance(arguments, dict) else {},
+                        "input": tool_input(call.arguments),
                     }
                 )
         if turns and turns[-1]["role"] == role:

@@ -10,22 +10,26 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from evalsi.connectors._errors import InfraError
 from evalsi.connectors._guard import Resilience, default_resilience, guarded_call
 from evalsi.connectors._http import request_json, shared_session
 from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._secrets import Secret, as_secret
 from evalsi.connectors._types import Completion, InputLike, TargetOutput, input_messages
-from evalsi.core import Message
+from evalsi.core import JsonValue, Message
 
 if TYPE_CHECKING:
     import aiohttp
 
 
 class ChatModel(ABC):
-    """Base of ``OpenAICompatible`` and ``Anthropic``."""
+    """Base of the chat-model connectors (``OpenAICompatible``, ``Anthropic``, ``AzureOpenAI``,
+    ``Gemini``, ``Bedrock``)."""
 
     connector = ""
+    supports_seed: bool
     base_url: str
     model: str
     params: dict[str, Any]
@@ -96,6 +100,13 @@ class ChatModel(ABC):
     def _describe_extra(self) -> dict[str, Any]:
         return {}
 
+    _encoded_url = False  # True: ``_url`` is sent exactly as written (a signature covers it)
+
+    def _request(self, body: dict[str, Any]) -> tuple[dict[str, Any] | bytes, dict[str, str]]:
+        """The payload and headers of one attempt; a connector that signs each request
+        (Bedrock's SigV4) overrides it, so every retry is signed afresh."""
+        return body, self._headers
+
     async def invoke(self, input: InputLike, *, seed: int | None = None) -> TargetOutput:
         messages = input_messages(input, system=self.system)
         return (await self.complete(messages, seed=seed)).to_output()
@@ -110,14 +121,16 @@ class ChatModel(ABC):
 
         async def call() -> tuple[Completion, int | None]:
             session = self._session or await shared_session(egress=resilience.egress)
+            payload, headers = self._request(body)
             reply = await request_json(
                 session,
                 "POST",
                 self._url,
-                body=body,
-                headers=self._headers,
+                body=payload,
+                headers=headers,
                 timeout=self.timeout,
                 secrets=self._secrets,
+                encoded=self._encoded_url,
             )
             completion = parse(reply.data, self._url)
             completion.usage.latency_ms = reply.latency_ms
@@ -149,3 +162,36 @@ def malformed(url: str, what: str) -> InfraError:
 def token_count(value: object) -> int | None:
     """A usage count from a reply: an int (not a bool), else unknown."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def tool_input(arguments: JsonValue) -> dict[str, Any]:
+    """A tool call's arguments as the JSON object the Anthropic, Gemini and Bedrock APIs want:
+    a JSON string is decoded, text that is not JSON is kept under ``input``."""
+    if isinstance(arguments, str):
+        try:
+            arguments = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return {"input": arguments}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def function_tools(tools: object) -> list[tuple[str, str, dict[str, Any]]] | None:
+    """(name, description, JSON Schema) of each tool when ``tools`` is in the OpenAI shape
+    (``{"type": "function", "function": {...}}``, what the agent loop sends), else None (the
+    provider's own shape, passed through)."""
+    if not isinstance(tools, list) or not tools:
+        return None
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or tool.get("type", "function") != "function":
+            return None
+        schema = fn.get("parameters")
+        out.append(
+            (
+                str(fn.get("name", "")),
+                str(fn.get("description") or ""),
+                dict(schema) if isinstance(schema, dict) else {"type": "object"},
+            )
+        )
+    return out

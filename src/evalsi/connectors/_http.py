@@ -117,6 +117,7 @@ async def request_json(
     secrets: tuple[Secret, ...] = (),
     parse: bool = True,
     max_bytes: int = MAX_BODY_BYTES,
+    encoded: bool = False,
 ) -> HttpReply:
     """Send one request; return the decoded JSON of a 2xx answer or raise.
 
@@ -128,11 +129,15 @@ async def request_json(
     is ``connection``. A body past ``max_bytes`` is a ``TargetError``, raised once that many
     bytes arrived (or at once, when ``Content-Length`` says so). Messages never carry a secret
     or the query string.
+
+    ``body`` given as bytes is sent as they are (a signed request's payload); ``encoded`` sends
+    ``url`` without requoting it (a signature covers the path exactly as written).
     """
     import aiohttp
+    import yarl
 
     where = public_url(url)
-    data = None if body is None else orjson.dumps(body)
+    data = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
     send_headers = dict(headers or {})
     if data is not None:
         send_headers.setdefault("Content-Type", "application/json")
@@ -140,7 +145,7 @@ async def request_json(
     try:
         async with session.request(
             method,
-            url,
+            yarl.URL(url, encoded=True) if encoded else url,
             data=data,
             headers=send_headers,
             timeout=aiohttp.ClientTimeout(total=timeout),

@@ -37,6 +37,10 @@ EXTRA_OF: dict[str, str] = {
     "mcp_types": "agents",
     "a2a": "a2a",
     "inspect_ai": "inspect",
+    "mlflow": "mlflow",
+    "boto3": "s3",
+    "botocore": "s3",
+    "wandb": "wandb",
 }
 """Top-level module -> the extra that installs it."""
 

@@ -87,7 +87,12 @@ def _fenced(body: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{body}\n{fence}"
 
 
-def render_markdown(data: ReportData) -> str:
+def render_markdown(data: ReportData, *, summary: bool = False) -> str:
+    """The report; ``summary`` keeps what a pull-request comment needs (GitHub refuses bodies
+    over 65,536 characters, and a long one is not read): the run in one line, metrics, gates,
+    comparison. The full report's failures, distributions and manifest stay in the file."""
+    if summary:
+        return _summary(data)
     run = data.run
     out: list[str] = []
     add = out.append
@@ -130,6 +135,26 @@ def render_markdown(data: ReportData) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def _summary(data: ReportData) -> str:
+    run = data.run
+    out: list[str] = []
+    add = out.append
+    add(f"### evalsi · run {code(run.id)}")
+    line = [f"{text(run.kind)}, {text(run.status)}", f"{_records(data)} records"]
+    if run.name:
+        line.insert(0, f"**{text(run.name)}**")
+    if data.dataset_source:
+        line.append(f"dataset {code(data.dataset_source)}")
+    add(" · ".join(line))
+    if run.error:
+        add(f"> **The run stopped:** {text(run.error)}")
+    if data.comparison is not None:  # first: what a reviewer of the change comes for
+        _comparison(data, add, "####")
+    _gates(data, add, "####")
+    _metrics(data, add, "####")
+    return "\n\n".join(out) + "\n"
+
+
 def _finished(data: ReportData) -> str:
     run = data.run
     took = duration(run.created_at, run.finished_at)
@@ -141,8 +166,8 @@ def _records(data: ReportData) -> str:
     return str(data.run.records) + (f" ({bad} bad records skipped)" if bad else "")
 
 
-def _metrics(data: ReportData, add: Callable) -> None:  # type: ignore[type-arg]
-    add("## Metrics")
+def _metrics(data: ReportData, add: Callable, h: str = "##") -> None:  # type: ignore[type-arg]
+    add(f"{h} Metrics")
     if not data.metrics:
         add(f"_This run stored no metric summary (it is {text(data.run.status)})._")
         return
@@ -319,8 +344,8 @@ def _cell(value: str | None) -> str:
     return "-" if value is None else text(value, _CELL_TEXT)
 
 
-def _gates(data: ReportData, add: Add) -> None:
-    add("## Gates")
+def _gates(data: ReportData, add: Add, h: str = "##") -> None:
+    add(f"{h} Gates")
     if not data.gates:
         add("no gates")
         return
@@ -335,10 +360,10 @@ def _gates(data: ReportData, add: Add) -> None:
         add(f"> **warning:** {_text_with_code(w)}")
 
 
-def _comparison(data: ReportData, add: Add) -> None:
+def _comparison(data: ReportData, add: Add, h: str = "##") -> None:
     c = data.comparison
     assert c is not None
-    add(f"## Comparison with run {code(c.run.id)}")
+    add(f"{h} Comparison with run {code(c.run.id)}")
     intro = f"Baseline A is {code(c.run.id)}, B is this run; Δ = B − A."
     if c.paired:
         intro += (

@@ -32,6 +32,7 @@ def render_report(
     by: str | None = None,
     compare: str | None = None,
     failures: int = 20,
+    summary: bool = False,
 ) -> str:
     """Render one stored run as a report.
 
@@ -47,6 +48,8 @@ def render_report(
         compare: The baseline run A to compare this run (B) with; deltas are B − A, as
             ``evalsi compare A B`` gives them.
         failures: How many failing records to show (0: none).
+        summary: Markdown only: the run's line, metrics, gates and comparison, short enough
+            for a pull-request comment.
 
     Raises:
         UserError: An unknown run, an unknown format, a bad ``by`` or ``failures``.
@@ -64,6 +67,8 @@ def render_report(
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown report format {fmt!r}", hint="use html or md")
+    if summary and fmt != "md":
+        raise UserError("a summary report is Markdown only", hint="add --format md")
     owned = not isinstance(store, SqlStore)
     db = open_store(store, create=False)
     try:
@@ -72,7 +77,7 @@ def render_report(
         if owned:
             db.close()
     if fmt == "md":
-        return render_markdown(data)
+        return render_markdown(data, summary=summary)
     return render_html(data)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
+    from evalsi.connectors import MODEL_CONNECTORS
     from evalsi.runs._aggregate import Aggregator
     from evalsi.runs._cases import Case, CaseBuilder, CategoryFigures, rate, with_unattempted
     from evalsi.runs._cassettes import StoredCassettes
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._dataset_scope import dataset_scope_of_outputs
     from evalsi.runs._execute import execute_run
+    from evalsi.runs._export import Export, export_run
     from evalsi.runs._failing import FAILURE_COLUMNS, failing_records, failure_rows, first_failures
     from evalsi.runs._grade import check_version, grade_run, source_dataset
     from evalsi.runs._ingest import (
@@ -89,7 +91,6 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
-    from evalsi.runs._targets import MODEL_CONNECTORS
     from evalsi.runs._tasks import iter_tasks, task_json
     from evalsi.runs._test_plan import (
         PLAN_FORMAT,
@@ -150,6 +151,7 @@ __all__ = [
     "Conclusion",
     "EvaluatorLike",
     "EvaluatorMetrics",
+    "Export",
     "Gate",
     "GateResult",
     "IsolationSummary",
@@ -190,6 +192,7 @@ __all__ = [
     "effective_thresholds",
     "evaluate_gates",
     "execute_run",
+    "export_run",
     "external_evaluator",
     "failing_records",
     "failure_rows",

@@ -341,7 +341,7 @@ async def execute_run(
         spec_document_hash=content_hash(document),
     )
     db, run_id = row.open()
-    return conclude_stored_run(
+    result = conclude_stored_run(
         row,
         bound=bound,
         runners=runners,
@@ -361,6 +361,12 @@ async def execute_run(
         extra={"graded": not execute_only},
         lost_is_incomplete=True,
     )
+    if spec.sinks and not execute_only:  # the results are stored: now they may go out
+        from evalsi.runs._export import export_run
+
+        exports = await asyncio.to_thread(export_run, db, run_id, spec.sinks)
+        result.exports = [e.to_dict() for e in exports]
+    return result
 
 
 def _stored_replay(db: SqlStore, info: RunInfo) -> Replay | None:

@@ -30,7 +30,9 @@ if TYPE_CHECKING:  # the connectors (aiohttp) and SQLAlchemy load when a judge i
 
 _T = TypeVar("_T")
 
-JUDGE_CONNECTORS = ("openai-compatible", "anthropic")
+JUDGE_CONNECTORS = ("openai-compatible", "anthropic", "azure-openai", "gemini", "bedrock")
+"""Every model connector judges (``connectors.MODEL_CONNECTORS``, kept here without loading
+the connectors)."""
 # A judge given as a mapping: JudgeSpec's fields, or their spellings in a spec file.
 _JUDGE_FIELDS = {
     **{f.name: f.name for f in dataclasses.fields(JudgeSpec) if f.name != "name"},
@@ -38,6 +40,7 @@ _JUDGE_FIELDS = {
     "secretRef": "secret_ref",
     "timeoutSeconds": "timeout_s",
     "maxConcurrency": "max_concurrency",
+    "apiVersion": "api_version",
 }
 
 
@@ -56,26 +59,23 @@ class StoreJudge:
             )
         if not spec.model:
             raise UserError(f"judge {spec.name!r}: model is required")
-        base_url = spec.base_url
-        if not base_url and spec.connector == "anthropic":
-            base_url = "https://api.anthropic.com"
-        if not base_url:
-            raise UserError(
-                f"judge {spec.name!r}: baseUrl is required (e.g. http://127.0.0.1:8000/v1)"
-            )
-        from evalsi.connectors import Anthropic, OpenAICompatible, resolve_secret
+        from evalsi.connectors import chat_model, resolve_secret
 
-        self.spec = dataclasses.replace(spec, base_url=base_url)
         key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
-        cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
-        self.connector = cls(
-            base_url,
+        self.connector = chat_model(
+            spec.connector,
+            spec.base_url,
             spec.model,
             spec.params,
             api_key=key,
+            api_version=spec.api_version,
+            region=spec.region,
+            auth=spec.auth,
             timeout=spec.timeout_s,
             resilience=resilience,
+            at=f"spec.judges.{spec.name}",
         )
+        self.spec = dataclasses.replace(spec, base_url=self.connector.base_url)
         self.store = store
         self.account = JudgeAccount()
         self._limit = asyncio.Semaphore(max(1, spec.max_concurrency))
@@ -174,7 +174,7 @@ def judge_specs(judges: Mapping[str, JudgeLike] | None) -> dict[str, JudgeSpec]:
             raise UserError(
                 f"judges.{name}: unknown field(s) {', '.join(map(repr, unknown))}",
                 hint="known: connector, baseUrl, model, params, secretRef, timeoutSeconds, "
-                "maxConcurrency, scale, cache",
+                "maxConcurrency, scale, cache, apiVersion, region",
             )
         if not value.get("model"):
             raise UserError(f"judges.{name}: model is required")

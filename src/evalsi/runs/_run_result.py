@@ -42,6 +42,8 @@ class RunResult(ScoreResult):
     """The target errors by kind (``http_<status>``, else ``target_error``), likewise."""
     graded_by: tuple[BoundEvaluator, ...] = field(default=(), repr=False, compare=False)
     """The evaluators the run was graded with (what ``categories`` summarises)."""
+    exports: list[dict[str, Any]] = field(default_factory=list)
+    """What ``spec.sinks`` did at the run's end: per sink its receipt, or its error."""
 
     def categories(self, key: str = "category") -> list[CategoryMetrics]:
         """The metrics per category of sample (``metadata[key]``), each computed as the run's
@@ -82,6 +84,8 @@ class RunResult(ScoreResult):
         out["infra_error_causes"] = [dict(c) for c in self.infra_error_causes]
         out["target_error_causes"] = [dict(c) for c in self.target_error_causes]
         out["metrics"] = metric_dicts(self.metrics, self.pass_k_samples)
+        if self.exports:
+            out["exports"] = [dict(e) for e in self.exports]
         return out
 
     def table(self) -> str:
@@ -102,7 +106,19 @@ class RunResult(ScoreResult):
             for m in self.metrics
             if m.pass_at_k
         ]
-        return "\n".join([head, text, *(["", "trials", *extra] if extra else [])])
+        sent = [
+            f"  {e['sink']}: "
+            + (f"{e['receipt']['rows']} rows" if e["ok"] else f"NOT SENT ({e['error']})")
+            for e in self.exports
+        ]
+        return "\n".join(
+            [
+                head,
+                text,
+                *(["", "trials", *extra] if extra else []),
+                *(["", "sinks", *sent] if sent else []),
+            ]
+        )
 
 
 def render_plan(plan: dict[str, Any]) -> str:

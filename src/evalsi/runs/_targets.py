@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from evalsi.connectors import (
-    Anthropic,
     HttpTarget,
     InputLike,
-    OpenAICompatible,
     PythonTarget,
     RateLimits,
     Resilience,
     Target,
+    chat_model,
     plain_input,
     resolve_secret,
 )
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 
 Render = Callable[[Record], InputLike]
 
-MODEL_CONNECTORS = ("openai-compatible", "anthropic")
 CLOSED_API_HOSTS = (
     "api.openai.com",
     "api.anthropic.com",
@@ -43,6 +41,8 @@ CLOSED_API_HOSTS = (
     "api.groq.com",
     "api.together.xyz",
     ".openai.azure.com",
+    ".amazonaws.com",  # Bedrock's runtime endpoints
+    ".amazonaws.com.cn",
 )
 
 
@@ -127,24 +127,23 @@ def build_target(
                 "target.model.connector: scripted plays a sample's known trajectory",
                 hint="use it as target.agent.model (the built-in agent)",
             )
-        if spec.connector not in MODEL_CONNECTORS:
-            raise UserError(
-                f"target.model.connector: unknown connector {spec.connector!r}",
-                hint="use one of: " + ", ".join(MODEL_CONNECTORS),
-            )
-        if not spec.base_url or not spec.model:
-            raise UserError("target.model: baseUrl and model are required")
+        if not spec.model:
+            raise UserError("target.model.model is required")
         key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
-        cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
-        return cls(
+        return chat_model(
+            spec.connector,
             spec.base_url,
             spec.model,
             spec.params,
             api_key=key,
+            api_version=spec.api_version,
+            region=spec.region,
+            auth=spec.auth,
             timeout=spec.timeout_s,
             system=spec.system or None,
             rate_limits=limits,
             resilience=resilience,
+            at="target.model",
         )
     if spec.kind == "python":
         if not spec.python:
@@ -208,7 +207,8 @@ def identity(target: Target, spec: TargetSpec) -> tuple[dict[str, Any], list[str
     described = target.describe()
     unpinned: list[str] = []
     if spec.kind == "model":
-        host = urlsplit(spec.base_url).hostname or ""
+        # the connector's URL: Bedrock's comes from its region, not the spec
+        host = urlsplit(str(described.get("base_url") or spec.base_url)).hostname or ""
         if any(host == h or (h.startswith(".") and host.endswith(h)) for h in CLOSED_API_HOSTS):
             unpinned.append(
                 f"target.model {spec.model!r}: a closed API model can change behind its name"

@@ -30,12 +30,13 @@ def build_user_simulator(
     """The simulator for ``spec`` (secret resolved, no call made); a ``UserError`` naming the
     field for a bad one."""
     from evalsi.agents import UserSimulator
+    from evalsi.connectors import MODEL_CONNECTORS, chat_model, resolve_secret
     from evalsi.runs._pricing import costing, price
 
     at = "spec.target.agent.user"
     if spec.connector == "scripted":
         return UserSimulator(spec)
-    if spec.connector not in ("openai-compatible", "anthropic"):
+    if spec.connector not in MODEL_CONNECTORS:
         UserSimulator(spec)  # raises the unknown-connector error
     if not spec.model:
         raise UserError(f"{at}.model.model: the simulator's model is required")
@@ -44,16 +45,19 @@ def build_user_simulator(
             f"{at}.maxUsd: no price for model {spec.model!r}, so spend cannot be counted",
             hint="add the model to a pricing file named by EVALSI_PRICING, or drop maxUsd",
         )
-    base_url = spec.base_url
-    if not base_url and spec.connector == "anthropic":
-        base_url = "https://api.anthropic.com"
-    if not base_url:
-        raise UserError(f"{at}.model.baseUrl is required (e.g. http://127.0.0.1:8000/v1)")
-    from evalsi.connectors import Anthropic, OpenAICompatible, resolve_secret
-
     key = resolve_secret(spec.secret_ref) if spec.secret_ref else None
-    cls = OpenAICompatible if spec.connector == "openai-compatible" else Anthropic
-    model = cls(base_url, spec.model, spec.params, api_key=key, resilience=resilience)
+    model = chat_model(
+        spec.connector,
+        spec.base_url,
+        spec.model,
+        spec.params,
+        api_key=key,
+        api_version=spec.api_version,
+        region=spec.region,
+        auth=spec.auth,
+        resilience=resilience,
+        at=f"{at}.model",
+    )
     return UserSimulator(spec, model, price=costing())
 
 

@@ -13,7 +13,15 @@ from typing import Any
 
 from evalsi._proto.evalsi.v1alpha1 import catalog_service_pb2 as pb
 from evalsi.agents import AgentTarget
-from evalsi.connectors import Anthropic, HttpTarget, OpenAICompatible, PythonTarget
+from evalsi.connectors import (
+    Anthropic,
+    AzureOpenAI,
+    Bedrock,
+    Gemini,
+    HttpTarget,
+    OpenAICompatible,
+    PythonTarget,
+)
 from evalsi.core import NotFoundError, UserError, parse_ref
 from evalsi.evaluators import PackOptIn, pack_of
 from evalsi.packs import BUILTIN_PACKS
@@ -32,6 +40,9 @@ from evalsi.wire import (
 _CONNECTOR_CODE: dict[str, type] = {
     "openai-compatible": OpenAICompatible,
     "anthropic": Anthropic,
+    "azure-openai": AzureOpenAI,
+    "gemini": Gemini,
+    "bedrock": Bedrock,
     "python": PythonTarget,
     "http": HttpTarget,
     "agent": AgentTarget,

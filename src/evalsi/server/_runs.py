@@ -500,13 +500,21 @@ def _metric_filter(names: Sequence[str]) -> list[str] | None:
 def _check_secrets(spec_doc: Mapping[str, Any], allowed_env: tuple[str, ...]) -> None:
     """Secret references a request may use: ``file:`` never (it would read a file on the
     server's disk), ``env:NAME`` only for names the server's ``secrets.allowEnv`` lists (else a
-    caller could have any server variable sent to a URL of its choosing)."""
+    caller could have any server variable sent to a URL of its choosing). A Bedrock model
+    without a key signs with the server's own AWS credentials (and sends its session token to
+    the model's address): that is lending them, allowed only when ``secrets.allowEnv`` lists
+    ``AWS_SECRET_ACCESS_KEY``."""
     target = spec_doc.get("target")
     places: list[tuple[str, Any]] = []
+    models: list[tuple[str, Any]] = []
     if isinstance(target, dict):
-        model = target.get("model")
-        if isinstance(model, dict):
-            places.append(("spec.target.model.secretRef", model.get("secretRef")))
+        agent = target.get("agent")
+        user = agent.get("user") if isinstance(agent, dict) else None
+        models = [
+            ("spec.target.model", target.get("model")),
+            ("spec.target.agent.model", agent.get("model") if isinstance(agent, dict) else None),
+            ("spec.target.agent.user.model", user.get("model") if isinstance(user, dict) else None),
+        ]
         http = target.get("http")
         if isinstance(http, dict) and isinstance(http.get("headers"), dict):
             for key, value in http["headers"].items():
@@ -514,9 +522,19 @@ def _check_secrets(spec_doc: Mapping[str, Any], allowed_env: tuple[str, ...]) ->
                     places.append((f"spec.target.http.headers.{key}", value[len("secret:") :]))
     judges = spec_doc.get("judges")
     if isinstance(judges, dict):
-        for name, judge in judges.items():
-            if isinstance(judge, dict):
-                places.append((f"spec.judges.{name}.secretRef", judge.get("secretRef")))
+        models += [(f"spec.judges.{name}", judge) for name, judge in judges.items()]
+    for where, model in models:
+        if not isinstance(model, dict):
+            continue
+        places.append((f"{where}.secretRef", model.get("secretRef")))
+        lent = "AWS_SECRET_ACCESS_KEY" in allowed_env
+        if model.get("connector") == "bedrock" and not model.get("secretRef") and not lent:
+            raise UserError(
+                f"{where}: a bedrock model without a secretRef would sign with this server's "
+                "AWS credentials, which it does not lend to runs",
+                hint="give a Bedrock API key as secretRef (env:NAME, listed under "
+                "secrets.allowEnv), or ask the operator to list AWS_SECRET_ACCESS_KEY there",
+            )
     for where, ref in places:
         if not isinstance(ref, str):
             continue

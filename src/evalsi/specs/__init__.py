@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         JudgeSpec,
         RunSpec,
         SandboxSettingsSpec,
+        SinkSpec,
         TargetSpec,
         TelemetrySpec,
         ToolDeclarationSpec,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
         run_spec_from_dict,
         run_spec_from_yaml,
     )
+    from evalsi.specs._sinks import TO_FORMS, load_sinks, sink_of, sinks_from
     from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml, where
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "MAX_SPEC_BYTES",
     "NAME",
     "TARGET_KINDS",
+    "TO_FORMS",
     "A2aAgentSpec",
     "AgentKind",
     "AgentSpec",
@@ -89,6 +92,7 @@ __all__ = [
     "ResponsesAgentSpec",
     "RunSpec",
     "SandboxSettingsSpec",
+    "SinkSpec",
     "TargetSpec",
     "TelemetrySpec",
     "Threshold",
@@ -101,6 +105,7 @@ __all__ = [
     "line_of",
     "load_declaration",
     "load_run_spec",
+    "load_sinks",
     "parse_duration",
     "parse_yaml",
     "raise_problems",
@@ -109,6 +114,8 @@ __all__ = [
     "run_spec_from_yaml",
     "schema_problems",
     "show",
+    "sink_of",
+    "sinks_from",
     "tightened",
     "tightened_policy",
     "where",

@@ -91,6 +91,9 @@ class UserSimulatorSpec:
     stop_token: str = "###STOP###"
     max_turns: int = 10
     max_usd: float | None = None
+    api_version: str = ""
+    region: str = ""
+    auth: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,12 +31,15 @@ TargetKind = Literal["model", "python", "http", "agent"]
 class TargetSpec:
     """The system under test.
 
-    ``kind="model"``: ``connector`` is ``openai-compatible`` or ``anthropic``, with ``base_url``,
-    ``model``, ``params`` (temperature, max_tokens...) and ``secret_ref`` (``env:NAME`` or
-    ``file:PATH``). ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``:
-    ``http`` holds ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders),
-    ``output`` (a JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the
-    sample's ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
+    ``kind="model"``: ``connector`` is one of ``connectors.MODEL_CONNECTORS``
+    (``openai-compatible``, ``anthropic``, ``azure-openai``, ``gemini``, ``bedrock``), with
+    ``base_url``, ``model``, ``params`` (temperature, max_tokens...), ``secret_ref``
+    (``env:NAME`` or ``file:PATH``), a provider's ``api_version`` (Azure, Gemini) and
+    ``region`` (Bedrock), and ``auth`` (``bearer``: the secret is an access token).
+    ``kind="python"``: ``python`` is ``module:function``. ``kind="http"``: ``http`` holds
+    ``url``, ``method``, ``body`` (JSON with ``{{input}}`` placeholders), ``output`` (a
+    JSONPath into the response) and ``headers``. ``template`` (Jinja2, over the sample's
+    ``input`` and ``metadata``) and ``system`` shape the prompt for model targets.
     """
 
     kind: TargetKind
@@ -53,6 +56,9 @@ class TargetSpec:
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     agent: AgentSpec | None = None
+    api_version: str = ""
+    region: str = ""
+    auth: str = ""  # "" / "api-key": the connector's key header; "bearer": an access token
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,11 +272,35 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
+SinkKind = Literal["mlflow", "s3", "webhook", "wandb"]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """One place a run's results go besides the store (``spec.sinks[i]``): its ``kind`` and
+    its section's keys as written (camelCase), secrets by reference."""
+
+    kind: SinkKind
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """Where it sends, for messages: ``mlflow http://…``, ``s3 bucket/prefix``."""
+        o = self.options
+        where = {
+            "mlflow": o.get("trackingUri", ""),
+            "s3": f"{o.get('bucket', '')}/{o.get('prefix') or 'evalsi'}",
+            "webhook": o.get("url", ""),
+            "wandb": o.get("project", ""),
+        }[self.kind]
+        return f"{self.kind} {where}"
+
+
 @dataclass(frozen=True, slots=True)
 class JudgeSpec:
     """A model that grades (none by default, secrets by reference).
 
-    ``connector`` is ``openai-compatible`` or ``anthropic``; ``params`` are sent with every
+    ``connector`` is one of ``connectors.MODEL_CONNECTORS``, with ``api_version`` (Azure,
+    Gemini) and ``region`` (Bedrock) where the provider needs them; ``params`` are sent with every
     judge call (``temperature: 0`` is wise); ``max_concurrency`` caps this judge's calls in
     flight. ``name`` is the key evaluators ask for (``judge: default``). ``scale`` is the
     ``(min, max)`` this judge scores on (``llm-judge`` asks for it and normalises to [0, 1];
@@ -287,6 +317,9 @@ class JudgeSpec:
     max_concurrency: int = 16
     scale: tuple[float, float] | None = None
     cache: bool = True
+    api_version: str = ""
+    region: str = ""
+    auth: str = ""  # how the key is sent; not part of the identity (it changes no answer)
 
     def identity(self) -> dict[str, Any]:
         """What the manifest records and the judge cache keys on (no secret values).
@@ -305,6 +338,11 @@ class JudgeSpec:
         }
         if self.scale is not None:
             out["scale"] = {"min": self.scale[0], "max": self.scale[1]}
+        # Only when set, as scale: the keys of the judges that have neither stay as they were.
+        if self.api_version:
+            out["api_version"] = self.api_version
+        if self.region:
+            out["region"] = self.region
         return out
 
 
@@ -327,6 +365,7 @@ class RunSpec:
     labels: dict[str, str] = field(default_factory=dict)
     environment: EnvironmentSpec | None = None
     telemetry: TelemetrySpec | None = None
+    sinks: tuple[SinkSpec, ...] = ()
     declaration: Declaration | None = None
     thresholds: tuple[Threshold, ...] = ()
     """The spec's own thresholds; the declaration's may tighten them (``specs.tightened``)."""
@@ -399,10 +438,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_NOT_WORK = ("budget", "telemetry", "sinks")
+
+
 def work_document(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (an EvalRun as written) without what does not change the run's work: the
-    budget (``spec.budget``), where its spans go (``spec.telemetry``) and whether judges read
-    the cache (``spec.judges.*.cache``).
+    budget (``spec.budget``), where its spans and results go (``spec.telemetry``,
+    ``spec.sinks``) and whether judges read the cache (``spec.judges.*.cache``).
 
     A document without either is returned unchanged, so its hash is what it always was.
 
@@ -417,9 +459,9 @@ def work_document(doc: dict[str, Any]) -> dict[str, Any]:
     cached = isinstance(judges, dict) and any(
         isinstance(j, dict) and "cache" in j for j in judges.values()
     )
-    if "budget" not in spec and "telemetry" not in spec and not cached:
+    if not any(k in spec for k in _NOT_WORK) and not cached:
         return doc
-    trimmed = {k: v for k, v in spec.items() if k not in ("budget", "telemetry")}
+    trimmed = {k: v for k, v in spec.items() if k not in _NOT_WORK}
     if cached:
         assert isinstance(judges, dict)
         trimmed["judges"] = {

@@ -50,6 +50,9 @@ class AgentKeys:
     def endpoint(self, at: KeyPath, m: dict[str, Any]) -> tuple[str, str]:
         raise NotImplementedError
 
+    def provider(self, at: KeyPath, m: dict[str, Any], base_url: str) -> tuple[str, str, str]:
+        raise NotImplementedError
+
     def secret(self, at: KeyPath, ref: str) -> str:
         raise NotImplementedError
 
@@ -160,9 +163,10 @@ class AgentKeys:
         if m is None:
             self.bad(at, "missing required field 'model' (the simulator's model)")
             return None
-        base_url, secret = "", ""
+        base_url, secret, api_version, region, auth = "", "", "", "", ""
         if m.get("connector") != "scripted":
             base_url, secret = self.endpoint((*at, "model"), m)
+            api_version, region, auth = self.provider((*at, "model"), m, base_url)
         max_usd = u.get("maxUsd")
         return UserSimulatorSpec(
             connector=m["connector"],
@@ -176,6 +180,9 @@ class AgentKeys:
             stop_token=u.get("stopToken") or "###STOP###",
             max_turns=int(u.get("maxTurns", 10)),
             max_usd=float(max_usd) if max_usd is not None else None,
+            api_version=api_version,
+            region=region,
+            auth=auth,
         )
 
     def repository(self, at: KeyPath, r: dict[str, Any]) -> GitWorkspaceSpec:

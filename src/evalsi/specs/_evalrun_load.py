@@ -21,7 +21,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalsi.core import UserError, expand_home
 from evalsi.specs._checks import (
@@ -48,6 +48,8 @@ from evalsi.specs._evalrun import (
     EvaluatorEntry,
     JudgeSpec,
     RunSpec,
+    SinkKind,
+    SinkSpec,
     TargetKind,
     TargetSpec,
     TelemetrySpec,
@@ -59,7 +61,6 @@ from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_TIMEOUT_S = 60.0
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 TARGET_KINDS = ("model", "python", "http", "agent")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
@@ -191,6 +192,7 @@ class _SpecBuilder(AgentKeys):
         evaluators = self.evaluators(spec["evaluators"])
         budget = self.budget(spec["budget"]) if "budget" in spec else None
         telemetry = self.telemetry(spec["telemetry"]) if "telemetry" in spec else None
+        sinks = tuple(self.sink(i, x) for i, x in enumerate(spec.get("sinks", ())))
         judges = {name: self.judge(name, j) for name, j in sorted(spec.get("judges", {}).items())}
         thresholds, problems = thresholds_from(
             spec.get("thresholds", ()), ("spec", "thresholds"), self.lines, source="spec"
@@ -245,6 +247,7 @@ class _SpecBuilder(AgentKeys):
             labels=dict(meta.get("labels", {})),
             environment=environment,
             telemetry=telemetry,
+            sinks=sinks,
             declaration=declaration,
             thresholds=tuple(thresholds),
             case_policy=case_policy_from(spec.get("casePolicy")),
@@ -327,6 +330,7 @@ class _SpecBuilder(AgentKeys):
                 kind=kind, agent=agent, connector="scripted", model=m["model"], **common
             )
         base_url, secret = self.endpoint((*at, "model"), m)
+        api_version, region, auth = self.provider((*at, "model"), m, base_url)
         return TargetSpec(
             kind=kind,
             agent=agent,
@@ -335,12 +339,16 @@ class _SpecBuilder(AgentKeys):
             model=m["model"],
             params=dict(m.get("params", {})),
             secret_ref=secret,
+            api_version=api_version,
+            region=region,
+            auth=auth,
             **common,
         )
 
     def judge(self, name: str, j: dict[str, Any]) -> JudgeSpec:
         at: KeyPath = ("spec", "judges", name)
         base_url, secret = self.endpoint(at, j)
+        api_version, region, auth = self.provider(at, j, base_url)
         return JudgeSpec(
             name=name,
             connector=j["connector"],
@@ -352,22 +360,76 @@ class _SpecBuilder(AgentKeys):
             max_concurrency=int(j.get("maxConcurrency", 16)),
             scale=self.scale((*at, "scale"), j["scale"]) if "scale" in j else None,
             cache=bool(j.get("cache", True)),
+            api_version=api_version,
+            region=region,
+            auth=auth,
         )
 
     def endpoint(self, at: KeyPath, m: dict[str, Any]) -> tuple[str, str]:
-        """The checked base URL (Anthropic's when omitted for it) and secret of a model or a
-        judge."""
+        """The checked base URL (the provider's default when omitted and it has one; Bedrock's
+        comes from its region) and secret of a model or a judge."""
+        from evalsi.connectors import BASE_URL_OPTIONAL, DEFAULT_BASE_URLS
+
+        connector = m["connector"]
         base_url = m.get("baseUrl", "")
         if base_url and not _URL.fullmatch(base_url):
             self.bad((*at, "baseUrl"), f"expected an http:// or https:// URL, got {show(base_url)}")
-        elif not base_url and m["connector"] == "anthropic":
-            base_url = ANTHROPIC_BASE_URL
-        elif not base_url:
-            self.bad(at, "missing required field 'baseUrl' (e.g. http://127.0.0.1:8000/v1)")
+        elif not base_url and connector in DEFAULT_BASE_URLS:
+            base_url = DEFAULT_BASE_URLS[connector]
+        elif not base_url and connector not in BASE_URL_OPTIONAL:
+            example = (
+                "https://NAME.openai.azure.com"
+                if connector == "azure-openai"
+                else "http://127.0.0.1:8000/v1"
+            )
+            self.bad(at, f"missing required field 'baseUrl' (e.g. {example})")
         secret = m.get("secretRef", "")
         if secret:
             secret = self.secret((*at, "secretRef"), secret)
         return base_url, secret
+
+    def provider(self, at: KeyPath, m: dict[str, Any], base_url: str) -> tuple[str, str, str]:
+        """The checked ``apiVersion``, ``region`` and ``auth`` of a model or a judge: Azure
+        needs a version and a bare resource endpoint, Bedrock a region botocore knows, a bearer
+        token a connector that sends one and a secret; a connector that takes none of them is
+        refused one rather than ignoring it."""
+        from evalsi.connectors import (
+            BEARER_CONNECTORS,
+            azure_endpoint_problem,
+            bedrock_region_problem,
+        )
+
+        connector = m["connector"]
+        api_version, region = str(m.get("apiVersion", "")), str(m.get("region", ""))
+        if connector == "azure-openai":
+            if not api_version:
+                self.bad(at, "missing required field 'apiVersion' (e.g. 2024-10-21)")
+            problem = azure_endpoint_problem(base_url) if base_url else None
+            if problem:
+                self.bad((*at, "baseUrl"), problem)
+        elif api_version and connector != "gemini":
+            self.bad((*at, "apiVersion"), f"the {connector} connector takes no apiVersion")
+        if connector == "bedrock":
+            try:
+                problem = bedrock_region_problem(region)
+            except UserError as e:  # botocore missing: the extra is needed to run it
+                problem = _user_message(e)
+            if problem and not region:
+                self.bad(at, "missing required field 'region' (e.g. us-east-1)")
+            elif problem:
+                self.bad((*at, "region"), problem)
+        elif region:
+            self.bad((*at, "region"), f"the {connector} connector takes no region")
+        auth = str(m.get("auth", ""))
+        if auth == "bearer" and connector not in BEARER_CONNECTORS:
+            self.bad(
+                (*at, "auth"),
+                f"the {connector} connector sends its key its own way (bearer is for "
+                f"{' and '.join(BEARER_CONNECTORS)})",
+            )
+        elif auth == "bearer" and not m.get("secretRef"):
+            self.bad((*at, "auth"), "a bearer token needs a secretRef (where the token is)")
+        return api_version, region, auth
 
     def scale(self, at: KeyPath, s: dict[str, Any]) -> tuple[float, float] | None:
         low, high = s.get("min"), s.get("max")
@@ -528,6 +590,15 @@ class _SpecBuilder(AgentKeys):
             protocol=o.get("protocol", "http/protobuf"),
             timeout_s=float(o.get("timeoutSeconds", 10.0)),
         )
+
+    def sink(self, i: int, doc: dict[str, Any]) -> SinkSpec:
+        """``spec.sinks[i]``: the schema checked its keys; a secret is a reference."""
+        ((kind, options),) = doc.items()  # the schema allows exactly one kind
+        options = dict(options)
+        if kind == "webhook" and options.get("secretRef"):
+            at: KeyPath = ("spec", "sinks", i, "webhook", "secretRef")
+            options["secretRef"] = self.secret(at, options["secretRef"])
+        return SinkSpec(cast(SinkKind, kind), options)
 
 
 def _opt_float(value: Any) -> float | None:

@@ -260,3 +260,26 @@ def test_bad_format_and_unknown_run(store: SqlStore, run_id: str) -> None:
         render_report(store, run_id, fmt="pdf")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="no run 'zzz'"):
         render_report(store, "zzz", fmt="md")
+
+
+def test_markdown_summary_is_the_comparison_gates_and_metrics_alone(
+    store: SqlStore, run_id: str
+) -> None:
+    """A pull-request comment (docs/guides/ci.md): the same renderer, fewer sections."""
+    md = render_report(store, run_id, fmt="md", compare=run_id, summary=True)
+    headings = [line for line in md.splitlines() if line.startswith("#")]
+    assert headings == [
+        f"### evalsi · run `{run_id}`",
+        f"#### Comparison with run `{run_id}`",
+        "#### Gates",
+        "#### Metrics",
+    ]
+    assert "&lt;img src=x onerror=" in md  # the run's name, escaped, in the run's line
+    assert "| exact-match | exact-match | 3 | 0.333 | [" in md
+    assert "95% CI of Δ" in md
+    for table in _tables(md):
+        assert all(_cells(line) == _cells(table[0]) for line in table), table
+    full = render_report(store, run_id, fmt="md", compare=run_id)
+    assert len(md) < len(full) / 2
+    with pytest.raises(UserError, match="Markdown only"):
+        render_report(store, run_id, fmt="html", summary=True)

@@ -80,3 +80,43 @@ def test_config_reads_and_checks_allow_env(tmp_path: Path) -> None:
         load_config(bad)
     assert "secrets.allowEnv[1]: expected a variable name" in caught.value.message
     assert "secrets.other: unknown key" in caught.value.message
+
+
+def _bedrock(doc: dict[str, Any], place: str, **fields: str) -> dict[str, Any]:
+    model = {"connector": "bedrock", "model": "amazon.nova-lite-v1:0", "region": "us-east-1"}
+    model.update(fields)
+    if place == "judge":
+        doc["spec"]["judges"] = {"default": model}
+    else:
+        doc["spec"]["target"] = {"model": model}
+    return doc
+
+
+@pytest.mark.parametrize("place", ["target", "judge"])
+def test_bedrock_on_the_servers_own_aws_credentials_is_refused_unless_lent(
+    tmp_path: Path, place: str
+) -> None:
+    doc = _bedrock(run_doc("http://127.0.0.1:9/v1", "qa.jsonl"), place)
+    with pytest.raises(UserError) as caught:
+        _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
+    where = "spec.judges.default" if place == "judge" else "spec.target.model"
+    assert caught.value.message.startswith(f"{where}: a bedrock model without a secretRef")
+    # lent by the operator: accepted
+    spec = _handler(tmp_path, ("AWS_SECRET_ACCESS_KEY",)).spec_from_request(run_message(doc))
+    assert spec.name
+
+
+def test_a_bedrock_api_key_the_server_lends_is_accepted(tmp_path: Path) -> None:
+    doc = _bedrock(run_doc("http://127.0.0.1:9/v1", "qa.jsonl"), "target", secretRef="env:BRK")
+    spec = _handler(tmp_path, ("BRK",)).spec_from_request(run_message(doc))
+    assert spec.target.connector == "bedrock"
+
+
+def test_an_agents_model_secret_is_checked_too(tmp_path: Path) -> None:
+    doc = run_doc("http://127.0.0.1:9/v1", "qa.jsonl")
+    model = dict(doc["spec"]["target"]["model"], secretRef="env:AWS_SECRET_ACCESS_KEY")
+    doc["spec"]["target"] = {"agent": {"model": model}}
+    doc["spec"]["environment"] = {"tools": [{"sandbox": {"tools": ["exec"]}}]}
+    with pytest.raises(UserError) as caught:
+        _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
+    assert caught.value.message.startswith("spec.target.agent.model.secretRef: env:AWS_SECRET")

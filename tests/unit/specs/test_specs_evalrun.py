@@ -445,7 +445,8 @@ def test_every_problem_is_reported_in_one_error_sorted_by_line(spec_dir: Path) -
     assert lines == [
         f"{path}:2: kind: expected 'EvalRun', got 'Run'",
         f"{path}:11: spec.target.model.connector: expected one of openai-compatible, "
-        "anthropic, scripted; got 'openai' (did you mean openai-compatible?)",
+        "anthropic, azure-openai, gemini, bedrock, scripted; got 'openai' "
+        "(did you mean openai-compatible?)",
         f"{path}:25: spec.trials: expected a value >= 1, got 0",
     ]
 

@@ -37,7 +37,7 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EvalRunSpec(_message.Message):
-    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment", "telemetry", "declaration", "thresholds", "case_policy")
+    __slots__ = ("target", "dataset", "trials", "max_concurrency", "evaluators", "gates", "min_completion_rate", "max_evaluator_error_rate", "budget", "seed", "judges", "environment", "telemetry", "declaration", "thresholds", "case_policy", "sinks")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class EvalRunSpec(_message.Message):
     DECLARATION_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
     CASE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    SINKS_FIELD_NUMBER: _ClassVar[int]
     target: Target
     dataset: DatasetRef
     trials: int
@@ -77,7 +78,62 @@ class EvalRunSpec(_message.Message):
     declaration: _evidence_pb2.SystemDeclaration
     thresholds: _containers.RepeatedCompositeFieldContainer[_evidence_pb2.Threshold]
     case_policy: _evidence_pb2.CasePolicy
-    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ..., case_policy: _Optional[_Union[_evidence_pb2.CasePolicy, _Mapping]] = ...) -> None: ...
+    sinks: _containers.RepeatedCompositeFieldContainer[Sink]
+    def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ..., case_policy: _Optional[_Union[_evidence_pb2.CasePolicy, _Mapping]] = ..., sinks: _Optional[_Iterable[_Union[Sink, _Mapping]]] = ...) -> None: ...
+
+class Sink(_message.Message):
+    __slots__ = ("mlflow", "s3", "webhook", "wandb")
+    MLFLOW_FIELD_NUMBER: _ClassVar[int]
+    S3_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    WANDB_FIELD_NUMBER: _ClassVar[int]
+    mlflow: MlflowSink
+    s3: S3Sink
+    webhook: WebhookSink
+    wandb: WandbSink
+    def __init__(self, mlflow: _Optional[_Union[MlflowSink, _Mapping]] = ..., s3: _Optional[_Union[S3Sink, _Mapping]] = ..., webhook: _Optional[_Union[WebhookSink, _Mapping]] = ..., wandb: _Optional[_Union[WandbSink, _Mapping]] = ...) -> None: ...
+
+class MlflowSink(_message.Message):
+    __slots__ = ("tracking_uri", "experiment")
+    TRACKING_URI_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    tracking_uri: str
+    experiment: str
+    def __init__(self, tracking_uri: _Optional[str] = ..., experiment: _Optional[str] = ...) -> None: ...
+
+class S3Sink(_message.Message):
+    __slots__ = ("bucket", "prefix", "endpoint_url", "region")
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_URL_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    bucket: str
+    prefix: str
+    endpoint_url: str
+    region: str
+    def __init__(self, bucket: _Optional[str] = ..., prefix: _Optional[str] = ..., endpoint_url: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+
+class WebhookSink(_message.Message):
+    __slots__ = ("url", "secret_ref", "timeout_seconds")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    secret_ref: str
+    timeout_seconds: float
+    def __init__(self, url: _Optional[str] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class WandbSink(_message.Message):
+    __slots__ = ("project", "mode", "dir", "entity")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    mode: str
+    dir: str
+    entity: str
+    def __init__(self, project: _Optional[str] = ..., mode: _Optional[str] = ..., dir: _Optional[str] = ..., entity: _Optional[str] = ...) -> None: ...
 
 class Telemetry(_message.Message):
     __slots__ = ("otlp",)
@@ -105,7 +161,7 @@ class OtlpExport(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., protocol: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class Judge(_message.Message):
-    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache")
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "timeout_seconds", "max_concurrency", "scale", "cache", "api_version", "region", "auth")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +171,9 @@ class Judge(_message.Message):
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     SCALE_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     connector: str
     base_url: str
     model: str
@@ -124,7 +183,10 @@ class Judge(_message.Message):
     max_concurrency: int
     scale: JudgeScale
     cache: bool
-    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., scale: _Optional[_Union[JudgeScale, _Mapping]] = ..., cache: _Optional[bool] = ...) -> None: ...
+    api_version: str
+    region: str
+    auth: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., scale: _Optional[_Union[JudgeScale, _Mapping]] = ..., cache: _Optional[bool] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ..., auth: _Optional[str] = ...) -> None: ...
 
 class JudgeScale(_message.Message):
     __slots__ = ("min", "max")
@@ -157,18 +219,24 @@ class Target(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelTarget, _Mapping]] = ..., python: _Optional[str] = ..., http: _Optional[_Union[HttpTarget, _Mapping]] = ..., agent: _Optional[_Union[AgentTarget, _Mapping]] = ..., template: _Optional[str] = ..., system: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ...) -> None: ...
 
 class ModelTarget(_message.Message):
-    __slots__ = ("connector", "base_url", "model", "params", "secret_ref")
+    __slots__ = ("connector", "base_url", "model", "params", "secret_ref", "api_version", "region", "auth")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     connector: str
     base_url: str
     model: str
     params: _struct_pb2.Struct
     secret_ref: str
-    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+    api_version: str
+    region: str
+    auth: str
+    def __init__(self, connector: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secret_ref: _Optional[str] = ..., api_version: _Optional[str] = ..., region: _Optional[str] = ..., auth: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
     __slots__ = ("model", "max_steps", "max_tokens", "max_usd", "max_duration", "harness", "kind", "a2a", "mcp", "responses", "http", "cli", "cassette", "user")

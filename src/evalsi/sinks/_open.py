@@ -1,0 +1,47 @@
+"""A sink from its spec section: the kind's library is imported here, on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evalsi.sinks._sink import Sink
+
+SINK_KINDS = ("mlflow", "s3", "webhook", "wandb")
+
+
+def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sink:
+    """The sink of ``kind`` configured by ``options`` (a ``spec.sinks[i]`` section, camelCase
+    keys); ``secret`` is the webhook's signing secret, already read from its reference. Its
+    library is imported here, so a run without sinks never loads one."""
+    o = dict(options)
+    if kind == "mlflow":
+        from evalsi.sinks._mlflow import MlflowSink
+
+        return MlflowSink(str(o["trackingUri"]), str(o.get("experiment", "")))
+    if kind == "s3":
+        from evalsi.sinks._s3 import S3Sink
+
+        return S3Sink(
+            str(o["bucket"]),
+            str(o.get("prefix", "")),
+            str(o.get("endpointUrl", "")),
+            str(o.get("region", "")),
+        )
+    if kind == "webhook":
+        from evalsi.sinks._webhook import WebhookSink
+
+        return WebhookSink(str(o["url"]), secret, float(o.get("timeoutSeconds", 10.0)))
+    if kind == "wandb":
+        from evalsi.sinks._wandb import WandbSink
+
+        return WandbSink(
+            str(o["project"]),
+            str(o.get("mode", "")),
+            str(o.get("dir", "")),
+            str(o.get("entity", "")),
+        )
+    raise ValueError(f"no sink kind {kind!r}; the kinds are {', '.join(SINK_KINDS)}")
+
+
+__all__ = ["SINK_KINDS", "open_sink"]
