@@ -73,6 +73,15 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/plugins.md", "evalsi eval --data qa.jsonl --evaluators acme/shouty"): (
         "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py runs this command"
     ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/inspect-scorers"): (
+        "builds a venv with inspect-ai and its dependencies (minutes); "
+        "tests/integration/test_int_plugin_adapters.py serves the same package through the "
+        "plugin runtime and tests/e2e/test_e2e_plugin_venv.py runs an install"
+    ),
+    ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators inspect/"): (
+        "needs the installed plugin; tests/integration/test_int_plugin_adapters.py grades with "
+        "its evaluators"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (
