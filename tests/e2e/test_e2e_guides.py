@@ -82,6 +82,13 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "needs the installed plugin; tests/integration/test_int_plugin_adapters.py grades with "
         "its evaluators"
     ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/deepeval-metrics"): (
+        "builds a venv with deepeval (minutes); tests/e2e/test_e2e_plugin_deepeval.py installs it"
+    ),
+    ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators deepeval/"): (
+        "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_deepeval.py runs it "
+        "with the stub LLM as judge"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (

@@ -49,7 +49,10 @@ from evalsi.wire import record_to_proto, result_from_proto, struct_to_proto
 BATCH_TIMEOUT_S = 300.0
 MAX_RESTARTS = 3
 START_TIMEOUT_S = 60.0
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+_NOT_PASSED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+"""The plugin gets the host's environment (its judge keys, proxies, locale; it is code the user
+installed, as an entry-point evaluator in process would see it all) but none of the variables
+that would make its Python import the host's packages instead of its venv's."""
 
 
 @dataclass
@@ -133,7 +136,7 @@ class PluginHost:
                 self._dir = tempfile.TemporaryDirectory(prefix="evalsi-plugin-")
             path = Path(self._dir.name) / "plugin.sock"
             path.unlink(missing_ok=True)
-            env = {k: v for k in _PASSED_ENV if (v := os.environ.get(k)) is not None}
+            env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
             env.update(self.env)
             env[SOCKET_ENV] = str(path)
             if self._stderr is not None:
