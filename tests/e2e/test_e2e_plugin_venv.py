@@ -7,6 +7,7 @@ warm pip cache: decision 0014), so it runs once for the module."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -19,6 +20,21 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "plugins" / "acme-plugin"
 
 pytestmark = pytest.mark.slow
+
+SPEC = """\
+apiVersion: evals.si/v1alpha1
+kind: EvalRun
+metadata: {name: plugin-by-ref}
+spec:
+  target: {python: "echo_target:answer", timeoutSeconds: 5}
+  dataset: {path: questions.jsonl, fields: {output: ""}}
+  evaluators:
+    - ref: acme/length
+    - ref: acme/shouty
+      params: {min_ratio: 0.4}
+    - ref: exact-match
+      params: {ignore_case: true}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +111,20 @@ def test_install_list_catalog_eval_remove(project: tuple[Path, float], run_evals
     assert bad.returncode == 2
     assert "min_ratio" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+    # and by ref in a run spec, next to a built-in, on a Python target's outputs
+    shutil.copy(ROOT / "examples" / "echo_target.py", where)
+    shutil.copy(ROOT / "examples" / "qa.jsonl", where / "questions.jsonl")
+    (where / "run.yaml").write_text(SPEC)
+    env = {"PYTHONPATH": os.pathsep.join([str(where), os.environ.get("PYTHONPATH", "")])}
+    ran = _json(run_evalsi(where, "run", "-f", "run.yaml", "--format", "json", env=env))
+    by_name = {m["evaluator"]: m for m in ran["metrics"]}
+    assert (
+        by_name["length"]["scored"]
+        == by_name["exact-match"]["scored"] + by_name["exact-match"]["skipped"]
+    )
+    assert by_name["length"]["scored"] == 20
+    assert by_name["shouty"]["scored"] == 20
 
     gone = run_evalsi(where, "plugin", "remove", "acme")
     assert gone.returncode == 0, gone.stderr
