@@ -336,7 +336,9 @@ def test_malformed_answers_are_infra_errors(
         assert why.startswith(reason)
 
 
-def test_a_plugin_served_at_an_address_installs_and_grades(acme_path: Path, tmp_path: Path) -> None:
+def test_a_plugin_served_at_an_address_installs_and_grades(
+    acme_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from evalsi.plugins import add_plugins, install_plugin, load_installed, serve_plugin
 
     sys.path.insert(0, str(acme_path))
@@ -365,6 +367,10 @@ def test_a_plugin_served_at_an_address_installs_and_grades(acme_path: Path, tmp_
             RECORDS[:2], evaluators=["acme/length"], registry=registry, store=":memory:"
         )
         assert [r.scores[0].number for r in out.results] == [11.0, 0.0]
+        # evalsi.evaluate's default registry holds the installed plugins too
+        monkeypatch.setenv("EVALSI_DATA_DIR", str(tmp_path))
+        again = evalsi.evaluate(RECORDS[:2], evaluators=["acme/length"], store=":memory:")
+        assert [r.scores[0].number for r in again.results] == [11.0, 0.0]
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(None), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)

@@ -5,6 +5,7 @@ one ``Evaluate`` batch per runner batch) and a run's spec records it like any ot
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,10 +46,26 @@ def plugin_evaluators(plugin: InstalledPlugin, host: PluginHost | None = None) -
     """The record-scope evaluators ``plugin`` serves, over ``host`` (one made when not given).
     Dataset-scope ones (``Reduce``) are not served through plugins yet."""
     if host is None:
-        from evalsi.plugins._host import PluginHost  # grpc, imported when a plugin is used
-
-        host = PluginHost(plugin)
+        host = shared_host(plugin)
     return [PluginEvaluator(m, host) for m in plugin.manifests() if m.scope is Scope.RECORD]
+
+
+_HOSTS: dict[tuple[str, ...], PluginHost] = {}
+_HOSTS_LOCK = threading.Lock()
+
+
+def shared_host(plugin: InstalledPlugin) -> PluginHost:
+    """The one host of ``plugin`` in this process: every registry built here (each
+    ``evalsi.evaluate`` call builds one) shares its process, so runs in turn reuse a started
+    plugin instead of starting another each time; it stops when evalsi exits."""
+    from evalsi.plugins._host import PluginHost  # grpc, imported when a plugin is used
+
+    key = (plugin.name, plugin.version, plugin.python, plugin.entry_point, plugin.url)
+    with _HOSTS_LOCK:
+        host = _HOSTS.get(key)
+        if host is None:
+            host = _HOSTS[key] = PluginHost(plugin)
+        return host
 
 
 def add_plugins(registry: Registry, base: Path | None = None) -> Registry:

@@ -271,7 +271,8 @@ class PluginHost:
         future: asyncio.Future[pb.EvaluateResponse] = asyncio.get_running_loop().create_future()
         stream.pending[batch_id] = future
         try:
-            await stream.call.write(request)
+            # the write is bounded too: a plugin that stops reading stalls it (flow control)
+            await asyncio.wait_for(stream.call.write(request), self.batch_timeout_s)
             response = await asyncio.wait_for(future, self.batch_timeout_s)
         except TimeoutError:
             self._broken(stream, f"a batch got no answer within {self.batch_timeout_s:g}s")
