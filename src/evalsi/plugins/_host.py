@@ -5,8 +5,9 @@ Failure is data, never a crashed run. When the process dies, the socket closes, 
 malformed or a batch outlives ``batch_timeout_s``, the batches in flight fail with
 ``InfraError("plugin")``, so their records are ERROR ``infra_error(plugin): …`` (counted as
 infrastructure, not against the records). A hung plugin is killed. The next batch starts the
-plugin again, at most ``max_restarts`` times in the host's life; past that every batch fails
-the same way at once. A plugin that does not start the first time is a ``UserError`` naming
+plugin again, at most ``max_restarts`` times in a row (an answered batch makes the budget
+whole again, so a long-lived server survives rare crashes); past that every batch fails the
+same way at once. A plugin that does not start the first time is a ``UserError`` naming
 it, raised when the evaluator is bound, before the run.
 
 One host may grade from several event loops in turn (``evalsi.evaluate`` runs one per call),
@@ -286,7 +287,9 @@ class PluginHost:
             raise self._infra(stream.broken or "") from None
         finally:
             stream.pending.pop(batch_id, None)
-        return self._values(response, len(records))
+        values = self._values(response, len(records))
+        self.restarts = 0  # an answered batch: the plugin works again, the budget is whole
+        return values
 
     def _values(self, response: pb.EvaluateResponse, n: int) -> list[Any]:
         if response.infra_error:
