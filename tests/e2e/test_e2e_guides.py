@@ -53,6 +53,10 @@ _PROVIDER_RUN = (
 # (document, start of the command) -> why it does not run here, and what covers it.
 NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/mcp.md", "pip install 'evalsi[server,mcp]'"): "the test environment has both",
+    ("docs/guides/sinks.md", "pip install 'evalsi[mlflow,s3,wandb]'"): "the dev extras have them",
+    ("docs/guides/sinks.md", "evalsi export latest --to mlflow:http://127.0.0.1:5000"): (
+        "needs an MLflow server (20 s to start); tests/integration/test_int_sinks.py starts one"
+    ),
     ("docs/guides/mcp.md", "npx @modelcontextprotocol/inspector@0.15.0"): (
         "npx would download it; tests/e2e/test_e2e_mcp_inspector.py runs the pinned Inspector"
     ),

@@ -160,13 +160,28 @@ async def test_mcp_follows_the_authorization_spec_over_the_identity_layer(tmp_pa
                 graded = await client.call_tool("evaluate", RECORDS)
                 assert not graded.is_error
 
-            # Each call is decided with its own credential: an editor's session, a viewer's
-            # call on it, refused by the gate as any RPC would be.
+            # A session belongs to the credential that opened it: another one using its id
+            # is answered as if it did not exist (it can neither call nor cancel nor end it).
             async with connect(url, {"authorization": f"Bearer {SECRET['editor']}"}) as client:
                 assert not (await client.call_tool("evaluate", RECORDS)).is_error
                 client.http.headers["authorization"] = f"Bearer {SECRET['viewer']}"  # type: ignore[attr-defined]
+                # A session (legacy protocol): not found; per request (2026-07-28): denied.
+                answer: Any
+                try:
+                    answer = (await client.call_tool("evaluate", RECORDS)).content[0].text
+                except Exception as e:  # noqa: BLE001
+                    answer = str(e)
+                assert answer.startswith("permission_denied") or "ession not found" in answer
+                client.http.headers["authorization"] = f"Bearer {SECRET['editor']}"  # type: ignore[attr-defined]
+                assert not (await client.call_tool("list_runs", {})).is_error
+            # In its own session a viewer's calls are decided by the gate as any RPC would be.
+            async with connect(url, {"authorization": f"Bearer {SECRET['viewer']}"}) as client:
                 denied = await client.call_tool("evaluate", RECORDS)
                 assert denied.is_error
                 assert denied.content[0].text.startswith("permission_denied")
-                listed = await client.call_tool("list_runs", {})  # a viewer may read
-                assert not listed.is_error
+                assert not (await client.call_tool("list_runs", {})).is_error  # it may read
+                with pytest.raises(Exception, match="no resource") as caught:
+                    await client.read_resource(f"evalsi://runs/{'x' * 5000}/report.md")
+                assert "SELECT" not in str(caught.value)
+                with pytest.raises(Exception, match="not_found"):
+                    await client.read_resource("evalsi://projects/default/runs/nope/report.md")

@@ -17,11 +17,12 @@ tools (each takes the JSON form of the API request of the same name; schemas fro
   get_run, list_runs, compare_runs (paired deltas and a verdict), list_traces, promote
 resources:
   evalsi://runs/{id}/report.md   a run's report in Markdown (id: a run id, prefix or latest)
+  evalsi://projects/{project}/runs/{id}/report.md   the same, for a run of another project
 
 examples:
   evalsi mcp                                   # stdio; store .evalsi/evalsi.db, datasets in .
   claude mcp add evalsi -- evalsi mcp          # register with a coding agent
-  npx @modelcontextprotocol/inspector --cli evalsi mcp --method tools/list
+  npx @modelcontextprotocol/inspector@0.15.0 --cli evalsi mcp --method tools/list
 
 Runs started here are ordinary runs of the store: `evalsi runs list` shows them. Dataset
 paths in specs are relative to the working directory (or evalsi.yaml's datasetsDir), and

@@ -67,6 +67,10 @@ def check_run_egress(spec: RunSpec, policy: EgressPolicy) -> None:
             policy.check_url(judge.base_url, where=f"spec.judges.{name}.baseUrl")
     if spec.telemetry is not None:
         policy.check_url(spec.telemetry.endpoint, where="spec.telemetry.otlp.endpoint")
+    for i, sink in enumerate(spec.sinks):
+        for key in ("trackingUri", "url", "endpointUrl"):
+            if sink.options.get(key):
+                policy.check_url(sink.options[key], where=f"spec.sinks[{i}].{sink.kind}.{key}")
 
 
 def check_policy_egress(spec: PolicySpec, policy: EgressPolicy) -> None:

@@ -39,7 +39,13 @@ log = logging.getLogger("evalsi.server.mcp")
 
 SERVER_NAME = "evalsi"
 REPORT_URI = "evalsi://runs/{id}/report.md"
-_REPORT = re.compile(r"^evalsi://runs/([^/\s]+)/report\.md$")
+PROJECT_REPORT_URI = "evalsi://projects/{project}/runs/{id}/report.md"
+_REPORT = re.compile(r"^evalsi://runs/(?P<id>[^/\s]{1,200})/report\.md$")
+_PROJECT_REPORT = re.compile(
+    r"^evalsi://projects/(?P<project>[A-Za-z0-9][A-Za-z0-9._-]{0,63})/runs/(?P<id>[^/\s]{1,200})"
+    r"/report\.md$"
+)
+_RESOURCE_ERROR = -32002  # MCP's "resource not found"; the message says why (API code first)
 _V1 = "evalsi.v1alpha1."
 WATCH_EVERY_S = 0.5  # how often a waiting start_run looks at its run when no update came
 
@@ -80,9 +86,12 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(
         "evaluate",
         "EvaluationService/Evaluate",
-        "Grade records you already have (input, output, reference) with evaluators; stores a "
-        "Score run and returns its metrics with 95% intervals and gate verdicts. The input is "
-        "the JSON form of EvaluateRequest, the body of POST /v1alpha1/evaluate.",
+        "Grade records you already have with evaluators; stores a Score run and returns its "
+        "metrics with 95% intervals and gate verdicts. Each record needs an `id`; its `input`, "
+        '`output` and `reference` are Content objects, e.g. {"id": "1", "output": '
+        '{"text": "Paris"}, "reference": {"text": "Paris"}}; evaluators are '
+        '{"ref": NAME}. The input is the JSON form of EvaluateRequest (POST '
+        "/v1alpha1/evaluate).",
         read_only=False,
     ),
     McpTool(
@@ -255,15 +264,28 @@ class McpTools:
                 await asyncio.sleep(WATCH_EVERY_S)
         except asyncio.CancelledError:
             # The client gave up on the call: the run must not go on spending for nobody.
-            await asyncio.shield(
-                self._call(
-                    _V1 + "RunService",
-                    _method("RunService/CancelRun"),
-                    pb.CancelRunRequest(**ref),
-                    ctx,
-                )
-            )
+            await asyncio.shield(self._cancel(ref, ctx))
             raise
+        except Exception as e:  # noqa: BLE001 - the run started but cannot be followed
+            stopped = await asyncio.shield(self._cancel(ref, ctx))
+            raise UserError(
+                f"run {ref['id']} started, but this call cannot follow it ({_describe(e)}); "
+                + ("it was cancelled" if stopped else "it is still running: cancel it with "
+                   "RunService.CancelRun")
+            ) from None  # fmt: skip
+
+    async def _cancel(self, ref: Mapping[str, str], ctx: Any) -> bool:
+        """Cancel the run ``ref`` names; whether that was done (the caller may lack the right)."""
+        from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
+
+        try:
+            await self._call(
+                _V1 + "RunService", _method("RunService/CancelRun"), pb.CancelRunRequest(**ref), ctx
+            )
+        except Exception as e:  # noqa: BLE001
+            log.warning("run %s: not cancelled after its start_run call ended: %s", ref["id"], e)
+            return False
+        return True
 
     # -- resources --------------------------------------------------------------------------
     async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
@@ -276,30 +298,42 @@ class McpTools:
                     name="run-report",
                     uri_template=REPORT_URI,
                     description="A run's report in Markdown: metrics with intervals, gates, "
-                    "slices, failures (`id`: a run id, a unique prefix, or `latest`).",
+                    "slices, failures (`id`: a run id, a unique prefix, or `latest`; the "
+                    "project `default`).",
                     mime_type="text/markdown",
-                )
+                ),
+                types.ResourceTemplate(
+                    name="project-run-report",
+                    uri_template=PROJECT_REPORT_URI,
+                    description="A run's report in Markdown, for a run of another project.",
+                    mime_type="text/markdown",
+                ),
             ]
         )
 
     async def _read_resource(
         self, ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        from mcp.shared.exceptions import MCPError
+
         from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
 
         uri = str(params.uri)
-        found = _REPORT.match(uri)
+        found = _REPORT.match(uri) or _PROJECT_REPORT.match(uri)
         if found is None:
-            raise UserError(f"no resource {uri!r}; reports are {REPORT_URI}")
-        await self._bind(ctx)
-        # GetRun first: the caller must be allowed to read the run, and a prefix resolves.
-        got = await self._call(
-            _V1 + "RunService",
-            _method("RunService/GetRun"),
-            pb.GetRunRequest(id=found.group(1)),
-            ctx,
-        )
-        text = await self.render_report(got.run.id)
+            raise MCPError(types.INVALID_PARAMS, f"no resource {uri!r}; reports are {REPORT_URI}")
+        try:
+            await self._bind(ctx)
+            # GetRun first: the caller must be allowed to read the run, and a prefix resolves.
+            got = await self._call(
+                _V1 + "RunService",
+                _method("RunService/GetRun"),
+                pb.GetRunRequest(id=found["id"], project_id=found.groupdict().get("project") or ""),
+                ctx,
+            )
+            text = await self.render_report(got.run.id)
+        except Exception as e:  # noqa: BLE001 - worded as the tools word them, never raw
+            raise MCPError(_RESOURCE_ERROR, _describe(e)) from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)]
         )
@@ -360,4 +394,4 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-__all__ = ["REPORT_URI", "TOOLS", "McpTool", "McpTools", "tool_schemas"]
+__all__ = ["PROJECT_REPORT_URI", "REPORT_URI", "TOOLS", "McpTool", "McpTools", "tool_schemas"]

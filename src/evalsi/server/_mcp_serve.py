@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("evalsi.server.mcp")
 
 MCP_PATH = "/mcp"
+MAX_SESSIONS = 1000  # open MCP sessions at once, every caller together
+SESSION_IDLE_S = 600.0  # a session unused this long is closed
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -71,7 +73,11 @@ class McpHttp:
             # server.cors, for every route alike.
             security_settings=None,
             max_request_body_size=state.config.max_body_bytes,
+            max_sessions=MAX_SESSIONS,
+            session_idle_timeout=SESSION_IDLE_S,
         )
+        # The SDK logs every session id at INFO: an id is a bearer of the session, keep it out.
+        logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
 
     @property
     def enabled(self) -> bool:
@@ -83,11 +89,16 @@ class McpHttp:
         app = StreamableHTTPASGIApp(self.manager)
 
         async def endpoint(scope: Any, receive: Any, send: Any) -> None:
-            request = Request(scope)
-            refused = await self._refusal(request)
-            if refused is not None:
-                await refused(scope, receive, send)
-                return
+            if self.enabled:
+                request = Request(scope)
+                try:
+                    principal = await self._check(request)
+                except Unauthenticated as e:
+                    await _challenge(request, e)(scope, receive, send)
+                    return
+                # The SDK binds a session to the "user" that opened it: another credential
+                # using its id gets 404, so it can neither call nor cancel nor end it.
+                scope["user"] = _owner(principal)
             await app(scope, receive, send)
 
         return [
@@ -112,23 +123,6 @@ class McpHttp:
             }
         )
 
-    async def _refusal(self, request: Request) -> Response | None:
-        """401 with the metadata's address when the request may not come in."""
-        if not self.enabled:
-            return None
-        try:
-            await self._check(request)
-        except Unauthenticated as e:
-            metadata = f"{request.url.scheme}://{request.url.netloc}{METADATA_PATH}{MCP_PATH}"
-            return JSONResponse(
-                {"code": "unauthenticated", "message": str(e), "details": []},
-                status_code=401,
-                headers={
-                    "WWW-Authenticate": f'Bearer resource_metadata="{metadata}"',
-                },
-            )
-        return None
-
     async def _check(self, request: Request) -> Any:
         from evalsi.server._guard import bind_caller
 
@@ -151,6 +145,26 @@ class McpHttp:
             return
         if self.enabled:
             await self._check(request)
+
+
+def _challenge(request: Request, e: Unauthenticated) -> Response:
+    """401 with the protected-resource metadata's address (RFC 9728)."""
+    metadata = f"{request.url.scheme}://{request.url.netloc}{METADATA_PATH}{MCP_PATH}"
+    return JSONResponse(
+        {"code": "unauthenticated", "message": str(e), "details": []},
+        status_code=401,
+        headers={"WWW-Authenticate": f'Bearer resource_metadata="{metadata}"'},
+    )
+
+
+def _owner(principal: Any) -> Any:
+    """The principal as the SDK's session owner (compared by client id, issuer, subject)."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    return AuthenticatedUser(
+        AccessToken(token="", client_id=principal.id, scopes=[], subject=principal.subject)
+    )
 
 
 class _NoMcp:

@@ -497,6 +497,32 @@ def _metric_filter(names: Sequence[str]) -> list[str] | None:
     return wanted or None
 
 
+def _secret_refs(node: Any, where: str) -> list[tuple[str, str]]:
+    """Every secret reference anywhere in a spec: each ``secretRef`` (a model's, a judge's, a
+    connector's, a sink's), and each header value that is read from a reference (``secret:…``
+    on an HTTP target, ``env:``/``file:`` on the agent connectors). Walking the whole document
+    keeps a new section from being forgotten here."""
+    found: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            at = f"{where}.{key}"
+            if key == "secretRef" and isinstance(value, str):
+                found.append((at, value))
+            elif key == "headers" and isinstance(value, dict):
+                for name, header in value.items():
+                    if not isinstance(header, str):
+                        continue
+                    ref = header[len("secret:") :] if header.startswith("secret:") else header
+                    if ref.startswith(("env:", "file:")):
+                        found.append((f"{at}.{name}", ref))
+            else:
+                found.extend(_secret_refs(value, at))
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            found.extend(_secret_refs(item, f"{where}[{i}]"))
+    return found
+
+
 def _check_secrets(spec_doc: Mapping[str, Any], allowed_env: tuple[str, ...]) -> None:
     """Secret references a request may use: ``file:`` never (it would read a file on the
     server's disk), ``env:NAME`` only for names the server's ``secrets.allowEnv`` lists (else a
@@ -515,18 +541,13 @@ def _check_secrets(spec_doc: Mapping[str, Any], allowed_env: tuple[str, ...]) ->
             ("spec.target.agent.model", agent.get("model") if isinstance(agent, dict) else None),
             ("spec.target.agent.user.model", user.get("model") if isinstance(user, dict) else None),
         ]
-        http = target.get("http")
-        if isinstance(http, dict) and isinstance(http.get("headers"), dict):
-            for key, value in http["headers"].items():
-                if isinstance(value, str) and value.startswith("secret:"):
-                    places.append((f"spec.target.http.headers.{key}", value[len("secret:") :]))
     judges = spec_doc.get("judges")
     if isinstance(judges, dict):
         models += [(f"spec.judges.{name}", judge) for name, judge in judges.items()]
+    places.extend(_secret_refs(spec_doc, "spec"))
     for where, model in models:
         if not isinstance(model, dict):
             continue
-        places.append((f"{where}.secretRef", model.get("secretRef")))
         lent = "AWS_SECRET_ACCESS_KEY" in allowed_env
         if model.get("connector") == "bedrock" and not model.get("secretRef") and not lent:
             raise UserError(

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp.shared.exceptions import MCPError
 
-from evalsi.core import UserError
 from evalsi.server._app import default_services
 from evalsi.server._mcp import REPORT_URI, TOOLS, McpTools, tool_schemas
 from evalsi.server.protocol import build_openapi, message_schema
@@ -151,5 +151,6 @@ def test_only_report_resources_are_read(tools: McpTools) -> None:
         "evalsi://runs/a/b/report.md",
         "evalsi://runs/ a/report.md",
     ):
-        with pytest.raises(UserError, match="no resource"):
+        with pytest.raises(MCPError, match="no resource") as caught:
             asyncio.run(tools._read_resource(None, _Params(uri=uri)))  # type: ignore[arg-type]
+        assert caught.value.error.code == -32602

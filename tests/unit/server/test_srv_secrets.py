@@ -120,3 +120,46 @@ def test_an_agents_model_secret_is_checked_too(tmp_path: Path) -> None:
     with pytest.raises(UserError) as caught:
         _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
     assert caught.value.message.startswith("spec.target.agent.model.secretRef: env:AWS_SECRET")
+
+
+def _agent_doc(kind: str, section: dict[str, Any]) -> dict[str, Any]:
+    doc = run_doc("http://127.0.0.1:9/v1", "qa.jsonl")
+    doc["spec"]["target"] = {"agent": {"kind": kind, kind: section}}
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        (
+            _agent_doc("http", {"url": "http://127.0.0.1:9/a", "output": "$.a",
+                                "headers": {"x-leak": "file:/etc/hostname"}}),
+            "spec.target.agent.http.headers.x-leak",
+        ),
+        (
+            _agent_doc("a2a", {"url": "http://127.0.0.1:9/a",
+                               "headers": {"authorization": "env:PATH"}}),
+            "spec.target.agent.a2a.headers.authorization",
+        ),
+        (
+            _agent_doc("responses", {"baseUrl": "http://127.0.0.1:9/v1", "model": "m",
+                                     "secretRef": "env:HOME"}),
+            "spec.target.agent.responses.secretRef",
+        ),
+    ],
+)  # fmt: skip
+def test_every_secret_reference_of_a_spec_is_checked(
+    tmp_path: Path, doc: dict[str, Any], where: str
+) -> None:
+    """The agent connectors read env:/file: header values and their own secretRef: a request
+    must not name what the server holds (a file, a variable it does not lend)."""
+    with pytest.raises(UserError) as caught:
+        _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
+    assert caught.value.message.startswith(where)
+
+
+def test_a_sinks_secret_is_checked_too(tmp_path: Path) -> None:
+    doc = _doc("env:OPENAI_API_KEY")
+    doc["spec"]["sinks"] = [{"webhook": {"url": "http://127.0.0.1:9/h", "secretRef": "file:/k"}}]
+    with pytest.raises(UserError, match=r"spec.sinks\[0\].webhook.secretRef: file: secret"):
+        _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
