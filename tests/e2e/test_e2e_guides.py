@@ -93,6 +93,14 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_deepeval.py runs it "
         "with the stub LLM as judge"
     ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/ragas-metrics"): (
+        "builds a venv with ragas and langchain (minutes); tests/e2e/test_e2e_plugin_ragas.py "
+        "installs it"
+    ),
+    ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators ragas/"): (
+        "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_ragas.py runs it "
+        "with the stub LLM as judge"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (
