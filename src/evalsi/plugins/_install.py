@@ -127,6 +127,11 @@ def install_plugin(
         probe = InstalledPlugin(name=url, version="", source=source, url=url)
         found = [_described(probe, start_timeout_s)]
     else:
+        if ("/" in source or source.startswith(".")) and not Path(source).exists():
+            raise UserError(
+                f"{source}: no such file or folder",
+                hint="give a plugin package's folder, a wheel, or a requirement (acme-plugin==1.2)",
+            )
         venv = plugins_dir(base) / _slug(source)
         if venv.exists():
             shutil.rmtree(venv)
@@ -134,33 +139,48 @@ def install_plugin(
         argv = [sys.executable, "-m", "venv", str(venv)]
         _run([*argv, "--system-site-packages"] if system_site_packages else argv, "python -m venv")
         python = str(venv / "bin" / "python")
-        with tempfile.TemporaryDirectory(prefix="evalsi-wheel-") as work:
-            requirement = _requirement(evalsi, python, Path(work))
-            local = Path(source)
-            target = str(_wheel(local, python, Path(work) / "plugin")) if local.exists() else source
-            _run(
-                [python, "-m", "pip", "install", "-q", *pip_args, requirement, target],
-                f"pip install {source}",
-            )
-        names = json.loads(_run([python, "-m", "evalsi.plugins", "--list"], "listing plugins"))
-        if not names:
-            shutil.rmtree(venv)
-            raise UserError(
-                f"{source}: the package declares no plugin",
-                hint='add [project.entry-points."evalsi.plugins"] NAME = "module:EVALUATORS"',
-            )
-        found = [
-            _described(
-                InstalledPlugin(
-                    name=n, version="", source=source, python=python, entry_point=n, venv=str(venv)
-                ),
-                start_timeout_s,
-            )
-            for n in names
-        ]
+        try:
+            found = _install_into(venv, python, source, evalsi, pip_args, start_timeout_s)
+        except BaseException:
+            shutil.rmtree(venv, ignore_errors=True)  # a failed install leaves nothing behind
+            raise
     keep = [p for p in load_installed(base) if p.name not in {f.name for f in found}]
     save_installed([*keep, *found], base)
     return found
+
+
+def _install_into(
+    venv: Path,
+    python: str,
+    source: str,
+    evalsi: str | None,
+    pip_args: Sequence[str],
+    start_timeout_s: float,
+) -> list[InstalledPlugin]:
+    """pip-install ``source`` and evalsi into ``venv``, then describe each plugin it names."""
+    with tempfile.TemporaryDirectory(prefix="evalsi-wheel-") as work:
+        requirement = _requirement(evalsi, python, Path(work))
+        local = Path(source)
+        target = str(_wheel(local, python, Path(work) / "plugin")) if local.exists() else source
+        _run(
+            [python, "-m", "pip", "install", "-q", *pip_args, requirement, target],
+            f"pip install {source}",
+        )
+    names = json.loads(_run([python, "-m", "evalsi.plugins", "--list"], "listing plugins"))
+    if not names:
+        raise UserError(
+            f"{source}: the package declares no plugin",
+            hint='add [project.entry-points."evalsi.plugins"] NAME = "module:EVALUATORS"',
+        )
+    return [
+        _described(
+            InstalledPlugin(
+                name=n, version="", source=source, python=python, entry_point=n, venv=str(venv)
+            ),
+            start_timeout_s,
+        )
+        for n in names
+    ]
 
 
 def _described(plugin: InstalledPlugin, start_timeout_s: float) -> InstalledPlugin:
