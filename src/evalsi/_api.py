@@ -346,10 +346,17 @@ def _wait(work: Coroutine[Any, Any, T]) -> T:
 
 
 def _registry(given: Registry | None) -> Registry:
-    """The registry the engine is handed: the caller's, else the built-ins plus installed
-    plugins (the engine itself never picks one)."""
+    """The registry the engine is handed: the caller's, else the built-ins, entry-point
+    packages and the plugins `evalsi plugin install` recorded (the engine itself never picks
+    one)."""
     if given is not None:
         return given
     from evalsi.packs import builtin_registry
+    from evalsi.plugins import registry_file
 
-    return builtin_registry()
+    registry = builtin_registry()
+    if registry_file().is_file():  # one file test: no plugin, nothing more imported
+        from evalsi.plugins import add_plugins
+
+        add_plugins(registry)
+    return registry

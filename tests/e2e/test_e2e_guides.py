@@ -60,6 +60,47 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/mcp.md", "npx @modelcontextprotocol/inspector@0.15.0"): (
         "npx would download it; tests/e2e/test_e2e_mcp_inspector.py runs the pinned Inspector"
     ),
+    ("docs/guides/plugins.md", "evalsi plugin install ./acme-plugin"): (
+        "builds a venv with pip (two minutes); tests/e2e/test_e2e_plugin_venv.py installs the "
+        "same acme plugin (tests/fixtures/plugins) and runs list, catalog, eval and remove"
+    ),
+    ("docs/guides/plugins.md", "evalsi plugin remove acme"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py removes it"
+    ),
+    ("docs/guides/plugins.md", "evalsi plugin install unix:/run/acme.sock"): (
+        "needs a plugin serving there; tests/integration/test_int_plugins.py installs one by "
+        "its address"
+    ),
+    ("docs/guides/plugins.md", "evalsi catalog show acme/shouty"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py shows it"
+    ),
+    ("docs/guides/plugins.md", "evalsi eval --data qa.jsonl --evaluators acme/shouty"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_venv.py runs this command"
+    ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/inspect-scorers"): (
+        "builds a venv with inspect-ai and its dependencies (minutes); "
+        "tests/integration/test_int_plugin_adapters.py serves the same package through the "
+        "plugin runtime and tests/e2e/test_e2e_plugin_venv.py runs an install"
+    ),
+    ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators inspect/"): (
+        "needs the installed plugin; tests/integration/test_int_plugin_adapters.py grades with "
+        "its evaluators"
+    ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/deepeval-metrics"): (
+        "builds a venv with deepeval (minutes); tests/e2e/test_e2e_plugin_deepeval.py installs it"
+    ),
+    ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators deepeval/"): (
+        "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_deepeval.py runs it "
+        "with the stub LLM as judge"
+    ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/ragas-metrics"): (
+        "builds a venv with ragas and langchain (minutes); tests/e2e/test_e2e_plugin_ragas.py "
+        "installs it"
+    ),
+    ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators ragas/"): (
+        "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_ragas.py runs it "
+        "with the stub LLM as judge"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (

@@ -34,6 +34,7 @@ COMMANDS = {
     "calibrate": "_calibrate",
     "serve": "_serve",
     "mcp": "_mcp",
+    "plugin": "_plugin",
     "sandbox": "_sandbox",
     "traces": "_traces",
     "watch": "_watch",
@@ -81,6 +82,8 @@ Measure a judge evaluator against human labels:
   evalsi calibrate --judge reference-correctness --labels labels.jsonl --judges judges.yaml
 Give coding agents and other MCP clients evalsi's tools (evaluate, runs, compare):
   evalsi mcp
+Run evaluators from other packages, each in its own virtual environment:
+  evalsi plugin install ./my-plugin
 Discover evaluators:
   evalsi catalog list
   evalsi catalog show exact-match

@@ -76,15 +76,14 @@ def list_catalog(args: argparse.Namespace) -> int:
         with connect(server, args) as client:
             items = client.list_evaluators(pack=args.pack or "")
     else:
-        from evalsi.packs import builtin_registry
+        from evalsi.cli._evaluators import local_registry
 
-        items = [
-            ev.manifest for ev in builtin_registry() if not args.pack or pack_of(ev) == args.pack
-        ]
+        registry = local_registry()
+        items = [ev.manifest for ev in registry if not args.pack or pack_of(ev) == args.pack]
         if args.pack and not items:
             from evalsi.packs import BUILTIN_PACKS
 
-            known = sorted({*BUILTIN_PACKS, *(pack_of(ev) for ev in builtin_registry())})
+            known = sorted({*BUILTIN_PACKS, *(pack_of(ev) for ev in registry)})
             raise UserError(
                 f"--pack: unknown pack {args.pack!r} (known: {', '.join(known)})",
                 hint="evalsi catalog packs lists them",
@@ -132,15 +131,16 @@ def list_packs(args: argparse.Namespace) -> int:
 
 def _local_packs(config: Path | None) -> list[tuple[str, str, list[str], str, bool]]:
     """The packs of this install, enabled as ``evaluators.packs`` of the project config says."""
+    from evalsi.cli._evaluators import local_registry
     from evalsi.evaluators import PackOptIn
-    from evalsi.packs import BUILTIN_PACKS, builtin_registry
+    from evalsi.packs import BUILTIN_PACKS
     from evalsi.server import load_config
 
     if config is None and Path("evalsi.yaml").is_file():
         config = Path("evalsi.yaml")
     opt_in = PackOptIn(load_config(config).packs)
     members: dict[str, list[str]] = {name: [] for name in BUILTIN_PACKS}
-    for ev in builtin_registry():
+    for ev in local_registry():
         members.setdefault(pack_of(ev), []).append(ev.name)
     out = []
     for name, evs in members.items():
@@ -157,9 +157,9 @@ def show_evaluator(args: argparse.Namespace) -> int:
         with connect(server, args) as client:
             manifest = client.get_evaluator(args.name)
     else:
-        from evalsi.packs import builtin_registry
+        from evalsi.cli._evaluators import local_registry
 
-        ev = builtin_registry().resolve(args.name)
+        ev = local_registry().resolve(args.name)
         manifest, doc = ev.manifest, inspect.cleandoc(ev.__doc__ or "")
     d = _manifest_dict(manifest)
     if args.format == "json":

@@ -16,11 +16,32 @@ if TYPE_CHECKING:
     from evalsi.store import RunInfo
 
 
+def local_registry() -> Registry:
+    """The built-in registry plus the evaluators of every installed plugin (``evalsi plugin``);
+    a plugin starts only when one of its evaluators is bound."""
+    from evalsi.packs import builtin_registry
+
+    registry = builtin_registry()
+    if has_plugins():
+        from evalsi.plugins import add_plugins
+
+        add_plugins(registry)
+    return registry
+
+
+def has_plugins() -> bool:
+    """Whether any plugin is installed (one file test: ``evalsi eval`` stays fast without)."""
+    from evalsi.plugins import registry_file
+
+    return registry_file().is_file()
+
+
 def code_registry(
     refs: Iterable[str], *, where: str, server: str | None = None, base: Path | None = None
 ) -> Registry | None:
-    """The built-in registry plus every code evaluator among ``refs`` (registered under the
-    text typed), or None when ``refs`` names none (the engine's default registry then).
+    """The built-in registry plus installed plugins and every code evaluator among ``refs``
+    (registered under the text typed), or None when ``refs`` names no code and no plugin is
+    installed (the engine's default registry then).
 
     Raises:
         UserError: a code ref that cannot be loaded, or any code ref with ``--server`` (the
@@ -30,7 +51,7 @@ def code_registry(
 
     code = list(dict.fromkeys(r for r in refs if is_code_ref(r)))
     if not code:
-        return None
+        return local_registry() if server is None and has_plugins() else None
     if server is not None:
         raise UserError(
             f"{where}: {code[0]!r} is code on this machine; the server at {server} cannot run it",
@@ -38,9 +59,8 @@ def code_registry(
             "package (entry point evalsi.evaluators)",
         )
     from evalsi.evaluators import load_code_evaluator
-    from evalsi.packs import builtin_registry
 
-    registry = builtin_registry()
+    registry = local_registry()
     for ref in code:
         registry.register(load_code_evaluator(ref, base=base, where=where), code_ref=ref)
     return registry

@@ -26,6 +26,7 @@ InfraKind = Literal[
     "harness",  # an agent's harness failed (not the agent)
     "checker",  # an end-state checker could not reach a verdict
     "cassette",  # a replay needed a call its cassette does not hold
+    "plugin",  # an evaluator plugin's process died, hung or answered malformed
 ]
 INFRA_KINDS: tuple[InfraKind, ...] = get_args(InfraKind)
 

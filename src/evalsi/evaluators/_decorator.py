@@ -60,6 +60,15 @@ class NotMeasured(Skip):
         self.code = code
 
 
+class RecordError(Exception):
+    """Return (or raise) for one record from a batch evaluator: that record is ERROR with
+    ``reason`` exactly as given (a plugin's verdict arrives already worded)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class Evaluator:
     """A described evaluator: its manifest, its declared params and the code behind it.
 

@@ -182,3 +182,34 @@ _CHECKS: dict[ParamType, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict),
     "any": lambda v: True,
 }
+
+
+def params_from_schema(schema: Mapping[str, Any]) -> tuple[ParamSpec, ...]:
+    """The params a ``params_schema`` (as ``params_schema`` writes it) declares: how an
+    evaluator described elsewhere (a plugin's manifest) gets the same checks and coercions as
+    one declared here. A property of a shape this cannot read is ``any``."""
+    required = set(schema.get("required") or ())
+    specs = []
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        kinds = prop.get("type", "any")
+        kinds = list(kinds) if isinstance(kinds, list) else [kinds]
+        nullable = "null" in kinds
+        kinds = [k for k in kinds if k != "null"]
+        kind: ParamType = kinds[0] if len(kinds) == 1 and kinds[0] in _CHECKS else "any"
+        items = (prop.get("items") or {}).get("type") if kind == "array" else None
+        # optional without a default (a schema written by hand): the plugin's own default
+        default = _REQUIRED if name in required else prop.get("default")
+        if kind == "integer" and isinstance(default, float) and default.is_integer():
+            default = int(default)  # a protobuf Struct carries every number as a double
+        specs.append(
+            ParamSpec(
+                name,
+                kind,
+                default,
+                tuple(prop.get("enum") or ()),
+                nullable,
+                items if items in _CHECKS else None,
+            )
+        )
+    return tuple(specs)

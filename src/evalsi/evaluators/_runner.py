@@ -28,7 +28,7 @@ from evalsi.core import (
     Score,
     UserError,
 )
-from evalsi.evaluators._decorator import BoundEvaluator, Skip
+from evalsi.evaluators._decorator import BoundEvaluator, RecordError, Skip
 from evalsi.evaluators._time_limit import call_with_limit, timed_out
 
 _SCORED, _SKIPPED, _ERROR = Outcome.SCORED, Outcome.SKIPPED, Outcome.ERROR
@@ -93,6 +93,8 @@ def to_scores(value: Any, default_name: str) -> list[Score] | str:
 
 
 def _error_reason(e: BaseException) -> str:
+    if isinstance(e, RecordError):
+        return e.reason
     text = str(e)
     if isinstance(e, RunError):  # infrastructure (a judge's endpoint...), not the evaluator
         return f"{INFRA_PREFIX}{getattr(e, 'kind', 'internal')}): {text}"
@@ -147,6 +149,9 @@ class RecordRunner:
             return
         if isinstance(value, Skip):
             out.set_outcome(i, _SKIPPED, value.reason)
+            return
+        if isinstance(value, RecordError):
+            out.set_outcome(i, _ERROR, value.reason)
             return
         scores = to_scores(value, self.metric)
         if isinstance(scores, str):

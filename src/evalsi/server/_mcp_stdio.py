@@ -13,7 +13,7 @@ from pathlib import Path
 
 from evalsi.server._mcp import McpTools
 from evalsi.server._mcp_serve import report_renderer
-from evalsi.server._state import ServerConfig, ServerState
+from evalsi.server._state import ServerConfig, ServerState, server_registry
 
 
 def stdio_config(config: ServerConfig, configured_datasets: bool) -> ServerConfig:
@@ -26,7 +26,6 @@ def stdio_config(config: ServerConfig, configured_datasets: bool) -> ServerConfi
 
 def serve_stdio(config: ServerConfig) -> int:
     """Serve the MCP tools over stdin/stdout until the client closes them."""
-    from evalsi.packs import builtin_registry
     from evalsi.server._app import default_services
     from evalsi.server._run_manager import RunManager
     from evalsi.store import SqlStore
@@ -34,7 +33,7 @@ def serve_stdio(config: ServerConfig) -> int:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqlStore.open(config.store)
     try:
-        state = ServerState(config=config, store=store, registry=builtin_registry())
+        state = ServerState(config=config, store=store, registry=server_registry(config))
         state.runs = RunManager(state)
         services = default_services(state)
         handlers = {factory(handler).path.strip("/"): handler for factory, handler in services}

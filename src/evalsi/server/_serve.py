@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evalsi.core import RunError
-from evalsi.server._state import ServerConfig, ServerState
+from evalsi.server._state import ServerConfig, ServerState, server_registry
 from evalsi.server._web_guard import bracketed, is_loopback
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ def _setup_logging() -> None:
 def serve(config: ServerConfig) -> int:
     """Serve until SIGINT/SIGTERM; 0 after a clean shutdown."""
     _setup_logging()
-    from evalsi.packs import builtin_registry
     from evalsi.server._app import build_app
     from evalsi.server._run_manager import RunManager
     from evalsi.server.otlp import GC_THRESHOLDS
@@ -65,7 +64,7 @@ def serve(config: ServerConfig) -> int:
     config.datasets_dir.mkdir(parents=True, exist_ok=True)
     store = SqlStore.open(config.store)
     try:
-        state = ServerState(config=config, store=store, registry=builtin_registry())
+        state = ServerState(config=config, store=store, registry=server_registry(config))
         state.runs = RunManager(state)
         app = build_app(state)
         if config.no_auth and not is_loopback(config.host):

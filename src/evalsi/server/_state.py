@@ -189,3 +189,16 @@ class ServerState:
         would each drop the other's rows."""
         key = project or DEFAULT_PROJECT
         return self._append_locks.setdefault(key, asyncio.Lock())
+
+
+def server_registry(config: ServerConfig) -> Registry:
+    """The evaluators a server grades with: the built-ins, entry points, and the plugins
+    installed in its data dir (``evalsi plugin install`` with ``EVALSI_DATA_DIR`` set to it),
+    which ``ListEvaluators`` then lists with their params schemas."""
+    from evalsi.packs import builtin_registry
+    from evalsi.plugins import add_plugins, registry_file
+
+    registry = builtin_registry()
+    if registry_file(config.data_dir).is_file():
+        add_plugins(registry, config.data_dir)
+    return registry

@@ -95,6 +95,7 @@ def test_error_taxonomy() -> None:
         "harness",
         "checker",
         "cassette",
+        "plugin",
     )
     assert issubclass(InfraError, RunError)
     assert issubclass(TargetError, UserError)

@@ -1,0 +1,57 @@
+"""RAGAS's AspectCritic as an evalsi evaluator (``ragas/aspect-critic``), for ``evalsi plugin
+install``: ragas, langchain and their pins live in this plugin's venv. The judge is any
+OpenAI-compatible endpoint (``judge_base_url``, ``judge_model``, the key in the environment
+variable ``judge_key_env``) through langchain's ``ChatOpenAI``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # no calls home from a grader
+
+from langchain_openai import ChatOpenAI
+from ragas import SingleTurnSample
+from ragas.llms import LangchainLLMWrapper
+from ragas.metrics import AspectCritic
+
+from evalsi.core import Score
+from evalsi.evaluators import evaluator
+
+
+def judge(base_url: str, model: str, key_env: str = "") -> LangchainLLMWrapper:
+    """The judge as RAGAS wants it."""
+    key = os.environ.get(key_env, "") if key_env else ""
+    return LangchainLLMWrapper(ChatOpenAI(base_url=base_url, model=model, api_key=key or "none"))
+
+
+async def critic_score(
+    question: str, response: str, *, definition: str, llm: LangchainLLMWrapper
+) -> float:
+    """AspectCritic's verdict (0 or 1) for one case: what the evaluator and the tests call."""
+    metric = AspectCritic(name="aspect", definition=definition, llm=llm)
+    sample = SingleTurnSample(user_input=question, response=response)
+    return float(await metric.single_turn_ascore(sample))
+
+
+@evaluator(
+    name="ragas/aspect-critic", version="0.4.3", output="passed", requires=("input", "output")
+)
+def aspect_critic(
+    record: Any, *, definition: str, judge_base_url: str, judge_model: str, judge_key_env: str = ""
+) -> Score:
+    """RAGAS's AspectCritic: does the output have the aspect ``definition`` describes (a judge's
+    yes or no)."""
+    verdict = asyncio.run(
+        critic_score(
+            record.input.as_text(),
+            record.output.as_text(),
+            definition=definition,
+            llm=judge(judge_base_url, judge_model, judge_key_env),
+        )
+    )
+    return Score(passed=verdict >= 1.0)
+
+
+EVALUATORS = (aspect_critic,)
