@@ -261,9 +261,9 @@ def test_an_unknown_field_at_depth_names_its_line_and_the_closest_field(spec_dir
 
 
 def test_an_unknown_field_without_a_close_match_lists_the_known_ones(spec_dir: Path) -> None:
-    path = write(spec_dir, replaced("  seed:", "  sinks: []\n  seed:"))
+    path = write(spec_dir, replaced("  seed:", "  outbox: []\n  seed:"))
     message = error_of(path)
-    assert message.startswith(f"{path}:37: spec.sinks: unknown field 'sinks' (expected one of: ")
+    assert message.startswith(f"{path}:37: spec.outbox: unknown field 'outbox' (expected one of: ")
     assert "maxConcurrency" in message
     assert "target" in message
 
