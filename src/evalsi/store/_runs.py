@@ -42,6 +42,11 @@ SCOPE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """What a project id may be: safe in a URL path, a file name, a label."""
 
 
+MAX_REF_CHARS = 256
+"""Longer than any run id: a longer reference is not looked up (a long LIKE pattern is work the
+database may even refuse: SQLite's "LIKE or GLOB pattern too complex")."""
+
+
 class RunKey(NamedTuple):
     """What child rows of a run need: its integer key and the scope they inherit."""
 
@@ -351,6 +356,8 @@ class RunTable:
             if ref == "latest":
                 query = select.order_by(runs.c.created_at.desc(), runs.c.pk.desc())
                 rows = list(conn.execute(query.limit(1)).mappings())
+            elif len(ref) > MAX_REF_CHARS:  # no run id is that long, nor a prefix of one
+                rows = []
             else:
                 rows = list(conn.execute(select.where(runs.c.id == ref)).mappings())
                 if not rows:
@@ -361,8 +368,9 @@ class RunTable:
             return self._info(rows[0])
         if not rows:
             where = f" in project {project_id!r}" if project_id is not None else ""
+            shown = ref if len(ref) <= 80 else ref[:80] + "..."
             raise NotFoundError(
-                f"no run {ref!r}{where} in this store",
+                f"no run {shown!r}{where} in this store",
                 hint="`evalsi runs list` shows the runs this store holds",
             )
         raise UserError(f"run id prefix {ref!r} is ambiguous; give more characters")

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.core import EvaluationResult, Outcome, ResultBatch, Score, StoreError, Usage, UserError
+from evalsi.core import (
+    EvaluationResult,
+    NotFoundError,
+    Outcome,
+    ResultBatch,
+    Score,
+    StoreError,
+    Usage,
+    UserError,
+)
 from evalsi.store import BackgroundWriter, SqlStore
 from evalsi.store import _writer as writer_module
 from evalsi.store._sql import OutputRow
@@ -121,6 +130,10 @@ def test_get_run_by_prefix_latest_and_errors(store: SqlStore) -> None:
         store.get_run("nope")
     with pytest.raises(UserError, match="no run '20260101_%'"):
         store.get_run("20260101_%")  # LIKE wildcards are escaped, not matched
+    huge = "2" * 60_000  # SQLite refuses a LIKE pattern this long: never sent, and not echoed
+    with pytest.raises(NotFoundError, match=r"no run '2{80}\.\.\.'") as caught:
+        store.get_run(huge)
+    assert len(str(caught.value)) < 300
 
 
 def test_a_running_run_whose_process_is_gone_reads_as_interrupted(store: SqlStore) -> None:
