@@ -62,8 +62,9 @@ _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 # Headers a browser script may read from a cross-origin answer besides the safelisted ones:
 # what gRPC-Web and Connect clients need to see the status of a call.
-_EXPOSE = (
-    "grpc-status, grpc-message, grpc-status-details-bin, connect-protocol-version, retry-after"
+_EXPOSE = (  # what a page of an allowed origin may read: gRPC-Web's and MCP's own headers
+    "grpc-status, grpc-message, grpc-status-details-bin, connect-protocol-version, retry-after, "
+    "mcp-session-id, mcp-protocol-version, www-authenticate"
 )
 _METHODS = "GET, POST, PUT, PATCH, DELETE"
 PREFLIGHT_MAX_AGE_S = 600

@@ -101,6 +101,7 @@ def test_a_listed_origin_gets_its_preflight_and_cors_headers() -> None:
     assert status == 200
     assert headers["access-control-allow-origin"] == ORIGIN
     assert "grpc-status" in headers["access-control-expose-headers"]
+    assert "mcp-session-id" in headers["access-control-expose-headers"]  # an MCP browser client
     assert app.calls == 1
 
 
