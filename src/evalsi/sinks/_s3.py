@@ -52,7 +52,7 @@ class S3Sink:
         assert self.header is not None
         path = self.table.done()
         body = orjson.dumps(
-            {"run": _header(self.header), "summary": dict(summary)},
+            {"run": self.header.to_dict(), "summary": dict(summary)},
             option=orjson.OPT_SORT_KEYS,
         )
         results, summary_key = self._key("results.parquet"), self._key("summary.json")
@@ -73,21 +73,3 @@ class S3Sink:
     def close(self) -> None:
         if self.table is not None:
             self.table.close()
-
-
-def _header(run: RunHeader) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "name": run.name,
-        "kind": run.kind,
-        "status": run.status,
-        "project": run.project,
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-        "dataset_version": run.dataset_version,
-        "labels": dict(run.labels),
-        "spec_hash": run.spec_hash,
-    }
-
-
-header_document = _header

@@ -42,6 +42,10 @@ class RunHeader:
     labels: Mapping[str, str] = field(default_factory=dict)
     spec_hash: str = ""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The header as the S3 summary and the webhook body carry it."""
+        return {**asdict(self), "labels": dict(self.labels)}
+
 
 @dataclass(frozen=True, slots=True)
 class ResultRow:

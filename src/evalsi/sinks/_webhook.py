@@ -22,7 +22,6 @@ from typing import Any
 import orjson
 
 from evalsi.core import UserError
-from evalsi.sinks._s3 import header_document
 from evalsi.sinks._sink import Receipt, ResultRow, RunHeader
 
 ATTEMPTS = 5
@@ -65,7 +64,7 @@ class WebhookSink:
 
     def finish(self, summary: Mapping[str, Any]) -> Receipt:
         assert self.header is not None
-        payload = {"run": header_document(self.header), "summary": dict(summary)}
+        payload = {"run": self.header.to_dict(), "summary": dict(summary)}
         digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
         delivery = f"{self.header.run_id}.{digest[:16]}"
         body = orjson.dumps(

@@ -21,7 +21,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from evalsi.core import UserError, expand_home
 from evalsi.specs._checks import (
@@ -48,7 +48,6 @@ from evalsi.specs._evalrun import (
     EvaluatorEntry,
     JudgeSpec,
     RunSpec,
-    SinkKind,
     SinkSpec,
     TargetKind,
     TargetSpec,
@@ -57,6 +56,7 @@ from evalsi.specs._evalrun import (
 from evalsi.specs._evalrun_agent import PY_REF as _PY_REF
 from evalsi.specs._evalrun_agent import URL as _URL
 from evalsi.specs._evalrun_agent import AgentKeys
+from evalsi.specs._sinks import sink_entry
 from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml
 
 DEFAULT_MAX_CONCURRENCY = 16
@@ -593,12 +593,11 @@ class _SpecBuilder(AgentKeys):
 
     def sink(self, i: int, doc: dict[str, Any]) -> SinkSpec:
         """``spec.sinks[i]``: the schema checked its keys; a secret is a reference."""
-        ((kind, options),) = doc.items()  # the schema allows exactly one kind
-        options = dict(options)
-        if kind == "webhook" and options.get("secretRef"):
-            at: KeyPath = ("spec", "sinks", i, "webhook", "secretRef")
-            options["secretRef"] = self.secret(at, options["secretRef"])
-        return SinkSpec(cast(SinkKind, kind), options)
+        sink = sink_entry(doc)
+        if sink.options.get("secretRef"):
+            at: KeyPath = ("spec", "sinks", i, sink.kind, "secretRef")
+            sink.options["secretRef"] = self.secret(at, sink.options["secretRef"])
+        return sink
 
 
 def _opt_float(value: Any) -> float | None:

@@ -47,11 +47,13 @@ def sinks_from(
     problems = [p for e in _list_validator().iter_errors(doc) for p in _explain(e, lines)]
     if problems:
         raise_problems(shown, lines, problems)
-    out = []
-    for entry in doc["sinks"]:
-        ((kind, options),) = entry.items()
-        out.append(SinkSpec(cast(SinkKind, kind), dict(options)))
-    return tuple(out)
+    return tuple(sink_entry(entry) for entry in doc["sinks"])
+
+
+def sink_entry(entry: Mapping[str, Any]) -> SinkSpec:
+    """A schema-checked ``sinks[i]`` entry (exactly one kind) as a ``SinkSpec``."""
+    ((kind, options),) = entry.items()
+    return SinkSpec(cast(SinkKind, kind), dict(options))
 
 
 def load_sinks(path: str | Path) -> tuple[SinkSpec, ...]:
@@ -85,4 +87,4 @@ def sink_of(text: str) -> SinkSpec:
         raise UserError(str(e).replace("sinks[0].", "")) from None
 
 
-__all__ = ["TO_FORMS", "load_sinks", "sink_of", "sinks_from"]
+__all__ = ["TO_FORMS", "load_sinks", "sink_entry", "sink_of", "sinks_from"]
