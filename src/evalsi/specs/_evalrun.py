@@ -272,7 +272,7 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
-SinkKind = Literal["mlflow", "s3", "webhook", "wandb"]
+SinkKind = Literal["mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith"]
 
 
 @dataclass(frozen=True, slots=True)

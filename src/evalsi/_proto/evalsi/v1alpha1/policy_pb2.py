@@ -26,7 +26,7 @@ from evalsi._proto.evalsi.v1alpha1 import run_pb2 as evalsi_dot_v1alpha1_dot_run
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65valsi/v1alpha1/policy.proto\x12\x0f\x65valsi.v1alpha1\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x99\x01\n\x10OnlineEvalPolicy\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ObjectMeta\x12\x33\n\x04spec\x18\x04 \x01(\x0b\x32%.evalsi.v1alpha1.OnlineEvalPolicySpec\"\xa4\x03\n\x14OnlineEvalPolicySpec\x12\x10\n\x08selector\x18\x01 \x01(\t\x12+\n\x08sampling\x18\x02 \x01(\x0b\x32\x19.evalsi.v1alpha1.Sampling\x12-\n\x07\x63\x61scade\x18\x03 \x03(\x0b\x32\x1c.evalsi.v1alpha1.CascadeStep\x12\x31\n\x0bon_feedback\x18\x04 \x03(\x0b\x32\x1c.evalsi.v1alpha1.CascadeStep\x12\x0e\n\x06window\x18\x05 \x01(\t\x12&\n\x06\x61lerts\x18\x06 \x03(\x0b\x32\x16.evalsi.v1alpha1.Alert\x12)\n\x07promote\x18\x07 \x01(\x0b\x32\x18.evalsi.v1alpha1.Promote\x12\x41\n\x06judges\x18\x08 \x03(\x0b\x32\x31.evalsi.v1alpha1.OnlineEvalPolicySpec.JudgesEntry\x1a\x45\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.evalsi.v1alpha1.Judge:\x02\x38\x01\"6\n\x08Sampling\x12\x11\n\x04rate\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x0e\n\x06\x61lways\x18\x02 \x03(\tB\x07\n\x05_rate\"_\n\x0b\x43\x61scadeStep\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\'\n\x06params\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04when\x18\x04 \x01(\t\"E\n\x05\x41lert\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04when\x18\x02 \x01(\t\x12\x0e\n\x06notify\x18\x03 \x01(\t\x12\x10\n\x08\x63ooldown\x18\x04 \x01(\t\"(\n\x07Promote\x12\x0c\n\x04when\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x61taset\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65valsi/v1alpha1/policy.proto\x12\x0f\x65valsi.v1alpha1\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x99\x01\n\x10OnlineEvalPolicy\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.evalsi.v1alpha1.ObjectMeta\x12\x33\n\x04spec\x18\x04 \x01(\x0b\x32%.evalsi.v1alpha1.OnlineEvalPolicySpec\"\xca\x03\n\x14OnlineEvalPolicySpec\x12\x10\n\x08selector\x18\x01 \x01(\t\x12+\n\x08sampling\x18\x02 \x01(\x0b\x32\x19.evalsi.v1alpha1.Sampling\x12-\n\x07\x63\x61scade\x18\x03 \x03(\x0b\x32\x1c.evalsi.v1alpha1.CascadeStep\x12\x31\n\x0bon_feedback\x18\x04 \x03(\x0b\x32\x1c.evalsi.v1alpha1.CascadeStep\x12\x0e\n\x06window\x18\x05 \x01(\t\x12&\n\x06\x61lerts\x18\x06 \x03(\x0b\x32\x16.evalsi.v1alpha1.Alert\x12)\n\x07promote\x18\x07 \x01(\x0b\x32\x18.evalsi.v1alpha1.Promote\x12\x41\n\x06judges\x18\x08 \x03(\x0b\x32\x31.evalsi.v1alpha1.OnlineEvalPolicySpec.JudgesEntry\x12$\n\x05sinks\x18\t \x03(\x0b\x32\x15.evalsi.v1alpha1.Sink\x1a\x45\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.evalsi.v1alpha1.Judge:\x02\x38\x01\"6\n\x08Sampling\x12\x11\n\x04rate\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x0e\n\x06\x61lways\x18\x02 \x03(\tB\x07\n\x05_rate\"_\n\x0b\x43\x61scadeStep\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\'\n\x06params\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04when\x18\x04 \x01(\t\"E\n\x05\x41lert\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04when\x18\x02 \x01(\t\x12\x0e\n\x06notify\x18\x03 \x01(\t\x12\x10\n\x08\x63ooldown\x18\x04 \x01(\t\"(\n\x07Promote\x12\x0c\n\x04when\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x61taset\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,15 +38,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ONLINEEVALPOLICY']._serialized_start=107
   _globals['_ONLINEEVALPOLICY']._serialized_end=260
   _globals['_ONLINEEVALPOLICYSPEC']._serialized_start=263
-  _globals['_ONLINEEVALPOLICYSPEC']._serialized_end=683
-  _globals['_ONLINEEVALPOLICYSPEC_JUDGESENTRY']._serialized_start=614
-  _globals['_ONLINEEVALPOLICYSPEC_JUDGESENTRY']._serialized_end=683
-  _globals['_SAMPLING']._serialized_start=685
-  _globals['_SAMPLING']._serialized_end=739
-  _globals['_CASCADESTEP']._serialized_start=741
-  _globals['_CASCADESTEP']._serialized_end=836
-  _globals['_ALERT']._serialized_start=838
-  _globals['_ALERT']._serialized_end=907
-  _globals['_PROMOTE']._serialized_start=909
-  _globals['_PROMOTE']._serialized_end=949
+  _globals['_ONLINEEVALPOLICYSPEC']._serialized_end=721
+  _globals['_ONLINEEVALPOLICYSPEC_JUDGESENTRY']._serialized_start=652
+  _globals['_ONLINEEVALPOLICYSPEC_JUDGESENTRY']._serialized_end=721
+  _globals['_SAMPLING']._serialized_start=723
+  _globals['_SAMPLING']._serialized_end=777
+  _globals['_CASCADESTEP']._serialized_start=779
+  _globals['_CASCADESTEP']._serialized_end=874
+  _globals['_ALERT']._serialized_start=876
+  _globals['_ALERT']._serialized_end=945
+  _globals['_PROMOTE']._serialized_start=947
+  _globals['_PROMOTE']._serialized_end=987
 # @@protoc_insertion_point(module_scope)

@@ -21,7 +21,7 @@ class OnlineEvalPolicy(_message.Message):
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[_run_pb2.ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[OnlineEvalPolicySpec, _Mapping]] = ...) -> None: ...
 
 class OnlineEvalPolicySpec(_message.Message):
-    __slots__ = ("selector", "sampling", "cascade", "on_feedback", "window", "alerts", "promote", "judges")
+    __slots__ = ("selector", "sampling", "cascade", "on_feedback", "window", "alerts", "promote", "judges", "sinks")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class OnlineEvalPolicySpec(_message.Message):
     ALERTS_FIELD_NUMBER: _ClassVar[int]
     PROMOTE_FIELD_NUMBER: _ClassVar[int]
     JUDGES_FIELD_NUMBER: _ClassVar[int]
+    SINKS_FIELD_NUMBER: _ClassVar[int]
     selector: str
     sampling: Sampling
     cascade: _containers.RepeatedCompositeFieldContainer[CascadeStep]
@@ -45,7 +46,8 @@ class OnlineEvalPolicySpec(_message.Message):
     alerts: _containers.RepeatedCompositeFieldContainer[Alert]
     promote: Promote
     judges: _containers.MessageMap[str, _run_pb2.Judge]
-    def __init__(self, selector: _Optional[str] = ..., sampling: _Optional[_Union[Sampling, _Mapping]] = ..., cascade: _Optional[_Iterable[_Union[CascadeStep, _Mapping]]] = ..., on_feedback: _Optional[_Iterable[_Union[CascadeStep, _Mapping]]] = ..., window: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[Alert, _Mapping]]] = ..., promote: _Optional[_Union[Promote, _Mapping]] = ..., judges: _Optional[_Mapping[str, _run_pb2.Judge]] = ...) -> None: ...
+    sinks: _containers.RepeatedCompositeFieldContainer[_run_pb2.Sink]
+    def __init__(self, selector: _Optional[str] = ..., sampling: _Optional[_Union[Sampling, _Mapping]] = ..., cascade: _Optional[_Iterable[_Union[CascadeStep, _Mapping]]] = ..., on_feedback: _Optional[_Iterable[_Union[CascadeStep, _Mapping]]] = ..., window: _Optional[str] = ..., alerts: _Optional[_Iterable[_Union[Alert, _Mapping]]] = ..., promote: _Optional[_Union[Promote, _Mapping]] = ..., judges: _Optional[_Mapping[str, _run_pb2.Judge]] = ..., sinks: _Optional[_Iterable[_Union[_run_pb2.Sink, _Mapping]]] = ...) -> None: ...
 
 class Sampling(_message.Message):
     __slots__ = ("rate", "always")

@@ -82,16 +82,20 @@ class EvalRunSpec(_message.Message):
     def __init__(self, target: _Optional[_Union[Target, _Mapping]] = ..., dataset: _Optional[_Union[DatasetRef, _Mapping]] = ..., trials: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., evaluators: _Optional[_Iterable[_Union[_evaluation_service_pb2.EvaluatorSpec, _Mapping]]] = ..., gates: _Optional[_Iterable[str]] = ..., min_completion_rate: _Optional[float] = ..., max_evaluator_error_rate: _Optional[float] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., seed: _Optional[int] = ..., judges: _Optional[_Mapping[str, Judge]] = ..., environment: _Optional[_Union[AgentEnvironment, _Mapping]] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., declaration: _Optional[_Union[_evidence_pb2.SystemDeclaration, _Mapping]] = ..., thresholds: _Optional[_Iterable[_Union[_evidence_pb2.Threshold, _Mapping]]] = ..., case_policy: _Optional[_Union[_evidence_pb2.CasePolicy, _Mapping]] = ..., sinks: _Optional[_Iterable[_Union[Sink, _Mapping]]] = ...) -> None: ...
 
 class Sink(_message.Message):
-    __slots__ = ("mlflow", "s3", "webhook", "wandb")
+    __slots__ = ("mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith")
     MLFLOW_FIELD_NUMBER: _ClassVar[int]
     S3_FIELD_NUMBER: _ClassVar[int]
     WEBHOOK_FIELD_NUMBER: _ClassVar[int]
     WANDB_FIELD_NUMBER: _ClassVar[int]
+    LANGFUSE_FIELD_NUMBER: _ClassVar[int]
+    LANGSMITH_FIELD_NUMBER: _ClassVar[int]
     mlflow: MlflowSink
     s3: S3Sink
     webhook: WebhookSink
     wandb: WandbSink
-    def __init__(self, mlflow: _Optional[_Union[MlflowSink, _Mapping]] = ..., s3: _Optional[_Union[S3Sink, _Mapping]] = ..., webhook: _Optional[_Union[WebhookSink, _Mapping]] = ..., wandb: _Optional[_Union[WandbSink, _Mapping]] = ...) -> None: ...
+    langfuse: LangfuseSink
+    langsmith: LangsmithSink
+    def __init__(self, mlflow: _Optional[_Union[MlflowSink, _Mapping]] = ..., s3: _Optional[_Union[S3Sink, _Mapping]] = ..., webhook: _Optional[_Union[WebhookSink, _Mapping]] = ..., wandb: _Optional[_Union[WandbSink, _Mapping]] = ..., langfuse: _Optional[_Union[LangfuseSink, _Mapping]] = ..., langsmith: _Optional[_Union[LangsmithSink, _Mapping]] = ...) -> None: ...
 
 class MlflowSink(_message.Message):
     __slots__ = ("tracking_uri", "experiment")
@@ -134,6 +138,30 @@ class WandbSink(_message.Message):
     dir: str
     entity: str
     def __init__(self, project: _Optional[str] = ..., mode: _Optional[str] = ..., dir: _Optional[str] = ..., entity: _Optional[str] = ...) -> None: ...
+
+class LangfuseSink(_message.Message):
+    __slots__ = ("host", "public_key", "secret_key_ref", "dataset")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    SECRET_KEY_REF_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    public_key: str
+    secret_key_ref: str
+    dataset: str
+    def __init__(self, host: _Optional[str] = ..., public_key: _Optional[str] = ..., secret_key_ref: _Optional[str] = ..., dataset: _Optional[str] = ...) -> None: ...
+
+class LangsmithSink(_message.Message):
+    __slots__ = ("endpoint", "api_key_ref", "project", "dataset")
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_REF_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    endpoint: str
+    api_key_ref: str
+    project: str
+    dataset: str
+    def __init__(self, endpoint: _Optional[str] = ..., api_key_ref: _Optional[str] = ..., project: _Optional[str] = ..., dataset: _Optional[str] = ...) -> None: ...
 
 class Telemetry(_message.Message):
     __slots__ = ("otlp",)
