@@ -18,7 +18,15 @@ if TYPE_CHECKING:
         OtelScoreExporter,
         evaluation_attributes,
     )
-    from evalsi.sinks._sink import RESULT_COLUMNS, Receipt, ResultRow, RunHeader, Sink
+    from evalsi.sinks._sink import (
+        RESULT_COLUMNS,
+        Receipt,
+        ResultRow,
+        RunHeader,
+        Sink,
+        TraceScore,
+        TraceSink,
+    )
     from evalsi.sinks._spans import OtlpSpanExporter, traces_url
 
 __all__ = [
@@ -32,6 +40,8 @@ __all__ = [
     "ResultRow",
     "RunHeader",
     "Sink",
+    "TraceScore",
+    "TraceSink",
     "evaluation_attributes",
     "open_sink",
     "traces_url",

@@ -90,6 +90,42 @@ class Receipt:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class TraceScore:
+    """One score an online policy gave a live trace, as a trace sink receives it."""
+
+    score_id: str  # stable: the same score sent again carries the same id (a sink dedupes on it)
+    trace_id: str  # the OTel trace id, 32 hex digits
+    span_id: str  # the scored (root) span's id, 16 hex digits, or ""
+    project: str
+    policy: str
+    run_id: str  # the policy's watch run in the store
+    evaluator: str
+    metric: str
+    outcome: str  # scored | skipped | error
+    value: float | None  # a number, or 1.0 / 0.0 for pass / fail
+    label: str | None
+    explanation: str
+    created_at: float  # seconds since the epoch
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class TraceSink(Protocol):
+    """One destination of an online policy's scores: each score attached to the remote
+    tool's own record of the same trace. ``send`` is called from a worker thread with
+    batches in order; it may raise (the batch is retried later, so it must be idempotent on
+    ``score_id``); ``close`` once, last."""
+
+    kind: str
+    target: str
+
+    def send(self, scores: Sequence[TraceScore]) -> Receipt: ...
+
+    def close(self) -> None: ...
+
+
 class Sink(Protocol):
     """One destination. ``begin`` once, ``write`` any number of batches, then ``finish`` with
     the run's summary (the stored JSON form: ``metrics``, ``gates``, ...); ``close`` always,
@@ -130,6 +166,8 @@ __all__ = [
     "ResultRow",
     "RunHeader",
     "Sink",
+    "TraceScore",
+    "TraceSink",
     "gate_lines",
     "metric_key",
 ]
