@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.sinks._open import SINK_KINDS, open_sink
+    from evalsi.sinks._open import SINK_KINDS, TRACE_SINK_KINDS, open_sink, open_trace_sink
     from evalsi.sinks._otel import (
         EVENT_NAME,
         ExportCounts,
@@ -33,6 +33,7 @@ __all__ = [
     "EVENT_NAME",
     "RESULT_COLUMNS",
     "SINK_KINDS",
+    "TRACE_SINK_KINDS",
     "ExportCounts",
     "OtelScoreExporter",
     "OtlpSpanExporter",
@@ -44,6 +45,7 @@ __all__ = [
     "TraceSink",
     "evaluation_attributes",
     "open_sink",
+    "open_trace_sink",
     "traces_url",
 ]
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evalsi.sinks._sink import Sink
+from evalsi.sinks._sink import Sink, TraceSink
 
-SINK_KINDS = ("mlflow", "s3", "webhook", "wandb")
+SINK_KINDS = ("mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith")
+# The kinds an online policy can send its scores to (each attaches them to its own record of
+# the trace); S3 and W&B keep runs, not traces.
+TRACE_SINK_KINDS = ("mlflow", "webhook", "langfuse", "langsmith")
 
 
 def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sink:
@@ -44,4 +47,13 @@ def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sin
     raise ValueError(f"no sink kind {kind!r}; the kinds are {', '.join(SINK_KINDS)}")
 
 
-__all__ = ["SINK_KINDS", "open_sink"]
+def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> TraceSink:
+    """The trace sink of ``kind`` (an online policy's ``spec.sinks[i]``); ``secret`` is the
+    kind's secret, already read from its reference."""
+    raise ValueError(
+        f"an online policy cannot send to {kind!r} yet; the kinds are "
+        + ", ".join(TRACE_SINK_KINDS)
+    )
+
+
+__all__ = ["SINK_KINDS", "TRACE_SINK_KINDS", "open_sink", "open_trace_sink"]
