@@ -15,8 +15,7 @@ import pytest
 from aiohttp import web
 
 from evalsi.core import Content, Record, Span, SpanView, SpecError, Trace, UserError
-from evalsi.policies import PolicyEngine, policy_from_yaml
-from evalsi.policies import _deliver
+from evalsi.policies import PolicyEngine, _deliver, policy_from_yaml
 from tests.integration.test_int_policy_webhooks import Receiver, receiving
 from tests.support.registry import BUILTINS
 
