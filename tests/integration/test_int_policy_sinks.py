@@ -105,7 +105,8 @@ def test_scores_reach_a_signed_webhook_in_batches_with_stable_ids(
 
     receiver, stats = asyncio.run(main())
     scores = [s for post in receiver.posts for s in post["scores"]]
-    assert all(receiver.verified) and receiver.posts
+    assert all(receiver.verified)
+    assert receiver.posts
     assert {p["event"] for p in receiver.posts} == {"policy.scores"}
     assert [p["delivery"] for p in receiver.posts] == receiver.deliveries
     by = {(s["trace_id"], s["evaluator"]): s for s in scores}
@@ -117,11 +118,13 @@ def test_scores_reach_a_signed_webhook_in_batches_with_stable_ids(
         assert contains["value"] == (1.0 if "thanks" in text else 0.0)
         assert by[(trace_id, "length")]["value"] == len(text)
         assert contains["span_id"] == "1" * 16
-        assert contains["policy"] == "sunk" and contains["outcome"] == "scored"
+        assert contains["policy"] == "sunk"
+        assert contains["outcome"] == "scored"
         assert contains["score_id"] == _deliver.score_id(
             contains["run_id"], trace_id, 0, "contains", "contains"
         )
-    assert stats["sink_sent"] == 6 and stats["sink_failures"] == 0
+    assert stats["sink_sent"] == 6
+    assert stats["sink_failures"] == 0
     assert stats["evaluated"] == 3
 
 
@@ -248,7 +251,8 @@ def test_mlflow_gets_assessments_on_its_own_trace_and_a_resend_updates(
 
     sinks = f"    - mlflow: {{trackingUri: '{mlflow_url}'}}\n"
     _, stats = _grade(policy(sinks), [make(trace_id, "thanks, done", span_id)])
-    assert stats["sink_sent"] == 2 and stats["sink_failures"] == 0
+    assert stats["sink_sent"] == 2
+    assert stats["sink_failures"] == 0
 
     def assessments() -> dict[str, Any]:
         info = client.get_trace_info(f"tr-{trace_id}")
@@ -281,4 +285,5 @@ def test_mlflow_without_the_trace_counts_a_failure(
     sinks = f"    - mlflow: {{trackingUri: '{mlflow_url}'}}\n"
     _, stats = _grade(policy(sinks), [make("ab" * 16, "thanks")])
     assert stats["evaluated"] == 1
-    assert stats["sink_sent"] == 0 and stats["sink_failures"] == 2
+    assert stats["sink_sent"] == 0
+    assert stats["sink_failures"] == 2
