@@ -33,6 +33,7 @@ COMMANDS = {
     "export": "_export",
     "calibrate": "_calibrate",
     "serve": "_serve",
+    "worker": "_worker",
     "mcp": "_mcp",
     "plugin": "_plugin",
     "sandbox": "_sandbox",
