@@ -53,6 +53,19 @@ _PROVIDER_RUN = (
 # (document, start of the command) -> why it does not run here, and what covers it.
 NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/mcp.md", "pip install 'evalsi[server,mcp]'"): "the test environment has both",
+    ("docs/guides/deploy.md", "nats-server -js"): (
+        "a cluster needs its own NATS and PostgreSQL database; "
+        "tests/integration/test_int_cluster_server.py runs this setup (server, two workers)"
+    ),
+    ("docs/guides/deploy.md", "evalsi serve --config examples/cluster/evalsi.yaml"): (
+        "as above: tests/integration/test_int_cluster_server.py"
+    ),
+    ("docs/guides/deploy.md", "evalsi worker --config examples/cluster/evalsi.yaml"): (
+        "as above: tests/integration/test_int_cluster_server.py and test_int_cluster_failures.py"
+    ),
+    ("docs/guides/deploy.md", "evalsi cluster status --config examples/cluster/evalsi.yaml"): (
+        "as above: tests/integration/test_int_cluster_server.py runs it against live workers"
+    ),
     ("docs/guides/sinks.md", "pip install 'evalsi[mlflow,s3,wandb]'"): "the dev extras have them",
     ("docs/guides/sinks.md", "evalsi export latest --to mlflow:http://127.0.0.1:5000"): (
         "needs an MLflow server (20 s to start); tests/integration/test_int_sinks.py starts one"

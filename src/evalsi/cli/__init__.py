@@ -34,6 +34,7 @@ COMMANDS = {
     "calibrate": "_calibrate",
     "serve": "_serve",
     "worker": "_worker",
+    "cluster": "_worker",
     "mcp": "_mcp",
     "plugin": "_plugin",
     "sandbox": "_sandbox",

@@ -1,4 +1,5 @@
-"""``evalsi worker``: execute a cluster's queued tasks (docs/guides/deploy.md)."""
+"""``evalsi worker``: execute a cluster's queued tasks; ``evalsi cluster status``: what the
+queues and workers are doing (docs/guides/deploy.md)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,25 @@ def register(commands: Any) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(handler=worker_command)
 
+    c = commands.add_parser(
+        "cluster",
+        help="the cluster's queues, workers and runs in progress",
+        description="What the cluster configured in evalsi.yaml is doing.",
+    )
+    sub = c.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND")
+    s = sub.add_parser(
+        "status",
+        help="pools (pending, in flight, redelivered), workers, dead letters, runs in progress",
+        description="Per pool: shards waiting, in flight and redelivered, and pulls waiting; "
+        "each worker's last report (shards, tasks, dead-lettered, paused); the dead-letter "
+        "count; the runs in progress with their owner and shards.",
+    )
+    s.add_argument(
+        "--config", type=Path, metavar="FILE", help="evalsi.yaml (default: ./evalsi.yaml)"
+    )
+    s.add_argument("--format", choices=("table", "json"), default="table")
+    s.set_defaults(handler=status_command)
+
 
 def worker_command(args: argparse.Namespace) -> int:
     require_extra("evalsi worker", "cluster", "nats", "psycopg")
@@ -76,4 +96,36 @@ def worker_command(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         note(", ".join(f"{k} {v}" for k, v in summary.items()))
+    return 0
+
+
+def status_command(args: argparse.Namespace) -> int:
+    require_extra("evalsi cluster status", "cluster", "nats", "psycopg")
+    from evalsi.server import cluster_report, load_config
+
+    path = args.config
+    if path is None and Path(DEFAULT_CONFIG).is_file():
+        path = Path(DEFAULT_CONFIG)
+    report = cluster_report(load_config(path, no_auth=True))
+    if args.format == "json":
+        print_json(report)
+        return 0
+    print(f"NATS {report['nats']}; dead-lettered shards: {report['dead']}")
+    for pool in report["pools"]:
+        print(
+            f"pool {pool['name']}: {pool['pending']} pending, {pool['in_flight']} in flight, "
+            f"{pool['redelivered']} redelivered, {pool['waiting']} pulls waiting"
+        )
+    for w in report["workers"]:
+        print(
+            f"  worker {w['name']} ({w['pool']}): {w['shards']} shards, {w['tasks']} tasks, "
+            f"{w['in_flight']} in flight, {w['dead']} dead, {w['failed']} failed, "
+            f"paused {w['paused_seconds']}s, reported {w['age_seconds']}s ago"
+        )
+    if not report["workers"]:
+        print("  no worker reported in the last 30 s")
+    for run in report.get("runs", []):
+        shards = ", ".join(f"{k} {v['shards']} ({v['tasks']} tasks)" for k, v in
+                           sorted(run["shards"].items())) or "none queued"  # fmt: skip
+        print(f"run {run['run_id']} (owner {run['owner'] or '?'}): {shards}")
     return 0

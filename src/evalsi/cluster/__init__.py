@@ -17,6 +17,7 @@ from evalsi.core import lazy_exports
 if TYPE_CHECKING:
     from evalsi.cluster._config import DEFAULT_POOL, ClusterConfig, PoolConfig
     from evalsi.cluster._dispatch import ClusterDispatch
+    from evalsi.cluster._status import cluster_status
     from evalsi.cluster._worker import Worker, WorkerStats
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "PoolConfig",
     "Worker",
     "WorkerStats",
+    "cluster_status",
 ]
 
 __getattr__ = lazy_exports(__name__, __file__)

@@ -24,6 +24,8 @@ log = logging.getLogger("evalsi.cluster")
 STREAM = "EVALSI_WORK"
 DEAD_STREAM = "EVALSI_DEAD"  # dead-lettered shards, kept for a look (limits retention)
 DUPLICATE_WINDOW_S = 120.0
+WORKERS_BUCKET = "evalsi_workers"  # each worker's last report; gone WORKER_TTL_S after it stops
+WORKER_TTL_S = 30.0
 
 
 def subject(pool: str) -> str:
@@ -107,6 +109,16 @@ async def connect(url: str, name: str) -> Any:
         ) from None
 
 
+async def workers_bucket(js: Any) -> Any:
+    """The key-value bucket where workers report themselves (``evalsi cluster status``)."""
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        return await js.key_value(WORKERS_BUCKET)
+    except BucketNotFoundError:
+        return await js.create_key_value(bucket=WORKERS_BUCKET, ttl=WORKER_TTL_S, history=1)
+
+
 async def ensure_queues(js: Any, config: ClusterConfig) -> None:
     """The work stream, the dead-letter stream and every pool's consumer, created when missing
     and brought to the configuration when they exist (both sides call this: whoever comes
@@ -157,6 +169,7 @@ def _consumer_config(pool: PoolConfig) -> Any:
 __all__ = [
     "DEAD_STREAM",
     "STREAM",
+    "WORKERS_BUCKET",
     "Shard",
     "connect",
     "consumer",
@@ -165,4 +178,5 @@ __all__ = [
     "ensure_queues",
     "subject",
     "task_row",
+    "workers_bucket",
 ]

@@ -24,13 +24,25 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from evalsi.cluster._config import ClusterConfig, PoolConfig
 from evalsi.cluster._patience import call_store, wait_for_store
-from evalsi.cluster._queue import Shard, connect, consumer, decode, ensure_queues
+from evalsi.cluster._queue import (
+    STREAM,
+    WORKER_TTL_S,
+    Shard,
+    connect,
+    consumer,
+    decode,
+    ensure_queues,
+    workers_bucket,
+)
 from evalsi.connectors import Resilience
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import Registry
@@ -57,6 +69,23 @@ class WorkerStats:
     failed: int = 0  # raised: released for redelivery
     paused_s: float = 0.0  # waiting for the store
     in_flight: set[str] = field(default_factory=set)
+    started_at: float = field(default_factory=time.time)
+
+    def report(self, name: str, pool: str) -> dict[str, Any]:
+        """What ``evalsi cluster status`` shows of this worker."""
+        return {
+            "name": name,
+            "pool": pool,
+            "shards": self.shards,
+            "tasks": self.tasks,
+            "skipped": self.skipped,
+            "dead": self.dead,
+            "failed": self.failed,
+            "in_flight": len(self.in_flight),
+            "paused_seconds": round(self.paused_s, 3),
+            "started_at": self.started_at,
+            "reported_at": time.time(),
+        }
 
 
 class Worker:
@@ -96,7 +125,8 @@ class Worker:
         nc = await connect(self.config.nats, f"evalsi-worker {self.name}")
         js = nc.jetstream()
         await ensure_queues(js, self.config)
-        sub = await js.pull_subscribe_bind(consumer(self.pool.name), stream="EVALSI_WORK")
+        sub = await js.pull_subscribe_bind(consumer(self.pool.name), stream=STREAM)
+        reporter = asyncio.create_task(self._report(js))
         slots = asyncio.Semaphore(self.pool.concurrency)
         running: set[asyncio.Task[None]] = set()
         log.info("worker %s: pool %s, %d at once", self.name, self.pool.name, self.pool.concurrency)
@@ -127,6 +157,9 @@ class Worker:
                     task.cancel()
                 await asyncio.gather(*left, return_exceptions=True)
         finally:
+            reporter.cancel()
+            with contextlib.suppress(BaseException):
+                await reporter
             for context in self._contexts.values():
                 with contextlib.suppress(Exception):
                     await context.close()
@@ -219,6 +252,25 @@ class Worker:
             _, old = self._contexts.popitem(last=False)
             await old.close()
         return context
+
+    async def _report(self, js: Any) -> None:
+        """This worker's stats in the workers bucket, every third of its TTL; removed at the
+        end (a killed worker's entry expires)."""
+        key = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.name)
+        bucket = None
+        try:
+            while True:
+                try:
+                    bucket = bucket or await workers_bucket(js)
+                    report = self.stats.report(self.name, self.pool.name)
+                    await bucket.put(key, orjson.dumps(report))
+                except Exception as e:  # noqa: BLE001 - NATS away: the next round tries again
+                    log.debug("worker %s: report not sent: %s", self.name, e)
+                await asyncio.sleep(WORKER_TTL_S / 3)
+        finally:
+            if bucket is not None:
+                with contextlib.suppress(Exception):
+                    await bucket.delete(key)
 
     async def _heartbeat(self, msg: Any) -> None:
         every = max(0.5, self.pool.ack_wait_s / 3)

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from evalsi.server._mcp_stdio import serve_stdio as serve_mcp_stdio
     from evalsi.server._mcp_stdio import stdio_config
     from evalsi.server._serve import serve
-    from evalsi.server._worker import run_worker
+    from evalsi.server._worker import cluster_report, run_worker
 
 __all__ = [
+    "cluster_report",
     "load_config",
     "load_sandbox_config",
     "run_worker",

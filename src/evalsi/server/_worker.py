@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import Any
 
-from evalsi.cluster import Worker, WorkerStats
+from evalsi.cluster import ClusterConfig, Worker, WorkerStats
 from evalsi.connectors import Resilience
 from evalsi.core import UserError
 from evalsi.server._egress import server_egress
@@ -17,22 +17,40 @@ from evalsi.server._state import ServerConfig, server_registry
 log = logging.getLogger("evalsi.cluster")
 
 
-def run_worker(
-    config: ServerConfig, pool: str, *, name: str = "", drain_s: float = 30.0
-) -> WorkerStats:
-    """Work ``pool``'s queue until a signal; what it did."""
+def cluster_report(config: ServerConfig) -> dict[str, Any]:
+    """``evalsi cluster status`` of this configuration: queues, workers, runs in progress."""
+    from evalsi.cluster import cluster_status
+    from evalsi.store import SqlStore
+
+    cluster = _require_cluster(config)
+    store = SqlStore.open(config.store)
+    try:
+        return asyncio.run(cluster_status(cluster, store))
+    finally:
+        store.close()
+
+
+def _require_cluster(config: ServerConfig) -> ClusterConfig:
     if config.cluster is None:
         raise UserError(
             "no cluster: section in the configuration",
             hint="evalsi worker reads the server's evalsi.yaml: cluster: {nats: nats://HOST:4222}"
             " and storage: {postgres: {dsn: ...}}",
         )
+    return config.cluster
+
+
+def run_worker(
+    config: ServerConfig, pool: str, *, name: str = "", drain_s: float = 30.0
+) -> WorkerStats:
+    """Work ``pool``'s queue until a signal; what it did."""
+    cluster = _require_cluster(config)
     from evalsi.store import SqlStore
 
     store = SqlStore.open(config.store)
     try:
         worker = Worker(
-            config.cluster,
+            cluster,
             pool,
             store,
             registry=server_registry(config),
@@ -59,4 +77,4 @@ async def _until_signalled(worker: Worker) -> WorkerStats:
     return await worker.run(stop)
 
 
-__all__ = ["run_worker"]
+__all__ = ["cluster_report", "run_worker"]
