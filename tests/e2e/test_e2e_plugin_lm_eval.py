@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
@@ -57,15 +58,24 @@ def _env(tmp: Path) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "HF_DATASETS_OFFLINE": "1"}
 
 
-def _sent(stub: StubLLM) -> list[list[dict[str, Any]]]:
-    """The messages of every chat request the stub saw, in a stable order."""
-    bodies = [r.body for r in stub.requests(OPENAI_PATH)]
-    return sorted((b["messages"] for b in bodies), key=json.dumps)
+def _sent(stub: StubLLM) -> list[dict[str, Any]]:
+    """What every chat request the stub saw asked for (the seed aside), in a stable order."""
+    keys = ("messages", "max_tokens", "stop", "temperature")
+    asked = [{k: r.body.get(k) for k in keys} for r in stub.requests(OPENAI_PATH)]
+    return sorted(asked, key=json.dumps)
 
 
-def test_lm_eval_task_through_evalsi_equals_lm_eval(tmp_path: Path, run_evalsi: Any) -> None:
-    done = run_evalsi(tmp_path, "plugin", "install", PACKAGE, "--evalsi", ROOT, timeout=900)
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory, run_evalsi: Any) -> Path:
+    """A folder whose .evalsi holds the plugin, installed once for this module's tests."""
+    where = tmp_path_factory.mktemp("lm-eval")
+    done = run_evalsi(where, "plugin", "install", PACKAGE, "--evalsi", ROOT, timeout=900)
     assert done.returncode == 0, done.stderr
+    return where
+
+
+def test_lm_eval_task_through_evalsi_equals_lm_eval(installed: Path, run_evalsi: Any) -> None:
+    tmp_path = installed
     venv = tmp_path / ".evalsi" / "plugins" / "lm-eval-tasks" / "bin"
     answers = {f"Q: {q}\nA:": a for q, a in ANSWERS.items()}
     with StubLLM(answers=answers) as stub:
@@ -76,17 +86,17 @@ def test_lm_eval_task_through_evalsi_equals_lm_eval(tmp_path: Path, run_evalsi: 
             capture_output=True, text=True, check=False, timeout=300, env=_env(tmp_path),
         )  # fmt: skip
         assert export.returncode == 0, export.stderr[-2000:]
-        spec = (tmp_path / "run.yaml").read_text()
+        spec = yaml.safe_load((tmp_path / "run.yaml").read_text())
         # the same evaluator twice, once per filter pipeline of the task
-        spec = spec.replace(
-            f"      include_path: {TASKS}\n",
-            f"      include_path: {TASKS}\n      filter: strict\n    name: strict\n"
-            f"  - ref: lm-eval/task-metric\n    name: flexible\n    params:\n"
-            f"      task: {TASK}\n      include_path: {TASKS}\n      filter: flexible\n",
-        )
-        (tmp_path / "run.yaml").write_text(spec)
+        (exported,) = spec["spec"]["evaluators"]
+        assert exported["params"] == {"task": TASK, "include_path": str(TASKS)}
+        spec["spec"]["evaluators"] = [
+            {**exported, "name": name, "params": {**exported["params"], "filter": name}}
+            for name in ("strict", "flexible")
+        ]
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump(spec))
         out = run_evalsi(tmp_path, "run", "-f", "run.yaml", "--format", "json", timeout=300)
-        assert out.returncode in (0, 1), out.stderr  # 1 would be a failed gate; there is none
+        assert out.returncode == 0, out.stderr
         ours = _sent(stub)
         stub.reset()
         direct = subprocess.run(
@@ -96,12 +106,18 @@ def test_lm_eval_task_through_evalsi_equals_lm_eval(tmp_path: Path, run_evalsi: 
         theirs = _sent(stub)
     assert direct.returncode == 0, direct.stderr[-2000:]
     want = json.loads(direct.stdout.strip().splitlines()[-1])
-    # evalsi sent each document's prompt exactly as lm-eval did (system, few-shot turns, question)
+    # evalsi sent each document's prompt exactly as lm-eval did (system, few-shot turns,
+    # question), with the task's generation settings
     assert len(ours) == 6
     assert ours == theirs
+    assert ours[0]["max_tokens"] == 16
+    assert ours[0]["stop"] == ["\n"]
     metrics = {m["evaluator"]: m for m in json.loads(out.stdout)["metrics"]}
     with sqlite3.connect(f"file:{tmp_path / '.evalsi' / 'evalsi.db'}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT record_id, evaluator, outcome, value FROM results").fetchall()
+        last = "SELECT MAX(run) FROM results"  # the run above, the last this store holds
+        rows = db.execute(
+            f"SELECT record_id, evaluator, outcome, value FROM results WHERE run = ({last})"
+        ).fetchall()
     for index, name in enumerate(("strict", "flexible")):
         assert metrics[name]["scored"] == 6, out.stdout
         assert metrics[name]["mean"] == pytest.approx(want["results"][f"exact_match,{name}"])
@@ -111,3 +127,29 @@ def test_lm_eval_task_through_evalsi_equals_lm_eval(tmp_path: Path, run_evalsi: 
     # also once the regex filter has taken its last word
     assert want["results"]["exact_match,strict"] == pytest.approx(3 / 6)
     assert want["results"]["exact_match,flexible"] == pytest.approx(4 / 6)
+
+
+def test_lm_eval_bad_params_name_the_problem(installed: Path, run_evalsi: Any) -> None:
+    """A task the plugin does not know, or a pipeline the task lacks, is an error on each
+    record naming what is wrong; a record without its document index is skipped."""
+    tmp_path = installed
+    rows = [
+        {"id": "a", "output": "Paris", "metadata": {"lm_eval_doc_id": 0}},
+        {"id": "b", "output": "Paris"},
+    ]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for param, value, needle in (
+        ("task", "nope", "no lm-eval task named 'nope'"),
+        ("filter", "zzz", "has no filter 'zzz': ['strict', 'flexible']"),
+    ):
+        params = {"task": TASK, "include_path": str(TASKS), param: value}
+        args = [a for k, v in params.items() for a in ("--param", f"lm-eval/task-metric.{k}={v}")]
+        out = run_evalsi(
+            tmp_path, "eval", "--data", "d.jsonl", "--evaluators", "lm-eval/task-metric",
+            *args, "--format", "json", timeout=300,
+        )  # fmt: skip
+        assert "Traceback" not in out.stderr, out.stderr
+        result = json.loads(out.stdout)
+        assert needle in out.stdout, out.stdout
+        (metric,) = result["metrics"]
+        assert metric["scored"] == 0, metric
