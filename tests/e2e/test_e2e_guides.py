@@ -114,6 +114,16 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_ragas.py runs it "
         "with the stub LLM as judge"
     ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/lm-eval-tasks"): (
+        "builds a venv with lm_eval (minutes); tests/e2e/test_e2e_plugin_lm_eval.py installs it"
+    ),
+    ("docs/guides/adapters.md", ".evalsi/plugins/lm-eval-tasks/bin/evalsi-lm-eval export"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_lm_eval.py runs this export"
+    ),
+    ("docs/guides/adapters.md", "evalsi run -f capitals-run.yaml"): (
+        "needs the installed plugin and a model; tests/e2e/test_e2e_plugin_lm_eval.py runs the "
+        "exported spec against the stub LLM"
+    ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",
     ("docs/guides/agents.md", "scripts/small_model.sh"): (
