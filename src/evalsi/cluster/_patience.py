@@ -15,19 +15,23 @@ log = logging.getLogger("evalsi.cluster")
 
 T = TypeVar("T")
 RETRY_S = 1.0
+TRIES = 5
+"""Calls of one operation, each after the store answered again, before its error is raised:
+an outage of any length is waited out, a store that answers yet keeps failing is not."""
 
 
 async def call_store(store: SqlStore, call: Callable[..., T], *args: Any, who: str = "") -> T:
     """``call(*args)`` off the loop; while the store is unreachable, wait for it and call
     again (a refused write still raises)."""
-    while True:
+    for attempt in range(1, TRIES + 1):
         try:
             return await asyncio.to_thread(call, *args)
         except Exception as e:
-            if not unavailable(e):
+            if not unavailable(e) or attempt == TRIES:
                 raise
             log.warning("%s: store unavailable (%s); pausing", who or "evalsi", e)
             await wait_for_store(store, who)
+    raise AssertionError("unreachable")
 
 
 async def wait_for_store(store: SqlStore, who: str = "") -> float:

@@ -4,8 +4,8 @@ durable pull consumer per pool, and the shard message both sides read.
 A shard is JSON: ``{"run", "shard", "tasks": [[seq, trial, record row], ...]}`` published to
 ``work.<pool>`` with ``Nats-Msg-Id: <run>.<shard>``, so a publish retried after a lost ack is
 stored once. The stream's work-queue retention deletes a shard when a worker acknowledges it;
-one not acknowledged (nor reported in progress) within the pool's ``ackWait`` is delivered again,
-at most ``maxDeliver`` times.
+one not acknowledged (nor reported in progress) within the pool's ``ackWait`` is delivered again;
+its ``maxDeliver``-th delivery is dead-lettered by the worker that gets it.
 """
 
 from __future__ import annotations
@@ -161,7 +161,9 @@ def _consumer_config(pool: PoolConfig) -> Any:
         filter_subject=subject(pool.name),
         ack_policy=api.AckPolicy.EXPLICIT,
         ack_wait=pool.ack_wait_s,
-        max_deliver=pool.max_deliver,
+        # unbounded here: the worker decides by the delivery count (the pool's maxDeliver-th
+        # is dead-lettered), so a worker killed while dead-lettering leaves it delivered again
+        max_deliver=-1,
         max_ack_pending=-1,
     )
 

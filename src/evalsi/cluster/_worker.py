@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from evalsi.cluster._config import ClusterConfig, PoolConfig
-from evalsi.cluster._patience import call_store, wait_for_store
+from evalsi.cluster._patience import TRIES, call_store, wait_for_store
 from evalsi.cluster._queue import (
     STREAM,
     WORKER_TTL_S,
@@ -43,7 +43,7 @@ from evalsi.cluster._queue import (
     ensure_queues,
     workers_bucket,
 )
-from evalsi.connectors import Resilience
+from evalsi.connectors import Resilience, close_shared_session
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import Registry
 from evalsi.runs import RunContext, execute_shard, open_run_context
@@ -53,9 +53,7 @@ log = logging.getLogger("evalsi.cluster")
 
 CONTEXTS = 8
 """Runs whose target, evaluators and judges a worker keeps built."""
-STORE_TRIES = 5
-"""Times a shard is run again after the store failed under it (and answered again) before
-the shard is released like any failure: a store that answers yet refuses is not waited out."""
+STORE_TRIES = TRIES  # a shard run again after the store failed under it and came back
 
 
 @dataclass(slots=True)
@@ -164,6 +162,7 @@ class Worker:
                 with contextlib.suppress(Exception):
                     await context.close()
             self._contexts.clear()
+            await close_shared_session()  # the targets' and judges' HTTP connections
             with contextlib.suppress(Exception):
                 await nc.close()  # in-flight shards are settled: nothing left to drain
         return self.stats
@@ -208,7 +207,11 @@ class Worker:
             try:
                 context = await self._context(shard.run_id)
                 outcome = await execute_shard(
-                    context, self.store, shard.tasks, time_limit=self.time_limit
+                    context,
+                    self.store,
+                    shard.tasks,
+                    time_limit=self.time_limit,
+                    share=self.pool.concurrency,
                 )
                 await self._store(finish_shard, self.store, shard.run_id, shard.shard_id,
                                   "done", self.name)  # fmt: skip

@@ -114,13 +114,19 @@ async def execute_shard(
     tasks: Iterable[TaskKey],
     *,
     time_limit: float | None = None,
+    share: int = 1,
 ) -> ShardOutcome:
     """Run ``tasks`` of the context's run and store them (outputs and results together, per
-    grading batch): the run's own pipeline, with the shard in place of the dataset."""
+    grading batch): the run's own pipeline, with the shard in place of the dataset. ``share``
+    shards of the run running at once in this process split its ``maxConcurrency``, so a
+    worker calls the target as many times at once as an embedded run would."""
     row = RunRow(db, kind="run", spec={})
     row.adopt(context.run_id)
+    spec = context.spec
+    if share > 1:
+        spec = dataclasses.replace(spec, max_concurrency=-(-spec.max_concurrency // share))
     executor = Executor(
-        context.spec,
+        spec,
         context.target,
         context.render,
         context.runners,

@@ -104,15 +104,21 @@ def _write(store: SqlStore, work: Any) -> Any:
         raise StoreError(f"cannot record shards in {store.location}: {e}") from e
 
 
+_LOST = ("OperationalError", "InterfaceError")  # PEP 249's names for a lost or failed link
+
+
 def unavailable(error: BaseException) -> bool:
     """Whether ``error`` says the store could not be reached or lost its connection (worth
-    waiting out), as opposed to a refused write."""
-    if isinstance(error, (sa.exc.OperationalError, sa.exc.InterfaceError)):
-        return True
-    cause = error.__cause__
-    return isinstance(error, StoreError) and isinstance(
-        cause, (sa.exc.OperationalError, sa.exc.InterfaceError)
-    )
+    waiting out), as opposed to a refused write: an ``OperationalError`` or ``InterfaceError``
+    (SQLAlchemy's, or the driver's own from a raw connection) in it or its causes."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a short chain: StoreError <- SQLAlchemy <- driver
+        if seen is None:
+            return False
+        if any(cls.__name__ in _LOST for cls in type(seen).__mro__):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 __all__ = [

@@ -8,6 +8,7 @@ queries are in ``_runs.py``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -160,8 +161,10 @@ class SqlStore(RunTable):
             with self._raw_lock:
                 return self._writer(run_id).write(batches)
         except StoreError:
+            self._drop_raw()
             raise
         except Exception as e:
+            self._drop_raw()
             raise StoreError(f"cannot write results to {self.location}: {e}") from e
 
     def _writer(self, run_id: str) -> RowWriter:
@@ -174,6 +177,16 @@ class SqlStore(RunTable):
         if self._raw is None:
             self._raw = self.engine.raw_connection()
         return self._raw
+
+    def _drop_raw(self) -> None:
+        """Forget the raw connection after a failed write: it may be the one that was lost
+        (a database restart, a killed backend), and the next write opens a fresh one."""
+        raw, self._raw, self._rows = self._raw, None, None
+        if raw is not None:
+            with contextlib.suppress(Exception):
+                raw.invalidate()  # a pooled connection that is gone is not given out again
+            with contextlib.suppress(Exception):
+                raw.close()
 
     def iter_results(
         self,
@@ -274,8 +287,12 @@ class SqlStore(RunTable):
                     cur.executemany(res_sql, params)
             conn.commit()
         except BaseException as e:
-            conn.rollback()
+            try:
+                conn.rollback()
+            except Exception:  # noqa: BLE001 - the connection itself is gone
+                self._drop_raw()
             if isinstance(e, Exception):
+                self._drop_raw()
                 raise StoreError(f"cannot write outputs to {self.location}: {e}") from e
             raise
 
