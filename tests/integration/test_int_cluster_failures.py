@@ -241,6 +241,10 @@ def test_postgres_connections_killed_mid_run_pause_and_resume_the_workers(rig: R
     try:
         assert sum(killed) > 0
         assert_complete(result, db, n, embedded(rig, doc))
+        rig.stop_workers()
+        logs = "".join(p.read_text() for p in rig.tmp.glob("worker-*.log"))
+        assert "store unavailable" in logs  # they saw the outage and paused
+        assert "the store is back; resuming" in logs
     finally:
         db.close()
 
