@@ -83,7 +83,7 @@ def _export(store: StoreLike, run_id: str, sinks: Sequence[SinkSpec]) -> list[Ex
     live: list[tuple[int, Any]] = []
     for i, spec in enumerate(sinks):
         try:
-            secret = spec.options.get("secretRef")
+            secret = spec.secret_ref
             value = resolve_secret(secret).reveal() if secret else ""
             sink = open_sink(spec.kind, spec.options, secret=value)
             sink.begin(header)
@@ -140,7 +140,8 @@ def _rows(result: EvaluationResult, row: Any) -> list[Any]:
         value = float(s.passed) if s.passed is not None else s.number
         out.append(
             row(result.record_id, result.trial, result.evaluator, s.name or result.evaluator,
-                outcome, None if value is None else float(value), s.label, s.explanation)
+                outcome, None if value is None else float(value), s.label, s.explanation,
+                s.passed)
         )  # fmt: skip
     return out
 

@@ -60,6 +60,7 @@ class ResultRow:
     value: float | None  # a number, or 1.0 / 0.0 for pass / fail
     label: str | None
     explanation: str
+    passed: bool | None = None  # set for a pass/fail score, whose value is then 1.0 or 0.0
 
     def as_list(self, run_id: str) -> list[Any]:
         """The row in ``RESULT_COLUMNS`` order."""
@@ -107,6 +108,7 @@ class TraceScore:
     label: str | None
     explanation: str
     created_at: float  # seconds since the epoch
+    passed: bool | None = None  # set for a pass/fail score, whose value is then 1.0 or 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

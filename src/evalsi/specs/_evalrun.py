@@ -272,6 +272,7 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
+LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"  # LangsmithSink.endpoint's default
 SinkKind = Literal["mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith"]
 
 
@@ -291,8 +292,17 @@ class SinkSpec:
             "s3": f"{o.get('bucket', '')}/{o.get('prefix') or 'evalsi'}",
             "webhook": o.get("url", ""),
             "wandb": o.get("project", ""),
+            "langfuse": o.get("host", ""),
+            "langsmith": f"{o.get('endpoint') or LANGSMITH_ENDPOINT} {o.get('project') or 'evalsi'}",
         }[self.kind]
         return f"{self.kind} {where}"
+
+    @property
+    def secret_ref(self) -> str:
+        """The reference of the kind's one secret (a webhook's signing secret, Langfuse's secret
+        key, LangSmith's API key), or "" when it has none."""
+        key = {"webhook": "secretRef", "langfuse": "secretKeyRef", "langsmith": "apiKeyRef"}
+        return str(self.options.get(key.get(self.kind, ""), "") or "")
 
 
 @dataclass(frozen=True, slots=True)
