@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.sinks._open import SINK_KINDS, TRACE_SINK_KINDS, open_sink, open_trace_sink
+    from evalsi.sinks._open import (
+        LANGSMITH_ENDPOINT,
+        SINK_KINDS,
+        TRACE_SINK_KINDS,
+        open_sink,
+        open_trace_sink,
+    )
     from evalsi.sinks._otel import (
         EVENT_NAME,
         ExportCounts,
@@ -31,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_NAME",
+    "LANGSMITH_ENDPOINT",
     "RESULT_COLUMNS",
     "SINK_KINDS",
     "TRACE_SINK_KINDS",

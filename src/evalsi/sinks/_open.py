@@ -11,6 +11,7 @@ SINK_KINDS = ("mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith")
 # The kinds an online policy can send its scores to (each attaches them to its own record of
 # the trace); S3 and W&B keep runs, not traces.
 TRACE_SINK_KINDS = ("mlflow", "webhook", "langfuse", "langsmith")
+LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"  # a langsmith sink's default endpoint
 
 
 def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sink:
@@ -77,4 +78,4 @@ def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") 
     )
 
 
-__all__ = ["SINK_KINDS", "TRACE_SINK_KINDS", "open_sink", "open_trace_sink"]
+__all__ = ["LANGSMITH_ENDPOINT", "SINK_KINDS", "TRACE_SINK_KINDS", "open_sink", "open_trace_sink"]

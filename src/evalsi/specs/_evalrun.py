@@ -272,7 +272,6 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
-LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"  # LangsmithSink.endpoint's default
 SinkKind = Literal["mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith"]
 
 
@@ -286,6 +285,8 @@ class SinkSpec:
 
     def describe(self) -> str:
         """Where it sends, for messages: ``mlflow http://…``, ``s3 bucket/prefix``."""
+        from evalsi.sinks import LANGSMITH_ENDPOINT
+
         o = self.options
         where = {
             "mlflow": o.get("trackingUri", ""),
