@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evalsi.connectors import EgressPolicy, trusted_rule
+from evalsi.sinks import LANGSMITH_ENDPOINT
 
 if TYPE_CHECKING:
     from evalsi.policies import PolicySpec  # as _policies reads it
@@ -68,9 +69,13 @@ def check_run_egress(spec: RunSpec, policy: EgressPolicy) -> None:
     if spec.telemetry is not None:
         policy.check_url(spec.telemetry.endpoint, where="spec.telemetry.otlp.endpoint")
     for i, sink in enumerate(spec.sinks):
-        for key in ("trackingUri", "url", "endpointUrl"):
+        for key in ("trackingUri", "url", "endpointUrl", "host", "endpoint"):
             if sink.options.get(key):
                 policy.check_url(sink.options[key], where=f"spec.sinks[{i}].{sink.kind}.{key}")
+        if sink.kind == "langsmith" and not sink.options.get("endpoint"):
+            # No endpoint is LangSmith's cloud: checked as if written, so a server whose
+            # policy refuses public hosts refuses it too.
+            policy.check_url(LANGSMITH_ENDPOINT, where=f"spec.sinks[{i}].langsmith.endpoint")
 
 
 def check_policy_egress(spec: PolicySpec, policy: EgressPolicy) -> None:
