@@ -91,7 +91,9 @@ def _scores(db: SqlStore, run_id: str) -> dict[tuple[str, str], Any]:
     return out
 
 
-def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [EVALSI, *args], cwd=cwd, env={**os.environ, "PYTHONPATH": str(cwd), **(env or {})},
         capture_output=True, text=True, timeout=180, check=False,
@@ -105,8 +107,8 @@ def test_langfuse_gets_traces_typed_scores_and_a_dataset_run_once(
     stored_run: tuple[SqlStore, str], langfuse: FakeLangfuse
 ) -> None:
     db, run_id = stored_run
-    sink = SinkSpec("langfuse", {"host": langfuse.url, "publicKey": PK,
-                                 "secretKeyRef": "env:LF_SECRET", "dataset": "evalsi-qa"})  # fmt: skip
+    options = {"host": langfuse.url, "publicKey": PK, "secretKeyRef": "env:LF_SECRET"}
+    sink = SinkSpec("langfuse", {**options, "dataset": "evalsi-qa"})
     first = export_run(db, run_id, [sink])[0]
     assert first.receipt is not None, first.error
     st = langfuse.state
@@ -156,7 +158,9 @@ def test_langfuse_from_the_spec_and_from_export_with_a_sinks_file(
 ) -> None:
     _workdir(tmp_path)
     sinks = [{"langfuse": {"host": langfuse.url, "publicKey": PK, "secretKeyRef": "env:LF_SECRET"}}]
-    (tmp_path / "run.json").write_text(json.dumps({**SPEC, "spec": {**SPEC["spec"], "sinks": sinks}}))
+    (tmp_path / "run.json").write_text(
+        json.dumps({**SPEC, "spec": {**SPEC["spec"], "sinks": sinks}})
+    )
     ran = _cli("run", "-f", "run.json", "--format", "json", cwd=tmp_path)
     assert ran.returncode in (0, 1), ran.stderr  # 1: the gate fails, by design
     out = json.loads(ran.stdout)
@@ -187,10 +191,11 @@ def test_langfuse_wrong_key_and_no_server_fail_clearly(
 
     nothing = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
-    out = export_run(db, run_id, [SinkSpec("langfuse", {"host": nothing, "publicKey": PK,
-                                                        "secretKeyRef": "env:LF_SECRET"})])  # fmt: skip
+    options = {"host": nothing, "publicKey": PK, "secretKeyRef": "env:LF_SECRET"}
+    out = export_run(db, run_id, [SinkSpec("langfuse", options)])
     assert out[0].receipt is None
-    assert "ConnectError" in out[0].error and nothing in out[0].error
+    assert "ConnectError" in out[0].error
+    assert nothing in out[0].error
     assert time.monotonic() - started < 30
 
 
@@ -215,7 +220,10 @@ def test_langfuse_trace_scores_land_on_the_otel_trace_and_resend_updates(
         held = list(langfuse.state.scores.values())
         assert {s["traceId"] for s in held} == {trace_id}
         assert {(s["name"], s["dataType"]) for s in held} == {
-            ("judge", "BOOLEAN"), ("judge/relevance", "NUMERIC"), ("tone", "CATEGORICAL")}
+            ("judge", "BOOLEAN"),
+            ("judge/relevance", "NUMERIC"),
+            ("tone", "CATEGORICAL"),
+        }
         assert {s.get("observationId") for s in held} == {span_id, None}
         sink.send(scores)  # a retried batch
         assert len(langfuse.state.scores) == 3
@@ -241,10 +249,12 @@ def test_langsmith_gets_runs_feedback_and_examples_once(
     assert counts == (len(st.runs), len(st.feedback), len(st.examples))  # no duplicates
     ids = ("project_id", "summary_run_id", "runs", "feedback", "dataset_id", "examples")
     assert {k: again.receipt["remote"][k] for k in ids} == {
-        k: first.receipt["remote"][k] for k in ids}
+        k: first.receipt["remote"][k] for k in ids
+    }
     assert again.receipt["remote"]["feedback_already_there"] == first.receipt["remote"]["feedback"]
     assert st.conflicts["feedback"] == int(first.receipt["remote"]["feedback"])
-    assert counts[0] == N + 1 and counts[2] == N
+    assert counts[0] == N + 1
+    assert counts[2] == N
 
     stored = _scores(db, run_id)
     remote = {(st.runs[f["run_id"]]["inputs"].get("record_id"), f["key"]): f
@@ -298,7 +308,8 @@ def test_langsmith_unreachable_fails_within_bounds(stored_run: tuple[SqlStore, s
     out = export_run(db, run_id, [SinkSpec("langsmith", {"endpoint": nothing,
                                                          "apiKeyRef": "env:LS_KEY"})])  # fmt: skip
     assert out[0].receipt is None
-    assert nothing in out[0].error and "Traceback" not in out[0].error
+    assert nothing in out[0].error
+    assert "Traceback" not in out[0].error
     assert time.monotonic() - started < 60
 
 

@@ -114,7 +114,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with s.lock:
                 body = s.datasets.get(name)
             if body is None:
-                self._answer(404, {"message": "Dataset not found", "error": "LangfuseNotFoundError"})
+                self._answer(
+                    404, {"message": "Dataset not found", "error": "LangfuseNotFoundError"}
+                )
             else:
                 self._answer(200, body)
         else:
@@ -149,9 +151,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         if len(trace_id) != 32 or len(span_id) != 16:
                             self._answer(400, {"message": "invalid trace or span id"})
                             return
-                        s.observations[span_id] = {"traceId": trace_id, "name": span.get("name"),
-                                                   "attributes": attrs,
-                                                   "startTimeUnixNano": span.get("startTimeUnixNano")}  # fmt: skip
+                        s.observations[span_id] = {
+                            "traceId": trace_id,
+                            "name": span.get("name"),
+                            "attributes": attrs,
+                            "startTimeUnixNano": span.get("startTimeUnixNano"),
+                        }
                         meta = {k.removeprefix("langfuse.trace.metadata."): v
                                 for k, v in attrs.items()
                                 if k.startswith("langfuse.trace.metadata.")}  # fmt: skip
@@ -193,7 +198,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if found is None:
                 found = {"id": uuid.uuid4().hex, "name": body["name"],
                          "description": body.get("description"), "metadata": body.get("metadata"),
-                         "projectId": s.project_id, "createdAt": _now(), "updatedAt": _now()}  # fmt: skip
+                         "projectId": s.project_id, "createdAt": _now(),
+                         "updatedAt": _now()}  # fmt: skip
                 s.datasets[body["name"]] = found
         self._answer(200, found)
 

@@ -40,6 +40,18 @@ import orjson
 
 SDK_VERSION = "0.15.1"
 TENANT = "00000000-0000-4000-8000-000000000001"
+INFO = {
+    "version": "0.12.0",
+    "instance_flags": {},
+    "batch_ingest_config": {
+        "use_multipart_endpoint": False,
+        "scale_up_qsize_trigger": 1000,
+        "scale_up_nthreads_limit": 16,
+        "scale_down_nempty_trigger": 4,
+        "size_limit": 100,
+        "size_limit_bytes": 20_971_520,
+    },
+}
 
 
 @dataclass
@@ -80,13 +92,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length", "0"))
         body = orjson.loads(self.rfile.read(n)) if n else None
         if url.path == "/info":
-            self._answer(200, {"version": "0.12.0", "instance_flags": {},
-                               "batch_ingest_config": {"use_multipart_endpoint": False,
-                                                       "scale_up_qsize_trigger": 1000,
-                                                       "scale_up_nthreads_limit": 16,
-                                                       "scale_down_nempty_trigger": 4,
-                                                       "size_limit": 100,
-                                                       "size_limit_bytes": 20_971_520}})  # fmt: skip
+            self._answer(200, INFO)
             return
         if self.headers.get("x-api-key") != self.state.api_key:
             self._answer(401, {"detail": "Invalid token"})
@@ -111,7 +117,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         s = self.state
         found = s.projects.get(body["name"])
         if found is not None:
-            return (200, found) if query.get("upsert", [""])[0].lower() == "true" else (409, {"detail": "exists"})
+            return (
+                (200, found)
+                if query.get("upsert", [""])[0].lower() == "true"
+                else (409, {"detail": "exists"})
+            )
         found = {"id": str(uuid.uuid4()), "name": body["name"], "start_time": _now(),
                  "tenant_id": TENANT, "extra": body.get("extra"),
                  "reference_dataset_id": None}  # fmt: skip

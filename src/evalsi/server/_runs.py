@@ -513,9 +513,10 @@ _SECRET_KEYS = frozenset({"secretRef", "secretKeyRef", "apiKeyRef"})
 
 def _secret_refs(node: Any, where: str) -> list[tuple[str, str]]:
     """Every secret reference anywhere in a spec: each ``secretRef`` (a model's, a judge's, a
-    connector's, a sink's; ``secretKeyRef`` and ``apiKeyRef`` for Langfuse and LangSmith), and each header value that is read from a reference (``secret:…``
-    on an HTTP target, ``env:``/``file:`` on the agent connectors). Walking the whole document
-    keeps a new section from being forgotten here."""
+    connector's, a sink's; ``secretKeyRef`` and ``apiKeyRef`` for Langfuse and LangSmith), and
+    each header value that is read from a reference (``secret:…`` on an HTTP target,
+    ``env:``/``file:`` on the agent connectors). Walking the whole document keeps a new section
+    from being forgotten here."""
     found: list[tuple[str, str]] = []
     if isinstance(node, dict):
         for key, value in node.items():

@@ -11,13 +11,8 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
-    from evalsi.sinks._open import (
-        LANGSMITH_ENDPOINT,
-        SINK_KINDS,
-        TRACE_SINK_KINDS,
-        open_sink,
-        open_trace_sink,
-    )
+    from evalsi.sinks._langsmith import LANGSMITH_ENDPOINT
+    from evalsi.sinks._open import SINK_KINDS, TRACE_SINK_KINDS, open_sink, open_trace_sink
     from evalsi.sinks._otel import (
         EVENT_NAME,
         ExportCounts,

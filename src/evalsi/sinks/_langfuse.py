@@ -188,17 +188,20 @@ def score_request(
     dataset_run_id: str | None = None,
 ) -> Any:
     """One Langfuse score, or None when the result has nothing to score (skipped, errored)."""
-    from langfuse.api import CreateScoreRequest
+    from langfuse.api import CreateScoreRequest, ScoreDataType
 
+    v: float | str
+    data_type: ScoreDataType
     if passed is not None:
-        data_type, v = "BOOLEAN", 1.0 if passed else 0.0
+        data_type, v = ScoreDataType("BOOLEAN"), 1.0 if passed else 0.0
     elif value is not None:
-        data_type, v = "NUMERIC", float(value)
+        data_type, v = ScoreDataType("NUMERIC"), float(value)
     elif label:
-        data_type, v = "CATEGORICAL", label
+        data_type, v = ScoreDataType("CATEGORICAL"), label
     else:
         return None
-    meta = {**metadata, **({"label": label} if label and data_type != "CATEGORICAL" else {})}
+    categorical = data_type == ScoreDataType("CATEGORICAL")
+    meta = {**metadata, **({"label": label} if label and not categorical else {})}
     return CreateScoreRequest(
         id=score_id,
         trace_id=trace_id or None,

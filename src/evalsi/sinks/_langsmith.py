@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from evalsi.core import UserError, require_extra
-from evalsi.sinks._open import LANGSMITH_ENDPOINT
 from evalsi.sinks._remote_ids import task_run_id, uuid_id
 from evalsi.sinks._sink import Receipt, ResultRow, RunHeader, TraceScore, gate_lines, metric_key
 
+LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"  # the sink's endpoint when none is given
 TIMEOUT_S = 10.0
 DEFAULT_PROJECT = "evalsi"
 FEEDBACK_THREADS = 8  # feedback is one request each; a few in flight hide the round trips
@@ -419,4 +419,10 @@ class LangsmithTraceSink:
         self.remote.close()
 
 
-__all__ = ["LangsmithSink", "LangsmithTraceSink", "feedback_item", "otel_run_id"]
+__all__ = [
+    "LANGSMITH_ENDPOINT",
+    "LangsmithSink",
+    "LangsmithTraceSink",
+    "feedback_item",
+    "otel_run_id",
+]

@@ -11,7 +11,6 @@ SINK_KINDS = ("mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith")
 # The kinds an online policy can send its scores to (each attaches them to its own record of
 # the trace); S3 and W&B keep runs, not traces.
 TRACE_SINK_KINDS = ("mlflow", "webhook", "langfuse", "langsmith")
-LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"  # a langsmith sink's default endpoint
 
 
 def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sink:
@@ -48,9 +47,7 @@ def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sin
     if kind == "langfuse":
         from evalsi.sinks._langfuse import LangfuseSink
 
-        return LangfuseSink(
-            str(o["host"]), str(o["publicKey"]), secret, str(o.get("dataset", ""))
-        )
+        return LangfuseSink(str(o["host"]), str(o["publicKey"]), secret, str(o.get("dataset", "")))
     if kind == "langsmith":
         from evalsi.sinks._langsmith import LangsmithSink
 
@@ -78,4 +75,4 @@ def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") 
     )
 
 
-__all__ = ["LANGSMITH_ENDPOINT", "SINK_KINDS", "TRACE_SINK_KINDS", "open_sink", "open_trace_sink"]
+__all__ = ["SINK_KINDS", "TRACE_SINK_KINDS", "open_sink", "open_trace_sink"]

@@ -272,6 +272,9 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
+# A langsmith sink without an endpoint (the proto's default; the sink's LANGSMITH_ENDPOINT,
+# which specs may not import: sinks sit below specs).
+LANGSMITH_CLOUD = "https://api.smith.langchain.com"
 SinkKind = Literal["mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith"]
 
 
@@ -285,8 +288,6 @@ class SinkSpec:
 
     def describe(self) -> str:
         """Where it sends, for messages: ``mlflow http://…``, ``s3 bucket/prefix``."""
-        from evalsi.sinks import LANGSMITH_ENDPOINT
-
         o = self.options
         where = {
             "mlflow": o.get("trackingUri", ""),
@@ -294,7 +295,7 @@ class SinkSpec:
             "webhook": o.get("url", ""),
             "wandb": o.get("project", ""),
             "langfuse": o.get("host", ""),
-            "langsmith": f"{o.get('endpoint') or LANGSMITH_ENDPOINT} {o.get('project') or 'evalsi'}",
+            "langsmith": f"{o.get('endpoint') or LANGSMITH_CLOUD} {o.get('project') or 'evalsi'}",
         }[self.kind]
         return f"{self.kind} {where}"
 

@@ -121,6 +121,11 @@ def test_langfuse_and_langsmith_to_forms_read_their_own_variables(
 
 
 def test_langsmith_without_an_endpoint_is_its_cloud_to_the_egress_policy() -> None:
+    from evalsi.sinks import LANGSMITH_ENDPOINT
+    from evalsi.specs._evalrun import LANGSMITH_CLOUD
+
+    assert LANGSMITH_CLOUD == LANGSMITH_ENDPOINT
+    assert SinkSpec("langsmith", {}).describe() == f"langsmith {LANGSMITH_ENDPOINT} evalsi"
     spec = run_spec_from_dict(_doc([{"langsmith": {"apiKeyRef": "env:K"}}]))
     refuse_public = EgressPolicy.from_lists(deny=["api.smith.langchain.com"])
     with pytest.raises(EgressDenied, match=r"sinks\[0\].langsmith.endpoint"):

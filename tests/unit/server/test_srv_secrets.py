@@ -170,8 +170,8 @@ def test_a_sinks_secret_is_checked_too(tmp_path: Path) -> None:
     [
         ({"langfuse": {"host": "http://127.0.0.1:9", "publicKey": "pk-lf-1",
                        "secretKeyRef": "env:AWS_SECRET_ACCESS_KEY"}}, "langfuse.secretKeyRef"),
-        ({"langsmith": {"endpoint": "http://127.0.0.1:9", "apiKeyRef": "env:AWS_SECRET_ACCESS_KEY"}},
-         "langsmith.apiKeyRef"),
+        ({"langsmith": {"endpoint": "http://127.0.0.1:9",
+                        "apiKeyRef": "env:AWS_SECRET_ACCESS_KEY"}}, "langsmith.apiKeyRef"),
     ],
 )  # fmt: skip
 def test_langfuse_and_langsmith_keys_are_held_to_the_lent_variables(
