@@ -35,7 +35,15 @@ import orjson
 
 from evalsi.core import UserError, require_extra
 from evalsi.sinks._remote_ids import hex_id, task_trace_id
-from evalsi.sinks._sink import Receipt, ResultRow, RunHeader, TraceScore, gate_lines, metric_key
+from evalsi.sinks._sink import (
+    Receipt,
+    ResultRow,
+    RunHeader,
+    TraceScore,
+    gate_lines,
+    metric_key,
+    summary_scores,
+)
 
 TIMEOUT_S = 10.0
 SPANS_PER_REQUEST = 500
@@ -353,10 +361,7 @@ class LangfuseSink:
         assert self.header is not None
         run = self.header
         summary_trace = hex_id("langfuse.trace", run.run_id, "summary")
-        metrics = [
-            {k: m.get(k) for k in ("evaluator", "metric", "mean", "ci", "n", "ci_method")}
-            for m in summary.get("metrics", ()) or ()
-        ]
+        metrics, means = summary_scores(summary)
         gates = [{"expr": expr, "verdict": verdict} for expr, verdict in gate_lines(summary)]
         from langfuse import LangfuseOtelSpanAttributes as A
 
@@ -373,20 +378,15 @@ class LangfuseSink:
         end = run.finished_at or run.created_at
         span_id = hex_id("langfuse.span", run.run_id, "summary", chars=16)
         self.spans.append(_span(summary_trace, span_id, "evalsi.run", run.created_at, end, attrs))
-        for m in metrics:
-            if m.get("mean") is None:
-                continue
-            key = metric_key(m)
-            ci = m.get("ci") or [None, None]
-            comment = f"n={m.get('n')}, interval [{ci[0]}, {ci[1]}] ({m.get('ci_method') or '-'})"
-            meta = {"evalsi_run_id": run.run_id, "n": m.get("n"), "ci": ci}
+        for m in means:
+            meta = {"evalsi_run_id": run.run_id, **m.extra}
             self.scores.append(score_request(
-                hex_id("langfuse.score", run.run_id, "summary", key), summary_trace, key,
-                float(m["mean"]), None, None, comment, self._at, meta))  # fmt: skip
+                hex_id("langfuse.score", run.run_id, "summary", m.key), summary_trace, m.key,
+                m.mean, None, None, m.comment, self._at, meta))  # fmt: skip
             if self.experiment_id:
                 self.scores.append(score_request(
-                    hex_id("langfuse.score", run.run_id, "dataset-run", key), "", key,
-                    float(m["mean"]), None, None, comment, self._at, meta,
+                    hex_id("langfuse.score", run.run_id, "dataset-run", m.key), "", m.key,
+                    m.mean, None, None, m.comment, self._at, meta,
                     dataset_run_id=self.experiment_id))  # fmt: skip
         for i, g in enumerate(gates):
             self.scores.append(score_request(

@@ -28,7 +28,15 @@ from typing import Any
 
 from evalsi.core import UserError, require_extra
 from evalsi.sinks._remote_ids import task_run_id, uuid_id
-from evalsi.sinks._sink import Receipt, ResultRow, RunHeader, TraceScore, gate_lines, metric_key
+from evalsi.sinks._sink import (
+    Receipt,
+    ResultRow,
+    RunHeader,
+    TraceScore,
+    gate_lines,
+    metric_key,
+    summary_scores,
+)
 
 LANGSMITH_ENDPOINT = "https://api.smith.langchain.com"  # the sink's endpoint when none is given
 TIMEOUT_S = 10.0
@@ -312,23 +320,15 @@ class LangsmithSink:
         assert self.header is not None
         run = self.header
         summary_id = uuid_id("langsmith.run", run.run_id, "summary")
-        metrics = [
-            {k: m.get(k) for k in ("evaluator", "metric", "mean", "ci", "n", "ci_method")}
-            for m in summary.get("metrics", ()) or ()
-        ]
+        metrics, means = summary_scores(summary)
         gates = [{"expr": expr, "verdict": verdict} for expr, verdict in gate_lines(summary)]
         where = {"run_id": summary_id, "trace_id": summary_id, "session_id": self.project_id}
         feedback = []
-        for m in metrics:
-            if m.get("mean") is None:
-                continue
-            key = metric_key(m)
-            ci = m.get("ci") or [None, None]
-            comment = f"n={m.get('n')}, interval [{ci[0]}, {ci[1]}] ({m.get('ci_method') or '-'})"
+        for m in means:
+            extra = {"evalsi_run_id": run.run_id, **m.extra}
             feedback.append(feedback_item(
-                uuid_id("langsmith.feedback", run.run_id, "summary", key), key, float(m["mean"]),
-                None, None, comment, {"evalsi_run_id": run.run_id, "n": m.get("n"), "ci": ci},
-                **where))  # fmt: skip
+                uuid_id("langsmith.feedback", run.run_id, "summary", m.key), m.key, m.mean,
+                None, None, m.comment, extra, **where))  # fmt: skip
         for i, g in enumerate(gates):
             feedback.append(feedback_item(
                 uuid_id("langsmith.feedback", run.run_id, "gate", i), f"gate.{i}", None,
