@@ -70,6 +70,16 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/sinks.md", "evalsi export latest --to mlflow:http://127.0.0.1:5000"): (
         "needs an MLflow server (20 s to start); tests/integration/test_int_sinks.py starts one"
     ),
+    ("docs/guides/sinks.md", "pip install 'evalsi[langfuse]'"): "the dev extras have it",
+    ("docs/guides/sinks.md", "pip install 'evalsi[langsmith]'"): "the dev extras have it",
+    ("docs/guides/sinks.md", "LANGFUSE_PUBLIC_KEY=pk-lf-... LANGFUSE_SECRET_KEY="): (
+        "needs a Langfuse server and keys; tests/integration/test_int_sinks_langfuse_langsmith.py "
+        "runs `evalsi export --to langfuse:URL` against the recorded-protocol fake"
+    ),
+    ("docs/guides/sinks.md", "LANGSMITH_API_KEY=lsv2_... evalsi export latest --to langsmith:"): (
+        "needs LangSmith and a key; tests/integration/test_int_sinks_langfuse_langsmith.py runs "
+        "`evalsi export --to langsmith:PROJECT` against the recorded-protocol fake"
+    ),
     ("docs/guides/mcp.md", "npx @modelcontextprotocol/inspector@0.15.0"): (
         "npx would download it; tests/e2e/test_e2e_mcp_inspector.py runs the pinned Inspector"
     ),

@@ -41,6 +41,8 @@ EXTRA_OF: dict[str, str] = {
     "boto3": "s3",
     "botocore": "s3",
     "wandb": "wandb",
+    "langfuse": "langfuse",
+    "langsmith": "langsmith",
 }
 """Top-level module -> the extra that installs it."""
 

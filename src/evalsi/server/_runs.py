@@ -506,16 +506,22 @@ _SCHEMA_SPACE = (
 """What ECMA-262's ``\\s`` matches: the whitespace of the JSON Schema patterns in the proto."""
 
 
+# The keys that hold a secret by reference: most sections' ``secretRef``; a Langfuse sink's
+# ``secretKeyRef`` and a LangSmith sink's ``apiKeyRef``.
+_SECRET_KEYS = frozenset({"secretRef", "secretKeyRef", "apiKeyRef"})
+
+
 def _secret_refs(node: Any, where: str) -> list[tuple[str, str]]:
     """Every secret reference anywhere in a spec: each ``secretRef`` (a model's, a judge's, a
-    connector's, a sink's), and each header value that is read from a reference (``secret:…``
-    on an HTTP target, ``env:``/``file:`` on the agent connectors). Walking the whole document
-    keeps a new section from being forgotten here."""
+    connector's, a sink's; ``secretKeyRef`` and ``apiKeyRef`` for Langfuse and LangSmith), and
+    each header value that is read from a reference (``secret:…`` on an HTTP target,
+    ``env:``/``file:`` on the agent connectors). Walking the whole document keeps a new section
+    from being forgotten here."""
     found: list[tuple[str, str]] = []
     if isinstance(node, dict):
         for key, value in node.items():
             at = f"{where}.{key}"
-            if key == "secretRef" and isinstance(value, str):
+            if key in _SECRET_KEYS and isinstance(value, str):
                 found.append((at, value))
             elif key == "headers" and isinstance(value, dict):
                 for name, header in value.items():

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
+    from evalsi.sinks._langsmith import LANGSMITH_ENDPOINT
     from evalsi.sinks._open import SINK_KINDS, TRACE_SINK_KINDS, open_sink, open_trace_sink
     from evalsi.sinks._otel import (
         EVENT_NAME,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_NAME",
+    "LANGSMITH_ENDPOINT",
     "RESULT_COLUMNS",
     "SINK_KINDS",
     "TRACE_SINK_KINDS",

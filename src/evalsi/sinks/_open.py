@@ -44,6 +44,16 @@ def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sin
             str(o.get("dir", "")),
             str(o.get("entity", "")),
         )
+    if kind == "langfuse":
+        from evalsi.sinks._langfuse import LangfuseSink
+
+        return LangfuseSink(str(o["host"]), str(o["publicKey"]), secret, str(o.get("dataset", "")))
+    if kind == "langsmith":
+        from evalsi.sinks._langsmith import LangsmithSink
+
+        return LangsmithSink(
+            str(o.get("endpoint", "")), secret, str(o.get("project", "")), str(o.get("dataset", ""))
+        )
     raise ValueError(f"no sink kind {kind!r}; the kinds are {', '.join(SINK_KINDS)}")
 
 
@@ -59,6 +69,14 @@ def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") 
         from evalsi.sinks._webhook import WebhookTraceSink
 
         return WebhookTraceSink(str(o["url"]), secret, float(o.get("timeoutSeconds", 10.0)))
+    if kind == "langfuse":
+        from evalsi.sinks._langfuse import LangfuseTraceSink
+
+        return LangfuseTraceSink(str(o["host"]), str(o["publicKey"]), secret)
+    if kind == "langsmith":
+        from evalsi.sinks._langsmith import LangsmithTraceSink
+
+        return LangsmithTraceSink(str(o.get("endpoint", "")), secret, str(o.get("project", "")))
     raise ValueError(
         f"an online policy cannot send to {kind!r} yet; the kinds are "
         + ", ".join(TRACE_SINK_KINDS)

@@ -62,7 +62,7 @@ class ResultRow:
     value: float | None  # a number, or 1.0 / 0.0 for pass / fail
     label: str | None
     explanation: str
-    passed: bool | None = None  # the verdict, when the score is pass/fail (value 1.0 / 0.0)
+    passed: bool | None = None  # set for a pass/fail score, whose value is then 1.0 or 0.0
 
     def as_list(self, run_id: str) -> list[Any]:
         """The row in ``RESULT_COLUMNS`` order."""
@@ -189,15 +189,46 @@ def gate_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryMetric:
+    """One metric of a run's summary as a score-keeping tool shows it: a name, the mean, and
+    the interval in words."""
+
+    key: str  # metric_key: ``evaluator`` or ``evaluator/metric``
+    mean: float
+    comment: str  # "n=30, interval [0.5, 0.8] (wilson)"
+    extra: dict[str, Any]
+
+
+def summary_scores(summary: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[SummaryMetric]]:
+    """The summary's metrics as plain rows (for a tool's run-level output) and those with a
+    mean as ``SummaryMetric`` (for a tool's run-level scores)."""
+    rows = [
+        {k: m.get(k) for k in ("evaluator", "metric", "mean", "ci", "n", "ci_method")}
+        for m in summary.get("metrics", ()) or ()
+    ]
+    scored = []
+    for m in rows:
+        if m.get("mean") is None:
+            continue
+        ci = m.get("ci") or [None, None]
+        comment = f"n={m.get('n')}, interval [{ci[0]}, {ci[1]}] ({m.get('ci_method') or '-'})"
+        scored.append(SummaryMetric(metric_key(m), float(m["mean"]), comment,
+                                    {"n": m.get("n"), "ci": ci}))  # fmt: skip
+    return rows, scored
+
+
 __all__ = [
     "RESULT_COLUMNS",
     "Receipt",
     "ResultRow",
     "RunHeader",
     "Sink",
+    "SummaryMetric",
     "TraceScore",
     "TraceSink",
     "gate_lines",
     "metric_key",
     "result_rows",
+    "summary_scores",
 ]

@@ -272,6 +272,9 @@ class TelemetrySpec:
     timeout_s: float = 10.0
 
 
+# A langsmith sink without an endpoint (the proto's default; the sink's LANGSMITH_ENDPOINT,
+# which specs may not import: sinks sit below specs).
+LANGSMITH_CLOUD = "https://api.smith.langchain.com"
 SinkKind = Literal["mlflow", "s3", "webhook", "wandb", "langfuse", "langsmith"]
 
 
@@ -292,8 +295,7 @@ class SinkSpec:
             "webhook": o.get("url", ""),
             "wandb": o.get("project", ""),
             "langfuse": o.get("host", ""),
-            "langsmith": f"{o.get('endpoint') or 'https://api.smith.langchain.com'} "
-            f"{o.get('project') or 'evalsi'}",
+            "langsmith": f"{o.get('endpoint') or LANGSMITH_CLOUD} {o.get('project') or 'evalsi'}",
         }[self.kind]
         return f"{self.kind} {where}"
 
@@ -304,8 +306,12 @@ class SinkSpec:
         return str(next((self.options[k] for k in _SECRET_KEYS if self.options.get(k)), ""))
 
     def urls(self) -> list[tuple[str, str]]:
-        """Each (key, URL) the sink connects to, for the server's egress checks."""
-        return [(k, str(self.options[k])) for k in _URL_KEYS if self.options.get(k)]
+        """Each (key, URL) the sink connects to, for the server's egress checks (a LangSmith
+        sink without an endpoint connects to LangSmith's cloud: checked as if written)."""
+        found = [(k, str(self.options[k])) for k in _URL_KEYS if self.options.get(k)]
+        if self.kind == "langsmith" and not self.options.get("endpoint"):
+            found.append(("endpoint", LANGSMITH_CLOUD))
+        return found
 
 
 _SECRET_KEYS = ("secretRef", "secretKeyRef", "apiKeyRef")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -21,6 +22,8 @@ TO_FORMS = (
     "s3://BUCKET[/PREFIX]",
     "webhook:http(s)://URL",
     "wandb:PROJECT",
+    "langfuse:http(s)://HOST",
+    "langsmith:PROJECT",
 )
 
 
@@ -76,6 +79,21 @@ def sink_of(text: str) -> SinkSpec:
         entry = {"webhook": {"url": rest}}
     elif kind == "wandb" and sep:
         entry = {"wandb": {"project": rest}}
+    elif kind == "langfuse" and sep:
+        # The keys by Langfuse's own variables: the public key's value, the secret by reference.
+        public = os.environ.get("LANGFUSE_PUBLIC_KEY", "")
+        if not public:
+            raise UserError(
+                f"--to {text!r}: LANGFUSE_PUBLIC_KEY is not set",
+                hint="export LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY, or give both in "
+                "--sinks FILE (publicKey, secretKeyRef)",
+            )
+        entry = {"langfuse": {"host": rest, "publicKey": public,
+                              "secretKeyRef": "env:LANGFUSE_SECRET_KEY"}}  # fmt: skip
+    elif kind == "langsmith" and sep:
+        endpoint = os.environ.get("LANGSMITH_ENDPOINT", "")
+        entry = {"langsmith": {"project": rest, "apiKeyRef": "env:LANGSMITH_API_KEY",
+                               **({"endpoint": endpoint} if endpoint else {})}}  # fmt: skip
     else:
         raise UserError(
             f"--to {text!r}: not a sink",

@@ -95,6 +95,42 @@ def test_bad_to_forms_are_user_errors(text: str) -> None:
         sink_of(text)
 
 
+def test_langfuse_and_langsmith_to_forms_read_their_own_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LANGFUSE_PUBLIC_KEY", raising=False)
+    with pytest.raises(UserError, match="LANGFUSE_PUBLIC_KEY is not set"):
+        sink_of("langfuse:https://lf.example")
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-1")
+    assert sink_of("langfuse:https://lf.example") == SinkSpec(
+        "langfuse",
+        {"host": "https://lf.example", "publicKey": "pk-lf-1",
+         "secretKeyRef": "env:LANGFUSE_SECRET_KEY"},
+    )  # fmt: skip
+    with pytest.raises(UserError, match="host"):
+        sink_of("langfuse:lf.example")  # not a URL
+    monkeypatch.delenv("LANGSMITH_ENDPOINT", raising=False)
+    assert sink_of("langsmith:my-app") == SinkSpec(
+        "langsmith", {"project": "my-app", "apiKeyRef": "env:LANGSMITH_API_KEY"}
+    )
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", "http://127.0.0.1:9")
+    assert sink_of("langsmith:my-app").options["endpoint"] == "http://127.0.0.1:9"
+    assert sink_of("langsmith:my-app").describe() == "langsmith http://127.0.0.1:9 my-app"
+    assert sink_of("langsmith:my-app").secret_ref == "env:LANGSMITH_API_KEY"
+
+
+def test_langsmith_without_an_endpoint_is_its_cloud_to_the_egress_policy() -> None:
+    from evalsi.sinks import LANGSMITH_ENDPOINT
+    from evalsi.specs._evalrun import LANGSMITH_CLOUD
+
+    assert LANGSMITH_CLOUD == LANGSMITH_ENDPOINT
+    assert SinkSpec("langsmith", {}).describe() == f"langsmith {LANGSMITH_ENDPOINT} evalsi"
+    spec = run_spec_from_dict(_doc([{"langsmith": {"apiKeyRef": "env:K"}}]))
+    refuse_public = EgressPolicy.from_lists(deny=["api.smith.langchain.com"])
+    with pytest.raises(EgressDenied, match=r"sinks\[0\].langsmith.endpoint"):
+        check_run_egress(spec, refuse_public)
+
+
 def test_a_sinks_file_names_its_line(tmp_path: Path) -> None:
     good = tmp_path / "sinks.yaml"
     good.write_text("sinks:\n  - s3: {bucket: evals}\n  - wandb: {project: p}\n")
@@ -119,8 +155,17 @@ def test_a_sinks_file_names_its_line(tmp_path: Path) -> None:
             {"s3": {"bucket": "evals", "endpointUrl": "http://169.254.169.254"}},
             "sinks[0].s3.endpointUrl",
         ),
+        (
+            {"langfuse": {"host": "http://169.254.169.254", "publicKey": "pk",
+                          "secretKeyRef": "env:K"}},
+            "sinks[0].langfuse.host",
+        ),
+        (
+            {"langsmith": {"endpoint": "http://169.254.169.254", "apiKeyRef": "env:K"}},
+            "sinks[0].langsmith.endpoint",
+        ),
     ],
-)
+)  # fmt: skip
 def test_a_servers_egress_policy_checks_every_sink_url(entry: dict[str, Any], where: str) -> None:
     spec = run_spec_from_dict(_doc([entry]))
     with pytest.raises(EgressDenied, match=where.replace("[", r"\[").replace("]", r"\]")):

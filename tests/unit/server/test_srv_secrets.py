@@ -163,3 +163,26 @@ def test_a_sinks_secret_is_checked_too(tmp_path: Path) -> None:
     doc["spec"]["sinks"] = [{"webhook": {"url": "http://127.0.0.1:9/h", "secretRef": "file:/k"}}]
     with pytest.raises(UserError, match=r"spec.sinks\[0\].webhook.secretRef: file: secret"):
         _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
+
+
+@pytest.mark.parametrize(
+    ("sink", "key"),
+    [
+        ({"langfuse": {"host": "http://127.0.0.1:9", "publicKey": "pk-lf-1",
+                       "secretKeyRef": "env:AWS_SECRET_ACCESS_KEY"}}, "langfuse.secretKeyRef"),
+        ({"langsmith": {"endpoint": "http://127.0.0.1:9",
+                        "apiKeyRef": "env:AWS_SECRET_ACCESS_KEY"}}, "langsmith.apiKeyRef"),
+    ],
+)  # fmt: skip
+def test_langfuse_and_langsmith_keys_are_held_to_the_lent_variables(
+    tmp_path: Path, sink: dict[str, Any], key: str
+) -> None:
+    doc = _doc("env:OPENAI_API_KEY")
+    doc["spec"]["sinks"] = [sink]
+    with pytest.raises(UserError) as caught:
+        _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc))
+    assert caught.value.message.startswith(f"spec.sinks[0].{key}: env:AWS_SECRET_ACCESS_KEY")
+    doc["spec"]["sinks"] = [
+        {k: {**v, key.split(".")[1]: "env:OPENAI_API_KEY"} for k, v in sink.items()}
+    ]
+    assert _handler(tmp_path, ("OPENAI_API_KEY",)).spec_from_request(run_message(doc)).sinks
