@@ -17,7 +17,8 @@ import evalsi
 from evalsi.core import Outcome
 from evalsi.evaluators import JudgeClient, Registry
 from evalsi.plugins import JudgeProxy, PluginHost
-from evalsi.runs import build_judges, without_cache
+from evalsi.runs import build_judges, execute_run, without_cache
+from evalsi.specs import run_spec_from_yaml
 from evalsi.store import SqlStore
 from tests.support.plugins import install_to_folder, started_plugin
 from tests.support.stub_llm import ANTHROPIC_PATH, OPENAI_PATH, StubLLM
@@ -193,3 +194,40 @@ def test_the_endpoint_refuses_other_callers_and_unbounded_bodies(tmp_path: Path)
     assert got["stream"] == (400, "streaming is not served: send stream false")
     assert got["no messages"] == (400, "messages must be a non-empty list")
     assert got["image"] == (400, "messages[0].content[0]: only text parts are served")
+
+
+RUN = """\
+apiVersion: evals.si/v1alpha1
+kind: EvalRun
+metadata: {{name: plugin-judged}}
+spec:
+  target: {{python: "pluginjudged_target:answer"}}
+  dataset: {{path: qa.jsonl}}
+  maxConcurrency: 1
+  evaluators: [{{ref: judged/verdict}}]
+  judges:
+    default: {{connector: openai-compatible, baseUrl: "{judge}", model: j, maxConcurrency: 1}}
+  budget: {{tokens: 200}}
+"""
+
+
+def test_a_plugins_judge_calls_count_against_a_runs_budget(
+    judged: tuple[PluginHost, Registry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, registry = judged
+    (tmp_path / "qa.jsonl").write_text(
+        "".join(f'{{"id": "s{i}", "input": "q{i}"}}\n' for i in range(60))
+    )
+    (tmp_path / "pluginjudged_target.py").write_text("def answer(text):\n    return text + '!'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with StubLLM(default="yes") as stub:
+        spec = run_spec_from_yaml(RUN.format(judge=stub.openai_url), base_dir=tmp_path)
+        result = asyncio.run(execute_run(spec, store=tmp_path / "s.db", registry=registry))
+        calls = stub.calls(OPENAI_PATH)
+    # the Python target reports no tokens: only the plugin's judge calls can spend the budget
+    assert result.status == "stopped"
+    assert result.stopped_reason is not None
+    assert result.stopped_reason.startswith("budget(tokens)")
+    assert calls > 0
+    # a plugin grades whole batches, so the tasks ran already; the stop still came from them
+    assert _account(tmp_path / "s.db", result.run_id)["tokens"] > 200
