@@ -21,7 +21,7 @@ from evalsi.runs import build_judges, execute_run, without_cache
 from evalsi.specs import run_spec_from_yaml
 from evalsi.store import SqlStore
 from tests.support.plugins import install_to_folder, started_plugin
-from tests.support.stub_llm import ANTHROPIC_PATH, OPENAI_PATH, StubLLM
+from tests.support.stub_llm import ANTHROPIC_PATH, OPENAI_PATH, Fault, StubLLM
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fixtures" / "plugins" / "judged-plugin"
 ROWS = [{"id": "a", "input": "Capital of France?", "output": "Paris"}]
@@ -136,6 +136,21 @@ def test_an_answer_the_plugin_failed_on_is_not_cached(
     [r] = first.results
     assert r.outcome is Outcome.ERROR
     assert "not a verdict" in r.reason
+
+
+def test_a_lost_judge_is_infrastructure_not_the_records_fault(
+    judged: tuple[PluginHost, Registry], tmp_path: Path
+) -> None:
+    _, registry = judged
+    with StubLLM(default="yes") as stub:
+        # the judge keeps answering 503: its connector retries, then its breaker opens
+        stub.schedule(*[Fault(status=503, retry_after="0")] * 40, path=OPENAI_PATH)
+        result = _grade(registry, _openai_judge(stub), tmp_path / "s.db")
+    [r] = result.results
+    assert r.outcome is Outcome.ERROR
+    assert r.reason.startswith("infra_error(server_error): judge 'default': ")
+    metric = result.metric("verdict")
+    assert (metric.n, metric.errors, metric.infra_errors) == (0, 0, 1)
 
 
 # -- the endpoint's refusals ---------------------------------------------------------------------

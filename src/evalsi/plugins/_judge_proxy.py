@@ -35,7 +35,7 @@ import orjson
 from aiohttp import web
 
 from evalsi.connectors import InfraError
-from evalsi.core import Message, UserError
+from evalsi.core import INFRA_PREFIX, Message, UserError
 from evalsi.evaluators import JudgeClient, RecordError, find_judge
 from evalsi.plugins._judge_endpoint import JudgeEndpoint
 
@@ -70,6 +70,8 @@ class JudgeProxy:
         self.token = secrets.token_urlsafe(32)
         self.calls = 0
         """Completions answered (from the judge or its cache)."""
+        self.lost: InfraError | None = None
+        """The first call the judge's infrastructure failed (after its connector's retries)."""
         self._keeps: list[Callable[[], Awaitable[None]]] = []
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -135,7 +137,10 @@ class JudgeProxy:
             return _error(400, e.message, "invalid_request_error", e.param)
         try:
             reply = await self.judge.complete(messages, seed=seed)
-        except (UserError, InfraError) as e:
+        except InfraError as e:
+            self.lost = self.lost or e
+            return _error(502, f"judge {self.name!r}: {e}", "judge_error")
+        except UserError as e:
             return _error(502, f"judge {self.name!r}: {e}", "judge_error")
         self.calls += 1
         if reply.keep is not None:
@@ -231,7 +236,13 @@ async def with_run_judge(
     name: str, grade: Callable[[JudgeEndpoint], Awaitable[list[Any]]]
 ) -> list[Any]:
     """``grade`` a batch with the run's judge ``name`` served to it; with no judge of that
-    name the endpoint is empty, and an evaluator that reads it gets an ERROR naming it."""
+    name the endpoint is empty, and an evaluator that reads it gets an ERROR naming it.
+
+    When the judge's infrastructure failed a call of the batch, the batch's ERROR records are
+    infrastructure errors (``infra_error(KIND): judge 'NAME': …``), as a judge evaluator's in
+    process: the plugin's library words the failure its own way, and a lost judge must not
+    count against the records. (A record that failed for another reason in the same batch is
+    counted so too; the host cannot tell them apart.)"""
     judge = find_judge(name)
     if judge is None:
         return await grade(JudgeEndpoint(name))
@@ -239,4 +250,7 @@ async def with_run_judge(
         values = await grade(proxy.endpoint)
         if not any(isinstance(v, RecordError) for v in values):
             await proxy.keep()
+    if proxy.lost is not None:
+        lost = RecordError(f"{INFRA_PREFIX}{proxy.lost.kind}): judge {name!r}: {proxy.lost}")
+        values = [lost if isinstance(v, RecordError) else v for v in values]
     return values
