@@ -1,5 +1,6 @@
-"""A webhook receiver for evalsi's run summaries: checks the signature, drops a delivery it has
-seen (retries and re-exports keep their X-Evalsi-Delivery id) and prints each new run's metrics.
+"""A webhook receiver for evalsi: checks the signature, drops a delivery it has seen (retries
+and re-exports keep their X-Evalsi-Delivery id), and prints each new run's metrics
+(``run.finished``) or each score an online policy sent (``policy.scores``).
 
     env HOOK_SECRET=... python examples/sinks/receiver.py --port 18556
 """
@@ -30,8 +31,12 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         if delivery not in seen:
             seen.add(delivery)
             doc = json.loads(body)
-            for m in doc["summary"].get("metrics", []):
-                print(f"{doc['run']['run_id']} {m['evaluator']}/{m['metric']}: {m['mean']}", flush=True)
+            if doc["event"] == "policy.scores":
+                for s in doc["scores"]:
+                    print(f"{s['policy']} {s['trace_id']} {s['evaluator']}: {s['value']}", flush=True)
+            else:
+                for m in doc["summary"].get("metrics", []):
+                    print(f"{doc['run']['run_id']} {m['evaluator']}/{m['metric']}: {m['mean']}", flush=True)
         self.send_response(204)
         self.end_headers()
 

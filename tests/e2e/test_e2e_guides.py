@@ -53,6 +53,19 @@ _PROVIDER_RUN = (
 # (document, start of the command) -> why it does not run here, and what covers it.
 NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/mcp.md", "pip install 'evalsi[server,mcp]'"): "the test environment has both",
+    ("docs/guides/deploy.md", "nats-server -js"): (
+        "a cluster needs its own NATS and PostgreSQL database; "
+        "tests/integration/test_int_cluster_server.py runs this setup (server, two workers)"
+    ),
+    ("docs/guides/deploy.md", "evalsi serve --config examples/cluster/evalsi.yaml"): (
+        "as above: tests/integration/test_int_cluster_server.py"
+    ),
+    ("docs/guides/deploy.md", "evalsi worker --config examples/cluster/evalsi.yaml"): (
+        "as above: tests/integration/test_int_cluster_server.py and test_int_cluster_failures.py"
+    ),
+    ("docs/guides/deploy.md", "evalsi cluster status --config examples/cluster/evalsi.yaml"): (
+        "as above: tests/integration/test_int_cluster_server.py runs it against live workers"
+    ),
     ("docs/guides/sinks.md", "pip install 'evalsi[mlflow,s3,wandb]'"): "the dev extras have them",
     ("docs/guides/sinks.md", "evalsi export latest --to mlflow:http://127.0.0.1:5000"): (
         "needs an MLflow server (20 s to start); tests/integration/test_int_sinks.py starts one"
@@ -100,6 +113,16 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/guides/adapters.md", "evalsi eval --data examples/qa.jsonl --evaluators ragas/"): (
         "needs the installed plugin and a judge; tests/e2e/test_e2e_plugin_ragas.py runs it "
         "with the stub LLM as judge"
+    ),
+    ("docs/guides/adapters.md", "evalsi plugin install examples/plugins/lm-eval-tasks"): (
+        "builds a venv with lm_eval (minutes); tests/e2e/test_e2e_plugin_lm_eval.py installs it"
+    ),
+    ("docs/guides/adapters.md", ".evalsi/plugins/lm-eval-tasks/bin/evalsi-lm-eval export"): (
+        "needs the installed plugin; tests/e2e/test_e2e_plugin_lm_eval.py runs this export"
+    ),
+    ("docs/guides/adapters.md", "evalsi run -f capitals-run.yaml"): (
+        "needs the installed plugin and a model; tests/e2e/test_e2e_plugin_lm_eval.py runs the "
+        "exported spec against the stub LLM"
     ),
     ("README.md", "make demo"): "creates a virtual environment; bench/startup.py times it",
     ("README.md", "make test"): "the whole test suite: .ci/run runs it",

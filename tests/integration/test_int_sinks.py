@@ -14,8 +14,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,65 +27,12 @@ from evalsi.store import SqlStore
 from tests.support.server_state import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-MLFLOW = ROOT / ".tools" / "mlflow" / "bin" / "mlflow"
 N = 30
 TARGET = """
 def answer(input):
     n = int(input.split("-")[1])
     return input.upper() if n % 3 else "?"
 """
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited")
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"{url} never answered")
-
-
-@pytest.fixture(scope="module")
-def s3_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait(url, proc)
-        yield url
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-@pytest.fixture(scope="module")
-def mlflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not MLFLOW.exists():
-        pytest.skip("no MLflow server: python3 -m venv .tools/mlflow && "
-                    ".tools/mlflow/bin/pip install mlflow==3.17.2 (.ci/run does)")  # fmt: skip
-    work = tmp_path_factory.mktemp("mlflow")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(MLFLOW), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{work}/mlflow.db",
-         "--artifacts-destination", str(work / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait(url + "/health", proc, 180)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.fixture

@@ -148,6 +148,22 @@ def test_a_policy_webhook_to_metadata_is_refused_at_submission(
     client.close()
 
 
+def test_a_sink_to_metadata_is_refused_at_submission(on_loopback: tuple[str, Path]) -> None:
+    client = PolicyServiceClientSync(on_loopback[0])
+    text = POLICY.format(url="http://127.0.0.1:9/h") + (
+        "  sinks:\n    - mlflow: {trackingUri: 'http://169.254.169.254/mlflow'}\n"
+    )
+    message = _refusal(lambda: client.apply_policy(ppb.ApplyPolicyRequest(yaml=text)))
+    assert message.startswith("spec.sinks[0].mlflow.trackingUri: egress denied: 169.254.169.254")
+    runs = RunServiceClientSync(on_loopback[0])
+    doc = run_doc("http://127.0.0.1:9/v1", "qa.jsonl")
+    doc["spec"]["sinks"] = [{"webhook": {"url": "http://[::ffff:169.254.169.254]/h"}}]
+    message = _refusal(lambda: runs.create_run(pb.CreateRunRequest(run=run_message(doc))))
+    assert message.startswith("spec.sinks[0].webhook.url: egress denied:")
+    client.close()
+    runs.close()
+
+
 # -- a server listening off loopback ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def exposed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, StubLLM]]:

@@ -33,6 +33,8 @@ COMMANDS = {
     "export": "_export",
     "calibrate": "_calibrate",
     "serve": "_serve",
+    "worker": "_worker",
+    "cluster": "_worker",
     "mcp": "_mcp",
     "plugin": "_plugin",
     "sandbox": "_sandbox",

@@ -168,6 +168,11 @@ def _print_stats(stats: dict[str, Any]) -> None:
         + ", "
         f"evaluated {stats['evaluated']}, skipped ({skipped}), errors {stats['errors']}, "
         f"alerts {stats['alerts_fired']}, promoted {stats['promoted']}"
+        + (
+            f", sent to sinks {stats['sink_sent']} ({stats['sink_failures']} failed)"
+            if stats.get("sink_sent") or stats.get("sink_failures")
+            else ""
+        )
         + (f"; firing: {', '.join(stats['firing'])}" if stats["firing"] else "")
     )
     rows = [

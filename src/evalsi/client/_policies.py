@@ -78,6 +78,8 @@ def stats_from_proto(message: pb.PolicyStats) -> PolicyStats:
         firing=list(message.firing),
         outcomes=dict(message.outcomes),
         forced_by_feedback=message.forced_by_feedback,
+        sink_sent=message.sink_sent,
+        sink_failures=message.sink_failures,
     )
 
 

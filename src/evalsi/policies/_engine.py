@@ -39,6 +39,7 @@ from evalsi.core import (
 from evalsi.evaluators import JudgeClient, PackOptIn, Registry, use_judges
 from evalsi.policies._alerts import AlertState, Notifier, WebhookNotifier
 from evalsi.policies._cel import ConditionError, evaluate
+from evalsi.policies._deliver import ScoreDelivery, open_sinks
 from evalsi.policies._hooks import JudgeFactory, ScoresHook, SyncGrading, store_judges
 from evalsi.policies._live import (
     AppliedPolicy,
@@ -66,6 +67,8 @@ ALERT_CHECK_S = 1.0
 """How often alerts are checked besides after each graded trace."""
 PERSIST_EVERY_S = 10.0
 """How often each policy's counts and alert states are kept in the store (and at close)."""
+SINK_CLOSE_S = 10.0
+"""How long a replaced or deleted policy, or a closing engine, lets its sinks catch up."""
 
 
 class PolicyEngine:
@@ -125,6 +128,7 @@ class PolicyEngine:
         self.clock = clock
         self._policies: dict[tuple[str, str], LivePolicy] = {}
         self._judges: dict[tuple[str, str], Mapping[str, JudgeClient]] = {}
+        self._deliveries: dict[tuple[str, str], ScoreDelivery] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._grading: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
@@ -159,6 +163,8 @@ class PolicyEngine:
             if current is not None and current.spec.spec_hash == spec.spec_hash:
                 return AppliedPolicy(current.spec, current.run_id, current.applied_at, False)
             run_id = run_id_for(spec.spec_hash)
+            # a missing secret or sink library fails here, before anything changes
+            sinks = await asyncio.to_thread(open_sinks, spec.sinks) if spec.sinks else []
             if self.runs is not None:
                 info = await self.runs.save(
                     project=spec.project,
@@ -173,6 +179,9 @@ class PolicyEngine:
             live = LivePolicy(spec, run_id, time.time(), self.clock, self.grade_sync)
             self._policies[key] = live
             self._judges[key] = judges
+            self._retire(self._deliveries.pop(key, None))
+            if sinks:
+                self._deliveries[key] = ScoreDelivery(spec.name, sinks, live.counts)
             if self._ticker is None or self._ticker.done():
                 self._ticker = asyncio.create_task(self._tick(), name="evalsi-policy-ticker")
         return AppliedPolicy(spec, run_id, live.applied_at, True)
@@ -181,6 +190,7 @@ class PolicyEngine:
         async with self._lock:
             live = self._policies.pop((project, name), None)
             self._judges.pop((project, name), None)
+            self._retire(self._deliveries.pop((project, name), None))
         if live is None:
             raise NotFoundError(
                 f"name: no policy {name!r} in project {project!r}",
@@ -188,6 +198,13 @@ class PolicyEngine:
             )
         if self.runs is not None:
             await self.runs.end(live.run_id, RunStatus.CANCELLED, live.state(time.time()))
+
+    def _retire(self, delivery: ScoreDelivery | None) -> None:
+        """A replaced or deleted policy's sinks catch up in the background, then close."""
+        if delivery is not None:
+            task = asyncio.create_task(delivery.close(SINK_CLOSE_S))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def get(self, name: str, project: str = "default") -> AppliedPolicy:
         live = self._live(name, project)
@@ -393,6 +410,15 @@ class PolicyEngine:
         await self._store(live, rows)
         if self._policies.get(key) is not live:
             return  # deleted or replaced while its rows were written: no alert, no promotion
+        delivery = self._deliveries.get(key)
+        if delivery is not None and rows:
+            delivery.offer(
+                project=live.spec.project,
+                run_id=live.run_id,
+                trace_id=trace.trace_id,
+                span_id=_span_of(trace, record),
+                rows=rows,
+            )
         if self.on_scores is not None and rows:
             self._tell(self.on_scores, live, trace, record, rows)
         self._check_alerts(live)
@@ -416,16 +442,13 @@ class PolicyEngine:
         record: Record,
         rows: list[tuple[int, int, ResultBatch]],
     ) -> None:
-        span_id = record.provenance.span_id if record.provenance is not None else ""
-        if not span_id and trace.root is not None:
-            span_id = trace.root.span_id
         try:
             hook(
                 project=live.spec.project,
                 policy=live.spec.name,
                 run_id=live.run_id,
                 trace_id=trace.trace_id,
-                span_id=span_id,
+                span_id=_span_of(trace, record),
                 results=[result for _, _, batch in rows for result in batch],
             )
         except Exception:
@@ -558,7 +581,11 @@ class PolicyEngine:
         for live in list(self._policies.values()):
             if await live.refresh_corpora(force=True):
                 self._check_alerts(live)
-        await self._settle(deadline)
+        if not await self._settle(deadline):
+            return
+        for delivery in list(self._deliveries.values()):  # the sinks have what was graded
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await delivery.flush(left)
 
     async def _settle(self, deadline: float | None) -> bool:
         """Wait for gradings and deliveries; past ``deadline`` cancel them (False)."""
@@ -589,5 +616,16 @@ class PolicyEngine:
             await asyncio.gather(self._saving, return_exceptions=True)
             self._saving = None
         await self.drain()
+        deliveries, self._deliveries = list(self._deliveries.values()), {}
+        await asyncio.gather(*(d.close(SINK_CLOSE_S) for d in deliveries))
+        await self._settle(time.monotonic() + SINK_CLOSE_S)  # retired policies' sinks
         await self._persist()  # the counts as they end, for the next server
         await self.notifier.close()
+
+
+def _span_of(trace: Trace, record: Record) -> str:
+    """The scored span: the record's, else the trace's root."""
+    span_id = record.provenance.span_id if record.provenance is not None else ""
+    if not span_id and trace.root is not None:
+        span_id = trace.root.span_id
+    return span_id

@@ -70,6 +70,8 @@ class Counts:
     promoted: int = 0
     forced_by_feedback: int = 0  # passed over when completed, graded on negative feedback
     outcomes: Counter[str] = field(default_factory=Counter)
+    sink_sent: int = 0  # scores delivered to the policy's sinks (per score and sink)
+    sink_failures: int = 0  # scores a sink did not take after retries, or dropped
 
 
 _COUNTS = (
@@ -81,6 +83,8 @@ _COUNTS = (
     "alert_failures",
     "promoted",
     "forced_by_feedback",
+    "sink_sent",
+    "sink_failures",
 )
 
 
@@ -139,6 +143,8 @@ class PolicyStats:
     outcomes: dict[str, int] = field(default_factory=dict)
     # of ``sampled``: passed over when they completed, graded on negative feedback later
     forced_by_feedback: int = 0
+    sink_sent: int = 0
+    sink_failures: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +163,8 @@ class PolicyStats:
             "firing": list(self.firing),
             "outcomes": dict(self.outcomes),
             "forced_by_feedback": self.forced_by_feedback,
+            "sink_sent": self.sink_sent,
+            "sink_failures": self.sink_failures,
         }
 
 
@@ -333,6 +341,8 @@ class LivePolicy:
             firing=sorted(n for n, s in self.alert_states.items() if s.firing),
             outcomes=dict(c.outcomes),
             forced_by_feedback=c.forced_by_feedback,
+            sink_sent=c.sink_sent,
+            sink_failures=c.sink_failures,
         )
 
     def alert_payload(self, name: str, when: str) -> dict[str, Any]:

@@ -33,11 +33,13 @@ from evalsi.policies._cel import (
     window_vocabulary,
 )
 from evalsi.runs import JudgeSpec, judges_from_doc
+from evalsi.sinks import TRACE_SINK_KINDS
 from evalsi.specs import (
     MAX_SPEC_BYTES,
     NAME,
     KeyPath,
     Problem,
+    SinkSpec,
     check_plain,
     line_of,
     parse_duration,
@@ -46,6 +48,7 @@ from evalsi.specs import (
     read_spec_text,
     schema_problems,
     show,
+    sink_entry,
     where,
 )
 from evalsi.store import DEFAULT_PROJECT, check_project_id
@@ -138,6 +141,7 @@ class PolicySpec:
     judges: dict[str, JudgeSpec]
     labels: dict[str, str]
     raw: dict[str, Any] = field(compare=False, repr=False)
+    sinks: tuple[SinkSpec, ...] = ()
     spec_hash: str = ""
     selector_program: cel.Program | None = field(default=None, compare=False, repr=False)
 
@@ -307,6 +311,7 @@ class _PolicyBuilder:
         promote = self.promote(spec["promote"], per_trace) if "promote" in spec else None
         judges, judge_problems = judges_from_doc(self.doc, self.lines)
         self.problems.extend(judge_problems)
+        sinks = tuple(self.sink(i, entry) for i, entry in enumerate(spec.get("sinks", [])))
         if self.problems:
             return None
         return PolicySpec(
@@ -323,6 +328,7 @@ class _PolicyBuilder:
             judges=judges,
             labels=labels,
             raw=self.doc,
+            sinks=sinks,
             spec_hash=content_hash({"project": project, "policy": self.doc}),
             selector_program=selector_program,
         )
@@ -432,6 +438,17 @@ class _PolicyBuilder:
             return None
         name = alert.get("name") or f"alert-{i}"
         return AlertSpec(name, alert["when"], notify, cooldown, program)
+
+    def sink(self, i: int, entry: dict[str, Any]) -> SinkSpec:
+        sink = sink_entry(entry)
+        if sink.kind not in TRACE_SINK_KINDS:
+            self.bad(
+                ("spec", "sinks", i, sink.kind),
+                f"a policy's scores go to a tool that keeps traces ("
+                f"{', '.join(TRACE_SINK_KINDS)}); {sink.kind} keeps runs: send the policy's "
+                f"watch run there with `evalsi export RUN --to`",
+            )
+        return sink
 
     def promote(self, promote: dict[str, Any], names: list[str]) -> PromoteSpec | None:
         at: KeyPath = ("spec", "promote")

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._run_result import RunResult
     from evalsi.runs._run_row import RunRow, StoreLike, open_store
-    from evalsi.runs._scheduler import RunProgress
+    from evalsi.runs._scheduler import RunProgress, TaskKey
     from evalsi.runs._score import Progress, score_async
     from evalsi.runs._session import Conclusion, ScoreSession
     from evalsi.runs._shadow import (
@@ -88,6 +88,13 @@ if TYPE_CHECKING:
         candidate_spec,
         check_rows,
         shadow_async,
+    )
+    from evalsi.runs._shard import (
+        Dispatch,
+        RunContext,
+        ShardOutcome,
+        execute_shard,
+        open_run_context,
     )
     from evalsi.runs._stored import summarize_stored
     from evalsi.runs._summaries import summaries_from_dicts
@@ -149,6 +156,7 @@ __all__ = [
     "CompareKind",
     "Comparison",
     "Conclusion",
+    "Dispatch",
     "EvaluatorLike",
     "EvaluatorMetrics",
     "Export",
@@ -161,6 +169,7 @@ __all__ = [
     "PromoteStats",
     "Provenance",
     "ReportedIsolation",
+    "RunContext",
     "RunProgress",
     "RunResult",
     "RunRow",
@@ -168,8 +177,10 @@ __all__ = [
     "ScoreResult",
     "ScoreSession",
     "ShadowResult",
+    "ShardOutcome",
     "StoreLike",
     "StoredCassettes",
+    "TaskKey",
     "TestPlan",
     "Unmatched",
     "Verdict",
@@ -192,6 +203,7 @@ __all__ = [
     "effective_thresholds",
     "evaluate_gates",
     "execute_run",
+    "execute_shard",
     "export_run",
     "external_evaluator",
     "failing_records",
@@ -219,6 +231,7 @@ __all__ = [
     "load_run_spec",
     "metric_columns",
     "metric_rows",
+    "open_run_context",
     "open_store",
     "parse_gates",
     "pass_threshold",

@@ -65,6 +65,7 @@ from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult
 from evalsi.runs._run_row import RunRow, StoreLike, open_store
 from evalsi.runs._scheduler import Executor, RunProgress, task_seed
+from evalsi.runs._shard import Dispatch
 from evalsi.runs._targets import build_target, identity, renderer
 from evalsi.runs._telemetry import SpanExporterFactory, open_telemetry
 from evalsi.runs._test_plan import TestPlan, register_plan
@@ -100,6 +101,7 @@ async def execute_run(
     remote_harness: RemoteHarness | None = None,
     span_exporter: SpanExporterFactory | None = None,
     replay: Replay | None = None,
+    dispatch: Dispatch | None = None,
 ) -> RunResult:
     """Execute ``spec``: generate, grade, store, summarise, gate.
 
@@ -140,6 +142,9 @@ async def execute_run(
         replay: play an agent's tasks from a recorded run's cassettes (``replay_run``); the
             run stores where they came from as ``spec.replay``, and a resumed replay finds
             them there.
+        dispatch: hand the run's tasks to other processes (a cluster's work queue,
+            ``evalsi.cluster``) instead of running them here; the run is created, planned and
+            concluded here, from what the workers stored.
 
     Budgets count this session's spend only, so a run stopped by its budget can be resumed.
     """
@@ -290,20 +295,25 @@ async def execute_run(
     )
     began = clock()
     tools = contextlib.AsyncExitStack()  # an agent's tools: started before its first task
-    if started is None and isinstance(target, contextlib.AbstractAsyncContextManager):
+    here = dispatch is None  # the tasks run in this process (else: the cluster's workers)
+    if here and started is None and isinstance(target, contextlib.AbstractAsyncContextManager):
         await tools.enter_async_context(target)  # a bad tool fails here, nothing recorded
     try:
         if started is not None:
             await started(row.open()[1], executor.total_tasks)
             # Time spent queued is neither spend nor part of the ETA.
             began, executor.started = clock(), time.monotonic()
-            if isinstance(target, contextlib.AbstractAsyncContextManager):
+            if here and isinstance(target, contextlib.AbstractAsyncContextManager):
                 await tools.enter_async_context(target)
-        if spec.target.kind != "python" or judges:  # enough connections for every worker
-            await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
-        with use_judges(judges), young_gc_relaxed():  # contextvars reach the grader task
-            startup_mark("first-call")  # bench/startup.py: the workers start calling the target
-            await executor.run()
+        if dispatch is not None:
+            sent = (lambda done, infra: progress(done, infra, "")) if progress else None
+            await dispatch(row.open()[1], executor.pending(), sent)
+        else:
+            if spec.target.kind != "python" or judges:  # enough connections for every worker
+                await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
+            with use_judges(judges), young_gc_relaxed():  # contextvars reach the grader task
+                startup_mark("first-call")  # bench/startup.py: workers start calling the target
+                await executor.run()
         if executor.samples == 0 and executor.stopped_reason is None:
             raise dataset.nothing_read()  # nothing to call the target on: not a clean run
     except BaseException as e:

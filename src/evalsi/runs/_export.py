@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalsi.core import EvaluationResult, Outcome, UserError
+from evalsi.core import UserError
 from evalsi.runs._run_row import StoreLike, open_store
 from evalsi.specs import SinkSpec
 from evalsi.store import SqlStore
@@ -25,12 +25,6 @@ from evalsi.store import SqlStore
 log = logging.getLogger("evalsi.runs.export")
 
 BATCH = 5000
-_OUTCOME = {
-    Outcome.SCORED: "scored",
-    Outcome.SKIPPED: "skipped",
-    Outcome.ERROR: "error",
-    Outcome.CANCELLED: "cancelled",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +77,7 @@ def _export(store: StoreLike, run_id: str, sinks: Sequence[SinkSpec]) -> list[Ex
     live: list[tuple[int, Any]] = []
     for i, spec in enumerate(sinks):
         try:
-            secret = spec.options.get("secretRef")
-            value = resolve_secret(secret).reveal() if secret else ""
+            value = resolve_secret(spec.secret_ref).reveal() if spec.secret_ref else ""
             sink = open_sink(spec.kind, spec.options, secret=value)
             sink.begin(header)
             live.append((i, sink))
@@ -118,31 +111,16 @@ def _failed(spec: SinkSpec, e: Exception) -> Export:
 
 
 def _batches(db: SqlStore, run_id: str) -> Iterator[list[Any]]:
-    from evalsi.sinks import ResultRow
+    from evalsi.sinks import ResultRow, result_rows
 
     batch: list[ResultRow] = []
     for _, _, result in db.iter_results(run_id, batch=BATCH):
-        batch.extend(_rows(result, ResultRow))
+        batch.extend(result_rows(result))
         if len(batch) >= BATCH:
             yield batch
             batch = []
     if batch:
         yield batch
-
-
-def _rows(result: EvaluationResult, row: Any) -> list[Any]:
-    outcome = _OUTCOME.get(result.outcome, str(result.outcome.name).lower())
-    if not result.scores:
-        return [row(result.record_id, result.trial, result.evaluator, result.evaluator,
-                    outcome, None, None, result.reason)]  # fmt: skip
-    out = []
-    for s in result.scores:
-        value = float(s.passed) if s.passed is not None else s.number
-        out.append(
-            row(result.record_id, result.trial, result.evaluator, s.name or result.evaluator,
-                outcome, None if value is None else float(value), s.label, s.explanation)
-        )  # fmt: skip
-    return out
 
 
 __all__ = ["Export", "export_run"]

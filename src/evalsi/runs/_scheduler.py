@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -36,6 +36,8 @@ READ_BATCH = 256
 
 RunProgress = Callable[[int, int, str], None]
 """Called after each graded batch with (tasks done, infra errors, spend so far as text)."""
+TaskKey = tuple[int, int, Record]
+"""A task as the run's queue carries it: (sample's seq, trial, the sample's record)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -91,7 +93,7 @@ class Executor:
         render: Render,
         runners: list[Runner],
         row: RunRow,
-        dataset: Dataset,
+        dataset: Dataset | None,
         completed: Mapping[tuple[int, int], str],
         progress: RunProgress | None,
         *,
@@ -100,8 +102,11 @@ class Executor:
         time_limit: float | None = None,
         telemetry: RunTelemetry | None = None,
         excluded: frozenset[str] = frozenset(),
+        tasks: Iterable[TaskKey] | None = None,
     ) -> None:
         self.spec = spec
+        # given tasks (a cluster worker's shard) rather than the dataset's pending ones
+        self.given = tasks
         self.target = target
         self.render = render
         self.runners = runners
@@ -237,7 +242,17 @@ class Executor:
             await self._todo.put(None)
 
     def _tasks(self) -> Iterator[_Task]:
-        """Every (sample, trial) not already complete, read lazily from the dataset."""
+        if self.given is not None:
+            for seq, trial, record in self.given:
+                yield _Task(seq, trial, record)
+            return
+        for seq, trial, record in self.pending():
+            yield _Task(seq, trial, record)
+
+    def pending(self) -> Iterator[TaskKey]:
+        """Every (sample, trial) not already complete, read lazily from the dataset
+        (``samples`` counts the samples read); a cluster's dispatcher queues these."""
+        assert self.dataset is not None
         limit = self.spec.dataset.limit
         trials = range(self.spec.trials)
         completed = self.completed
@@ -251,7 +266,7 @@ class Executor:
                         return
                     for trial in trials if record.id not in excluded else ():
                         if (seq, trial) not in completed:
-                            yield _Task(seq, trial, record)
+                            yield seq, trial, record
                     seq += 1
                     self.samples = seq
         finally:

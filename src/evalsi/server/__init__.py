@@ -20,8 +20,17 @@ if TYPE_CHECKING:
     from evalsi.server._mcp_stdio import serve_stdio as serve_mcp_stdio
     from evalsi.server._mcp_stdio import stdio_config
     from evalsi.server._serve import serve
+    from evalsi.server._worker import cluster_report, run_worker
 
-__all__ = ["load_config", "load_sandbox_config", "serve", "serve_mcp_stdio", "stdio_config"]
+__all__ = [
+    "cluster_report",
+    "load_config",
+    "load_sandbox_config",
+    "run_worker",
+    "serve",
+    "serve_mcp_stdio",
+    "stdio_config",
+]
 
 # Exports are imported on first use (core/_lazy.py).
 __getattr__ = lazy_exports(__name__, __file__)

@@ -15,6 +15,7 @@ alert is logged as not delivered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from evalsi.connectors import EgressPolicy, trusted_rule
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from evalsi.policies import PolicySpec  # as _policies reads it
     from evalsi.runs import RunSpec
     from evalsi.server._state import ServerConfig
+    from evalsi.specs import SinkSpec
 
 
 def server_egress(config: ServerConfig) -> EgressPolicy:
@@ -67,10 +69,7 @@ def check_run_egress(spec: RunSpec, policy: EgressPolicy) -> None:
             policy.check_url(judge.base_url, where=f"spec.judges.{name}.baseUrl")
     if spec.telemetry is not None:
         policy.check_url(spec.telemetry.endpoint, where="spec.telemetry.otlp.endpoint")
-    for i, sink in enumerate(spec.sinks):
-        for key in ("trackingUri", "url", "endpointUrl"):
-            if sink.options.get(key):
-                policy.check_url(sink.options[key], where=f"spec.sinks[{i}].{sink.kind}.{key}")
+    _check_sinks(spec.sinks, policy)
 
 
 def check_policy_egress(spec: PolicySpec, policy: EgressPolicy) -> None:
@@ -80,3 +79,10 @@ def check_policy_egress(spec: PolicySpec, policy: EgressPolicy) -> None:
     for name, judge in sorted(spec.judges.items()):
         if judge.base_url:
             policy.check_url(judge.base_url, where=f"spec.judges.{name}.baseUrl")
+    _check_sinks(spec.sinks, policy)
+
+
+def _check_sinks(sinks: Sequence[SinkSpec], policy: EgressPolicy) -> None:
+    for i, sink in enumerate(sinks):
+        for key, url in sink.urls():
+            policy.check_url(url, where=f"spec.sinks[{i}].{sink.kind}.{key}")

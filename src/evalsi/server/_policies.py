@@ -271,4 +271,6 @@ def stats_to_proto(stats: PolicyStats) -> pb.PolicyStats:
         firing=stats.firing,
         outcomes=stats.outcomes,
         forced_by_feedback=stats.forced_by_feedback,
+        sink_sent=stats.sink_sent,
+        sink_failures=stats.sink_failures,
     )

@@ -27,6 +27,8 @@ _COUNTERS = (
     ("alert_failures", "Alert deliveries that failed after retries."),
     ("promoted", "Traces an online policy promoted to a dataset."),
     ("forced_by_feedback", "Traces an online policy graded late, on negative feedback."),
+    ("sink_sent", "Scores an online policy delivered to its sinks (per score and sink)."),
+    ("sink_failures", "Scores an online policy's sinks did not take after retries."),
 )
 
 

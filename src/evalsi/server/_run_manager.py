@@ -372,7 +372,19 @@ class RunManager:
             time_limit=float(self.state.config.limits.evaluator_seconds),
             span_exporter=_span_exporter if live.spec.telemetry is not None else None,
             replay=live.replay,
+            # a replay plays recorded cassettes: it stays here (a worker would call live)
+            dispatch=self._dispatch(db) if live.replay is None else None,
         )
+
+    def _dispatch(self, db: SqlStore) -> Any:
+        """Where a run's tasks go: the cluster's work queue when ``cluster:`` is configured,
+        else this process (None)."""
+        cluster = self.state.config.cluster
+        if cluster is None:
+            return None
+        from evalsi.cluster import ClusterDispatch
+
+        return ClusterDispatch(cluster, db, name=f"evalsi-serve {self.state.config.host}")
 
     async def _started(self, live: _Live, db: SqlStore, total: int | None) -> None:
         """The run is stored: answer CreateRun, then wait for a slot (FIFO), stored ``queued``

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalsi.auth import AuthSettings
+from evalsi.cluster import ClusterConfig
 from evalsi.connectors import EgressPolicy
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import Level, SandboxConfig
@@ -144,6 +145,9 @@ class ServerConfig:
     cors_allow_origins: tuple[str, ...] = ()
     # `limits`: trials, tasks, queued runs, concurrency and records per request.
     limits: Limits = field(default_factory=Limits)
+    # `cluster`: a run's tasks queued on NATS JetStream for `evalsi worker` processes (None:
+    # every run's tasks run in this server's own process)
+    cluster: ClusterConfig | None = None
 
     def datasets_dir_of(self, project: str) -> Path:
         """Where ``project``'s datasets are: ``datasets_dir`` for ``default`` (as before

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         Sink,
         TraceScore,
         TraceSink,
+        result_rows,
     )
     from evalsi.sinks._spans import OtlpSpanExporter, traces_url
 
@@ -46,6 +47,7 @@ __all__ = [
     "evaluation_attributes",
     "open_sink",
     "open_trace_sink",
+    "result_rows",
     "traces_url",
 ]
 

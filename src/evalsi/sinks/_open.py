@@ -50,6 +50,15 @@ def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sin
 def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> TraceSink:
     """The trace sink of ``kind`` (an online policy's ``spec.sinks[i]``); ``secret`` is the
     kind's secret, already read from its reference."""
+    o = dict(options)
+    if kind == "mlflow":
+        from evalsi.sinks._mlflow_traces import MlflowTraceSink
+
+        return MlflowTraceSink(str(o["trackingUri"]))
+    if kind == "webhook":
+        from evalsi.sinks._webhook import WebhookTraceSink
+
+        return WebhookTraceSink(str(o["url"]), secret, float(o.get("timeoutSeconds", 10.0)))
     raise ValueError(
         f"an online policy cannot send to {kind!r} yet; the kinds are "
         + ", ".join(TRACE_SINK_KINDS)

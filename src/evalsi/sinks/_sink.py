@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from evalsi.core import EvaluationResult, Outcome
+
 RESULT_COLUMNS = (
     "run_id",
     "record_id",
@@ -60,6 +62,7 @@ class ResultRow:
     value: float | None  # a number, or 1.0 / 0.0 for pass / fail
     label: str | None
     explanation: str
+    passed: bool | None = None  # the verdict, when the score is pass/fail (value 1.0 / 0.0)
 
     def as_list(self, run_id: str) -> list[Any]:
         """The row in ``RESULT_COLUMNS`` order."""
@@ -74,6 +77,31 @@ class ResultRow:
             self.label,
             self.explanation,
         ]
+
+
+_OUTCOME = {
+    Outcome.SCORED: "scored",
+    Outcome.SKIPPED: "skipped",
+    Outcome.ERROR: "error",
+    Outcome.CANCELLED: "cancelled",
+}
+
+
+def result_rows(result: EvaluationResult) -> list[ResultRow]:
+    """A result as the rows a sink receives: one per score, or one with no value."""
+    outcome = _OUTCOME.get(result.outcome, str(result.outcome.name).lower())
+    if not result.scores:
+        return [ResultRow(result.record_id, result.trial, result.evaluator, result.evaluator,
+                          outcome, None, None, result.reason)]  # fmt: skip
+    out = []
+    for s in result.scores:
+        value = float(s.passed) if s.passed is not None else s.number
+        out.append(
+            ResultRow(result.record_id, result.trial, result.evaluator, s.name or result.evaluator,
+                      outcome, None if value is None else float(value), s.label, s.explanation,
+                      s.passed)
+        )  # fmt: skip
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +135,7 @@ class TraceScore:
     label: str | None
     explanation: str
     created_at: float  # seconds since the epoch
+    passed: bool | None = None  # the verdict, when the score is pass/fail
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,4 +199,5 @@ __all__ = [
     "TraceSink",
     "gate_lines",
     "metric_key",
+    "result_rows",
 ]

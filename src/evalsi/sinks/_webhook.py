@@ -1,11 +1,12 @@
-"""A run's summary POSTed to an HTTP endpoint when the run has ended.
+"""A run's summary POSTed to an HTTP endpoint when the run has ended; an online policy's
+scores POSTed in batches as traces are graded (``WebhookTraceSink``).
 
-The body is JSON (``event``, ``delivery``, ``run``, ``summary``). With a secret the body is
-signed: ``X-Evalsi-Signature: sha256=HEX``, the HMAC-SHA256 of the exact bytes, so the
-receiver can tell the sender and that nothing changed on the way. ``X-Evalsi-Delivery`` stays
-the same across retries and re-exports of an unchanged run, so a receiver drops duplicates.
-Retried on 429, 5xx and lost connections (``Retry-After`` honoured, bounded); a redirect is
-not followed (it could point anywhere).
+The body is JSON (``event``, ``delivery``, then ``run`` and ``summary``, or ``scores``). With a
+secret the body is signed: ``X-Evalsi-Signature: sha256=HEX``, the HMAC-SHA256 of the exact
+bytes, so the receiver can tell the sender and that nothing changed on the way. The
+``X-Evalsi-Delivery`` stays the same across retries and re-exports of an unchanged run, so a
+receiver drops duplicates. Retried on 429, 5xx and lost connections (``Retry-After``
+honoured, bounded); a redirect is not followed (it could point anywhere).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from typing import Any
 import orjson
 
 from evalsi.core import UserError
-from evalsi.sinks._sink import Receipt, ResultRow, RunHeader
+from evalsi.sinks._sink import Receipt, ResultRow, RunHeader, TraceScore
 
 ATTEMPTS = 5
 MAX_WAIT_S = 30.0
 SIGNATURE = "X-Evalsi-Signature"
 DELIVERY = "X-Evalsi-Delivery"
 EVENT = "run.finished"
+SCORES_EVENT = "policy.scores"
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -65,43 +67,92 @@ class WebhookSink:
     def finish(self, summary: Mapping[str, Any]) -> Receipt:
         assert self.header is not None
         payload = {"run": self.header.to_dict(), "summary": dict(summary)}
-        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        delivery = f"{self.header.run_id}.{digest[:16]}"
-        body = orjson.dumps(
-            {"event": EVENT, "delivery": delivery, **payload}, option=orjson.OPT_SORT_KEYS
+        delivery, status = _deliver(
+            self.target, EVENT, self.header.run_id, payload, self.secret, self.timeout_s, self.sleep
         )
-        headers = {"Content-Type": "application/json", DELIVERY: delivery}
-        if self.secret:
-            mac = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
-            headers[SIGNATURE] = f"sha256={mac}"
-        status = self._post(body, headers)
         return Receipt(
             self.kind, self.target, self.rows, {"delivery": delivery, "status": str(status)}
         )
 
-    def _post(self, body: bytes, headers: dict[str, str]) -> int:
-        last = ""
-        for attempt in range(1, ATTEMPTS + 1):
-            request = urllib.request.Request(self.target, data=body, headers=headers, method="POST")
-            wait: float | None = None
-            try:
-                with _OPENER.open(request, timeout=self.timeout_s) as response:
-                    return int(response.status)
-            except urllib.error.HTTPError as e:
-                e.close()  # its socket, or it lingers until collected
-                last = f"HTTP {e.code}"
-                if e.code != 429 and e.code < 500:
-                    raise UserError(f"webhook sink {self.target}: {last} (not retried)") from None
-                wait = _retry_after(e.headers.get("Retry-After"))
-            except (urllib.error.URLError, OSError) as e:
-                last = str(getattr(e, "reason", e))
-            if attempt < ATTEMPTS:
-                backoff = min(MAX_WAIT_S, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-                self.sleep(min(MAX_WAIT_S, wait if wait is not None else backoff))
-        raise UserError(f"webhook sink {self.target}: gave up after {ATTEMPTS} attempts ({last})")
+    def close(self) -> None:
+        pass
+
+
+class WebhookTraceSink:
+    """An online policy's scores, a batch per POST: ``{"event": "policy.scores", "delivery",
+    "scores": [...]}``, each score as ``TraceScore.to_dict`` gives it. The delivery id is the
+    batch's content hash, so a retried batch carries the same one."""
+
+    kind = "webhook"
+
+    def __init__(
+        self, url: str, secret: str = "", timeout_s: float = 10.0, sleep: Any = time.sleep
+    ) -> None:
+        self.target = url
+        self.secret = secret
+        self.timeout_s = timeout_s
+        self.sleep = sleep
+
+    def send(self, scores: Sequence[TraceScore]) -> Receipt:
+        payload = {"scores": [s.to_dict() for s in scores]}
+        first = scores[0].policy if scores else "scores"
+        delivery, status = _deliver(
+            self.target, SCORES_EVENT, first, payload, self.secret, self.timeout_s, self.sleep,
+            identity={"scores": [(s.score_id, s.value, s.label) for s in scores]},
+        )  # fmt: skip
+        return Receipt(
+            self.kind, self.target, len(scores), {"delivery": delivery, "status": str(status)}
+        )
 
     def close(self) -> None:
         pass
+
+
+def _deliver(
+    url: str,
+    event: str,
+    prefix: str,
+    payload: Mapping[str, Any],
+    secret: str,
+    timeout_s: float,
+    sleep: Any,
+    identity: Any = None,
+) -> tuple[str, int]:
+    """POST ``payload`` as ``event``, signed with ``secret``; the delivery id is ``prefix``
+    and the hash of ``identity`` (default: the payload). Returns (delivery id, status)."""
+    seen = payload if identity is None else identity
+    digest = hashlib.sha256(orjson.dumps(seen, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    delivery = f"{prefix}.{digest[:16]}"
+    body = orjson.dumps(
+        {"event": event, "delivery": delivery, **payload}, option=orjson.OPT_SORT_KEYS
+    )
+    headers = {"Content-Type": "application/json", DELIVERY: delivery}
+    if secret:
+        mac = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        headers[SIGNATURE] = f"sha256={mac}"
+    return delivery, _post(url, body, headers, timeout_s, sleep)
+
+
+def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float, sleep: Any) -> int:
+    last = ""
+    for attempt in range(1, ATTEMPTS + 1):
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        wait: float | None = None
+        try:
+            with _OPENER.open(request, timeout=timeout_s) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as e:
+            e.close()  # its socket, or it lingers until collected
+            last = f"HTTP {e.code}"
+            if e.code != 429 and e.code < 500:
+                raise UserError(f"webhook sink {url}: {last} (not retried)") from None
+            wait = _retry_after(e.headers.get("Retry-After"))
+        except (urllib.error.URLError, OSError) as e:
+            last = str(getattr(e, "reason", e))
+        if attempt < ATTEMPTS:
+            backoff = min(MAX_WAIT_S, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            sleep(min(MAX_WAIT_S, wait if wait is not None else backoff))
+    raise UserError(f"webhook sink {url}: gave up after {ATTEMPTS} attempts ({last})")
 
 
 def _retry_after(value: str | None) -> float | None:

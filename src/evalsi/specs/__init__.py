@@ -61,7 +61,7 @@ if TYPE_CHECKING:
         run_spec_from_dict,
         run_spec_from_yaml,
     )
-    from evalsi.specs._sinks import TO_FORMS, load_sinks, sink_of, sinks_from
+    from evalsi.specs._sinks import TO_FORMS, load_sinks, sink_entry, sink_of, sinks_from
     from evalsi.specs._yaml import KeyPath, check_plain, line_of, parse_yaml, where
 
 __all__ = [
@@ -114,6 +114,7 @@ __all__ = [
     "run_spec_from_yaml",
     "schema_problems",
     "show",
+    "sink_entry",
     "sink_of",
     "sinks_from",
     "tightened",

@@ -291,8 +291,25 @@ class SinkSpec:
             "s3": f"{o.get('bucket', '')}/{o.get('prefix') or 'evalsi'}",
             "webhook": o.get("url", ""),
             "wandb": o.get("project", ""),
+            "langfuse": o.get("host", ""),
+            "langsmith": f"{o.get('endpoint') or 'https://api.smith.langchain.com'} "
+            f"{o.get('project') or 'evalsi'}",
         }[self.kind]
         return f"{self.kind} {where}"
+
+    @property
+    def secret_ref(self) -> str:
+        """The reference of the kind's one secret (a webhook's signing secret, Langfuse's
+        secret key, LangSmith's API key), or ""."""
+        return str(next((self.options[k] for k in _SECRET_KEYS if self.options.get(k)), ""))
+
+    def urls(self) -> list[tuple[str, str]]:
+        """Each (key, URL) the sink connects to, for the server's egress checks."""
+        return [(k, str(self.options[k])) for k in _URL_KEYS if self.options.get(k)]
+
+
+_SECRET_KEYS = ("secretRef", "secretKeyRef", "apiKeyRef")
+_URL_KEYS = ("trackingUri", "url", "endpointUrl", "host", "endpoint")
 
 
 @dataclass(frozen=True, slots=True)

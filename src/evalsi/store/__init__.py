@@ -33,6 +33,14 @@ if TYPE_CHECKING:
     from evalsi.store._reviews import APPROVALS, Review, read_reviews, save_reviews
     from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
     from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
+    from evalsi.store._shards import (
+        cancel_shards,
+        finish_shard,
+        queue_shards,
+        shard_counts,
+        shard_state,
+        unavailable,
+    )
     from evalsi.store._sql import SqlStore
     from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
     from evalsi.store._trace_scores import trace_scores
@@ -56,9 +64,11 @@ __all__ = [
     "TraceScore",
     "TraceStore",
     "TraceSummary",
+    "cancel_shards",
     "check_project_id",
     "delete_binding",
     "expire_audit",
+    "finish_shard",
     "insert_binding",
     "insert_key",
     "insert_project",
@@ -68,6 +78,7 @@ __all__ = [
     "load_access",
     "new_run_id",
     "preview",
+    "queue_shards",
     "read_audit",
     "read_reviews",
     "revoke_key",
@@ -76,8 +87,11 @@ __all__ = [
     "save_reviews",
     "score_dict",
     "scores_from_dicts",
+    "shard_counts",
+    "shard_state",
     "span_rows",
     "trace_scores",
+    "unavailable",
     "view_dict",
     "write_audit",
 ]

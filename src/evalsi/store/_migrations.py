@@ -292,6 +292,22 @@ def _cassettes(conn: sa.Connection) -> None:
     _add(conn, "outputs", "cassette TEXT")
 
 
+def _shards(conn: sa.Connection) -> None:
+    frozen = sa.MetaData()
+    sa.Table(
+        "shards",
+        frozen,
+        sa.Column("run", sa.Integer, nullable=False),
+        sa.Column("shard", sa.String(64), nullable=False),
+        sa.Column("tasks", sa.Integer, nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("worker", sa.String(255)),
+        sa.Column("updated_at", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint("run", "shard"),
+    )
+    frozen.create_all(conn)
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -315,6 +331,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         9, "identity: projects, API keys, role bindings, the audit log; created_by", _identity
     ),
     Migration(10, "agent cassettes: an index per task, responses kept once by sha256", _cassettes),
+    Migration(11, "a cluster run's shards of tasks, queued and finished", _shards),
 )
 """In order; append only. A migration, once released, is never edited."""
 

@@ -32,7 +32,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -193,6 +193,22 @@ reviews = Table(
 """Human reviews of a run's results (``evalsi review import``, schema 8), one per (result,
 reviewer): a re-import replaces that reviewer's review. Kept apart from ``results``, which a
 review never changes. Scoped through the run's key, like ``results``."""
+
+shards = Table(
+    "shards",
+    metadata,
+    Column("run", Integer, nullable=False),  # runs.pk
+    Column("shard", String(64), nullable=False),  # SESSION-N: unique per run
+    Column("tasks", Integer, nullable=False),
+    # queued | done | dead (given up after its deliveries) | cancelled (the run was stopped)
+    Column("state", String(16), nullable=False),
+    Column("worker", String(255)),  # who finished it
+    Column("updated_at", Float, nullable=False),
+    PrimaryKeyConstraint("run", "shard"),
+)
+"""A cluster run's shards of tasks (schema 11): queued by the run's owner as it publishes them
+to the work queue, finished by the worker that stored their tasks. The owner counts them to
+know when every task is in; a worker skips a shard of a cancelled run."""
 
 projects = Table(
     "projects",

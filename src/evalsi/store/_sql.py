@@ -429,6 +429,14 @@ class SqlStore(RunTable):
         except sa.exc.SQLAlchemyError as e:
             raise StoreError(f"cannot write the judge cache in {self.location}: {e}") from e
 
+    def ping(self) -> None:
+        """``StoreError`` unless the store answers now (a worker waiting out a restart)."""
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(f"{self.location} does not answer: {e}") from e
+
     def close(self) -> None:
         self._stop_heartbeat()
         if self._cache_conn is not None:

@@ -11,9 +11,8 @@ import pytest
 
 from evalsi.connectors import EgressDenied, EgressPolicy
 from evalsi.core import SpecError, UserError
-from evalsi.runs._export import _rows
 from evalsi.server._egress import check_run_egress
-from evalsi.sinks import ResultRow, open_sink
+from evalsi.sinks import ResultRow, open_sink, result_rows
 from evalsi.specs import SinkSpec, load_sinks, run_spec_from_dict, sink_of, work_document
 
 
@@ -136,11 +135,11 @@ def test_result_rows_flatten_scores() -> None:
         [Score(name="a", passed=True), Score(name="b", number=0.25, explanation="why")],
     )  # fmt: skip
     skipped = EvaluationResult("r2", "judge", "b/judge@1", Outcome.SKIPPED, [], reason="no ref")
-    assert _rows(scored, ResultRow) == [
-        ResultRow("r1", 0, "judge", "a", "scored", 1.0, None, ""),
+    assert result_rows(scored) == [
+        ResultRow("r1", 0, "judge", "a", "scored", 1.0, None, "", passed=True),
         ResultRow("r1", 0, "judge", "b", "scored", 0.25, None, "why"),
     ]
-    assert _rows(skipped, ResultRow) == [
+    assert result_rows(skipped) == [
         ResultRow("r2", 0, "judge", "judge", "skipped", None, None, "no ref")
     ]
 

@@ -28,7 +28,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$evalsi/v1alpha1/policy_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1c\x65valsi/v1alpha1/policy.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x01\n\x06Policy\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12.\n\napply_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x04spec\x18\x05 \x01(\x0b\x32!.evalsi.v1alpha1.OnlineEvalPolicy\x12\x11\n\tspec_hash\x18\x06 \x01(\t\"\x84\x04\n\x0bPolicyStats\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x10\n\x08selected\x18\x03 \x01(\x03\x12\x0f\n\x07sampled\x18\x04 \x01(\x03\x12\x11\n\tevaluated\x18\x05 \x01(\x03\x12:\n\x07skipped\x18\x06 \x03(\x0b\x32).evalsi.v1alpha1.PolicyStats.SkippedEntry\x12\x0e\n\x06\x65rrors\x18\x07 \x01(\x03\x12\x14\n\x0c\x61lerts_fired\x18\x08 \x01(\x03\x12\x16\n\x0e\x61lert_failures\x18\t \x01(\x03\x12\x10\n\x08promoted\x18\n \x01(\x03\x12.\n\x06window\x18\x0b \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12\x16\n\x0ewindow_seconds\x18\x0c \x01(\x01\x12\x0e\n\x06\x66iring\x18\r \x03(\t\x12<\n\x08outcomes\x18\x0e \x03(\x0b\x32*.evalsi.v1alpha1.PolicyStats.OutcomesEntry\x12\x1a\n\x12\x66orced_by_feedback\x18\x0f \x01(\x03\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a/\n\rOutcomesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"i\n\x12\x41pplyPolicyRequest\x12\x31\n\x06policy\x18\x01 \x01(\x0b\x32!.evalsi.v1alpha1.OnlineEvalPolicy\x12\x0c\n\x04yaml\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\"O\n\x13\x41pplyPolicyResponse\x12\'\n\x06policy\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Policy\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\")\n\x13ListPoliciesRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"A\n\x14ListPoliciesResponse\x12)\n\x08policies\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Policy\"4\n\x10GetPolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"<\n\x11GetPolicyResponse\x12\'\n\x06policy\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Policy\"7\n\x13\x44\x65letePolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65letePolicyResponse\"9\n\x15GetPolicyStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"E\n\x16GetPolicyStatsResponse\x12+\n\x05stats\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.PolicyStats2\x85\x05\n\rPolicyService\x12w\n\x0b\x41pplyPolicy\x12#.evalsi.v1alpha1.ApplyPolicyRequest\x1a$.evalsi.v1alpha1.ApplyPolicyResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/policies:\x01*\x12w\n\x0cListPolicies\x12$.evalsi.v1alpha1.ListPoliciesRequest\x1a%.evalsi.v1alpha1.ListPoliciesResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1alpha1/policies\x12u\n\tGetPolicy\x12!.evalsi.v1alpha1.GetPolicyRequest\x1a\".evalsi.v1alpha1.GetPolicyResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/policies/{name}\x12~\n\x0c\x44\x65letePolicy\x12$.evalsi.v1alpha1.DeletePolicyRequest\x1a%.evalsi.v1alpha1.DeletePolicyResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1alpha1/policies/{name}\x12\x8a\x01\n\x0eGetPolicyStats\x12&.evalsi.v1alpha1.GetPolicyStatsRequest\x1a\'.evalsi.v1alpha1.GetPolicyStatsResponse\"\'\x82\xd3\xe4\x93\x02!\x12\x1f/v1alpha1/policies/{name}/statsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$evalsi/v1alpha1/policy_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1c\x65valsi/v1alpha1/policy.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x01\n\x06Policy\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12.\n\napply_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x04spec\x18\x05 \x01(\x0b\x32!.evalsi.v1alpha1.OnlineEvalPolicy\x12\x11\n\tspec_hash\x18\x06 \x01(\t\"\xae\x04\n\x0bPolicyStats\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12\x10\n\x08selected\x18\x03 \x01(\x03\x12\x0f\n\x07sampled\x18\x04 \x01(\x03\x12\x11\n\tevaluated\x18\x05 \x01(\x03\x12:\n\x07skipped\x18\x06 \x03(\x0b\x32).evalsi.v1alpha1.PolicyStats.SkippedEntry\x12\x0e\n\x06\x65rrors\x18\x07 \x01(\x03\x12\x14\n\x0c\x61lerts_fired\x18\x08 \x01(\x03\x12\x16\n\x0e\x61lert_failures\x18\t \x01(\x03\x12\x10\n\x08promoted\x18\n \x01(\x03\x12.\n\x06window\x18\x0b \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12\x16\n\x0ewindow_seconds\x18\x0c \x01(\x01\x12\x0e\n\x06\x66iring\x18\r \x03(\t\x12<\n\x08outcomes\x18\x0e \x03(\x0b\x32*.evalsi.v1alpha1.PolicyStats.OutcomesEntry\x12\x1a\n\x12\x66orced_by_feedback\x18\x0f \x01(\x03\x12\x11\n\tsink_sent\x18\x10 \x01(\x03\x12\x15\n\rsink_failures\x18\x11 \x01(\x03\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a/\n\rOutcomesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"i\n\x12\x41pplyPolicyRequest\x12\x31\n\x06policy\x18\x01 \x01(\x0b\x32!.evalsi.v1alpha1.OnlineEvalPolicy\x12\x0c\n\x04yaml\x18\x02 \x01(\t\x12\x12\n\nproject_id\x18\x03 \x01(\t\"O\n\x13\x41pplyPolicyResponse\x12\'\n\x06policy\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Policy\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\")\n\x13ListPoliciesRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"A\n\x14ListPoliciesResponse\x12)\n\x08policies\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Policy\"4\n\x10GetPolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"<\n\x11GetPolicyResponse\x12\'\n\x06policy\x18\x01 \x01(\x0b\x32\x17.evalsi.v1alpha1.Policy\"7\n\x13\x44\x65letePolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65letePolicyResponse\"9\n\x15GetPolicyStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\"E\n\x16GetPolicyStatsResponse\x12+\n\x05stats\x18\x01 \x01(\x0b\x32\x1c.evalsi.v1alpha1.PolicyStats2\x85\x05\n\rPolicyService\x12w\n\x0b\x41pplyPolicy\x12#.evalsi.v1alpha1.ApplyPolicyRequest\x1a$.evalsi.v1alpha1.ApplyPolicyResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/policies:\x01*\x12w\n\x0cListPolicies\x12$.evalsi.v1alpha1.ListPoliciesRequest\x1a%.evalsi.v1alpha1.ListPoliciesResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1alpha1/policies\x12u\n\tGetPolicy\x12!.evalsi.v1alpha1.GetPolicyRequest\x1a\".evalsi.v1alpha1.GetPolicyResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/policies/{name}\x12~\n\x0c\x44\x65letePolicy\x12$.evalsi.v1alpha1.DeletePolicyRequest\x1a%.evalsi.v1alpha1.DeletePolicyResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1alpha1/policies/{name}\x12\x8a\x01\n\x0eGetPolicyStats\x12&.evalsi.v1alpha1.GetPolicyStatsRequest\x1a\'.evalsi.v1alpha1.GetPolicyStatsResponse\"\'\x82\xd3\xe4\x93\x02!\x12\x1f/v1alpha1/policies/{name}/statsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,31 +52,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POLICY']._serialized_start=180
   _globals['_POLICY']._serialized_end=354
   _globals['_POLICYSTATS']._serialized_start=357
-  _globals['_POLICYSTATS']._serialized_end=873
-  _globals['_POLICYSTATS_SKIPPEDENTRY']._serialized_start=778
-  _globals['_POLICYSTATS_SKIPPEDENTRY']._serialized_end=824
-  _globals['_POLICYSTATS_OUTCOMESENTRY']._serialized_start=826
-  _globals['_POLICYSTATS_OUTCOMESENTRY']._serialized_end=873
-  _globals['_APPLYPOLICYREQUEST']._serialized_start=875
-  _globals['_APPLYPOLICYREQUEST']._serialized_end=980
-  _globals['_APPLYPOLICYRESPONSE']._serialized_start=982
-  _globals['_APPLYPOLICYRESPONSE']._serialized_end=1061
-  _globals['_LISTPOLICIESREQUEST']._serialized_start=1063
-  _globals['_LISTPOLICIESREQUEST']._serialized_end=1104
-  _globals['_LISTPOLICIESRESPONSE']._serialized_start=1106
-  _globals['_LISTPOLICIESRESPONSE']._serialized_end=1171
-  _globals['_GETPOLICYREQUEST']._serialized_start=1173
-  _globals['_GETPOLICYREQUEST']._serialized_end=1225
-  _globals['_GETPOLICYRESPONSE']._serialized_start=1227
-  _globals['_GETPOLICYRESPONSE']._serialized_end=1287
-  _globals['_DELETEPOLICYREQUEST']._serialized_start=1289
-  _globals['_DELETEPOLICYREQUEST']._serialized_end=1344
-  _globals['_DELETEPOLICYRESPONSE']._serialized_start=1346
-  _globals['_DELETEPOLICYRESPONSE']._serialized_end=1368
-  _globals['_GETPOLICYSTATSREQUEST']._serialized_start=1370
-  _globals['_GETPOLICYSTATSREQUEST']._serialized_end=1427
-  _globals['_GETPOLICYSTATSRESPONSE']._serialized_start=1429
-  _globals['_GETPOLICYSTATSRESPONSE']._serialized_end=1498
-  _globals['_POLICYSERVICE']._serialized_start=1501
-  _globals['_POLICYSERVICE']._serialized_end=2146
+  _globals['_POLICYSTATS']._serialized_end=915
+  _globals['_POLICYSTATS_SKIPPEDENTRY']._serialized_start=820
+  _globals['_POLICYSTATS_SKIPPEDENTRY']._serialized_end=866
+  _globals['_POLICYSTATS_OUTCOMESENTRY']._serialized_start=868
+  _globals['_POLICYSTATS_OUTCOMESENTRY']._serialized_end=915
+  _globals['_APPLYPOLICYREQUEST']._serialized_start=917
+  _globals['_APPLYPOLICYREQUEST']._serialized_end=1022
+  _globals['_APPLYPOLICYRESPONSE']._serialized_start=1024
+  _globals['_APPLYPOLICYRESPONSE']._serialized_end=1103
+  _globals['_LISTPOLICIESREQUEST']._serialized_start=1105
+  _globals['_LISTPOLICIESREQUEST']._serialized_end=1146
+  _globals['_LISTPOLICIESRESPONSE']._serialized_start=1148
+  _globals['_LISTPOLICIESRESPONSE']._serialized_end=1213
+  _globals['_GETPOLICYREQUEST']._serialized_start=1215
+  _globals['_GETPOLICYREQUEST']._serialized_end=1267
+  _globals['_GETPOLICYRESPONSE']._serialized_start=1269
+  _globals['_GETPOLICYRESPONSE']._serialized_end=1329
+  _globals['_DELETEPOLICYREQUEST']._serialized_start=1331
+  _globals['_DELETEPOLICYREQUEST']._serialized_end=1386
+  _globals['_DELETEPOLICYRESPONSE']._serialized_start=1388
+  _globals['_DELETEPOLICYRESPONSE']._serialized_end=1410
+  _globals['_GETPOLICYSTATSREQUEST']._serialized_start=1412
+  _globals['_GETPOLICYSTATSREQUEST']._serialized_end=1469
+  _globals['_GETPOLICYSTATSRESPONSE']._serialized_start=1471
+  _globals['_GETPOLICYSTATSRESPONSE']._serialized_end=1540
+  _globals['_POLICYSERVICE']._serialized_start=1543
+  _globals['_POLICYSERVICE']._serialized_end=2188
 # @@protoc_insertion_point(module_scope)

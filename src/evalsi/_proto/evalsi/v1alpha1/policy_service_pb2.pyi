@@ -29,7 +29,7 @@ class Policy(_message.Message):
     def __init__(self, name: _Optional[str] = ..., project_id: _Optional[str] = ..., run_id: _Optional[str] = ..., apply_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spec: _Optional[_Union[_policy_pb2.OnlineEvalPolicy, _Mapping]] = ..., spec_hash: _Optional[str] = ...) -> None: ...
 
 class PolicyStats(_message.Message):
-    __slots__ = ("name", "project_id", "selected", "sampled", "evaluated", "skipped", "errors", "alerts_fired", "alert_failures", "promoted", "window", "window_seconds", "firing", "outcomes", "forced_by_feedback")
+    __slots__ = ("name", "project_id", "selected", "sampled", "evaluated", "skipped", "errors", "alerts_fired", "alert_failures", "promoted", "window", "window_seconds", "firing", "outcomes", "forced_by_feedback", "sink_sent", "sink_failures")
     class SkippedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,8 @@ class PolicyStats(_message.Message):
     FIRING_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     FORCED_BY_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    SINK_SENT_FIELD_NUMBER: _ClassVar[int]
+    SINK_FAILURES_FIELD_NUMBER: _ClassVar[int]
     name: str
     project_id: str
     selected: int
@@ -74,7 +76,9 @@ class PolicyStats(_message.Message):
     firing: _containers.RepeatedScalarFieldContainer[str]
     outcomes: _containers.ScalarMap[str, int]
     forced_by_feedback: int
-    def __init__(self, name: _Optional[str] = ..., project_id: _Optional[str] = ..., selected: _Optional[int] = ..., sampled: _Optional[int] = ..., evaluated: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., errors: _Optional[int] = ..., alerts_fired: _Optional[int] = ..., alert_failures: _Optional[int] = ..., promoted: _Optional[int] = ..., window: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., window_seconds: _Optional[float] = ..., firing: _Optional[_Iterable[str]] = ..., outcomes: _Optional[_Mapping[str, int]] = ..., forced_by_feedback: _Optional[int] = ...) -> None: ...
+    sink_sent: int
+    sink_failures: int
+    def __init__(self, name: _Optional[str] = ..., project_id: _Optional[str] = ..., selected: _Optional[int] = ..., sampled: _Optional[int] = ..., evaluated: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., errors: _Optional[int] = ..., alerts_fired: _Optional[int] = ..., alert_failures: _Optional[int] = ..., promoted: _Optional[int] = ..., window: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., window_seconds: _Optional[float] = ..., firing: _Optional[_Iterable[str]] = ..., outcomes: _Optional[_Mapping[str, int]] = ..., forced_by_feedback: _Optional[int] = ..., sink_sent: _Optional[int] = ..., sink_failures: _Optional[int] = ...) -> None: ...
 
 class ApplyPolicyRequest(_message.Message):
     __slots__ = ("policy", "yaml", "project_id")

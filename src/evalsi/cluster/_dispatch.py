@@ -1,0 +1,126 @@
+"""A run's tasks onto the work queue (``runs.Dispatch``): what ``evalsi serve`` does with a run
+when ``cluster:`` is configured.
+
+The run's pending tasks are read lazily from its dataset and cut into shards (``shardSize``
+tasks, or fewer when the message would pass ``max_shard_bytes``). Each shard is recorded
+``queued`` in the store, then published; at most the pool's ``maxPending`` shards of the run are
+out at once (back-pressure: the dataset is read only as fast as workers finish). It returns when
+every shard of this session is done, dead or cancelled; the run's figures are then computed
+from the store by ``execute_run``, as for an embedded run. Cancelled (the run stopped), it marks
+its queued shards cancelled, so workers skip them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from evalsi.cluster._config import ClusterConfig
+from evalsi.cluster._patience import call_store
+from evalsi.cluster._queue import connect, encode_rows, ensure_queues, subject, task_row
+from evalsi.core import UserError
+from evalsi.runs import TaskKey
+from evalsi.store import SqlStore, cancel_shards, queue_shards, shard_counts
+
+log = logging.getLogger("evalsi.cluster")
+
+POLL_S = 0.2
+"""How often the store is asked how many shards are finished."""
+PUBLISH_RETRY_S = 1.0
+"""The wait before publishing again when the stream is full or NATS is away."""
+
+
+class ClusterDispatch:
+    """``runs.Dispatch`` onto the configured cluster, writing shard states to ``store``."""
+
+    def __init__(self, config: ClusterConfig, store: SqlStore, *, name: str = "evalsi-serve"):
+        self.config = config
+        self.store = store
+        self.name = name
+
+    async def __call__(
+        self,
+        run_id: str,
+        tasks: Iterator[TaskKey],
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        pool = self.config.run_pool
+        session = secrets.token_hex(4)  # a resumed run's shards never collide with earlier ones
+        nc = await connect(self.config.nats, self.name)
+        try:
+            js = nc.jetstream()
+            await ensure_queues(js, self.config)
+            published = 0
+            for number, rows in enumerate(self._cut(tasks)):
+                while published - await self._finished(run_id, session, progress) >= (
+                    pool.max_pending
+                ):
+                    await asyncio.sleep(POLL_S)
+                shard_id = f"{session}-{number}"
+                await call_store(self.store, queue_shards, self.store, run_id,
+                                 [(shard_id, len(rows))], who=f"run {run_id}")  # fmt: skip
+                await self._publish(js, subject(pool.name), run_id, shard_id, rows)
+                published += 1
+            while await self._finished(run_id, session, progress) < published:
+                await asyncio.sleep(POLL_S)
+        except BaseException:
+            # stopped (cancelled, or the dataset failed): workers skip what is still queued
+            await call_store(self.store, cancel_shards, self.store, run_id, who=f"run {run_id}")
+            raise
+        finally:
+            await nc.close()
+
+    def _cut(self, tasks: Iterator[TaskKey]) -> Iterator[list[list[Any]]]:
+        size, limit = self.config.shard_size, self.config.max_shard_bytes
+        rows: list[list[Any]] = []
+        used = 0
+        for seq, trial, record in tasks:
+            row = task_row(seq, trial, record)
+            n = len(orjson.dumps(row))
+            if n > limit:
+                raise UserError(
+                    f"sample {record.id} is {n:,} bytes as a task; a shard holds at most "
+                    f"{limit:,} (payloads through the object store are not built yet)"
+                )
+            if rows and (len(rows) >= size or used + n > limit):
+                yield rows
+                rows, used = [], 0
+            rows.append(row)
+            used += n
+        if rows:
+            yield rows
+
+    async def _publish(
+        self, js: Any, to: str, run_id: str, shard_id: str, rows: list[list[Any]]
+    ) -> None:
+        from nats.errors import Error as NatsError
+
+        payload = encode_rows(run_id, shard_id, rows)
+        headers = {"Nats-Msg-Id": f"{run_id}.{shard_id}"}
+        while True:
+            try:
+                await js.publish(to, payload, headers=headers, timeout=5)
+                return
+            except (NatsError, TimeoutError) as e:  # full, or NATS away: the same id again
+                log.warning("shard %s of run %s not queued yet: %s", shard_id, run_id, e)
+                await asyncio.sleep(PUBLISH_RETRY_S)
+
+    async def _finished(
+        self, run_id: str, session: str, progress: Callable[[int, int], None] | None
+    ) -> int:
+        counts = await call_store(
+            self.store, shard_counts, self.store, run_id, f"{session}-", who=f"run {run_id}"
+        )
+        shards = sum(counts.get(s, (0, 0))[0] for s in ("done", "dead", "cancelled"))
+        if progress is not None:
+            done = sum(counts.get(s, (0, 0))[1] for s in ("done", "dead"))
+            progress(done, counts.get("dead", (0, 0))[1])
+        return shards
+
+
+__all__ = ["ClusterDispatch"]

@@ -1,0 +1,182 @@
+"""The work queues on NATS JetStream (``nats-py``): one work-queue stream, a subject and a
+durable pull consumer per pool, and the shard message both sides read.
+
+A shard is JSON: ``{"run", "shard", "tasks": [[seq, trial, record row], ...]}`` published to
+``work.<pool>`` with ``Nats-Msg-Id: <run>.<shard>``, so a publish retried after a lost ack is
+stored once. The stream's work-queue retention deletes a shard when a worker acknowledges it;
+one not acknowledged (nor reported in progress) within the pool's ``ackWait`` is delivered again,
+at most ``maxDeliver`` times.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from evalsi.cluster._config import ClusterConfig, PoolConfig
+from evalsi.core import Record, UserError
+
+log = logging.getLogger("evalsi.cluster")
+
+STREAM = "EVALSI_WORK"
+DEAD_STREAM = "EVALSI_DEAD"  # dead-lettered shards, kept for a look (limits retention)
+DUPLICATE_WINDOW_S = 120.0
+WORKERS_BUCKET = "evalsi_workers"  # each worker's last report; gone WORKER_TTL_S after it stops
+WORKER_TTL_S = 30.0
+
+
+def subject(pool: str) -> str:
+    return f"work.{pool}"
+
+
+def consumer(pool: str) -> str:
+    return f"pool-{pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Some tasks of one run: (seq, trial, record)."""
+
+    run_id: str
+    shard_id: str
+    tasks: list[tuple[int, int, Record]]
+
+    @property
+    def msg_id(self) -> str:
+        return f"{self.run_id}.{self.shard_id}"
+
+
+def encode_rows(run_id: str, shard_id: str, rows: list[list[Any]]) -> bytes:
+    """A shard message from tasks already as ``[seq, trial, row]`` (the dispatcher measures
+    them as it cuts shards)."""
+    return orjson.dumps({"run": run_id, "shard": shard_id, "tasks": rows})
+
+
+def task_row(seq: int, trial: int, record: Record) -> list[Any]:
+    from evalsi.datasets import record_to_row
+
+    return [seq, trial, record_to_row(record)]
+
+
+def decode(data: bytes) -> Shard:
+    """The shard a message holds; ``UserError`` when it is not one (a stray publish)."""
+    from evalsi.datasets import FieldMap, record_from_dict
+
+    try:
+        doc = orjson.loads(data)
+        run_id, shard_id, rows = str(doc["run"]), str(doc["shard"]), doc["tasks"]
+        tasks = [
+            (int(seq), int(trial), record_from_dict(row, FieldMap(), line=0, path="shard"))
+            for seq, trial, row in rows
+        ]
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise UserError(f"not a shard message: {type(e).__name__}: {e}") from None
+    return Shard(run_id, shard_id, tasks)
+
+
+async def connect(url: str, name: str) -> Any:
+    """A NATS connection that reconnects for ever (a restarted server is found again)."""
+    import nats
+
+    async def error(e: Exception) -> None:
+        log.warning("NATS %s: %s", url, e)
+
+    async def disconnected() -> None:
+        log.warning("NATS %s: disconnected; reconnecting", url)
+
+    async def reconnected() -> None:
+        log.info("NATS %s: reconnected", url)
+
+    try:
+        return await nats.connect(
+            servers=[url],
+            name=name,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            connect_timeout=5,
+            allow_reconnect=True,
+            error_cb=error,
+            disconnected_cb=disconnected,
+            reconnected_cb=reconnected,
+        )
+    except Exception as e:  # noqa: BLE001 - every way a first connection fails
+        raise UserError(
+            f"cluster.nats {url}: cannot connect ({type(e).__name__}: {e})",
+            hint="is nats-server running with JetStream (-js)?",
+        ) from None
+
+
+async def workers_bucket(js: Any) -> Any:
+    """The key-value bucket where workers report themselves (``evalsi cluster status``)."""
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        return await js.key_value(WORKERS_BUCKET)
+    except BucketNotFoundError:
+        return await js.create_key_value(bucket=WORKERS_BUCKET, ttl=WORKER_TTL_S, history=1)
+
+
+async def ensure_queues(js: Any, config: ClusterConfig) -> None:
+    """The work stream, the dead-letter stream and every pool's consumer, created when missing
+    and brought to the configuration when they exist (both sides call this: whoever comes
+    first)."""
+    from nats.js import api
+    from nats.js.errors import BadRequestError
+
+    work = api.StreamConfig(
+        name=STREAM,
+        subjects=["work.*"],
+        retention=api.RetentionPolicy.WORK_QUEUE,
+        storage=api.StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_S,
+        max_msgs=config.max_queued,
+        discard=api.DiscardPolicy.NEW,  # a full queue refuses: the dispatcher waits, nothing lost
+    )
+    dead = api.StreamConfig(
+        name=DEAD_STREAM,
+        subjects=["dead.*"],
+        storage=api.StorageType.FILE,
+        max_msgs=10_000,
+    )
+    for stream in (work, dead):
+        try:
+            await js.add_stream(stream)
+        except BadRequestError:  # exists with another configuration
+            await js.update_stream(stream)
+    for pool in config.pools.values():
+        try:
+            await js.add_consumer(STREAM, _consumer_config(pool))
+        except BadRequestError as e:  # an older server that cannot change a consumer in place
+            log.warning("pool %s: its consumer keeps its earlier settings (%s)", pool.name, e)
+
+
+def _consumer_config(pool: PoolConfig) -> Any:
+    from nats.js import api
+
+    return api.ConsumerConfig(
+        durable_name=consumer(pool.name),
+        filter_subject=subject(pool.name),
+        ack_policy=api.AckPolicy.EXPLICIT,
+        ack_wait=pool.ack_wait_s,
+        max_deliver=pool.max_deliver,
+        max_ack_pending=-1,
+    )
+
+
+__all__ = [
+    "DEAD_STREAM",
+    "STREAM",
+    "WORKERS_BUCKET",
+    "Shard",
+    "connect",
+    "consumer",
+    "decode",
+    "encode_rows",
+    "ensure_queues",
+    "subject",
+    "task_row",
+    "workers_bucket",
+]

@@ -1,0 +1,127 @@
+"""A cluster run's shards (schema 11): what its owner queued and what workers finished.
+
+The owner records each shard ``queued`` before publishing it, so a shard is never done before it
+is known; the worker that stored a shard's tasks marks it ``done`` (or ``dead`` when it gives up
+after the last delivery), and the owner counts the states to know when every task is in. Marking
+a shard is idempotent and never moves it back: a redelivered shard finished twice is still one
+shard done, and a cancelled run's queued shards stay cancelled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from evalsi.core import StoreError
+from evalsi.store._schema import shards
+
+if TYPE_CHECKING:
+    from evalsi.store._sql import SqlStore
+
+SHARD_STATES = ("queued", "done", "dead", "cancelled")
+FINAL = ("done", "dead", "cancelled")
+
+
+def queue_shards(store: SqlStore, run_id: str, items: Sequence[tuple[str, int]]) -> None:
+    """Record shards ``(id, tasks)`` as queued (a shard queued again keeps its state)."""
+    if not items:
+        return
+    pk = store._run_pk(run_id)
+    now = time.time()
+    rows = [
+        {"run": pk, "shard": s, "tasks": n, "state": "queued", "updated_at": now} for s, n in items
+    ]
+    insert = _insert(store)(shards).on_conflict_do_nothing(index_elements=["run", "shard"])
+    _write(store, lambda conn: conn.execute(insert, rows))
+
+
+def finish_shard(store: SqlStore, run_id: str, shard: str, state: str, worker: str) -> bool:
+    """Mark a queued shard ``done`` or ``dead``; False when it was not queued (finished
+    already, cancelled, or never queued)."""
+    if state not in ("done", "dead"):
+        raise ValueError(f"a shard finishes done or dead, not {state!r}")
+    statement = (
+        sa.update(shards)
+        .where(shards.c.run == store._run_pk(run_id))
+        .where(shards.c.shard == shard)
+        .where(shards.c.state == "queued")
+        .values(state=state, worker=worker[:255], updated_at=time.time())
+    )
+    return bool(_write(store, lambda conn: conn.execute(statement).rowcount))
+
+
+def shard_state(store: SqlStore, run_id: str, shard: str) -> str | None:
+    """The shard's state, or None when the run never queued it."""
+    query = (
+        sa.select(shards.c.state)
+        .where(shards.c.run == store._run_pk(run_id))
+        .where(shards.c.shard == shard)
+    )
+    with store.engine.connect() as conn:
+        found = conn.execute(query).scalar_one_or_none()
+    return None if found is None else str(found)
+
+
+def shard_counts(store: SqlStore, run_id: str, prefix: str = "") -> dict[str, tuple[int, int]]:
+    """(shards, tasks) of the run by state (of the shards whose id starts with ``prefix``: one
+    session's)."""
+    query = (
+        sa.select(shards.c.state, sa.func.count(), sa.func.sum(shards.c.tasks))
+        .where(shards.c.run == store._run_pk(run_id))
+        .group_by(shards.c.state)
+    )
+    if prefix:
+        query = query.where(shards.c.shard.startswith(prefix, autoescape=True))
+    with store.engine.connect() as conn:
+        return {str(state): (int(n), int(t or 0)) for state, n, t in conn.execute(query)}
+
+
+def cancel_shards(store: SqlStore, run_id: str) -> int:
+    """Mark the run's queued shards cancelled (workers skip them); how many."""
+    statement = (
+        sa.update(shards)
+        .where(shards.c.run == store._run_pk(run_id))
+        .where(shards.c.state == "queued")
+        .values(state="cancelled", updated_at=time.time())
+    )
+    return int(_write(store, lambda conn: conn.execute(statement).rowcount))
+
+
+def _insert(store: SqlStore) -> Any:
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if store.engine.dialect.name == "postgresql" else sqlite.insert
+
+
+def _write(store: SqlStore, work: Any) -> Any:
+    try:
+        with store.engine.begin() as conn:
+            return work(conn)
+    except sa.exc.SQLAlchemyError as e:
+        raise StoreError(f"cannot record shards in {store.location}: {e}") from e
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says the store could not be reached or lost its connection (worth
+    waiting out), as opposed to a refused write."""
+    if isinstance(error, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+        return True
+    cause = error.__cause__
+    return isinstance(error, StoreError) and isinstance(
+        cause, (sa.exc.OperationalError, sa.exc.InterfaceError)
+    )
+
+
+__all__ = [
+    "FINAL",
+    "SHARD_STATES",
+    "cancel_shards",
+    "finish_shard",
+    "queue_shards",
+    "shard_counts",
+    "shard_state",
+    "unavailable",
+]

@@ -1,0 +1,115 @@
+"""A run submitted to `evalsi serve` with `cluster:` configured: the server plans it and queues
+its tasks, two `evalsi worker` processes call the model (a loopback stub) and grade, and the
+run the server reports has the figures of the same spec run embedded. The stub answers each
+task exactly once: the server itself never called the target."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalsi._proto.evalsi.v1alpha1 import run_service_pb2 as pb
+from evalsi._proto.evalsi.v1alpha1.run_service_connect import RunServiceClientSync
+from evalsi.cluster import ClusterConfig, PoolConfig
+from evalsi.runs import execute_run
+from evalsi.specs import run_spec_from_dict
+from evalsi.store import SqlStore, shard_counts
+from tests.integration.run_support import write_qa
+from tests.support.asgi_server import AsgiServer
+from tests.support.nats_server import NatsServer
+from tests.support.registry import BUILTINS
+from tests.support.run_server_main import run_doc, run_message
+from tests.support.server_state import server_state
+from tests.support.stub_llm import StubLLM
+
+EVALSI = Path(sys.executable).with_name("evalsi")
+N = 300
+
+
+@pytest.fixture
+def nats(tmp_path: Path) -> Iterator[NatsServer]:
+    with NatsServer(tmp_path / "js") as server:
+        yield server
+
+
+def test_a_served_run_is_executed_by_workers_with_the_embedded_figures(
+    tmp_path: Path, pg_url: str, nats: NatsServer
+) -> None:
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    write_qa(datasets / "qa.jsonl", N)
+    answers = {f"q{i}": (f"a{i}" if i % 4 else "nope") for i in range(N)}
+    cluster = ClusterConfig(
+        nats=nats.url, pools={"default": PoolConfig(concurrency=2)}, shard_size=40
+    )
+    config = tmp_path / "evalsi.yaml"
+    config.write_text(
+        f"storage: {{postgres: {{dsn: '{pg_url}'}}}}\n"
+        f"dataDir: {tmp_path}\n"
+        f"datasetsDir: {datasets}\n"
+        f"cluster: {{nats: '{nats.url}', shardSize: 40, pools: {{default: {{concurrency: 2}}}}}}\n"
+    )
+    with StubLLM(answers=answers) as stub:
+        doc = run_doc(stub.openai_url, "qa.jsonl", concurrency=8)
+        command = [str(EVALSI), "worker", "--config", str(config)]
+        workers = [
+            subprocess.Popen(
+                [*command, "--name", f"w{i}"],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ},
+            )
+            for i in range(2)
+        ]
+        state = server_state(tmp_path, store=pg_url, datasets_dir=datasets, cluster=cluster)
+        from evalsi.server._app import build_app
+
+        try:
+            with AsgiServer(build_app(state)) as server:
+                client = RunServiceClientSync(server.url)
+                run_id = client.create_run(pb.CreateRunRequest(run=run_message(doc))).run.id
+                final = list(client.watch_run(pb.WatchRunRequest(id=run_id)))[-1].run
+                client.close()
+            served_calls = stub.calls("/v1/chat/completions")
+            status = subprocess.run(
+                [str(EVALSI), "cluster", "status", "--config", str(config), "--format", "json"],
+                cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+        finally:
+            for w in workers:
+                w.send_signal(signal.SIGTERM)
+            for w in workers:
+                assert w.wait(timeout=60) == 0  # drained and stopped cleanly
+            state.store.close()
+        assert final.status == "done"
+        assert served_calls == N  # every task called once, by a worker
+        absolute = {**doc, "spec": {**doc["spec"], "dataset": {"path": str(datasets / "qa.jsonl")}}}
+        embedded = asyncio.run(
+            execute_run(run_spec_from_dict(absolute), store=tmp_path / "e.db", registry=BUILTINS)
+        )
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    [pool] = report["pools"]
+    assert (pool["name"], pool["pending"], pool["in_flight"]) == ("default", 0, 0)
+    assert sorted(w["name"] for w in report["workers"]) == ["w0", "w1"]
+    assert report["runs"] == []  # none in progress any more
+    assert report["dead"] == 0
+    served = {(m.evaluator, m.metric): (m.n, m.mean) for m in final.metrics}
+    local = {(m.evaluator, m.metric): (m.n, m.mean) for m in embedded.metrics}
+    assert served == local
+    assert local[("exact-match", "exact-match")] == (N, 0.75)
+    db = SqlStore.open(pg_url)
+    try:
+        counts = shard_counts(db, run_id)
+        assert counts == {"done": (8, N)}  # 300 tasks in shards of 40
+    finally:
+        db.close()
