@@ -1,7 +1,8 @@
 """The DeepEval adapter (examples/plugins/deepeval-metrics) installed with `evalsi plugin
 install` into a venv of its own with deepeval, graded by `evalsi eval` against the loopback
 stub LLM as the judge, equals DeepEval's G-Eval run directly in that venv on the same cases and
-the same fake judge."""
+the same fake judge: with the judge given as params, and with the run's own judge (`--judges`),
+which the host serves to the plugin through its judge layer (a re-run asks the stub nothing)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.stub_llm import StubLLM
+from tests.support.stub_llm import OPENAI_PATH, StubLLM
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "examples" / "plugins" / "deepeval-metrics"
@@ -51,26 +52,29 @@ def test_deepeval_geval_through_a_plugin_equals_deepeval(tmp_path: Path, run_eva
     (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     # G-Eval's steps are given, so every judge call scores one case: 7/10 from the stub
     with StubLLM(default='{"score": 7, "reason": "Close, one detail off."}') as stub:
-        out = run_evalsi(
-            tmp_path,
-            "eval",
-            "--data",
-            "qa.jsonl",
-            "--evaluators",
-            "deepeval/geval",
-            "--param",
-            f"deepeval/geval.criteria={CRITERIA}",
-            "--param",
-            f"deepeval/geval.judge_base_url={stub.openai_url}",
-            "--param",
-            "deepeval/geval.judge_model=judge",
-            "--param",
-            f"deepeval/geval.evaluation_steps={json.dumps([STEP])}",
-            "--format",
-            "json",
-            timeout=300,
-        )
+        args = [
+            "eval", "--data", "qa.jsonl", "--evaluators", "deepeval/geval",
+            "--param", f"deepeval/geval.criteria={CRITERIA}",
+            "--param", f"deepeval/geval.evaluation_steps={json.dumps([STEP])}",
+            "--format", "json",
+        ]  # fmt: skip
+        given = [
+            "--param", f"deepeval/geval.judge_base_url={stub.openai_url}",
+            "--param", "deepeval/geval.judge_model=judge",
+        ]  # fmt: skip
+        out = run_evalsi(tmp_path, *args, *given, timeout=300)
         assert out.returncode == 0, out.stderr
+        (tmp_path / "judges.yaml").write_text(
+            f"default: {{connector: openai-compatible, baseUrl: '{stub.openai_url}', model: j}}\n"
+        )
+        before = stub.calls(OPENAI_PATH)
+        judged = run_evalsi(tmp_path, *args, "--judges", "judges.yaml", timeout=300)
+        assert judged.returncode == 0, judged.stderr
+        judge_calls = stub.calls(OPENAI_PATH) - before
+        again = run_evalsi(tmp_path, *args, "--judges", "judges.yaml", timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert stub.calls(OPENAI_PATH) - before == judge_calls  # the re-run: from the cache
+        judge_model = {r.body["model"] for r in stub.requests(OPENAI_PATH)[before:]}
         python = tmp_path / ".evalsi" / "plugins" / "deepeval-metrics" / "bin" / "python"
         direct = subprocess.run(
             [
@@ -96,8 +100,10 @@ def test_deepeval_geval_through_a_plugin_equals_deepeval(tmp_path: Path, run_eva
         )
     assert direct.returncode == 0, direct.stderr[-2000:]
     want = json.loads(direct.stdout.strip().splitlines()[-1])
-    results = json.loads(out.stdout)
-    metric = next(m for m in results["metrics"] if m["evaluator"] == "geval")
-    assert metric["scored"] == 2
-    assert metric["mean"] == pytest.approx(sum(s for s, _ in want) / len(want))
     assert want[0][0] == pytest.approx(0.7)
+    assert judge_calls == len(ROWS)  # one G-Eval call per case, by the run's judge
+    assert judge_model == {"j"}  # the run's judge's own connector made them
+    for run in (out, judged, again):
+        metric = next(m for m in json.loads(run.stdout)["metrics"] if m["evaluator"] == "geval")
+        assert metric["scored"] == 2, run.stdout
+        assert metric["mean"] == pytest.approx(sum(s for s, _ in want) / len(want))

@@ -1,7 +1,8 @@
 """The RAGAS adapter (examples/plugins/ragas-metrics) installed with `evalsi plugin install`
 into a venv of its own with ragas and langchain, graded by `evalsi eval` against the loopback
 stub LLM as the judge, equals RAGAS's AspectCritic run directly in that venv on the same
-cases and the same fake judge."""
+cases and the same fake judge: with the judge given as params, and with the run's own judge on
+the anthropic connector (`--judges`), which the host serves to the plugin over OpenAI's wire."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.stub_llm import StubLLM
+from tests.support.stub_llm import ANTHROPIC_PATH, StubLLM
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "examples" / "plugins" / "ragas-metrics"
@@ -46,25 +47,24 @@ def test_ragas_aspect_critic_through_a_plugin_equals_ragas(tmp_path: Path, run_e
     assert done.returncode == 0, done.stderr
     (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     with StubLLM(default=VERDICT) as stub:
-        out = run_evalsi(
-            tmp_path,
-            "eval",
-            "--data",
-            "qa.jsonl",
-            "--evaluators",
-            "ragas/aspect-critic",
-            "--param",
-            f"ragas/aspect-critic.definition={DEFINITION}",
-            "--param",
-            f"ragas/aspect-critic.judge_base_url={stub.openai_url}",
-            "--param",
-            "ragas/aspect-critic.judge_model=judge",
-            "--format",
-            "json",
-            timeout=300,
-        )
+        args = [
+            "eval", "--data", "qa.jsonl", "--evaluators", "ragas/aspect-critic",
+            "--param", f"ragas/aspect-critic.definition={DEFINITION}", "--format", "json",
+        ]  # fmt: skip
+        given = [
+            "--param", f"ragas/aspect-critic.judge_base_url={stub.openai_url}",
+            "--param", "ragas/aspect-critic.judge_model=judge",
+        ]  # fmt: skip
+        out = run_evalsi(tmp_path, *args, *given, timeout=300)
         assert out.returncode == 0, out.stderr
         calls = stub.calls()
+        # the run's own judge, served to the plugin by the host (anthropic's wire behind it)
+        (tmp_path / "judges.yaml").write_text(
+            f"default: {{connector: anthropic, baseUrl: '{stub.url}', model: claude-j}}\n"
+        )
+        judged = run_evalsi(tmp_path, *args, "--judges", "judges.yaml", timeout=300)
+        assert judged.returncode == 0, judged.stderr
+        judge_calls = stub.calls(ANTHROPIC_PATH)
         python = tmp_path / ".evalsi" / "plugins" / "ragas-metrics" / "bin" / "python"
         argv = [str(python), "-W", "ignore", "-c", _DIRECT, stub.openai_url, json.dumps(ROWS)]
         direct = subprocess.run(
@@ -77,8 +77,11 @@ def test_ragas_aspect_critic_through_a_plugin_equals_ragas(tmp_path: Path, run_e
         )
     assert direct.returncode == 0, direct.stderr[-2000:]
     want = json.loads(direct.stdout.strip().splitlines()[-1])
-    metric = next(m for m in json.loads(out.stdout)["metrics"] if m["evaluator"] == "aspect-critic")
-    assert metric["scored"] == 2, out.stdout
-    assert calls >= 2  # the judge was asked, through the plugin, for every case
-    assert metric["mean"] == pytest.approx(sum(want) / len(want))
     assert want == [1, 1]
+    assert calls >= 2  # the judge was asked, through the plugin, for every case
+    assert judge_calls >= 2  # and by the run's judge, on its own connector
+    for run in (out, judged):
+        metrics = json.loads(run.stdout)["metrics"]
+        metric = next(m for m in metrics if m["evaluator"] == "aspect-critic")
+        assert metric["scored"] == 2, run.stdout
+        assert metric["mean"] == pytest.approx(sum(want) / len(want))

@@ -5,11 +5,6 @@ give exactly Inspect's verdicts on the same samples."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +18,9 @@ from inspect_ai.solver import TaskState
 
 import evalsi
 from evalsi.evaluators import Registry
-from evalsi.plugins import InstalledPlugin, PluginHost, plugin_evaluators
-from evalsi.wire import manifest_from_proto
+from tests.support.plugins import install_to_folder, started_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = Path(evalsi.__file__).resolve().parents[1]
 PACKAGE = ROOT / "examples" / "plugins" / "inspect-scorers"
 SAMPLES = [  # (answer, target)
     ("Paris", "paris"),
@@ -42,29 +35,11 @@ SAMPLES = [  # (answer, target)
 def inspect_plugin(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The plugin package on a folder of its own (inspect-ai itself from this interpreter: a
     venv of its own is what `evalsi plugin install` builds, test_e2e_plugin_venv.py)."""
-    target, build = tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("build")
-    shutil.copytree(PACKAGE, build / "pkg", ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run(
-        [*pip, "-t", str(target), str(build / "pkg")],
-        check=True,
-        capture_output=True,
+    site = install_to_folder(
+        PACKAGE, tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("build")
     )
-    plugin = InstalledPlugin(
-        name="inspect",
-        version="",
-        source=str(PACKAGE),
-        python=sys.executable,
-        entry_point="inspect",
-    )
-    host = PluginHost(plugin, env={"PYTHONPATH": os.pathsep.join((str(SRC), str(target)))})
-    host.start()
-    assert host.description is not None
-    docs = tuple(
-        InstalledPlugin.manifest_doc(manifest_from_proto(m)) for m in host.description.evaluators
-    )
-    host.plugin = dataclasses.replace(plugin, evaluators=docs)
-    yield Registry(plugin_evaluators(host.plugin, host))
+    host, registry = started_plugin(PACKAGE, "inspect", site)
+    yield registry
     host.close()
 
 

@@ -6,10 +6,8 @@ folder on the plugin's path (fast); test_int_plugin_venv.py installs it into a r
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -26,9 +24,8 @@ from evalsi._proto.evalsi.plugin.v1alpha1 import plugin_pb2 as pb
 from evalsi.core import Outcome, UserError
 from evalsi.evaluators import Registry
 from evalsi.plugins import InstalledPlugin, PluginHost, plugin_evaluators
-from evalsi.wire import manifest_from_proto
+from tests.support.plugins import SRC, install_to_folder, started_plugin
 
-SRC = Path(evalsi.__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "plugins" / "acme-plugin"
 RECORDS = [
     {"id": "a", "input": "q", "output": "HELLO there"},
@@ -40,42 +37,13 @@ RECORDS = [
 
 @pytest.fixture(scope="module")
 def acme_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("acme")
-    build = tmp_path_factory.mktemp("acme-src")
-    # a copy, so the build's leftovers stay out of the fixture folder
-    subprocess.run(["cp", "-r", str(FIXTURE), str(build)], check=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-t",
-            str(target),
-            str(build / FIXTURE.name),
-        ],
-        check=True,
-        capture_output=True,
+    return install_to_folder(
+        FIXTURE, tmp_path_factory.mktemp("acme"), tmp_path_factory.mktemp("acme-src")
     )
-    return target
 
 
 def _acme(acme_path: Path, **options: Any) -> tuple[PluginHost, Registry]:
-    plugin = InstalledPlugin(
-        name="acme", version="", source=str(FIXTURE), python=sys.executable, entry_point="acme"
-    )
-    env = {"PYTHONPATH": os.pathsep.join((str(SRC), str(acme_path)))}
-    host = PluginHost(plugin, env=env, **options)
-    host.start()
-    assert host.description is not None
-    docs = tuple(
-        InstalledPlugin.manifest_doc(manifest_from_proto(m)) for m in host.description.evaluators
-    )
-    host.plugin = dataclasses.replace(plugin, version=host.description.version, evaluators=docs)
-    return host, Registry(plugin_evaluators(host.plugin, host))
+    return started_plugin(FIXTURE, "acme", acme_path, **options)
 
 
 @pytest.fixture

@@ -77,13 +77,19 @@ def use_judges(judges: Mapping[str, JudgeClient]) -> Iterator[None]:
 
 def get_judge(name: str) -> JudgeClient:
     """The judge configured under ``name``; ``Skip`` (the record is SKIPPED) when none is."""
-    judge = (_JUDGES.get() or {}).get(name)
+    judge = find_judge(name)
     if judge is None:
         raise Skip(
             f"no judge named {name!r} configured (there is no default judge: add it under "
             f"spec.judges, or pass judges={{{name!r}: {{...}}}} to evalsi.evaluate)"
         )
     return judge
+
+
+def find_judge(name: str) -> JudgeClient | None:
+    """The judge configured under ``name``, or ``None`` (for callers that report a missing
+    judge their own way, such as a plugin's evaluator served elsewhere)."""
+    return (_JUDGES.get() or {}).get(name)
 
 
 class UsesJudge:
@@ -105,6 +111,7 @@ __all__ = [
     "JudgeClient",
     "JudgeReply",
     "UsesJudge",
+    "find_judge",
     "get_judge",
     "judges_needed",
     "use_judges",

@@ -5,7 +5,9 @@ environment (so its pins never fight evalsi's) or served at a URL, speaking
 The plugin side is ``serve_plugin`` (or ``python -m evalsi.plugins NAME`` for a package that
 names its evaluators under the ``evalsi.plugins`` entry-point group); the host side installs
 plugins (``install_plugin``), lists their evaluators in a registry (``add_plugins``) and
-grades through ``PluginHost``. Needs ``grpcio`` (``evalsi[plugin]``).
+grades through ``PluginHost``. An evaluator with a ``judge`` param gets that judge of the run
+served for its batch (``JudgeProxy``) and reads where with ``judge_endpoint()``. Needs
+``grpcio`` (``evalsi[plugin]``).
 """
 
 from typing import TYPE_CHECKING
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
         plugins_dir,
         registry_file,
     )
+    from evalsi.plugins._judge_endpoint import JUDGE_PARAM, JudgeEndpoint, judge_endpoint
+    from evalsi.plugins._judge_proxy import MAX_BODY, JudgeProxy
     from evalsi.plugins._protocol import ENTRY_POINT_GROUP, SOCKET_ENV
     from evalsi.plugins._serve import serve_plugin
 
@@ -33,15 +37,20 @@ __all__ = [
     "BATCH_TIMEOUT_S",
     "DATA_DIR_ENV",
     "ENTRY_POINT_GROUP",
+    "JUDGE_PARAM",
+    "MAX_BODY",
     "MAX_RESTARTS",
     "SOCKET_ENV",
     "InstalledPlugin",
+    "JudgeEndpoint",
+    "JudgeProxy",
     "PluginEvaluator",
     "PluginHost",
     "add_plugins",
     "data_dir",
     "evalsi_requirement",
     "install_plugin",
+    "judge_endpoint",
     "load_installed",
     "plugin_evaluators",
     "plugins_dir",

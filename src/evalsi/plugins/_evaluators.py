@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evalsi.core import EvaluatorManifest, Record, Scope
 from evalsi.evaluators import BoundEvaluator, Evaluator, Registry, params_from_schema
 from evalsi.plugins._installed import InstalledPlugin, load_installed
+from evalsi.plugins._judge_endpoint import JUDGE_PARAM, JudgeEndpoint
 
 if TYPE_CHECKING:
     from evalsi.plugins._host import PluginHost
@@ -26,9 +27,18 @@ class PluginEvaluator(Evaluator):
 
     def __init__(self, manifest: EvaluatorManifest, host: PluginHost) -> None:
         ref = manifest.ref
+        asks_judge = _judge_default(manifest)
 
         async def grade(records: list[Record], **params: Any) -> list[Any]:
-            return await host.evaluate(ref, params, records)
+            name = params.get(JUDGE_PARAM, asks_judge)
+            if asks_judge is None or not isinstance(name, str) or not name:
+                return await host.evaluate(ref, params, records)
+            from evalsi.plugins._judge_proxy import with_run_judge  # aiohttp's server
+
+            async def batch(judge: JudgeEndpoint) -> list[Any]:
+                return await host.evaluate(ref, params, records, judge=judge)
+
+            return await with_run_judge(name, batch)
 
         grade.__doc__ = manifest.description
         params = params_from_schema(manifest.params_schema)
@@ -40,6 +50,16 @@ class PluginEvaluator(Evaluator):
         bound = super().bind(params, alias=alias)  # checked and coerced as in process
         self.host.start()
         return bound
+
+
+def _judge_default(manifest: EvaluatorManifest) -> str | None:
+    """The judge an evaluator asks for when its ``judge`` param is not given (``""`` when that
+    param has no default), or ``None`` when it has no ``judge`` param: it wants no judge."""
+    prop = (manifest.params_schema.get("properties") or {}).get(JUDGE_PARAM)
+    if not isinstance(prop, Mapping):
+        return None
+    default = prop.get("default")
+    return default if isinstance(default, str) else ""
 
 
 def plugin_evaluators(plugin: InstalledPlugin, host: PluginHost | None = None) -> list[Evaluator]:

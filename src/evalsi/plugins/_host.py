@@ -44,6 +44,7 @@ from evalsi.connectors import InfraError
 from evalsi.core import EvaluationResult, EvaluatorRef, Outcome, Record, UserError
 from evalsi.evaluators import RecordError, Skip
 from evalsi.plugins._installed import InstalledPlugin
+from evalsi.plugins._judge_endpoint import JudgeEndpoint
 from evalsi.plugins._protocol import METHODS, OPTIONS, SERVICE, SOCKET_ENV
 from evalsi.wire import record_to_proto, result_from_proto, struct_to_proto
 
@@ -237,15 +238,22 @@ class PluginHost:
 
     # -- grading --------------------------------------------------------------------------------
     async def evaluate(
-        self, ref: EvaluatorRef, params: Mapping[str, Any], records: Sequence[Record]
+        self,
+        ref: EvaluatorRef,
+        params: Mapping[str, Any],
+        records: Sequence[Record],
+        *,
+        judge: JudgeEndpoint | None = None,
     ) -> list[Any]:
         """One batch graded by the plugin: per record a list of scores, a ``Skip`` or a
-        ``RecordError``, as a batch evaluator returns them.
+        ``RecordError``, as a batch evaluator returns them. ``judge``: the run's judge the
+        evaluator asked for, as served for this batch.
 
         Raises:
             InfraError: the batch could not be graded (kind ``plugin``).
         """
-        work = asyncio.run_coroutine_threadsafe(self._evaluate(ref, params, records), self._loop())
+        batch = self._evaluate(ref, params, records, judge)
+        work = asyncio.run_coroutine_threadsafe(batch, self._loop())
         return await asyncio.wrap_future(work)  # cancelling the caller cancels the batch
 
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -260,11 +268,23 @@ class PluginHost:
             return self._io
 
     async def _evaluate(
-        self, ref: EvaluatorRef, params: Mapping[str, Any], records: Sequence[Record]
+        self,
+        ref: EvaluatorRef,
+        params: Mapping[str, Any],
+        records: Sequence[Record],
+        judge: JudgeEndpoint | None,
     ) -> list[Any]:
         stream = await self._stream()
         batch_id = str(next(self._ids))
         request = pb.EvaluateRequest(batch_id=batch_id, params=struct_to_proto(dict(params)))
+        if judge is not None:
+            j = request.judge
+            j.name, j.base_url, j.model, j.api_key = (
+                judge.name,
+                judge.base_url,
+                judge.model,
+                judge.api_key,
+            )
         request.evaluator.namespace, request.evaluator.name = ref.namespace, ref.name
         request.evaluator.version = ref.version
         for record in records:

@@ -21,6 +21,7 @@ import grpc.aio  # type: ignore[import-untyped]
 from evalsi._proto.evalsi.plugin.v1alpha1 import plugin_pb2 as pb
 from evalsi.core import Record, Scope, UserError
 from evalsi.evaluators import Evaluator, RecordRunner, Registry
+from evalsi.plugins._judge_endpoint import JudgeEndpoint, batch_judge
 from evalsi.plugins._protocol import METHODS, OPTIONS, SERVICE, SOCKET_ENV
 from evalsi.wire import (
     manifest_to_proto,
@@ -54,7 +55,14 @@ class _Plugin:
             if bound.scope is not Scope.RECORD:
                 raise UserError(f"{ev.ref} is {bound.scope.value}-scope; Evaluate is record scope")
             records = [record_from_proto(r) for r in request.records]
-            batch = await _grade(RecordRunner(bound), records)
+            j = request.judge
+            judge = (
+                JudgeEndpoint(j.name, j.base_url, j.model, j.api_key)
+                if request.HasField("judge")
+                else None
+            )
+            with batch_judge(judge):
+                batch = await _grade(RecordRunner(bound), records)
         except Exception as e:  # noqa: BLE001 - the batch could not run: the host's infra error
             out.infra_error = f"{type(e).__name__}: {e}"
             return out

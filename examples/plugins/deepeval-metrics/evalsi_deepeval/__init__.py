@@ -1,7 +1,9 @@
 """DeepEval's G-Eval as an evalsi evaluator (``deepeval/geval``), for ``evalsi plugin install``:
-deepeval and its pins live in this plugin's venv. The judge is any OpenAI-compatible endpoint
-(``judge_base_url``, ``judge_model``, the key in the environment variable ``judge_key_env``),
-called through ``Endpoint``, a DeepEval model of a few lines."""
+deepeval and its pins live in this plugin's venv. The judge is the run's judge named by
+``judge`` (``default``), which the host serves to the plugin for each batch, or, when
+``judge_base_url`` is given, that OpenAI-compatible endpoint (``judge_model``, the key in the
+environment variable ``judge_key_env``); either is called through ``Endpoint``, a DeepEval
+model of a few lines."""
 
 from __future__ import annotations
 
@@ -17,15 +19,16 @@ from deepeval.models import DeepEvalBaseLLM
 from deepeval.test_case import LLMTestCase, SingleTurnParams
 
 from evalsi.core import Score
-from evalsi.evaluators import evaluator
+from evalsi.evaluators import RecordError, evaluator
+from evalsi.plugins import judge_endpoint
 
 
 class Endpoint(DeepEvalBaseLLM):  # type: ignore[misc]
     """An OpenAI-compatible chat endpoint as a DeepEval model; structured answers are parsed
     into DeepEval's schema."""
 
-    def __init__(self, base_url: str, model: str, key_env: str = "") -> None:
-        self.base_url, self.model, self.key_env = base_url.rstrip("/"), model, key_env
+    def __init__(self, base_url: str, model: str, api_key: str = "") -> None:
+        self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
 
     def load_model(self) -> Endpoint:
         return self
@@ -36,8 +39,8 @@ class Endpoint(DeepEvalBaseLLM):  # type: ignore[misc]
     def generate(self, prompt: str, schema: Any = None) -> Any:
         body = {"model": self.model, "messages": [{"role": "user", "content": prompt}]}
         headers = {"Content-Type": "application/json"}
-        if self.key_env and os.environ.get(self.key_env):
-            headers["Authorization"] = f"Bearer {os.environ[self.key_env]}"
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(
             f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers
         )
@@ -47,6 +50,16 @@ class Endpoint(DeepEvalBaseLLM):  # type: ignore[misc]
 
     async def a_generate(self, prompt: str, schema: Any = None) -> Any:
         return self.generate(prompt, schema)
+
+
+def endpoint(base_url: str, model: str, key_env: str) -> Endpoint:
+    """The endpoint given in params, else the run's judge the host serves for this batch."""
+    if not base_url:
+        served = judge_endpoint()
+        return Endpoint(served.base_url, served.model, served.api_key)
+    if not model:
+        raise RecordError("judge_model is required with judge_base_url")
+    return Endpoint(base_url, model, os.environ.get(key_env, "") if key_env else "")
 
 
 _FIELDS = {
@@ -86,18 +99,20 @@ def geval(
     *,
     criteria: str,
     evaluation_steps: list[str] = [],  # noqa: B006 - a params default, never mutated
-    judge_base_url: str,
-    judge_model: str,
+    judge: str = "default",
+    judge_base_url: str = "",
+    judge_model: str = "",
     judge_key_env: str = "",
 ) -> Score:
-    """DeepEval's G-Eval score in [0, 1] for criteria in plain words, by an LLM judge."""
+    """DeepEval's G-Eval score in [0, 1] for criteria in plain words, by an LLM judge: the
+    run's judge named ``judge``, or the endpoint at ``judge_base_url``."""
     score, reason = geval_score(
         record.input.as_text(),
         record.output.as_text(),
         record.reference.as_text() if record.reference is not None else None,
         criteria=criteria,
         evaluation_steps=list(evaluation_steps),
-        judge=Endpoint(judge_base_url, judge_model, judge_key_env),
+        judge=endpoint(judge_base_url, judge_model, judge_key_env),
     )
     return Score(number=score, explanation=reason)
 

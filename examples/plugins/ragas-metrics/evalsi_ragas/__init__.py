@@ -1,7 +1,8 @@
 """RAGAS's AspectCritic as an evalsi evaluator (``ragas/aspect-critic``), for ``evalsi plugin
-install``: ragas, langchain and their pins live in this plugin's venv. The judge is any
-OpenAI-compatible endpoint (``judge_base_url``, ``judge_model``, the key in the environment
-variable ``judge_key_env``) through langchain's ``ChatOpenAI``."""
+install``: ragas, langchain and their pins live in this plugin's venv. The judge is the run's
+judge named by ``judge`` (``default``), which the host serves to the plugin for each batch, or,
+when ``judge_base_url`` is given, that OpenAI-compatible endpoint (``judge_model``, the key in
+the environment variable ``judge_key_env``); either through langchain's ``ChatOpenAI``."""
 
 from __future__ import annotations
 
@@ -17,12 +18,20 @@ from ragas.llms import LangchainLLMWrapper
 from ragas.metrics import AspectCritic
 
 from evalsi.core import Score
-from evalsi.evaluators import evaluator
+from evalsi.evaluators import RecordError, evaluator
+from evalsi.plugins import judge_endpoint
 
 
-def judge(base_url: str, model: str, key_env: str = "") -> LangchainLLMWrapper:
-    """The judge as RAGAS wants it."""
-    key = os.environ.get(key_env, "") if key_env else ""
+def llm(base_url: str, model: str, key_env: str = "") -> LangchainLLMWrapper:
+    """The judge as RAGAS wants it: the endpoint given in params, else the run's judge the host
+    serves for this batch."""
+    if not base_url:
+        served = judge_endpoint()
+        base_url, model, key = served.base_url, served.model, served.api_key
+    elif not model:
+        raise RecordError("judge_model is required with judge_base_url")
+    else:
+        key = os.environ.get(key_env, "") if key_env else ""
     return LangchainLLMWrapper(ChatOpenAI(base_url=base_url, model=model, api_key=key or "none"))
 
 
@@ -39,16 +48,22 @@ async def critic_score(
     name="ragas/aspect-critic", version="0.4.3", output="passed", requires=("input", "output")
 )
 def aspect_critic(
-    record: Any, *, definition: str, judge_base_url: str, judge_model: str, judge_key_env: str = ""
+    record: Any,
+    *,
+    definition: str,
+    judge: str = "default",
+    judge_base_url: str = "",
+    judge_model: str = "",
+    judge_key_env: str = "",
 ) -> Score:
     """RAGAS's AspectCritic: does the output have the aspect ``definition`` describes (a judge's
-    yes or no)."""
+    yes or no): the run's judge named ``judge``, or the endpoint at ``judge_base_url``."""
     verdict = asyncio.run(
         critic_score(
             record.input.as_text(),
             record.output.as_text(),
             definition=definition,
-            llm=judge(judge_base_url, judge_model, judge_key_env),
+            llm=llm(judge_base_url, judge_model, judge_key_env),
         )
     )
     return Score(passed=verdict >= 1.0)

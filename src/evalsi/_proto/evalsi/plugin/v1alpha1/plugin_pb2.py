@@ -28,7 +28,7 @@ from evalsi._proto.evalsi.v1alpha1 import score_pb2 as evalsi_dot_v1alpha1_dot_s
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#evalsi/plugin/v1alpha1/plugin.proto\x12\x16\x65valsi.plugin.v1alpha1\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x11\n\x0f\x44\x65scribeRequest\"i\n\x10\x44\x65scribeResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x36\n\nevaluators\x18\x03 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\"\xa8\x01\n\x0f\x45valuateRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x30\n\tevaluator\x18\x02 \x01(\x0b\x32\x1d.evalsi.v1alpha1.EvaluatorRef\x12\'\n\x06params\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07records\x18\x04 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\"m\n\x10\x45valuateResponse\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x32\n\x07results\x18\x02 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x13\n\x0binfra_error\x18\x03 \x01(\t\"\xc9\x01\n\rReduceRequest\x12\x30\n\tevaluator\x18\x01 \x01(\x0b\x32\x1d.evalsi.v1alpha1.EvaluatorRef\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07records\x18\x03 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x33\n\x08partials\x18\x04 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\"X\n\x0eReduceResponse\x12\x31\n\x06result\x18\x01 \x01(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x13\n\x0binfra_error\x18\x02 \x01(\t2\xb5\x02\n\x16\x45valuatorPluginService\x12]\n\x08\x44\x65scribe\x12\'.evalsi.plugin.v1alpha1.DescribeRequest\x1a(.evalsi.plugin.v1alpha1.DescribeResponse\x12\x61\n\x08\x45valuate\x12\'.evalsi.plugin.v1alpha1.EvaluateRequest\x1a(.evalsi.plugin.v1alpha1.EvaluateResponse(\x01\x30\x01\x12Y\n\x06Reduce\x12%.evalsi.plugin.v1alpha1.ReduceRequest\x1a&.evalsi.plugin.v1alpha1.ReduceResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#evalsi/plugin/v1alpha1/plugin.proto\x12\x16\x65valsi.plugin.v1alpha1\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x11\n\x0f\x44\x65scribeRequest\"i\n\x10\x44\x65scribeResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x36\n\nevaluators\x18\x03 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\"\xde\x01\n\x0f\x45valuateRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x30\n\tevaluator\x18\x02 \x01(\x0b\x32\x1d.evalsi.v1alpha1.EvaluatorRef\x12\'\n\x06params\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07records\x18\x04 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x34\n\x05judge\x18\x05 \x01(\x0b\x32%.evalsi.plugin.v1alpha1.JudgeEndpoint\"O\n\rJudgeEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x04 \x01(\t\"m\n\x10\x45valuateResponse\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x32\n\x07results\x18\x02 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x13\n\x0binfra_error\x18\x03 \x01(\t\"\xc9\x01\n\rReduceRequest\x12\x30\n\tevaluator\x18\x01 \x01(\x0b\x32\x1d.evalsi.v1alpha1.EvaluatorRef\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07records\x18\x03 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x33\n\x08partials\x18\x04 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\"X\n\x0eReduceResponse\x12\x31\n\x06result\x18\x01 \x01(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x13\n\x0binfra_error\x18\x02 \x01(\t2\xb5\x02\n\x16\x45valuatorPluginService\x12]\n\x08\x44\x65scribe\x12\'.evalsi.plugin.v1alpha1.DescribeRequest\x1a(.evalsi.plugin.v1alpha1.DescribeResponse\x12\x61\n\x08\x45valuate\x12\'.evalsi.plugin.v1alpha1.EvaluateRequest\x1a(.evalsi.plugin.v1alpha1.EvaluateResponse(\x01\x30\x01\x12Y\n\x06Reduce\x12%.evalsi.plugin.v1alpha1.ReduceRequest\x1a&.evalsi.plugin.v1alpha1.ReduceResponse(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,13 +40,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBERESPONSE']._serialized_start=204
   _globals['_DESCRIBERESPONSE']._serialized_end=309
   _globals['_EVALUATEREQUEST']._serialized_start=312
-  _globals['_EVALUATEREQUEST']._serialized_end=480
-  _globals['_EVALUATERESPONSE']._serialized_start=482
-  _globals['_EVALUATERESPONSE']._serialized_end=591
-  _globals['_REDUCEREQUEST']._serialized_start=594
-  _globals['_REDUCEREQUEST']._serialized_end=795
-  _globals['_REDUCERESPONSE']._serialized_start=797
-  _globals['_REDUCERESPONSE']._serialized_end=885
-  _globals['_EVALUATORPLUGINSERVICE']._serialized_start=888
-  _globals['_EVALUATORPLUGINSERVICE']._serialized_end=1197
+  _globals['_EVALUATEREQUEST']._serialized_end=534
+  _globals['_JUDGEENDPOINT']._serialized_start=536
+  _globals['_JUDGEENDPOINT']._serialized_end=615
+  _globals['_EVALUATERESPONSE']._serialized_start=617
+  _globals['_EVALUATERESPONSE']._serialized_end=726
+  _globals['_REDUCEREQUEST']._serialized_start=729
+  _globals['_REDUCEREQUEST']._serialized_end=930
+  _globals['_REDUCERESPONSE']._serialized_start=932
+  _globals['_REDUCERESPONSE']._serialized_end=1020
+  _globals['_EVALUATORPLUGINSERVICE']._serialized_start=1023
+  _globals['_EVALUATORPLUGINSERVICE']._serialized_end=1332
 # @@protoc_insertion_point(module_scope)

@@ -25,16 +25,30 @@ class DescribeResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., evaluators: _Optional[_Iterable[_Union[_evaluator_pb2.EvaluatorManifest, _Mapping]]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("batch_id", "evaluator", "params", "records")
+    __slots__ = ("batch_id", "evaluator", "params", "records", "judge")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     evaluator: _evaluator_pb2.EvaluatorRef
     params: _struct_pb2.Struct
     records: _containers.RepeatedCompositeFieldContainer[_record_pb2.Record]
-    def __init__(self, batch_id: _Optional[str] = ..., evaluator: _Optional[_Union[_evaluator_pb2.EvaluatorRef, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ...) -> None: ...
+    judge: JudgeEndpoint
+    def __init__(self, batch_id: _Optional[str] = ..., evaluator: _Optional[_Union[_evaluator_pb2.EvaluatorRef, _Mapping]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., judge: _Optional[_Union[JudgeEndpoint, _Mapping]] = ...) -> None: ...
+
+class JudgeEndpoint(_message.Message):
+    __slots__ = ("name", "base_url", "model", "api_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    base_url: str
+    model: str
+    api_key: str
+    def __init__(self, name: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., api_key: _Optional[str] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("batch_id", "results", "infra_error")
