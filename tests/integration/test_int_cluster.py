@@ -22,9 +22,11 @@ from tests.support.registry import BUILTINS
 
 N = 120
 CRASHES: set[str] = set()  # record ids whose target call raises (poison)
+CALLS: list[str] = []  # every target call, in order
 
 
 def answer(question: str) -> str:
+    CALLS.append(question)
     n = int(question.split("-")[1])
     if question in CRASHES:
         raise SystemExit("a worker dies on this one")  # not an Exception: the shard fails
@@ -102,5 +104,56 @@ def test_a_clustered_run_gives_the_embedded_figures(
         assert metrics(clustered) == metrics(embedded)
         counts = shard_counts(db, clustered.run_id)
         assert counts == {"done": (15, 2 * N)}  # 240 tasks in shards of 16
+    finally:
+        db.close()
+
+
+def test_a_resumed_run_cancels_the_earlier_sessions_queued_shards(
+    tmp_path: Path, pg_url: str, nats: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner killed while its shards wait in the queue, then resumed: each task is called
+    once (the earlier session's shards are skipped, not run beside the new session's)."""
+    import evalsi.cluster._dispatch as dispatch_module
+
+    doc = spec_doc(write_data(tmp_path / "qa.jsonl"))
+    cfg = config(nats)
+    db = SqlStore.open(pg_url)
+    try:
+        real_cancel = dispatch_module.cancel_shards
+        monkeypatch.setattr(dispatch_module, "cancel_shards", lambda store, run_id: 0)  # killed
+
+        async def killed_owner() -> None:
+            spec = run_spec_from_dict(doc)
+            await execute_run(spec, store=db, registry=BUILTINS, dispatch=ClusterDispatch(cfg, db))
+
+        with pytest.raises(TimeoutError):  # no worker yet: every shard waits in the queue
+            asyncio.run(asyncio.wait_for(killed_owner(), 3.0))
+        [info] = db.list_runs(kind="run")
+        assert shard_counts(db, info.id) == {"queued": (8, N)}
+        monkeypatch.setattr(dispatch_module, "cancel_shards", real_cancel)
+        CALLS.clear()
+
+        async def resumed() -> Any:
+            stop = asyncio.Event()
+            crew = [
+                asyncio.create_task(Worker(cfg, "default", db, registry=BUILTINS).run(stop))
+                for _ in range(2)
+            ]
+            try:
+                spec = run_spec_from_dict(doc)
+                return await execute_run(
+                    spec, store=db, registry=BUILTINS, resume=info.id,
+                    dispatch=ClusterDispatch(cfg, db),
+                )  # fmt: skip
+            finally:
+                stop.set()
+                await asyncio.gather(*crew)
+
+        result = asyncio.run(resumed())
+        assert result.status == "done"
+        assert sorted(CALLS) == sorted(f"q-{i}" for i in range(N))  # once each
+        counts = shard_counts(db, info.id)
+        assert counts["cancelled"] == (8, N)  # the earlier session's, skipped
+        assert counts["done"] == (8, N)
     finally:
         db.close()

@@ -4,7 +4,8 @@ when ``cluster:`` is configured.
 The run's pending tasks are read lazily from its dataset and cut into shards (``shardSize``
 tasks, or fewer when the message would pass ``max_shard_bytes``). Each shard is recorded
 ``queued`` in the store, then published; at most the pool's ``maxPending`` shards of the run are
-out at once (back-pressure: the dataset is read only as fast as workers finish). It returns when
+out at once (back-pressure: the dataset is read only as fast as workers finish). Shards an
+earlier session of the run left queued (a resumed run) are cancelled first. It returns when
 every shard of this session is done, dead or cancelled; the run's figures are then computed
 from the store by ``execute_run``, as for an embedded run. Cancelled (the run stopped), it marks
 its queued shards cancelled, so workers skip them.
@@ -51,6 +52,9 @@ class ClusterDispatch:
     ) -> None:
         pool = self.config.run_pool
         session = secrets.token_hex(4)  # a resumed run's shards never collide with earlier ones
+        # a resumed run: the shards an earlier session left queued hold tasks this one queues
+        # again (those not stored), so workers skip them rather than run every task twice
+        await call_store(self.store, cancel_shards, self.store, run_id, who=f"run {run_id}")
         nc = await connect(self.config.nats, self.name)
         try:
             js = nc.jetstream()
