@@ -157,3 +157,23 @@ def test_a_resumed_run_cancels_the_earlier_sessions_queued_shards(
         assert counts["done"] == (8, N)
     finally:
         db.close()
+
+
+def test_an_unreachable_nats_is_a_clear_error_not_a_wait_for_ever(tmp_path: Path) -> None:
+    """``evalsi cluster status`` and a worker on a wrong URL: a UserError naming the setting
+    and the cause within seconds (the first connection used to be retried for ever)."""
+    import socket
+    import time
+
+    from evalsi.cluster import cluster_status
+    from evalsi.core import UserError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"nats://127.0.0.1:{s.getsockname()[1]}"
+    began = time.monotonic()
+    with pytest.raises(UserError) as caught:
+        asyncio.run(asyncio.wait_for(cluster_status(ClusterConfig(nats=url)), 60))
+    assert time.monotonic() - began < 30
+    assert caught.value.message.startswith(f"cluster.nats {url}: cannot connect (")
+    assert "refused" in caught.value.message.lower()

@@ -77,24 +77,37 @@ def decode(data: bytes) -> Shard:
     return Shard(run_id, shard_id, tasks)
 
 
+FIRST_TRIES = 10
+"""Attempts of a first connection (``reconnect_time_wait`` apart, about 5 s) before a wrong
+URL or a NATS that is down is reported; once connected, reconnects never stop."""
+
+
 async def connect(url: str, name: str) -> Any:
-    """A NATS connection that reconnects for ever (a restarted server is found again)."""
+    """A NATS connection that reconnects for ever (a restarted server is found again); a
+    ``UserError`` when the first connection cannot be made."""
     import nats
 
+    held: list[Any] = []  # the client, once connected
+    failed: list[Exception] = []  # the first connection's failed attempts
+
     async def error(e: Exception) -> None:
-        log.warning("NATS %s: %s", url, e)
+        if held:
+            log.warning("NATS %s: %s", url, e)
+        else:  # the UserError tells it once, not each attempt
+            failed.append(e)
 
     async def disconnected() -> None:
-        log.warning("NATS %s: disconnected; reconnecting", url)
+        if held and not held[0].is_closed:  # not our own close()
+            log.warning("NATS %s: disconnected; reconnecting", url)
 
     async def reconnected() -> None:
         log.info("NATS %s: reconnected", url)
 
     try:
-        return await nats.connect(
+        nc = await nats.connect(
             servers=[url],
             name=name,
-            max_reconnect_attempts=-1,
+            max_reconnect_attempts=FIRST_TRIES,  # -1 would retry a first connection for ever
             reconnect_time_wait=0.5,
             connect_timeout=5,
             allow_reconnect=True,
@@ -103,10 +116,14 @@ async def connect(url: str, name: str) -> Any:
             reconnected_cb=reconnected,
         )
     except Exception as e:  # noqa: BLE001 - every way a first connection fails
+        why = failed[-1] if failed else e  # what the attempts met, not "no servers left"
         raise UserError(
-            f"cluster.nats {url}: cannot connect ({type(e).__name__}: {e})",
+            f"cluster.nats {url}: cannot connect ({type(why).__name__}: {why})",
             hint="is nats-server running with JetStream (-js)?",
         ) from None
+    nc.options["max_reconnect_attempts"] = -1  # read at each reconnect: from now on, for ever
+    held.append(nc)
+    return nc
 
 
 async def workers_bucket(js: Any) -> Any:
