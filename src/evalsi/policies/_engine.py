@@ -567,9 +567,10 @@ class PolicyEngine:
         self._check_alerts_if_warm(live)  # as of now: the window may have emptied meanwhile
         return live.stats()
 
-    async def drain(self, timeout_s: float | None = None) -> None:
-        """Wait for the traces ``submit`` took and the alerts being delivered; past
-        ``timeout_s`` (a server shutting down) what is left is cancelled and logged."""
+    async def drain(self, timeout_s: float | None = None, *, sinks: bool = True) -> None:
+        """Wait for the traces ``submit`` took and the alerts being delivered, and (``sinks``)
+        for the sinks to have the scores; past ``timeout_s`` (a server shutting down) what is
+        left is cancelled and logged."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         if self._consumer is not None and not self._consumer.done():
             # what ingest handed over first reaches grading (the consumer waits for room)
@@ -582,6 +583,8 @@ class PolicyEngine:
             if await live.refresh_corpora(force=True):
                 self._check_alerts(live)
         if not await self._settle(deadline):
+            return
+        if not sinks:
             return
         for delivery in list(self._deliveries.values()):  # the sinks have what was graded
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -607,7 +610,9 @@ class PolicyEngine:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
             self._ticker = None
-        await self.drain()  # what the inbox holds is graded before its consumer stops
+        # what the inbox holds is graded before its consumer stops; the sinks are given
+        # SINK_CLOSE_S below, not every retry of every queued batch (a hanging sink)
+        await self.drain(sinks=False)
         if self._consumer is not None:
             self._consumer.cancel()
             await asyncio.gather(self._consumer, return_exceptions=True)
@@ -615,7 +620,7 @@ class PolicyEngine:
         if self._saving is not None:
             await asyncio.gather(self._saving, return_exceptions=True)
             self._saving = None
-        await self.drain()
+        await self.drain(sinks=False)
         deliveries, self._deliveries = list(self._deliveries.values()), {}
         await asyncio.gather(*(d.close(SINK_CLOSE_S) for d in deliveries))
         await self._settle(time.monotonic() + SINK_CLOSE_S)  # retired policies' sinks
