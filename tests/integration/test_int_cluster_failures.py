@@ -103,12 +103,12 @@ class Rig:
         }
 
     def start_worker(self, slot: int, **env: str) -> None:
-        log = (self.tmp / f"worker-{slot}.log").open("ab")
-        self.workers[slot] = subprocess.Popen(
-            [str(EVALSI), "worker", "--config", str(self.config_path), "--name", f"w{slot}",
-             "--drain", "5"],
-            cwd=self.tmp, env={**self.env, **env}, stdout=log, stderr=log,
-        )  # fmt: skip
+        with (self.tmp / f"worker-{slot}.log").open("ab") as log:  # the child keeps its copy
+            self.workers[slot] = subprocess.Popen(
+                [str(EVALSI), "worker", "--config", str(self.config_path), "--name", f"w{slot}",
+                 "--drain", "5"],
+                cwd=self.tmp, env={**self.env, **env}, stdout=log, stderr=log,
+            )  # fmt: skip
 
     def kill_worker(self, slot: int) -> None:
         proc = self.workers.pop(slot)
