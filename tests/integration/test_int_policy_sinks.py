@@ -217,6 +217,94 @@ def test_a_missing_secret_fails_the_apply_naming_the_sink(monkeypatch: pytest.Mo
     assert asyncio.run(main()) == []  # nothing applied
 
 
+def test_a_webhook_host_pointing_inward_is_refused_where_it_resolves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server off loopback: a sink URL naming a host that resolves to loopback passes the
+    static check when applied (a name), and is refused at each send (where it points)."""
+    import socket
+
+    from evalsi.connectors import EgressPolicy
+
+    host = socket.gethostname()
+    try:
+        inward = socket.gethostbyname(host).startswith("127.")
+    except OSError:
+        inward = False
+    if not inward:
+        pytest.skip(f"this machine's name {host!r} does not resolve to loopback")
+    monkeypatch.setattr(_deliver, "LINGER_S", 0.05)
+    monkeypatch.setattr(_deliver, "BACKOFF_S", 0.01)
+    egress = EgressPolicy().serving("0.0.0.0")
+
+    async def main() -> tuple[SignedReceiver, dict[str, Any]]:
+        receiver = SignedReceiver()
+        async with receiving(receiver) as url:
+            url = url.replace("127.0.0.1", host)
+            egress.check_url(url, where="spec.sinks[0].webhook.url")  # a name: passes
+            engine = PolicyEngine(registry=BUILTINS, egress=egress)
+            sinks = f"    - webhook: {{url: '{url}'}}\n"
+            await engine.apply(policy_from_yaml(policy(sinks), registry=BUILTINS))
+            trace, record = make("a" * 32, "thanks")
+            await engine.on_trace(trace, record)
+            await engine.drain()
+            stats = engine.stats("sunk").to_dict()
+            await engine.close()
+        return receiver, stats
+
+    receiver, stats = asyncio.run(main())
+    assert receiver.attempts == 0  # nothing reached the loopback service
+    assert stats["sink_sent"] == 0
+    assert stats["sink_failures"] == 2
+
+
+def test_closing_with_a_slow_sink_waits_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server shutting down while a sink hangs: the engine closes within its sinks' grace
+    (``SINK_CLOSE_S``), counting what was not delivered, rather than waiting out every retry
+    of every queued batch."""
+    import threading
+    import time
+
+    import evalsi.sinks
+    from evalsi.policies import _engine
+
+    monkeypatch.setattr(_deliver, "LINGER_S", 0.01)
+    monkeypatch.setattr(_engine, "SINK_CLOSE_S", 0.5)
+    release = threading.Event()
+
+    class Hanging:
+        kind, target = "webhook", "hanging"
+
+        def send(self, scores: Any) -> Any:
+            release.wait(3.0)  # a receiver that accepts and never answers, up to its timeout
+            raise TimeoutError("timed out")
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(evalsi.sinks, "open_trace_sink", lambda *a, **k: Hanging())
+    traces = [make(f"{i + 1:032x}", "thanks") for i in range(3)]
+
+    async def main() -> tuple[float, dict[str, Any]]:
+        engine = PolicyEngine(registry=BUILTINS)
+        sinks = "    - webhook: {url: 'http://127.0.0.1:9/hook'}\n"
+        await engine.apply(policy_from_yaml(policy(sinks), registry=BUILTINS))
+        for trace, record in traces:
+            await engine.on_trace(trace, record)
+        began = time.monotonic()
+        try:
+            await asyncio.wait_for(engine.close(), 20)
+        finally:
+            release.set()
+        return time.monotonic() - began, engine.stats("sunk").to_dict()
+
+    took, stats = asyncio.run(main())
+    assert took < 5  # was: every try of every batch (5 tries, backoff, 3 s each)
+    assert stats["evaluated"] == 3
+    assert stats["sink_sent"] == 0
+    assert stats["sink_failures"] == 6  # two scores on each of three traces, none delivered
+
+
 # -- MLflow: assessments on the trace MLflow took in over OTLP ------------------------------------
 def _send_to_mlflow(mlflow_url: str, experiment_id: str) -> tuple[str, str]:
     """One trace through the real OpenTelemetry SDK to MLflow's OTLP endpoint; its ids."""
@@ -287,50 +375,3 @@ def test_mlflow_without_the_trace_counts_a_failure(
     assert stats["evaluated"] == 1
     assert stats["sink_sent"] == 0
     assert stats["sink_failures"] == 2
-
-
-def test_closing_with_a_slow_sink_waits_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A server shutting down while a sink hangs: the engine closes within its sinks' grace
-    (``SINK_CLOSE_S``), counting what was not delivered, rather than waiting out every retry
-    of every queued batch."""
-    import threading
-    import time
-
-    import evalsi.sinks
-    from evalsi.policies import _engine
-
-    monkeypatch.setattr(_deliver, "LINGER_S", 0.01)
-    monkeypatch.setattr(_engine, "SINK_CLOSE_S", 0.5)
-    release = threading.Event()
-
-    class Hanging:
-        kind, target = "webhook", "hanging"
-
-        def send(self, scores: Any) -> Any:
-            release.wait(3.0)  # a receiver that accepts and never answers, up to its timeout
-            raise TimeoutError("timed out")
-
-        def close(self) -> None:
-            pass
-
-    monkeypatch.setattr(evalsi.sinks, "open_trace_sink", lambda *a, **k: Hanging())
-    traces = [make(f"{i + 1:032x}", "thanks") for i in range(3)]
-
-    async def main() -> tuple[float, dict[str, Any]]:
-        engine = PolicyEngine(registry=BUILTINS)
-        sinks = "    - webhook: {url: 'http://127.0.0.1:9/hook'}\n"
-        await engine.apply(policy_from_yaml(policy(sinks), registry=BUILTINS))
-        for trace, record in traces:
-            await engine.on_trace(trace, record)
-        began = time.monotonic()
-        try:
-            await asyncio.wait_for(engine.close(), 20)
-        finally:
-            release.set()
-        return time.monotonic() - began, engine.stats("sunk").to_dict()
-
-    took, stats = asyncio.run(main())
-    assert took < 5  # was: every try of every batch (5 tries, backoff, 3 s each)
-    assert stats["evaluated"] == 3
-    assert stats["sink_sent"] == 0
-    assert stats["sink_failures"] == 6  # two scores on each of three traces, none delivered

@@ -47,9 +47,10 @@ def score_id(run_id: str, trace_id: str, step: int, evaluator: str, metric: str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def open_sinks(specs: Sequence[SinkSpec]) -> list[Any]:
+def open_sinks(specs: Sequence[SinkSpec], egress: Any = None) -> list[Any]:
     """Each ``spec.sinks[i]`` opened, its secret read now: a missing secret or library is a
-    ``UserError`` naming the entry, so applying the policy fails rather than its deliveries."""
+    ``UserError`` naming the entry, so applying the policy fails rather than its deliveries.
+    ``egress``: the server's policy, for where a webhook's host resolves."""
     from evalsi.connectors import resolve_secret
     from evalsi.sinks import open_trace_sink
 
@@ -58,7 +59,7 @@ def open_sinks(specs: Sequence[SinkSpec]) -> list[Any]:
         for i, spec in enumerate(specs):
             try:
                 secret = resolve_secret(spec.secret_ref).reveal() if spec.secret_ref else ""
-                out.append(open_trace_sink(spec.kind, spec.options, secret=secret))
+                out.append(open_trace_sink(spec.kind, spec.options, secret=secret, egress=egress))
             except UserError as e:
                 message = f"spec.sinks[{i}] ({spec.describe()}): {e.message}"
                 raise UserError(message, hint=e.hint) from None

@@ -164,7 +164,9 @@ class PolicyEngine:
                 return AppliedPolicy(current.spec, current.run_id, current.applied_at, False)
             run_id = run_id_for(spec.spec_hash)
             # a missing secret or sink library fails here, before anything changes
-            sinks = await asyncio.to_thread(open_sinks, spec.sinks) if spec.sinks else []
+            sinks = (
+                await asyncio.to_thread(open_sinks, spec.sinks, self.egress) if spec.sinks else []
+            )
             if self.runs is not None:
                 info = await self.runs.save(
                     project=spec.project,

@@ -57,9 +57,12 @@ def open_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> Sin
     raise ValueError(f"no sink kind {kind!r}; the kinds are {', '.join(SINK_KINDS)}")
 
 
-def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") -> TraceSink:
+def open_trace_sink(
+    kind: str, options: Mapping[str, Any], *, secret: str = "", egress: Any = None
+) -> TraceSink:
     """The trace sink of ``kind`` (an online policy's ``spec.sinks[i]``); ``secret`` is the
-    kind's secret, already read from its reference."""
+    kind's secret, already read from its reference; ``egress`` (a server's ``EgressPolicy``)
+    is checked by the webhook sink where its host resolves."""
     o = dict(options)
     if kind == "mlflow":
         from evalsi.sinks._mlflow_traces import MlflowTraceSink
@@ -68,7 +71,8 @@ def open_trace_sink(kind: str, options: Mapping[str, Any], *, secret: str = "") 
     if kind == "webhook":
         from evalsi.sinks._webhook import WebhookTraceSink
 
-        return WebhookTraceSink(str(o["url"]), secret, float(o.get("timeoutSeconds", 10.0)))
+        timeout_s = float(o.get("timeoutSeconds", 10.0))
+        return WebhookTraceSink(str(o["url"]), secret, timeout_s, egress=egress)
     if kind == "langfuse":
         from evalsi.sinks._langfuse import LangfuseTraceSink
 

@@ -13,17 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import random
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from evalsi.core import UserError
 from evalsi.sinks._sink import Receipt, ResultRow, RunHeader, TraceScore
+
+if TYPE_CHECKING:
+    from evalsi.connectors import EgressPolicy
 
 ATTEMPTS = 5
 MAX_WAIT_S = 30.0
@@ -81,19 +87,29 @@ class WebhookSink:
 class WebhookTraceSink:
     """An online policy's scores, a batch per POST: ``{"event": "policy.scores", "delivery",
     "scores": [...]}``, each score as ``TraceScore.to_dict`` gives it. The delivery id is the
-    batch's content hash, so a retried batch carries the same one."""
+    batch's content hash, so a retried batch carries the same one. With ``egress`` (a
+    server's), every address the URL's host resolves to is checked before each POST: the
+    static check when the policy is applied cannot see where a name points."""
 
     kind = "webhook"
 
     def __init__(
-        self, url: str, secret: str = "", timeout_s: float = 10.0, sleep: Any = time.sleep
+        self,
+        url: str,
+        secret: str = "",
+        timeout_s: float = 10.0,
+        sleep: Any = time.sleep,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.target = url
         self.secret = secret
         self.timeout_s = timeout_s
         self.sleep = sleep
+        self.egress = egress
 
     def send(self, scores: Sequence[TraceScore]) -> Receipt:
+        if self.egress is not None:
+            _check_resolved(self.target, self.egress)
         payload = {"scores": [s.to_dict() for s in scores]}
         first = scores[0].policy if scores else "scores"
         delivery, status = _deliver(
@@ -106,6 +122,20 @@ class WebhookTraceSink:
 
     def close(self) -> None:
         pass
+
+
+def _check_resolved(url: str, egress: EgressPolicy) -> None:
+    """``EgressDenied`` when any address ``url``'s host resolves to is refused (a name in
+    ``/etc/hosts`` or DNS pointing at loopback or the metadata service)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise UserError(f"webhook sink {url}: cannot resolve {host} ({e})") from None
+    for *_, address in found:
+        egress.check(host, ipaddress.ip_address(str(address[0]).split("%")[0]), port)
 
 
 def _deliver(
