@@ -21,15 +21,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from evalsi.core import UserError
 from evalsi.sinks._sink import Receipt, ResultRow, RunHeader, TraceScore
-
-if TYPE_CHECKING:
-    from evalsi.connectors import EgressPolicy
 
 ATTEMPTS = 5
 MAX_WAIT_S = 30.0
@@ -99,7 +96,7 @@ class WebhookTraceSink:
         secret: str = "",
         timeout_s: float = 10.0,
         sleep: Any = time.sleep,
-        egress: EgressPolicy | None = None,
+        egress: Any = None,  # an evalsi.connectors.EgressPolicy (a sibling layer)
     ) -> None:
         self.target = url
         self.secret = secret
@@ -124,7 +121,7 @@ class WebhookTraceSink:
         pass
 
 
-def _check_resolved(url: str, egress: EgressPolicy) -> None:
+def _check_resolved(url: str, egress: Any) -> None:
     """``EgressDenied`` when any address ``url``'s host resolves to is refused (a name in
     ``/etc/hosts`` or DNS pointing at loopback or the metadata service)."""
     parts = urllib.parse.urlsplit(url)
