@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,3 +114,106 @@ def test_a_served_run_is_executed_by_workers_with_the_embedded_figures(
         assert counts == {"done": (8, N)}  # 300 tasks in shards of 40
     finally:
         db.close()
+
+
+def _serve(config: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    log = (cwd / f"{config.stem}.log").open("ab")
+    return subprocess.Popen(
+        [str(EVALSI), "serve", "--config", str(config)], cwd=cwd, stdout=log, stderr=log
+    )
+
+
+def _healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    import urllib.request
+
+    for _ in range(300):
+        assert proc.poll() is None, "the server exited"
+        try:
+            urllib.request.urlopen(f"{url}/healthz", timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def test_a_replica_killed_mid_run_has_its_run_adopted_by_another(
+    tmp_path: Path, pg_url: str, nats: NatsServer
+) -> None:
+    """Two `evalsi serve` replicas on one store and one queue; the one that took the run is
+    killed with SIGKILL mid-run; the other adopts the run within the lease and finishes it:
+    every task stored once."""
+    from tests.support.server_state import free_port
+
+    n = 400
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    write_qa(datasets / "qa.jsonl", n)
+    ports = [free_port(), free_port()]
+    configs = []
+    for i, port in enumerate(ports):
+        path = tmp_path / f"replica{i}.yaml"
+        path.write_text(
+            f"server: {{port: {port}}}\n"
+            f"storage: {{postgres: {{dsn: '{pg_url}'}}}}\n"
+            f"dataDir: {tmp_path / f'data{i}'}\n"
+            f"datasetsDir: {datasets}\n"
+            f"cluster: {{nats: '{nats.url}', shardSize: 20, leaseTtl: 3s,"
+            " pools: {default: {concurrency: 2}}}\n"
+        )
+        configs.append(path)
+    answers = {f"q{i}": f"a{i}" for i in range(n)}
+    with StubLLM(answers=answers, latency_ms=100) as stub:
+        replicas = [_serve(c, tmp_path) for c in configs]
+        workers = [
+            subprocess.Popen(
+                [str(EVALSI), "worker", "--config", str(configs[1]), "--name", f"w{i}"],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i in range(2)
+        ]
+        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        try:
+            for url, proc in zip(urls, replicas, strict=True):
+                _healthy(url, proc)
+            doc = run_doc(stub.openai_url, "qa.jsonl", concurrency=4)
+            first = RunServiceClientSync(urls[0])
+            run_id = first.create_run(pb.CreateRunRequest(run=run_message(doc))).run.id
+            first.close()
+            db = SqlStore.open(pg_url)
+            while sum(1 for _ in db.iter_outputs(run_id)) < n // 5:
+                time.sleep(0.1)
+            replicas[0].send_signal(signal.SIGKILL)  # the run's owner is gone mid-run
+            replicas[0].wait()
+            killed_at = time.monotonic()
+            second = RunServiceClientSync(urls[1])
+            final = None
+            while time.monotonic() - killed_at < 60:
+                final = second.get_run(pb.GetRunRequest(id=run_id)).run
+                if final.status in ("done", "failed", "cancelled"):
+                    break
+                time.sleep(0.2)
+            second.close()
+            assert final is not None
+            assert final.status == "done"
+            info = db.get_run(run_id)
+            assert sum(1 for _ in db.iter_outputs(run_id)) == n  # every task stored once
+            assert info.summary is not None
+            [metric] = [m for m in info.summary["metrics"] if m["evaluator"] == "exact-match"]
+            assert (metric["n"], metric["mean"]) == (n, 1.0)
+            counts = shard_counts(db, run_id)
+            assert counts.get("queued") is None  # nothing left behind
+            assert counts["cancelled"][0] > 0  # the lost owner's queued shards were skipped
+            db.close()
+            log = (tmp_path / "replica1.log").read_text()
+            assert f"adopted run {run_id}" in log
+        finally:
+            for proc in [*replicas, *workers]:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in [*replicas, *workers]:
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()

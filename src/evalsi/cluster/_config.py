@@ -4,6 +4,7 @@
 cluster:
   nats: nats://127.0.0.1:4222
   shardSize: 100              # tasks per work item
+  leaseTtl: 90s               # a replica silent this long has its runs adopted by another
   pools:
     default: {concurrency: 4, maxPending: 64, ackWait: 60s, maxDeliver: 5}
 ```
@@ -37,6 +38,8 @@ class ClusterConfig:
     shard_size: int = 100  # tasks per shard
     max_shard_bytes: int = 512 * 1024  # a shard is cut before its message grows past this
     max_queued: int = 100_000  # shards the work stream holds at most, all pools together
+    # a server replica silent this long is presumed gone: another adopts its runs
+    lease_ttl_s: float = 90.0
 
     @property
     def run_pool(self) -> PoolConfig:

@@ -52,8 +52,8 @@ class ClusterDispatch:
     ) -> None:
         pool = self.config.run_pool
         session = secrets.token_hex(4)  # a resumed run's shards never collide with earlier ones
-        # a resumed run: the shards an earlier session left queued hold tasks this one queues
-        # again (those not stored), so workers skip them rather than run every task twice
+        # a resumed or adopted run: shards an earlier owner queued are skipped from now on
+        # (this session queues every task not yet stored again)
         await call_store(self.store, cancel_shards, self.store, run_id, who=f"run {run_id}")
         nc = await connect(self.config.nats, self.name)
         try:

@@ -354,7 +354,7 @@ class Executor:
             if cassette is not None and not cassette.stored:  # a replay's are stored already
                 blobs.update(cassette.blobs())
         db, run_id = self.row.open()
-        db.write_tasks(run_id, rows, graded, blobs)
+        await db.write_tasks_async(run_id, rows, graded, blobs)
         if self.telemetry is not None:  # stored: now the spans may tell of it
             self._export(run_id, items)
         self.done_tasks += len(items)

@@ -314,7 +314,7 @@ def _cluster(p: Problems, value: Any, store: str) -> ClusterConfig | None:
     which write to the same PostgreSQL store."""
     if value is None:
         return None
-    section = as_mapping(p, "cluster", value, ("nats", "shardSize", "pools"))
+    section = as_mapping(p, "cluster", value, ("nats", "shardSize", "pools", "leaseTtl"))
     nats = as_text(p, "cluster.nats", section.get("nats"))
     if nats is None:
         p.bad("cluster", "missing required field 'nats' (nats://HOST:4222)")
@@ -327,6 +327,9 @@ def _cluster(p: Problems, value: Any, store: str) -> ClusterConfig | None:
             "cannot share a SQLite file)",
         )
     shard_size = as_int(p, "cluster", section, "shardSize", 1, 10_000, 100)
+    lease = as_duration(p, "cluster.leaseTtl", section.get("leaseTtl"), 90.0)
+    if not 3 <= lease <= 3600:
+        p.bad("cluster.leaseTtl", "expected from 3s to 1h")
     pools: dict[str, PoolConfig] = {}
     raw = section.get("pools")
     if raw is None:
@@ -348,7 +351,9 @@ def _cluster(p: Problems, value: Any, store: str) -> ClusterConfig | None:
         if not 1 <= ack_wait <= 3600:
             p.bad(f"{at}.ackWait", "expected from 1s to 1h")
         pools[name] = PoolConfig(name=name, ack_wait_s=ack_wait, **chosen)
-    return ClusterConfig(nats=nats or "", pools=pools, shard_size=shard_size) if pools else None
+    if not pools:
+        return None
+    return ClusterConfig(nats=nats or "", pools=pools, shard_size=shard_size, lease_ttl_s=lease)
 
 
 def _egress(p: Problems, value: Any) -> EgressPolicy:

@@ -120,12 +120,37 @@ class RunManager:
         self._tasks: Counter[str] = Counter()
         self._judge_hits = 0
         self._stopping = False
+        self._adopter: asyncio.Task[None] | None = None
+        if state.config.cluster is not None:  # every replica of a cluster keeps the same lease
+            from evalsi.store import set_lease
+
+            set_lease(state.config.cluster.lease_ttl_s)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> list[str]:
-        """Claim and resume the server runs whose process is gone; their ids (oldest first)."""
+        """Claim and resume the server runs whose process is gone; their ids (oldest first).
+        With a cluster, keep doing it every third of the lease: a replica that stops has its
+        runs adopted by another within about ``leaseTtl``."""
         self._loop = asyncio.get_running_loop()
         self._stopping = False
+        resumed = await self._adopt()
+        cluster = self.state.config.cluster
+        if cluster is not None and self._adopter is None:
+            self._adopter = asyncio.create_task(
+                self._adopt_forever(cluster.lease_ttl_s / 3), name="evalsi-run-adopter"
+            )
+        return resumed
+
+    async def _adopt_forever(self, every_s: float) -> None:
+        while not self._stopping:
+            await asyncio.sleep(every_s)
+            try:
+                for run_id in await self._adopt():
+                    log.info("adopted run %s from a server replica now gone", run_id)
+            except Exception:
+                log.exception("looking for runs to adopt failed")
+
+    async def _adopt(self) -> list[str]:
         resumed: list[str] = []
         for info in await asyncio.to_thread(self._orphans):
             try:
@@ -145,6 +170,10 @@ class RunManager:
     async def stop(self) -> None:
         """Interrupt every live run (each ends ``interrupted`` and resumes on the next start)."""
         self._stopping = True
+        if self._adopter is not None:
+            self._adopter.cancel()
+            await asyncio.gather(self._adopter, return_exceptions=True)
+            self._adopter = None
         with self._lock:
             lives = list(self._live.values())
         for live in lives:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._owner import set_lease
     from evalsi.store._reviews import APPROVALS, Review, read_reviews, save_reviews
     from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
     from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
@@ -87,6 +88,7 @@ __all__ = [
     "save_reviews",
     "score_dict",
     "scores_from_dicts",
+    "set_lease",
     "shard_counts",
     "shard_state",
     "span_rows",

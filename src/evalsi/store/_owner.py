@@ -34,6 +34,23 @@ HEARTBEAT_SECONDS = 15.0
 STALE_AFTER = 90.0
 """Six missed heartbeats: another host's run is then presumed dead."""
 
+
+class Lease:
+    """The lease of this process's runs: heartbeats every ``heartbeat_s``, presumed dead
+    after ``stale_after_s`` (``set_lease``: a cluster's ``leaseTtl``)."""
+
+    heartbeat_s = HEARTBEAT_SECONDS
+    stale_after_s = STALE_AFTER
+
+
+def set_lease(ttl_s: float) -> None:
+    """Presume another host's run dead after ``ttl_s`` seconds without a heartbeat, beating
+    six times as often (a cluster's ``leaseTtl``: how soon a replica adopts a lost one's runs).
+    Every process sharing a store should use the same."""
+    Lease.stale_after_s = float(ttl_s)
+    Lease.heartbeat_s = float(ttl_s) / 6
+
+
 HOST = socket.gethostname()[:255]
 
 
@@ -77,7 +94,7 @@ def owner_gone(row: Any, store_now: float | None) -> bool:
     beat = row["heartbeat_at"]
     if beat is None or store_now is None:
         return False  # nothing to judge by: never take over a run that may be alive
-    return bool(store_now - beat > STALE_AFTER)
+    return bool(store_now - beat > Lease.stale_after_s)
 
 
 def alive(pid: int) -> bool:

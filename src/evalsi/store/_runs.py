@@ -25,6 +25,7 @@ from evalsi.store._owner import (
     HEARTBEAT_SECONDS,
     HOST,
     LIVE,
+    Lease,
     now_sql,
     owner_gone,
     owner_token,
@@ -560,6 +561,12 @@ def _beyond(mark: tuple[float, int], newest_first: bool) -> sa.ColumnElement[boo
     )
 
 
+def _beat_every() -> float:
+    """Seconds between heartbeats: this module's ``HEARTBEAT_SECONDS`` when a test lowered it,
+    else the lease's."""
+    return min(HEARTBEAT_SECONDS, Lease.heartbeat_s)
+
+
 class _Heartbeat:
     """Refreshes the heartbeat of the live runs this process owns, while the store is open.
 
@@ -576,7 +583,7 @@ class _Heartbeat:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        while not self._stop.wait(_beat_every()):
             table = self._table()
             if table is None or self._token != owner_token():  # dropped, or we were forked
                 return
@@ -588,4 +595,4 @@ class _Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=HEARTBEAT_SECONDS)
+            self._thread.join(timeout=_beat_every())

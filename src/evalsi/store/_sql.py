@@ -8,6 +8,7 @@ queries are in ``_runs.py``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -295,6 +296,21 @@ class SqlStore(RunTable):
                 self._drop_raw()
                 raise StoreError(f"cannot write outputs to {self.location}: {e}") from e
             raise
+
+    async def write_tasks_async(
+        self,
+        run_id: str,
+        rows: Sequence[OutputRow],
+        graded: Iterable[TaskResults] = (),
+        blobs: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """``write_tasks`` from a coroutine: off the event loop when the store is a server
+        (PostgreSQL: a commit waits on the network, and the loop has target calls to serve
+        meanwhile), in line for SQLite (a local commit is quicker than a thread hop)."""
+        if self.engine.dialect.name == "sqlite":
+            self.write_tasks(run_id, rows, graded, blobs)
+        else:
+            await asyncio.to_thread(self.write_tasks, run_id, rows, list(graded), blobs)
 
     def write_outputs(self, run_id: str, rows: Sequence[OutputRow]) -> None:
         self.write_tasks(run_id, rows)

@@ -39,12 +39,14 @@ def test_the_default_pool_when_none_is_named(tmp_path: Path) -> None:
 def test_every_field(tmp_path: Path) -> None:
     cluster = _load(
         tmp_path,
-        PG + "cluster:\n  nats: tls://nats.internal:4222\n  shardSize: 25\n  pools:\n"
+        PG + "cluster:\n  nats: tls://nats.internal:4222\n  shardSize: 25\n  leaseTtl: 20s\n"
+        "  pools:\n"
         "    judge: {concurrency: 16, maxPending: 8, ackWait: 2m, maxDeliver: 3}\n"
         "    cpu: {}\n",
     )
     assert cluster is not None
     assert cluster.shard_size == 25
+    assert cluster.lease_ttl_s == 20.0
     assert cluster.pools["judge"] == PoolConfig("judge", 16, 8, 120.0, 3)
     assert cluster.pools["cpu"] == PoolConfig("cpu")
     assert cluster.run_pool.name == "judge"  # no `default`: the first pool
@@ -62,6 +64,7 @@ def test_every_field(tmp_path: Path) -> None:
         ("{nats: 'nats://x:4222', pools: {a: {ackWait: 2h}}}", "cluster.pools.a.ackWait"),
         ("{nats: 'nats://x:4222', pools: {a: {speed: 3}}}", "unknown field 'speed'"),
         ("{nats: 'nats://x:4222', queue: x}", "unknown field 'queue'"),
+        ("{nats: 'nats://x:4222', leaseTtl: 1s}", "cluster.leaseTtl: expected from 3s to 1h"),
     ],
 )
 def test_bad_fields_are_named(tmp_path: Path, section: str, expected: str) -> None:
