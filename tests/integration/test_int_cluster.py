@@ -177,3 +177,42 @@ def test_an_unreachable_nats_is_a_clear_error_not_a_wait_for_ever(tmp_path: Path
     assert time.monotonic() - began < 30
     assert caught.value.message.startswith(f"cluster.nats {url}: cannot connect (")
     assert "refused" in caught.value.message.lower()
+
+
+def test_a_worker_never_closes_a_run_context_a_shard_is_using(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The context cache keeps at most CONTEXTS runs, but a run with a shard running keeps its
+    target (an agent's tools) open whatever the count."""
+    from evalsi.cluster import _worker
+
+    closed: list[str] = []
+
+    class Context:
+        def __init__(self, run_id: str) -> None:
+            self.run_id = run_id
+
+        async def close(self) -> None:
+            closed.append(self.run_id)
+
+    async def fake_open(store: Any, run_id: str, **_: Any) -> Context:
+        return Context(run_id)
+
+    monkeypatch.setattr(_worker, "open_run_context", fake_open)
+    cfg = ClusterConfig(nats="nats://127.0.0.1:1")
+    worker = Worker(cfg, "default", None, registry=BUILTINS)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        busy = [f"busy-{i}" for i in range(_worker.CONTEXTS)]
+        for run_id in busy:
+            worker._using[run_id] += 1
+            await worker._context(run_id)
+        worker._using["new"] += 1  # as _run_shard does before it asks for the context
+        await worker._context("new")  # one over: no idle context to close yet
+        assert closed == []
+        del worker._using["busy-0"]  # its shard ended
+        worker._using["newer"] += 1
+        await worker._context("newer")
+        assert closed == ["busy-0"]  # the oldest idle one, and only it
+
+    asyncio.run(main())

@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +115,7 @@ class Worker:
         self.drain_s = drain_s
         self.stats = WorkerStats()
         self._contexts: OrderedDict[str, RunContext] = OrderedDict()
+        self._using: Counter[str] = Counter()  # shards running per run: their context stays
 
     async def run(self, stop: asyncio.Event) -> WorkerStats:
         """Work until ``stop`` is set, then drain."""
@@ -205,14 +206,20 @@ class Worker:
             return
         for attempt in range(1, STORE_TRIES + 1):
             try:
-                context = await self._context(shard.run_id)
-                outcome = await execute_shard(
-                    context,
-                    self.store,
-                    shard.tasks,
-                    time_limit=self.time_limit,
-                    share=self.pool.concurrency,
-                )
+                self._using[shard.run_id] += 1
+                try:
+                    context = await self._context(shard.run_id)
+                    outcome = await execute_shard(
+                        context,
+                        self.store,
+                        shard.tasks,
+                        time_limit=self.time_limit,
+                        share=self.pool.concurrency,
+                    )
+                finally:
+                    self._using[shard.run_id] -= 1
+                    if not self._using[shard.run_id]:
+                        del self._using[shard.run_id]
                 await self._store(finish_shard, self.store, shard.run_id, shard.shard_id,
                                   "done", self.name)  # fmt: skip
                 break
@@ -251,9 +258,10 @@ class Worker:
             self.store, run_id, registry=self.registry, resilience=self.resilience
         )
         self._contexts[run_id] = context
-        while len(self._contexts) > CONTEXTS:
-            _, old = self._contexts.popitem(last=False)
-            await old.close()
+        idle = [r for r in self._contexts if r not in self._using]  # oldest first
+        for old_id in idle[: max(0, len(self._contexts) - CONTEXTS)]:
+            # a context a running shard uses is never closed under it (its agent's tools)
+            await self._contexts.pop(old_id).close()
         return context
 
     async def _report(self, js: Any) -> None:

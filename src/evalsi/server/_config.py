@@ -334,9 +334,11 @@ def _cluster(p: Problems, value: Any, store: str) -> ClusterConfig | None:
     raw = section.get("pools")
     if raw is None:
         raw = {DEFAULT_POOL: {}}
-    if not isinstance(raw, dict) or not raw:
+    if not isinstance(raw, dict):
         p.bad("cluster.pools", f"expected a mapping of pool names to settings, got {show(raw)}")
         raw = {}
+    elif not raw:
+        p.bad("cluster.pools", "expected at least one pool (omit pools: for the default one)")
     for name, settings in raw.items():
         at = f"cluster.pools.{name}"
         if not isinstance(name, str) or not _POOL_NAME.fullmatch(name):

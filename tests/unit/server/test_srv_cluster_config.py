@@ -59,6 +59,7 @@ def test_every_field(tmp_path: Path) -> None:
         ("{nats: 'http://x:4222'}", "cluster.nats: expected nats://HOST:PORT"),
         ("{nats: 'nats://x:4222', shardSize: 0}", "cluster.shardSize"),
         ("{nats: 'nats://x:4222', pools: []}", "cluster.pools: expected a mapping"),
+        ("{nats: 'nats://x:4222', pools: {}}", "cluster.pools: expected at least one pool"),
         ("{nats: 'nats://x:4222', pools: {'Bad Name': {}}}", "expected a pool name"),
         ("{nats: 'nats://x:4222', pools: {a: {maxDeliver: 1}}}", "cluster.pools.a.maxDeliver"),
         ("{nats: 'nats://x:4222', pools: {a: {ackWait: 2h}}}", "cluster.pools.a.ackWait"),
