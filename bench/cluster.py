@@ -77,6 +77,16 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / clock_ticks()
 
 
+STUB_PID = 0  # the stub LLM server's process, whose CPU is reported beside the others'
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of every core, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
 def rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -272,7 +282,8 @@ def run_cluster(
 
         pids = {f"worker-{i}": w.pid for i, w in enumerate(cluster.workers)}
         pids["owner"] = os.getpid()
-        watched = {**pids, "nats": cluster.nats.pid}
+        watched = {**pids, "nats": cluster.nats.pid, **({"stub": STUB_PID} if STUB_PID else {})}
+        busy_before = machine_busy()
         pg_before = sum(cpu_seconds(p) for p in pids_named("postgres"))
         cpu_before = {name: cpu_seconds(pid) for name, pid in watched.items()}
         began = time.perf_counter()
@@ -288,11 +299,15 @@ def run_cluster(
         seconds = time.perf_counter() - began
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in watched.items()}
         cpu["postgres"] = sum(cpu_seconds(p) for p in pids_named("postgres")) - pg_before
+        busy_after = machine_busy()
+        busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
         rows = sum(1 for _ in db.iter_outputs(result.run_id))
         assert rows == total, f"{rows} outputs stored for {total} tasks"
         db.close()
         cluster.stop_workers()
-        return seconds, result, sampler.profile(total), cpu
+        profile = sampler.profile(total)
+        profile["machine_cpu_busy"] = round(busy, 3)  # every core's busy share, whole run
+        return seconds, result, profile, cpu
     finally:
         drop_schema(schema)
 
@@ -315,6 +330,7 @@ def extrapolate(per_task: dict[str, float], workers_now: int) -> dict[str, Any]:
         rate = w / worker if worker else float("inf")
         bound = min([("workers", rate), *limits.items()], key=lambda kv: kv[1])
         out[str(w)] = {"tasks_per_s": round(bound[1]), "bound_by": bound[0]}
+    # the stub (a stand-in for the model provider) is shown, not projected: it is not ours
     return {"cpu_s_per_task": {k: round(v * 1e6, 1) for k, v in per_task.items()},
             "cpu_unit": "microseconds", "projection": out}  # fmt: skip
 
@@ -326,6 +342,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--skip-embedded", action="store_true", help="the cluster side only")
+    parser.add_argument(
+        "--shards-at-once", type=int, default=8,
+        help="a worker's pool concurrency; the run's maxConcurrency (64) is split among them",
+    )  # fmt: skip
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     report: dict[str, Any] = {"tasks": args.tasks, "rounds": args.rounds, "series": {}}
@@ -336,12 +356,14 @@ def main() -> None:
         data = tmp / "data.jsonl"
         write_data(data, args.tasks)
         stub, url = start_stub(args.latency_ms)
+        global STUB_PID
+        STUB_PID = stub.pid
         try:
             for series in ("stored", "stub") if args.series == "both" else (args.series,):
-                # the same spec both sides: on a worker, the 4 shards it runs at once share
-                # its maxConcurrency, so each process has 64 calls out at most
+                # the same spec both sides: on a worker, the shards it runs at once share its
+                # maxConcurrency, so each process has 64 calls out at most
                 doc = spec_doc(series, data, url, 64)
-                cluster = Cluster(tmp, 2, 4)
+                cluster = Cluster(tmp, 2, args.shards_at_once)
                 rounds: dict[str, list[float]] = {"embedded": [], "cluster": []}
                 extra: dict[str, Any] = {}
                 try:
