@@ -44,7 +44,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-class WebhookSink:
+class _Hook:
+    """A webhook endpoint: where, the signing secret, how long one attempt may take."""
+
     kind = "webhook"
 
     def __init__(
@@ -53,11 +55,23 @@ class WebhookSink:
         secret: str = "",
         timeout_s: float = 10.0,
         sleep: Any = time.sleep,
+        egress: Any = None,  # an evalsi.connectors.EgressPolicy (a sibling layer)
     ) -> None:
         self.target = url
         self.secret = secret
         self.timeout_s = timeout_s
         self.sleep = sleep
+        self.egress = egress
+
+    def close(self) -> None:
+        pass
+
+
+class WebhookSink(_Hook):
+    def __init__(
+        self, url: str, secret: str = "", timeout_s: float = 10.0, sleep: Any = time.sleep
+    ) -> None:
+        super().__init__(url, secret, timeout_s, sleep)
         self.header: RunHeader | None = None
         self.rows = 0
 
@@ -77,32 +91,13 @@ class WebhookSink:
             self.kind, self.target, self.rows, {"delivery": delivery, "status": str(status)}
         )
 
-    def close(self) -> None:
-        pass
 
-
-class WebhookTraceSink:
+class WebhookTraceSink(_Hook):
     """An online policy's scores, a batch per POST: ``{"event": "policy.scores", "delivery",
     "scores": [...]}``, each score as ``TraceScore.to_dict`` gives it. The delivery id is the
     batch's content hash, so a retried batch carries the same one. With ``egress`` (a
     server's), every address the URL's host resolves to is checked before each POST: the
     static check when the policy is applied cannot see where a name points."""
-
-    kind = "webhook"
-
-    def __init__(
-        self,
-        url: str,
-        secret: str = "",
-        timeout_s: float = 10.0,
-        sleep: Any = time.sleep,
-        egress: Any = None,  # an evalsi.connectors.EgressPolicy (a sibling layer)
-    ) -> None:
-        self.target = url
-        self.secret = secret
-        self.timeout_s = timeout_s
-        self.sleep = sleep
-        self.egress = egress
 
     def send(self, scores: Sequence[TraceScore]) -> Receipt:
         if self.egress is not None:
@@ -116,9 +111,6 @@ class WebhookTraceSink:
         return Receipt(
             self.kind, self.target, len(scores), {"delivery": delivery, "status": str(status)}
         )
-
-    def close(self) -> None:
-        pass
 
 
 def _check_resolved(url: str, egress: Any) -> None:
