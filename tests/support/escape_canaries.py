@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 SECRET_ENV = "EVALSI_ESCAPE_SECRET"
@@ -130,10 +131,18 @@ class HostCanaries:
             "sysv_key": self.sysv_key,
         }
 
-    def received(self, token: str) -> bool:
-        """Whether any listener got ``token`` (a probe that connected and sent it)."""
-        with self._lock:
-            return token in self._received
+    def received(self, token: str, settle_s: float = 0.5) -> bool:
+        """Whether any listener got ``token`` (a probe that connected and sent it). The probe
+        may have exited before the listener's thread read what it sent: on a busy machine the
+        answer waits up to ``settle_s`` for that read."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            with self._lock:
+                if token in self._received:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     # -- victims --------------------------------------------------------------------------------
 
