@@ -19,8 +19,6 @@ import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
-
 from evalsi.cluster._config import ClusterConfig
 from evalsi.cluster._patience import call_store
 from evalsi.cluster._queue import connect, encode_rows, ensure_queues, subject, task_row
@@ -79,13 +77,13 @@ class ClusterDispatch:
         finally:
             await nc.close()
 
-    def _cut(self, tasks: Iterator[TaskKey]) -> Iterator[list[list[Any]]]:
+    def _cut(self, tasks: Iterator[TaskKey]) -> Iterator[list[bytes]]:
         size, limit = self.config.shard_size, self.config.max_shard_bytes
-        rows: list[list[Any]] = []
+        rows: list[bytes] = []
         used = 0
         for seq, trial, record in tasks:
             row = task_row(seq, trial, record)
-            n = len(orjson.dumps(row))
+            n = len(row)
             if n > limit:
                 raise UserError(
                     f"sample {record.id} is {n:,} bytes as a task; a shard holds at most "
@@ -100,7 +98,7 @@ class ClusterDispatch:
             yield rows
 
     async def _publish(
-        self, js: Any, to: str, run_id: str, shard_id: str, rows: list[list[Any]]
+        self, js: Any, to: str, run_id: str, shard_id: str, rows: list[bytes]
     ) -> None:
         from nats.errors import Error as NatsError
 

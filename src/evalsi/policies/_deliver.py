@@ -23,6 +23,7 @@ from typing import Any
 
 from evalsi.core import ResultBatch, UserError
 from evalsi.policies._live import Counts
+from evalsi.sinks import TraceScore, result_rows
 from evalsi.specs import SinkSpec
 
 log = logging.getLogger("evalsi.policies.sinks")
@@ -104,8 +105,6 @@ class ScoreDelivery:
         rows: Sequence[tuple[int, int, ResultBatch]],
     ) -> None:
         """Queue a graded trace's scores (``rows``: the engine's (step, _, batch) triples)."""
-        from evalsi.sinks import TraceScore, result_rows
-
         now = time.time()
         for step, _, batch in rows:
             for result in batch:
