@@ -1,0 +1,53 @@
+"""How a run's tasks are cut into shards: by count and by bytes, a sample too large for any
+shard refused naming it, and every shard message decoded back to the same tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from evalsi.cluster import ClusterConfig, ClusterDispatch
+from evalsi.cluster._queue import decode, encode_rows
+from evalsi.core import Content, Record, UserError
+
+
+def _tasks(n: int, text: str = "q") -> list[tuple[int, int, Record]]:
+    return [(i, 0, Record(id=f"r{i}", input=Content.of_text(text))) for i in range(n)]
+
+
+def _cut(tasks: list[Any], **config: Any) -> list[list[bytes]]:
+    dispatch = ClusterDispatch(ClusterConfig(nats="nats://127.0.0.1:1", **config), None)  # type: ignore[arg-type]
+    return list(dispatch._cut(iter(tasks)))
+
+
+@pytest.mark.parametrize(("n", "sizes"), [(0, []), (1, [1]), (4, [4]), (5, [4, 1]), (8, [4, 4])])
+def test_shards_hold_at_most_shard_size_tasks(n: int, sizes: list[int]) -> None:
+    assert [len(s) for s in _cut(_tasks(n), shard_size=4)] == sizes
+
+
+def test_a_shard_is_cut_before_it_passes_its_byte_limit() -> None:
+    shards = _cut(_tasks(10, "x" * 1000), shard_size=100, max_shard_bytes=3500)
+    assert [len(s) for s in shards] == [3, 3, 3, 1]
+    assert all(sum(len(row) for row in s) <= 3500 for s in shards)
+
+
+def test_a_sample_larger_than_a_shard_is_refused_by_name() -> None:
+    with pytest.raises(UserError, match=r"sample r0 is .* bytes as a task; a shard holds at most"):
+        _cut(_tasks(1, "x" * 5000), max_shard_bytes=4096)
+
+
+def test_a_shard_message_decodes_to_the_same_tasks() -> None:
+    tasks = _tasks(3, 'quote " and é')
+    [rows] = _cut(tasks)
+    shard = decode(encode_rows("run-1", "s-0", rows))
+    assert (shard.run_id, shard.shard_id) == ("run-1", "s-0")
+    assert [(s, t, r.id, r.input.text) for s, t, r in shard.tasks] == [
+        (s, t, r.id, r.input.text) for s, t, r in tasks
+    ]
+
+
+@pytest.mark.parametrize("data", [b"", b"{}", b"[1]", b'{"run": "r", "shard": "s", "tasks": 5}'])
+def test_what_is_not_a_shard_is_a_clear_error(data: bytes) -> None:
+    with pytest.raises(UserError, match="not a shard message"):
+        decode(data)
