@@ -117,10 +117,10 @@ def test_a_served_run_is_executed_by_workers_with_the_embedded_figures(
 
 
 def _serve(config: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    log = (cwd / f"{config.stem}.log").open("ab")
-    return subprocess.Popen(
-        [str(EVALSI), "serve", "--config", str(config)], cwd=cwd, stdout=log, stderr=log
-    )
+    with (cwd / f"{config.stem}.log").open("ab") as log:  # the child keeps its own copy
+        return subprocess.Popen(
+            [str(EVALSI), "serve", "--config", str(config)], cwd=cwd, stdout=log, stderr=log
+        )
 
 
 def _healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
