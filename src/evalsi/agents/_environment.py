@@ -27,7 +27,7 @@ from typing import Any, Literal
 import orjson
 
 from evalsi.agents._cassette import exchange
-from evalsi.agents._policy import ToolPolicy
+from evalsi.agents._policy import Decision, ToolPolicy
 from evalsi.agents._tools import SandboxDenied, Tool, ToolFailed, ToolSpec
 from evalsi.connectors import InfraError
 from evalsi.core import JsonValue, Step, ToolCall, UserError
@@ -167,6 +167,7 @@ class Environment:
         self.clock = clock
         self.calls: Counter[str] = Counter()  # attempts per tool, blocked ones included
         self._slots = asyncio.Semaphore(MAX_PARALLEL)
+        self._decisions: dict[str, Decision] = {}
 
     def specs(self) -> list[ToolSpec]:
         """What the agent is offered: every tool (a blocked one too: trying it is behaviour)."""
@@ -186,7 +187,9 @@ class Environment:
         self.calls[call.name] += 1
         n = self.calls[call.name]
         steps: list[Step] = []
-        decision = self.policy.decide(tool.spec)
+        decision = self._decisions.get(call.name)
+        if decision is None:  # a tool's spec and the policy stay put for the task
+            decision = self._decisions[call.name] = self.policy.decide(tool.spec)
         if not decision.allowed:
             steps.append(
                 Step(
@@ -213,7 +216,7 @@ class Environment:
             )
             if not approved:
                 return ToolResult(None, f"{call.name} needs an approval, and it was denied", steps)
-        fault = next((f for f in self.faults if f.due(call.name, n)), None)
+        fault = next((f for f in self.faults if f.due(call.name, n)), None) if self.faults else None
         if fault is not None:
             now = self.clock()
             step = Step(
@@ -236,7 +239,11 @@ class Environment:
         content, error = await self._run(tool, args, steps)
         if fault is not None and fault.kind == "malformed" and not error:
             content = orjson.dumps(content).decode()[: max(1, len(orjson.dumps(content)) // 2)]
-        injection = next((i for i in self.injections if i.due(call.name, n)), None)
+        injection = (
+            next((i for i in self.injections if i.due(call.name, n)), None)
+            if self.injections
+            else None
+        )
         if injection is not None and not error:
             now = self.clock()
             steps.append(

@@ -12,7 +12,6 @@ retries raises, and the task is lost to infrastructure, never graded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import time
 from collections.abc import Callable
@@ -22,12 +21,13 @@ from typing import Any, Protocol
 import orjson
 
 from evalsi.agents._cassette import exchange, taped
-from evalsi.agents._environment import Environment
+from evalsi.agents._environment import Environment, ToolResult
 from evalsi.connectors import Completion, InputLike, TargetOutput, input_messages
 from evalsi.core import (
     Content,
     Message,
     Step,
+    ToolCall,
     Trajectory,
     Usage,
     message_from_dict,
@@ -145,8 +145,11 @@ class ToolLoop:
                 break
             began = self.clock()
             try:
-                async with _within(left):
+                if left is None:  # most runs have no time budget: no timeout scope to enter
                     completion = await self._complete(conversation, seed, tools)
+                else:
+                    async with asyncio.timeout(left):
+                        completion = await self._complete(conversation, seed, tools)
             except TimeoutError:
                 stop = "timeout"
                 break
@@ -180,11 +183,11 @@ class ToolLoop:
                 break
             left = None if b.max_seconds is None else b.max_seconds - (time.monotonic() - started)
             try:
-                async with _within(left):
-                    if len(calls) == 1:  # most turns: no task to spawn for one call
-                        results = [await environment.call(calls[0])]
-                    else:
-                        results = list(await asyncio.gather(*(environment.call(c) for c in calls)))
+                if left is None:
+                    results = await _call_tools(environment, calls)
+                else:
+                    async with asyncio.timeout(left):
+                        results = await _call_tools(environment, calls)
             except TimeoutError:
                 stop = "timeout"
                 break
@@ -234,7 +237,7 @@ class _Conversation:
         return self._digest.copy().hexdigest()
 
 
-def _within(seconds: float | None) -> contextlib.AbstractAsyncContextManager[Any]:
-    """``asyncio.timeout(seconds)``, or nothing at all without a time budget (most runs: a
-    replay makes thousands of these calls a second)."""
-    return asyncio.timeout(seconds) if seconds is not None else contextlib.nullcontext()
+async def _call_tools(environment: Environment, calls: list[ToolCall]) -> list[ToolResult]:
+    if len(calls) == 1:  # most turns: no task to spawn for one call
+        return [await environment.call(calls[0])]
+    return list(await asyncio.gather(*(environment.call(c) for c in calls)))

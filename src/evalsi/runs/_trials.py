@@ -33,6 +33,7 @@ class TrialStats:
     _var_sum: float = 0.0
     _var_n: int = 0
     binary: bool = True
+    _rows: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._at = [0.0] * self.trials
@@ -52,9 +53,13 @@ class TrialStats:
         n = self.trials
         c = int(sum(1 for v in values[:n] if v >= 0.5))
         self.samples += 1
-        for k in range(1, n + 1):
-            self._at[k - 1] += pass_at_k(n, c, k)
-            self._hat[k - 1] += pass_hat_k(n, c, k)
+        row = self._rows.get(c)
+        if row is None:  # the estimates depend on c alone (n is the run's): n + 1 rows at most
+            row = [(pass_at_k(n, c, k), pass_hat_k(n, c, k)) for k in range(1, n + 1)]
+            self._rows[c] = row
+        for k, (at, hat) in enumerate(row):
+            self._at[k] += at
+            self._hat[k] += hat
 
     def pass_at_k(self) -> dict[str, float]:
         """pass@k' for k' in 1..trials, keyed by k' as a string; empty when no sample counts."""
