@@ -9,6 +9,12 @@ earlier session of the run left queued (a resumed run) are cancelled first. It r
 every shard of this session is done, dead or cancelled; the run's figures are then computed
 from the store by ``execute_run``, as for an embedded run. Cancelled (the run stopped), it marks
 its queued shards cancelled, so workers skip them.
+
+The run's budget holds across its workers: they share their spend in the store
+(``_shared.RunSpend``), each shard stops itself once the sum reaches a tokens or USD budget,
+and the dispatcher then queues nothing more and cancels what is still queued — as an embedded
+run stops, with the tasks not started left for a resume. A wall-clock budget counts from the
+session's start. The sum of every worker's spend is the run's ``spend``.
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from evalsi.cluster._config import ClusterConfig
 from evalsi.cluster._patience import call_store
 from evalsi.cluster._queue import connect, encode_rows, ensure_queues, subject, task_row
+from evalsi.cluster._shared import total_spend
 from evalsi.core import UserError
-from evalsi.runs import TaskKey
+from evalsi.runs import Dispatched, TaskKey, over_budget
+from evalsi.specs import BudgetSpec
 from evalsi.store import SqlStore, cancel_shards, queue_shards, shard_counts
 
 log = logging.getLogger("evalsi.cluster")
@@ -47,35 +56,46 @@ class ClusterDispatch:
         run_id: str,
         tasks: Iterator[TaskKey],
         progress: Callable[[int, int], None] | None,
-    ) -> None:
+        budget: BudgetSpec | None = None,
+    ) -> Dispatched:
         pool = self.config.run_pool
         session = secrets.token_hex(4)  # a resumed run's shards never collide with earlier ones
+        who = f"run {run_id}"
         # a resumed or adopted run: shards an earlier owner queued are skipped from now on
         # (this session queues every task not yet stored again)
-        await call_store(self.store, cancel_shards, self.store, run_id, who=f"run {run_id}")
+        await call_store(self.store, cancel_shards, self.store, run_id, who=who)
+        watch = _BudgetWatch(self.store, run_id, session, budget)
         nc = await connect(self.config.nats, self.name)
         try:
             js = nc.jetstream()
             await ensure_queues(js, self.config)
             published = 0
             for number, rows in enumerate(self._cut(tasks)):
-                while published - await self._finished(run_id, session, progress) >= (
-                    pool.max_pending
+                while (
+                    published - await self._finished(run_id, session, progress)
+                    >= (pool.max_pending)
+                    and not await watch.spent()
                 ):
                     await asyncio.sleep(POLL_S)
+                if await watch.spent():
+                    break  # the tasks not queued yet are not run, as embedded
                 shard_id = f"{session}-{number}"
                 await call_store(self.store, queue_shards, self.store, run_id,
-                                 [(shard_id, len(rows))], who=f"run {run_id}")  # fmt: skip
+                                 [(shard_id, len(rows))], who=who)  # fmt: skip
                 await self._publish(js, subject(pool.name), run_id, shard_id, rows)
                 published += 1
             while await self._finished(run_id, session, progress) < published:
+                if await watch.spent():  # workers skip the queued ones; running ones end
+                    await call_store(self.store, cancel_shards, self.store, run_id, who=who)
                 await asyncio.sleep(POLL_S)
         except BaseException:
             # stopped (cancelled, or the dataset failed): workers skip what is still queued
-            await call_store(self.store, cancel_shards, self.store, run_id, who=f"run {run_id}")
+            await call_store(self.store, cancel_shards, self.store, run_id, who=who)
             raise
         finally:
             await nc.close()
+        spend = await call_store(self.store, total_spend, self.store, run_id, session, who=who)
+        return Dispatched(spend, watch.reason or over_budget(budget, spend.tokens, spend.usd))
 
     def _cut(self, tasks: Iterator[TaskKey]) -> Iterator[list[bytes]]:
         size, limit = self.config.shard_size, self.config.max_shard_bytes
@@ -123,6 +143,35 @@ class ClusterDispatch:
             done = sum(counts.get(s, (0, 0))[1] for s in ("done", "dead"))
             progress(done, counts.get("dead", (0, 0))[1])
         return shards
+
+
+class _BudgetWatch:
+    """The run's budget against what every worker spent (read at most every ``POLL_S``), and
+    its wall clock from the session's start."""
+
+    def __init__(
+        self, store: SqlStore, run_id: str, session: str, budget: BudgetSpec | None
+    ) -> None:
+        self.store, self.run_id, self.session, self.budget = store, run_id, session, budget
+        self.reason: str | None = None
+        self._began = time.monotonic()
+        self._read_at = 0.0
+
+    async def spent(self) -> bool:
+        budget = self.budget
+        if self.reason is not None or budget is None:
+            return self.reason is not None
+        now = time.monotonic()
+        if budget.wall_clock_s is not None and now - self._began >= budget.wall_clock_s:
+            self.reason = f"budget(wall_clock): {budget.wall_clock_s:g}s"
+        elif (budget.tokens is not None or budget.usd is not None) and (
+            now - self._read_at >= POLL_S
+        ):
+            self._read_at = now
+            spend = await call_store(self.store, total_spend, self.store, self.run_id,
+                                     self.session, who=f"run {self.run_id}")  # fmt: skip
+            self.reason = over_budget(budget, spend.tokens, spend.usd)
+        return self.reason is not None
 
 
 __all__ = ["ClusterDispatch"]

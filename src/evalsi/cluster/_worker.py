@@ -1,15 +1,20 @@
 """``evalsi worker``: pull shards of one pool, execute their tasks, store them, acknowledge.
 
-Each shard is checked against the store first: one finished already (a redelivery after the
-worker that did it died before acknowledging) or cancelled (its run was stopped) is only
-acknowledged. Otherwise its tasks run through the run's own pipeline (``runs.execute_shard``:
-target calls, grading, writes keyed by task, so a task stored twice counts once), the shard is
-marked done, then acknowledged. While it runs, the worker tells JetStream it is in progress
-every third of ``ackWait``, so a long shard is not delivered to another worker meanwhile.
+Each shard is marked running in the store first, unless it finished already (a redelivery
+after the worker that did it died before acknowledging) or was cancelled (its run stopped):
+those are only acknowledged. Otherwise its tasks run through the run's own pipeline
+(``runs.execute_shard``: target calls, grading, writes keyed by task, so a task stored twice
+counts once), the shard is marked done, then acknowledged. While it runs, the worker tells
+JetStream it is in progress every third of ``ackWait``, so a long shard is not delivered to
+another worker meanwhile. The run's budget and rate limits are held with its other workers
+(``_shared``): a shard stops once the run's summed spend reaches the budget, and one started
+after that is marked cancelled unrun.
 
-- The last allowed delivery of a shard (``maxDeliver``) is not run: the shard crashed or timed
-  out every time before, so its tasks are stored as ``infra_error(poison)``, the shard marked
-  dead and copied to ``dead.<pool>``. The run completes without them.
+- A shard delivered before runs alone on its worker: if it is what crashed the worker, it
+  takes no other shard down with it. The last allowed delivery (``maxDeliver``) is not run:
+  the shard crashed or timed out every time before, so its tasks are stored as
+  ``infra_error(poison)``, the shard marked dead and copied to ``dead.<pool>``. The run
+  completes without them.
 - The store unreachable (PostgreSQL restarting): the worker keeps the shard, pauses, and runs it
   again once the store answers; the message stays in progress meanwhile.
 - NATS unreachable: the client reconnects; fetching waits.
@@ -21,11 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import secrets
 import socket
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,11 +51,12 @@ from evalsi.cluster._queue import (
     ensure_queues,
     workers_bucket,
 )
-from evalsi.connectors import Resilience, close_shared_session
+from evalsi.cluster._shared import FLUSH_S, RunSpend, StoreWindows, session_of
+from evalsi.connectors import RateLimiterRegistry, Resilience, close_shared_session
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import Registry
 from evalsi.runs import RunContext, execute_shard, open_run_context
-from evalsi.store import OutputRow, SqlStore, finish_shard, shard_state, unavailable
+from evalsi.store import OutputRow, SqlStore, finish_shard, start_shard, unavailable
 
 log = logging.getLogger("evalsi.cluster")
 
@@ -112,10 +121,13 @@ class Worker:
         self.resilience = resilience
         self.time_limit = time_limit
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.spender = f"{self.name}#{secrets.token_hex(3)}"  # its rows of shared spend
         self.drain_s = drain_s
         self.stats = WorkerStats()
         self._contexts: OrderedDict[str, RunContext] = OrderedDict()
         self._using: Counter[str] = Counter()  # shards running per run: their context stays
+        self._ledgers: dict[str, RunSpend] = {}  # per run: this process's spend, shared
+        self._flushers: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def run(self, stop: asyncio.Event) -> WorkerStats:
         """Work until ``stop`` is set, then drain."""
@@ -146,6 +158,16 @@ class Worker:
                     await asyncio.sleep(0.5)
                     continue
                 for msg in msgs:
+                    if _suspect(msg):
+                        # delivered before: the worker that had it may have died of it. It runs
+                        # alone, so a crash it causes takes no other shard down with it (and
+                        # counts against no other shard's deliveries)
+                        await asyncio.gather(*running, return_exceptions=True)
+                        try:
+                            await self._handle(msg, js)
+                        finally:
+                            slots.release()
+                        continue
                     task = asyncio.create_task(self._handle(msg, js))
                     running.add(task)
                     task.add_done_callback(running.discard)
@@ -194,10 +216,12 @@ class Worker:
 
     async def _run_shard(self, shard: Shard, msg: Any, js: Any) -> None:
         try:
-            state = await self._store(shard_state, self.store, shard.run_id, shard.shard_id)
+            runnable = await self._store(
+                start_shard, self.store, shard.run_id, shard.shard_id, self.name
+            )
         except NotFoundError:
-            state = None  # a run this store does not have
-        if state != "queued":  # done already, dead, cancelled, or of a store we do not share
+            runnable = False  # a run this store does not have
+        if not runnable:  # done already, dead, cancelled, or of a store we do not share
             self.stats.skipped += 1
             await msg.ack()
             return
@@ -209,17 +233,34 @@ class Worker:
                 self._using[shard.run_id] += 1
                 try:
                     context = await self._context(shard.run_id)
-                    outcome = await execute_shard(
-                        context,
-                        self.store,
-                        shard.tasks,
-                        time_limit=self.time_limit,
-                        share=self.pool.concurrency,
-                    )
+                    ledger = await self._ledger(shard, context)
+                    if ledger.spent() is not None:  # the run's budget is spent: not run
+                        await self._store(finish_shard, self.store, shard.run_id,
+                                          shard.shard_id, "cancelled", self.name)  # fmt: skip
+                        self.stats.skipped += 1
+                        await msg.ack()
+                        return
+                    spend = ledger.start()
+                    flusher = self._flush_while_running(ledger)
+                    try:
+                        outcome = await execute_shard(
+                            context,
+                            self.store,
+                            shard.tasks,
+                            time_limit=self.time_limit,
+                            share=self.pool.concurrency,
+                            spend=spend,
+                            spent_elsewhere=ledger.spent_elsewhere,
+                        )
+                    finally:
+                        ledger.end(spend)
+                        flusher()
                 finally:
                     self._using[shard.run_id] -= 1
                     if not self._using[shard.run_id]:
                         del self._using[shard.run_id]
+                # the spend before the shard is done: its owner reads both when it is
+                await self._store(ledger.flush)
                 await self._store(finish_shard, self.store, shard.run_id, shard.shard_id,
                                   "done", self.name)  # fmt: skip
                 break
@@ -254,15 +295,64 @@ class Worker:
         if context is not None:
             self._contexts.move_to_end(run_id)
             return context
+        # the run's rate limits are held with every other worker's, in the store
+        limiters = RateLimiterRegistry(windows=StoreWindows(self.store), scope=run_id)
+        resilience = dataclasses.replace(self.resilience or Resilience(), limiters=limiters)
         context = await open_run_context(
-            self.store, run_id, registry=self.registry, resilience=self.resilience
+            self.store, run_id, registry=self.registry, resilience=resilience
         )
         self._contexts[run_id] = context
         idle = [r for r in self._contexts if r not in self._using]  # oldest first
         for old_id in idle[: max(0, len(self._contexts) - CONTEXTS)]:
             # a context a running shard uses is never closed under it (its agent's tools)
             await self._contexts.pop(old_id).close()
+            self._ledgers.pop(old_id, None)
         return context
+
+    async def _ledger(self, shard: Shard, context: RunContext) -> RunSpend:
+        """This process's spend on the shard's run and session (one per run: a new session
+        of the run, resumed, starts a new one)."""
+        session = session_of(shard.shard_id)
+        ledger = self._ledgers.get(shard.run_id)
+        if ledger is None or ledger.session != session:
+            ledger = RunSpend(
+                self.store,
+                shard.run_id,
+                session,
+                context.spec.budget,
+                context.judge_spend,
+                self.spender,
+            )
+            # kept before the first await: a shard of the run starting meanwhile shares it
+            # (two ledgers of one spender would each write part of its spend)
+            self._ledgers[shard.run_id] = ledger
+            await self._store(ledger.flush)  # and read what the others spent so far
+        return ledger
+
+    def _flush_while_running(self, ledger: RunSpend) -> Callable[[], None]:
+        """Share ``ledger`` every ``FLUSH_S`` while it has shards running, when the run has a
+        tokens or USD budget to hold; returns what to call when this shard ends."""
+        budget = ledger.budget
+        if budget is None or (budget.tokens is None and budget.usd is None):
+            return lambda: None
+        key = (ledger.run_id, ledger.session)
+        task = self._flushers.get(key)
+        if task is None or task.done():
+
+            async def flush_forever() -> None:
+                while ledger.live:
+                    await asyncio.sleep(FLUSH_S)
+                    with contextlib.suppress(Exception):  # the store away: the next one tries
+                        await asyncio.to_thread(ledger.flush)
+
+            task = self._flushers[key] = asyncio.create_task(flush_forever())
+
+        def done() -> None:
+            if not ledger.live:
+                task.cancel()
+                self._flushers.pop(key, None)
+
+        return done
 
     async def _report(self, js: Any) -> None:
         """This worker's stats in the workers bucket, every third of its TTL; removed at the
@@ -296,6 +386,13 @@ class Worker:
 
     async def _wait_for_store(self) -> None:
         self.stats.paused_s += await wait_for_store(self.store, f"worker {self.name}")
+
+
+def _suspect(msg: Any) -> bool:
+    try:
+        return int(msg.metadata.num_delivered) > 1
+    except Exception:  # noqa: BLE001 - no delivery metadata: a first delivery
+        return False
 
 
 __all__ = ["Worker", "WorkerStats"]

@@ -44,6 +44,7 @@ from evalsi.connectors._python import PythonTarget, load_callable
 from evalsi.connectors._ratelimit import RateLimiter, RateLimiterRegistry, RateLimits, TokenBucket
 from evalsi.connectors._retry import RetryPolicy, parse_retry_after, retrying
 from evalsi.connectors._secrets import Secret, resolve_secret
+from evalsi.connectors._shared_rate import RateWindows, SharedRateLimiter
 from evalsi.connectors._types import (
     Completion,
     InputLike,
@@ -86,9 +87,11 @@ __all__ = [
     "RateLimiter",
     "RateLimiterRegistry",
     "RateLimits",
+    "RateWindows",
     "Resilience",
     "RetryPolicy",
     "Secret",
+    "SharedRateLimiter",
     "SystemClock",
     "Target",
     "TargetError",

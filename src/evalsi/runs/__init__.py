@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._run_result import RunResult
     from evalsi.runs._run_row import RunRow, StoreLike, open_store
-    from evalsi.runs._scheduler import RunProgress, TaskKey
+    from evalsi.runs._scheduler import RunProgress, Spend, TaskKey, over_budget
     from evalsi.runs._score import Progress, score_async
     from evalsi.runs._session import Conclusion, ScoreSession
     from evalsi.runs._shadow import (
@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     )
     from evalsi.runs._shard import (
         Dispatch,
+        Dispatched,
         RunContext,
         ShardOutcome,
         execute_shard,
@@ -157,6 +158,7 @@ __all__ = [
     "Comparison",
     "Conclusion",
     "Dispatch",
+    "Dispatched",
     "EvaluatorLike",
     "EvaluatorMetrics",
     "Export",
@@ -178,6 +180,7 @@ __all__ = [
     "ScoreSession",
     "ShadowResult",
     "ShardOutcome",
+    "Spend",
     "StoreLike",
     "StoredCassettes",
     "TaskKey",
@@ -233,6 +236,7 @@ __all__ = [
     "metric_rows",
     "open_run_context",
     "open_store",
+    "over_budget",
     "parse_gates",
     "pass_threshold",
     "promote_run",

@@ -59,7 +59,7 @@ from evalsi.core import (
 from evalsi.datasets import FieldMap, open_dataset
 from evalsi.evaluators import Registry, use_judges
 from evalsi.runs._gc import young_gc_relaxed
-from evalsi.runs._judges import build_judges, check_judges
+from evalsi.runs._judges import build_judges, check_judges, judge_totals
 from evalsi.runs._outputs import FINISHED, answered
 from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_result import RunResult
@@ -287,7 +287,7 @@ async def execute_run(
         dataset,
         completed,
         progress,
-        judge_spend=(lambda: _judge_totals(judges)) if judges else None,
+        judge_spend=(lambda: judge_totals(judges)) if judges else None,
         total_tasks=_count_tasks(spec, len(completed)),
         time_limit=time_limit,
         telemetry=telemetry,
@@ -307,7 +307,10 @@ async def execute_run(
                 await tools.enter_async_context(target)
         if dispatch is not None:
             sent = (lambda done, infra: progress(done, infra, "")) if progress else None
-            await dispatch(row.open()[1], executor.pending(), sent)
+            out = await dispatch(row.open()[1], executor.pending(), sent, spec.budget)
+            executor.spend = out.spend  # the workers' calls and judges, summed
+            if out.stopped_reason is not None:
+                executor.stop(out.stopped_reason)
         else:
             if spec.target.kind != "python" or judges:  # enough connections for every worker
                 await shared_session(limit=max(DEFAULT_CONNECTION_LIMIT, spec.max_concurrency))
@@ -459,12 +462,6 @@ def _check_same_samples(
         f"cannot resume run {run_id}: the dataset is shorter than when it ran",
         hint="start a new run instead of --resume",
     )
-
-
-def _judge_totals(judges: Mapping[str, Any]) -> tuple[int, float]:
-    """Tokens and USD the judges used so far (budgets count them with the target's)."""
-    accounts = [j.account for j in judges.values()]
-    return sum(a.tokens for a in accounts), sum(a.usd for a in accounts)
 
 
 def _count_tasks(spec: RunSpec, done: int) -> int | None:

@@ -276,6 +276,12 @@ def judges_manifest(judges: Mapping[str, StoreJudge]) -> dict[str, Any]:
     return {name: judge.identity() for name, judge in judges.items()}
 
 
+def judge_totals(judges: Mapping[str, Any]) -> tuple[int, float]:
+    """Tokens and USD the judges used so far (budgets count them with the target's)."""
+    accounts = [j.account for j in judges.values()]
+    return sum(a.tokens for a in accounts), sum(a.usd for a in accounts)
+
+
 __all__ = [
     "JudgeAccount",
     "JudgeLike",
@@ -284,6 +290,7 @@ __all__ = [
     "check_judges",
     "judge_scale",
     "judge_specs",
+    "judge_totals",
     "judges_manifest",
     "judges_summary",
     "run_judges",

@@ -25,7 +25,7 @@ from evalsi.runs._pricing import costing
 from evalsi.runs._run_row import RunRow
 from evalsi.runs._targets import Render, RenderError
 from evalsi.runs._telemetry import RunTelemetry
-from evalsi.specs import RunSpec
+from evalsi.specs import BudgetSpec, RunSpec
 from evalsi.store import OutputRow
 
 GRADE_BATCH = 64
@@ -81,6 +81,18 @@ class Spend:
     usd: float = 0.0
     usd_unknown: int = 0  # calls whose cost could not be known
     calls: int = 0
+
+
+def over_budget(budget: BudgetSpec | None, tokens: int, usd: float) -> str | None:
+    """Why a run that spent ``tokens`` and ``usd`` stops (its budget's tokens or USD reached),
+    or None."""
+    if budget is None:
+        return None
+    if budget.tokens is not None and tokens >= budget.tokens:
+        return f"budget(tokens): {tokens} >= {budget.tokens}"
+    if budget.usd is not None and usd >= budget.usd:
+        return f"budget(usd): {usd:.4f} >= {budget.usd:g}"
+    return None
 
 
 class Executor:
@@ -163,14 +175,11 @@ class Executor:
         return tokens, usd
 
     def _check_budget(self) -> None:
-        budget = self.budget
-        if budget is None:
+        if self.budget is None:
             return
-        tokens, usd = self._totals()
-        if budget.tokens is not None and tokens >= budget.tokens:
-            self.stop(f"budget(tokens): {tokens} >= {budget.tokens}")
-        elif budget.usd is not None and usd >= budget.usd:
-            self.stop(f"budget(usd): {usd:.4f} >= {budget.usd:g}")
+        reason = over_budget(self.budget, *self._totals())
+        if reason is not None:
+            self.stop(reason)
 
     async def _wall_clock(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

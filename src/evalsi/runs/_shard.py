@@ -20,21 +20,31 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evalsi.connectors import Resilience
 from evalsi.core import UserError
 from evalsi.evaluators import Registry, Runner, use_judges
-from evalsi.runs._judges import build_judges
+from evalsi.runs._judges import build_judges, judge_totals
 from evalsi.runs._plan import bind_all, require_sandboxes, runners_for
 from evalsi.runs._run_row import RunRow
-from evalsi.runs._scheduler import Executor, TaskKey
+from evalsi.runs._scheduler import Executor, Spend, TaskKey
 from evalsi.runs._targets import build_target, renderer
-from evalsi.specs import RunSpec, run_spec_from_dict
+from evalsi.specs import BudgetSpec, RunSpec, run_spec_from_dict
 
 if TYPE_CHECKING:
     from evalsi.store import SqlStore
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Dispatched:
+    """What the processes a run's tasks went to spent, summed, and why they stopped early (the
+    run's budget), if they did."""
+
+    spend: Spend
+    stopped_reason: str | None = None
+
+
 class Dispatch(Protocol):
     """Where a run's tasks go when other processes execute them (``evalsi.cluster``): called
-    by ``execute_run`` in place of its own pipeline with the run's id and its pending tasks
-    (read lazily from the dataset); returns once every task is stored or given up, calling
+    by ``execute_run`` in place of its own pipeline with the run's id, its pending tasks (read
+    lazily from the dataset) and its budget; returns once every task is stored or given up
+    (or the budget is spent: the tasks not started are not run, as embedded), calling
     ``progress(tasks stored, infra errors)`` as shards finish. The run's figures are then
     computed from the store, as for an embedded run."""
 
@@ -43,7 +53,8 @@ class Dispatch(Protocol):
         run_id: str,
         tasks: Iterator[TaskKey],
         progress: Callable[[int, int], None] | None,
-    ) -> None: ...
+        budget: BudgetSpec | None,
+    ) -> Dispatched: ...
 
 
 @dataclasses.dataclass
@@ -60,6 +71,10 @@ class RunContext:
 
     async def close(self) -> None:
         await self.tools.aclose()
+
+    def judge_spend(self) -> tuple[int, float]:
+        """Tokens and USD this process's judges of the run used so far."""
+        return judge_totals(self.judges)
 
 
 async def open_run_context(
@@ -106,6 +121,7 @@ class ShardOutcome:
     tasks: int
     infra_errors: int
     seconds: float
+    stopped_reason: str | None = None  # the run's budget was spent: the rest was not run
 
 
 async def execute_shard(
@@ -115,11 +131,17 @@ async def execute_shard(
     *,
     time_limit: float | None = None,
     share: int = 1,
+    spend: Spend | None = None,
+    spent_elsewhere: Callable[[Spend], tuple[int, float]] | None = None,
 ) -> ShardOutcome:
     """Run ``tasks`` of the context's run and store them (outputs and results together, per
     grading batch): the run's own pipeline, with the shard in place of the dataset. ``share``
     shards of the run running at once in this process split its ``maxConcurrency``, so a
-    worker calls the target as many times at once as an embedded run would."""
+    worker calls the target as many times at once as an embedded run would.
+
+    The shard's calls are counted in ``spend`` (the caller's, so it can share them while the
+    shard runs); ``spent_elsewhere(spend)`` is the (tokens, USD) the rest of the run spent —
+    judges, other shards, other workers — so the run's budget holds across all of them."""
     row = RunRow(db, kind="run", spec={})
     row.adopt(context.run_id)
     spec = context.spec
@@ -134,13 +156,25 @@ async def execute_shard(
         None,
         {},
         None,
+        judge_spend=(lambda: spent_elsewhere(executor.spend)) if spent_elsewhere else None,
         time_limit=time_limit,
         tasks=tasks,
     )
+    if spend is not None:
+        executor.spend = spend
     began = time.monotonic()
     with use_judges(context.judges):
         await executor.run()
-    return ShardOutcome(executor.done_tasks, executor.infra, time.monotonic() - began)
+    return ShardOutcome(
+        executor.done_tasks, executor.infra, time.monotonic() - began, executor.stopped_reason
+    )
 
 
-__all__ = ["Dispatch", "RunContext", "ShardOutcome", "execute_shard", "open_run_context"]
+__all__ = [
+    "Dispatch",
+    "Dispatched",
+    "RunContext",
+    "ShardOutcome",
+    "execute_shard",
+    "open_run_context",
+]

@@ -308,6 +308,33 @@ def _shards(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
+def _shared_limits(conn: sa.Connection) -> None:
+    frozen = sa.MetaData()
+    sa.Table(
+        "run_spend",
+        frozen,
+        sa.Column("run", sa.Integer, nullable=False),
+        sa.Column("session", sa.String(64), nullable=False),
+        sa.Column("spender", sa.String(255), nullable=False),
+        sa.Column("tokens", sa.BigInteger, nullable=False),
+        sa.Column("usd", sa.Float, nullable=False),
+        sa.Column("usd_unknown", sa.Integer, nullable=False),
+        sa.Column("calls", sa.Integer, nullable=False),
+        sa.Column("updated_at", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint("run", "session", "spender"),
+    )
+    sa.Table(
+        "rate_windows",
+        frozen,
+        sa.Column("key", sa.String(255), nullable=False),
+        sa.Column("slot", sa.BigInteger, nullable=False),
+        sa.Column("requests", sa.Float, nullable=False),
+        sa.Column("tokens", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint("key", "slot"),
+    )
+    frozen.create_all(conn)
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -332,6 +359,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(10, "agent cassettes: an index per task, responses kept once by sha256", _cassettes),
     Migration(11, "a cluster run's shards of tasks, queued and finished", _shards),
+    Migration(12, "a cluster run's spend and rate limits, shared by its workers", _shared_limits),
 )
 """In order; append only. A migration, once released, is never edited."""
 

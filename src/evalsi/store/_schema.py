@@ -32,7 +32,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -209,6 +209,35 @@ shards = Table(
 """A cluster run's shards of tasks (schema 11): queued by the run's owner as it publishes them
 to the work queue, finished by the worker that stored their tasks. The owner counts them to
 know when every task is in; a worker skips a shard of a cancelled run."""
+
+run_spend = Table(
+    "run_spend",
+    metadata,
+    Column("run", Integer, nullable=False),  # runs.pk
+    Column("session", String(64), nullable=False),  # the dispatch session (shard id prefix)
+    Column("spender", String(255), nullable=False),  # one worker process, for its life
+    Column("tokens", BigInteger, nullable=False),
+    Column("usd", Float, nullable=False),
+    Column("usd_unknown", Integer, nullable=False),  # calls whose cost could not be known
+    Column("calls", Integer, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    PrimaryKeyConstraint("run", "session", "spender"),
+)
+"""What each worker process spent on a cluster run's session (schema 12), its running totals:
+the run's budget holds against their sum. A process writes its own row only, the whole total
+each time, so a write repeated after a lost answer counts once."""
+
+rate_windows = Table(
+    "rate_windows",
+    metadata,
+    Column("key", String(255), nullable=False),  # run, provider, model, key reference
+    Column("slot", BigInteger, nullable=False),  # seconds since the epoch // window length
+    Column("requests", Float, nullable=False),
+    Column("tokens", Float, nullable=False),
+    PrimaryKeyConstraint("key", "slot"),
+)
+"""Requests and tokens taken per window of a shared rate limit (schema 12): every worker of a
+cluster run takes from the same windows, so a limit holds across them."""
 
 projects = Table(
     "projects",

@@ -1,7 +1,9 @@
 """A cluster run's shards (schema 11): what its owner queued and what workers finished.
 
 The owner records each shard ``queued`` before publishing it, so a shard is never done before it
-is known; the worker that stored a shard's tasks marks it ``done`` (or ``dead`` when it gives up
+is known; a worker marks it ``running`` as it starts it (so stopping the run cancels only what
+no worker started, and the owner waits for the rest); the worker that stored a shard's tasks
+marks it ``done`` (or ``dead`` when it gives up
 after the last delivery), and the owner counts the states to know when every task is in. Marking
 a shard is idempotent and never moves it back: a redelivered shard finished twice is still one
 shard done, and a cancelled run's queued shards stay cancelled.
@@ -21,8 +23,9 @@ from evalsi.store._schema import shards
 if TYPE_CHECKING:
     from evalsi.store._sql import SqlStore
 
-SHARD_STATES = ("queued", "done", "dead", "cancelled")
+SHARD_STATES = ("queued", "running", "done", "dead", "cancelled")
 FINAL = ("done", "dead", "cancelled")
+OPEN = ("queued", "running")  # a worker may run it (running: again, after its worker died)
 
 
 def queue_shards(store: SqlStore, run_id: str, items: Sequence[tuple[str, int]]) -> None:
@@ -38,31 +41,34 @@ def queue_shards(store: SqlStore, run_id: str, items: Sequence[tuple[str, int]])
     _write(store, lambda conn: conn.execute(insert, rows))
 
 
-def finish_shard(store: SqlStore, run_id: str, shard: str, state: str, worker: str) -> bool:
-    """Mark a queued shard ``done`` or ``dead``; False when it was not queued (finished
-    already, cancelled, or never queued)."""
-    if state not in ("done", "dead"):
-        raise ValueError(f"a shard finishes done or dead, not {state!r}")
+def start_shard(store: SqlStore, run_id: str, shard: str, worker: str) -> bool:
+    """Mark a queued shard running (a running one stays so: its worker died and it is
+    delivered again); False when it is finished, cancelled or unknown — not to be run. A
+    running shard is not cancelled with its run's queued ones: its owner waits for it."""
     statement = (
         sa.update(shards)
         .where(shards.c.run == store._run_pk(run_id))
         .where(shards.c.shard == shard)
-        .where(shards.c.state == "queued")
-        .values(state=state, worker=worker[:255], updated_at=time.time())
+        .where(shards.c.state.in_(OPEN))
+        .values(state="running", worker=worker[:255], updated_at=time.time())
     )
     return bool(_write(store, lambda conn: conn.execute(statement).rowcount))
 
 
-def shard_state(store: SqlStore, run_id: str, shard: str) -> str | None:
-    """The shard's state, or None when the run never queued it."""
-    query = (
-        sa.select(shards.c.state)
+def finish_shard(store: SqlStore, run_id: str, shard: str, state: str, worker: str) -> bool:
+    """Mark a queued or running shard ``done``, ``dead``, or ``cancelled`` (a worker did not
+    run it: the run's budget was spent); False when it was neither (finished already,
+    cancelled, or never queued)."""
+    if state not in FINAL:
+        raise ValueError(f"a shard finishes done, dead or cancelled, not {state!r}")
+    statement = (
+        sa.update(shards)
         .where(shards.c.run == store._run_pk(run_id))
         .where(shards.c.shard == shard)
+        .where(shards.c.state.in_(OPEN))
+        .values(state=state, worker=worker[:255], updated_at=time.time())
     )
-    with store.engine.connect() as conn:
-        found = conn.execute(query).scalar_one_or_none()
-    return None if found is None else str(found)
+    return bool(_write(store, lambda conn: conn.execute(statement).rowcount))
 
 
 def shard_counts(store: SqlStore, run_id: str, prefix: str = "") -> dict[str, tuple[int, int]]:
@@ -128,6 +134,6 @@ __all__ = [
     "finish_shard",
     "queue_shards",
     "shard_counts",
-    "shard_state",
+    "start_shard",
     "unavailable",
 ]
