@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,6 +81,9 @@ def test_a_served_run_is_executed_by_workers_with_the_embedded_figures(
                 run_id = client.create_run(pb.CreateRunRequest(run=run_message(doc))).run.id
                 final = list(client.watch_run(pb.WatchRunRequest(id=run_id)))[-1].run
                 client.close()
+                scraped = _scrape_until(
+                    server.url, lambda text: sum(_worker_tasks(text).values()) == N
+                )
             served_calls = stub.calls("/v1/chat/completions")
             status = subprocess.run(
                 [str(EVALSI), "cluster", "status", "--config", str(config), "--format", "json"],
@@ -93,6 +97,14 @@ def test_a_served_run_is_executed_by_workers_with_the_embedded_figures(
             state.store.close()
         assert final.status == "done"
         assert served_calls == N  # every task called once, by a worker
+        # the cluster on /metrics: the pool drained, each worker's own figures
+        assert "evalsi_cluster_up 1.0" in scraped
+        assert 'evalsi_cluster_pool_pending{pool="default"} 0.0' in scraped
+        assert 'evalsi_cluster_pool_concurrency{pool="default"} 2.0' in scraped
+        assert 'evalsi_cluster_workers{pool="default"} 2.0' in scraped
+        worker_tasks = _worker_tasks(scraped)
+        assert sorted(worker_tasks) == ["w0", "w1"]
+        assert sum(worker_tasks.values()) == N
         absolute = {**doc, "spec": {**doc["spec"], "dataset": {"path": str(datasets / "qa.jsonl")}}}
         embedded = asyncio.run(
             execute_run(run_spec_from_dict(absolute), store=tmp_path / "e.db", registry=BUILTINS)
@@ -114,6 +126,28 @@ def test_a_served_run_is_executed_by_workers_with_the_embedded_figures(
         assert counts == {"done": (8, N)}  # 300 tasks in shards of 40
     finally:
         db.close()
+
+
+def _scrape_until(url: str, done: Any, timeout_s: float = 40.0) -> str:
+    """``/metrics`` once ``done(text)`` holds (the cluster's status is read every 5 s, the
+    workers report every few seconds), or as it is at the deadline."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        if done(text) or time.monotonic() > deadline:
+            return text
+        time.sleep(0.5)
+
+
+def _worker_tasks(scraped: str) -> dict[str, float]:
+    return {
+        line.split('worker="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+        for line in scraped.splitlines()
+        if line.startswith("evalsi_cluster_worker_tasks{")
+    }
 
 
 def _serve(config: Path, cwd: Path) -> subprocess.Popen[bytes]:

@@ -62,6 +62,7 @@ log = logging.getLogger("evalsi.cluster")
 
 CONTEXTS = 8
 """Runs whose target, evaluators and judges a worker keeps built."""
+REPORT_S = min(2.0, WORKER_TTL_S / 3)
 STORE_TRIES = TRIES  # a shard run again after the store failed under it and came back
 
 
@@ -355,7 +356,8 @@ class Worker:
         return done
 
     async def _report(self, js: Any) -> None:
-        """This worker's stats in the workers bucket, every third of its TTL; removed at the
+        """This worker's stats in the workers bucket every ``REPORT_S`` (well within its TTL,
+        and often enough for /metrics and ``cluster status`` to follow it); removed at the
         end (a killed worker's entry expires)."""
         key = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.name)
         bucket = None
@@ -367,7 +369,7 @@ class Worker:
                     await bucket.put(key, orjson.dumps(report))
                 except Exception as e:  # noqa: BLE001 - NATS away: the next round tries again
                     log.debug("worker %s: report not sent: %s", self.name, e)
-                await asyncio.sleep(WORKER_TTL_S / 3)
+                await asyncio.sleep(REPORT_S)
         finally:
             if bucket is not None:
                 with contextlib.suppress(Exception):

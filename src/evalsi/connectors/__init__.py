@@ -32,6 +32,7 @@ from evalsi.connectors._http import (
 )
 from evalsi.connectors._http_target import HttpTarget, render
 from evalsi.connectors._jsonpath import JsonPath, JsonPathMiss
+from evalsi.connectors._limiters import RateLimiterRegistry
 from evalsi.connectors._models import (
     BASE_URL_OPTIONAL,
     BEARER_CONNECTORS,
@@ -41,7 +42,7 @@ from evalsi.connectors._models import (
 )
 from evalsi.connectors._openai import OpenAICompatible
 from evalsi.connectors._python import PythonTarget, load_callable
-from evalsi.connectors._ratelimit import RateLimiter, RateLimiterRegistry, RateLimits, TokenBucket
+from evalsi.connectors._ratelimit import RateLimiter, RateLimits, TokenBucket
 from evalsi.connectors._retry import RetryPolicy, parse_retry_after, retrying
 from evalsi.connectors._secrets import Secret, resolve_secret
 from evalsi.connectors._shared_rate import RateWindows, SharedRateLimiter

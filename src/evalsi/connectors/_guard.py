@@ -11,7 +11,8 @@ from evalsi.connectors._breaker import BreakerRegistry
 from evalsi.connectors._clock import SYSTEM_CLOCK, Clock
 from evalsi.connectors._egress import EgressPolicy
 from evalsi.connectors._errors import InfraError, TargetError
-from evalsi.connectors._ratelimit import RateKey, RateLimiterRegistry, RateLimits
+from evalsi.connectors._limiters import RateKey, RateLimiterRegistry
+from evalsi.connectors._ratelimit import RateLimits
 from evalsi.connectors._retry import RetryPolicy, retrying
 
 T = TypeVar("T")

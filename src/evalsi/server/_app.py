@@ -19,7 +19,7 @@ content types), then ``_guard`` authenticates the request; every service handler
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 from connectrpc.compat import google_protobuf_binary_codec
@@ -236,7 +236,7 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
         try:
             # Files named by evaluator params (a drift baseline) come from datasets_dir only.
             with param_files_confined(state.config.datasets_dir):
-                async with mcp.running():
+                async with mcp.running(), _cluster_metrics(metrics):
                     yield
         finally:
             health.shutting_down()
@@ -273,3 +273,8 @@ def build_app(state: ServerState, services: Sequence[ServiceBinding] | None = No
     }
     app.state.gate = gate
     return app
+
+
+def _cluster_metrics(metrics: Metrics) -> AbstractAsyncContextManager[Any]:
+    """The cluster's status read in the background while the app runs (with ``cluster:``)."""
+    return metrics.cluster.running() if metrics.cluster is not None else nullcontext()

@@ -1,5 +1,5 @@
 """Prometheus ``/metrics``: requests and latencies per RPC and protocol, runs and tasks by
-state, judge cache hits.
+state, judge cache hits; with ``cluster:``, its pools and workers (``_cluster_metrics``).
 
 The registry is the app's own (two apps in one process, as in tests, never share counters).
 RPC protocols are counted by ``RpcMetricsInterceptor`` (a connectrpc metadata interceptor, so
@@ -57,6 +57,12 @@ class Metrics:
             from evalsi.server._ingest_metrics import IngestCollector
 
             self.registry.register(IngestCollector(state.ingest))
+        self.cluster: Any = None  # the cluster's pools and workers, read in the background
+        if state.config.cluster is not None:
+            from evalsi.server._cluster_metrics import ClusterCollector, ClusterGauges
+
+            self.cluster = ClusterGauges(state.config.cluster, state.store)
+            self.registry.register(ClusterCollector(self.cluster))
         self.interceptor = RpcMetricsInterceptor(self)
 
     def observe(self, service: str, method: str, protocol: str, code: str, seconds: float) -> None:
