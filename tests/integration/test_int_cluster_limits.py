@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,8 +56,11 @@ def doc(url: str, data: Path, **target: Any) -> dict[str, Any]:
     }
 
 
-async def clustered(spec_doc: dict[str, Any], nats: NatsServer, db: SqlStore) -> Any:
-    cfg = ClusterConfig(nats=nats.url, pools={"default": PoolConfig(concurrency=2)}, shard_size=16)
+async def clustered(
+    spec_doc: dict[str, Any], nats: NatsServer, db: SqlStore, shard_size: int = 16
+) -> Any:
+    pools = {"default": PoolConfig(concurrency=2)}
+    cfg = ClusterConfig(nats=nats.url, pools=pools, shard_size=shard_size)
     stop = asyncio.Event()
     crew = [
         asyncio.create_task(Worker(cfg, "default", db, registry=BUILTINS, name=f"w{i}").run(stop))
@@ -133,5 +138,45 @@ def test_two_workers_keep_together_to_the_runs_requests_per_minute(
         # any second holds at most two windows' worth (fixed windows: a boundary inside it)
         busiest = max(sum(1 for u in arrivals if t <= u < t + 1.0) for t in arrivals)
         assert busiest <= 20, busiest
+    finally:
+        db.close()
+
+
+def test_a_cancelled_run_stops_the_shards_its_workers_are_running(
+    tmp_path: Path, pg_url: str, nats: NatsServer
+) -> None:
+    """The owner cancelled 2 s into a run whose shards take 10 s each: the workers stop the
+    shards they run within about a second (so draining them takes no 10 s), the tasks in
+    flight are stored cancelled, and nothing is left queued or running."""
+    data = write_data(tmp_path / "qa.jsonl", 400)
+    db = SqlStore.open(pg_url)
+    try:
+        with StubLLM(latency_ms=200) as stub:
+            spec_doc = doc(stub.openai_url, data)
+
+            async def cancelled_mid_run() -> float:
+                async def watchdog() -> None:
+                    await asyncio.sleep(30)
+                    import sys
+                    for t in asyncio.all_tasks():
+                        print("TASK", t, file=sys.stderr)
+                        t.print_stack(file=sys.stderr)
+                    sys.stderr.flush()
+                dog = asyncio.create_task(watchdog())
+                began = time.monotonic()
+                with pytest.raises(TimeoutError):  # the workers stop with it (see clustered)
+                    await asyncio.wait_for(clustered(spec_doc, nats, db, shard_size=100), 2.0)
+                return time.monotonic() - began
+
+            took = asyncio.run(cancelled_mid_run())
+            calls = stub.calls(CHAT)
+        assert took < 6.0, took  # not the 10 s a shard would have taken to finish
+        [info] = db.list_runs(kind="run")
+        counts = shard_counts(db, info.id)
+        assert set(counts) == {"cancelled"}, counts  # the running ones too, not only queued
+        statuses = Counter(o.status for o in db.iter_outputs(info.id))
+        assert statuses["cancelled"] > 0  # the tasks in flight
+        assert statuses["ok"] < 100
+        assert calls < 100
     finally:
         db.close()

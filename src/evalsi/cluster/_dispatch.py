@@ -90,7 +90,8 @@ class ClusterDispatch:
                 await asyncio.sleep(POLL_S)
         except BaseException:
             # stopped (cancelled, or the dataset failed): workers skip what is still queued
-            await call_store(self.store, cancel_shards, self.store, run_id, who=who)
+            # and stop what they are running
+            await call_store(self.store, _cancel_all, self.store, run_id, who=who)
             raise
         finally:
             await nc.close()
@@ -143,6 +144,10 @@ class ClusterDispatch:
             done = sum(counts.get(s, (0, 0))[1] for s in ("done", "dead"))
             progress(done, counts.get("dead", (0, 0))[1])
         return shards
+
+
+def _cancel_all(store: SqlStore, run_id: str) -> int:
+    return cancel_shards(store, run_id, running=True)
 
 
 class _BudgetWatch:

@@ -18,6 +18,8 @@ after that is marked cancelled unrun.
 - The store unreachable (PostgreSQL restarting): the worker keeps the shard, pauses, and runs it
   again once the store answers; the message stays in progress meanwhile.
 - NATS unreachable: the client reconnects; fetching waits.
+- A run cancelled (its owner marks its shards cancelled, running ones too): the worker stops
+  the shards of it that it runs within ``CANCEL_POLL_S`` and acknowledges them.
 - SIGTERM (``stop``): no new shard is fetched; those in flight finish within ``drain_s``, the
   rest are released (``nak``) for another worker.
 """
@@ -56,13 +58,22 @@ from evalsi.connectors import RateLimiterRegistry, Resilience, close_shared_sess
 from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import Registry
 from evalsi.runs import RunContext, execute_shard, open_run_context
-from evalsi.store import OutputRow, SqlStore, finish_shard, start_shard, unavailable
+from evalsi.store import (
+    OutputRow,
+    SqlStore,
+    cancelled_among,
+    finish_shard,
+    start_shard,
+    unavailable,
+)
 
 log = logging.getLogger("evalsi.cluster")
 
 CONTEXTS = 8
 """Runs whose target, evaluators and judges a worker keeps built."""
 REPORT_S = min(2.0, WORKER_TTL_S / 3)
+CANCEL_POLL_S = 1.0
+"""How often a worker asks the store whether the runs of the shards it runs were cancelled."""
 STORE_TRIES = TRIES  # a shard run again after the store failed under it and came back
 
 
@@ -128,6 +139,8 @@ class Worker:
         self._contexts: OrderedDict[str, RunContext] = OrderedDict()
         self._using: Counter[str] = Counter()  # shards running per run: their context stays
         self._ledgers: dict[str, RunSpend] = {}  # per run: this process's spend, shared
+        self._running: dict[tuple[str, str], asyncio.Task[Any] | None] = {}  # (run, shard)
+        self._stopped: set[tuple[str, str]] = set()  # stopped: their run was cancelled
         self._flushers: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def run(self, stop: asyncio.Event) -> WorkerStats:
@@ -139,6 +152,7 @@ class Worker:
         await ensure_queues(js, self.config)
         sub = await js.pull_subscribe_bind(consumer(self.pool.name), stream=STREAM)
         reporter = asyncio.create_task(self._report(js))
+        canceller = asyncio.create_task(self._stop_cancelled())
         slots = asyncio.Semaphore(self.pool.concurrency)
         running: set[asyncio.Task[None]] = set()
         log.info("worker %s: pool %s, %d at once", self.name, self.pool.name, self.pool.concurrency)
@@ -165,8 +179,8 @@ class Worker:
                         # counts against no other shard's deliveries)
                         await asyncio.gather(*running, return_exceptions=True)
                         try:
-                            await self._handle(msg, js)
-                        finally:
+                            await asyncio.create_task(self._handle(msg, js))  # its own task
+                        finally:  # (cancelling a shard never cancels this loop)
                             slots.release()
                         continue
                     task = asyncio.create_task(self._handle(msg, js))
@@ -179,9 +193,10 @@ class Worker:
                     task.cancel()
                 await asyncio.gather(*left, return_exceptions=True)
         finally:
-            reporter.cancel()
-            with contextlib.suppress(BaseException):
-                await reporter
+            for helper in (reporter, canceller):
+                helper.cancel()
+                with contextlib.suppress(BaseException):
+                    await helper
             for context in self._contexts.values():
                 with contextlib.suppress(Exception):
                     await context.close()
@@ -199,11 +214,18 @@ class Worker:
             await msg.term()
             return
         self.stats.in_flight.add(shard.msg_id)
+        key = (shard.run_id, shard.shard_id)
+        self._running[key] = asyncio.current_task()
         beat = asyncio.create_task(self._heartbeat(msg))
         try:
             await self._run_shard(shard, msg, js)
-        except asyncio.CancelledError:  # drained: another worker takes it now
-            with contextlib.suppress(Exception):
+        except asyncio.CancelledError:
+            if key in self._stopped:  # its run was cancelled: the shard is settled
+                self.stats.skipped += 1
+                with contextlib.suppress(Exception):
+                    await msg.ack()
+                return
+            with contextlib.suppress(Exception):  # drained: another worker takes it now
                 await msg.nak()
             raise
         except Exception:
@@ -212,6 +234,8 @@ class Worker:
             with contextlib.suppress(Exception):
                 await msg.nak(delay=1.0)
         finally:
+            self._running.pop(key, None)
+            self._stopped.discard(key)
             beat.cancel()
             self.stats.in_flight.discard(shard.msg_id)
 
@@ -374,6 +398,28 @@ class Worker:
             if bucket is not None:
                 with contextlib.suppress(Exception):
                     await bucket.delete(key)
+
+    async def _stop_cancelled(self) -> None:
+        """Every ``CANCEL_POLL_S``: stop the shards this worker runs whose run was cancelled
+        (their tasks in flight are stored cancelled, redone if the run is resumed)."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_S)
+            by_run: dict[str, list[str]] = {}
+            for run_id, shard_id in list(self._running):
+                by_run.setdefault(run_id, []).append(shard_id)
+            for run_id, shard_ids in by_run.items():
+                try:
+                    gone = await asyncio.to_thread(cancelled_among, self.store, run_id, shard_ids)
+                except Exception as e:  # noqa: BLE001 - the store away: next round
+                    log.debug("worker %s: cancelled shards not read: %s", self.name, e)
+                    continue
+                for shard_id in gone:
+                    task = self._running.get((run_id, shard_id))
+                    if task is not None and (run_id, shard_id) not in self._stopped:
+                        log.info("worker %s: run %s cancelled: stopping shard %s",
+                                 self.name, run_id, shard_id)  # fmt: skip
+                        self._stopped.add((run_id, shard_id))
+                        task.cancel()
 
     async def _heartbeat(self, msg: Any) -> None:
         every = max(0.5, self.pool.ack_wait_s / 3)

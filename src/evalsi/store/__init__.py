@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from evalsi.store._runs import DEFAULT_PROJECT, check_project_id, new_run_id
     from evalsi.store._shards import (
         cancel_shards,
+        cancelled_among,
         finish_shard,
         queue_shards,
         shard_counts,
@@ -73,6 +74,7 @@ __all__ = [
     "TraceStore",
     "TraceSummary",
     "cancel_shards",
+    "cancelled_among",
     "check_project_id",
     "delete_binding",
     "expire_audit",

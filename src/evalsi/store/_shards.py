@@ -85,15 +85,30 @@ def shard_counts(store: SqlStore, run_id: str, prefix: str = "") -> dict[str, tu
         return {str(state): (int(n), int(t or 0)) for state, n, t in conn.execute(query)}
 
 
-def cancel_shards(store: SqlStore, run_id: str) -> int:
-    """Mark the run's queued shards cancelled (workers skip them); how many."""
+def cancel_shards(store: SqlStore, run_id: str, *, running: bool = False) -> int:
+    """Mark the run's queued shards cancelled (workers skip them) — and with ``running`` those
+    workers are running too (they stop them: the run was cancelled); how many."""
     statement = (
         sa.update(shards)
         .where(shards.c.run == store._run_pk(run_id))
-        .where(shards.c.state == "queued")
+        .where(shards.c.state.in_(OPEN if running else ("queued",)))
         .values(state="cancelled", updated_at=time.time())
     )
     return int(_write(store, lambda conn: conn.execute(statement).rowcount))
+
+
+def cancelled_among(store: SqlStore, run_id: str, shard_ids: Sequence[str]) -> set[str]:
+    """Which of ``shard_ids`` of the run are cancelled (a worker stops those it runs)."""
+    if not shard_ids:
+        return set()
+    query = (
+        sa.select(shards.c.shard)
+        .where(shards.c.run == store._run_pk(run_id))
+        .where(shards.c.shard.in_(list(shard_ids)))
+        .where(shards.c.state == "cancelled")
+    )
+    with store.engine.connect() as conn:
+        return {str(s) for s in conn.execute(query).scalars()}
 
 
 def _insert(store: SqlStore) -> Any:
@@ -131,6 +146,7 @@ __all__ = [
     "FINAL",
     "SHARD_STATES",
     "cancel_shards",
+    "cancelled_among",
     "finish_shard",
     "queue_shards",
     "shard_counts",
