@@ -30,6 +30,13 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._objects import (
+        ObjectError,
+        ObjectRef,
+        ObjectStore,
+        ObjectStoreConfig,
+        sha256_hex,
+    )
     from evalsi.store._owner import set_lease
     from evalsi.store._reviews import APPROVALS, Review, read_reviews, save_reviews
     from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
@@ -56,6 +63,10 @@ __all__ = [
     "DEFAULT_STORE",
     "BackgroundWriter",
     "CalibrationKey",
+    "ObjectError",
+    "ObjectRef",
+    "ObjectStore",
+    "ObjectStoreConfig",
     "OutputRow",
     "Review",
     "RunInfo",
@@ -89,6 +100,7 @@ __all__ = [
     "score_dict",
     "scores_from_dicts",
     "set_lease",
+    "sha256_hex",
     "shard_counts",
     "shard_state",
     "span_rows",
