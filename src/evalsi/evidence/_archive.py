@@ -68,7 +68,10 @@ def _entries(manifest: bytes, where: str) -> list[Entry]:
     """The files a manifest lists, each a safe plain name with a size and sha256."""
     try:
         files = orjson.loads(manifest)["files"]
-        entries = [Entry(str(f["path"]), int(f["size"]), str(f["sha256"])) for f in files]
+        entries = [
+            Entry(str(f["path"]), int(f["size"]), str(f["sha256"]).removeprefix("sha256:"))
+            for f in files
+        ]
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise UserError(f"{where}: not a bundle manifest ({type(e).__name__}: {e})") from None
     for entry in entries:
