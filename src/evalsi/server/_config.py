@@ -47,6 +47,8 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       allow: [10.0.0.0/8, 'judge.internal:8000', '[fd00::1]:443']
       deny: ['*:5432']                        # deny wins over allow
       allowPrivate: auto                      # loopback+private allowed only on loopback
+    cluster: {nats: 'nats://nats:4222'}       # work queues for `evalsi worker` (_cluster_config)
+    objectStore: {bucket: evalsi, endpoint: 'http://minio:9000'}   # shared bytes (ibid.)
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
