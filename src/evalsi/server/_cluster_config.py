@@ -1,5 +1,6 @@
-"""The scale-out sections of ``evalsi.yaml``: ``cluster:`` (NATS JetStream work queues, pinned
-in DESIGN §4) and ``objectStore:`` (an S3-compatible bucket the replicas and workers share).
+"""The scale-out sections of ``evalsi.yaml``: ``cluster:`` (NATS JetStream work queues, a
+user-facing contract) and ``objectStore:`` (an S3-compatible bucket the replicas and workers
+share).
 
 ```yaml
 cluster:
