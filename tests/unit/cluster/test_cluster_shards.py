@@ -87,3 +87,21 @@ def test_a_shard_message_decodes_to_the_same_tasks() -> None:
 def test_what_is_not_a_shard_is_a_clear_error(data: bytes) -> None:
     with pytest.raises(UserError, match="not a shard message"):
         decode(data)
+
+
+def test_a_worker_without_an_object_store_refuses_a_shard_sent_by_reference() -> None:
+    """Released (raised), not settled: a worker of the pool that has the store may take it."""
+    import asyncio
+
+    from evalsi.cluster import Worker
+    from evalsi.cluster._queue import encode_ref
+    from evalsi.evaluators import Registry
+    from evalsi.store import ObjectRef
+
+    [rows] = _cut(_tasks(2))
+    ref = ObjectRef("evalsi/payloads/run-1/sha256-" + "b" * 64, "b" * 64, 99)
+    shard = decode(encode_ref("run-1", "s-0", ref, rows))
+    worker = Worker(ClusterConfig(nats="nats://127.0.0.1:1"), "default", None, registry=Registry())  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="no objectStore: section") as caught:
+        asyncio.run(worker._fetch(shard, ref))
+    assert "--config" in (caught.value.hint or "")
