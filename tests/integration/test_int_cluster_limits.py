@@ -155,14 +155,6 @@ def test_a_cancelled_run_stops_the_shards_its_workers_are_running(
             spec_doc = doc(stub.openai_url, data)
 
             async def cancelled_mid_run() -> float:
-                async def watchdog() -> None:
-                    await asyncio.sleep(30)
-                    import sys
-                    for t in asyncio.all_tasks():
-                        print("TASK", t, file=sys.stderr)
-                        t.print_stack(file=sys.stderr)
-                    sys.stderr.flush()
-                dog = asyncio.create_task(watchdog())
                 began = time.monotonic()
                 with pytest.raises(TimeoutError):  # the workers stop with it (see clustered)
                     await asyncio.wait_for(clustered(spec_doc, nats, db, shard_size=100), 2.0)

@@ -15,6 +15,11 @@ The run's budget holds across its workers: they share their spend in the store
 and the dispatcher then queues nothing more and cancels what is still queued — as an embedded
 run stops, with the tasks not started left for a resume. A wall-clock budget counts from the
 session's start. The sum of every worker's spend is the run's ``spend``.
+
+With an object store, a sample too large for a shard gets a shard of its own, and a shard
+whose message passes ``payloadThreshold`` is stored there (``payloads/<run>/sha256-<hex>``)
+and sent by reference; without one, such a sample is refused naming the setting that allows
+it.
 """
 
 from __future__ import annotations
@@ -28,12 +33,27 @@ from typing import Any
 
 from evalsi.cluster._config import ClusterConfig
 from evalsi.cluster._patience import call_store
-from evalsi.cluster._queue import connect, encode_rows, ensure_queues, subject, task_row
+from evalsi.cluster._queue import (
+    MAX_PAYLOAD_BYTES,
+    connect,
+    encode_ref,
+    encode_rows,
+    ensure_queues,
+    subject,
+    task_row,
+)
 from evalsi.cluster._shared import total_spend
 from evalsi.core import UserError
 from evalsi.runs import Dispatched, TaskKey, over_budget
 from evalsi.specs import BudgetSpec
-from evalsi.store import SqlStore, cancel_shards, queue_shards, shard_counts
+from evalsi.store import (
+    ObjectError,
+    ObjectStore,
+    SqlStore,
+    cancel_shards,
+    queue_shards,
+    shard_counts,
+)
 
 log = logging.getLogger("evalsi.cluster")
 
@@ -46,10 +66,18 @@ PUBLISH_RETRY_S = 1.0
 class ClusterDispatch:
     """``runs.Dispatch`` onto the configured cluster, writing shard states to ``store``."""
 
-    def __init__(self, config: ClusterConfig, store: SqlStore, *, name: str = "evalsi-serve"):
+    def __init__(
+        self,
+        config: ClusterConfig,
+        store: SqlStore,
+        *,
+        name: str = "evalsi-serve",
+        objects: ObjectStore | None = None,
+    ):
         self.config = config
         self.store = store
         self.name = name
+        self.objects = objects
 
     async def __call__(
         self,
@@ -105,10 +133,17 @@ class ClusterDispatch:
         for seq, trial, record in tasks:
             row = task_row(seq, trial, record)
             n = len(row)
-            if n > limit:
+            if n > limit and self.objects is None:
                 raise UserError(
-                    f"sample {record.id} is {n:,} bytes as a task; a shard holds at most "
-                    f"{limit:,} (payloads through the object store are not built yet)"
+                    f"sample {record.id} is {n:,} bytes as a task; a shard message holds at "
+                    f"most {limit:,} without an object store",
+                    hint="configure objectStore: (endpoint, bucket, credentials) in evalsi.yaml "
+                    "so larger payloads travel through it by reference (docs/guides/deploy.md)",
+                )
+            if n > MAX_PAYLOAD_BYTES:
+                raise UserError(
+                    f"sample {record.id} is {n:,} bytes as a task; the most a task may be is "
+                    f"{MAX_PAYLOAD_BYTES:,}"
                 )
             if rows and (len(rows) >= size or used + n > limit):
                 yield rows
@@ -124,6 +159,8 @@ class ClusterDispatch:
         from nats.errors import Error as NatsError
 
         payload = encode_rows(run_id, shard_id, rows)
+        if self.objects is not None and len(payload) > self.objects.config.payload_threshold:
+            payload = await self._by_reference(run_id, shard_id, rows, payload)
         headers = {"Nats-Msg-Id": f"{run_id}.{shard_id}"}
         while True:
             try:
@@ -131,6 +168,22 @@ class ClusterDispatch:
                 return
             except (NatsError, TimeoutError) as e:  # full, or NATS away: the same id again
                 log.warning("shard %s of run %s not queued yet: %s", shard_id, run_id, e)
+                await asyncio.sleep(PUBLISH_RETRY_S)
+
+    async def _by_reference(
+        self, run_id: str, shard_id: str, rows: list[bytes], payload: bytes
+    ) -> bytes:
+        """The message of a shard stored in the object store; an unreachable store is waited
+        for like NATS (anything else it answers fails the run, naming the setting)."""
+        assert self.objects is not None
+        while True:
+            try:
+                ref, _ = await asyncio.to_thread(self.objects.put, payload, f"payloads/{run_id}")
+                return encode_ref(run_id, shard_id, ref, rows)
+            except ObjectError as e:
+                if e.kind != "unavailable":
+                    raise
+                log.warning("shard %s of run %s not stored yet: %s", shard_id, run_id, e)
                 await asyncio.sleep(PUBLISH_RETRY_S)
 
     async def _finished(

@@ -6,6 +6,11 @@ A shard is JSON: ``{"run", "shard", "tasks": [[seq, trial, record row], ...]}`` 
 stored once. The stream's work-queue retention deletes a shard when a worker acknowledges it;
 one not acknowledged (nor reported in progress) within the pool's ``ackWait`` is delivered again;
 its ``maxDeliver``-th delivery is dead-lettered by the worker that gets it.
+
+A shard whose message would pass the object store's ``payloadThreshold`` travels by reference:
+the message is ``{"run", "shard", "ref": {"key", "sha256", "size"}, "index": [[seq, trial,
+record id], ...]}`` and the object holds the full message above. The index lets a worker settle
+the shard's tasks (as infrastructure errors) when the object is missing or altered.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import orjson
 
 from evalsi.cluster._config import ClusterConfig, PoolConfig
 from evalsi.core import Record, UserError
+from evalsi.store import ObjectRef
 
 log = logging.getLogger("evalsi.cluster")
 
@@ -26,6 +32,8 @@ DEAD_STREAM = "EVALSI_DEAD"  # dead-lettered shards, kept for a look (limits ret
 DUPLICATE_WINDOW_S = 120.0
 WORKERS_BUCKET = "evalsi_workers"  # each worker's last report; gone WORKER_TTL_S after it stops
 WORKER_TTL_S = 30.0
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+"""The largest task sent through the object store (a worker holds its shard in memory)."""
 
 
 def subject(pool: str) -> str:
@@ -38,15 +46,25 @@ def consumer(pool: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Shard:
-    """Some tasks of one run: (seq, trial, record)."""
+    """Some tasks of one run: (seq, trial, record); a shard sent by reference has no tasks
+    until its payload is fetched (``ref``), only their keys (``index``)."""
 
     run_id: str
     shard_id: str
     tasks: list[tuple[int, int, Record]]
+    ref: ObjectRef | None = None
+    index: tuple[tuple[int, int, str], ...] = ()
 
     @property
     def msg_id(self) -> str:
         return f"{self.run_id}.{self.shard_id}"
+
+    @property
+    def keys(self) -> list[tuple[int, int, str]]:
+        """(seq, trial, record id) of every task, fetched or not."""
+        if self.ref is not None and not self.tasks:
+            return list(self.index)
+        return [(seq, trial, record.id) for seq, trial, record in self.tasks]
 
 
 def encode_rows(run_id: str, shard_id: str, rows: list[bytes]) -> bytes:
@@ -54,6 +72,15 @@ def encode_rows(run_id: str, shard_id: str, rows: list[bytes]) -> bytes:
     each as it cuts shards, so no task is encoded twice)."""
     head = orjson.dumps({"run": run_id, "shard": shard_id})[:-1]
     return head + b',"tasks":[' + b",".join(rows) + b"]}"
+
+
+def encode_ref(run_id: str, shard_id: str, ref: ObjectRef, rows: list[bytes]) -> bytes:
+    """The message of a shard whose full message (``encode_rows``) is the object ``ref``."""
+    index = []
+    for row in rows:
+        seq, trial, doc = orjson.loads(row)
+        index.append([seq, trial, str(doc.get("id", ""))])
+    return orjson.dumps({"run": run_id, "shard": shard_id, "ref": ref.to_dict(), "index": index})
 
 
 def task_row(seq: int, trial: int, record: Record) -> bytes:
@@ -69,10 +96,13 @@ def decode(data: bytes) -> Shard:
 
     try:
         doc = orjson.loads(data)
-        run_id, shard_id, rows = str(doc["run"]), str(doc["shard"]), doc["tasks"]
+        run_id, shard_id = str(doc["run"]), str(doc["shard"])
+        if "ref" in doc:
+            index = tuple((int(seq), int(trial), str(rid)) for seq, trial, rid in doc["index"])
+            return Shard(run_id, shard_id, [], ObjectRef.from_dict(doc["ref"]), index)
         tasks = [
             (int(seq), int(trial), record_from_dict(row, FieldMap(), line=0, path="shard"))
-            for seq, trial, row in rows
+            for seq, trial, row in doc["tasks"]
         ]
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise UserError(f"not a shard message: {type(e).__name__}: {e}") from None
@@ -189,12 +219,14 @@ def _consumer_config(pool: PoolConfig) -> Any:
 
 __all__ = [
     "DEAD_STREAM",
+    "MAX_PAYLOAD_BYTES",
     "STREAM",
     "WORKERS_BUCKET",
     "Shard",
     "connect",
     "consumer",
     "decode",
+    "encode_ref",
     "encode_rows",
     "ensure_queues",
     "subject",

@@ -17,6 +17,10 @@ after that is marked cancelled unrun.
   completes without them.
 - The store unreachable (PostgreSQL restarting): the worker keeps the shard, pauses, and runs it
   again once the store answers; the message stays in progress meanwhile.
+- A shard sent by reference (its payload in the object store): fetched and checked against its
+  sha256 before it runs, removed from the store once done. Missing or altered, its tasks are
+  stored as ``infra_error(payload)`` and the shard marked dead at once (no delivery can fix
+  it); the object store unreachable, the shard is released for a later delivery.
 - NATS unreachable: the client reconnects; fetching waits.
 - A run cancelled (its owner marks its shards cancelled, running ones too): the worker stops
   the shards of it that it runs within ``CANCEL_POLL_S`` and acknowledges them.
@@ -44,6 +48,7 @@ import orjson
 from evalsi.cluster._config import ClusterConfig, PoolConfig
 from evalsi.cluster._patience import TRIES, call_store, wait_for_store
 from evalsi.cluster._queue import (
+    MAX_PAYLOAD_BYTES,
     STREAM,
     WORKER_TTL_S,
     Shard,
@@ -59,6 +64,9 @@ from evalsi.core import NotFoundError, UserError
 from evalsi.evaluators import Registry
 from evalsi.runs import RunContext, execute_shard, open_run_context
 from evalsi.store import (
+    ObjectError,
+    ObjectRef,
+    ObjectStore,
     OutputRow,
     SqlStore,
     cancelled_among,
@@ -121,6 +129,7 @@ class Worker:
         time_limit: float | None = None,
         name: str = "",
         drain_s: float = 30.0,
+        objects: ObjectStore | None = None,
     ) -> None:
         if pool not in config.pools:
             raise UserError(
@@ -135,6 +144,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.spender = f"{self.name}#{secrets.token_hex(3)}"  # its rows of shared spend
         self.drain_s = drain_s
+        self.objects = objects
         self.stats = WorkerStats()
         self._contexts: OrderedDict[str, RunContext] = OrderedDict()
         self._using: Counter[str] = Counter()  # shards running per run: their context stays
@@ -251,8 +261,22 @@ class Worker:
             await msg.ack()
             return
         if msg.metadata.num_delivered >= self.pool.max_deliver:
-            await self._dead_letter(shard, msg, js)
+            why = (
+                f"poison: shard {shard.shard_id} failed on each of {self.pool.max_deliver - 1} "
+                "deliveries (a worker crashed, timed out or raised on it)"
+            )
+            await self._dead_letter(shard, msg, js, why, "poison")
             return
+        ref = shard.ref
+        if ref is not None:
+            try:
+                shard = await self._fetch(shard, ref)
+            except ObjectError as e:
+                if e.kind == "unavailable":
+                    raise  # released: a later delivery tries again
+                why = f"payload: shard {shard.shard_id}: {e.message}"
+                await self._dead_letter(shard, msg, js, why, "payload")
+                return
         for attempt in range(1, STORE_TRIES + 1):
             try:
                 self._using[shard.run_id] += 1
@@ -298,14 +322,34 @@ class Worker:
         self.stats.shards += 1
         self.stats.tasks += outcome.tasks
         await msg.ack()
+        if ref is not None and self.objects is not None:  # done: no delivery reads it again
+            try:
+                await asyncio.to_thread(self.objects.delete, ref.key)
+            except ObjectError as e:
+                log.warning("worker %s: payload %s left in the store: %s", self.name, ref.key, e)
 
-    async def _dead_letter(self, shard: Shard, msg: Any, js: Any) -> None:
-        why = (
-            f"poison: shard {shard.shard_id} failed on each of {self.pool.max_deliver - 1} "
-            "deliveries (a worker crashed, timed out or raised on it)"
-        )
-        rows = [OutputRow(seq, trial, record.id, "infra_error", "poison", error=why)
-                for seq, trial, record in shard.tasks]  # fmt: skip
+    async def _fetch(self, shard: Shard, ref: ObjectRef) -> Shard:
+        """The shard whose payload ``ref`` names, read from the object store and checked."""
+        if self.objects is None:
+            raise UserError(
+                f"shard {shard.msg_id} was sent through the object store, and this worker has "
+                "no objectStore: section",
+                hint="give the workers the server's evalsi.yaml (--config)",
+            )
+        limit = MAX_PAYLOAD_BYTES + self.config.max_shard_bytes
+        data = await asyncio.to_thread(self.objects.get, ref, max_bytes=limit)
+        try:
+            full = decode(data)
+        except UserError as e:
+            raise ObjectError(f"object {ref.key}: {e.message}", kind="corrupt") from None
+        if (full.run_id, full.shard_id) != (shard.run_id, shard.shard_id) or full.ref:
+            raise ObjectError(f"object {ref.key}: holds another shard", kind="corrupt")
+        return full
+
+    async def _dead_letter(self, shard: Shard, msg: Any, js: Any, why: str, kind: str) -> None:
+        """Settle a shard no delivery can run: its tasks stored as ``infra_error(kind)``."""
+        rows = [OutputRow(seq, trial, record_id, "infra_error", kind, error=why)
+                for seq, trial, record_id in shard.keys]  # fmt: skip
         db = self.store
         await self._store(db.write_outputs, shard.run_id, rows)
         await self._store(finish_shard, db, shard.run_id, shard.shard_id, "dead", self.name)

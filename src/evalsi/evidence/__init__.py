@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from evalsi.core import lazy_exports
 
 if TYPE_CHECKING:
+    from evalsi.evidence._archive import archive_bundle, archived_bundles, fetch_bundle
     from evalsi.evidence._format import FORMAT, FORMAT_VERSION, MANIFEST, REQUIRED
     from evalsi.evidence._gate import GateOutcome, ThresholdResult, gate_bundle
     from evalsi.evidence._rescore import Difference, Rescore, rescore_bundle
@@ -40,8 +41,11 @@ __all__ = [
     "ThresholdResult",
     "Validation",
     "Written",
+    "archive_bundle",
+    "archived_bundles",
     "check_output",
     "export_review",
+    "fetch_bundle",
     "fingerprint",
     "gate_bundle",
     "import_review",

@@ -47,6 +47,8 @@ r"""``evalsi.yaml``: the server's configuration, validated into a ``ServerConfig
       allow: [10.0.0.0/8, 'judge.internal:8000', '[fd00::1]:443']
       deny: ['*:5432']                        # deny wins over allow
       allowPrivate: auto                      # loopback+private allowed only on loopback
+    cluster: {nats: 'nats://nats:4222'}       # work queues for `evalsi worker` (_cluster_config)
+    objectStore: {bucket: evalsi, endpoint: 'http://minio:9000'}   # shared bytes (ibid.)
 
 Every key is optional. Relative paths start from the file's directory (from the working
 directory without a file). Unknown keys and wrong types are a ``SpecError`` naming the field
@@ -64,12 +66,12 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.auth import AuthSettings
-from evalsi.cluster import DEFAULT_POOL, ClusterConfig, PoolConfig
 from evalsi.connectors import EgressPolicy, EgressRule
 from evalsi.core import SpecError, UserError, expand_home
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import SandboxConfig, SandboxConfigError, parse_config
 from evalsi.server._auth_config import auth_settings
+from evalsi.server._cluster_config import cluster_section, object_store_section
 from evalsi.server._config_checks import (
     Problems,
     as_duration,
@@ -110,6 +112,7 @@ _TOP = (
     "limits",
     "egress",
     "cluster",
+    "objectStore",
 )
 _TRACES = (
     "otlp",
@@ -175,7 +178,8 @@ def load_config(
     egress = _egress(p, top.get("egress"))
     allowed_hosts, allow_origins = _web(p, server)
     limits = _limits(p, top.get("limits"))
-    cluster = _cluster(p, top.get("cluster"), store)
+    cluster = cluster_section(p, top.get("cluster"), store)
+    object_store = object_store_section(p, top.get("objectStore"))
     auth = auth_settings(p, base, top)
     p.raise_if_any()
 
@@ -218,6 +222,7 @@ def load_config(
         limits=limits,
         auth=auth,
         cluster=cluster,
+        object_store=object_store,
     )
 
 
@@ -297,65 +302,6 @@ def _limits(p: Problems, value: Any) -> Limits:
         for key, (name, lo, hi) in _LIMITS.items()
     }
     return Limits(**chosen)
-
-
-_POOL = {
-    "concurrency": ("concurrency", 1, 1024),
-    "maxPending": ("max_pending", 1, 100_000),
-    "maxDeliver": ("max_deliver", 2, 100),
-}
-_NATS_URL = re.compile(r"(nats|tls)://[^\s/]+")
-_POOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
-
-
-def _cluster(p: Problems, value: Any, store: str) -> ClusterConfig | None:
-    """``cluster: {nats, shardSize, pools: {NAME: {concurrency, maxPending, ackWait,
-    maxDeliver}}}``: a run's tasks queued on NATS JetStream for ``evalsi worker`` processes,
-    which write to the same PostgreSQL store."""
-    if value is None:
-        return None
-    section = as_mapping(p, "cluster", value, ("nats", "shardSize", "pools", "leaseTtl"))
-    nats = as_text(p, "cluster.nats", section.get("nats"))
-    if nats is None:
-        p.bad("cluster", "missing required field 'nats' (nats://HOST:4222)")
-    elif not _NATS_URL.fullmatch(nats):
-        p.bad("cluster.nats", f"expected nats://HOST:PORT or tls://HOST:PORT, got {show(nats)}")
-    if not store.startswith("postgresql"):
-        p.bad(
-            "cluster",
-            "workers on other machines write to the store: set storage.postgres (a cluster "
-            "cannot share a SQLite file)",
-        )
-    shard_size = as_int(p, "cluster", section, "shardSize", 1, 10_000, 100)
-    lease = as_duration(p, "cluster.leaseTtl", section.get("leaseTtl"), 90.0)
-    if not 3 <= lease <= 3600:
-        p.bad("cluster.leaseTtl", "expected from 3s to 1h")
-    pools: dict[str, PoolConfig] = {}
-    raw = section.get("pools")
-    if raw is None:
-        raw = {DEFAULT_POOL: {}}
-    if not isinstance(raw, dict):
-        p.bad("cluster.pools", f"expected a mapping of pool names to settings, got {show(raw)}")
-        raw = {}
-    elif not raw:
-        p.bad("cluster.pools", "expected at least one pool (omit pools: for the default one)")
-    for name, settings in raw.items():
-        at = f"cluster.pools.{name}"
-        if not isinstance(name, str) or not _POOL_NAME.fullmatch(name):
-            p.bad("cluster.pools", f"expected a pool name (a-z, 0-9, '-', '_'), got {show(name)}")
-            continue
-        pool = as_mapping(p, at, settings, (*_POOL, "ackWait"))
-        chosen = {
-            field: as_int(p, at, pool, key, lo, hi, getattr(PoolConfig(), field))
-            for key, (field, lo, hi) in _POOL.items()
-        }
-        ack_wait = as_duration(p, f"{at}.ackWait", pool.get("ackWait"), PoolConfig().ack_wait_s)
-        if not 1 <= ack_wait <= 3600:
-            p.bad(f"{at}.ackWait", "expected from 1s to 1h")
-        pools[name] = PoolConfig(name=name, ack_wait_s=ack_wait, **chosen)
-    if not pools:
-        return None
-    return ClusterConfig(nats=nats or "", pools=pools, shard_size=shard_size, lease_ttl_s=lease)
 
 
 def _egress(p: Problems, value: Any) -> EgressPolicy:

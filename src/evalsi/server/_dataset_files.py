@@ -5,6 +5,14 @@ is the sha256 of exactly those bytes, so the same rows give the same version on 
 a run reading the file records that same version. Files are written to a temporary name and
 renamed, so a reader never sees half a version. ``versions.json`` beside them lists the versions
 oldest first (the last is the latest) with their row counts and creation times.
+
+With an object store (``objectStore:``), each version is also stored there, content-addressed
+under ``datasets/<project>/<name>/sha256-<hex>`` by a conditional create (two replicas storing
+the same version both succeed, one object is written). A replica asked for a version it lacks
+(by version, or by a run spec's path) fetches it from there on first use, checks its hash, and
+keeps it like one of its own, so replicas on one bucket share every version either stored.
+Listings stay per replica: a version is found by its name and version, not listed, until this
+replica has used it.
 """
 
 from __future__ import annotations
@@ -27,10 +35,15 @@ import orjson
 
 from evalsi.core import NotFoundError, UserError
 from evalsi.datasets import confine
+from evalsi.store import ObjectStore
 
 INDEX = "versions.json"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 VERSION = re.compile(r"sha256:[0-9a-f]{64}")
+# a version's path relative to datasets_dir, as a run spec names it
+VERSION_PATH = re.compile(r"([a-z0-9][a-z0-9._-]{0,127})/sha256-([0-9a-f]{64})\.jsonl")
+MAX_FETCH_BYTES = 1 << 34
+"""The largest version fetched from the object store (16 GiB), a bound against a wrong key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,21 +107,26 @@ def _check_finite(value: Any, where: str) -> None:
 class DatasetFiles:
     """The datasets under one directory. Thread-safe: writers of one dataset take its lock."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, *, objects: ObjectStore | None = None, project: str = "default"
+    ) -> None:
         self.root = root
-        self._locks: dict[str, threading.Lock] = {}
+        self.objects = objects
+        self.project = project
+        # re-entrant: an append holding its dataset's lock may fetch its base version
+        self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
 
-    def _lock(self, name: str) -> threading.Lock:
+    def _lock(self, name: str) -> threading.RLock:
         with self._guard:
-            return self._locks.setdefault(name, threading.Lock())
+            return self._locks.setdefault(name, threading.RLock())
 
     def _dir(self, name: str) -> Path:
         return confine(self.root, check_name(name), what="dataset name")
 
     # -- reading --------------------------------------------------------------------------------
     def versions(self, name: str) -> list[Version]:
-        """Oldest first; ``NotFoundError`` for a dataset never stored."""
+        """Oldest first; ``NotFoundError`` for a dataset never stored (here)."""
         entries = self._index(self._dir(name))
         if entries is None:
             raise NotFoundError(
@@ -117,8 +135,7 @@ class DatasetFiles:
             )
         return [Version(name, e["version"], int(e["rows"]), float(e["created"])) for e in entries]
 
-    def get(self, name: str, version: str = "") -> Version:
-        """A version (the latest when ``version`` is empty)."""
+    def _get(self, name: str, version: str) -> Version:
         found = self.versions(name)
         if not version:
             return found[-1]
@@ -127,6 +144,62 @@ class DatasetFiles:
             if v.version == version:
                 return v
         raise NotFoundError(f"version: dataset {name!r} has no version {version}")
+
+    def get(self, name: str, version: str = "") -> Version:
+        """A version (the latest when ``version`` is empty); one this replica lacks is fetched
+        from the object store when one is configured."""
+        try:
+            return self._get(name, version)
+        except NotFoundError:
+            if not version or self.objects is None:
+                raise
+        check_version(version)
+        with self._lock(name):
+            return self._fetch(name, version)
+
+    def fetch_path(self, path: str) -> bool:
+        """Whether the version a run spec's ``dataset.path`` names (``NAME/sha256-HEX.jsonl``)
+        is here now: fetched from the object store when it was not."""
+        match = VERSION_PATH.fullmatch(path)
+        if match is None or self.objects is None:
+            return False
+        try:
+            self.get(match.group(1), f"sha256:{match.group(2)}")
+        except NotFoundError:
+            return False
+        return True
+
+    def _fetch(self, name: str, version: str) -> Version:
+        """``version`` of ``name`` from the object store into this directory and its index."""
+        from evalsi.store import ObjectError
+
+        assert self.objects is not None
+        folder = self._dir(name)
+        with contextlib.suppress(NotFoundError):  # fetched meanwhile by another request
+            return self._get(name, version)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / file_name(version)
+        digest = version.removeprefix("sha256:")
+        try:
+            created = self.objects.download(
+                self._space(name), digest, target, max_bytes=MAX_FETCH_BYTES
+            )
+        except ObjectError as e:
+            if e.kind != "missing":
+                raise
+            raise NotFoundError(
+                f"version: dataset {name!r} has no version {version} here nor in the object store"
+            ) from None
+        with target.open("rb") as f:
+            rows = sum(1 for _ in f)
+        entries = [e for e in self._index(folder) or [] if e.get("version") != version]
+        entries.append({"version": version, "rows": rows, "created": created})
+        entries.sort(key=lambda e: float(e["created"]))  # in the order they were first stored
+        _write_atomic(folder / INDEX, orjson.dumps({"versions": entries}))
+        return Version(name, version, rows, created)
+
+    def _space(self, name: str) -> str:
+        return f"datasets/{self.project}/{name}"
 
     def latest(self) -> list[Version]:
         """The latest version of every dataset, by name."""
@@ -179,6 +252,8 @@ class DatasetFiles:
         target = folder / file_name(version)
         if not target.exists():  # content-addressed: an existing file already holds these bytes
             _write_atomic(target, content)
+        if self.objects is not None:  # shared before it is listed: a version listed is fetchable
+            self.objects.put(content, self._space(name))
         existing: list[dict[str, Any]] = self._index(folder) or []
         previous = next((e for e in existing if e.get("version") == version), None)
         entries = [e for e in existing if e is not previous]

@@ -413,7 +413,12 @@ class RunManager:
             return None
         from evalsi.cluster import ClusterDispatch
 
-        return ClusterDispatch(cluster, db, name=f"evalsi-serve {self.state.config.host}")
+        return ClusterDispatch(
+            cluster,
+            db,
+            name=f"evalsi-serve {self.state.config.host}",
+            objects=self.state.object_store(),  # large shards by reference (None: none)
+        )
 
     async def _started(self, live: _Live, db: SqlStore, total: int | None) -> None:
         """The run is stored: answer CreateRun, then wait for a slot (FIFO), stored ``queued``

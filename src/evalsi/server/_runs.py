@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -25,7 +26,7 @@ from evalsi.core import UserError
 from evalsi.datasets import FieldMap, confine, open_dataset
 from evalsi.evidence import MANIFEST as BUNDLE_MANIFEST
 from evalsi.evidence import REQUIRED as BUNDLE_FILES
-from evalsi.evidence import write_bundle
+from evalsi.evidence import archive_bundle, write_bundle
 from evalsi.runs import (
     DEFAULT_CATEGORY_KEY,
     RunResult,
@@ -49,6 +50,8 @@ from evalsi.wire import (
     run_to_proto,
     task_to_proto,
 )
+
+log = logging.getLogger("evalsi.server")
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 1000
@@ -180,6 +183,10 @@ class RunHandler:
         with tempfile.TemporaryDirectory(prefix="evalsi-bundle-") as tmp:
             where = Path(tmp) / "bundle"
             await asyncio.to_thread(write_bundle, self.state.store, info.id, where)
+            objects = self.state.object_store()
+            if objects is not None:  # archived where it outlives this replica (decision 0018)
+                kept = await asyncio.to_thread(archive_bundle, where, info.id, objects)
+                log.info("bundle of run %s archived as %s", info.id, kept.key)
             for name in (*BUNDLE_FILES, BUNDLE_MANIFEST):
                 size = (where / name).stat().st_size
                 with (where / name).open("rb") as f:
@@ -273,7 +280,8 @@ class RunHandler:
             )
         root = self.state.config.datasets_dir_of(project)
         resolved = confine(root, path, what="spec.dataset.path")
-        if not resolved.is_file():
+        # a version another replica stored: fetched from the object store on first use
+        if not resolved.is_file() and not self.state.dataset_files(project).fetch_path(path):
             raise UserError(
                 f"spec.dataset.path: no dataset {path!r} in the project's datasets",
                 hint="upload it with the DatasetService, or list what the server holds",

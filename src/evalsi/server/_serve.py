@@ -65,6 +65,7 @@ def serve(config: ServerConfig) -> int:
     store = SqlStore.open(config.store)
     try:
         state = ServerState(config=config, store=store, registry=server_registry(config))
+        state.object_store()  # objectStore: a wrong endpoint, bucket or key stops the start
         state.runs = RunManager(state)
         app = build_app(state)
         if config.no_auth and not is_loopback(config.host):

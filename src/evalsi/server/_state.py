@@ -13,7 +13,7 @@ from evalsi.cluster import ClusterConfig
 from evalsi.connectors import EgressPolicy
 from evalsi.evaluators import DEFAULT_PACKS
 from evalsi.sandbox import Level, SandboxConfig
-from evalsi.store import check_project_id
+from evalsi.store import ObjectStoreConfig, check_project_id
 
 if TYPE_CHECKING:
     from evalsi.evaluators import Registry
@@ -148,6 +148,9 @@ class ServerConfig:
     # `cluster`: a run's tasks queued on NATS JetStream for `evalsi worker` processes (None:
     # every run's tasks run in this server's own process)
     cluster: ClusterConfig | None = None
+    # `objectStore`: an S3-compatible bucket for shard payloads, dataset versions and bundles
+    # the replicas and workers share (None: none; everything stays on this machine)
+    object_store: ObjectStoreConfig | None = None
 
     def datasets_dir_of(self, project: str) -> Path:
         """Where ``project``'s datasets are: ``datasets_dir`` for ``default`` (as before
@@ -177,14 +180,26 @@ class ServerState:
     watch: Any = None
     _datasets: dict[str, Any] = field(default_factory=dict)
     _append_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _objects: list[Any] = field(default_factory=list)  # the ObjectStore, once opened
+
+    def object_store(self) -> Any:
+        """The configured ``ObjectStore`` (opened and checked on first use), or None."""
+        if not self._objects:
+            from evalsi.server._cluster_config import open_object_store
+
+            self._objects.append(open_object_store(self.config.object_store))
+        return self._objects[0]
 
     def dataset_files(self, project: str) -> Any:
-        """The ``DatasetFiles`` of ``project`` (one per project: their writers share locks)."""
+        """The ``DatasetFiles`` of ``project`` (one per project: their writers share locks),
+        mirrored to the object store when one is configured."""
         key = project or DEFAULT_PROJECT
         if key not in self._datasets:
             from evalsi.server._dataset_files import DatasetFiles
 
-            self._datasets[key] = DatasetFiles(self.config.datasets_dir_of(key))
+            self._datasets[key] = DatasetFiles(
+                self.config.datasets_dir_of(key), objects=self.object_store(), project=key
+            )
         return self._datasets[key]
 
     def dataset_append_lock(self, project: str) -> asyncio.Lock:

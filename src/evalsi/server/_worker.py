@@ -45,8 +45,10 @@ def run_worker(
 ) -> WorkerStats:
     """Work ``pool``'s queue until a signal; what it did."""
     cluster = _require_cluster(config)
+    from evalsi.server._cluster_config import open_object_store
     from evalsi.store import SqlStore
 
+    objects = open_object_store(config.object_store)  # shards sent by reference
     store = SqlStore.open(config.store)
     try:
         worker = Worker(
@@ -58,10 +60,13 @@ def run_worker(
             time_limit=float(config.limits.evaluator_seconds),
             name=name,
             drain_s=drain_s,
+            objects=objects,
         )
         return asyncio.run(_until_signalled(worker))
     finally:
         store.close()
+        if objects is not None:
+            objects.close()
 
 
 async def _until_signalled(worker: Worker) -> WorkerStats:

@@ -30,6 +30,13 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._objects import (
+        ObjectError,
+        ObjectRef,
+        ObjectStore,
+        ObjectStoreConfig,
+        sha256_hex,
+    )
     from evalsi.store._owner import set_lease
     from evalsi.store._reviews import APPROVALS, Review, read_reviews, save_reviews
     from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
@@ -64,6 +71,10 @@ __all__ = [
     "DEFAULT_STORE",
     "BackgroundWriter",
     "CalibrationKey",
+    "ObjectError",
+    "ObjectRef",
+    "ObjectStore",
+    "ObjectStoreConfig",
     "OutputRow",
     "Review",
     "RunInfo",
@@ -102,6 +113,7 @@ __all__ = [
     "session_spend",
     "set_lease",
     "settle_rate",
+    "sha256_hex",
     "shard_counts",
     "span_rows",
     "start_shard",

@@ -33,8 +33,44 @@ def test_a_shard_is_cut_before_it_passes_its_byte_limit() -> None:
 
 
 def test_a_sample_larger_than_a_shard_is_refused_by_name() -> None:
-    with pytest.raises(UserError, match=r"sample r0 is .* bytes as a task; a shard holds at most"):
+    """Without an object store; the message points to the setting that lets it through."""
+    with pytest.raises(UserError, match=r"sample r0 is .* bytes as a task; a shard message holds "
+                       r"at most 4,096 without an object store") as caught:  # fmt: skip
         _cut(_tasks(1, "x" * 5000), max_shard_bytes=4096)
+    assert "objectStore:" in (caught.value.hint or "")
+
+
+def test_with_an_object_store_a_large_sample_gets_a_shard_of_its_own() -> None:
+    tasks = _tasks(2, "x" * 100) + _tasks(1, "y" * 5000) + _tasks(2, "z" * 100)
+    dispatch = ClusterDispatch(
+        ClusterConfig(nats="nats://127.0.0.1:1", max_shard_bytes=4096),
+        None,  # type: ignore[arg-type]
+        objects=object(),  # type: ignore[arg-type]  # only whether one is configured is read
+    )
+    assert [len(s) for s in dispatch._cut(iter(tasks))] == [2, 1, 2]
+
+
+def test_a_shard_sent_by_reference_decodes_to_its_keys() -> None:
+    from evalsi.cluster._queue import encode_ref
+    from evalsi.store import ObjectRef
+
+    [rows] = _cut(_tasks(3))
+    ref = ObjectRef("evalsi/payloads/run-1/sha256-" + "a" * 64, "a" * 64, 1234)
+    shard = decode(encode_ref("run-1", "s-0", ref, rows))
+    assert (shard.ref, shard.tasks) == (ref, [])
+    assert shard.keys == [(0, 0, "r0"), (1, 0, "r1"), (2, 0, "r2")]
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [{}, {"key": "k", "sha256": "xyz", "size": 1}, {"key": "k", "sha256": "a" * 64, "size": -1}],
+)
+def test_a_bad_reference_is_not_a_shard(ref: dict[str, Any]) -> None:
+    import orjson
+
+    data = orjson.dumps({"run": "r", "shard": "s", "ref": ref, "index": []})
+    with pytest.raises(UserError, match="not a shard message"):
+        decode(data)
 
 
 def test_a_shard_message_decodes_to_the_same_tasks() -> None:
@@ -51,3 +87,21 @@ def test_a_shard_message_decodes_to_the_same_tasks() -> None:
 def test_what_is_not_a_shard_is_a_clear_error(data: bytes) -> None:
     with pytest.raises(UserError, match="not a shard message"):
         decode(data)
+
+
+def test_a_worker_without_an_object_store_refuses_a_shard_sent_by_reference() -> None:
+    """Released (raised), not settled: a worker of the pool that has the store may take it."""
+    import asyncio
+
+    from evalsi.cluster import Worker
+    from evalsi.cluster._queue import encode_ref
+    from evalsi.evaluators import Registry
+    from evalsi.store import ObjectRef
+
+    [rows] = _cut(_tasks(2))
+    ref = ObjectRef("evalsi/payloads/run-1/sha256-" + "b" * 64, "b" * 64, 99)
+    shard = decode(encode_ref("run-1", "s-0", ref, rows))
+    worker = Worker(ClusterConfig(nats="nats://127.0.0.1:1"), "default", None, registry=Registry())  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="no objectStore: section") as caught:
+        asyncio.run(worker._fetch(shard, ref))
+    assert "--config" in (caught.value.hint or "")
