@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._leases import LeaseHolder, acquire_lease, lease_holder, release_lease
     from evalsi.store._owner import set_lease
     from evalsi.store._reviews import APPROVALS, Review, read_reviews, save_reviews
     from evalsi.store._rows import OutputRow, TaskResults, score_dict, scores_from_dicts
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
     )
     from evalsi.store._sql import SqlStore
     from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
+    from evalsi.store._trace_claims import (
+        claim_counts,
+        claim_due,
+        finish_claims,
+        reap_claims,
+        release_claims,
+    )
     from evalsi.store._trace_scores import trace_scores
     from evalsi.store._traces import TraceStore
     from evalsi.store._writer import BackgroundWriter
@@ -52,10 +60,11 @@ DEFAULT_STORE = ".evalsi/evalsi.db"
 
 __all__ = [
     "APPROVALS",
-    "DEFAULT_PROJECT",
-    "DEFAULT_STORE",
     "BackgroundWriter",
     "CalibrationKey",
+    "DEFAULT_PROJECT",
+    "DEFAULT_STORE",
+    "LeaseHolder",
     "OutputRow",
     "Review",
     "RunInfo",
@@ -65,15 +74,20 @@ __all__ = [
     "TraceScore",
     "TraceStore",
     "TraceSummary",
+    "acquire_lease",
     "cancel_shards",
     "check_project_id",
+    "claim_counts",
+    "claim_due",
     "delete_binding",
     "expire_audit",
+    "finish_claims",
     "finish_shard",
     "insert_binding",
     "insert_key",
     "insert_project",
     "latest_calibration",
+    "lease_holder",
     "list_calibrations",
     "list_keys",
     "load_access",
@@ -82,6 +96,9 @@ __all__ = [
     "queue_shards",
     "read_audit",
     "read_reviews",
+    "reap_claims",
+    "release_claims",
+    "release_lease",
     "revoke_key",
     "row_bytes",
     "save_calibration",
