@@ -13,6 +13,7 @@ from evalsi.core import Span, StoreError
 from evalsi.store import (
     SqlStore,
     TraceStore,
+    _owner,
     acquire_lease,
     claim_counts,
     claim_due,
@@ -22,7 +23,6 @@ from evalsi.store import (
     release_claims,
     release_lease,
 )
-from evalsi.store import _owner
 
 
 @pytest.fixture
@@ -37,7 +37,9 @@ def tid(i: int) -> str:
 
 
 def spans(i: int, *, root: bool = True, children: int = 1) -> list[Span]:
-    out = [Span(tid(i), f"{c + 2:016x}", parent_span_id="1" * 16, name="c") for c in range(children)]
+    out = [
+        Span(tid(i), f"{c + 2:016x}", parent_span_id="1" * 16, name="c") for c in range(children)
+    ]
     if root:
         out.append(Span(tid(i), "1" * 16, name="root"))
     return out
@@ -187,16 +189,24 @@ def test_a_lease_is_its_holders_up_to_exactly_its_ttl(
 ) -> None:
     monkeypatch.setattr(_owner._Process, "token", "replica-a")
     a = acquire_lease(store, "watch", 3.0, now=1000.0)
-    assert a is not None and a.ours and a.acquired_at == 1000.0
+    assert a is not None
+    assert a.ours
+    assert a.acquired_at == 1000.0
     renewed = acquire_lease(store, "watch", 3.0, now=1001.0)
-    assert renewed is not None and renewed.acquired_at == 1000.0 and renewed.heartbeat_at == 1001.0
+    assert renewed is not None
+    assert renewed.acquired_at == 1000.0
+    assert renewed.heartbeat_at == 1001.0
     monkeypatch.setattr(_owner._Process, "token", "replica-b")
     assert acquire_lease(store, "watch", 3.0, now=1002.0) is None  # a's heartbeat is fresh
     assert acquire_lease(store, "watch", 3.0, now=1004.0) is None  # exactly the TTL: still a's
     holder = lease_holder(store, "watch")
-    assert holder is not None and holder.owner == "replica-a" and not holder.ours
+    assert holder is not None
+    assert holder.owner == "replica-a"
+    assert not holder.ours
     b = acquire_lease(store, "watch", 3.0, now=1004.0009765625)  # past it: b's now
-    assert b is not None and b.ours and b.acquired_at == 1004.0009765625
+    assert b is not None
+    assert b.ours
+    assert b.acquired_at == 1004.0009765625
     monkeypatch.setattr(_owner._Process, "token", "replica-a")
     assert acquire_lease(store, "watch", 3.0, now=1004.5) is None  # a lost it
     assert not release_lease(store, "watch")  # not a's to give

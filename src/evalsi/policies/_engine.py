@@ -145,6 +145,9 @@ class PolicyEngine:
         self._consumer: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._saving: asyncio.Task[None] | None = None
+        # With server replicas (decision 0019) only the one holding the ``watch`` lease
+        # grades, keeps counts in the store and checks alerts; the others show what it kept.
+        self.leader = True
 
     # -- policies -------------------------------------------------------------------------------
     def load(self, doc: Mapping[str, Any], *, project: str = "", source: str = "") -> PolicySpec:
@@ -253,6 +256,47 @@ class PolicyEngine:
                 continue
             restored += 1
         return restored
+
+    async def sync(
+        self, check: Callable[[PolicySpec], None] | None = None, *, counts: bool = False
+    ) -> int:
+        """Server replicas: the policies kept in the store become this engine's, whichever
+        replica applied, replaced or deleted them; with ``counts``, each takes the counts and
+        alert states last kept (a replica that does not grade shows those; the one taking the
+        ``watch`` lease starts from them). The leader also takes the runs of policies whose
+        replica is gone. How many policies changed."""
+        if self.runs is None:
+            return 0
+        started = time.time()
+        changed = 0
+        kept: set[tuple[str, str]] = set()
+        for stored in await self.runs.live():
+            key = (stored.project, stored.name)
+            kept.add(key)
+            live = self._policies.get(key)
+            try:
+                if live is None or live.run_id != stored.run_id:
+                    spec = self.load(stored.doc, project=stored.project, source=stored.run_id)
+                    if check is not None:
+                        check(spec)
+                    changed += (await self.apply(spec)).changed
+                elif self.leader and stored.status == RunStatus.INTERRUPTED:
+                    await self.runs.own(stored.run_id)
+            except UserError as e:
+                log.error("policy %s/%s not applied here: %s", stored.project, stored.name, e)
+                continue
+            live = self._policies.get(key)
+            if counts and live is not None and stored.state is not None:
+                live.restore_state(stored.state, time.time())
+        async with self._lock:
+            for key, live in list(self._policies.items()):
+                # deleted or replaced elsewhere (not one applied here since the store was read)
+                if key not in kept and live.applied_at < started:
+                    del self._policies[key]
+                    self._judges.pop(key, None)
+                    self._retire(self._deliveries.pop(key, None))
+                    changed += 1
+        return changed
 
     def default_judges(self, spec: PolicySpec) -> Mapping[str, JudgeClient]:
         """Store-backed judge clients (cached answers) for the judges the policy's evaluators
@@ -498,6 +542,8 @@ class PolicyEngine:
         saved_at = time.monotonic()
         while True:
             await asyncio.sleep(ALERT_CHECK_S)
+            if not self.leader:  # another replica grades: its windows, its alerts
+                continue
             for live in list(self._policies.values()):
                 try:
                     await live.refresh_corpora()
@@ -512,7 +558,7 @@ class PolicyEngine:
 
     async def _persist(self) -> None:
         """Keep what changed of each policy's counts and alert states in the store."""
-        if self.runs is None:
+        if self.runs is None or not self.leader:
             return
         for key, live in list(self._policies.items()):
             if self._policies.get(key) is not live:

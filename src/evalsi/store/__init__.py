@@ -44,7 +44,6 @@ if TYPE_CHECKING:
         unavailable,
     )
     from evalsi.store._sql import SqlStore
-    from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
     from evalsi.store._trace_claims import (
         claim_counts,
         claim_due,
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
         reap_claims,
         release_claims,
     )
+    from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
     from evalsi.store._trace_scores import trace_scores
     from evalsi.store._traces import TraceStore
     from evalsi.store._writer import BackgroundWriter
@@ -60,10 +60,10 @@ DEFAULT_STORE = ".evalsi/evalsi.db"
 
 __all__ = [
     "APPROVALS",
-    "BackgroundWriter",
-    "CalibrationKey",
     "DEFAULT_PROJECT",
     "DEFAULT_STORE",
+    "BackgroundWriter",
+    "CalibrationKey",
     "LeaseHolder",
     "OutputRow",
     "Review",

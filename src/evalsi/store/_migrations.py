@@ -366,9 +366,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(10, "agent cassettes: an index per task, responses kept once by sha256", _cassettes),
     Migration(11, "a cluster run's shards of tasks, queued and finished", _shards),
-    Migration(
-        12, "trace claims and named leases: Watch across server replicas", _watch_claims
-    ),
+    Migration(12, "trace claims and named leases: Watch across server replicas", _watch_claims),
 )
 """In order; append only. A migration, once released, is never edited."""
 

@@ -1,27 +1,28 @@
 """Traces completed once across server replicas (schema 12, PostgreSQL): ``trace_claims``.
 
-Every replica stores the spans it receives; in the same transaction (``_trace_rows.CLAIM_UPSERT``,
-run by ``RowsWriter`` after its span upsert) it upserts one row per trace of the batch: when a span
-of it was last stored and when its root first was, by the store's clock. The replica holding
-the ``watch`` lease (``store._leases``) claims the traces whose time has come (``claim_due``:
-``grace_s`` after the root was stored, or ``orphan_s`` after the last span of a trace without
-one, the assembler's rule), reads each whole from the store whichever replica stored its spans,
-and marks it done (``finish_claims``).
+Every replica stores the spans it receives; in the same transaction (``CLAIM_UPSERT`` in
+``_trace_rows``, run by ``RowsWriter`` after its span upsert) it upserts one row per trace of
+the batch: when a span of it was last stored and when its root first was, by the store's
+clock, and how many batches stored its spans. The replica holding the ``watch`` lease
+(``store._leases``) claims the traces whose time has come (``claim_due``: ``grace_s`` after the
+root was stored, or ``orphan_s`` after the last span of a trace without one, the assembler's
+rule), reads each whole from the store whichever replica stored its spans, and marks it done
+(``finish_claims``).
 
 Exactly once: a claim is one ``UPDATE`` over rows picked ``FOR UPDATE SKIP LOCKED``, so two
 claimers never get the same trace and neither waits for the other (nor for a row an ingest
 transaction holds: that trace is taken next time). A span batch stored after a trace was
-claimed bumps its ``batches`` past ``claimed_batches``: finishing leaves it open, and it is completed again as a
-trace with late spans (its row rebuilt from the store, not graded again: the completer tells
-by its trace row). Claims of a holder that lost the lease go back to open when the next one
-takes it (``release_claims``). Rows done an hour ago are reaped (``reap_claims``); a span that
-reaches a trace after that opens it again and is treated the same way.
+claimed bumps its ``batches`` past ``claimed_batches``: finishing leaves it open, and it is
+completed again as a trace with late spans (its row rebuilt from the store, not graded again:
+the completer tells by its trace row). Claims of a holder that lost the lease go back to open
+when the next one takes it (``release_claims``). Rows done an hour ago are reaped
+(``reap_claims``); a span that reaches a trace after that opens it again, treated the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -144,12 +145,10 @@ def _pairs(keys: Sequence[Key], params: dict[str, object]) -> str:
 
 def _check(store: SqlStore) -> None:
     if store.engine.dialect.name != "postgresql":
-        raise StoreError(
-            f"trace claims need PostgreSQL (a cluster's store), not {store.location}"
-        )
+        raise StoreError(f"trace claims need PostgreSQL (a cluster's store), not {store.location}")
 
 
-def _run(store: SqlStore, what: str, sql: str, params: dict[str, object]) -> list[sa.Row[object]]:
+def _run(store: SqlStore, what: str, sql: str, params: dict[str, object]) -> list[Any]:
     _check(store)
     try:
         with store.engine.begin() as conn:

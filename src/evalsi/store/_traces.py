@@ -112,7 +112,9 @@ class TraceStore(TraceQueries):
         self.engine = store.engine
         self._pg = self.engine.dialect.name == "postgresql"
         if claims and not self._pg:
-            raise StoreError(f"trace claims need PostgreSQL (a cluster's store), not {store.location}")
+            raise StoreError(
+                f"trace claims need PostgreSQL (a cluster's store), not {store.location}"
+            )
         self._writer: RowsWriter | None = None
         self._checkpointer: Checkpointer | None = None
         self._lock = threading.Lock()  # one writer connection, one batch at a time
