@@ -47,6 +47,9 @@ CLAIM_BATCH = 256
 """Traces claimed at once: read, graded and settled before the next claim."""
 READ_CONCURRENCY = 16
 """Traces read back (and graded) at once within a batch."""
+LOOPS = 4
+"""Batches completed at once by the holder (each claims its own: ``SKIP LOCKED``), so one
+batch's reads and grading overlap another's writes."""
 POLL_S = 0.2
 """How often the holder looks for due traces when the last look found fewer than a batch."""
 REAP_EVERY_S = 60.0
@@ -82,6 +85,7 @@ class SharedCompletion:
         wants: Callable[[str], bool] | None = None,
         on_lead: Callable[[bool], Awaitable[None]] | None = None,
         batch: int = CLAIM_BATCH,
+        loops: int = LOOPS,
         poll_s: float = POLL_S,
     ) -> None:
         self.store = store
@@ -94,6 +98,7 @@ class SharedCompletion:
         self.wants = wants or (lambda _project: grade is not None)
         self.on_lead = on_lead
         self.batch = batch
+        self.loops = loops
         self.poll_s = poll_s
         self.held = False
         self.stats = SharedStats()
@@ -104,9 +109,10 @@ class SharedCompletion:
 
     async def start(self) -> None:
         self._stop = asyncio.Event()
-        self._tasks = [
-            asyncio.create_task(self._beat(), name="evalsi-watch-lease"),
-            asyncio.create_task(self._complete_loop(), name="evalsi-watch-completer"),
+        self._tasks = [asyncio.create_task(self._beat(), name="evalsi-watch-lease")]
+        self._tasks += [
+            asyncio.create_task(self._complete_loop(i == 0), name=f"evalsi-watch-completer-{i}")
+            for i in range(self.loops)
         ]
 
     async def stop(self) -> None:
@@ -170,7 +176,7 @@ class SharedCompletion:
                         log.exception("giving up the watch lease failed")
 
     # -- completing ---------------------------------------------------------------------------
-    async def _complete_loop(self) -> None:
+    async def _complete_loop(self, reaps: bool) -> None:
         reaped_at = time.monotonic()
         while not self._stop.is_set():
             await self._leading.wait()
@@ -181,7 +187,7 @@ class SharedCompletion:
             except Exception:
                 log.exception("completing traces failed; trying again")
                 n = 0
-            if time.monotonic() - reaped_at >= REAP_EVERY_S:
+            if reaps and time.monotonic() - reaped_at >= REAP_EVERY_S:
                 reaped_at = time.monotonic()
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(reap_claims, self.db)
@@ -219,42 +225,60 @@ class SharedCompletion:
     async def _complete_project(
         self, project: str, ids: list[str], failed: list[tuple[str, str]]
     ) -> list[str]:
+        """The project's claimed traces: read whole (a few queries for the batch), graded
+        (``READ_CONCURRENCY`` at once) unless completed before, their rows written; the ids
+        settled (failed ones are added to ``failed``, to be given back)."""
         try:
-            existed = await asyncio.to_thread(self.store.summarized, project, ids)
+            existed, read = await asyncio.to_thread(self._read, project, ids)
         except Exception:
-            log.exception("reading the trace rows of %d traces failed", len(ids))
+            log.exception("reading %d completed traces failed", len(ids))
             failed += [(project, t) for t in ids]
             return []
         grading = self.grade is not None and self.wants(project)
         slots = asyncio.Semaphore(READ_CONCURRENCY)
-        rows: dict[str, TraceSummary] = {}
+        rows: list[TraceSummary] = []
+        lost: set[str] = set()
 
-        async def one(trace_id: str) -> None:
+        async def one(trace_id: str, trace: Trace, record: Record | None) -> None:
             async with slots:
                 try:
-                    trace = await asyncio.to_thread(self.store.get_trace, project, trace_id)
-                    if trace is None:  # deleted meanwhile (retention): nothing to complete
-                        rows.pop(trace_id, None)
-                        return
-                    rows[trace_id] = summarize(trace)
-                    if trace_id in existed:
-                        self.stats.rebuilt += 1
-                    elif grading:
+                    if record is not None:
                         assert self.grade is not None
-                        await self.grade(trace, trace_to_record(trace))
+                        await self.grade(trace, record)
                         self.stats.graded += 1
-                except Exception:
-                    log.exception("completing trace %s failed", trace_id)
-                    rows.pop(trace_id, None)
-                    failed.append((project, trace_id))
+                except Exception:  # the engine's own errors are its own; this is ours
+                    log.exception("grading trace %s failed", trace_id)
+                    lost.add(trace_id)
 
-        await asyncio.gather(*(one(t) for t in ids))
-        gone = {t for p, t in failed if p == project}
+        work = []
+        for trace_id, (trace, summary) in read.items():
+            rows.append(summary)
+            if trace_id in existed:
+                self.stats.rebuilt += 1  # late spans: its row again, not graded again
+            elif grading:
+                work.append(one(trace_id, trace, trace_to_record(trace)))
+        await asyncio.gather(*work)
+        rows = [r for r in rows if r.trace_id not in lost]
+        failed += [(project, t) for t in sorted(lost)]
         if rows:
             try:
-                await self.store_rows(project, list(rows.values()))
+                await self.store_rows(project, rows)
             except Exception:
                 log.exception("writing the rows of %d completed traces failed", len(rows))
-                failed += [(project, t) for t in rows]
+                failed += [(project, r.trace_id) for r in rows]
                 return []
-        return [t for t in ids if t not in gone]
+        # deleted meanwhile (retention) are settled too: nothing left to complete
+        return [t for t in ids if t not in lost]
+
+    def _read(
+        self, project: str, ids: list[str]
+    ) -> tuple[set[str], dict[str, tuple[Trace, TraceSummary]]]:
+        """In a worker thread: which had a row already, and each trace read with its row."""
+        existed = self.store.summarized(project, ids)
+        read: dict[str, tuple[Trace, TraceSummary]] = {}
+        for trace_id, trace in self.store.get_traces(project, ids).items():
+            try:
+                read[trace_id] = (trace, summarize(trace))
+            except Exception:  # one bad trace must not stop the others
+                log.exception("summarising trace %s failed", trace_id)
+        return existed, read
