@@ -292,3 +292,31 @@ def test_the_lease_holder_killed_with_traces_pending_the_other_grades_them_once(
         # the survivor graded every one, each once (the killed one graded none: not due)
         assert (stats.selected, stats.evaluated) == (n, n)
         assert time.monotonic() - killed < 60
+
+
+def test_the_lease_holder_killed_mid_batch_leaves_no_trace_ungraded_or_scored_twice(
+    tmp_path: Path, pg_url: str, nats: NatsServer
+) -> None:
+    """Killed while it holds claims (traces read, being graded, not yet done): the next holder
+    gives them back and completes them; every trace ends with one set of results."""
+    n = 800
+    with Replicas(tmp_path, pg_url, nats, grace="1s") as replicas:
+        run_id = replicas.apply()
+        holder = replicas.holder()
+        a, b = split(make_traces(n, seed=4), random.Random(4))
+        for start in range(0, max(len(a), len(b)), 400):
+            export(replicas.urls[0], a[start : start + 400])
+            export(replicas.urls[1], b[start : start + 400])
+        while claim_counts(replicas.db)["done"] < 40:
+            time.sleep(0.01)
+        replicas.procs[holder].send_signal(signal.SIGKILL)
+        replicas.procs[holder].wait()
+        left = claim_counts(replicas.db)
+        assert left["claimed"] > 0, left  # died holding claims
+        assert left["done"] < n, left
+        took = wait_graded(replicas.db, run_id, n, TTL_S + 60, replicas)
+        time.sleep(1.5)
+        assert counts(replicas.db, run_id) == {
+            "spans": n * SPANS, "traces": n, "whole": n, "results": n, "graded": n,
+        }, took  # fmt: skip
+        assert claim_counts(replicas.db) == {"open": 0, "claimed": 0, "done": n}

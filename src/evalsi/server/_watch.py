@@ -75,6 +75,7 @@ class Watch:
                 grade=engine.on_trace,
                 wants=engine.active,
                 on_lead=self._lead,
+                ingest_stats=self.ingest.stats,
             )
         # traces.ingestWorkers: processes that decode and store OTLP requests (started on the
         # first request); None: on the event loop.

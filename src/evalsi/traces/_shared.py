@@ -37,6 +37,7 @@ from evalsi.store import (
     release_claims,
     release_lease,
 )
+from evalsi.traces._parts import IngestStats
 from evalsi.traces._rebuild import summarize
 from evalsi.traces._records import trace_to_record
 
@@ -71,7 +72,8 @@ class SharedStats:
 class SharedCompletion:
     """See the module doc. ``wants(project)``: whether to grade that project's traces (a
     policy applied there); ``on_lead(held)``: told when this replica takes or loses the lease,
-    before it completes anything as the holder."""
+    before it completes anything as the holder; ``ingest_stats``: the replica's ingest
+    counters, given the traces completed (and read back for grading) here."""
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class SharedCompletion:
         grade: Grade | None = None,
         wants: Callable[[str], bool] | None = None,
         on_lead: Callable[[bool], Awaitable[None]] | None = None,
+        ingest_stats: IngestStats | None = None,
         batch: int = CLAIM_BATCH,
         loops: int = LOOPS,
         poll_s: float = POLL_S,
@@ -102,6 +105,8 @@ class SharedCompletion:
         self.poll_s = poll_s
         self.held = False
         self.stats = SharedStats()
+        # the replica's ingest counters (Prometheus): traces completed and read back here
+        self.ingest_stats = ingest_stats or IngestStats()
         self._stop = asyncio.Event()
         self._leading = asyncio.Event()  # set while we hold the lease and have taken over
         self._tasks: list[asyncio.Task[None]] = []
@@ -255,7 +260,10 @@ class SharedCompletion:
             rows.append(summary)
             if trace_id in existed:
                 self.stats.rebuilt += 1  # late spans: its row again, not graded again
-            elif grading:
+                continue
+            self.ingest_stats.traces += 1
+            if grading:
+                self.ingest_stats.read_back += 1
                 work.append(one(trace_id, trace, trace_to_record(trace)))
         await asyncio.gather(*work)
         rows = [r for r in rows if r.trace_id not in lost]
