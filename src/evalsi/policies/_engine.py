@@ -153,9 +153,11 @@ class PolicyEngine(Upkeep):
             doc, source=source, registry=self.registry, packs=self.packs, project=project
         )
 
-    async def apply(self, spec: PolicySpec) -> AppliedPolicy:
+    async def apply(self, spec: PolicySpec, *, kept: bool = False) -> AppliedPolicy:
         """Create the policy or replace the one of the same name in its project; applying the
-        same spec again keeps its counts and window (``changed`` is False)."""
+        same spec again keeps its counts and window (``changed`` is False). ``kept``: the
+        version is in the store already (``sync``: applied on another replica), only this
+        engine takes it; the leader keeps its counts of the version it replaces."""
         key = (spec.project, spec.name)
         judges = self.judge_factory(spec)  # a missing judge fails here, before anything changes
         async with self._lock:
@@ -167,7 +169,10 @@ class PolicyEngine(Upkeep):
             sinks = (
                 await asyncio.to_thread(open_sinks, spec.sinks, self.egress) if spec.sinks else []
             )
-            if self.runs is not None:
+            if self.runs is not None and kept:
+                if current is not None and self.leader:  # the replaced run gets our counts
+                    await self.runs.save_state(current.run_id, current.state(time.time()))
+            elif self.runs is not None:
                 info = await self.runs.save(
                     project=spec.project,
                     name=spec.name,
@@ -276,7 +281,7 @@ class PolicyEngine(Upkeep):
                     spec = self.load(stored.doc, project=stored.project, source=stored.run_id)
                     if check is not None:
                         check(spec)
-                    changed += (await self.apply(spec)).changed
+                    changed += (await self.apply(spec, kept=True)).changed
                 elif self.leader and stored.status == RunStatus.INTERRUPTED:
                     await self.runs.own(stored.run_id)
             except UserError as e:
