@@ -7,27 +7,39 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from evalsi.core import RunStatus
+from evalsi.evaluators import Registry
+from evalsi.packs import builtin_registry
 from evalsi.policies._engine import PolicyEngine
 from evalsi.policies._spec import policy_from_yaml
 from evalsi.store import SqlStore
-from tests.unit.policies.test_engine import HEAD, make, registry  # noqa: F401 - the fixture
+from tests.unit.policies.test_engine import HEAD, cheap, make, steps
 
 V1 = HEAD + "  cascade: [{ref: test/cheap}]\n"
 V2 = HEAD + "  cascade: [{ref: test/cheap}, {ref: test/steps}]\n"
 
 
+@pytest.fixture
+def registry() -> Registry:
+    r = builtin_registry()
+    for ev in (cheap, steps):
+        r.register(ev)
+    return r
+
+
 def test_a_follower_takes_what_the_leader_applies_replaces_and_deletes(
-    tmp_path: Path, registry: object
+    tmp_path: Path, registry: Registry
 ) -> None:
     async def main() -> None:
         store = SqlStore.open(tmp_path / "s.db")
-        leader = PolicyEngine(registry=registry, store=store)  # type: ignore[arg-type]
-        follower = PolicyEngine(registry=registry, store=store)  # type: ignore[arg-type]
+        leader = PolicyEngine(registry=registry, store=store)
+        follower = PolicyEngine(registry=registry, store=store)
         follower.leader = False
         try:
             assert await follower.sync() == 0  # nothing kept: nothing to take
-            first = await leader.apply(policy_from_yaml(V1, registry=registry))  # type: ignore[arg-type]
+            first = await leader.apply(policy_from_yaml(V1, registry=registry))
             assert await follower.sync(counts=True) == 1
             [taken] = follower.policies()
             assert taken.run_id == first.run_id
@@ -40,7 +52,7 @@ def test_a_follower_takes_what_the_leader_applies_replaces_and_deletes(
             stats = follower.stats("p")
             assert (stats.selected, stats.evaluated) == (1, 1)  # the leader's, from the store
 
-            second = await leader.apply(policy_from_yaml(V2, registry=registry))  # type: ignore[arg-type]
+            second = await leader.apply(policy_from_yaml(V2, registry=registry))
             ended = store.get_run(first.run_id)
             assert ended.status == RunStatus.STOPPED
             ended_at = ended.finished_at
@@ -66,13 +78,13 @@ def test_a_follower_takes_what_the_leader_applies_replaces_and_deletes(
 
 
 def test_a_new_leader_takes_over_the_runs_of_a_replica_gone(
-    tmp_path: Path, registry: object
+    tmp_path: Path, registry: Registry
 ) -> None:
     async def main() -> None:
         store = SqlStore.open(tmp_path / "s.db")
-        engine = PolicyEngine(registry=registry, store=store)  # type: ignore[arg-type]
+        engine = PolicyEngine(registry=registry, store=store)
         try:
-            applied = await engine.apply(policy_from_yaml(V1, registry=registry))  # type: ignore[arg-type]
+            applied = await engine.apply(policy_from_yaml(V1, registry=registry))
             # its owner gone (a replica killed): the run reads interrupted
             import sqlalchemy as sa
 
