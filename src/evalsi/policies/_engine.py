@@ -290,6 +290,7 @@ class PolicyEngine(Upkeep):
             live = self._policies.get(key)
             if counts and live is not None and stored.state is not None:
                 live.restore_state(stored.state, time.time())
+        forgotten: list[LivePolicy] = []
         async with self._lock:
             for key, live in list(self._policies.items()):
                 # deleted or replaced elsewhere (not one applied here since the store was read)
@@ -297,8 +298,13 @@ class PolicyEngine(Upkeep):
                     del self._policies[key]
                     self._judges.pop(key, None)
                     self._retire(self._deliveries.pop(key, None))
-                    changed += 1
-        return changed
+                    forgotten.append(live)
+        for live in forgotten if self.leader else ():  # its ended run gets our counts
+            try:
+                await self.runs.save_state(live.run_id, live.state(time.time()))
+            except Exception:
+                log.exception("policy %s: cannot keep its counts", live.spec.name)
+        return changed + len(forgotten)
 
     def default_judges(self, spec: PolicySpec) -> Mapping[str, JudgeClient]:
         """Store-backed judge clients (cached answers) for the judges the policy's evaluators

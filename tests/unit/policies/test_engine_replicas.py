@@ -101,3 +101,31 @@ def test_a_new_leader_takes_over_the_runs_of_a_replica_gone(
             store.close()
 
     asyncio.run(main())
+
+
+def test_a_policy_deleted_on_a_follower_keeps_the_leaders_counts(
+    tmp_path: Path, registry: Registry
+) -> None:
+    async def main() -> None:
+        store = SqlStore.open(tmp_path / "s.db")
+        leader = PolicyEngine(registry=registry, store=store)
+        follower = PolicyEngine(registry=registry, store=store)
+        follower.leader = False
+        try:
+            applied = await follower.apply(policy_from_yaml(V1, registry=registry))
+            assert await leader.sync() == 1
+            for i in range(3):
+                await leader.on_trace(*make(i, "ok"))
+            await follower.delete("p")  # its counts: none
+            assert await leader.sync() == 1
+            assert leader.policies() == []
+            ended = store.get_run(applied.run_id)
+            assert ended.status == RunStatus.CANCELLED
+            counts = (ended.summary or {})["policy_state"]["counts"]
+            assert counts["evaluated"] == 3  # the leader's, not the follower's zero
+        finally:
+            await follower.close()
+            await leader.close()
+            store.close()
+
+    asyncio.run(main())
