@@ -417,9 +417,8 @@ Index("trace_feedback_trace", trace_feedback.c.project_id, trace_feedback.c.trac
 Index("trace_feedback_session", trace_feedback.c.project_id, trace_feedback.c.session_id)
 Index("trace_feedback_received", trace_feedback.c.project_id, trace_feedback.c.received_at)
 Index("trace_feedback_key", trace_feedback.c.project_id, trace_feedback.c.key, unique=True)
-# open traces by their two deadlines (the completer's scan), done ones by age (their reaping)
-_OPEN = trace_claims.c.done_at.is_(None)
-Index("trace_claims_root", trace_claims.c.root_at, postgresql_where=_OPEN, sqlite_where=_OPEN)
-Index("trace_claims_last", trace_claims.c.last_at, postgresql_where=_OPEN, sqlite_where=_OPEN)
-Index("trace_claims_done", trace_claims.c.done_at)
+# Open traces by their two deadlines (the completer's scan) are partial indexes ``WHERE done_at
+# IS NULL`` (trace_claims_root, trace_claims_last), created by migration 12 in SQL: declared
+# here, their dialect arguments would import SQLAlchemy's PostgreSQL dialect in every process.
+Index("trace_claims_done", trace_claims.c.done_at)  # done ones by age (their reaping)
 Index("span_events_time", span_events.c.project_id, span_events.c.time_ns)  # retention
