@@ -37,7 +37,7 @@ from evalsi.core import (
     UserError,
 )
 from evalsi.evaluators import JudgeClient, PackOptIn, Registry, use_judges
-from evalsi.policies._alerts import AlertState, Notifier, WebhookNotifier
+from evalsi.policies._alerts import Notifier, WebhookNotifier
 from evalsi.policies._cel import ConditionError, evaluate
 from evalsi.policies._deliver import ScoreDelivery, open_sinks
 from evalsi.policies._hooks import JudgeFactory, ScoresHook, SyncGrading, store_judges
@@ -53,6 +53,7 @@ from evalsi.policies._promote import Promoter, record_to_row
 from evalsi.policies._sampling import sampled
 from evalsi.policies._spec import PolicySpec, policy_from_dict
 from evalsi.policies._store import PolicyRuns, run_id_for
+from evalsi.policies._upkeep import Upkeep
 from evalsi.runs import JudgeSpec
 from evalsi.store import SqlStore
 
@@ -63,15 +64,11 @@ DEFAULT_MAX_PENDING = 1024
 """Traces ``submit`` lets wait for grading before it sheds load (counted as ``overloaded``)."""
 DEFAULT_CONCURRENCY = 16
 """Traces graded at once by ``submit`` (a judge call takes seconds; checks take microseconds)."""
-ALERT_CHECK_S = 1.0
-"""How often alerts are checked besides after each graded trace."""
-PERSIST_EVERY_S = 10.0
-"""How often each policy's counts and alert states are kept in the store (and at close)."""
 SINK_CLOSE_S = 10.0
 """How long a replaced or deleted policy, or a closing engine, lets its sinks catch up."""
 
 
-class PolicyEngine:
+class PolicyEngine(Upkeep):
     """Applied policies and the work they do on each trace.
 
     Args:
@@ -145,6 +142,9 @@ class PolicyEngine:
         self._consumer: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._saving: asyncio.Task[None] | None = None
+        # With server replicas (decision 0019) only the one holding the ``watch`` lease
+        # grades, keeps counts in the store and checks alerts; the others show what it kept.
+        self.leader = True
 
     # -- policies -------------------------------------------------------------------------------
     def load(self, doc: Mapping[str, Any], *, project: str = "", source: str = "") -> PolicySpec:
@@ -153,9 +153,11 @@ class PolicyEngine:
             doc, source=source, registry=self.registry, packs=self.packs, project=project
         )
 
-    async def apply(self, spec: PolicySpec) -> AppliedPolicy:
+    async def apply(self, spec: PolicySpec, *, kept: bool = False) -> AppliedPolicy:
         """Create the policy or replace the one of the same name in its project; applying the
-        same spec again keeps its counts and window (``changed`` is False)."""
+        same spec again keeps its counts and window (``changed`` is False). ``kept``: the
+        version is in the store already (``sync``: applied on another replica), only this
+        engine takes it; the leader keeps its counts of the version it replaces."""
         key = (spec.project, spec.name)
         judges = self.judge_factory(spec)  # a missing judge fails here, before anything changes
         async with self._lock:
@@ -167,7 +169,10 @@ class PolicyEngine:
             sinks = (
                 await asyncio.to_thread(open_sinks, spec.sinks, self.egress) if spec.sinks else []
             )
-            if self.runs is not None:
+            if self.runs is not None and kept:
+                if current is not None and self.leader:  # the replaced run gets our counts
+                    await self.runs.save_state(current.run_id, current.state(time.time()))
+            elif self.runs is not None:
                 info = await self.runs.save(
                     project=spec.project,
                     name=spec.name,
@@ -253,6 +258,53 @@ class PolicyEngine:
                 continue
             restored += 1
         return restored
+
+    async def sync(
+        self, check: Callable[[PolicySpec], None] | None = None, *, counts: bool = False
+    ) -> int:
+        """Server replicas: the policies kept in the store become this engine's, whichever
+        replica applied, replaced or deleted them; with ``counts``, each takes the counts and
+        alert states last kept (a replica that does not grade shows those; the one taking the
+        ``watch`` lease starts from them). The leader also takes the runs of policies whose
+        replica is gone. How many policies changed."""
+        if self.runs is None:
+            return 0
+        started = time.time()
+        changed = 0
+        kept: set[tuple[str, str]] = set()
+        for stored in await self.runs.live():
+            key = (stored.project, stored.name)
+            kept.add(key)
+            live = self._policies.get(key)
+            try:
+                if live is None or live.run_id != stored.run_id:
+                    spec = self.load(stored.doc, project=stored.project, source=stored.run_id)
+                    if check is not None:
+                        check(spec)
+                    changed += (await self.apply(spec, kept=True)).changed
+                elif self.leader and stored.status == RunStatus.INTERRUPTED:
+                    await self.runs.own(stored.run_id)
+            except UserError as e:
+                log.error("policy %s/%s not applied here: %s", stored.project, stored.name, e)
+                continue
+            live = self._policies.get(key)
+            if counts and live is not None and stored.state is not None:
+                live.restore_state(stored.state, time.time())
+        forgotten: list[LivePolicy] = []
+        async with self._lock:
+            for key, live in list(self._policies.items()):
+                # deleted or replaced elsewhere (not one applied here since the store was read)
+                if key not in kept and live.applied_at < started:
+                    del self._policies[key]
+                    self._judges.pop(key, None)
+                    self._retire(self._deliveries.pop(key, None))
+                    forgotten.append(live)
+        for live in forgotten if self.leader else ():  # its ended run gets our counts
+            try:
+                await self.runs.save_state(live.run_id, live.state(time.time()))
+            except Exception:
+                log.exception("policy %s: cannot keep its counts", live.spec.name)
+        return changed + len(forgotten)
 
     def default_judges(self, spec: PolicySpec) -> Mapping[str, JudgeClient]:
         """Store-backed judge clients (cached answers) for the judges the policy's evaluators
@@ -489,79 +541,6 @@ class PolicyEngine:
             return
         if version is not None:
             live.counts.promoted += 1
-
-    # -- alerts ---------------------------------------------------------------------------------
-    async def _tick(self) -> None:
-        """Every second, the alerts (checked after each graded trace too: a window emptying,
-        traffic stopped, makes an alert true with no trace arriving); every
-        ``PERSIST_EVERY_S``, each policy's counts and alert states, kept with its run."""
-        saved_at = time.monotonic()
-        while True:
-            await asyncio.sleep(ALERT_CHECK_S)
-            for live in list(self._policies.values()):
-                try:
-                    await live.refresh_corpora()
-                    self._check_alerts_if_warm(live)
-                except Exception:  # must not stop the loop for the other policies
-                    log.exception("policy %s: checking its alerts failed", live.spec.name)
-            if time.monotonic() - saved_at >= PERSIST_EVERY_S and (
-                self._saving is None or self._saving.done()
-            ):  # beside the checks: a slow store must not hold the alerts up
-                saved_at = time.monotonic()
-                self._saving = asyncio.create_task(self._persist(), name="evalsi-policy-save")
-
-    async def _persist(self) -> None:
-        """Keep what changed of each policy's counts and alert states in the store."""
-        if self.runs is None:
-            return
-        for key, live in list(self._policies.items()):
-            if self._policies.get(key) is not live:
-                continue  # deleted or replaced meanwhile: its run is ended
-            state = live.state(time.time())  # both clocks read together
-            mark = (state["counts"], {n: (a.firing, a.fired) for n, a in live.alert_states.items()})
-            if mark == live.saved:
-                continue
-            try:
-                await self.runs.save_state(live.run_id, state)
-                live.saved = mark
-            except Exception:  # the next round tries again
-                log.exception("policy %s: cannot keep its counts", live.spec.name)
-
-    def _check_alerts_if_warm(self, live: LivePolicy) -> None:
-        """Alerts checked with no trace graded: only once the policy has been applied for a
-        whole window, or a window that is empty because the server just started (not because
-        traffic stopped) would fire ``n < 100``."""
-        if self.clock() - live.started >= live.spec.window_s:
-            self._check_alerts(live)
-
-    def _check_alerts(self, live: LivePolicy) -> None:
-        if not live.spec.alerts:
-            return
-        functions = live.window.functions()
-        variables = {"n": live.window.n}
-        now = self.clock()
-        for alert in live.spec.alerts:
-            assert alert.program is not None
-            try:
-                holds = evaluate(alert.program, variables, functions)
-            except ConditionError:
-                holds = False  # not decidable on this window (no data yet): not true
-            state = live.alert_states.setdefault(alert.name, AlertState())
-            if state.update(holds, now, alert.cooldown_s):
-                live.counts.alerts_fired += 1
-                payload = live.alert_payload(alert.name, alert.when)
-                task = asyncio.create_task(self._deliver(live, alert.notify, payload))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-
-    async def _deliver(self, live: LivePolicy, url: str, payload: dict[str, Any]) -> None:
-        try:
-            delivered = await self.notifier.send(url, payload)
-        except Exception:
-            log.exception("policy %s: alert delivery failed", live.spec.name)
-            delivered = False
-        if not delivered:
-            live.counts.alert_failures += 1
 
     # -- reading --------------------------------------------------------------------------------
     def stats(self, name: str, project: str = "default") -> PolicyStats:

@@ -46,6 +46,7 @@ class StoredPolicy:
     doc: dict[str, Any]
     created_at: float
     state: dict[str, Any] | None = None  # the counts and alert states it last saved
+    status: str = RunStatus.RUNNING  # interrupted: the process that applied it is gone
 
 
 class PolicyRuns:
@@ -159,10 +160,16 @@ class PolicyRuns:
                 info.spec["policy"],
                 info.created_at,
                 state if isinstance(state, dict) else None,
+                str(info.status),
             )
         for run_id in stale:
             self._end(run_id, RunStatus.STOPPED)
         return list(newest.values())
+
+    async def own(self, run_id: str) -> None:
+        """Make this process the owner of a live policy's run (its heartbeat keeps it
+        ``running``): a cluster's ``watch`` lease holder takes the runs of a replica gone."""
+        await self._call(self.store.mark_status, run_id, RunStatus.RUNNING)
 
     async def save_state(self, run_id: str, state: dict[str, Any]) -> None:
         """Keep a policy's counts and alert states with its run (restored after a restart)."""

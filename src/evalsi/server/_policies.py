@@ -114,7 +114,13 @@ class PolicyHandler:
             self._started = True
             # the server's rules of today: a policy applied under a wider secrets.allowEnv
             # does not keep a secret the configuration no longer allows
-            return await self.engine.restore(check=self._check_secrets)
+            return await self.engine.restore(check=self.check_stored)
+
+    def check_stored(self, spec: PolicySpec) -> None:
+        """The server's rules for a policy kept in the store (re-applied at start, or taken
+        from another replica): its secrets, and what replicas support."""
+        self._check_secrets(spec)
+        self._check_replicas(spec)
 
     async def stop(self) -> None:
         await self.engine.close()
@@ -185,8 +191,30 @@ class PolicyHandler:
                 project=project,
             )  # fmt: skip
         self._check_secrets(spec)
+        self._check_replicas(spec)
         check_policy_egress(spec, server_egress(self.state.config))
         return spec
+
+    def _check_replicas(self, spec: PolicySpec) -> None:
+        """With ``cluster:``, feedback reaches whichever replica it is sent to, and only the
+        one holding the ``watch`` lease grades (decision 0019): steps run on feedback after a
+        trace completed are refused until feedback is handed across replicas. Feedback sent
+        before the trace completes is graded with it, as on one server."""
+        if self.state.config.cluster is None:
+            return
+        if spec.on_feedback:
+            raise UserError(
+                "spec.onFeedback: steps run on late feedback are not supported with cluster: "
+                "configured yet (feedback reaches one replica, the watch lease holder grades)",
+                hint="drop spec.onFeedback, or serve without cluster: for this policy",
+            )
+        if spec.feedback_forces:
+            raise UserError(
+                "spec.sampling.always: the feedback.negative rule is not supported with "
+                "cluster: configured yet (feedback reaches one replica, the watch lease "
+                "holder grades)",
+                hint="drop the feedback rule from spec.sampling.always",
+            )
 
     def _check_secrets(self, spec: PolicySpec) -> None:
         _check_secrets(spec.raw.get("spec", {}), self.state.config.allowed_env_secrets)

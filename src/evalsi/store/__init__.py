@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         list_calibrations,
         save_calibration,
     )
+    from evalsi.store._leases import LeaseHolder, acquire_lease, lease_holder, release_lease
     from evalsi.store._objects import (
         ObjectError,
         ObjectRef,
@@ -58,6 +59,13 @@ if TYPE_CHECKING:
         take_rate,
     )
     from evalsi.store._sql import SqlStore
+    from evalsi.store._trace_claims import (
+        claim_counts,
+        claim_due,
+        finish_claims,
+        reap_claims,
+        release_claims,
+    )
     from evalsi.store._trace_rows import row_bytes, span_rows, view_dict
     from evalsi.store._trace_scores import trace_scores
     from evalsi.store._traces import TraceStore
@@ -71,6 +79,7 @@ __all__ = [
     "DEFAULT_STORE",
     "BackgroundWriter",
     "CalibrationKey",
+    "LeaseHolder",
     "ObjectError",
     "ObjectRef",
     "ObjectStore",
@@ -84,16 +93,21 @@ __all__ = [
     "TraceScore",
     "TraceStore",
     "TraceSummary",
+    "acquire_lease",
     "cancel_shards",
     "cancelled_among",
     "check_project_id",
+    "claim_counts",
+    "claim_due",
     "delete_binding",
     "expire_audit",
+    "finish_claims",
     "finish_shard",
     "insert_binding",
     "insert_key",
     "insert_project",
     "latest_calibration",
+    "lease_holder",
     "list_calibrations",
     "list_keys",
     "load_access",
@@ -103,7 +117,10 @@ __all__ = [
     "queue_shards",
     "read_audit",
     "read_reviews",
+    "reap_claims",
     "record_spend",
+    "release_claims",
+    "release_lease",
     "revoke_key",
     "row_bytes",
     "save_calibration",

@@ -335,6 +335,43 @@ def _shared_limits(conn: sa.Connection) -> None:
     frozen.create_all(conn)
 
 
+def _watch_claims(conn: sa.Connection) -> None:
+    frozen = sa.MetaData()
+    claims = sa.Table(
+        "trace_claims",
+        frozen,
+        sa.Column("project_id", sa.String(64), nullable=False),
+        sa.Column("trace_id", sa.String(32), nullable=False),
+        sa.Column("last_at", sa.Float, nullable=False),
+        sa.Column("root_at", sa.Float),
+        sa.Column("batches", sa.Integer, nullable=False),
+        sa.Column("claimed_by", sa.String(64)),
+        sa.Column("claimed_at", sa.Float),
+        sa.Column("claimed_batches", sa.Integer),
+        sa.Column("done_at", sa.Float),
+        sa.PrimaryKeyConstraint("project_id", "trace_id"),
+    )
+    sa.Index("trace_claims_done", claims.c.done_at)
+    sa.Table(
+        "leases",
+        frozen,
+        sa.Column("name", sa.String(64), nullable=False),
+        sa.Column("owner", sa.String(64), nullable=False),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("heartbeat_at", sa.Float, nullable=False),
+        sa.Column("acquired_at", sa.Float, nullable=False),
+        sa.PrimaryKeyConstraint("name"),
+    )
+    frozen.create_all(conn)
+    # partial: only open traces are scanned for their deadlines (both dialects take WHERE)
+    for column in ("root_at", "last_at"):
+        conn.exec_driver_sql(
+            f"CREATE INDEX trace_claims_{column[:4]} ON trace_claims ({column}) "
+            "WHERE done_at IS NULL"
+        )
+
+
 def _add(conn: sa.Connection, table: str, column: str) -> None:
     conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
 
@@ -360,6 +397,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "agent cassettes: an index per task, responses kept once by sha256", _cassettes),
     Migration(11, "a cluster run's shards of tasks, queued and finished", _shards),
     Migration(12, "a cluster run's spend and rate limits, shared by its workers", _shared_limits),
+    Migration(13, "trace claims and named leases: Watch across server replicas", _watch_claims),
 )
 """In order; append only. A migration, once released, is never edited."""
 

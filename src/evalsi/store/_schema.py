@@ -32,7 +32,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 """The number of the last migration; a store at a higher version was written by a newer evalsi."""
 
 metadata = MetaData()
@@ -404,6 +404,41 @@ Kept here rather than folded into the span's row, so they wait for a span not ye
 survive its re-sending; reads merge them into their span's ``events`` (store/_trace_queries.py).
 A rowid table on SQLite, so retention deletes it in batches like ``spans``."""
 
+trace_claims = Table(
+    "trace_claims",
+    metadata,
+    Column("project_id", String(64), nullable=False),
+    Column("trace_id", String(32), nullable=False),
+    # the store's clock (epoch seconds) when a span of it was last stored, and when its root was
+    Column("last_at", Float, nullable=False),
+    Column("root_at", Float),
+    Column("batches", Integer, nullable=False),  # span batches that stored spans of it
+    Column("claimed_by", String(64)),  # the completing process's owner token, while it works
+    Column("claimed_at", Float),
+    Column("claimed_batches", Integer),  # ``batches`` when claimed: more since, read again
+    # completed (its row written, handed to the policies); spans stored later reopen it, and
+    # it is completed again as late spans are: its row rebuilt, not graded again
+    Column("done_at", Float),
+    PrimaryKeyConstraint("project_id", "trace_id"),
+)
+"""Traces of a ``cluster:`` server (schema 13), upserted with their spans by whichever replica
+stored them, completed once by the replica holding the ``watch`` lease (store/_trace_claims.py,
+docs/decisions/0019-watch-across-replicas.md)."""
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), nullable=False),
+    Column("owner", String(64), nullable=False),  # the holder's owner token
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),  # the store's clock
+    Column("acquired_at", Float, nullable=False),
+    PrimaryKeyConstraint("name"),
+)
+"""Named leases held by one process of many sharing the store (schema 13): ``watch``, the
+replica that completes traces and runs the online policies (store/_leases.py)."""
+
 Index("spans_start", spans.c.project_id, spans.c.start_ns)
 Index("traces_start", traces.c.project_id, traces.c.start_ns, traces.c.trace_id)
 Index("traces_session", traces.c.project_id, traces.c.session_id, traces.c.start_ns)
@@ -411,4 +446,8 @@ Index("trace_feedback_trace", trace_feedback.c.project_id, trace_feedback.c.trac
 Index("trace_feedback_session", trace_feedback.c.project_id, trace_feedback.c.session_id)
 Index("trace_feedback_received", trace_feedback.c.project_id, trace_feedback.c.received_at)
 Index("trace_feedback_key", trace_feedback.c.project_id, trace_feedback.c.key, unique=True)
+# Open traces by their two deadlines (the completer's scan) are partial indexes ``WHERE done_at
+# IS NULL`` (trace_claims_root, trace_claims_last), created by migration 12 in SQL: declared
+# here, their dialect arguments would import SQLAlchemy's PostgreSQL dialect in every process.
+Index("trace_claims_done", trace_claims.c.done_at)  # done ones by age (their reaping)
 Index("span_events_time", span_events.c.project_id, span_events.c.time_ns)  # retention

@@ -172,6 +172,32 @@ class TraceQueries:
             trace_id, project=project, spans=found, feedback=self.feedback_for(project, trace_id)
         )
 
+    def get_traces(self, project: str, trace_ids: Sequence[str]) -> dict[str, Trace]:
+        """``get_trace`` for many traces at once (a query for their spans, one for their
+        events, one for their feedback): those with no span stored are left out."""
+        ids = sorted(set(trace_ids))
+        if not ids:
+            return {}
+        query = (
+            sa.select(*(spans.c[c] for c in READ_COLUMNS))
+            .where(spans.c.project_id == project)
+            .where(spans.c.trace_id.in_(sa.bindparam("ids", expanding=True)))
+        )
+        with self.engine.connect() as conn:
+            found = [span_from_row(row) for row in conn.execute(query, {"ids": ids})]
+            self._finish(conn, project, found)
+        by_trace: dict[str, list[Span]] = {}
+        for span in found:
+            by_trace.setdefault(span.trace_id, []).append(span)
+        feedback = self.feedback_for_traces(project, list(by_trace))
+        out: dict[str, Trace] = {}
+        for trace_id, spans_of in by_trace.items():
+            spans_of.sort(key=span_order)
+            out[trace_id] = Trace(
+                trace_id, project=project, spans=spans_of, feedback=feedback.get(trace_id, [])
+            )
+        return out
+
     def trace_from_rows(
         self,
         project: str,

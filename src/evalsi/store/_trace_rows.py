@@ -254,9 +254,14 @@ class RowsWriter:
     span arriving after its trace was assembled is counted.
     """
 
-    def __init__(self, conn: Any, *, pg: bool) -> None:
+    def __init__(self, conn: Any, *, pg: bool, claims: bool = False) -> None:
+        """``claims``: the traces of each batch are upserted in ``trace_claims`` in the same
+        transaction (a cluster's replicas: ``store._trace_claims``; PostgreSQL only)."""
+        if claims and not pg:
+            raise ValueError("trace claims need PostgreSQL")
         self.conn = conn
         self.pg = pg
+        self.claims = claims
         self.mark = "%s" if pg else "?"
         if pg:
             conn.cursor().execute(
@@ -294,6 +299,8 @@ class RowsWriter:
                         for row in rows:
                             copy.write_row(row)
                     cur.execute(_FROM_STAGE)
+                    if self.claims:
+                        cur.execute(CLAIM_UPSERT)
                 else:
                     for chunk in chunks(rows, CHUNK):
                         sql = upsert_sql(len(chunk), self.mark)
@@ -335,6 +342,21 @@ _FROM_STAGE = (
     "ON CONFLICT (project_id, trace_id, span_id) DO UPDATE SET "
     + ", ".join(f"{c}=excluded.{c}" for c in SPAN_COLUMNS[3:])
 )
+_CLOCK = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS FLOAT)"  # the store's clock
+CLAIM_UPSERT = (
+    "INSERT INTO trace_claims (project_id, trace_id, last_at, root_at, batches) "
+    f"SELECT project_id, trace_id, {_CLOCK}, "
+    f"CASE WHEN bool_or(parent_span_id = '') THEN {_CLOCK} END, 1 "
+    "FROM spans_in GROUP BY project_id, trace_id "
+    # one lock order for every writer: two batches of the same traces never deadlock
+    "ORDER BY project_id, trace_id "
+    "ON CONFLICT (project_id, trace_id) DO UPDATE SET last_at = excluded.last_at, "
+    "root_at = COALESCE(trace_claims.root_at, excluded.root_at), done_at = NULL, "
+    "batches = trace_claims.batches + 1"
+)
+"""The traces of the spans staged in ``spans_in`` (``RowsWriter``'s COPY), upserted in the
+span batch's own transaction: a trace stored is a trace known, whatever happens next."""
+
 _TOUCH = (
     "UPDATE traces SET span_count = (SELECT COUNT(*) FROM spans s WHERE "
     "s.project_id = traces.project_id AND s.trace_id = traces.trace_id), "

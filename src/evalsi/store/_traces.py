@@ -95,13 +95,26 @@ class TraceStore(TraceQueries):
         ['chat']
     """
 
-    def __init__(self, store: SqlStore, *, views: Callable[[Span], SpanView] | None = None) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        views: Callable[[Span], SpanView] | None = None,
+        claims: bool = False,
+    ) -> None:
         """``views``: how a read span gets its view (``evalsi.traces.normalize``); views are
-        not stored, so without it read spans have none."""
+        not stored, so without it read spans have none. ``claims``: every span batch also
+        upserts its traces in ``trace_claims`` (a cluster's replicas, PostgreSQL only: see
+        ``store._trace_claims``)."""
         self.store = store
+        self.claims = claims
         self.views = views
         self.engine = store.engine
         self._pg = self.engine.dialect.name == "postgresql"
+        if claims and not self._pg:
+            raise StoreError(
+                f"trace claims need PostgreSQL (a cluster's store), not {store.location}"
+            )
         self._writer: RowsWriter | None = None
         self._checkpointer: Checkpointer | None = None
         self._lock = threading.Lock()  # one writer connection, one batch at a time
@@ -171,7 +184,7 @@ class TraceStore(TraceQueries):
             conn.cursor().execute("PRAGMA wal_autocheckpoint=0")
             if self._checkpointer is None:
                 self._checkpointer = Checkpointer(self.store.sqlite_path)
-        return RowsWriter(conn, pg=self._pg)
+        return RowsWriter(conn, pg=self._pg, claims=self.claims)
 
     # -- feedback ----------------------------------------------------------------------------------
     def add_feedback(self, project: str, feedback: Feedback) -> bool:

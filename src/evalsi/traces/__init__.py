@@ -14,6 +14,7 @@ from evalsi.traces._mappers import normalize
 from evalsi.traces._prepare import Batch, prepare
 from evalsi.traces._records import record_row
 from evalsi.traces._redact import RedactionRule, Redactor, parse_rules
+from evalsi.traces._shared import SharedCompletion, SharedStats
 from evalsi.traces._sink import BatchSink, EventSink, LoggedEvent, Overloaded, SpanSink
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "Overloaded",
     "RedactionRule",
     "Redactor",
+    "SharedCompletion",
+    "SharedStats",
     "SpanSink",
     "normalize",
     "parse_rules",

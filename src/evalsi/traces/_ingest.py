@@ -56,7 +56,14 @@ class Ingest:
         on_feedback: Callable[[Trace, Record, Feedback], Awaitable[None]] | None = None,
         wants_traces: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        assemble: bool = True,
     ) -> None:
+        """``assemble`` False: spans are stored and not assembled here (a cluster's replicas:
+        ``SharedCompletion`` completes traces from the store once for all of them, and the
+        store's ``trace_claims`` say which; nothing is handed over from this ingest)."""
+        if not assemble and (handoff is not None or on_trace or on_feedback or wants_traces):
+            raise ValueError("an ingest that does not assemble hands nothing over")
+        self.assemble = assemble
         self.redactor = redactor or Redactor(())
         self.assembler: Assembler[SpanRef] = Assembler(
             grace_s=grace_s,
@@ -143,6 +150,8 @@ class Ingest:
         return self.stats.recovered
 
     async def _recover(self) -> None:
+        if not self.assemble:  # the store's claims keep what a stopped replica left open
+            return
         await recover(self.parts, self.completion)
         if self.stats.recovered:
             self._wake.set()
@@ -274,6 +283,10 @@ class Ingest:
         """What follows a commit: assembly, feedback events, late spans."""
         self.stats.requests += 1
         self.stats.spans += len(batch.refs)
+        if not self.assemble:
+            for fb in batch.feedback:
+                await self.feedback(project, fb)
+            return
         late = self.assembler.add(project, batch.refs, self.parts.clock())
         rows = batch.rows if batch.rows is not None else batch.kept
         if rows and self.handoff is not None:

@@ -673,9 +673,9 @@ async def test_feedback_forcing_a_grade_counts_up_and_grades_once(
 async def test_alerts_follow_the_window_without_traffic(
     registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evalsi.policies import _engine
+    from evalsi.policies import _upkeep
 
-    monkeypatch.setattr(_engine, "ALERT_CHECK_S", 0.01)
+    monkeypatch.setattr(_upkeep, "ALERT_CHECK_S", 0.01)
     clock, notifier = Clock(), Recorder()
     engine = PolicyEngine(registry=registry, notifier=notifier, clock=clock)
     await engine.apply(

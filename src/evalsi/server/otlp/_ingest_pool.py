@@ -91,7 +91,16 @@ def _cpus() -> int:
 class IngestPool:
     """``workers`` processes preparing and storing export requests; see the module doc."""
 
-    def __init__(self, workers: int, store: SqlStore, redaction: Sequence[RedactionRule]):
+    def __init__(
+        self,
+        workers: int,
+        store: SqlStore,
+        redaction: Sequence[RedactionRule],
+        *,
+        claims: bool = False,
+    ):
+        """``claims``: the workers' span batches upsert their traces' claims (a cluster's
+        replicas, decision 0019: ``TraceStore(claims=True)``)."""
         if workers < 1:
             raise ValueError("an ingest pool needs at least one worker")
         self.workers = workers
@@ -102,6 +111,7 @@ class IngestPool:
             else str(store.engine.url.database)
         )
         self._rules = tuple(redaction)
+        self._claims = claims
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -124,7 +134,7 @@ class IngestPool:
                     self.workers,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start_worker,
-                    initargs=(self._location, self._rules, os.getpid()),
+                    initargs=(self._location, self._rules, os.getpid(), self._claims),
                 )
             return self._pool
 
@@ -232,14 +242,16 @@ class IngestPool:
 _WORKER: tuple[TraceStore, Redactor] | None = None
 
 
-def _start_worker(location: str, rules: tuple[RedactionRule, ...], server: int) -> None:
+def _start_worker(
+    location: str, rules: tuple[RedactionRule, ...], server: int, claims: bool = False
+) -> None:
     global _WORKER
     # A worker holds its own end of the task pipe, so it would wait forever for tasks from a
     # server killed with SIGKILL: it watches for that instead.
     watch = threading.Thread(target=_exit_with, args=(server,), name="evalsi-orphan-watch")
     watch.daemon = True
     watch.start()
-    _WORKER = (TraceStore(SqlStore.open(location)), Redactor(rules))
+    _WORKER = (TraceStore(SqlStore.open(location), claims=claims), Redactor(rules))
     # As in the server: what start-up built is out of the collector's sight, and a request's
     # thousands of short-lived objects do not trigger a collection every few hundred.
     gc.freeze()
