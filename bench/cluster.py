@@ -22,8 +22,7 @@ Reported per series: tasks/s (median and range), the ratio cluster/embedded of t
 the RSS of this process and of each worker sampled every second (max, and at 25/50/75/100 % of
 the run: flat means bounded), and CPU seconds per task of each party — the workers, the owner,
 nats-server, PostgreSQL's backends — from which ``extrapolate`` projects 8, 32 and 128 workers
-and names the first bottleneck. Whole process (``--whole-process``): ``evalsi run -f`` as a
-process against the cluster with its workers spawned, start-up included.
+and names the first bottleneck. (No whole-process figure yet: the owner runs in this process.)
 
 Targets (issue 23): the stub series >= 1.6x embedded with 2 workers; 1M tasks complete with
 every task stored once and worker and server RSS < 500 MB, flat. Results go to
@@ -277,8 +276,10 @@ def run_cluster(
             counted["rows"] = done
 
         class Counting(ClusterDispatch):
-            async def __call__(self, run_id: str, tasks: Any, _progress: Any) -> None:
-                await super().__call__(run_id, tasks, progress)
+            async def __call__(
+                self, run_id: str, tasks: Any, _progress: Any, budget: Any = None
+            ) -> Any:
+                return await super().__call__(run_id, tasks, progress, budget)
 
         pids = {f"worker-{i}": w.pid for i, w in enumerate(cluster.workers)}
         pids["owner"] = os.getpid()
