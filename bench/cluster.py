@@ -53,8 +53,8 @@ from connector_throughput import start_stub  # noqa: E402
 
 from evalsi.cluster import ClusterConfig, ClusterDispatch, PoolConfig  # noqa: E402
 from evalsi.packs import builtin_registry  # noqa: E402
-from evalsi.runs import execute_run  # noqa: E402
-from evalsi.specs import run_spec_from_dict  # noqa: E402
+from evalsi.runs import Dispatched, execute_run  # noqa: E402
+from evalsi.specs import BudgetSpec, run_spec_from_dict  # noqa: E402
 from evalsi.store import SqlStore  # noqa: E402
 
 OUT = HERE / "out"
@@ -272,14 +272,14 @@ def run_cluster(
         db = SqlStore.open(dsn)
         counted = {"rows": 0}
 
-        def progress(done: int, _infra: int) -> None:
+        def count(done: int, _infra: int) -> None:
             counted["rows"] = done
 
         class Counting(ClusterDispatch):
             async def __call__(
-                self, run_id: str, tasks: Any, _progress: Any, budget: Any = None
-            ) -> Any:
-                return await super().__call__(run_id, tasks, progress, budget)
+                self, run_id: str, tasks: Any, progress: Any, budget: BudgetSpec | None = None
+            ) -> Dispatched:
+                return await super().__call__(run_id, tasks, count, budget)
 
         pids = {f"worker-{i}": w.pid for i, w in enumerate(cluster.workers)}
         pids["owner"] = os.getpid()
