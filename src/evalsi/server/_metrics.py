@@ -58,10 +58,11 @@ class Metrics:
 
             self.registry.register(IngestCollector(state.ingest))
         self.cluster: Any = None  # the cluster's pools and workers, read in the background
-        if state.config.cluster is not None:
+        cluster = getattr(getattr(state, "config", None), "cluster", None)  # (a bare test state)
+        if cluster is not None:
             from evalsi.server._cluster_metrics import ClusterCollector, ClusterGauges
 
-            self.cluster = ClusterGauges(state.config.cluster, state.store)
+            self.cluster = ClusterGauges(cluster, state.store)
             self.registry.register(ClusterCollector(self.cluster))
         self.interceptor = RpcMetricsInterceptor(self)
 
