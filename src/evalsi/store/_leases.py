@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from evalsi.core import StoreError
 from evalsi.store._owner import HOST, now_sql, owner_token
 from evalsi.store._schema import leases
+from evalsi.store._shards import _insert
 
 if TYPE_CHECKING:
     from evalsi.store._sql import SqlStore
@@ -52,7 +53,7 @@ def acquire_lease(
     dialect = store.engine.dialect.name
     clock = now_sql(dialect) if now is None else sa.literal(float(now), sa.Float)
     me = owner_token()
-    insert = _insert(dialect)(leases).values(
+    insert = _insert(store)(leases).values(
         name=name, owner=me, host=HOST, pid=os.getpid(), heartbeat_at=clock, acquired_at=clock
     )
     excluded = insert.excluded
@@ -92,9 +93,3 @@ def release_lease(store: SqlStore, name: str) -> bool:
             sa.delete(leases).where(leases.c.name == name, leases.c.owner == owner_token())
         ).rowcount
     return bool(gone)
-
-
-def _insert(dialect: str) -> Any:
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return postgresql.insert if dialect == "postgresql" else sqlite.insert

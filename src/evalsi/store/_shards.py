@@ -112,6 +112,8 @@ def cancelled_among(store: SqlStore, run_id: str, shard_ids: Sequence[str]) -> s
 
 
 def _insert(store: SqlStore) -> Any:
+    """The store's dialect's ``insert`` (it has ``on_conflict_do_*``): the cluster tables'
+    upserts share it."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     return postgresql.insert if store.engine.dialect.name == "postgresql" else sqlite.insert

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from evalsi.core import StoreError
 from evalsi.store._schema import rate_windows, run_spend
+from evalsi.store._shards import _insert
 
 if TYPE_CHECKING:
     from evalsi.store._sql import SqlStore
@@ -123,12 +124,6 @@ def prune_rate(store: SqlStore, key: str, before_slot: int) -> None:
     w = rate_windows.c
     statement = sa.delete(rate_windows).where(w.key == key[:255], w.slot < int(before_slot))
     _write(store, "prune the rate limit", lambda conn: conn.execute(statement))
-
-
-def _insert(store: SqlStore) -> Any:
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return postgresql.insert if store.engine.dialect.name == "postgresql" else sqlite.insert
 
 
 def _write(store: SqlStore, what: str, work: Any) -> Any:
